@@ -1,0 +1,43 @@
+"""Commands: what a worker pool is asked to do next. Imperative, ids only, never
+stored as truth; the reactor derives them from the folded state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Queue(StrEnum):
+    MODEL = "model"
+    VALIDATE = "validate"
+    TOOLS = "tools"
+    ACCEPT = "accept"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestModel:
+    run_id: str
+    queue = Queue.MODEL
+
+
+@dataclass(frozen=True, slots=True)
+class ValidateCall:
+    run_id: str
+    call_id: str
+    queue = Queue.VALIDATE
+
+
+@dataclass(frozen=True, slots=True)
+class ExecuteCall:
+    run_id: str
+    call_id: str
+    queue = Queue.TOOLS
+
+
+@dataclass(frozen=True, slots=True)
+class RunAcceptance:
+    run_id: str
+    queue = Queue.ACCEPT
+
+
+Command = RequestModel | ValidateCall | ExecuteCall | RunAcceptance

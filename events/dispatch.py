@@ -1,0 +1,29 @@
+"""Which commands are due for a run, from its folded state alone. The reactor
+sends them on every feed entry and the sweeper re-sends them for idle runs;
+both are safe to repeat because every handler re-checks before acting."""
+
+from __future__ import annotations
+
+from events.commands import Command, ExecuteCall, RequestModel, RunAcceptance, ValidateCall
+from events.state import RunState
+from events.status import CallStatus, RunStatus
+from events.tool_step import claimable
+
+
+def due_commands(s: RunState, *, now: float) -> list[Command]:
+    match s.status:
+        case RunStatus.REQUESTING_MODEL:
+            if s.model_claim_deadline is None or now >= s.model_claim_deadline:
+                return [RequestModel(s.run_id)]
+        case RunStatus.VALIDATING:
+            calls = s.current_turn.calls if s.current_turn else ()
+            return [
+                ValidateCall(s.run_id, c.call_id) for c in calls if c.status is CallStatus.PROPOSED
+            ]
+        case RunStatus.RUNNING_TOOLS:
+            calls = s.current_turn.calls if s.current_turn else ()
+            return [ExecuteCall(s.run_id, c.call_id) for c in calls if claimable(c)]
+        case RunStatus.ACCEPTING:
+            if s.acceptance_claim_deadline is None or now >= s.acceptance_claim_deadline:
+                return [RunAcceptance(s.run_id)]
+    return []

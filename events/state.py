@@ -1,0 +1,89 @@
+"""The folded state of a run. Frozen; only `fold.apply` makes new ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.history import History
+from events.status import CallStatus, RunStatus
+from events.types import ToolError
+from schemas.content import ContentBlock, Usage
+from schemas.spec import RunSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    call_id: str
+    turn: int
+    name: str
+    input: dict[str, Any]
+    status: CallStatus
+    read_only: bool = False
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    timeout_s: float = 0.0
+    attempts: int = 0
+    claim_deadline: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    output: Any = None
+    error: ToolError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    index: int
+    content: tuple[ContentBlock, ...]
+    stop_reason: str
+    model: str
+    calls: tuple[Call, ...] = ()
+    feedback: str | None = None
+
+    def call(self, call_id: str) -> Call | None:
+        return next((c for c in self.calls if c.call_id == call_id), None)
+
+    @property
+    def finished(self) -> bool:
+        return all(c.status.finished for c in self.calls)
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    index: int
+    check: str
+    passed: bool
+    evidence: dict[str, Any]
+    checked_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    run_id: str
+    status: RunStatus
+    spec: RunSpec
+    workspace: str | None
+    created_at: float
+    seq: int = 0
+    updated_at: float = 0.0
+    history: History[Turn] = field(default_factory=History)  # turns before the current one
+    current_turn: Turn | None = None
+    usage: Usage = Usage()
+    model_attempts: int = 0
+    model_claim_deadline: float | None = None
+    acceptance_attempts: int = 0
+    acceptance_claim_deadline: float | None = None
+    checks: tuple[Check, ...] = ()
+    detail: str = ""
+
+    @property
+    def turns_used(self) -> int:
+        return len(self.history) + (self.current_turn is not None)
+
+    @property
+    def turns(self) -> list[Turn]:
+        return [*self.history, *([self.current_turn] if self.current_turn else [])]
+
+    def call(self, call_id: str) -> Call | None:
+        turn = self.current_turn
+        return turn.call(call_id) if turn else None

@@ -1,0 +1,213 @@
+"""Event types: past-tense facts, frozen, each with a `type` tag, together a
+discriminated union. Add an event here, in `fold.py`, in `transitions.py`
+(the table) and in a unit test."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.codec import EventCodec
+from schemas.content import ContentBlock, Usage
+from schemas.spec import RunSpec
+
+StopReason = Literal[
+    "end_turn",
+    "max_tokens",
+    "stop_sequence",
+    "tool_use",
+    "pause_turn",
+    "refusal",
+    "model_context_window_exceeded",
+]
+
+ErrorCode = Literal[
+    "unknown_tool",
+    "not_found",
+    "invalid_arguments",
+    "permission_denied",
+    "rate_limited",
+    "timeout",
+    "outcome_unknown",
+    "conflict",
+    "internal",
+]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FieldError(_Event):
+    loc: str
+    msg: str
+
+
+class ToolError(_Event):
+    """What went wrong with a call, in terms the model can act on."""
+
+    code: ErrorCode
+    message: str
+    retryable: bool
+    fields: tuple[FieldError, ...] = ()
+    retry_after_s: float | None = None
+
+
+class RunCreated(_Event):
+    type: Literal["RunCreated"] = "RunCreated"
+    spec: RunSpec
+    request_id: str | None = None
+    workspace: str | None = Field(default=None, description="absolute path the run works in")
+
+
+class ModelRequested(_Event):
+    """A model worker claimed the turn's model call until `deadline_at`."""
+
+    type: Literal["ModelRequested"] = "ModelRequested"
+    turn: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    deadline_at: float
+
+
+class ModelResponded(_Event):
+    type: Literal["ModelResponded"] = "ModelResponded"
+    turn: int = Field(ge=1)
+    content: tuple[ContentBlock, ...]
+    stop_reason: StopReason
+    usage: Usage = Usage()
+    model: str
+
+
+class ToolCallProposed(_Event):
+    type: Literal["ToolCallProposed"] = "ToolCallProposed"
+    call_id: str
+    turn: int = Field(ge=1)
+    name: str
+    input: dict[str, Any]
+
+
+class ToolCallValidated(_Event):
+    type: Literal["ToolCallValidated"] = "ToolCallValidated"
+    call_id: str
+    read_only: bool
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    timeout_s: float
+
+
+class ToolCallRejected(_Event):
+    type: Literal["ToolCallRejected"] = "ToolCallRejected"
+    call_id: str
+    error: ToolError
+
+
+class ToolCallStarted(_Event):
+    """The claim: appended before the tool runs, so a redelivery cannot run it twice."""
+
+    type: Literal["ToolCallStarted"] = "ToolCallStarted"
+    call_id: str
+    attempt: int = Field(ge=1)
+    worker: str
+    deadline_at: float
+
+
+class ToolCallSucceeded(_Event):
+    type: Literal["ToolCallSucceeded"] = "ToolCallSucceeded"
+    call_id: str
+    output: Any
+    started_at: float
+    finished_at: float
+
+
+class ToolCallFailed(_Event):
+    type: Literal["ToolCallFailed"] = "ToolCallFailed"
+    call_id: str
+    error: ToolError
+    started_at: float | None = None
+    finished_at: float
+
+
+class ToolCallOutcomeUnknown(_Event):
+    """A claimed call with no result: it may or may not have had its effect."""
+
+    type: Literal["ToolCallOutcomeUnknown"] = "ToolCallOutcomeUnknown"
+    call_id: str
+    reason: str
+
+
+class AcceptanceStarted(_Event):
+    type: Literal["AcceptanceStarted"] = "AcceptanceStarted"
+    attempt: int = Field(ge=1)
+    deadline_at: float
+
+
+class AcceptanceChecked(_Event):
+    type: Literal["AcceptanceChecked"] = "AcceptanceChecked"
+    index: int = Field(ge=0)
+    check: str = Field(description="what was checked, in words")
+    passed: bool
+    evidence: dict[str, Any]
+    checked_at: float
+
+
+class AcceptanceFailed(_Event):
+    """Checks failed with turns left: the failures go back to the model."""
+
+    type: Literal["AcceptanceFailed"] = "AcceptanceFailed"
+    feedback: str
+
+
+class RunCompleted(_Event):
+    type: Literal["RunCompleted"] = "RunCompleted"
+    detail: str
+
+
+class RunFailed(_Event):
+    type: Literal["RunFailed"] = "RunFailed"
+    reason: str
+    detail: str
+
+
+class RunBudgetExhausted(_Event):
+    type: Literal["RunBudgetExhausted"] = "RunBudgetExhausted"
+    budget: Literal["turns"]
+    used: float
+    limit: float
+    detail: str
+
+
+class RunEscalated(_Event):
+    """The run needs a human before it can move on."""
+
+    type: Literal["RunEscalated"] = "RunEscalated"
+    reason: str
+    detail: str
+
+
+Event = Annotated[
+    RunCreated
+    | ModelRequested
+    | ModelResponded
+    | ToolCallProposed
+    | ToolCallValidated
+    | ToolCallRejected
+    | ToolCallStarted
+    | ToolCallSucceeded
+    | ToolCallFailed
+    | ToolCallOutcomeUnknown
+    | AcceptanceStarted
+    | AcceptanceChecked
+    | AcceptanceFailed
+    | RunCompleted
+    | RunFailed
+    | RunBudgetExhausted
+    | RunEscalated,
+    Field(discriminator="type"),
+]
+
+EVENT_TYPES: dict[str, type[BaseModel]] = {
+    cls.model_fields["type"].default: cls for cls in get_args(get_args(Event)[0])
+}
+
+CODEC = EventCodec(EVENT_TYPES)

@@ -1,0 +1,124 @@
+"""The one msgpack codec. Only this module calls msgpack.
+
+Payload types come from a `type -> model` table handed in by the caller (the
+core's event table), never from class paths stored in data. Old payload
+shapes are upgraded by small pure functions keyed by (type, v). Every decoding
+failure becomes `InvalidEvent`, naming the field and keeping the raw bytes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgpack
+from pydantic import BaseModel, ValidationError
+
+from schemas.envelope import Envelope
+from schemas.errors import InvalidEvent
+
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
+
+_HEADER: dict[str, tuple[type, ...]] = {
+    "id": (str,),
+    "run_id": (str,),
+    "seq": (int,),
+    "type": (str,),
+    "at": (float, int),
+    "source": (str,),
+    "causation_id": (str, type(None)),
+    "v": (int,),
+}
+
+
+class EventCodec:
+    def __init__(
+        self,
+        table: Mapping[str, type[BaseModel]],
+        *,
+        upcasters: Mapping[tuple[str, int], Upcaster] | None = None,
+        current_version: Mapping[str, int] | None = None,
+    ):
+        self._table = dict(table)
+        self._upcasters = dict(upcasters or {})
+        self._current = dict(current_version or {})
+
+    def encode(self, envelope: Envelope[Any]) -> bytes:
+        if envelope.type not in self._table:
+            raise InvalidEvent(f"unknown event type {envelope.type!r}", field="type")
+        head = {k: getattr(envelope, k) for k in _HEADER}
+        head["data"] = envelope.data.model_dump(mode="json")
+        return msgpack.packb(head, use_bin_type=True)
+
+    def decode(self, raw: bytes) -> Envelope[Any]:
+        try:
+            obj = msgpack.unpackb(raw, raw=False, strict_map_key=True)
+        except Exception as exc:  # msgpack raises several unrelated types
+            raise InvalidEvent(f"not msgpack: {exc}", raw=raw) from exc
+        if not isinstance(obj, dict):
+            raise InvalidEvent(f"expected a map, got {type(obj).__name__}", raw=raw)
+        return self.from_mapping(obj, raw=raw)
+
+    def from_mapping(self, obj: Mapping[str, Any], *, raw: bytes | None = None) -> Envelope[Any]:
+        """Build an envelope from a decoded mapping (also used for JSON publishers)."""
+        for name, kinds in _HEADER.items():
+            if name not in obj:
+                if name in ("causation_id", "v"):
+                    continue
+                raise InvalidEvent("missing", field=name, raw=raw)
+            if not isinstance(obj[name], kinds) or isinstance(obj[name], bool):
+                raise InvalidEvent(f"wrong type {type(obj[name]).__name__}", field=name, raw=raw)
+        extra = set(obj) - set(_HEADER) - {"data"}
+        if extra:
+            raise InvalidEvent(
+                f"unexpected fields {sorted(extra)}", field=sorted(extra)[0], raw=raw
+            )
+        etype, version = obj["type"], obj.get("v", 1)
+        model = self._table.get(etype)
+        if model is None:
+            raise InvalidEvent(f"unknown event type {etype!r}", field="type", raw=raw)
+        data = obj.get("data")
+        if not isinstance(data, dict):
+            raise InvalidEvent("missing or not a map", field="data", raw=raw)
+        data, version = self._upcast(etype, version, data)
+        try:
+            event = model.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in ("data", *err["loc"]))
+            raise InvalidEvent(err["msg"], field=where, raw=raw) from exc
+        if obj["seq"] < 1:
+            raise InvalidEvent("must be >= 1", field="seq", raw=raw)
+        return Envelope[Any].model_construct(
+            id=obj["id"],
+            run_id=obj["run_id"],
+            seq=obj["seq"],
+            type=etype,
+            at=float(obj["at"]),
+            source=obj["source"],
+            causation_id=obj.get("causation_id"),
+            v=version,
+            data=event,
+        )
+
+    def _upcast(self, etype: str, v: int, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        target = self._current.get(etype, 1)
+        if v > target:
+            raise InvalidEvent(f"version {v} is newer than this reader knows ({target})", field="v")
+        while v < target:
+            step = self._upcasters.get((etype, v))
+            if step is None:
+                raise InvalidEvent(f"no upcaster from version {v} of {etype!r}", field="v")
+            data, v = step(data), v + 1
+        return data, v
+
+
+def pack(obj: Any) -> bytes:
+    """msgpack for small non-event values (dispatch ids, ledger rows)."""
+    return msgpack.packb(obj, use_bin_type=True)
+
+
+def unpack(raw: bytes) -> Any:
+    try:
+        return msgpack.unpackb(raw, raw=False)
+    except Exception as exc:
+        raise InvalidEvent(f"not msgpack: {exc}", raw=raw) from exc

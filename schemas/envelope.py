@@ -1,0 +1,28 @@
+"""The event envelope: the one shape every entry of a run's log has.
+
+`seq` is the run's version (1, 2, 3… with no gaps); `data` is the event itself,
+a frozen model whose `type` tag equals the envelope's `type`."""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.ids import EventId, RunId
+
+E = TypeVar("E", bound=BaseModel)
+
+
+class Envelope(BaseModel, Generic[E]):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: EventId = Field(min_length=1)
+    run_id: RunId = Field(min_length=1)
+    seq: int = Field(ge=1)
+    type: str = Field(min_length=1)
+    at: float = Field(description="seconds since the Unix epoch, UTC, from the writer's clock")
+    source: str = Field(description="which service or publisher wrote it")
+    causation_id: EventId | None = None
+    v: int = Field(default=1, ge=1, description="version of the payload's shape")
+    data: E
