@@ -65,3 +65,21 @@ def record_acceptance(s: RunState, *, attempt: int, results: Sequence[CheckResul
 def _why(r: CheckResult) -> str:
     reason = r.evidence.get("reason")
     return str(reason) if reason else "failed"
+
+
+def contains(expected: Any, actual: Any) -> bool:
+    """Subset match: every key of an expected mapping is in the actual one with a
+    matching value; lists match element-wise; anything else must be equal."""
+    if isinstance(expected, dict):
+        return isinstance(actual, dict) and all(
+            k in actual and contains(v, actual[k]) for k, v in expected.items()
+        )
+    if isinstance(expected, list):
+        return (
+            isinstance(actual, list)
+            and len(expected) == len(actual)
+            and all(contains(e, a) for e, a in zip(expected, actual, strict=True))
+        )
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return type(expected) is type(actual) and expected == actual
+    return bool(expected == actual)

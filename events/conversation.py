@@ -33,7 +33,13 @@ def _user_reply(turn: Turn) -> list[ContentBlock]:
 
 def tool_result(call: Call) -> ToolResultBlock:
     if call.error is not None:
-        body: Any = {"error": call.error.model_dump(mode="json", exclude_none=True, exclude={"fields"} if not call.error.fields else None)}
+        body: Any = {
+            "error": call.error.model_dump(
+                mode="json",
+                exclude_none=True,
+                exclude={"fields"} if not call.error.fields else None,
+            )
+        }
         return ToolResultBlock(tool_use_id=call.call_id, content=_text(body), is_error=True)
     return ToolResultBlock(tool_use_id=call.call_id, content=_text(call.output))
 

@@ -137,7 +137,13 @@ def _step(s: RunState, e: Event) -> RunState:
 
 def _created(run_id: str, e: RunCreated, at: float) -> RunState:
     return RunState(
-        run_id=run_id, status=R.REQUESTING_MODEL, spec=e.spec, workspace=e.workspace, created_at=at
+        run_id=run_id,
+        status=R.REQUESTING_MODEL,
+        spec=e.spec,
+        workspace=e.workspace,
+        base_dir=e.base_dir,
+        request_id=e.request_id,
+        created_at=at,
     )
 
 

@@ -64,6 +64,8 @@ class RunState:
     spec: RunSpec
     workspace: str | None
     created_at: float
+    base_dir: str | None = None
+    request_id: str | None = None
     seq: int = 0
     updated_at: float = 0.0
     history: History[Turn] = field(default_factory=History)  # turns before the current one

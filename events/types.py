@@ -59,6 +59,7 @@ class RunCreated(_Event):
     spec: RunSpec
     request_id: str | None = None
     workspace: str | None = Field(default=None, description="absolute path the run works in")
+    base_dir: str | None = Field(default=None, description="folder the spec's paths resolve from")
 
 
 class ModelRequested(_Event):

@@ -1,0 +1,39 @@
+"""Inventory tools for the example: stock lives in the workspace's stock.json."""
+
+import json
+from pathlib import Path
+
+from services.tools import ToolContext, ToolFailure, tool
+
+
+def _load(ctx: ToolContext) -> tuple[Path, dict]:
+    path = Path(ctx.workspace or ".", "stock.json")
+    return path, json.loads(path.read_text())
+
+
+@tool(read_only=True, reads=lambda a: [f"stock:{a['sku']}"], scope="stock:read")
+def lookup_stock(sku: str, ctx: ToolContext) -> dict:
+    """Available quantity for a SKU and the stock version it was read at; read-only, reserves nothing."""
+    _, stock = _load(ctx)
+    if sku not in stock:
+        raise ToolFailure("not_found", f"no SKU {sku!r}")
+    item = stock[sku]
+    return {"sku": sku, "available": item["available"], "version": item["version"]}
+
+
+@tool(writes=lambda a: [f"stock:{a['sku']}"], scope="stock:write", timeout_s=10)
+def reserve_stock(sku: str, qty: int, ctx: ToolContext) -> dict:
+    """Reserve `qty` units of a SKU; fails with `conflict` when fewer are available."""
+    path, stock = _load(ctx)
+    if sku not in stock:
+        raise ToolFailure("not_found", f"no SKU {sku!r}")
+    if qty < 1:
+        raise ToolFailure("invalid_arguments", "qty must be at least 1")
+    item = stock[sku]
+    if item["available"] < qty:
+        raise ToolFailure("conflict", f"only {item['available']} of {sku!r} available")
+    item["available"] -= qty
+    item["reserved"] = item.get("reserved", 0) + qty
+    item["version"] += 1
+    path.write_text(json.dumps(stock, indent=2) + "\n")
+    return {"sku": sku, "reserved": qty, "available": item["available"], "version": item["version"]}

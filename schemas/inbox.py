@@ -1,0 +1,28 @@
+"""Messages outside systems publish to the inbox stream, as JSON in the entry's
+`message` field. Validated on intake; a malformed entry is moved to the
+rejected stream with its reason."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.spec import RunSpec
+
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+
+
+class RunRequested(BaseModel):
+    """Start a run. Paths in the spec resolve from `base_dir` (absolute)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    type: Literal["RunRequested"] = "RunRequested"
+    run_id: str | None = Field(default=None, pattern=RUN_ID_PATTERN)
+    request_id: str | None = Field(default=None, description="re-publishing the same id is a no-op")
+    spec: RunSpec
+    base_dir: str | None = None
+    workspace: str | None = Field(default=None, description="absolute workspace; overrides the spec's")
+
+
+InboxMessage = Annotated[RunRequested, Field(discriminator="type")]

@@ -1,0 +1,30 @@
+"""What every handler needs, built once by `bootstrap`: the store, the clock,
+the tool registry and the model adapters. Tests build their own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from events.state import RunState
+from schemas.spec import ModelSpec
+from services.clock import Clock
+from services.models.port import ModelAdapter
+from services.settings import Settings
+from services.spec_check import tool_paths
+from services.store.port import EventStore
+from services.tools import ToolRegistry
+
+
+@dataclass(frozen=True)
+class App:
+    settings: Settings
+    store: EventStore
+    clock: Clock
+    registry: ToolRegistry
+    model_for: Callable[[ModelSpec], ModelAdapter]
+    worker: str
+
+    def load_tools(self, state: RunState) -> None:
+        """Import the run's tool modules (once per process)."""
+        self.registry.load(state.spec.tools, tool_paths(state.spec, state.base_dir))

@@ -1,0 +1,119 @@
+"""The composition root: builds the Redis client, the store, the clock, the
+model adapters and the worker pools from one Settings object."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import dramatiq
+import redis
+
+from schemas.spec import AnthropicModel, ModelSpec, ScriptedModel
+from services.actors import Pools, declare_actors
+from services.app import App
+from services.broker import make_broker
+from services.clock import SystemClock, worker_name
+from services.intake import Intake
+from services.keys import Keys
+from services.models.port import ModelAdapter, ModelError
+from services.models.scripted import ScriptedAdapter
+from services.reactor import Reactor
+from services.settings import Settings
+from services.store.redis_store import RedisEventStore
+from services.sweeper import run_sweeper
+from services.tools import REGISTRY
+
+log = logging.getLogger(__name__)
+
+
+def redis_client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
+
+
+_ADAPTERS: dict[str, ModelAdapter] = {}
+
+
+def model_for(spec: ModelSpec) -> ModelAdapter:
+    """One adapter per distinct model spec, made on first use."""
+    key = spec.model_dump_json()
+    adapter = _ADAPTERS.get(key)
+    if adapter is None:
+        adapter = _ADAPTERS[key] = _make_adapter(spec)
+    return adapter
+
+
+def _make_adapter(spec: ModelSpec) -> ModelAdapter:
+    match spec:
+        case ScriptedModel():
+            return ScriptedAdapter(spec)
+        case AnthropicModel():
+            raise ModelError("the anthropic adapter is not available yet", retryable=False)
+
+
+def build_app(settings: Settings, client: redis.Redis) -> App:
+    keys = Keys(settings.prefix, settings.shards)
+    return App(
+        settings=settings,
+        store=RedisEventStore(client, keys),
+        clock=SystemClock(),
+        registry=REGISTRY,
+        model_for=model_for,
+        worker=worker_name(),
+    )
+
+
+@dataclass
+class Services:
+    """The worker pools plus the reactor, intake and sweeper loops of one process."""
+
+    app: App
+    client: redis.Redis
+    pools: Pools
+    broker: dramatiq.Broker
+    worker: dramatiq.Worker | None = None
+    stop_flag: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+    def start(self, *, queues: set[str] | None = None, loops: bool = True) -> None:
+        threads = self.app.settings.worker_threads
+        self.worker = dramatiq.Worker(
+            self.broker, queues=queues, worker_threads=threads, worker_timeout=100
+        )
+        self.worker.start()
+        if loops:
+            keys = Keys(self.app.settings.prefix, self.app.settings.shards)
+            reactor = Reactor(self.app, self.client, keys, self.pools.send)
+            intake = Intake(self.app, self.client, keys)
+            self._spawn("reactor", lambda: reactor.run(self.stop_flag))
+            self._spawn("intake", lambda: intake.run(self.stop_flag))
+            self._spawn("sweeper", lambda: run_sweeper(self.app, self.pools.send, self.stop_flag))
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        def guarded() -> None:
+            while not self.stop_flag.is_set():
+                try:
+                    target()
+                except redis.ConnectionError as exc:
+                    log.warning("%s lost Redis (%s); retrying", name, exc)
+                    self.stop_flag.wait(0.5)
+
+        thread = threading.Thread(target=guarded, name=f"agentledger-{name}", daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        for thread in self.threads:
+            thread.join(timeout=5)
+        if self.worker is not None:
+            self.worker.stop(timeout=5000)
+
+
+def build_services(settings: Settings, client: redis.Redis) -> Services:
+    app = build_app(settings, client)
+    broker = make_broker(client, Keys(settings.prefix, settings.shards))
+    pools = declare_actors(broker, lambda: app)
+    return Services(app=app, client=client, pools=pools, broker=broker)

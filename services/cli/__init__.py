@@ -1,0 +1,1 @@
+"""The `agentledger` command line: thin entrypoints over the services."""

@@ -1,0 +1,90 @@
+"""One line per event for timelines, `tail` and `replay`."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from events.types import (
+    AcceptanceChecked,
+    AcceptanceFailed,
+    AcceptanceStarted,
+    ModelRequested,
+    ModelResponded,
+    RunBudgetExhausted,
+    RunCompleted,
+    RunCreated,
+    RunEscalated,
+    RunFailed,
+    ToolCallFailed,
+    ToolCallOutcomeUnknown,
+    ToolCallProposed,
+    ToolCallRejected,
+    ToolCallStarted,
+    ToolCallSucceeded,
+    ToolCallValidated,
+)
+from schemas.content import TextBlock
+from schemas.envelope import Envelope
+
+WIDTH = 100
+
+
+def line(env: Envelope[Any], *, with_run: bool = False) -> str:
+    at = datetime.fromtimestamp(env.at, UTC).strftime("%H:%M:%S.%f")[:-3]
+    run = f"{env.run_id}  " if with_run else ""
+    return f"{run}{env.seq:>4}  {at}  {env.source:<8} {env.type:<24} {summary(env.data)}"
+
+
+def summary(e: Any) -> str:
+    match e:
+        case RunCreated():
+            return _cut(f"task={e.spec.task!r} principal={e.spec.principal.id}")
+        case ModelRequested():
+            return f"turn {e.turn} (attempt {e.attempt})"
+        case ModelResponded():
+            text = " ".join(b.text for b in e.content if isinstance(b, TextBlock))
+            tokens = f"{e.usage.input_tokens}+{e.usage.output_tokens} tokens"
+            return _cut(
+                f"turn {e.turn} stop={e.stop_reason} {tokens} {text!r}"
+                if text
+                else f"turn {e.turn} stop={e.stop_reason} {tokens}"
+            )
+        case ToolCallProposed():
+            return _cut(f"{e.call_id} {e.name}({_args(e.input)})")
+        case ToolCallValidated():
+            res = " ".join([*(f"r:{r}" for r in e.reads), *(f"w:{w}" for w in e.writes)])
+            return _cut(f"{e.call_id} {'read-only' if e.read_only else 'write'} {res}".rstrip())
+        case ToolCallRejected():
+            return _cut(f"{e.call_id} {e.error.code}: {e.error.message}")
+        case ToolCallStarted():
+            return f"{e.call_id} attempt {e.attempt} on {e.worker}"
+        case ToolCallSucceeded():
+            ms = (e.finished_at - e.started_at) * 1000
+            return _cut(f"{e.call_id} in {ms:.1f} ms -> {json.dumps(e.output, default=str)}")
+        case ToolCallFailed():
+            return _cut(f"{e.call_id} {e.error.code}: {e.error.message}")
+        case ToolCallOutcomeUnknown():
+            return _cut(f"{e.call_id} {e.reason}")
+        case AcceptanceStarted():
+            return f"attempt {e.attempt}"
+        case AcceptanceChecked():
+            return _cut(f"{'PASS' if e.passed else 'FAIL'} {e.check}")
+        case AcceptanceFailed():
+            return _cut(e.feedback.replace("\n", " | "))
+        case RunCompleted():
+            return _cut(e.detail)
+        case RunFailed() | RunEscalated():
+            return _cut(f"{e.reason}: {e.detail}")
+        case RunBudgetExhausted():
+            return _cut(f"{e.budget}: {e.detail}")
+    return ""
+
+
+def _args(args: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in args.items())
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"

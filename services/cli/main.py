@@ -1,0 +1,84 @@
+"""`agentledger`: argument parsing and the exit code; the work is in the commands."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from schemas.errors import InvalidSpec
+from services.cli import exit_codes, inspect_cmds, run_cmds
+from services.cli.session import open_session
+from services.errors import ConfigError, RedisUnavailable
+from services.settings import from_env
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agentledger", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run a spec end to end on embedded workers and follow it")
+    r.add_argument("spec")
+    r.add_argument("--json", action="store_true", help="print one final JSON object")
+    r.add_argument("--processes", type=int, default=0, help="worker processes (0: threads here)")
+    s = sub.add_parser("submit", help="publish a spec to the inbox; print the run id")
+    s.add_argument("spec")
+    w = sub.add_parser("workers", help="start the worker pools until SIGTERM")
+    w.add_argument("--processes", type=int, default=1)
+    w.add_argument("--queues", nargs="*", help="only these dramatiq queues (default: all)")
+    st = sub.add_parser("status", help="a run's state")
+    st.add_argument("run_id")
+    st.add_argument("--json", action="store_true")
+    rs = sub.add_parser("runs", help="the newest runs")
+    rs.add_argument("--limit", type=int, default=20)
+    t = sub.add_parser("tail", help="events, one a line")
+    t.add_argument("--run", dest="run_id")
+    t.add_argument("--follow", "-f", action="store_true")
+    t.add_argument("--json", action="store_true", help="print envelopes as JSON")
+    rp = sub.add_parser("replay", help="re-fold a run's log and check it")
+    rp.add_argument("run_id")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        settings = from_env()
+        with open_session(settings) as session:
+            return _dispatch(args, session)
+    except InvalidSpec as exc:
+        print(f"agentledger: invalid spec: {exc}", file=sys.stderr)
+        return exit_codes.USAGE
+    except ConfigError as exc:
+        print(f"agentledger: bad configuration: {exc}", file=sys.stderr)
+        return exit_codes.USAGE
+    except RedisUnavailable as exc:
+        print(f"agentledger: no Redis: {exc}", file=sys.stderr)
+        return exit_codes.INTERNAL
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace, session) -> int:  # type: ignore[no-untyped-def]
+    match args.command:
+        case "run":
+            return run_cmds.run(session, args.spec, as_json=args.json, processes=args.processes)
+        case "submit":
+            return run_cmds.submit(session, args.spec)
+        case "workers":
+            return run_cmds.workers(session, processes=args.processes, queues=args.queues)
+        case "status":
+            return inspect_cmds.status(session, args.run_id, as_json=args.json)
+        case "runs":
+            return inspect_cmds.runs(session, limit=args.limit)
+        case "tail":
+            return inspect_cmds.tail(
+                session, run_id=args.run_id, follow=args.follow, as_json=args.json
+            )
+        case "replay":
+            return inspect_cmds.replay(session, args.run_id)
+    return exit_codes.USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

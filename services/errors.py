@@ -1,0 +1,41 @@
+"""Errors of the shell. Each says whether retrying can help."""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    retryable = False
+
+
+class ConfigError(ServiceError):
+    def __init__(self, name: str, reason: str):
+        self.name = name
+        super().__init__(f"{name}: {reason}")
+
+
+class ConcurrencyConflict(ServiceError):
+    """The run moved past the seq the writer folded from: reload and decide again."""
+
+    retryable = True
+
+    def __init__(self, run_id: str, expected_seq: int, actual_seq: int):
+        self.run_id = run_id
+        self.expected_seq = expected_seq
+        self.actual_seq = actual_seq
+        super().__init__(f"run {run_id!r} is at seq {actual_seq}, not {expected_seq}")
+
+
+class UnknownRun(ServiceError):
+    def __init__(self, run_id: str):
+        self.run_id = run_id
+        super().__init__(f"no run {run_id!r}")
+
+
+class TooContended(ServiceError):
+    """A step kept losing the optimistic race; a later delivery may succeed."""
+
+    retryable = True
+
+
+class RedisUnavailable(ServiceError):
+    retryable = True

@@ -1,0 +1,122 @@
+"""The intake: reads the inbox stream where any system publishes task events
+(JSON in the entry's `message` field). A valid RunRequested becomes the run's
+first event; anything else is moved to the rejected stream with its reason and
+the original fields. A bad entry never stops the intake."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+import redis
+from pydantic import TypeAdapter, ValidationError
+
+from events.types import RunCreated
+from schemas.errors import InvalidSpec
+from schemas.inbox import InboxMessage, RunRequested
+from services.app import App
+from services.clock import new_run_id
+from services.errors import ConcurrencyConflict
+from services.keys import Keys
+from services.reactor import ensure_group
+from services.spec_check import check_spec
+from services.steps import envelopes, load
+
+GROUP = "intake"
+SOURCE = "intake"
+_MESSAGE = TypeAdapter(InboxMessage)
+log = logging.getLogger(__name__)
+
+
+class Rejected(Exception):
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+def publish(client: redis.Redis, keys: Keys, message: RunRequested) -> str:
+    """What any publisher does: one XADD of the message as JSON."""
+    return client.xadd(keys.inbox, {"message": message.model_dump_json()}).decode()
+
+
+class Intake:
+    def __init__(self, app: App, client: redis.Redis, keys: Keys):
+        self._app = app
+        self._r = client
+        self._keys = keys
+        ensure_group(client, keys.inbox, GROUP)
+
+    def poll_once(self, *, block_ms: int = 1000, count: int = 50) -> int:
+        reply = self._r.xreadgroup(
+            GROUP, self._app.worker, {self._keys.inbox: ">"}, count=count, block=block_ms
+        )
+        handled = 0
+        for _, entries in reply or []:
+            for entry_id, fields in entries:
+                self._handle(entry_id, fields)
+                handled += 1
+        return handled
+
+    def _handle(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+        try:
+            self.accept(_parse(fields))
+        except Rejected as r:
+            self._reject(entry_id, fields, r.reason)
+        self._r.xack(self._keys.inbox, GROUP, entry_id)
+
+    def accept(self, message: RunRequested) -> str:
+        """Append the run's first event; returns the run id."""
+        spec = message.spec
+        try:
+            check_spec(spec, message.base_dir, self._app.registry)
+        except InvalidSpec as exc:
+            raise Rejected(f"invalid spec: {exc}") from None
+        run_id = message.run_id or new_run_id()
+        workspace = message.workspace or _resolve(spec.workspace, message.base_dir)
+        created = RunCreated(
+            spec=spec, request_id=message.request_id, workspace=workspace, base_dir=message.base_dir
+        )
+        batch = envelopes(run_id, [created], after_seq=0, at=self._app.clock.now(), source=SOURCE)
+        try:
+            self._app.store.append(run_id, batch, expected_seq=0, live=True)
+        except ConcurrencyConflict:
+            existing = load(self._app.store, run_id)
+            first = existing and existing.request_id
+            if message.request_id is None or first != message.request_id:
+                raise Rejected(f"run {run_id!r} exists already") from None
+        return run_id
+
+    def _reject(self, entry_id: bytes, fields: dict[bytes, bytes], reason: str) -> None:
+        log.warning("inbox entry %s rejected: %s", entry_id.decode(), reason)
+        moved: dict[str, Any] = {"entry_id": entry_id, "reason": reason}
+        moved.update({f"field:{k.decode(errors='replace')}": v for k, v in fields.items()})
+        self._r.xadd(self._keys.rejected, moved)
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.poll_once(block_ms=500)
+
+
+def _parse(fields: dict[bytes, bytes]) -> RunRequested:
+    raw = fields.get(b"message")
+    if raw is None:
+        raise Rejected("no 'message' field")
+    try:
+        return _MESSAGE.validate_python(json.loads(raw))
+    except json.JSONDecodeError as exc:
+        raise Rejected(f"message is not JSON: {exc}") from None
+    except UnicodeDecodeError:
+        raise Rejected("message is not UTF-8 text") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(message)"
+        raise Rejected(f"{where}: {err['msg']}") from None
+
+
+def _resolve(path: str | None, base_dir: str | None) -> str | None:
+    if path is None:
+        return None
+    return os.path.abspath(os.path.join(base_dir or os.getcwd(), path))

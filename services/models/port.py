@@ -1,0 +1,43 @@
+"""The model adapter port, shaped like the Messages API so the anthropic SDK fits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from events.types import StopReason
+from schemas.content import ContentBlock, Message, Usage
+from schemas.spec import ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    run_id: str
+    turn: int
+    system: str | None
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    content: tuple[ContentBlock, ...]
+    stop_reason: StopReason
+    usage: Usage
+    model: str
+
+
+class ModelError(Exception):
+    """A model call that failed; `retryable` says whether a later try can help."""
+
+    def __init__(self, message: str, *, retryable: bool):
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class ModelAdapter(Protocol):
+    def respond(self, request: ModelRequest) -> ModelReply: ...
+
+    def claim_lease_s(self) -> float:
+        """How long a model call may take before another worker may retry it."""
+        ...

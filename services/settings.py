@@ -1,0 +1,68 @@
+"""One frozen settings object, read at the edge. Nothing else reads os.environ."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from services.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    redis_url: str | None = None  # None: the CLI finds or starts a server
+    prefix: str = "al"
+    shards: int = 8
+    lease_s: float = 5.0  # a live run idle this long is re-driven by the sweeper
+    sweep_interval_s: float = 1.0
+    model_lease_s: float = 120.0
+    acceptance_lease_s: float = 600.0
+    worker_threads: int = 8
+    state_dir: str = ".agentledger"
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+_ENV: dict[str, tuple[str, type]] = {
+    "REDIS_URL": ("redis_url", str),
+    "AGENTLEDGER_PREFIX": ("prefix", str),
+    "AGENTLEDGER_SHARDS": ("shards", int),
+    "AGENTLEDGER_LEASE_S": ("lease_s", float),
+    "AGENTLEDGER_SWEEP_INTERVAL_S": ("sweep_interval_s", float),
+    "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
+    "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
+    "AGENTLEDGER_STATE_DIR": ("state_dir", str),
+}
+
+
+def from_env(environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for var, (name, kind) in _ENV.items():
+        raw = env.get(var)
+        if raw is None or raw == "":
+            continue
+        try:
+            values[name] = kind(raw)
+        except ValueError:
+            raise ConfigError(var, f"expected {kind.__name__}, got {raw!r}") from None
+    settings = Settings(**values)  # type: ignore[arg-type]
+    if settings.shards < 1:
+        raise ConfigError("AGENTLEDGER_SHARDS", "must be at least 1")
+    if not settings.prefix or any(c in settings.prefix for c in "{} "):
+        raise ConfigError(
+            "AGENTLEDGER_PREFIX", f"{settings.prefix!r} is empty or has braces/spaces"
+        )
+    return settings
+
+
+def environ_for_children(settings: Settings) -> dict[str, str]:
+    """The variables that make a child process build the same settings."""
+    env = dict(os.environ)
+    for var, (name, _) in _ENV.items():
+        value = getattr(settings, name)
+        if value is not None:
+            env[var] = str(value)
+    return env

@@ -1,0 +1,1 @@
+"""The event store port and its adapters (Redis, in memory)."""

@@ -1,0 +1,85 @@
+"""The Redis event store: one stream per run (entry ids 0-<seq>), one feed per
+shard, both written by one registered Lua script that checks `expected_seq`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.resources import files
+from typing import Any
+
+import redis
+
+from events.types import CODEC
+from schemas.envelope import Envelope
+from schemas.errors import InvalidEvent
+from services.errors import ConcurrencyConflict
+from services.keys import Keys
+from services.store.port import RunIndexEntry
+
+_APPEND = files("services.store").joinpath("append.lua").read_text()
+FEED_MAXLEN = 100_000
+
+
+class RedisEventStore:
+    def __init__(self, client: redis.Redis, keys: Keys):
+        self._r = client
+        self._keys = keys
+        self._append = client.register_script(_APPEND)
+
+    def append(
+        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+    ) -> int:
+        if not events:
+            raise ValueError("nothing to append")
+        shard = self._keys.shard(run_id)
+        argv: list[Any] = [expected_seq, run_id, _ms(events[-1].at), int(live), FEED_MAXLEN]
+        for env in events:
+            argv += [env.id, env.type, CODEC.encode(env)]
+        keys = [
+            self._keys.run(run_id),
+            self._keys.feed(shard),
+            self._keys.runs(shard),
+            self._keys.live(shard),
+        ]
+        verdict, seq = self._append(keys=keys, args=argv)
+        if verdict == b"conflict":
+            raise ConcurrencyConflict(run_id, expected_seq, int(seq))
+        return int(seq)
+
+    def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
+        entries = self._r.xrange(self._keys.run(run_id), f"0-{after_seq + 1}", "+")
+        return [_decode(entry_id, fields) for entry_id, fields in entries]
+
+    def runs(self, *, limit: int = 50) -> list[RunIndexEntry]:
+        pipe = self._r.pipeline(transaction=False)
+        for shard in range(self._keys.shards):
+            pipe.zrevrange(self._keys.runs(shard), 0, limit - 1, withscores=True)
+        found = [
+            RunIndexEntry(run.decode(), score / 1000)
+            for rows in pipe.execute()
+            for run, score in rows
+        ]
+        return sorted(found, key=lambda e: e.created_at, reverse=True)[:limit]
+
+    def idle_live_runs(self, *, idle_since: float, limit: int = 100) -> list[str]:
+        pipe = self._r.pipeline(transaction=False)
+        for shard in range(self._keys.shards):
+            pipe.zrangebyscore(self._keys.live(shard), "-inf", _ms(idle_since), start=0, num=limit)
+        return [run.decode() for rows in pipe.execute() for run in rows][:limit]
+
+    def touch(self, run_id: str, *, at: float) -> None:
+        self._r.zadd(self._keys.live(self._keys.shard(run_id)), {run_id: _ms(at)}, xx=True)
+
+
+def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope[Any]:
+    raw = fields.get(b"e")
+    if raw is None:
+        raise InvalidEvent("stream entry has no 'e' field", field="e", raw=repr(fields).encode())
+    envelope = CODEC.decode(raw)
+    if entry_id != f"0-{envelope.seq}".encode():
+        raise InvalidEvent(f"entry {entry_id!r} holds seq {envelope.seq}", field="seq", raw=raw)
+    return envelope
+
+
+def _ms(at: float) -> int:
+    return int(at * 1000)

@@ -1,0 +1,208 @@
+"""Given a run with proposed calls, when the validator, the tool worker or the
+sweeper decides, then these events: rejections the model can act on, one claim
+per attempt, and outcomes that say whether the effect may have happened."""
+
+from __future__ import annotations
+
+import pytest
+
+from events.errors import IllegalTransition
+from events.status import CallStatus, RunStatus
+from events.tool_step import (
+    CLAIM_GRACE_S,
+    MAX_READ_ATTEMPTS,
+    Errored,
+    Succeeded,
+    TimedOut,
+    claim_call,
+    expire_claims,
+    record_outcome,
+    validate_call,
+)
+from events.types import (
+    FieldError,
+    RunEscalated,
+    ToolCallFailed,
+    ToolCallOutcomeUnknown,
+    ToolCallRejected,
+    ToolCallStarted,
+    ToolCallSucceeded,
+    ToolCallValidated,
+    ToolError,
+)
+from runlog import T0, TOOLS, Log, do_claim, do_finish, do_model_turn, do_validate, use
+
+R, C = RunStatus, CallStatus
+
+
+def proposed(*blocks: object) -> Log:
+    log = Log.created()
+    do_model_turn(log, *blocks)  # type: ignore[arg-type]
+    return log
+
+
+def running(*blocks: object) -> Log:
+    log = proposed(*blocks)
+    for call in log.s.current_turn.calls:  # type: ignore[union-attr]
+        do_validate(log, call.call_id)
+    assert log.s.status is R.RUNNING_TOOLS
+    return log
+
+
+def test_an_unknown_tool_is_rejected_naming_the_tools_there_are() -> None:
+    log = proposed(use("a", "rm_rf"))
+    [rejected] = do_validate(log, "a")
+    assert isinstance(rejected, ToolCallRejected)
+    assert rejected.error.code == "unknown_tool" and not rejected.error.retryable
+    assert "'rm_rf'" in rejected.error.message and "read_file" in rejected.error.message
+
+
+def test_arguments_with_field_errors_are_rejected_with_those_fields() -> None:
+    log = proposed(use("a"))
+    errors = [FieldError(loc="path", msg="Field required"), FieldError(loc="n", msg="not int")]
+    [rejected] = do_validate(log, "a", field_errors=errors)
+    assert rejected.error.code == "invalid_arguments"  # type: ignore[union-attr]
+    assert rejected.error.fields == tuple(errors)  # type: ignore[union-attr]
+    assert rejected.error.message == "path: Field required; n: not int"  # type: ignore[union-attr]
+
+
+def test_a_tool_whose_scope_the_principal_lacks_is_denied() -> None:
+    log = proposed(use("a", "drop_table"))
+    [rejected] = do_validate(log, "a")
+    assert rejected.error.code == "permission_denied"  # type: ignore[union-attr]
+    assert "'alice' lacks scope 'db:admin'" in rejected.error.message  # type: ignore[union-attr]
+
+
+def test_a_valid_call_carries_the_tools_execution_contract() -> None:
+    log = proposed(use("a", "write_file", path="y"))
+    events = log.decide(
+        validate_call,
+        "a",
+        tool=TOOLS["write_file"],
+        known_tools=sorted(TOOLS),
+        field_errors=[],
+        writes=["file:y"],
+    )
+    assert events == [
+        ToolCallValidated(call_id="a", read_only=False, writes=("file:y",), timeout_s=10.0)
+    ]
+
+
+def test_validating_a_decided_call_again_returns_nothing() -> None:
+    log = proposed(use("a"), use("b"))
+    do_validate(log, "a")
+    assert do_validate(log, "a") == []
+
+
+def test_a_call_is_claimed_once_with_a_deadline_past_its_timeout() -> None:
+    log = running(use("a"))
+    events = log.decide(claim_call, "a", worker="w1", now=T0)
+    assert events == [
+        ToolCallStarted(call_id="a", attempt=1, worker="w1", deadline_at=T0 + 5.0 + CLAIM_GRACE_S)
+    ]
+    assert claim_call(log.s, "a", worker="w2", now=T0 + 1) == []
+
+
+def test_a_success_is_recorded_once() -> None:
+    log = running(use("a"), use("b"))
+    do_claim(log, "a")
+    events = do_finish(log, "a", Succeeded(output={"lines": 3}))
+    assert events == [
+        ToolCallSucceeded(call_id="a", output={"lines": 3}, started_at=T0, finished_at=T0 + 1)
+    ]
+    assert do_finish(log, "a", Succeeded(output={"lines": 3})) == []
+
+
+def test_an_outcome_of_another_attempt_is_ignored() -> None:
+    log = running(use("a"))
+    do_claim(log, "a")
+    stale = record_outcome(
+        log.s, "a", attempt=2, outcome=Succeeded(output=1), started_at=T0, finished_at=T0
+    )
+    assert stale == []
+
+
+def test_a_tool_error_is_recorded_as_the_call_failing() -> None:
+    log = running(use("a"))
+    do_claim(log, "a")
+    error = ToolError(code="not_found", message="no such file", retryable=False)
+    [failed] = do_finish(log, "a", Errored(error))
+    assert isinstance(failed, ToolCallFailed) and failed.error == error
+    assert log.s.status is R.REQUESTING_MODEL
+
+
+def test_a_read_only_call_timing_out_fails_with_a_retryable_timeout() -> None:
+    log = running(use("a"))
+    do_claim(log, "a")
+    [failed] = do_finish(log, "a", TimedOut(after_s=5.0))
+    assert isinstance(failed, ToolCallFailed)
+    assert (failed.error.code, failed.error.retryable) == ("timeout", True)
+    assert failed.error.message == "no result within 5s"
+
+
+def test_a_write_timing_out_has_an_unknown_outcome_and_waits_for_a_human() -> None:
+    log = running(use("w", "write_file"))
+    do_claim(log, "w")
+    events = do_finish(log, "w", TimedOut(after_s=10.0))
+    assert [type(e) for e in events] == [ToolCallOutcomeUnknown, RunEscalated]
+    assert events[1].reason == "outcome_unknown"  # type: ignore[union-attr]
+    assert "write_file(w)" in events[1].detail  # type: ignore[union-attr]
+    assert log.s.status is R.AWAITING_HUMAN
+    assert log.s.call("w").status is C.OUTCOME_UNKNOWN  # type: ignore[union-attr]
+
+
+def test_no_claim_expires_before_its_deadline() -> None:
+    log = running(use("a"))
+    do_claim(log, "a")
+    deadline = log.s.call("a").claim_deadline  # type: ignore[union-attr]
+    assert expire_claims(log.s, now=deadline - 0.001) == []
+
+
+def test_an_expired_write_claim_escalates_once() -> None:
+    log = running(use("w", "write_file"))
+    do_claim(log, "w")
+    deadline = log.s.call("w").claim_deadline  # type: ignore[union-attr]
+    events = log.decide(expire_claims, now=deadline)
+    assert [type(e) for e in events] == [ToolCallOutcomeUnknown, RunEscalated]
+    assert expire_claims(log.s, now=deadline + 100) == []
+
+
+def test_an_expired_read_claim_is_tried_again_until_its_attempts_run_out() -> None:
+    log = running(use("r"))
+    now = T0
+    for attempt in range(1, MAX_READ_ATTEMPTS + 1):
+        assert do_claim(log, "r", now=now) == attempt
+        now = log.s.call("r").claim_deadline  # type: ignore[union-attr,assignment]
+        events = log.decide(expire_claims, now=now)
+        if attempt < MAX_READ_ATTEMPTS:
+            assert [type(e) for e in events] == [ToolCallOutcomeUnknown]
+            assert log.s.status is R.RUNNING_TOOLS
+    assert [type(e) for e in events] == [ToolCallOutcomeUnknown, ToolCallFailed]
+    assert events[1].error.code == "timeout" and not events[1].error.retryable  # type: ignore[union-attr]
+    assert log.s.status is R.REQUESTING_MODEL
+    assert claim_call(log.s, "r", worker="w", now=now) == []
+
+
+def test_a_write_whose_outcome_is_unknown_is_never_claimed_again() -> None:
+    log = running(use("w", "write_file"), use("r"))
+    do_claim(log, "w")
+    do_finish(log, "w", TimedOut(after_s=10.0))
+    assert claim_call(log.s, "w", worker="w2", now=T0 + 100) == []
+
+
+@pytest.mark.xfail(
+    raises=IllegalTransition,
+    strict=True,
+    reason="core bug: tool_step.record_outcome does not check the run's status, so after "
+    "an escalation it returns ToolCallSucceeded, which fold refuses from awaiting_human",
+)
+def test_an_outcome_decided_after_an_escalation_can_be_appended() -> None:
+    log = running(use("w1", "write_file"), use("w2", "write_file"))
+    do_claim(log, "w1")
+    do_claim(log, "w2")
+    do_finish(log, "w1", TimedOut(after_s=10.0))
+    assert log.s.status is R.AWAITING_HUMAN
+    events = record_outcome(
+        log.s, "w2", attempt=1, outcome=Succeeded(output="ok"), started_at=T0, finished_at=T0
+    )
+    log.append(*events)
