@@ -47,7 +47,8 @@ class EventCodec:
             raise InvalidEvent(f"unknown event type {envelope.type!r}", field="type")
         head = {k: getattr(envelope, k) for k in _HEADER}
         head["data"] = envelope.data.model_dump(mode="json")
-        return msgpack.packb(head, use_bin_type=True)
+        packed: bytes = msgpack.packb(head, use_bin_type=True)
+        return packed
 
     def decode(self, raw: bytes) -> Envelope[Any]:
         try:
@@ -114,7 +115,8 @@ class EventCodec:
 
 def pack(obj: Any) -> bytes:
     """msgpack for small non-event values (dispatch ids, ledger rows)."""
-    return msgpack.packb(obj, use_bin_type=True)
+    packed: bytes = msgpack.packb(obj, use_bin_type=True)
+    return packed
 
 
 def unpack(raw: bytes) -> Any:

@@ -22,7 +22,9 @@ class RunRequested(BaseModel):
     request_id: str | None = Field(default=None, description="re-publishing the same id is a no-op")
     spec: RunSpec
     base_dir: str | None = None
-    workspace: str | None = Field(default=None, description="absolute workspace; overrides the spec's")
+    workspace: str | None = Field(
+        default=None, description="absolute workspace; overrides the spec's"
+    )
 
 
 InboxMessage = Annotated[RunRequested, Field(discriminator="type")]

@@ -45,11 +45,13 @@ def answers(url: str, timeout: float = 0.5) -> bool:
         return False
 
 
-def find_or_start(redis_url: str | None, state_dir: str) -> tuple[str, PrivateRedis | None]:
+def find_or_start(
+    redis_url: str | None, state_dir: str, probe_url: str = DEFAULT_URL
+) -> tuple[str, PrivateRedis | None]:
     if redis_url:
         return redis_url, None
-    if answers(DEFAULT_URL):
-        return DEFAULT_URL, None
+    if answers(probe_url):
+        return probe_url, None
     data_dir = Path(state_dir, "redis").resolve()
     saved = data_dir / "url"
     if saved.exists() and answers(saved.read_text().strip()):

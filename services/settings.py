@@ -12,6 +12,7 @@ from services.errors import ConfigError
 @dataclass(frozen=True, slots=True)
 class Settings:
     redis_url: str | None = None  # None: the CLI finds or starts a server
+    probe_url: str = "redis://127.0.0.1:6379/0"  # used when it answers and REDIS_URL is unset
     prefix: str = "al"
     shards: int = 8
     lease_s: float = 5.0  # a live run idle this long is re-driven by the sweeper
@@ -27,6 +28,7 @@ class Settings:
 
 _ENV: dict[str, tuple[str, type]] = {
     "REDIS_URL": ("redis_url", str),
+    "AGENTLEDGER_PROBE_URL": ("probe_url", str),
     "AGENTLEDGER_PREFIX": ("prefix", str),
     "AGENTLEDGER_SHARDS": ("shards", int),
     "AGENTLEDGER_LEASE_S": ("lease_s", float),

@@ -26,7 +26,7 @@ class Session:
 
 @contextmanager
 def open_session(settings: Settings) -> Iterator[Session]:
-    url, private = find_or_start(settings.redis_url, settings.state_dir)
+    url, private = find_or_start(settings.redis_url, settings.state_dir, settings.probe_url)
     settings = settings.with_(redis_url=url)
     client = redis_client(url)
     keys = Keys(settings.prefix, settings.shards)

@@ -20,7 +20,7 @@ class ScriptedAdapter:
         self._sleep = sleep
 
     def claim_lease_s(self) -> float:
-        return max(t.delay_s for t in self._script.scripted) + 5.0
+        return max(t.delay_s for t in self._script.scripted) + 2.0
 
     def respond(self, request: ModelRequest) -> ModelReply:
         done = sum(m.role == "assistant" for m in request.messages)
