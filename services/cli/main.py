@@ -7,8 +7,9 @@ import logging
 import sys
 
 from schemas.errors import InvalidSpec
+from schemas.inbox import RunRequested
 from services.cli import exit_codes, inspect_cmds, run_cmds
-from services.cli.session import open_session
+from services.cli.session import Session, open_session
 from services.errors import ConfigError, RedisUnavailable
 from services.settings import from_env
 
@@ -44,8 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = from_env()
+        request = (
+            run_cmds.prepare(args.spec, settings) if args.command in ("run", "submit") else None
+        )
         with open_session(settings) as session:
-            return _dispatch(args, session)
+            return _dispatch(args, session, request)
     except InvalidSpec as exc:
         print(f"agentledger: invalid spec: {exc}", file=sys.stderr)
         return exit_codes.USAGE
@@ -59,12 +63,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _dispatch(args: argparse.Namespace, session) -> int:  # type: ignore[no-untyped-def]
+def _dispatch(args: argparse.Namespace, session: Session, request: RunRequested | None) -> int:
     match args.command:
         case "run":
-            return run_cmds.run(session, args.spec, as_json=args.json, processes=args.processes)
+            assert request is not None
+            return run_cmds.run(session, request, as_json=args.json, processes=args.processes)
         case "submit":
-            return run_cmds.submit(session, args.spec)
+            assert request is not None
+            return run_cmds.submit(session, request)
         case "workers":
             return run_cmds.workers(session, processes=args.processes, queues=args.queues)
         case "status":

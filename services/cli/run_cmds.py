@@ -29,30 +29,33 @@ from services.spec_file import load_spec_file
 from services.tools import REGISTRY
 
 
-def prepare(spec_path: str, settings: Settings, run_id: str) -> RunRequested:
-    """Load and check the spec (InvalidSpec on any problem) and build the request."""
+def prepare(spec_path: str, settings: Settings) -> RunRequested:
+    """Load and check the spec (InvalidSpec on any problem) and build the request,
+    before any Redis is touched."""
+    run_id = new_run_id()
     spec, base_dir = load_spec_file(spec_path)
     check_spec(spec, base_dir, REGISTRY)
     workspace = str(Path(base_dir, spec.workspace).resolve()) if spec.workspace else None
     if workspace and spec.copy_workspace:
         copy = Path(settings.state_dir, "workspaces", run_id).resolve()
-        shutil.copytree(workspace, copy)
+        # copy links as links: following them would put files from outside the
+        # workspace inside the copy (and loop forever on a link to an ancestor)
+        shutil.copytree(workspace, copy, symlinks=True)
         workspace = str(copy)
     return RunRequested(
         run_id=run_id, request_id=run_id, spec=spec, base_dir=base_dir, workspace=workspace
     )
 
 
-def submit(session: Session, spec_path: str) -> int:
-    run_id = new_run_id()
-    publish(session.client, session.keys, prepare(spec_path, session.settings, run_id))
-    print(run_id)
+def submit(session: Session, request: RunRequested) -> int:
+    publish(session.client, session.keys, request)
+    print(request.run_id)
     return 0
 
 
-def run(session: Session, spec_path: str, *, as_json: bool, processes: int) -> int:
-    run_id = new_run_id()
-    request = prepare(spec_path, session.settings, run_id)
+def run(session: Session, request: RunRequested, *, as_json: bool, processes: int) -> int:
+    run_id = request.run_id
+    assert run_id is not None
     stop_workers = start_workers(session, processes)
     try:
         publish(session.client, session.keys, request)
