@@ -18,7 +18,7 @@ from services.broker import make_broker
 from services.clock import SystemClock, worker_name
 from services.intake import Intake
 from services.keys import Keys
-from services.models.port import ModelAdapter, ModelError
+from services.models.port import ModelAdapter
 from services.models.scripted import ScriptedAdapter
 from services.reactor import Reactor
 from services.settings import Settings
@@ -33,24 +33,33 @@ def redis_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
 
 
-_ADAPTERS: dict[str, ModelAdapter] = {}
+_ADAPTERS: dict[tuple[str, Settings], ModelAdapter] = {}
 
 
-def model_for(spec: ModelSpec) -> ModelAdapter:
-    """One adapter per distinct model spec, made on first use."""
-    key = spec.model_dump_json()
+def model_for(spec: ModelSpec, settings: Settings | None = None) -> ModelAdapter:
+    """One adapter per distinct model spec (and settings), made on first use."""
+    settings = settings or Settings()
+    key = (spec.model_dump_json(), settings)
     adapter = _ADAPTERS.get(key)
     if adapter is None:
-        adapter = _ADAPTERS[key] = _make_adapter(spec)
+        adapter = _ADAPTERS[key] = _make_adapter(spec, settings)
     return adapter
 
 
-def _make_adapter(spec: ModelSpec) -> ModelAdapter:
+def _make_adapter(spec: ModelSpec, settings: Settings) -> ModelAdapter:
     match spec:
         case ScriptedModel():
             return ScriptedAdapter(spec)
         case AnthropicModel():
-            raise ModelError("the anthropic adapter is not available yet", retryable=False)
+            # imported here: the SDK takes seconds to import, and scripted runs never need it
+            from services.models.anthropic_adapter import AnthropicAdapter
+
+            return AnthropicAdapter(
+                spec.anthropic,
+                api_key=settings.anthropic_api_key,
+                base_url=settings.anthropic_base_url,
+                lease_s=settings.model_lease_s,
+            )
 
 
 def build_app(settings: Settings, client: redis.Redis) -> App:
@@ -60,7 +69,7 @@ def build_app(settings: Settings, client: redis.Redis) -> App:
         store=RedisEventStore(client, keys),
         clock=SystemClock(),
         registry=REGISTRY,
-        model_for=model_for,
+        model_for=lambda spec: model_for(spec, settings),
         worker=worker_name(),
     )
 
@@ -82,6 +91,8 @@ class Services:
         self.worker = dramatiq.Worker(
             self.broker, queues=queues, worker_threads=threads, worker_timeout=100
         )
+        # dramatiq's own CLI emits process_boot; TimeLimit starts its watchdog on it
+        self.broker.emit_after("process_boot")
         self.worker.start()
         if loops:
             keys = Keys(self.app.settings.prefix, self.app.settings.shards)
@@ -114,6 +125,6 @@ class Services:
 
 def build_services(settings: Settings, client: redis.Redis) -> Services:
     app = build_app(settings, client)
-    broker = make_broker(client, Keys(settings.prefix, settings.shards))
+    broker = make_broker(client, Keys(settings.prefix, settings.shards), settings)
     pools = declare_actors(broker, lambda: app)
     return Services(app=app, client=client, pools=pools, broker=broker)

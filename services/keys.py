@@ -37,6 +37,19 @@ class Keys:
     def rejected(self) -> str:
         return f"{self.prefix}:inbox:rejected"
 
+    def queue(self, name: str) -> str:
+        """The stream of a worker queue; each queue is its own hash tag, so a
+        queue's stream, delayed set and dead letters can share one script."""
+        return f"{self.prefix}:{{q:{name}}}:queue"
+
+    def queue_delayed(self, name: str) -> str:
+        """Sorted set of a queue's delayed messages by due time (ms)."""
+        return f"{self.prefix}:{{q:{name}}}:delayed"
+
+    def queue_dead(self, name: str) -> str:
+        """Stream of a queue's dead letters: nacked, undecodable or delivered too often."""
+        return f"{self.prefix}:{{q:{name}}}:dead"
+
     @property
     def dramatiq_namespace(self) -> str:
         return f"{self.prefix}:dramatiq"

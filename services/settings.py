@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from services.errors import ConfigError
+
+BROKERS = frozenset({"streams", "redis"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +22,12 @@ class Settings:
     model_lease_s: float = 120.0
     acceptance_lease_s: float = 600.0
     worker_threads: int = 8
+    broker: str = "streams"  # "streams" (ours, on Redis streams) | "redis" (dramatiq's stock one)
+    broker_claim_idle_s: float = 3.0  # a delivered message idle this long moves to another worker
+    broker_max_deliveries: int = 3  # deliveries (kills included) before it is dead-lettered
     state_dir: str = ".agentledger"
+    anthropic_api_key: str | None = field(default=None, repr=False)  # never in a log line
+    anthropic_base_url: str | None = None  # None: the SDK's default, api.anthropic.com
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -35,7 +42,12 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SWEEP_INTERVAL_S": ("sweep_interval_s", float),
     "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
     "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
+    "AGENTLEDGER_BROKER": ("broker", str),
+    "AGENTLEDGER_BROKER_CLAIM_IDLE_S": ("broker_claim_idle_s", float),
+    "AGENTLEDGER_BROKER_MAX_DELIVERIES": ("broker_max_deliveries", int),
     "AGENTLEDGER_STATE_DIR": ("state_dir", str),
+    "ANTHROPIC_API_KEY": ("anthropic_api_key", str),
+    "ANTHROPIC_BASE_URL": ("anthropic_base_url", str),
 }
 
 
@@ -53,11 +65,23 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     settings = Settings(**values)  # type: ignore[arg-type]
     if settings.shards < 1:
         raise ConfigError("AGENTLEDGER_SHARDS", "must be at least 1")
+    _check_broker(settings)
     if not settings.prefix or any(c in settings.prefix for c in "{} "):
         raise ConfigError(
             "AGENTLEDGER_PREFIX", f"{settings.prefix!r} is empty or has braces/spaces"
         )
     return settings
+
+
+def _check_broker(settings: Settings) -> None:
+    if settings.broker not in BROKERS:
+        raise ConfigError(
+            "AGENTLEDGER_BROKER", f"expected one of {sorted(BROKERS)}, got {settings.broker!r}"
+        )
+    if settings.broker_claim_idle_s <= 0:
+        raise ConfigError("AGENTLEDGER_BROKER_CLAIM_IDLE_S", "must be positive")
+    if settings.broker_max_deliveries < 1:
+        raise ConfigError("AGENTLEDGER_BROKER_MAX_DELIVERIES", "must be at least 1")
 
 
 def environ_for_children(settings: Settings) -> dict[str, str]:

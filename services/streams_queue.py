@@ -1,0 +1,186 @@
+"""One worker queue on Redis: a stream read by a consumer group, a sorted set of
+delayed messages by due time, and a dead-letter stream, all under the queue's
+own hash tag. Every multi-key step is one script or one MULTI, so a crash never
+leaves a message both queued and dead, or acked and still delivered.
+
+Delivery counting is Redis's own: XREADGROUP delivers once, every reclaim adds
+one. A worker that holds entries re-claims them to itself on each tick (the
+heartbeat, which does not count), so only a dead or stuck worker's entries go
+idle and are taken over; after `max_deliveries` they are dead-lettered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from services.keys import Keys
+
+GROUP = "workers"
+DEAD_MAXLEN = 10_000  # approximate; dead letters are for inspection, not storage
+PRUNE_IDLE_MS = 60_000  # a consumer with nothing pending, silent this long, is forgotten
+
+# KEYS: stream, delayed, dead
+# ARGV: group, consumer, now_ms, claim_idle_ms, claim_count, max_deliveries, dead_maxlen, prune_ms
+_TICK = """
+local stream, delayed, dead = KEYS[1], KEYS[2], KEYS[3]
+local group, me, now = ARGV[1], ARGV[2], ARGV[3]
+local claim_count, max_deliveries = tonumber(ARGV[5]), tonumber(ARGV[6])
+redis.pcall('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, 100)) do
+  redis.call('XADD', stream, '*', 'm', m)
+  redis.call('ZREM', delayed, m)
+end
+local next_due = redis.call('ZRANGE', delayed, 0, 0, 'WITHSCORES')[2] or false
+
+local mine = redis.call('XPENDING', stream, group, '-', '+', 1000, me)
+if #mine > 0 then
+  local args = {'XCLAIM', stream, group, me, 0}
+  for _, p in ipairs(mine) do table.insert(args, p[1]) end
+  table.insert(args, 'JUSTID')
+  redis.call(unpack(args))
+end
+
+local claimed = {}
+if claim_count > 0 then
+  local idle = redis.call('XAUTOCLAIM', stream, group, me, ARGV[4], '0-0', 'COUNT', claim_count, 'JUSTID')
+  for _, id in ipairs(idle[2]) do
+    local entry = redis.call('XCLAIM', stream, group, me, 0, id)[1]
+    if not entry then
+      redis.call('XACK', stream, group, id)
+    else
+      local n = redis.call('XPENDING', stream, group, id, id, 1)[1][4]
+      local m = entry[2][2]
+      if n > max_deliveries then
+        redis.call('XADD', dead, 'MAXLEN', '~', ARGV[7], '*',
+          'm', m, 'reason', 'deliveries', 'entry', id, 'deliveries', n)
+        redis.call('XACK', stream, group, id)
+        redis.call('XDEL', stream, id)
+      else
+        table.insert(claimed, {id, m, n})
+      end
+    end
+  end
+end
+
+for _, flat in ipairs(redis.call('XINFO', 'CONSUMERS', stream, group)) do
+  local c = {}
+  for i = 1, #flat, 2 do c[flat[i]] = flat[i + 1] end
+  if c['pending'] == 0 and c['idle'] > tonumber(ARGV[8]) and c['name'] ~= me then
+    redis.call('XGROUP', 'DELCONSUMER', stream, group, c['name'])
+  end
+end
+return {next_due, claimed}
+"""
+
+# KEYS: stream; ARGV: group, entry ids. Back to the end of the stream, uncounted.
+_REQUEUE = """
+for i = 2, #ARGV do
+  local entry = redis.call('XRANGE', KEYS[1], ARGV[i], ARGV[i])[1]
+  if entry and redis.call('XACK', KEYS[1], ARGV[1], ARGV[i]) == 1 then
+    redis.call('XADD', KEYS[1], '*', unpack(entry[2]))
+    redis.call('XDEL', KEYS[1], ARGV[i])
+  end
+end
+return 0
+"""
+
+Entry = tuple[str, bytes, int]  # stream entry id, encoded message, deliveries so far
+
+
+@dataclass(frozen=True)
+class Tick:
+    next_due_ms: float | None
+    claimed: list[Entry]
+
+
+@dataclass
+class StreamQueue:
+    client: redis.Redis
+    keys: Keys
+    name: str
+    claim_idle_ms: int
+    max_deliveries: int
+    _scripts: dict[str, Any] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.stream = self.keys.queue(self.name)
+        self.delayed = self.keys.queue_delayed(self.name)
+        self.dead = self.keys.queue_dead(self.name)
+        self._scripts = {
+            "tick": self.client.register_script(_TICK),
+            "requeue": self.client.register_script(_REQUEUE),
+        }
+
+    def push(self, data: bytes) -> None:
+        self.client.xadd(self.stream, {"m": data})
+
+    def push_later(self, data: bytes, due_ms: float) -> None:
+        self.client.zadd(self.delayed, {data: due_ms})
+
+    def read(self, consumer: str, *, count: int, block_ms: int) -> list[Entry]:
+        try:
+            reply = self.client.xreadgroup(
+                GROUP, consumer, {self.stream: ">"}, count=count, block=max(1, block_ms)
+            )
+        except redis.ResponseError as exc:
+            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
+                raise
+            self.ensure_group()  # the stream was flushed, or Redis is a fresh one
+            return []
+        batches: list[Any] = reply or []  # type: ignore[assignment]
+        return [(_text(eid), fields[b"m"], 1) for _, entries in batches for eid, fields in entries]
+
+    def ensure_group(self) -> None:
+        try:
+            self.client.xgroup_create(self.stream, GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if not str(exc).startswith("BUSYGROUP"):
+                raise
+
+    def tick(self, consumer: str, *, now_ms: float, claim_count: int) -> Tick:
+        """Promote due delayed messages, heartbeat our own entries, take over
+        idle ones (dead-lettering the over-delivered), forget dead consumers."""
+        args = [GROUP, consumer, int(now_ms), self.claim_idle_ms, claim_count]
+        args += [self.max_deliveries, DEAD_MAXLEN, PRUNE_IDLE_MS]
+        next_due, claimed = self._scripts["tick"](
+            keys=[self.stream, self.delayed, self.dead], args=args
+        )
+        entries = [(_text(eid), data, int(n)) for eid, data, n in claimed]
+        return Tick(float(next_due) if next_due else None, entries)
+
+    def ack(self, entry_id: str) -> None:
+        with self.client.pipeline() as pipe:
+            pipe.xack(self.stream, GROUP, entry_id)
+            pipe.xdel(self.stream, entry_id)
+            pipe.execute()
+
+    def dead_letter(self, entry_id: str, data: bytes, *, reason: str, deliveries: int) -> None:
+        fields: dict[str, bytes | str | int] = {
+            "m": data, "reason": reason, "entry": entry_id, "deliveries": deliveries
+        }  # fmt: skip
+        with self.client.pipeline() as pipe:
+            pipe.xadd(self.dead, fields, maxlen=DEAD_MAXLEN, approximate=True)  # type: ignore[arg-type]
+            pipe.xack(self.stream, GROUP, entry_id)
+            pipe.xdel(self.stream, entry_id)
+            pipe.execute()
+
+    def requeue(self, entry_ids: list[str]) -> None:
+        if entry_ids:
+            self._scripts["requeue"](keys=[self.stream], args=[GROUP, *entry_ids])
+
+    def size(self) -> int:
+        """Messages not yet acked: queued, in flight, or delayed."""
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.xlen(self.stream)
+            pipe.zcard(self.delayed)
+            return sum(pipe.execute())
+
+    def flush(self) -> None:
+        self.client.delete(self.stream, self.delayed, self.dead)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
