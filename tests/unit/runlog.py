@@ -19,13 +19,14 @@ from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import Outcome, Succeeded, claim_call, record_outcome, validate_call
 from events.types import Event, FieldError, RunCreated, StopReason
-from schemas.content import ContentBlock, TextBlock, ToolUseBlock, Usage
+from schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec, ToolSpec
 
 RUN_ID = "run-1"
 T0 = 1_000.0
 LEASE_S = 30.0
+NO_USAGE = Usage()
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -73,7 +74,13 @@ def make_spec(*, max_turns: int = 3, scopes: Sequence[str] = ("fs:write",)) -> R
 
 def envelope(event: Event, *, seq: int, run_id: str = RUN_ID, at: float = T0) -> Envelope[Any]:
     return Envelope[Any](
-        id=f"{run_id}:{seq}", run_id=run_id, seq=seq, type=event.type, at=at, source="test", data=event
+        id=f"{run_id}:{seq}",
+        run_id=run_id,
+        seq=seq,
+        type=event.type,
+        at=at,
+        source="test",
+        data=event,
     )
 
 
@@ -114,7 +121,9 @@ class Log:
             self.state, self.envelopes = new, [*self.envelopes, env]
         return list(events)
 
-    def decide(self, decision: Callable[..., list[Event]], *args: Any, **kwargs: Any) -> list[Event]:
+    def decide(
+        self, decision: Callable[..., list[Event]], *args: Any, **kwargs: Any
+    ) -> list[Event]:
         """Load → decide → append, as a handler does."""
         return self.append(*decision(self.s, *args, **kwargs))
 
@@ -132,7 +141,7 @@ def do_model_turn(
     *content: ContentBlock,
     stop: StopReason | None = None,
     now: float = T0,
-    usage: Usage = Usage(),
+    usage: Usage = NO_USAGE,
 ) -> list[Event]:
     """Claim the model call and record its reply: tool_use if any block asks for a tool."""
     if stop is None:
@@ -198,3 +207,15 @@ def check(passed: bool, *, reason: str = "exit status 1") -> CheckResult:
 def do_accept(log: Log, *results: CheckResult, now: float = T0) -> list[Event]:
     [started] = log.decide(start_acceptance, now=now, lease_s=LEASE_S)
     return log.decide(record_acceptance, attempt=started.attempt, results=results)  # type: ignore[union-attr]
+
+
+def assert_every_tool_use_is_answered_in_order(conversation: Sequence[Message]) -> None:
+    for i, message in enumerate(conversation):
+        uses = [b.id for b in message.content if isinstance(b, ToolUseBlock)]
+        if not uses:
+            continue
+        assert message.role == "assistant"
+        reply = conversation[i + 1]
+        assert reply.role == "user"
+        results = [b.tool_use_id for b in reply.content if isinstance(b, ToolResultBlock)]
+        assert results == uses

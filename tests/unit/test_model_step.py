@@ -3,10 +3,11 @@ none: a step already done or claimed by a live worker is not repeated)."""
 
 from __future__ import annotations
 
+from runlog import LEASE_S, T0, Log, do_model_turn, do_tools, text, use
+
 from events.model_step import record_model_error, record_model_reply, request_model
 from events.status import RunStatus
 from events.types import ModelRequested, ModelResponded, RunBudgetExhausted, RunFailed
-from runlog import LEASE_S, T0, Log, do_model_turn, do_tools, text, use
 from schemas.content import Usage
 
 R = RunStatus

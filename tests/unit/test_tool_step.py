@@ -5,6 +5,7 @@ per attempt, and outcomes that say whether the effect may have happened."""
 from __future__ import annotations
 
 import pytest
+from runlog import T0, TOOLS, Log, do_claim, do_finish, do_model_turn, do_validate, use
 
 from events.errors import IllegalTransition
 from events.status import CallStatus, RunStatus
@@ -30,7 +31,6 @@ from events.types import (
     ToolCallValidated,
     ToolError,
 )
-from runlog import T0, TOOLS, Log, do_claim, do_finish, do_model_turn, do_validate, use
 
 R, C = RunStatus, CallStatus
 

@@ -1,0 +1,129 @@
+"""Given a run whose model ended its turn, when the acceptance worker decides,
+then the run completes only on passing checks; failing checks go back to the
+model while turns are left, and fail the run when none are."""
+
+from __future__ import annotations
+
+import pytest
+from runlog import LEASE_S, T0, Log, check, do_accept, do_model_turn, make_spec, text
+
+from events.acceptance_step import contains, record_acceptance, start_acceptance
+from events.status import RunStatus
+from events.types import (
+    AcceptanceChecked,
+    AcceptanceFailed,
+    AcceptanceStarted,
+    RunCompleted,
+    RunFailed,
+)
+
+R = RunStatus
+
+
+def accepting(*, max_turns: int = 3) -> Log:
+    log = Log.created(max_turns=max_turns)
+    do_model_turn(log, text("done"))
+    assert log.s.status is R.ACCEPTING
+    return log
+
+
+def test_acceptance_is_claimed_until_a_deadline() -> None:
+    log = accepting()
+    events = log.decide(start_acceptance, now=T0, lease_s=LEASE_S)
+    assert events == [AcceptanceStarted(attempt=1, deadline_at=T0 + LEASE_S)]
+    assert start_acceptance(log.s, now=T0 + LEASE_S - 0.001, lease_s=LEASE_S) == []
+
+
+def test_an_acceptance_claim_past_its_deadline_is_claimed_again() -> None:
+    log = accepting()
+    log.decide(start_acceptance, now=T0, lease_s=LEASE_S)
+    events = start_acceptance(log.s, now=T0 + LEASE_S, lease_s=LEASE_S)
+    assert events == [AcceptanceStarted(attempt=2, deadline_at=T0 + 2 * LEASE_S)]
+
+
+def test_acceptance_is_not_started_before_the_model_ends_its_turn() -> None:
+    assert start_acceptance(Log.created().s, now=T0, lease_s=LEASE_S) == []
+
+
+def test_all_checks_passing_completes_the_run() -> None:
+    log = accepting()
+    events = do_accept(log, check(True), check(True))
+    assert [type(e) for e in events] == [AcceptanceChecked, AcceptanceChecked, RunCompleted]
+    assert [e.index for e in events[:2]] == [0, 1]  # type: ignore[union-attr]
+    assert events[-1] == RunCompleted(detail="2 acceptance checks passed")
+    assert log.s.status is R.COMPLETED
+    assert len(log.s.checks) == 2
+
+
+def test_a_run_without_declared_checks_completes_saying_so() -> None:
+    log = Log.created(spec=make_spec().model_copy(update={"acceptance": ()}))
+    do_model_turn(log, text("done"))
+    assert do_accept(log) == [RunCompleted(detail="no acceptance checks were declared")]
+
+
+def test_failing_checks_with_turns_left_go_back_to_the_model() -> None:
+    log = accepting(max_turns=2)
+    events = do_accept(log, check(True), check(False, reason="2 tests failed"))
+    assert isinstance(events[-1], AcceptanceFailed)
+    assert "check 2 (pytest -q exits 0): 2 tests failed" in events[-1].feedback
+    assert "check 1" not in events[-1].feedback
+    assert log.s.status is R.REQUESTING_MODEL
+    assert log.s.current_turn.feedback == events[-1].feedback  # type: ignore[union-attr]
+
+
+def test_failing_checks_without_turns_left_fail_the_run() -> None:
+    log = accepting(max_turns=1)
+    events = do_accept(log, check(False, reason="exit status 2"))
+    assert events[-1] == RunFailed(
+        reason="acceptance_failed", detail="check 1 (pytest -q exits 0): exit status 2"
+    )
+    assert log.s.status is R.FAILED
+
+
+def test_recording_the_verdict_again_returns_nothing() -> None:
+    log = accepting()
+    do_accept(log, check(True))
+    assert record_acceptance(log.s, attempt=1, results=[check(True)]) == []
+
+
+def test_a_verdict_of_an_expired_attempt_is_ignored() -> None:
+    log = accepting()
+    log.decide(start_acceptance, now=T0, lease_s=LEASE_S)
+    log.decide(start_acceptance, now=T0 + LEASE_S, lease_s=LEASE_S)
+    assert record_acceptance(log.s, attempt=1, results=[check(True)]) == []
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual"),
+    [
+        ({"available": 1}, {"available": 1, "sku": "A1"}),
+        ({"a": {"b": [1, {"c": 2}]}}, {"a": {"b": [1, {"c": 2, "d": 3}], "e": 0}}),
+        ([1, 2], [1, 2]),
+        ("A1", "A1"),
+        (1, 1.0),
+        ({}, {"anything": True}),
+    ],
+)
+def test_a_tool_check_expectation_matches_a_superset_of_it(
+    expected: object, actual: object
+) -> None:
+    assert contains(expected, actual)
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual"),
+    [
+        ({"available": 1}, {"available": 2}),
+        ({"available": 1}, {"sku": "A1"}),
+        ({"a": 1}, [("a", 1)]),
+        ([1, 2], [1, 2, 3]),
+        ([1, 2], [2, 1]),
+        (True, 1),
+        (0, False),
+        ("1", 1),
+    ],
+)
+def test_a_tool_check_expectation_does_not_match_otherwise(
+    expected: object, actual: object
+) -> None:
+    assert not contains(expected, actual)

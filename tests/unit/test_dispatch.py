@@ -1,0 +1,100 @@
+"""Given a run's folded state, which commands are due: one per step some worker
+can take now, none while a live claim holds the step, none once the run waits
+for a human or has ended."""
+
+from __future__ import annotations
+
+import pytest
+from journeys import JOURNEYS
+from runlog import (
+    LEASE_S,
+    RUN_ID,
+    T0,
+    Log,
+    do_claim,
+    do_finish,
+    do_model_turn,
+    do_validate,
+    text,
+    use,
+)
+
+from events.acceptance_step import start_acceptance
+from events.commands import ExecuteCall, RequestModel, RunAcceptance, ValidateCall
+from events.dispatch import due_commands
+from events.model_step import request_model
+from events.status import RunStatus
+from events.tool_step import Succeeded, TimedOut, expire_claims
+
+R = RunStatus
+
+
+def test_a_run_requesting_the_model_is_due_a_model_request() -> None:
+    assert due_commands(Log.created().s, now=T0) == [RequestModel(RUN_ID)]
+
+
+def test_a_live_model_claim_makes_nothing_due_until_its_deadline() -> None:
+    log = Log.created()
+    log.decide(request_model, now=T0, lease_s=LEASE_S)
+    assert due_commands(log.s, now=T0 + LEASE_S - 0.001) == []
+    assert due_commands(log.s, now=T0 + LEASE_S) == [RequestModel(RUN_ID)]
+
+
+def test_a_validating_run_is_due_a_validation_per_undecided_call() -> None:
+    log = Log.created()
+    do_model_turn(log, use("a"), use("b"), use("c"))
+    do_validate(log, "b")
+    assert due_commands(log.s, now=T0) == [ValidateCall(RUN_ID, "a"), ValidateCall(RUN_ID, "c")]
+
+
+def test_a_run_running_tools_is_due_an_execution_per_claimable_call() -> None:
+    log = Log.created()
+    do_model_turn(log, use("a"), use("b"), use("c"))
+    for call_id in "abc":
+        do_validate(log, call_id)
+    do_claim(log, "a")  # claimed: not due
+    do_claim(log, "b")
+    do_finish(log, "b", Succeeded(output=1))  # done: not due
+    assert due_commands(log.s, now=T0) == [ExecuteCall(RUN_ID, "c")]
+
+
+def test_a_read_whose_claim_expired_is_due_again() -> None:
+    log = Log.created()
+    do_model_turn(log, use("a"), use("b"))
+    do_validate(log, "a")
+    do_validate(log, "b")
+    do_claim(log, "a")
+    do_claim(log, "b")
+    deadline = log.s.call("a").claim_deadline  # type: ignore[union-attr]
+    log.decide(expire_claims, now=deadline)
+    assert due_commands(log.s, now=deadline) == [
+        ExecuteCall(RUN_ID, "a"),
+        ExecuteCall(RUN_ID, "b"),
+    ]
+
+
+def test_an_accepting_run_is_due_acceptance_unless_a_live_claim_holds_it() -> None:
+    log = Log.created()
+    do_model_turn(log, text("done"))
+    assert due_commands(log.s, now=T0) == [RunAcceptance(RUN_ID)]
+    log.decide(start_acceptance, now=T0, lease_s=LEASE_S)
+    assert due_commands(log.s, now=T0 + 1) == []
+    assert due_commands(log.s, now=T0 + LEASE_S) == [RunAcceptance(RUN_ID)]
+
+
+def test_a_run_waiting_for_a_human_is_due_nothing() -> None:
+    log = Log.created()
+    do_model_turn(log, use("w", "write_file"))
+    do_validate(log, "w")
+    do_claim(log, "w")
+    do_finish(log, "w", TimedOut(after_s=10.0))
+    assert log.s.status is R.AWAITING_HUMAN
+    assert due_commands(log.s, now=T0 + 1e6) == []
+
+
+@pytest.mark.parametrize(
+    "journey", [name for name, (_, status) in sorted(JOURNEYS.items()) if status.terminal]
+)
+def test_an_ended_run_is_due_nothing(journey: str) -> None:
+    log = JOURNEYS[journey][0]()
+    assert due_commands(log.s, now=T0 + 1e6) == []
