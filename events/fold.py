@@ -147,11 +147,14 @@ def _created(run_id: str, e: RunCreated, at: float) -> RunState:
     )
 
 
+_AFTER_REPLY = {"tool_use": R.VALIDATING, "end_turn": R.ACCEPTING, "stop_sequence": R.ACCEPTING}
+
+
 def _model_responded(s: RunState, e: ModelResponded) -> RunState:
     if e.turn != s.turns_used + 1:
         raise IllegalTransition(s.status, e.type, s.run_id, f"turn {e.turn} follows {s.turns_used}")
     turn = Turn(index=e.turn, content=e.content, stop_reason=e.stop_reason, model=e.model)
-    status = {"tool_use": R.VALIDATING, "end_turn": R.ACCEPTING}.get(e.stop_reason, s.status)
+    status = _AFTER_REPLY.get(e.stop_reason, s.status)
     return replace(
         s,
         status=status,
@@ -168,7 +171,7 @@ def _model_responded(s: RunState, e: ModelResponded) -> RunState:
 def _call_proposed(s: RunState, e: ToolCallProposed) -> RunState:
     turn = s.current_turn
     if turn is None or turn.index != e.turn or turn.call(e.call_id) is not None:
-        raise IllegalTransition(None, e.type, s.run_id, f"call {e.call_id!r} in turn {e.turn}")
+        raise IllegalTransition(s.status, e.type, s.run_id, f"call {e.call_id!r} in turn {e.turn}")
     call = Call(
         call_id=e.call_id, turn=e.turn, name=e.name, input=e.input, status=CallStatus.PROPOSED
     )
@@ -203,7 +206,8 @@ def _with_turn(s: RunState, turn: Turn) -> RunState:
 
 def _acceptance_failed(s: RunState, e: AcceptanceFailed) -> RunState:
     turn = s.current_turn
-    assert turn is not None  # accepting always follows a turn
+    if turn is None:
+        raise IllegalTransition(s.status, e.type, s.run_id, "no turn to give feedback on")
     return replace(
         _with_turn(s, replace(turn, feedback=e.feedback)),
         status=R.REQUESTING_MODEL,

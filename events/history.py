@@ -30,6 +30,10 @@ class History(Generic[T]):
     def __iter__(self) -> Iterator[T]:
         return iter(self._items[: self._n])
 
+    def __reversed__(self) -> Iterator[T]:
+        items = self._items
+        return (items[i] for i in range(self._n - 1, -1, -1))
+
     @overload
     def __getitem__(self, i: int) -> T: ...
     @overload

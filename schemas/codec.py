@@ -47,8 +47,9 @@ class EventCodec:
             raise InvalidEvent(f"unknown event type {envelope.type!r}", field="type")
         head = {k: getattr(envelope, k) for k in _HEADER}
         head["data"] = envelope.data.model_dump(mode="json")
-        packed: bytes = msgpack.packb(head, use_bin_type=True)
-        return packed
+        if envelope.data.type != envelope.type:
+            raise InvalidEvent(f"payload is a {envelope.data.type!r}", field="type")
+        return pack(head)
 
     def decode(self, raw: bytes) -> Envelope[Any]:
         try:
@@ -80,7 +81,7 @@ class EventCodec:
         data = obj.get("data")
         if not isinstance(data, dict):
             raise InvalidEvent("missing or not a map", field="data", raw=raw)
-        data, version = self._upcast(etype, version, data)
+        data, version = self._upcast(etype, version, data, raw)
         try:
             event = model.model_validate(data)
         except ValidationError as exc:
@@ -89,6 +90,9 @@ class EventCodec:
             raise InvalidEvent(err["msg"], field=where, raw=raw) from exc
         if obj["seq"] < 1:
             raise InvalidEvent("must be >= 1", field="seq", raw=raw)
+        for name in ("id", "run_id", "type"):
+            if not obj[name]:
+                raise InvalidEvent("must not be empty", field=name, raw=raw)
         return Envelope[Any].model_construct(
             id=obj["id"],
             run_id=obj["run_id"],
@@ -101,21 +105,28 @@ class EventCodec:
             data=event,
         )
 
-    def _upcast(self, etype: str, v: int, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    def _upcast(
+        self, etype: str, v: int, data: dict[str, Any], raw: bytes | None
+    ) -> tuple[dict[str, Any], int]:
         target = self._current.get(etype, 1)
         if v > target:
-            raise InvalidEvent(f"version {v} is newer than this reader knows ({target})", field="v")
+            raise InvalidEvent(
+                f"version {v} is newer than this reader knows ({target})", field="v", raw=raw
+            )
         while v < target:
             step = self._upcasters.get((etype, v))
             if step is None:
-                raise InvalidEvent(f"no upcaster from version {v} of {etype!r}", field="v")
+                raise InvalidEvent(f"no upcaster from version {v} of {etype!r}", field="v", raw=raw)
             data, v = step(data), v + 1
         return data, v
 
 
 def pack(obj: Any) -> bytes:
-    """msgpack for small non-event values (dispatch ids, ledger rows)."""
-    packed: bytes = msgpack.packb(obj, use_bin_type=True)
+    """msgpack; a value it cannot hold (an integer beyond 64 bits) is InvalidEvent."""
+    try:
+        packed: bytes = msgpack.packb(obj, use_bin_type=True)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise InvalidEvent(f"cannot be packed: {exc}") from exc
     return packed
 
 

@@ -4,7 +4,7 @@ never silently changes what a run does."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
@@ -21,10 +21,45 @@ class Principal(_Spec):
     scopes: tuple[str, ...] = ()
 
 
+class Price(_Spec):
+    """US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float = Field(default=0.0, ge=0)
+    cache_write: float = Field(default=0.0, ge=0)
+
+
 class Budgets(_Spec):
-    """Limits that end a run in an explicit state when exhausted."""
+    """Limits that end a run in an explicit state when exhausted. Checked on the
+    state machine's transitions: before each model request and each tool claim."""
 
     max_turns: int = Field(default=8, ge=1, le=10_000)
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_wall_clock_s: float | None = Field(default=None, gt=0)
+    max_consecutive_failures: int | None = Field(default=None, ge=1)
+    tool_timeout_s: float | None = Field(
+        default=None, gt=0, description="caps every tool's own timeout"
+    )
+    repeat_limit: int = Field(
+        default=3, ge=2, description="identical failing steps in a row that send the run to a human"
+    )
+    prices: dict[str, Price] = Field(
+        default_factory=dict, description="per model id, overriding defaults"
+    )
+
+
+class Policies(_Spec):
+    """How the run reacts to model stop reasons, approvals and cancellation."""
+
+    on_max_tokens: Literal["continue", "fail"] = "continue"
+    on_refusal: Literal["escalate", "fail"] = "escalate"
+    approval_timeout_s: float = Field(
+        default=3600.0, gt=0, description="an unanswered request is denied"
+    )
+    cancel_grace_s: float = Field(default=5.0, ge=0, description="SIGTERM to SIGKILL")
 
 
 class ScriptedCall(_Spec):
@@ -102,9 +137,32 @@ class ToolCheck(_Spec):
     expect: Any
 
 
+class FileCheck(_Spec):
+    """Passes when a workspace file contains a string and/or matches a regex."""
+
+    file: str = Field(min_length=1)
+    contains: str | None = None
+    matches: str | None = None
+
+    @model_validator(mode="after")
+    def _something_to_check(self) -> FileCheck:
+        if self.contains is None and self.matches is None:
+            raise ValueError("a file check needs 'contains' or 'matches'")
+        return self
+
+
+class PythonCheck(_Spec):
+    """Passes when `module:function(workspace)` returns True (or (True, evidence))."""
+
+    python: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
 AcceptanceCheck = Annotated[
-    Annotated[CommandCheck, Tag("command")] | Annotated[ToolCheck, Tag("tool")],
-    _key_tag("command", "tool"),
+    Annotated[CommandCheck, Tag("command")]
+    | Annotated[ToolCheck, Tag("tool")]
+    | Annotated[FileCheck, Tag("file")]
+    | Annotated[PythonCheck, Tag("python")],
+    _key_tag("command", "tool", "file", "python"),
 ]
 
 
@@ -121,6 +179,7 @@ class RunSpec(_Spec):
     system: str | None = None
     principal: Principal
     budgets: Budgets = Budgets()
+    policies: Policies = Policies()
     model: ModelSpec
     acceptance: tuple[AcceptanceCheck, ...] = ()
 

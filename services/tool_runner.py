@@ -11,6 +11,8 @@ from typing import Any
 
 from events.tool_step import Errored, Outcome, Succeeded, TimedOut
 from events.types import ToolError
+from schemas.codec import pack
+from schemas.errors import InvalidEvent
 from services.tools import RegisteredTool, ToolContext, ToolFailure
 
 
@@ -47,9 +49,8 @@ def _call(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
             ToolError(code="internal", message=f"{type(exc).__name__}: {exc}", retryable=False)
         )
     try:
-        json.dumps(output)
-    except (TypeError, ValueError) as exc:
-        return Errored(
-            ToolError(code="internal", message=f"output is not JSON: {exc}", retryable=False)
-        )
+        pack(json.loads(json.dumps(output)))  # what the log and the model will hold
+    except (TypeError, ValueError, InvalidEvent) as exc:
+        message = f"output cannot be recorded as JSON: {exc}"
+        return Errored(ToolError(code="internal", message=message, retryable=False))
     return Succeeded(output)

@@ -126,12 +126,6 @@ TERMINAL_JOURNEYS = [
     "turns_exhausted",
     "model_error",
 ]
-_BUG_ACCEPTANCE_FAILED = pytest.mark.xfail(
-    raises=AssertionError,
-    strict=True,
-    reason="core bug: fold._acceptance_failed asserts a current turn instead of raising "
-    "IllegalTransition when the run has none",
-)
 
 
 @pytest.mark.parametrize(
@@ -141,9 +135,6 @@ _BUG_ACCEPTANCE_FAILED = pytest.mark.xfail(
             j,
             e,
             id=f"{j}-{e.type}",
-            marks=[_BUG_ACCEPTANCE_FAILED]
-            if (j, e.type) == ("model_error", "AcceptanceFailed")
-            else [],
         )
         for j in TERMINAL_JOURNEYS
         for e in one_of_each_event()
@@ -203,12 +194,6 @@ def test_a_call_cannot_be_proposed_twice_in_a_turn() -> None:
         log.append(ToolCallProposed(call_id="a", turn=1, name="read_file", input={}))
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=True,
-    reason="core bug: fold._call_proposed raises IllegalTransition(None, ...) so the "
-    "message names state 'None' instead of the run's status",
-)
 def test_a_call_proposed_for_another_turn_names_the_runs_state() -> None:
     log = reach(R.VALIDATING)
     with pytest.raises(IllegalTransition) as err:
