@@ -49,6 +49,8 @@ def find_or_start(
     redis_url: str | None, state_dir: str, probe_url: str = DEFAULT_URL
 ) -> tuple[str, PrivateRedis | None]:
     if redis_url:
+        if not answers(redis_url, timeout=2.0):  # fail here, not in a traceback later
+            raise RedisUnavailable(f"nothing answers at REDIS_URL {redis_url!r}")
         return redis_url, None
     if answers(probe_url):
         return probe_url, None

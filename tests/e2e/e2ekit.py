@@ -1,0 +1,115 @@
+"""The `agentledger` command line as a user runs it: a child process in a
+folder of its own, with its own key prefix. Helpers to read what it printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+COMMAND_TIMEOUT_S = 60.0
+
+_script = Path(sys.executable).with_name("agentledger")
+# the installed console script when it belongs to this interpreter, else the module
+AGENTLEDGER = [str(_script)] if _script.exists() else [sys.executable, "-m", "services.cli.main"]
+
+
+def clean_environ(prefix: str) -> dict[str, str]:
+    """This process's environment without any agentledger setting but the prefix;
+    REDIS_URL is kept, so the suite runs against the Redis the user chose."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
+    env["AGENTLEDGER_PREFIX"] = prefix
+    # the examples' own pytest runs need no plugins, and loading every plugin
+    # installed next to this interpreter costs over a second per acceptance check
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
+@dataclass
+class Cli:
+    cwd: Path
+    env: dict[str, str]
+
+    def __call__(self, *args: str | Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*AGENTLEDGER, *map(str, args)],
+            cwd=self.cwd,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+        )
+
+    def run_json(self, spec: Path) -> tuple[int, dict[str, Any]]:
+        """`run --json SPEC`: its exit code and the summary it printed."""
+        done = self("run", "--json", spec)
+        assert done.stdout.strip(), f"no summary; stderr:\n{done.stderr}"
+        return done.returncode, json.loads(done.stdout.strip().splitlines()[-1])
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's envelopes, as `tail --run RUN --json` prints them."""
+        done = self("tail", "--run", run_id, "--json")
+        assert done.returncode == 0, done.stderr
+        return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+    def runs(self) -> list[str]:
+        done = self("runs")
+        assert done.returncode == 0, done.stderr
+        return [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
+
+    def workspace(self, run_id: str) -> Path:
+        return self.cwd / ".agentledger" / "workspaces" / run_id
+
+
+def copy_example(name: str, into: Path) -> Path:
+    target = into / name
+    shutil.copytree(
+        EXAMPLES / name, target, ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache")
+    )
+    return target
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def of_type(events: list[dict[str, Any]], type_: str) -> list[dict[str, Any]]:
+    return [e["data"] for e in events if e["type"] == type_]
+
+
+def by_call(events: list[dict[str, Any]], call_id: str) -> list[str]:
+    """The types of the events about one tool call, in order."""
+    return [e["type"] for e in events if e["data"].get("call_id") == call_id]
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` with its bytes, to show that nothing changed."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def delete_prefix(url: str, pattern: str) -> None:
+    """Delete our own keys (SCAN + DEL); a shared server is never flushed."""
+    client = redis.Redis.from_url(url)
+    try:
+        batch = []
+        for key in client.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                client.delete(*batch)
+                batch.clear()
+        if batch:
+            client.delete(*batch)
+    finally:
+        client.close()
