@@ -25,13 +25,19 @@ class ModelReply:
     stop_reason: StopReason
     usage: Usage
     model: str
+    # tool_use blocks whose input JSON did not arrive whole (cut by max_tokens):
+    # kept in `content` with input {}, and never to be executed
+    truncated_tool_use_ids: tuple[str, ...] = ()
+    truncated_tool_json: tuple[tuple[str, str], ...] = ()  # (tool_use id, the raw partial JSON)
+    retries: tuple[str, ...] = ()  # one line per retried attempt: what failed, how long we waited
 
 
 class ModelError(Exception):
     """A model call that failed; `retryable` says whether a later try can help."""
 
-    def __init__(self, message: str, *, retryable: bool):
+    def __init__(self, message: str, *, retryable: bool, retries: tuple[str, ...] = ()):
         self.retryable = retryable
+        self.retries = retries  # the attempts retried before giving up, as in ModelReply
         super().__init__(message)
 
 

@@ -1,0 +1,328 @@
+"""The anthropic adapter through the real SDK, against the local stand-in of
+the Messages API. No Redis; no connection may leave the loopback interface."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any, get_args
+
+import pytest
+
+from events.types import StopReason
+from schemas.content import (
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from schemas.spec import AnthropicModel, AnthropicSettings, ToolSpec
+from services.bootstrap import model_for
+from services.models.anthropic_adapter import AnthropicAdapter, RetryPolicy
+from services.models.port import ModelError, ModelRequest
+from services.settings import from_env
+from tests.standin.messages_api import (
+    MODEL,
+    Failed,
+    MessagesStandin,
+    RedactedThinking,
+    Streamed,
+    Text,
+    Thinking,
+    ToolUse,
+    cut,
+    mid_stream_error,
+)
+
+KEY = "sk-ant-standin-0123456789"
+FAST = RetryPolicy(max_retries=2, base_s=0.01, max_wait_s=0.2)
+TASK = Message(role="user", content=(TextBlock(text="Count the stock."),))
+READ = ToolSpec(
+    name="read_stock",
+    description="Read one stock level.",
+    input_schema={"type": "object", "properties": {"sku": {"type": "string"}}},
+    read_only=True,
+)
+
+
+@pytest.fixture(autouse=True)
+def connections(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every address a socket connects to; anything off loopback is refused."""
+    seen: list[Any] = []
+    real = socket.socket.connect
+
+    def guarded(sock: socket.socket, address: Any) -> None:
+        seen.append(address)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            if not ipaddress.ip_address(address[0]).is_loopback:
+                raise OSError(f"a test tried to reach {address!r}")
+        real(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    return seen
+
+
+@pytest.fixture
+def api() -> Iterator[MessagesStandin]:
+    with MessagesStandin() as standin:
+        yield standin
+
+
+Make = Callable[..., AnthropicAdapter]
+
+
+@pytest.fixture
+def make(api: MessagesStandin) -> Make:
+    def adapter(retry: RetryPolicy = FAST, **settings: Any) -> AnthropicAdapter:
+        model = AnthropicSettings(**{"model": "claude-test", "max_tokens": 64_000, **settings})
+        return AnthropicAdapter(model, api_key=KEY, base_url=api.url, retry=retry)
+
+    return adapter
+
+
+def sent_key(headers: dict[str, str]) -> str | None:
+    """The key a request carried: SDK 2.x sends `Authorization: Bearer`, 1.x `x-api-key`."""
+    bearer = headers.get("authorization", "")
+    return (
+        bearer.removeprefix("Bearer ") if bearer.startswith("Bearer ") else headers.get("x-api-key")
+    )
+
+
+def ask(*messages: Message, tools: tuple[ToolSpec, ...] = ()) -> ModelRequest:
+    return ModelRequest("run-1", len(messages), "Be brief.", messages or (TASK,), tools)
+
+
+def test_a_text_reply_comes_back_with_its_usage_and_exact_model_id(
+    api: MessagesStandin, make: Make
+) -> None:
+    usage = {"input_tokens": 120, "output_tokens": 9}
+    usage |= {"cache_read_input_tokens": 30, "cache_creation_input_tokens": 45}
+    api.play(Streamed((Text("There are 42 widgets."),), model="claude-x-20250101", usage=usage))
+    reply = make().respond(ask())
+    assert reply.content == (TextBlock(text="There are 42 widgets."),)
+    assert reply.stop_reason == "end_turn"
+    assert reply.model == "claude-x-20250101"
+    assert reply.usage.model_dump() == usage
+    assert reply.retries == () and reply.truncated_tool_use_ids == ()
+
+
+def test_the_request_carries_system_tools_and_thinking_and_streams(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(Streamed((Text("ok"),)))
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    make(system="You audit stock.", thinking=thinking).respond(ask(tools=(READ,)))
+    (body,) = api.bodies()
+    assert body["model"] == "claude-test" and body["max_tokens"] == 64_000
+    assert body["stream"] is True and "temperature" not in body
+    assert body["system"] == "You audit stock.\n\nBe brief."
+    assert body["thinking"] == thinking
+    assert body["tools"] == [
+        {"name": READ.name, "description": READ.description, "input_schema": READ.input_schema}
+    ]
+    assert body["messages"] == [{"role": "user", "content": [TASK.content[0].model_dump()]}]
+
+
+def test_a_temperature_is_refused_before_anything_is_sent(api: MessagesStandin, make: Make) -> None:
+    with pytest.raises(ModelError, match="temperature") as raised:
+        make(temperature=0.2).respond(ask())
+    assert raised.value.retryable is False and api.requests == []
+
+
+def test_parallel_tool_uses_come_back_with_their_ids_and_whole_inputs(
+    api: MessagesStandin, make: Make
+) -> None:
+    first = {"sku": "A1", "note": 'naïve "quoted" {brace}', "n": [1, 2.5, None]}
+    api.play(
+        Streamed(
+            (
+                Text("Reading both."),
+                ToolUse("toolu_01", "read_stock", first),
+                ToolUse("toolu_02", "read_stock", {}),
+            ),
+            stop_reason="tool_use",
+        )
+    )
+    reply = make().respond(ask(tools=(READ,)))
+    assert reply.stop_reason == "tool_use"
+    assert reply.content[1:] == (
+        ToolUseBlock(id="toolu_01", name="read_stock", input=first),
+        ToolUseBlock(id="toolu_02", name="read_stock", input={}),
+    )
+    assert reply.truncated_tool_use_ids == ()
+
+
+def test_thinking_blocks_go_back_byte_for_byte_with_the_tool_results(
+    api: MessagesStandin, make: Make
+) -> None:
+    thought = 'Stock A1…\nlet me check — twice.\t"quoted" \\ backslash'
+    signature = "EqQBCkgIARABGAIiQL+/sig==" * 8
+    api.play(
+        Streamed(
+            (
+                Thinking(thought, signature),
+                RedactedThinking("EmwKAhgBEgy3va3pzix/LafPsn4a"),
+                ToolUse("toolu_07", "read_stock", {"sku": "A1"}),
+            ),
+            stop_reason="tool_use",
+        ),
+        Streamed((Text("A1 has 42."),)),
+    )
+    adapter = make(thinking={"type": "enabled", "budget_tokens": 1024})
+    first = adapter.respond(ask(tools=(READ,)))
+    assert first.content[0] == ThinkingBlock(thinking=thought, signature=signature)
+    assert first.content[1] == RedactedThinkingBlock(data="EmwKAhgBEgy3va3pzix/LafPsn4a")
+    result = ToolResultBlock(tool_use_id="toolu_07", content="42")
+    history = (
+        TASK,
+        Message(role="assistant", content=first.content),
+        Message(role="user", content=(result,)),
+    )
+    adapter.respond(ask(*history, tools=(READ,)))
+    sent = api.bodies()[1]["messages"]
+    assert sent[1]["content"] == [
+        {"type": "thinking", "thinking": thought, "signature": signature},
+        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"},
+        {"type": "tool_use", "id": "toolu_07", "name": "read_stock", "input": {"sku": "A1"}},
+    ]
+    assert sent[2]["content"][0]["tool_use_id"] == "toolu_07"
+    assert json.dumps(signature).encode() in api.requests[1].raw
+
+
+@pytest.mark.parametrize("stop", get_args(StopReason))
+def test_every_stop_reason_comes_back_as_itself(
+    api: MessagesStandin, make: Make, stop: str
+) -> None:
+    sequence = "###" if stop == "stop_sequence" else None
+    api.play(Streamed((Text("I can't help with that."),), stop_reason=stop, stop_sequence=sequence))
+    reply = make().respond(ask())
+    assert reply.stop_reason == stop
+    assert reply.content == (TextBlock(text="I can't help with that."),)
+
+
+def test_a_max_tokens_cut_inside_a_tool_calls_json_marks_that_call_truncated(
+    api: MessagesStandin, make: Make
+) -> None:
+    whole = {"sku": "A1"}
+    cut_input = {"path": "/srv/stock/ledger.csv", "rows": [1, 2, 3]}
+    # cut after `[1, 2`: a partial-mode parse (the SDK's snapshot) reads rows=[1, 2]
+    at = json.dumps(cut_input).index("2,") + 1
+    calls = (ToolUse("toolu_a", "read_stock", whole), ToolUse("toolu_b", "write", cut_input, at))
+    api.play(cut(calls))
+    reply = make().respond(ask(tools=(READ,)))
+    assert reply.stop_reason == "max_tokens"
+    assert reply.content == (
+        ToolUseBlock(id="toolu_a", name="read_stock", input=whole),
+        ToolUseBlock(id="toolu_b", name="write", input={}),
+    )
+    assert reply.truncated_tool_use_ids == ("toolu_b",)
+    assert reply.truncated_tool_json == (("toolu_b", json.dumps(cut_input)[:at]),)
+
+
+def test_a_max_tokens_cut_before_any_tool_json_marks_the_call_truncated(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(cut((Text("Writing."), ToolUse("toolu_c", "write", {"x": 1}, cut_at=0))))
+    reply = make().respond(ask())
+    assert reply.truncated_tool_use_ids == ("toolu_c",)
+    assert reply.content[1] == ToolUseBlock(id="toolu_c", name="write", input={})
+
+
+def test_a_429_then_success_is_retried_once_and_the_retry_reported(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(Failed(429, "rate_limit_error", "Too many tokens per minute", retry_after=0.05))
+    api.play(Streamed((Text("done"),)))
+    reply = make().respond(ask())
+    assert reply.content == (TextBlock(text="done"),)
+    (line,) = reply.retries
+    assert "429 rate_limit_error" in line and "waited 0.050s" in line
+    assert [r.headers["x-stainless-retry-count"] for r in api.requests] == ["0", "0"]
+
+
+def test_529_until_the_limit_raises_a_retryable_error_with_every_retry(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(*[Failed(529, "overloaded_error", "Overloaded")] * 3)
+    with pytest.raises(ModelError) as raised:
+        make().respond(ask())
+    assert raised.value.retryable is True
+    assert len(raised.value.retries) == 2 and "529 overloaded_error" in str(raised.value)
+    assert len(api.requests) == 3
+
+
+def test_the_sdk_does_not_retry_on_its_own(api: MessagesStandin, make: Make) -> None:
+    api.play(Failed(529, "overloaded_error", "Overloaded"), Streamed((Text("late"),)))
+    with pytest.raises(ModelError):
+        make(retry=RetryPolicy(max_retries=0)).respond(ask())
+    assert len(api.requests) == 1
+
+
+def test_a_500_an_error_event_mid_stream_and_a_dropped_stream_are_retried(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(Failed(500, "api_error", "Internal server error"), mid_stream_error())
+    api.play(Streamed((Text("partial"),), drop=True), Streamed((Text("done"),)))
+    reply = make(retry=RetryPolicy(max_retries=3, base_s=0.01)).respond(ask())
+    assert reply.content == (TextBlock(text="done"),)
+    assert len(reply.retries) == 3
+    assert "500 api_error" in reply.retries[0]
+    assert "overloaded_error mid-stream (status 200): Overloaded" in reply.retries[1]
+    assert "ended before the message was complete" in reply.retries[2]
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "message"),
+    [
+        (
+            400,
+            "invalid_request_error",
+            "messages.1: tool_use ids were found without tool_result blocks",
+        ),
+        (401, "authentication_error", "invalid x-api-key"),
+        (404, "not_found_error", "model: claude-test"),
+    ],
+)
+def test_other_api_errors_fail_at_once_with_the_apis_message(
+    api: MessagesStandin, make: Make, status: int, kind: str, message: str
+) -> None:
+    api.play(Failed(status, kind, message))
+    with pytest.raises(ModelError) as raised:
+        make().respond(ask())
+    assert raised.value.retryable is False
+    assert str(raised.value) == f"{status} {kind}: {message}"
+    assert len(api.requests) == 1
+
+
+def test_the_key_is_sent_and_nothing_leaves_loopback(
+    api: MessagesStandin, make: Make, connections: list[Any]
+) -> None:
+    api.play(Streamed((Text("hi"),)))
+    make().respond(ask())
+    assert sent_key(api.requests[0].headers) == KEY
+    assert connections and all(ipaddress.ip_address(a[0]).is_loopback for a in connections)
+
+
+def test_without_a_key_the_call_fails_and_nothing_is_sent(api: MessagesStandin) -> None:
+    adapter = AnthropicAdapter(
+        AnthropicSettings(model="claude-test"), api_key=None, base_url=api.url
+    )
+    with pytest.raises(ModelError, match="ANTHROPIC_API_KEY") as raised:
+        adapter.respond(ask())
+    assert raised.value.retryable is False and api.requests == []
+
+
+def test_the_key_and_base_url_come_from_the_environment_through_bootstrap(
+    api: MessagesStandin,
+) -> None:
+    settings = from_env({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.url})
+    assert KEY not in repr(settings)
+    adapter = model_for(AnthropicModel(anthropic=AnthropicSettings(model=MODEL)), settings)
+    assert adapter.claim_lease_s() >= settings.model_lease_s  # plus the retry budget
+    api.play(Streamed((Text("hi"),)))
+    assert adapter.respond(ask()).model == MODEL
+    assert sent_key(api.requests[0].headers) == KEY

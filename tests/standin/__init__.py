@@ -1,0 +1,1 @@
+"""Local stand-ins of outside services, for tests."""
