@@ -5,7 +5,7 @@ worker gathered itself."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from events.budgets import turns_left
@@ -27,6 +27,8 @@ class CheckResult:
     passed: bool
     evidence: dict[str, Any]
     checked_at: float
+    started_at: float = 0.0
+    depends_on: tuple[str, ...] = ("*",)  # resources; "*" is any write of the run
 
 
 def start_acceptance(s: RunState, *, now: float, lease_s: float) -> list[Event]:
@@ -40,9 +42,16 @@ def start_acceptance(s: RunState, *, now: float, lease_s: float) -> list[Event]:
 def record_acceptance(s: RunState, *, attempt: int, results: Sequence[CheckResult]) -> list[Event]:
     if s.status is not RunStatus.ACCEPTING or s.acceptance_attempts != attempt:
         return []
+    results = [_fresh(s, r) for r in results]
     checked: list[Event] = [
         AcceptanceChecked(
-            index=i, check=r.check, passed=r.passed, evidence=r.evidence, checked_at=r.checked_at
+            index=i,
+            check=r.check,
+            passed=r.passed,
+            evidence=r.evidence,
+            started_at=r.started_at,
+            checked_at=r.checked_at,
+            depends_on=r.depends_on,
         )
         for i, r in enumerate(results)
     ]
@@ -51,7 +60,7 @@ def record_acceptance(s: RunState, *, attempt: int, results: Sequence[CheckResul
     ]
     if not failed:
         detail = (
-            f"{len(results)} acceptance checks passed"
+            f"{len(results)} acceptance check{'s' if len(results) != 1 else ''} passed"
             if results
             else "no acceptance checks were declared"
         )
@@ -60,6 +69,23 @@ def record_acceptance(s: RunState, *, attempt: int, results: Sequence[CheckResul
         feedback = "The task is not accepted yet. Failed checks:\n" + "\n".join(failed)
         return [*checked, AcceptanceFailed(feedback=feedback)]
     return [*checked, RunFailed(reason="acceptance_failed", detail="; ".join(failed))]
+
+
+def _fresh(s: RunState, r: CheckResult) -> CheckResult:
+    """A pass on evidence older than the last write to what it depends on does not count."""
+    if not r.passed:
+        return r
+    for turn in s.turns:
+        for c in turn.calls:
+            late = c.finished_at is not None and c.finished_at > r.started_at
+            if late and not c.read_only and _touches(c.writes, r.depends_on):
+                reason = f"stale evidence: {c.name}({c.call_id}) wrote at {c.finished_at:.3f}, after the check began"
+                return replace(r, passed=False, evidence={**r.evidence, "reason": reason})
+    return r
+
+
+def _touches(writes: Sequence[str], depends_on: Sequence[str]) -> bool:
+    return "*" in depends_on or bool(set(writes) & set(depends_on))
 
 
 def _why(r: CheckResult) -> str:

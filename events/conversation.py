@@ -6,20 +6,31 @@ proposal order. Acceptance feedback follows as text."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from events.state import Call, RunState, Turn
 from schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock
 
 
 def messages(s: RunState) -> tuple[Message, ...]:
+    """Roles alternate: a reply that was paused or cut off is continued by the
+    next one, so consecutive assistant contents merge into one message."""
     out: list[Message] = [Message(role="user", content=(TextBlock(text=s.spec.task),))]
     for turn in s.turns:
-        out.append(Message(role="assistant", content=turn.content))
-        reply = _user_reply(turn)
-        if reply:
-            out.append(Message(role="user", content=tuple(reply)))
+        _add(out, "assistant", turn.content)
+        _add(out, "user", tuple(_user_reply(turn)))
     return tuple(out)
+
+
+def _add(
+    out: list[Message], role: Literal["user", "assistant"], content: tuple[ContentBlock, ...]
+) -> None:
+    if not content:
+        return
+    if out[-1].role == role:
+        out[-1] = Message(role=role, content=out[-1].content + content)
+    else:
+        out.append(Message(role=role, content=content))
 
 
 def _user_reply(turn: Turn) -> list[ContentBlock]:

@@ -32,3 +32,12 @@ class BrokenLog(CoreError):
         self.seq = seq
         self.detail = detail
         super().__init__(f"broken log of run {run_id!r} at seq {seq}: {detail}")
+
+
+class ControlRefused(CoreError):
+    """A control (cancel, approve, reply…) that does not fit the run's state."""
+
+    def __init__(self, run_id: str, reason: str):
+        self.run_id = run_id
+        self.reason = reason
+        super().__init__(f"run {run_id!r}: {reason}")

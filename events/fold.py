@@ -1,30 +1,44 @@
 """`apply(state, envelope) -> state` and `fold(envelopes)`: the only way to get a
 run's state. One small function per event; every move is checked against the
-transition tables, so a corrupted log fails loudly instead of folding wrong."""
+transition tables, so a corrupted log fails loudly instead of folding wrong.
+Call events are folded in `fold_calls`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any, assert_never
 
 from events.errors import BrokenLog, IllegalTransition
-from events.state import Call, Check, RunState, Turn
-from events.status import CallStatus, RunStatus
-from events.transitions import CALL_TRANSITIONS, RUN_TRANSITIONS
+from events.fold_calls import call_changed, call_proposed, phase
+from events.pricing import cost_usd, price_of
+from events.state import Check, RunState, Turn
+from events.status import RunStatus
+from events.transitions import RUN_TRANSITIONS
 from events.types import (
     AcceptanceChecked,
     AcceptanceFailed,
     AcceptanceStarted,
+    ApprovalDenied,
+    ApprovalGranted,
+    ApprovalRequested,
     Event,
+    HumanReplied,
     ModelRequested,
     ModelResponded,
+    RunAborted,
     RunBudgetExhausted,
+    RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunCreated,
     RunEscalated,
     RunFailed,
+    RunResumed,
+    RunTimedOut,
+    ToolCallCancelled,
     ToolCallFailed,
+    ToolCallForceTerminated,
     ToolCallOutcomeUnknown,
     ToolCallProposed,
     ToolCallRejected,
@@ -32,6 +46,7 @@ from events.types import (
     ToolCallSucceeded,
     ToolCallValidated,
 )
+from schemas.content import ToolUseBlock
 from schemas.envelope import Envelope
 
 R = RunStatus
@@ -57,14 +72,14 @@ def apply(state: RunState | None, envelope: Envelope[Any]) -> RunState:
     else:
         if envelope.run_id != state.run_id:
             raise BrokenLog(state.run_id, envelope.seq, f"event of run {envelope.run_id!r}")
-        new = _step(state, event)
+        new = _step(state, event, envelope.at)
     old_status = state.status if state else None
     if (old_status, event.type, new.status) not in RUN_TRANSITIONS:
         raise IllegalTransition(old_status, event.type, envelope.run_id)
     return replace(new, seq=envelope.seq, updated_at=envelope.at)
 
 
-def _step(s: RunState, e: Event) -> RunState:
+def _step(s: RunState, e: Event, at: float) -> RunState:
     match e:
         case RunCreated():
             raise IllegalTransition(s.status, e.type, s.run_id, "the run already exists")
@@ -73,47 +88,13 @@ def _step(s: RunState, e: Event) -> RunState:
         case ModelResponded():
             return _model_responded(s, e)
         case ToolCallProposed():
-            return _call_proposed(s, e)
-        case ToolCallValidated():
-            return _call(
-                s,
-                e,
-                lambda c: replace(
-                    c, read_only=e.read_only, reads=e.reads, writes=e.writes, timeout_s=e.timeout_s
-                ),
-            )
-        case ToolCallRejected():
-            return _call(s, e, lambda c: replace(c, error=e.error))
-        case ToolCallStarted():
-            return _call(
-                s, e, lambda c: replace(c, attempts=e.attempt, claim_deadline=e.deadline_at)
-            )
-        case ToolCallSucceeded():
-            return _call(
-                s,
-                e,
-                lambda c: replace(
-                    c,
-                    output=e.output,
-                    started_at=e.started_at,
-                    finished_at=e.finished_at,
-                    claim_deadline=None,
-                ),
-            )
-        case ToolCallFailed():
-            return _call(
-                s,
-                e,
-                lambda c: replace(
-                    c,
-                    error=e.error,
-                    started_at=e.started_at,
-                    finished_at=e.finished_at,
-                    claim_deadline=None,
-                ),
-            )
-        case ToolCallOutcomeUnknown():
-            return _call(s, e, lambda c: replace(c, claim_deadline=None))
+            return call_proposed(s, e)
+        case (
+            ToolCallValidated() | ApprovalRequested() | ApprovalGranted() | ApprovalDenied()
+            | ToolCallRejected() | ToolCallStarted() | ToolCallSucceeded() | ToolCallFailed()
+            | ToolCallOutcomeUnknown() | ToolCallCancelled() | ToolCallForceTerminated()
+        ):  # fmt: skip
+            return call_changed(s, e)
         case AcceptanceStarted():
             return replace(
                 s, acceptance_attempts=e.attempt, acceptance_claim_deadline=e.deadline_at
@@ -122,17 +103,39 @@ def _step(s: RunState, e: Event) -> RunState:
             check = Check(e.index, e.check, e.passed, e.evidence, e.checked_at)
             return replace(s, checks=s.checks + (check,))
         case AcceptanceFailed():
-            return _acceptance_failed(s, e)
-        case RunCompleted():
-            return replace(s, status=R.COMPLETED, detail=e.detail)
-        case RunFailed():
-            return replace(s, status=R.FAILED, detail=e.detail)
-        case RunBudgetExhausted():
-            return replace(s, status=R.BUDGET_EXHAUSTED, detail=e.detail)
-        case RunEscalated():
-            return replace(s, status=R.AWAITING_HUMAN, detail=e.detail)
+            return _with_feedback(
+                replace(s, acceptance_claim_deadline=None), e.type, e.feedback, R.REQUESTING_MODEL
+            )
+        case HumanReplied():
+            return _human_spoke(_with_feedback(s, e.type, f"{e.by} says: {e.text}", None))
+        case RunResumed():
+            return _human_spoke(s)
+        case RunCancelRequested():
+            return replace(s, status=R.CANCELLING, cancel_requested_at=at, cancel_by=e.by)
+        case (
+            RunCompleted()
+            | RunFailed()
+            | RunBudgetExhausted()
+            | RunEscalated()
+            | RunTimedOut()
+            | RunCancelled()
+        ):
+            return replace(s, status=_ENDS[type(e)], detail=e.detail)
+        case RunAborted():
+            note = f": {e.note}" if e.note else ""
+            return replace(s, status=R.FAILED, detail=f"aborted by {e.by}{note}")
         case _:
             assert_never(e)
+
+
+_ENDS: dict[type, RunStatus] = {
+    RunCompleted: R.COMPLETED,
+    RunFailed: R.FAILED,
+    RunBudgetExhausted: R.BUDGET_EXHAUSTED,
+    RunEscalated: R.AWAITING_HUMAN,
+    RunTimedOut: R.TIMEOUT,
+    RunCancelled: R.CANCELLED,
+}
 
 
 def _created(run_id: str, e: RunCreated, at: float) -> RunState:
@@ -147,20 +150,17 @@ def _created(run_id: str, e: RunCreated, at: float) -> RunState:
     )
 
 
-_AFTER_REPLY = {"tool_use": R.VALIDATING, "end_turn": R.ACCEPTING, "stop_sequence": R.ACCEPTING}
-
-
 def _model_responded(s: RunState, e: ModelResponded) -> RunState:
     if e.turn != s.turns_used + 1:
         raise IllegalTransition(s.status, e.type, s.run_id, f"turn {e.turn} follows {s.turns_used}")
     turn = Turn(index=e.turn, content=e.content, stop_reason=e.stop_reason, model=e.model)
-    status = _AFTER_REPLY.get(e.stop_reason, s.status)
     return replace(
         s,
-        status=status,
+        status=_after_reply(s.status, e),
         history=s.history.append(s.current_turn) if s.current_turn else s.history,
         current_turn=turn,
         usage=s.usage + e.usage,
+        cost_usd=s.cost_usd + cost_usd(e.usage, price_of(e.model, s.spec.budgets.prices)),
         model_claim_deadline=None,
         model_attempts=0,
         checks=(),
@@ -168,48 +168,24 @@ def _model_responded(s: RunState, e: ModelResponded) -> RunState:
     )
 
 
-def _call_proposed(s: RunState, e: ToolCallProposed) -> RunState:
-    turn = s.current_turn
-    if turn is None or turn.index != e.turn or turn.call(e.call_id) is not None:
-        raise IllegalTransition(s.status, e.type, s.run_id, f"call {e.call_id!r} in turn {e.turn}")
-    call = Call(
-        call_id=e.call_id, turn=e.turn, name=e.name, input=e.input, status=CallStatus.PROPOSED
-    )
-    return _with_turn(s, replace(turn, calls=turn.calls + (call,)))
+def _after_reply(status: RunStatus, e: ModelResponded) -> RunStatus:
+    if status is not R.REQUESTING_MODEL:
+        return status  # a reply after a cancel is recorded and not acted on
+    if any(isinstance(b, ToolUseBlock) for b in e.content):
+        return R.VALIDATING
+    if e.stop_reason in ("end_turn", "stop_sequence"):
+        return R.ACCEPTING
+    return R.REQUESTING_MODEL
 
 
-def _call(s: RunState, e: Any, change: Callable[[Call], Call]) -> RunState:
-    """Move one call of the current turn through the call table, then the run."""
-    turn = s.current_turn
-    call = turn.call(e.call_id) if turn else None
-    if turn is None or call is None:
-        raise IllegalTransition(s.status, e.type, s.run_id, f"unknown call {e.call_id!r}")
-    to = CALL_TRANSITIONS.get((call.status, e.type))
-    if to is None:
-        raise IllegalTransition(call.status, e.type, s.run_id, f"call {e.call_id!r}")
-    moved = replace(change(call), status=to)
-    turn = replace(turn, calls=tuple(moved if c.call_id == e.call_id else c for c in turn.calls))
-    return replace(_with_turn(s, turn), status=_status_after_calls(s.status, turn))
-
-
-def _status_after_calls(status: RunStatus, turn: Turn) -> RunStatus:
-    if turn.finished:
-        return R.REQUESTING_MODEL
-    if status is R.VALIDATING and all(c.status is not CallStatus.PROPOSED for c in turn.calls):
-        return R.RUNNING_TOOLS
-    return status
-
-
-def _with_turn(s: RunState, turn: Turn) -> RunState:
-    return replace(s, current_turn=turn)
-
-
-def _acceptance_failed(s: RunState, e: AcceptanceFailed) -> RunState:
+def _with_feedback(s: RunState, etype: str, text: str, status: RunStatus | None) -> RunState:
     turn = s.current_turn
     if turn is None:
-        raise IllegalTransition(s.status, e.type, s.run_id, "no turn to give feedback on")
-    return replace(
-        _with_turn(s, replace(turn, feedback=e.feedback)),
-        status=R.REQUESTING_MODEL,
-        acceptance_claim_deadline=None,
-    )
+        raise IllegalTransition(s.status, etype, s.run_id, "no turn to give feedback on")
+    feedback = f"{turn.feedback}\n\n{text}" if turn.feedback else text
+    return replace(s, current_turn=replace(turn, feedback=feedback), status=status or s.status)
+
+
+def _human_spoke(s: RunState) -> RunState:
+    """A person answered: the run resumes where its calls are, and repeats count afresh."""
+    return replace(s, status=phase(s.current_turn), counting_from_turn=s.turns_used, detail="")

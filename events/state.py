@@ -25,6 +25,7 @@ class Call:
     timeout_s: float = 0.0
     attempts: int = 0
     claim_deadline: float | None = None
+    approval_expires_at: float | None = None
     started_at: float | None = None
     finished_at: float | None = None
     output: Any = None
@@ -71,6 +72,10 @@ class RunState:
     history: History[Turn] = field(default_factory=History)  # turns before the current one
     current_turn: Turn | None = None
     usage: Usage = Usage()
+    cost_usd: float = 0.0
+    counting_from_turn: int = 0  # repeats are counted after this turn (a person spoke)
+    cancel_requested_at: float | None = None
+    cancel_by: str = ""
     model_attempts: int = 0
     model_claim_deadline: float | None = None
     acceptance_attempts: int = 0
@@ -81,6 +86,12 @@ class RunState:
     @property
     def turns_used(self) -> int:
         return len(self.history) + (self.current_turn is not None)
+
+    @property
+    def in_flight(self) -> list[Call]:
+        """Calls of the current turn that are running right now."""
+        turn = self.current_turn
+        return [c for c in turn.calls if c.status is CallStatus.STARTED] if turn else []
 
     @property
     def turns(self) -> list[Turn]:

@@ -8,7 +8,9 @@ class RunStatus(StrEnum):
     VALIDATING = "validating"
     RUNNING_TOOLS = "running_tools"
     ACCEPTING = "accepting"
+    AWAITING_APPROVAL = "awaiting_approval"
     AWAITING_HUMAN = "awaiting_human"
+    CANCELLING = "cancelling"
     COMPLETED = "completed"
     FAILED = "failed"
     BUDGET_EXHAUSTED = "budget_exhausted"
@@ -23,6 +25,16 @@ class RunStatus(StrEnum):
     def live(self) -> bool:
         """Moving on by itself: some worker has a step to do."""
         return self in LIVE
+
+    @property
+    def watched(self) -> bool:
+        """The sweeper looks at it: live, or waiting on a deadline (approval expiry)."""
+        return self in LIVE or self is RunStatus.AWAITING_APPROVAL
+
+    @property
+    def waiting(self) -> bool:
+        """Not moving until a person (or another system) says something."""
+        return self in (RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_HUMAN)
 
 
 TERMINAL = frozenset(
@@ -40,18 +52,22 @@ LIVE = frozenset(
         RunStatus.VALIDATING,
         RunStatus.RUNNING_TOOLS,
         RunStatus.ACCEPTING,
+        RunStatus.CANCELLING,
     }
 )
 
 
 class CallStatus(StrEnum):
     PROPOSED = "proposed"
+    AWAITING_APPROVAL = "awaiting_approval"
     VALIDATED = "validated"
     REJECTED = "rejected"
     STARTED = "started"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     OUTCOME_UNKNOWN = "outcome_unknown"
+    CANCELLED = "cancelled"
+    FORCE_TERMINATED = "force_terminated"
 
     @property
     def finished(self) -> bool:
@@ -59,4 +75,12 @@ class CallStatus(StrEnum):
         return self in FINISHED
 
 
-FINISHED = frozenset({CallStatus.REJECTED, CallStatus.SUCCEEDED, CallStatus.FAILED})
+FINISHED = frozenset(
+    {
+        CallStatus.REJECTED,
+        CallStatus.SUCCEEDED,
+        CallStatus.FAILED,
+        CallStatus.CANCELLED,
+        CallStatus.FORCE_TERMINATED,
+    }
+)

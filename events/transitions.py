@@ -1,8 +1,9 @@
 """The two state machines as tables. Read them top to bottom like the lifecycle:
 
-    requesting_model -> validating -> running_tools -> requesting_model ...
+    requesting_model -> validating -> (awaiting_approval) -> running_tools -> requesting_model ...
     requesting_model -> accepting -> completed | requesting_model | failed
-    any live state -> failed | budget_exhausted | awaiting_human
+    any live state -> cancelling -> cancelled
+    any live state -> failed | budget_exhausted | timeout | awaiting_human -> ...
 
 A run row is (from, event type, to): `fold.apply` computes where an event
 leads and this table says whether that move is legal. A call row is
@@ -10,61 +11,92 @@ leads and this table says whether that move is legal. A call row is
 
 from __future__ import annotations
 
-from events.status import LIVE, CallStatus, RunStatus
+from events.status import LIVE, TERMINAL, CallStatus, RunStatus
 
 R = RunStatus
 C = CallStatus
+Row = tuple[RunStatus | None, str, RunStatus]
 
-_LIFECYCLE: tuple[tuple[RunStatus | None, str, RunStatus], ...] = (
+# where the calls of a turn put the run: validating, awaiting_approval,
+# running_tools, or requesting_model once every call has its result
+_TOOL_PHASES = (R.VALIDATING, R.AWAITING_APPROVAL, R.RUNNING_TOOLS, R.REQUESTING_MODEL)
+
+_LIFECYCLE: tuple[Row, ...] = (
     (None, "RunCreated", R.REQUESTING_MODEL),
     (R.REQUESTING_MODEL, "ModelRequested", R.REQUESTING_MODEL),
     (R.REQUESTING_MODEL, "ModelResponded", R.VALIDATING),  # it asked for tools
     (R.REQUESTING_MODEL, "ModelResponded", R.ACCEPTING),  # it ended its turn
-    (R.REQUESTING_MODEL, "ModelResponded", R.REQUESTING_MODEL),  # anything else: decide next
+    (R.REQUESTING_MODEL, "ModelResponded", R.REQUESTING_MODEL),  # paused or cut off: go on
     (R.VALIDATING, "ToolCallProposed", R.VALIDATING),
-    (R.VALIDATING, "ToolCallValidated", R.VALIDATING),
-    (R.VALIDATING, "ToolCallValidated", R.RUNNING_TOOLS),  # the turn's last decision
-    (R.VALIDATING, "ToolCallRejected", R.VALIDATING),
-    (R.VALIDATING, "ToolCallRejected", R.RUNNING_TOOLS),
-    (R.VALIDATING, "ToolCallRejected", R.REQUESTING_MODEL),  # every call rejected
+    *(
+        (R.VALIDATING, e, to)
+        for e in ("ToolCallValidated", "ToolCallRejected", "ApprovalRequested")
+        for to in _TOOL_PHASES
+    ),
+    *(
+        (R.AWAITING_APPROVAL, e, to)
+        for e in ("ApprovalGranted", "ApprovalDenied")
+        for to in _TOOL_PHASES
+    ),
     (R.RUNNING_TOOLS, "ToolCallStarted", R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, "ToolCallOutcomeUnknown", R.RUNNING_TOOLS),
-    (R.RUNNING_TOOLS, "ToolCallSucceeded", R.RUNNING_TOOLS),
-    (R.RUNNING_TOOLS, "ToolCallSucceeded", R.REQUESTING_MODEL),  # the turn's last result
-    (R.RUNNING_TOOLS, "ToolCallFailed", R.RUNNING_TOOLS),
-    (R.RUNNING_TOOLS, "ToolCallFailed", R.REQUESTING_MODEL),
+    *(
+        (R.RUNNING_TOOLS, e, to)
+        for e in ("ToolCallSucceeded", "ToolCallFailed")
+        for to in (R.RUNNING_TOOLS, R.REQUESTING_MODEL)
+    ),
     (R.ACCEPTING, "AcceptanceStarted", R.ACCEPTING),
     (R.ACCEPTING, "AcceptanceChecked", R.ACCEPTING),
     (R.ACCEPTING, "AcceptanceFailed", R.REQUESTING_MODEL),
     (R.ACCEPTING, "RunCompleted", R.COMPLETED),
+    # a person answers a run that waits for one
+    *((R.AWAITING_HUMAN, e, to) for e in ("HumanReplied", "RunResumed") for to in _TOOL_PHASES),
+    (R.AWAITING_HUMAN, "ToolCallFailed", R.AWAITING_HUMAN),  # an unknown outcome, told as such
+    (R.AWAITING_HUMAN, "RunAborted", R.FAILED),
+    # cancellation: recorded at once, finished when nothing runs any more
+    (R.CANCELLING, "ModelResponded", R.CANCELLING),  # recorded, not acted on
+    (R.CANCELLING, "RunCancelled", R.CANCELLED),
 )
 
-_ENDINGS: tuple[tuple[RunStatus | None, str, RunStatus], ...] = tuple(
-    (live, event_type, to)
-    for live in sorted(LIVE)
-    for event_type, to in (
-        ("RunFailed", R.FAILED),
-        ("RunBudgetExhausted", R.BUDGET_EXHAUSTED),
-        ("RunEscalated", R.AWAITING_HUMAN),
-    )
+_STOPPABLE = sorted(LIVE - {R.CANCELLING}) + [R.AWAITING_APPROVAL]
+
+_ENDINGS: tuple[Row, ...] = (
+    *((s, "RunFailed", R.FAILED) for s in _STOPPABLE),
+    *((s, "RunBudgetExhausted", R.BUDGET_EXHAUSTED) for s in _STOPPABLE),
+    *((s, "RunTimedOut", R.TIMEOUT) for s in _STOPPABLE),
+    *((s, "RunEscalated", R.AWAITING_HUMAN) for s in _STOPPABLE),
+    *((s, "RunCancelRequested", R.CANCELLING) for s in (*_STOPPABLE, R.AWAITING_HUMAN)),
 )
 
-RUN_TRANSITIONS: frozenset[tuple[RunStatus | None, str, RunStatus]] = frozenset(
-    _LIFECYCLE + _ENDINGS
+# A call that was running when the run stopped still reports what happened:
+# the record of a side effect is never dropped, and the run's status stays.
+_LATE = (
+    "ToolCallSucceeded",
+    "ToolCallFailed",
+    "ToolCallOutcomeUnknown",
+    "ToolCallCancelled",
+    "ToolCallForceTerminated",
 )
+_LATE_OUTCOMES: tuple[Row, ...] = tuple(
+    (s, e, s) for s in (*sorted(TERMINAL), R.AWAITING_HUMAN, R.CANCELLING) for e in _LATE
+) + ((R.CANCELLED, "ModelResponded", R.CANCELLED),)
+
+RUN_TRANSITIONS: frozenset[Row] = frozenset(_LIFECYCLE + _ENDINGS + _LATE_OUTCOMES)
 
 CALL_TRANSITIONS: dict[tuple[CallStatus | None, str], CallStatus] = {
     (None, "ToolCallProposed"): C.PROPOSED,
     (C.PROPOSED, "ToolCallValidated"): C.VALIDATED,
     (C.PROPOSED, "ToolCallRejected"): C.REJECTED,
+    (C.PROPOSED, "ApprovalRequested"): C.AWAITING_APPROVAL,
+    (C.AWAITING_APPROVAL, "ApprovalGranted"): C.VALIDATED,
+    (C.AWAITING_APPROVAL, "ApprovalDenied"): C.REJECTED,
     (C.VALIDATED, "ToolCallStarted"): C.STARTED,
     (C.STARTED, "ToolCallSucceeded"): C.SUCCEEDED,
     (C.STARTED, "ToolCallFailed"): C.FAILED,
     (C.STARTED, "ToolCallOutcomeUnknown"): C.OUTCOME_UNKNOWN,
+    (C.STARTED, "ToolCallCancelled"): C.CANCELLED,
+    (C.STARTED, "ToolCallForceTerminated"): C.FORCE_TERMINATED,
     (C.OUTCOME_UNKNOWN, "ToolCallStarted"): C.STARTED,  # a read-only call tried again
-    (C.OUTCOME_UNKNOWN, "ToolCallFailed"): C.FAILED,  # its tries ran out
+    (C.OUTCOME_UNKNOWN, "ToolCallFailed"): C.FAILED,  # its tries ran out, or a person moved on
+    (C.OUTCOME_UNKNOWN, "ToolCallSucceeded"): C.SUCCEEDED,  # its result came after all
 }
-
-RUN_EVENTS_BY_STATUS: dict[RunStatus | None, frozenset[str]] = {}
-for _src, _etype, _dst in RUN_TRANSITIONS:
-    RUN_EVENTS_BY_STATUS[_src] = RUN_EVENTS_BY_STATUS.get(_src, frozenset()) | {_etype}

@@ -78,6 +78,7 @@ class ModelResponded(_Event):
     stop_reason: StopReason
     usage: Usage = Usage()
     model: str
+    retries: tuple[str, ...] = Field(default=(), description="API errors retried before this reply")
 
 
 class ToolCallProposed(_Event):
@@ -95,6 +96,34 @@ class ToolCallValidated(_Event):
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     timeout_s: float
+
+
+class ApprovalRequested(_Event):
+    """The call is valid but waits for a person; unanswered by `expires_at` it is denied."""
+
+    type: Literal["ApprovalRequested"] = "ApprovalRequested"
+    call_id: str
+    read_only: bool
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    timeout_s: float
+    expires_at: float
+    reason: str
+
+
+class ApprovalGranted(_Event):
+    type: Literal["ApprovalGranted"] = "ApprovalGranted"
+    call_id: str
+    by: str
+    note: str = ""
+
+
+class ApprovalDenied(_Event):
+    type: Literal["ApprovalDenied"] = "ApprovalDenied"
+    call_id: str
+    by: str
+    note: str = ""
+    expired: bool = False
 
 
 class ToolCallRejected(_Event):
@@ -137,6 +166,69 @@ class ToolCallOutcomeUnknown(_Event):
     reason: str
 
 
+class ToolCallCancelled(_Event):
+    """The call stopped by itself after it was asked to."""
+
+    type: Literal["ToolCallCancelled"] = "ToolCallCancelled"
+    call_id: str
+    requested_at: float
+    stopped_at: float
+
+
+class ToolCallForceTerminated(_Event):
+    """The call ignored the request to stop and was killed after the grace period."""
+
+    type: Literal["ToolCallForceTerminated"] = "ToolCallForceTerminated"
+    call_id: str
+    requested_at: float
+    terminated_at: float
+    detail: str
+
+
+class RunCancelRequested(_Event):
+    type: Literal["RunCancelRequested"] = "RunCancelRequested"
+    by: str
+    source: str
+    reason: str = ""
+
+
+class RunCancelled(_Event):
+    """Nothing is rolled back: `side_effects` lists what had already happened."""
+
+    type: Literal["RunCancelled"] = "RunCancelled"
+    requested_at: float
+    by: str
+    side_effects: tuple[str, ...]
+    detail: str
+
+
+class HumanReplied(_Event):
+    """A person's guidance goes to the model as text; counting repeats starts afresh."""
+
+    type: Literal["HumanReplied"] = "HumanReplied"
+    by: str
+    text: str
+
+
+class RunResumed(_Event):
+    type: Literal["RunResumed"] = "RunResumed"
+    by: str
+    note: str = ""
+
+
+class RunAborted(_Event):
+    type: Literal["RunAborted"] = "RunAborted"
+    by: str
+    note: str = ""
+
+
+class RunTimedOut(_Event):
+    type: Literal["RunTimedOut"] = "RunTimedOut"
+    limit_s: float
+    elapsed_s: float
+    detail: str
+
+
 class AcceptanceStarted(_Event):
     type: Literal["AcceptanceStarted"] = "AcceptanceStarted"
     attempt: int = Field(ge=1)
@@ -149,7 +241,9 @@ class AcceptanceChecked(_Event):
     check: str = Field(description="what was checked, in words")
     passed: bool
     evidence: dict[str, Any]
+    started_at: float | None = Field(default=None, description="evidence older than a later write does not count")
     checked_at: float
+    depends_on: tuple[str, ...] = Field(default=(), description="resources; '*' is any write")
 
 
 class AcceptanceFailed(_Event):
@@ -172,7 +266,7 @@ class RunFailed(_Event):
 
 class RunBudgetExhausted(_Event):
     type: Literal["RunBudgetExhausted"] = "RunBudgetExhausted"
-    budget: Literal["turns"]
+    budget: Literal["turns", "input_tokens", "output_tokens", "cost", "consecutive_failures"]
     used: float
     limit: float
     detail: str
@@ -192,18 +286,29 @@ Event = Annotated[
     | ModelResponded
     | ToolCallProposed
     | ToolCallValidated
+    | ApprovalRequested
+    | ApprovalGranted
+    | ApprovalDenied
     | ToolCallRejected
     | ToolCallStarted
     | ToolCallSucceeded
     | ToolCallFailed
     | ToolCallOutcomeUnknown
+    | ToolCallCancelled
+    | ToolCallForceTerminated
     | AcceptanceStarted
     | AcceptanceChecked
     | AcceptanceFailed
     | RunCompleted
     | RunFailed
     | RunBudgetExhausted
-    | RunEscalated,
+    | RunEscalated
+    | RunCancelRequested
+    | RunCancelled
+    | HumanReplied
+    | RunResumed
+    | RunAborted
+    | RunTimedOut,
     Field(discriminator="type"),
 ]
 

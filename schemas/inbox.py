@@ -27,4 +27,48 @@ class RunRequested(BaseModel):
     )
 
 
-InboxMessage = Annotated[RunRequested, Field(discriminator="type")]
+class _Control(BaseModel):
+    """A person or system speaking to a live run; `by` is who."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    run_id: str = Field(pattern=RUN_ID_PATTERN)
+    by: str = Field(min_length=1)
+
+
+class RunCancelRequested(_Control):
+    type: Literal["RunCancelRequested"] = "RunCancelRequested"
+    reason: str = ""
+
+
+class ApprovalGranted(_Control):
+    type: Literal["ApprovalGranted"] = "ApprovalGranted"
+    call_id: str = Field(min_length=1)
+    note: str = ""
+
+
+class ApprovalDenied(_Control):
+    type: Literal["ApprovalDenied"] = "ApprovalDenied"
+    call_id: str = Field(min_length=1)
+    note: str = ""
+
+
+class HumanReplied(_Control):
+    """Guidance for a run awaiting a human; it goes to the model as text."""
+
+    type: Literal["HumanReplied"] = "HumanReplied"
+    text: str = Field(min_length=1)
+
+
+class RunResumed(_Control):
+    type: Literal["RunResumed"] = "RunResumed"
+    note: str = ""
+
+
+class RunAborted(_Control):
+    type: Literal["RunAborted"] = "RunAborted"
+    note: str = ""
+
+
+Control = RunCancelRequested | ApprovalGranted | ApprovalDenied | HumanReplied | RunResumed | RunAborted
+
+InboxMessage = Annotated[RunRequested | Control, Field(discriminator="type")]

@@ -110,6 +110,9 @@ class Services:
                 except redis.ConnectionError as exc:
                     log.warning("%s lost Redis (%s); retrying", name, exc)
                     self.stop_flag.wait(0.5)
+                except Exception:  # a supervisor: a loop that dies silently stops every run
+                    log.exception("%s failed; starting it again", name)
+                    self.stop_flag.wait(1.0)
 
         thread = threading.Thread(target=guarded, name=f"agentledger-{name}", daemon=True)
         thread.start()

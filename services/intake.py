@@ -14,16 +14,20 @@ from typing import Any
 import redis
 from pydantic import TypeAdapter, ValidationError
 
-from events.types import RunCreated
-from schemas.errors import InvalidSpec
-from schemas.inbox import InboxMessage, RunRequested
+from events import controls
+from events.errors import ControlRefused, CoreError
+from events.state import RunState
+from events.types import Event, RunCreated
+from schemas import inbox
+from schemas.errors import InvalidSpec, SchemaError
+from schemas.inbox import Control, InboxMessage, RunRequested
 from services.app import App
 from services.clock import new_run_id
-from services.errors import ConcurrencyConflict
+from services.errors import ConcurrencyConflict, ServiceError
 from services.keys import Keys
 from services.reactor import ensure_group
 from services.spec_check import check_spec
-from services.steps import envelopes, load
+from services.steps import envelopes, load, run_step
 
 GROUP = "intake"
 SOURCE = "intake"
@@ -37,7 +41,7 @@ class Rejected(Exception):
         super().__init__(reason)
 
 
-def publish(client: redis.Redis, keys: Keys, message: RunRequested) -> str:
+def publish(client: redis.Redis, keys: Keys, message: RunRequested | Control) -> str:
     """What any publisher does: one XADD of the message as JSON."""
     return client.xadd(keys.inbox, {"message": message.model_dump_json()}).decode()
 
@@ -62,12 +66,34 @@ class Intake:
 
     def _handle(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
         try:
-            self.accept(_parse(fields))
+            message = _parse(fields)
+            if isinstance(message, RunRequested):
+                self.accept(message, causation_id=entry_id.decode())
+            else:
+                self.control(message, causation_id=entry_id.decode())
         except Rejected as r:
             self._reject(entry_id, fields, r.reason)
+        except (CoreError, SchemaError, ServiceError) as exc:  # e.g. the run's log is broken
+            self._reject(entry_id, fields, f"{type(exc).__name__}: {exc}")
         self._r.xack(self._keys.inbox, GROUP, entry_id)
 
-    def accept(self, message: RunRequested) -> str:
+    def control(self, message: Control, *, causation_id: str | None = None) -> None:
+        """Append what a person or system said to a run, if it fits the run's state."""
+        if load(self._app.store, message.run_id) is None:
+            raise Rejected(f"no run {message.run_id!r}")
+        try:
+            run_step(
+                self._app.store,
+                self._app.clock,
+                message.run_id,
+                lambda s: _decide_control(s, message),
+                source=SOURCE,
+                causation_id=causation_id,
+            )
+        except ControlRefused as exc:
+            raise Rejected(exc.reason) from None
+
+    def accept(self, message: RunRequested, *, causation_id: str | None = None) -> str:
         """Append the run's first event; returns the run id."""
         spec = message.spec
         try:
@@ -79,7 +105,14 @@ class Intake:
         created = RunCreated(
             spec=spec, request_id=message.request_id, workspace=workspace, base_dir=message.base_dir
         )
-        batch = envelopes(run_id, [created], after_seq=0, at=self._app.clock.now(), source=SOURCE)
+        batch = envelopes(
+            run_id,
+            [created],
+            after_seq=0,
+            at=self._app.clock.now(),
+            source=SOURCE,
+            causation_id=causation_id,
+        )
         try:
             self._app.store.append(run_id, batch, expected_seq=0, live=True)
         except ConcurrencyConflict:
@@ -100,7 +133,23 @@ class Intake:
             self.poll_once(block_ms=500)
 
 
-def _parse(fields: dict[bytes, bytes]) -> RunRequested:
+def _decide_control(s: RunState, m: Control) -> list[Event]:
+    match m:
+        case inbox.RunCancelRequested():
+            return controls.cancel(s, by=m.by, source="inbox", reason=m.reason)
+        case inbox.ApprovalGranted():
+            return controls.approve(s, m.call_id, by=m.by, note=m.note)
+        case inbox.ApprovalDenied():
+            return controls.deny(s, m.call_id, by=m.by, note=m.note)
+        case inbox.HumanReplied():
+            return controls.reply(s, by=m.by, text=m.text)
+        case inbox.RunResumed():
+            return controls.resume(s, by=m.by, note=m.note)
+        case inbox.RunAborted():
+            return controls.abort(s, by=m.by, note=m.note)
+
+
+def _parse(fields: dict[bytes, bytes]) -> RunRequested | Control:
     raw = fields.get(b"message")
     if raw is None:
         raise Rejected("no 'message' field")

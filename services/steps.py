@@ -2,7 +2,8 @@
 
 A decision is a pure function of the folded state returning events. The new
 events are folded onto the state before they are appended, so an illegal one
-raises and is never written. On a ConcurrencyConflict the run is reloaded and
+raises and is never written; follow-ups they make due (`events.settle`) go in
+the same append. On a ConcurrencyConflict the run is reloaded and
 the decision made again: an outcome that already happened is re-decided on the
 fresh state, never dropped."""
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from events.fold import fold
+from events.settle import settle
 from events.state import RunState
 from events.types import Event
 from schemas.envelope import Envelope
@@ -68,19 +70,28 @@ def run_step(
     decide: Callable[[RunState], Sequence[Event]],
     *,
     source: str,
+    causation_id: str | None = None,
 ) -> StepResult:
     for _ in range(MAX_CONFLICTS):
         state = load(store, run_id)
         if state is None:
             raise UnknownRun(run_id)
-        events = decide(state)
+        events = list(decide(state))
         if not events:
             return StepResult(state, ())
-        batch = envelopes(run_id, events, after_seq=state.seq, at=clock.now(), source=source)
+        at = clock.now()
+        batch = envelopes(
+            run_id, events, after_seq=state.seq, at=at, source=source, causation_id=causation_id
+        )
         new_state = fold(batch, state)  # raises IllegalTransition before anything is written
         assert new_state is not None
+        if follow_ups := settle(new_state):  # made due by this batch: same append
+            more = envelopes(run_id, follow_ups, after_seq=new_state.seq, at=at, source=source)
+            new_state = fold(more, new_state)
+            assert new_state is not None
+            batch += more
         try:
-            store.append(run_id, batch, expected_seq=state.seq, live=new_state.status.live)
+            store.append(run_id, batch, expected_seq=state.seq, live=new_state.status.watched)
         except ConcurrencyConflict:
             continue
         return StepResult(new_state, tuple(batch))

@@ -1,20 +1,25 @@
 """The sweeper: re-drives every live run that has made no progress within the
-lease, from the event log alone, whatever the broker lost. Claims whose worker
-went silent past their deadline are expired first (a write's outcome becomes
-unknown and the run goes to a human; a read may be tried again)."""
+lease, from the event log alone, whatever the broker lost. First it lets time
+decide (`events.ticks`): claims whose worker went silent, approvals nobody
+answered, the wall-clock budget."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 
 from events.commands import Command
 from events.dispatch import due_commands
-from events.tool_step import expire_claims
+from events.errors import CoreError
+from events.ticks import on_tick
+from schemas.errors import SchemaError
 from services.app import App
+from services.errors import UnknownRun
 from services.steps import run_step
 
 SOURCE = "sweeper"
+log = logging.getLogger(__name__)
 
 
 def sweep_once(app: App, send: Callable[[Command], None]) -> int:
@@ -22,9 +27,15 @@ def sweep_once(app: App, send: Callable[[Command], None]) -> int:
     now = app.clock.now()
     redriven = 0
     for run_id in app.store.idle_live_runs(idle_since=now - app.settings.lease_s):
-        step = run_step(
-            app.store, app.clock, run_id, lambda s: expire_claims(s, now=now), source=SOURCE
-        )
+        try:
+            step = run_step(
+                app.store, app.clock, run_id, lambda s: on_tick(s, now=now), source=SOURCE
+            )
+        except (CoreError, SchemaError, UnknownRun) as exc:
+            # one broken log must not stop the sweep of every other run
+            log.error("run %r cannot be folded, not swept: %s", run_id, exc)
+            app.store.touch(run_id, at=now)  # look again after a lease, not every pass
+            continue
         commands = due_commands(step.state, now=now)
         for command in commands:
             send(command)

@@ -11,35 +11,19 @@ import inspect
 import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from dataclasses import dataclass
+from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from events.types import ErrorCode, FieldError
-from schemas.spec import ToolSpec
+from events.types import FieldError
+from schemas.spec import Principal, ToolSpec
+from services.tool_context import ToolCancelled, ToolContext, ToolFailure
 
-Resources = Callable[[dict[str, Any]], Iterable[str]]
+__all__ = ["REGISTRY", "ToolCancelled", "ToolContext", "ToolFailure", "tool"]
 
-
-@dataclass(frozen=True)
-class ToolContext:
-    run_id: str
-    call_id: str
-    workspace: str | None
-    principal_id: str
-    tenant: str
-    cancelled: threading.Event = field(default_factory=threading.Event)
-
-
-class ToolFailure(Exception):
-    """Raised by a tool to report a failure the model can act on."""
-
-    def __init__(self, code: ErrorCode, message: str, *, retryable: bool = False):
-        self.code = code
-        self.message = message
-        self.retryable = retryable
-        super().__init__(f"{code}: {message}")
+Resources = Callable[..., Iterable[str]]  # (args) or (args, ctx)
+Approval = Literal["always", "never"] | Callable[[dict[str, Any], Principal], bool]
 
 
 @dataclass(frozen=True)
@@ -51,6 +35,7 @@ class RegisteredTool:
     reads: Resources
     writes: Resources
     module: str
+    approval: Approval = "never"
 
     def check(self, raw: dict[str, Any]) -> tuple[dict[str, Any], list[FieldError]]:
         """Arguments as the function receives them, or the field errors."""
@@ -63,8 +48,22 @@ class RegisteredTool:
             ]
         return dict(parsed), []
 
-    def resources(self, args: dict[str, Any]) -> tuple[list[str], list[str]]:
-        return sorted(set(self.reads(args))), sorted(set(self.writes(args)))
+    def resources(self, args: dict[str, Any], workspace: str | None) -> tuple[list[str], list[str]]:
+        return _resources(self.reads, args, workspace), _resources(self.writes, args, workspace)
+
+    def approval_reason(self, args: dict[str, Any], principal: Principal) -> str | None:
+        """Why a person must approve this call, or None."""
+        match self.approval:
+            case "never":
+                return None
+            case "always":
+                return f"{self.spec.name} always needs approval"
+            case predicate:
+                return (
+                    f"{self.spec.name}'s approval rule asks for it"
+                    if predicate(args, principal)
+                    else None
+                )
 
     def call(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         if self.context_param:
@@ -111,6 +110,7 @@ def tool(
     writes: Resources | None = None,
     scope: str | None = None,
     timeout_s: float = 30.0,
+    approval: Approval = "never",
     name: str | None = None,
     description: str | None = None,
 ) -> Any:
@@ -135,11 +135,19 @@ def tool(
                 reads=reads or (lambda a: ()),
                 writes=writes or (lambda a: ()),
                 module=f.__module__,
+                approval=approval,
             )
         )
         return f
 
     return register(fn) if fn is not None else register
+
+
+def _resources(rule: Resources, args: dict[str, Any], workspace: str | None) -> list[str]:
+    """A rule takes the arguments, or the arguments and the run's workspace."""
+    takes_workspace = len(inspect.signature(rule).parameters) >= 2
+    found = rule(args, workspace) if takes_workspace else rule(args)
+    return sorted(set(found))
 
 
 def _args_model(f: Callable[..., Any]) -> tuple[type[BaseModel], str | None]:

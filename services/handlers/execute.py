@@ -1,10 +1,13 @@
 """The tool pool: claim the call by appending ToolCallStarted, run it with its
-timeout, record the outcome. The claim is what makes a redelivered message
-harmless: a call that is not claimable any more is left alone."""
+timeout while watching the run for a cancel, record the outcome. The claim is
+what makes a redelivered message harmless: a call that is not claimable any
+more is left alone."""
 
 from __future__ import annotations
 
+from events.fold import fold
 from events.state import RunState
+from events.status import RunStatus
 from events.tool_step import Errored, Outcome, claim_call, record_outcome
 from events.types import Event, ToolCallStarted, ToolError
 from services.app import App
@@ -13,6 +16,7 @@ from services.tool_runner import run_tool
 from services.tools import ToolContext
 
 SOURCE = "tools"
+WATCH_EVERY_S = 0.1
 
 
 def handle_execute_call(app: App, run_id: str, call_id: str) -> None:
@@ -27,23 +31,7 @@ def handle_execute_call(app: App, run_id: str, call_id: str) -> None:
     call = state.call(call_id)
     assert call is not None
     started_at = app.clock.now()
-    app.load_tools(state)
-    registered = app.registry.get(call.name)
-    if registered is None:  # validated in another process whose modules differ from ours
-        outcome: Outcome = Errored(
-            ToolError(
-                code="internal", message=f"tool {call.name!r} is not loaded here", retryable=True
-            )
-        )
-    else:
-        ctx = ToolContext(
-            run_id=run_id,
-            call_id=call_id,
-            workspace=state.workspace,
-            principal_id=state.spec.principal.id,
-            tenant=state.spec.principal.tenant,
-        )
-        outcome = run_tool(registered, call.input, ctx, timeout_s=call.timeout_s)
+    outcome = _run(app, state, call_id)
     finished_at = app.clock.now()
     run_step(
         app.store,
@@ -59,3 +47,49 @@ def handle_execute_call(app: App, run_id: str, call_id: str) -> None:
         ),
         source=SOURCE,
     )
+
+
+def _run(app: App, state: RunState, call_id: str) -> Outcome:
+    call = state.call(call_id)
+    assert call is not None
+    app.load_tools(state)
+    registered = app.registry.get(call.name)
+    if registered is None:  # validated in another process whose modules differ from ours
+        message = f"tool {call.name!r} is not loaded here"
+        return Errored(ToolError(code="internal", message=message, retryable=True))
+    ctx = ToolContext(
+        run_id=state.run_id,
+        call_id=call_id,
+        workspace=state.workspace,
+        principal_id=state.spec.principal.id,
+        tenant=state.spec.principal.tenant,
+    )
+    return run_tool(
+        registered,
+        call.input,
+        ctx,
+        timeout_s=call.timeout_s,
+        stop_requested=RunWatch(app, state).stop_requested,
+        grace_s=state.spec.policies.cancel_grace_s,
+    )
+
+
+class RunWatch:
+    """Reads the run's new events at most every WATCH_EVERY_S; says stop once the
+    run is cancelling or over (cancelled, timed out, failed…)."""
+
+    def __init__(self, app: App, state: RunState):
+        self._app = app
+        self._state = state
+        self._looked_at = 0.0
+
+    def stop_requested(self) -> bool:
+        now = self._app.clock.now()
+        if now - self._looked_at >= WATCH_EVERY_S:
+            self._looked_at = now
+            newer = fold(
+                self._app.store.read(self._state.run_id, after_seq=self._state.seq), self._state
+            )
+            assert newer is not None
+            self._state = newer
+        return self._state.status is RunStatus.CANCELLING or self._state.status.terminal

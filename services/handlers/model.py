@@ -55,6 +55,8 @@ def handle_request_model(app: App, run_id: str) -> None:
             stop_reason=reply.stop_reason,
             usage=reply.usage,
             model=reply.model,
+            truncated=reply.truncated_tool_use_ids,
+            retries=reply.retries,
         ),
         source=SOURCE,
     )

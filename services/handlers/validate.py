@@ -1,14 +1,16 @@
 """The validation pool: is the tool registered, are the arguments valid against
-its schema, does the principal hold its scope? The verdict is appended; a
-rejection goes back to the model as an error result and the run goes on."""
+its schema, does the principal hold its scope, must a person approve it? The
+verdict is appended; a rejection goes back to the model as an error result and
+the run goes on."""
 
 from __future__ import annotations
 
 from events.state import RunState
-from events.tool_step import validate_call
 from events.types import Event, FieldError
+from events.validation_step import validate_call
 from services.app import App
 from services.steps import run_step
+from services.tools import RegisteredTool
 
 SOURCE = "validate"
 
@@ -21,18 +23,8 @@ def handle_validate_call(app: App, run_id: str, call_id: str) -> None:
         app.load_tools(s)
         offered = {t.spec.name: t for t in app.registry.of_modules(s.spec.tools)}
         registered = offered.get(call.name)
-        reads: list[str] = []
-        writes: list[str] = []
-        errors: list[FieldError] = []
-        if registered is not None:
-            args, errors = registered.check(call.input)
-            if not errors:
-                try:
-                    reads, writes = registered.resources(args)
-                except Exception as exc:  # the tool's resource rule failed on these arguments
-                    errors = [
-                        FieldError(loc="(input)", msg=f"resources: {type(exc).__name__}: {exc}")
-                    ]
+        findings = _inspect(registered, call.input, s) if registered else ([], [], [], None)
+        errors, reads, writes, approval = findings
         return validate_call(
             s,
             call_id,
@@ -41,6 +33,23 @@ def handle_validate_call(app: App, run_id: str, call_id: str) -> None:
             field_errors=errors,
             reads=reads,
             writes=writes,
+            needs_approval=approval,
+            now=app.clock.now(),
         )
 
     run_step(app.store, app.clock, run_id, decide, source=SOURCE)
+
+
+def _inspect(
+    t: RegisteredTool, raw: dict[str, object], s: RunState
+) -> tuple[list[FieldError], list[str], list[str], str | None]:
+    """Field errors, resources read and written, and why approval is needed."""
+    args, errors = t.check(raw)
+    if errors:
+        return errors, [], [], None
+    try:
+        reads, writes = t.resources(args, s.workspace)
+        approval = t.approval_reason(args, s.spec.principal)
+    except Exception as exc:  # the tool's own rules failed on these arguments: tell the model
+        return [FieldError(loc="(input)", msg=f"{type(exc).__name__}: {exc}")], [], [], None
+    return [], reads, writes, approval

@@ -1,0 +1,126 @@
+"""The part of the fold that moves tool calls: each call event changes one call
+of the current turn through the call table, then the run's phase follows from
+its calls (unless the run is stopping or stopped, which calls do not change)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from events.errors import IllegalTransition
+from events.state import Call, RunState, Turn
+from events.status import CallStatus, RunStatus
+from events.transitions import CALL_TRANSITIONS
+from events.types import (
+    ApprovalDenied,
+    ApprovalGranted,
+    ApprovalRequested,
+    ToolCallCancelled,
+    ToolCallFailed,
+    ToolCallForceTerminated,
+    ToolCallOutcomeUnknown,
+    ToolCallProposed,
+    ToolCallRejected,
+    ToolCallStarted,
+    ToolCallSucceeded,
+    ToolCallValidated,
+    ToolError,
+)
+
+R = RunStatus
+C = CallStatus
+CallEvent = (
+    ToolCallValidated
+    | ApprovalRequested
+    | ApprovalGranted
+    | ApprovalDenied
+    | ToolCallRejected
+    | ToolCallStarted
+    | ToolCallSucceeded
+    | ToolCallFailed
+    | ToolCallOutcomeUnknown
+    | ToolCallCancelled
+    | ToolCallForceTerminated
+)
+_PHASED = frozenset({R.VALIDATING, R.AWAITING_APPROVAL, R.RUNNING_TOOLS})
+
+
+def call_proposed(s: RunState, e: ToolCallProposed) -> RunState:
+    turn = s.current_turn
+    if turn is None or turn.index != e.turn or turn.call(e.call_id) is not None:
+        raise IllegalTransition(s.status, e.type, s.run_id, f"call {e.call_id!r} in turn {e.turn}")
+    call = Call(call_id=e.call_id, turn=e.turn, name=e.name, input=e.input, status=C.PROPOSED)
+    return replace(s, current_turn=replace(turn, calls=turn.calls + (call,)))
+
+
+def call_changed(s: RunState, e: CallEvent) -> RunState:
+    """Move one call of the current turn through the call table, then the run."""
+    turn = s.current_turn
+    call = turn.call(e.call_id) if turn else None
+    if turn is None or call is None:
+        raise IllegalTransition(s.status, e.type, s.run_id, f"unknown call {e.call_id!r}")
+    to = CALL_TRANSITIONS.get((call.status, e.type))
+    if to is None:
+        raise IllegalTransition(call.status, e.type, s.run_id, f"call {e.call_id!r}")
+    moved = replace(_changes(e)(call), status=to)
+    turn = replace(turn, calls=tuple(moved if c.call_id == e.call_id else c for c in turn.calls))
+    status = phase(turn) if s.status in _PHASED else s.status
+    return replace(s, current_turn=turn, status=status)
+
+
+def phase(turn: Turn | None) -> RunStatus:
+    """Where a turn's calls put the run."""
+    if turn is None or turn.finished:
+        return R.REQUESTING_MODEL
+    if any(c.status is C.PROPOSED for c in turn.calls):
+        return R.VALIDATING
+    if any(c.status is C.AWAITING_APPROVAL for c in turn.calls):
+        return R.AWAITING_APPROVAL
+    return R.RUNNING_TOOLS
+
+
+def _changes(e: CallEvent) -> Callable[[Call], Call]:
+    match e:
+        case ToolCallValidated() | ApprovalRequested():
+            expires = e.expires_at if isinstance(e, ApprovalRequested) else None
+            return lambda c: replace(
+                c, read_only=e.read_only, reads=e.reads, writes=e.writes, timeout_s=e.timeout_s,
+                approval_expires_at=expires,
+            )  # fmt: skip
+        case ApprovalGranted():
+            return lambda c: replace(c, approval_expires_at=None)
+        case ApprovalDenied():
+            return lambda c: replace(c, approval_expires_at=None, error=_denied(e))
+        case ToolCallRejected():
+            return lambda c: replace(c, error=e.error)
+        case ToolCallStarted():
+            return lambda c: replace(c, attempts=e.attempt, claim_deadline=e.deadline_at)
+        case ToolCallSucceeded():
+            return _ended(started_at=e.started_at, finished_at=e.finished_at, output=e.output)
+        case ToolCallFailed():
+            return _ended(started_at=e.started_at, finished_at=e.finished_at, error=e.error)
+        case ToolCallOutcomeUnknown():
+            return lambda c: replace(c, claim_deadline=None)
+        case ToolCallCancelled():
+            return _ended(finished_at=e.stopped_at, error=_stopped("cancelled", e.stopped_at))
+        case ToolCallForceTerminated():
+            error = _stopped("force_terminated", e.terminated_at)
+            return _ended(finished_at=e.terminated_at, error=error)
+
+
+def _ended(**changes: Any) -> Callable[[Call], Call]:
+    return lambda c: replace(c, claim_deadline=None, **changes)
+
+
+def _denied(e: ApprovalDenied) -> ToolError:
+    why = "the approval request expired" if e.expired else f"denied by {e.by}"
+    note = f": {e.note}" if e.note else ""
+    return ToolError(
+        code="permission_denied", message=f"{why}{note}; the tool did not run", retryable=False
+    )
+
+
+def _stopped(how: str, at: float) -> ToolError:
+    message = f"the call was {how.replace('_', ' ')} because the run was cancelled"
+    return ToolError(code="internal", message=message, retryable=False)

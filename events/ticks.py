@@ -1,0 +1,42 @@
+"""What the passing of time decides, for the sweeper: claims whose worker went
+silent past their deadline, approval requests nobody answered, and the
+wall-clock budget of a live or waiting run."""
+
+from __future__ import annotations
+
+from events.budgets import wall_clock_exceeded
+from events.state import RunState
+from events.status import CallStatus, RunStatus
+from events.tool_step import unknown_outcome
+from events.types import ApprovalDenied, Event, RunEscalated
+
+
+def on_tick(s: RunState, *, now: float) -> list[Event]:
+    if not s.status.watched:
+        return []
+    if s.status is not RunStatus.CANCELLING and (timed_out := wall_clock_exceeded(s, now=now)):
+        return [timed_out]
+    return _expired_approvals(s, now) + _expired_claims(s, now)
+
+
+def _expired_approvals(s: RunState, now: float) -> list[Event]:
+    if s.status is not RunStatus.AWAITING_APPROVAL or s.current_turn is None:
+        return []
+    return [
+        ApprovalDenied(call_id=c.call_id, by="agentledger", note="no answer in time", expired=True)
+        for c in s.current_turn.calls
+        if c.status is CallStatus.AWAITING_APPROVAL
+        and c.approval_expires_at is not None
+        and now >= c.approval_expires_at
+    ]
+
+
+def _expired_claims(s: RunState, now: float) -> list[Event]:
+    events: list[Event] = []
+    for call in s.in_flight:
+        if call.claim_deadline is not None and now >= call.claim_deadline:
+            reason = f"no result by the claim's deadline (attempt {call.attempts}); the worker may have died"
+            events += unknown_outcome(s, call, reason, at=now)
+            if any(isinstance(e, RunEscalated) for e in events):
+                break
+    return events

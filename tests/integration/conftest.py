@@ -1,0 +1,77 @@
+"""Fixtures of the integration tests. They talk to a real redis-server: the
+machine's shared one at 127.0.0.1:6379 (never flushed, never stopped), or a
+private one started on a free port when none answers there. Every test gets
+its own key prefix, whose keys are deleted (SCAN + DEL) afterwards."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from itkit import delete_prefix, write_tool_module
+
+from services.app import App
+from services.bootstrap import build_app
+from services.keys import Keys
+from services.redis_server import answers, start_server
+from services.settings import Settings
+
+SHARED_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if answers(SHARED_URL):
+        yield SHARED_URL
+        return
+    server = start_server(tmp_path_factory.mktemp("redis"))
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def prefix(client: redis.Redis) -> Iterator[str]:
+    p = f"t-{uuid.uuid4().hex[:12]}"
+    yield p
+    delete_prefix(client, p)
+
+
+@pytest.fixture
+def settings(redis_url: str, prefix: str) -> Settings:
+    return Settings(redis_url=redis_url, prefix=prefix)
+
+
+@pytest.fixture
+def keys(settings: Settings) -> Keys:
+    return Keys(settings.prefix, settings.shards)
+
+
+@pytest.fixture
+def app(settings: Settings, client: redis.Redis) -> App:
+    return build_app(settings, client)
+
+
+@pytest.fixture(scope="session")
+def tools_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("tools")
+    write_tool_module(folder)
+    return folder
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    return ws

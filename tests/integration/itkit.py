@@ -1,0 +1,300 @@
+"""Helpers of the integration tests: a tool module that counts its executions
+at the tool's side, run specs for the scripted model, a synchronous driver that
+plays the reactor by calling the handlers directly (no broker), and store
+wrappers that force optimistic conflicts or mirror a run's log into memory."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from events.commands import Command, ExecuteCall, RequestModel, RunAcceptance, ValidateCall
+from events.dispatch import due_commands
+from events.state import RunState
+from events.types import Event, ModelRequested, RunCreated
+from schemas.envelope import Envelope
+from schemas.inbox import RunRequested
+from schemas.spec import RunSpec
+from services.app import App
+from services.errors import ConcurrencyConflict
+from services.handlers.accept import handle_run_acceptance
+from services.handlers.execute import handle_execute_call
+from services.handlers.model import handle_request_model
+from services.handlers.validate import handle_validate_call
+from services.intake import Intake
+from services.keys import Keys
+from services.steps import load
+from services.store.memory import MemoryEventStore
+from services.store.port import EventStore
+
+TOOL_MODULE = "it_counting_tools"
+EXECUTIONS = "executions.log"
+
+TOOL_SOURCE = '''"""Tools of the integration tests. Each appends one line to executions.log in
+the run's workspace before doing anything else: executions are counted here,
+at the tool's side, not from the event log."""
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+from services.tools import ToolContext, tool
+
+
+def _count(ctx: ToolContext, name: str) -> None:
+    with open(Path(ctx.workspace, "executions.log"), "a") as f:
+        f.write(f"{ctx.call_id} {name} {os.getpid()}\\n")
+
+
+@tool(read_only=True, reads=lambda a: [f"kv:{a['key']}"])
+def it_read(key: str, ctx: ToolContext, delay_s: float = 0.0) -> dict:
+    """Read a key."""
+    _count(ctx, "it_read")
+    time.sleep(delay_s)
+    return {"key": key, "value": "v"}
+
+
+@tool(writes=lambda a: [f"kv:{a['key']}"])
+def it_write(key: str, value: str, ctx: ToolContext, delay_s: float = 0.0) -> dict:
+    """Write a key."""
+    _count(ctx, "it_write")
+    time.sleep(delay_s)
+    return {"key": key, "written": value}
+
+
+@tool(writes=lambda a: [f"kv:{a['key']}"], timeout_s=0.3)
+def it_stuck_write(key: str, ctx: ToolContext) -> dict:
+    """A write that never answers within its timeout."""
+    _count(ctx, "it_stuck_write")
+    ctx.cancelled.wait(10)
+    return {"key": key}
+'''
+
+
+def write_tool_module(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{TOOL_MODULE}.py"
+    path.write_text(TOOL_SOURCE)
+    return path
+
+
+def delete_prefix(client: redis.Redis, prefix: str) -> int:
+    """Delete every key under `prefix:` (SCAN + DEL; never FLUSH a shared server)."""
+    found = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    for i in range(0, len(found), 500):
+        client.delete(*found[i : i + 500])
+    return len(found)
+
+
+def call(call_id: str, name: str, **args: Any) -> dict[str, Any]:
+    return {"id": call_id, "name": name, "input": args}
+
+
+def scripted_spec(
+    turns: Sequence[dict[str, Any]],
+    *,
+    tools_dir: Path,
+    acceptance: Sequence[dict[str, Any]] = (),
+    max_turns: int = 8,
+) -> RunSpec:
+    return RunSpec.model_validate(
+        {
+            "task": "integration test run",
+            "tools": [TOOL_MODULE],
+            "tool_path": [str(tools_dir)],
+            "principal": {"id": "it", "tenant": "it-tenant"},
+            "budgets": {"max_turns": max_turns},
+            "model": {"scripted": list(turns)},
+            "acceptance": list(acceptance),
+        }
+    )
+
+
+def request(run_id: str, spec: RunSpec, workspace: Path) -> RunRequested:
+    return RunRequested(
+        run_id=run_id,
+        request_id=run_id,
+        spec=spec,
+        base_dir=str(workspace.parent),
+        workspace=str(workspace),
+    )
+
+
+def create_run(app: App, client: redis.Redis, run_id: str, spec: RunSpec, workspace: Path) -> str:
+    """Append the run's first event the way the intake does."""
+    return Intake(app, client, keys_of(app)).accept(request(run_id, spec, workspace))
+
+
+def keys_of(app: App) -> Keys:
+    return Keys(app.settings.prefix, app.settings.shards)
+
+
+def dispatch(app: App, command: Command) -> None:
+    match command:
+        case RequestModel(run_id):
+            handle_request_model(app, run_id)
+        case ValidateCall(run_id, call_id):
+            handle_validate_call(app, run_id, call_id)
+        case ExecuteCall(run_id, call_id):
+            handle_execute_call(app, run_id, call_id)
+        case RunAcceptance(run_id):
+            handle_run_acceptance(app, run_id)
+
+
+def drive(
+    app: App,
+    run_id: str,
+    *,
+    until: Callable[[RunState], bool] = lambda s: not s.status.live,
+    rounds: int = 60,
+) -> RunState:
+    """Play the reactor: send every due command to its handler until `until` holds."""
+    for _ in range(rounds):
+        state = load(app.store, run_id)
+        assert state is not None, f"no run {run_id!r}"
+        if until(state):
+            return state
+        commands = due_commands(state, now=app.clock.now())
+        assert commands, f"run {run_id!r} is stuck in {state.status} with nothing due"
+        for command in commands:
+            dispatch(app, command)
+    raise AssertionError(f"run {run_id!r} did not get there in {rounds} rounds")
+
+
+def executions(workspace: Path) -> Counter[str]:
+    """How many times each call id ran, as the tools themselves recorded it."""
+    log = workspace / EXECUTIONS
+    if not log.exists():
+        return Counter()
+    return Counter(line.split()[0] for line in log.read_text().splitlines() if line)
+
+
+def event_types(store: EventStore, run_id: str) -> list[str]:
+    return [e.type for e in store.read(run_id)]
+
+
+class OffsetClock:
+    """The system clock moved `offset_s` into the future: a lease that has run out."""
+
+    def __init__(self, offset_s: float):
+        self.offset_s = offset_s
+
+    def now(self) -> float:
+        return time.time() + self.offset_s
+
+
+class RacingStore:
+    """A store whose first append of each gated event type, per thread, waits at a
+    barrier: every racer has folded the same seq before any of them appends, so
+    all but one hit a ConcurrencyConflict. Counts the conflicts it passes on."""
+
+    def __init__(self, inner: EventStore, gates: dict[str, int]):
+        self._inner = inner
+        self._gates = {kind: threading.Barrier(n) for kind, n in gates.items()}
+        self._passed = threading.local()
+        self._lock = threading.Lock()
+        self.conflicts = 0
+
+    def append(
+        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+    ) -> int:
+        passed: set[str] = self._passed.__dict__.setdefault("kinds", set())
+        kind = events[0].type
+        if kind in self._gates and kind not in passed:
+            passed.add(kind)
+            self._gates[kind].wait(timeout=10)
+        try:
+            return self._inner.append(run_id, events, expected_seq=expected_seq, live=live)
+        except ConcurrencyConflict:
+            with self._lock:
+                self.conflicts += 1
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class MirroredStore:
+    """Appends to the real store and, once that landed, the same batch to memory."""
+
+    def __init__(self, inner: EventStore):
+        self._inner = inner
+        self.memory = MemoryEventStore()
+
+    def append(
+        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+    ) -> int:
+        seq = self._inner.append(run_id, events, expected_seq=expected_seq, live=live)
+        self.memory.append(run_id, events, expected_seq=expected_seq, live=live)
+        return seq
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def in_threads(*targets: Callable[[], None]) -> None:
+    """Run the targets at once; re-raise the first error any of them hit."""
+    errors: list[BaseException] = []
+
+    def guarded(target: Callable[[], None]) -> None:
+        try:
+            target()
+        except BaseException as exc:  # handed to the test thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(t,)) for t in targets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not any(t.is_alive() for t in threads), "a racer did not finish"
+    if errors:
+        raise errors[0]
+
+
+# Envelopes for the store tests: seq 1 is a RunCreated, later ones ModelRequested.
+
+T0 = 1_700_000_000.0
+CONTRACT_SPEC = RunSpec.model_validate(
+    {
+        "task": "contract",
+        "principal": {"id": "alice", "tenant": "acme"},
+        "model": {"scripted": [{"end_turn": "done"}]},
+    }
+)
+
+
+def envelope(run_id: str, seq: int, event: Event, *, at: float = T0) -> Envelope[Any]:
+    return Envelope[Any](
+        id=uuid.uuid4().hex,
+        run_id=run_id,
+        seq=seq,
+        type=event.type,
+        at=at,
+        source="contract",
+        causation_id=None if seq == 1 else f"cause-{seq}",
+        data=event,
+    )
+
+
+def batch(run_id: str, first_seq: int, n: int, *, at: float = T0) -> list[Envelope[Any]]:
+    """`n` events from `first_seq` on; seq 1 is the RunCreated."""
+    return [
+        envelope(
+            run_id,
+            seq,
+            RunCreated(spec=CONTRACT_SPEC, request_id="req")
+            if seq == 1
+            else ModelRequested(turn=1, attempt=seq - 1, deadline_at=at + 30),
+            at=at + seq / 1000,
+        )
+        for seq in range(first_seq, first_seq + n)
+    ]

@@ -1,0 +1,141 @@
+"""What only the Redis adapter promises: the run stream and its shard's feed are
+written by one script, every key of a run carries its shard as a hash tag,
+and a real run's log folds from Redis exactly as it folds in memory."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import redis
+from itkit import MirroredStore, batch, call, create_run, drive, executions, scripted_spec
+from redis.crc import key_slot
+
+from events.fold import fold
+from events.status import RunStatus
+from services.app import App
+from services.errors import ConcurrencyConflict
+from services.keys import Keys
+from services.store.redis_store import RedisEventStore
+
+
+def feed_rows(client: redis.Redis, keys: Keys, run_id: str) -> list[tuple[str, int, str]]:
+    rows = client.xrange(keys.feed(keys.shard(run_id)))
+    return [
+        (f[b"run"].decode(), int(f[b"seq"]), f[b"type"].decode())
+        for _, f in rows
+        if f[b"run"].decode() == run_id
+    ]
+
+
+def test_every_appended_event_gets_one_feed_entry_naming_run_seq_and_type(
+    client: redis.Redis, keys: Keys
+) -> None:
+    store = RedisEventStore(client, keys)
+    store.append("run-a", batch("run-a", 1, 3), expected_seq=0, live=True)
+    store.append("run-a", batch("run-a", 4, 2), expected_seq=3, live=True)
+
+    logged = [(e.run_id, e.seq, e.type) for e in store.read("run-a")]
+    assert feed_rows(client, keys, "run-a") == logged
+    assert len(logged) == 5
+
+
+def test_a_refused_or_resent_append_writes_neither_the_run_nor_the_feed(
+    client: redis.Redis, keys: Keys
+) -> None:
+    store = RedisEventStore(client, keys)
+    sent = batch("run-a", 1, 2)
+    store.append("run-a", sent, expected_seq=0, live=True)
+
+    store.append("run-a", sent, expected_seq=0, live=True)  # the lost-reply resend
+    with pytest.raises(ConcurrencyConflict):
+        store.append("run-a", batch("run-a", 2, 1), expected_seq=1, live=True)
+
+    assert client.xlen(keys.run("run-a")) == 2
+    assert len(feed_rows(client, keys, "run-a")) == 2
+
+
+def test_racing_appenders_leave_the_feed_in_exactly_the_logs_order(
+    client: redis.Redis, keys: Keys
+) -> None:
+    store = RedisEventStore(client, keys)
+    store.append("run-a", batch("run-a", 1, 1), expected_seq=0, live=True)
+    appended = [0]
+    lock = threading.Lock()
+
+    def appender() -> None:
+        while True:
+            with lock:
+                if appended[0] >= 60:
+                    return
+            seq = len(store.read("run-a"))
+            try:
+                store.append("run-a", batch("run-a", seq + 1, 1), expected_seq=seq, live=True)
+            except ConcurrencyConflict:
+                continue
+            with lock:
+                appended[0] += 1
+
+    threads = [threading.Thread(target=appender) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+
+    logged = [(e.run_id, e.seq, e.type) for e in store.read("run-a")]
+    assert [seq for _, seq, _ in logged] == list(range(1, len(logged) + 1))
+    assert feed_rows(client, keys, "run-a") == logged
+
+
+def test_every_key_of_a_run_carries_its_shard_as_a_hash_tag(
+    client: redis.Redis, keys: Keys
+) -> None:
+    run_ids = [f"run-{uuid.uuid4().hex[:8]}" for _ in range(12)]
+    store = RedisEventStore(client, keys)
+    for run_id in run_ids:
+        store.append(run_id, batch(run_id, 1, 2), expected_seq=0, live=True)
+
+    for run_id in run_ids:
+        shard = keys.shard(run_id)
+        run_keys = [keys.run(run_id), keys.feed(shard), keys.runs(shard), keys.live(shard)]
+        assert all(k.startswith(f"{keys.prefix}:{{{shard}}}:") for k in run_keys)
+        assert all(client.exists(k) for k in run_keys)
+        assert len({key_slot(k.encode()) for k in run_keys}) == 1  # one script may touch them
+    written = {k.decode() for k in client.scan_iter(match=f"{keys.prefix}:*")}
+    assert all(k.split(":")[1].startswith("{") for k in written)
+    assert len({keys.shard(r) for r in run_ids}) > 1  # the runs did spread over shards
+
+
+def test_a_real_runs_log_folds_from_redis_exactly_as_in_memory(
+    app: App, client: redis.Redis, tools_dir: Path, workspace: Path
+) -> None:
+    mirrored = MirroredStore(app.store)
+    app = replace(app, store=mirrored)
+    spec = scripted_spec(
+        [
+            {
+                "tool_use": [
+                    call("c1", "it_read", key="a"),
+                    call("c2", "it_write", key="b", value="1"),
+                ]
+            },
+            {"tool_use": [call("c3", "it_write", key="c", value="2")]},
+            {"end_turn": "all written"},
+        ],
+        tools_dir=tools_dir,
+        acceptance=[{"command": "test -s executions.log"}],
+    )
+    run_id = create_run(app, client, "run-fold", spec, workspace)
+
+    final = drive(app, run_id)
+
+    from_redis = app.store.read(run_id)
+    in_memory = mirrored.memory.read(run_id)
+    assert final.status is RunStatus.COMPLETED
+    assert len(from_redis) == final.seq > 15
+    assert from_redis == in_memory
+    assert fold(from_redis) == fold(in_memory) == final
+    assert executions(workspace) == {"c1": 1, "c2": 1, "c3": 1}

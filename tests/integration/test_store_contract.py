@@ -1,0 +1,141 @@
+"""The event store contract: one suite that the in-memory adapter and the Redis
+adapter (on a real redis-server) must both pass."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from itkit import T0, batch
+
+from services.errors import ConcurrencyConflict
+from services.store.memory import MemoryEventStore
+from services.store.port import EventStore
+from services.store.redis_store import RedisEventStore
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> EventStore:
+    if request.param == "memory":
+        return MemoryEventStore()
+    return RedisEventStore(request.getfixturevalue("client"), request.getfixturevalue("keys"))
+
+
+def new_run(store: EventStore, n: int = 1, *, at: float = T0, live: bool = True) -> str:
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    store.append(run_id, batch(run_id, 1, n, at=at), expected_seq=0, live=live)
+    return run_id
+
+
+def test_appended_envelopes_are_read_back_equal_and_in_order(store: EventStore) -> None:
+    first, second = batch("run-a", 1, 3), batch("run-a", 4, 2)
+
+    assert store.append("run-a", first, expected_seq=0, live=True) == 3
+    assert store.append("run-a", second, expected_seq=3, live=True) == 5
+
+    assert store.read("run-a") == first + second
+
+
+def test_reading_after_a_seq_returns_only_the_later_events(store: EventStore) -> None:
+    events = batch("run-a", 1, 5)
+    store.append("run-a", events, expected_seq=0, live=True)
+
+    assert store.read("run-a", after_seq=2) == events[2:]
+    assert store.read("run-a", after_seq=5) == []
+
+
+def test_an_unknown_run_reads_as_an_empty_log(store: EventStore) -> None:
+    assert store.read("no-such-run") == []
+
+
+def test_an_empty_batch_is_refused(store: EventStore) -> None:
+    with pytest.raises(ValueError):
+        store.append("run-a", [], expected_seq=0, live=True)
+
+
+def test_appending_at_a_stale_seq_raises_a_conflict_carrying_both_seqs(store: EventStore) -> None:
+    store.append("run-a", batch("run-a", 1, 3), expected_seq=0, live=True)
+
+    with pytest.raises(ConcurrencyConflict) as caught:
+        store.append("run-a", batch("run-a", 2, 1), expected_seq=1, live=True)
+
+    assert (caught.value.run_id, caught.value.expected_seq, caught.value.actual_seq) == (
+        "run-a",
+        1,
+        3,
+    )
+    assert [e.seq for e in store.read("run-a")] == [1, 2, 3]
+
+
+def test_appending_ahead_of_the_log_is_a_conflict_too(store: EventStore) -> None:
+    store.append("run-a", batch("run-a", 1, 1), expected_seq=0, live=True)
+
+    with pytest.raises(ConcurrencyConflict) as caught:
+        store.append("run-a", batch("run-a", 5, 1), expected_seq=4, live=True)
+
+    assert (caught.value.expected_seq, caught.value.actual_seq) == (4, 1)
+
+
+def test_resending_a_batch_that_landed_returns_its_seq_and_writes_nothing_twice(
+    store: EventStore,
+) -> None:
+    """redis-py may resend a script whose reply was lost: same event ids, same seq."""
+    store.append("run-a", batch("run-a", 1, 2), expected_seq=0, live=True)
+    sent = batch("run-a", 3, 3)
+    assert store.append("run-a", sent, expected_seq=2, live=True) == 5
+
+    assert store.append("run-a", sent, expected_seq=2, live=True) == 5
+
+    assert store.read("run-a")[2:] == sent
+    assert len(store.read("run-a")) == 5
+
+
+def test_a_different_batch_at_a_stale_seq_is_a_conflict_not_a_resend(store: EventStore) -> None:
+    store.append("run-a", batch("run-a", 1, 2), expected_seq=0, live=True)
+    store.append("run-a", batch("run-a", 3, 1), expected_seq=2, live=True)
+
+    with pytest.raises(ConcurrencyConflict):
+        store.append("run-a", batch("run-a", 3, 1), expected_seq=2, live=True)
+
+
+def test_runs_are_listed_newest_first(store: EventStore) -> None:
+    created = [new_run(store, at=T0 + i) for i in range(4)]
+
+    assert [e.run_id for e in store.runs()] == created[::-1]
+    assert [e.run_id for e in store.runs(limit=2)] == created[:1:-1]
+    assert store.runs()[0].created_at == pytest.approx(T0 + 3, abs=0.01)
+
+
+def test_live_runs_idle_since_a_time_are_found_until_touched(store: EventStore) -> None:
+    old, recent = new_run(store, at=T0), new_run(store, at=T0 + 100)
+
+    assert store.idle_live_runs(idle_since=T0 + 50) == [old]
+    assert set(store.idle_live_runs(idle_since=T0 + 150)) == {old, recent}
+
+    store.touch(old, at=T0 + 200)
+
+    assert store.idle_live_runs(idle_since=T0 + 150) == [recent]
+
+
+def test_progress_on_a_run_counts_as_activity(store: EventStore) -> None:
+    run_id = new_run(store, at=T0)
+
+    store.append(run_id, batch(run_id, 2, 1, at=T0 + 100), expected_seq=1, live=True)
+
+    assert store.idle_live_runs(idle_since=T0 + 50) == []
+
+
+def test_appending_with_live_false_takes_the_run_out_of_the_live_index(store: EventStore) -> None:
+    run_id = new_run(store, at=T0)
+
+    store.append(run_id, batch(run_id, 2, 1, at=T0), expected_seq=1, live=False)
+    store.touch(run_id, at=T0 + 1)  # touching an ended run must not bring it back
+
+    assert store.idle_live_runs(idle_since=T0 + 1_000) == []
+    assert [e.run_id for e in store.runs()] == [run_id]
+
+
+def test_a_run_created_not_live_never_enters_the_live_index(store: EventStore) -> None:
+    new_run(store, at=T0, live=False)
+
+    assert store.idle_live_runs(idle_since=T0 + 1_000) == []
