@@ -73,12 +73,17 @@ class ScriptedTurn(_Spec):
 
     tool_use: tuple[ScriptedCall, ...] | None = None
     end_turn: str | None = None
+    refusal: str | None = None
+    stop_reason: Literal["max_tokens", "pause_turn", "stop_sequence"] | None = Field(
+        default=None, description="play a reply that stopped this way instead"
+    )
     delay_s: float = Field(default=0.0, ge=0.0, le=600.0, description="simulated model latency")
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ScriptedTurn:
-        if (self.tool_use is None) == (self.end_turn is None):
-            raise ValueError("a scripted turn has exactly one of 'tool_use' or 'end_turn'")
+        given = [k for k in ("tool_use", "end_turn", "refusal") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("a scripted turn has exactly one of 'tool_use', 'end_turn' or 'refusal'")
         if self.tool_use is not None and not self.tool_use:
             raise ValueError("'tool_use' needs at least one call")
         return self

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 
+from events.pricing import price_of
 from schemas.errors import InvalidSpec
-from schemas.spec import RunSpec, ScriptedModel, ToolCheck
+from schemas.spec import AnthropicModel, RunSpec, ScriptedModel, ToolCheck
 from services.tools import ToolRegistry
 
 
@@ -47,6 +48,10 @@ def check_spec(spec: RunSpec, base_dir: str | None, registry: ToolRegistry) -> N
                         f"model.scripted.{t}.tool_use.{c}.id", f"{call.id!r} is used twice"
                     )
                 seen.add(call.id)
+    if spec.budgets.max_cost_usd is not None:
+        model = spec.model.anthropic.model if isinstance(spec.model, AnthropicModel) else "scripted"
+        if price_of(model, spec.budgets.prices) is None:
+            raise InvalidSpec("budgets.prices", f"a cost budget needs a price for model {model!r}")
     if spec.workspace and base_dir:
         ws = os.path.join(base_dir, spec.workspace)
         if not os.path.isdir(ws):

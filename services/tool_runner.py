@@ -33,7 +33,7 @@ def run_tool(
     ctx: ToolContext,
     *,
     timeout_s: float,
-    stop_requested: Callable[[], bool] = lambda: False,
+    stop_requested: Callable[[], float | None] = lambda: None,
     grace_s: float = 5.0,
 ) -> Outcome:
     args, errors = t.check(raw_input)
@@ -48,8 +48,8 @@ def run_tool(
     deadline = time.monotonic() + timeout_s
     while thread.is_alive() and time.monotonic() < deadline:
         thread.join(POLL_S)
-        if thread.is_alive() and stop_requested():
-            return _stop(thread, box, ctx, grace_s)
+        if thread.is_alive() and (requested_at := stop_requested()) is not None:
+            return _stop(thread, box, ctx, grace_s, requested_at)
     if thread.is_alive():
         ctx.cancelled.set()
         ctx.signal_processes(signal.SIGKILL)
@@ -58,9 +58,13 @@ def run_tool(
 
 
 def _stop(
-    thread: threading.Thread, box: dict[str, Outcome], ctx: ToolContext, grace_s: float
+    thread: threading.Thread,
+    box: dict[str, Outcome],
+    ctx: ToolContext,
+    grace_s: float,
+    requested_at: float,
 ) -> Outcome:
-    requested_at = time.time()
+    """`requested_at` is when the stop was asked for (the log's time), not when we noticed."""
     ctx.cancelled.set()
     ctx.signal_processes(signal.SIGTERM)
     thread.join(grace_s)

@@ -10,14 +10,25 @@ from events.types import (
     AcceptanceChecked,
     AcceptanceFailed,
     AcceptanceStarted,
+    ApprovalDenied,
+    ApprovalGranted,
+    ApprovalRequested,
+    HumanReplied,
     ModelRequested,
     ModelResponded,
+    RunAborted,
     RunBudgetExhausted,
+    RunCancelled,
+    RunCancelRequested,
     RunCompleted,
     RunCreated,
     RunEscalated,
     RunFailed,
+    RunResumed,
+    RunTimedOut,
+    ToolCallCancelled,
     ToolCallFailed,
+    ToolCallForceTerminated,
     ToolCallOutcomeUnknown,
     ToolCallProposed,
     ToolCallRejected,
@@ -77,8 +88,25 @@ def summary(e: Any) -> str:
             return _cut(e.detail)
         case RunFailed() | RunEscalated():
             return _cut(f"{e.reason}: {e.detail}")
-        case RunBudgetExhausted():
-            return _cut(f"{e.budget}: {e.detail}")
+        case RunBudgetExhausted() | RunTimedOut() | RunCancelled():
+            return _cut(e.detail)
+        case ApprovalRequested():
+            return _cut(f"{e.call_id} {e.reason}")
+        case ApprovalGranted() | ApprovalDenied():
+            expired = " (expired)" if isinstance(e, ApprovalDenied) and e.expired else ""
+            return _cut(f"{e.call_id} by {e.by}{expired} {e.note}".rstrip())
+        case ToolCallCancelled():
+            return f"{e.call_id} stopped {e.stopped_at - e.requested_at:.2f}s after the request"
+        case ToolCallForceTerminated():
+            return _cut(
+                f"{e.call_id} killed {e.terminated_at - e.requested_at:.2f}s after the request: {e.detail}"
+            )
+        case RunCancelRequested():
+            return _cut(f"by {e.by} via {e.source} {e.reason}".rstrip())
+        case HumanReplied():
+            return _cut(f"{e.by}: {e.text!r}")
+        case RunResumed() | RunAborted():
+            return _cut(f"by {e.by} {e.note}".rstrip())
     return ""
 
 

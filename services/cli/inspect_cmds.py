@@ -45,7 +45,7 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
             print(f"  {state.detail}")
         for call in summary["tool_calls"]:
             print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}")
-    return exit_codes.for_status(state.status) if not state.status.live else exit_codes.STILL_LIVE
+    return exit_codes.for_status(state.status)
 
 
 def runs(session: Session, *, limit: int) -> int:

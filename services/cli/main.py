@@ -8,7 +8,7 @@ import sys
 
 from schemas.errors import InvalidSpec
 from schemas.inbox import RunRequested
-from services.cli import exit_codes, inspect_cmds, run_cmds
+from services.cli import control_cmds, exit_codes, inspect_cmds, run_cmds
 from services.cli.session import Session, open_session
 from services.errors import ConfigError, RedisUnavailable
 from services.settings import from_env
@@ -37,7 +37,25 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="print envelopes as JSON")
     rp = sub.add_parser("replay", help="re-fold a run's log and check it")
     rp.add_argument("run_id")
+    for name, help_, needs_call, text in _CONTROLS:
+        c = sub.add_parser(name, help=help_)
+        c.add_argument("run_id")
+        if needs_call:
+            c.add_argument("call_id")
+        c.add_argument(text, nargs="?" if text != "text" else None, default="")
+        c.add_argument("--by", help="who says so (default: the user name)")
     return p
+
+
+# (command, help, takes a call id, name of its free-text argument)
+_CONTROLS = (
+    ("cancel", "ask a run to stop: running tools get a cancel signal", False, "reason"),
+    ("approve", "approve a call awaiting approval", True, "note"),
+    ("deny", "deny a call awaiting approval; the model is told", True, "note"),
+    ("reply", "guidance for a run awaiting a human; it goes to the model", False, "text"),
+    ("resume", "let a run awaiting a human go on", False, "note"),
+    ("abort", "end a run awaiting a human as failed", False, "note"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,6 +101,20 @@ def _dispatch(args: argparse.Namespace, session: Session, request: RunRequested 
             )
         case "replay":
             return inspect_cmds.replay(session, args.run_id)
+        case "cancel" | "approve" | "deny" | "reply" | "resume" | "abort":
+            text = (
+                getattr(args, "reason", None)
+                or getattr(args, "note", None)
+                or getattr(args, "text", "")
+            )
+            message = control_cmds.build(
+                args.command,
+                args.run_id,
+                call_id=getattr(args, "call_id", None),
+                text=text,
+                by=args.by,
+            )
+            return control_cmds.send(session, message)
     return exit_codes.USAGE
 
 

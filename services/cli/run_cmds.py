@@ -15,6 +15,7 @@ from pathlib import Path
 from events.fold import apply
 from events.state import RunState
 from events.status import RunStatus
+from events.types import ApprovalRequested
 from schemas.inbox import RunRequested
 from services.bootstrap import Services, build_services
 from services.cli import exit_codes
@@ -80,7 +81,14 @@ def follow(session: Session, run_id: str, *, quiet: bool) -> RunState:
             state = apply(state, env)
             if not quiet:
                 print(line(env), flush=True)
-        if state is not None and not state.status.live:
+                if isinstance(env.data, ApprovalRequested):
+                    print(
+                        f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}",
+                        flush=True,
+                    )
+        if state is not None and (
+            state.status.terminal or state.status is RunStatus.AWAITING_HUMAN
+        ):
             return state
         session.client.xread({key: f"0-{state.seq if state else 0}"}, block=1000)
 

@@ -83,7 +83,8 @@ class RunWatch:
         self._state = state
         self._looked_at = 0.0
 
-    def stop_requested(self) -> bool:
+    def stop_requested(self) -> float | None:
+        """When the run asked its calls to stop, or None while it has not."""
         now = self._app.clock.now()
         if now - self._looked_at >= WATCH_EVERY_S:
             self._looked_at = now
@@ -92,4 +93,7 @@ class RunWatch:
             )
             assert newer is not None
             self._state = newer
-        return self._state.status is RunStatus.CANCELLING or self._state.status.terminal
+        s = self._state
+        if s.status is RunStatus.CANCELLING or s.status.terminal:
+            return s.cancel_requested_at or s.updated_at
+        return None

@@ -29,10 +29,14 @@ class ScriptedAdapter:
         turn = self._script.scripted[done]
         if turn.delay_s and self._sleep:
             time.sleep(turn.delay_s)
+        if turn.refusal is not None:
+            return self._reply((TextBlock(text=turn.refusal),), "refusal", request)
         if turn.tool_use is not None:
             uses = tuple(ToolUseBlock(id=c.id, name=c.name, input=c.input) for c in turn.tool_use)
-            return self._reply(uses, "tool_use", request)
-        return self._reply((TextBlock(text=turn.end_turn or ""),), "end_turn", request)
+            return self._reply(uses, turn.stop_reason or "tool_use", request)
+        return self._reply(
+            (TextBlock(text=turn.end_turn or ""),), turn.stop_reason or "end_turn", request
+        )
 
     def _reply(self, content, stop_reason, request: ModelRequest) -> ModelReply:  # type: ignore[no-untyped-def]
         seen = sum(len(json.dumps([b.model_dump() for b in m.content])) for m in request.messages)
