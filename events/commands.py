@@ -10,6 +10,7 @@ from enum import StrEnum
 class Queue(StrEnum):
     MODEL = "model"
     VALIDATE = "validate"
+    LOCKS = "locks"
     TOOLS = "tools"
     ACCEPT = "accept"
 
@@ -28,6 +29,14 @@ class ValidateCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleCalls:
+    """Ask for the locks of every call of the turn that needs them, in proposal order."""
+
+    run_id: str
+    queue = Queue.LOCKS
+
+
+@dataclass(frozen=True, slots=True)
 class ExecuteCall:
     run_id: str
     call_id: str
@@ -40,4 +49,4 @@ class RunAcceptance:
     queue = Queue.ACCEPT
 
 
-Command = RequestModel | ValidateCall | ExecuteCall | RunAcceptance
+Command = RequestModel | ValidateCall | ScheduleCalls | ExecuteCall | RunAcceptance

@@ -4,8 +4,16 @@ both are safe to repeat because every handler re-checks before acting."""
 
 from __future__ import annotations
 
-from events.commands import Command, ExecuteCall, RequestModel, RunAcceptance, ValidateCall
-from events.state import RunState
+from events.commands import (
+    Command,
+    ExecuteCall,
+    RequestModel,
+    RunAcceptance,
+    ScheduleCalls,
+    ValidateCall,
+)
+from events.lock_step import lock_asks
+from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import claimable
 
@@ -21,9 +29,26 @@ def due_commands(s: RunState, *, now: float) -> list[Command]:
                 ValidateCall(s.run_id, c.call_id) for c in calls if c.status is CallStatus.PROPOSED
             ]
         case RunStatus.RUNNING_TOOLS:
-            calls = s.current_turn.calls if s.current_turn else ()
-            return [ExecuteCall(s.run_id, c.call_id) for c in calls if claimable(c)]
+            schedule: list[Command] = [ScheduleCalls(s.run_id)] if lock_asks(s) else []
+            return schedule + [ExecuteCall(s.run_id, c.call_id) for c in runnable(s)]
         case RunStatus.ACCEPTING:
             if s.acceptance_claim_deadline is None or now >= s.acceptance_claim_deadline:
                 return [RunAcceptance(s.run_id)]
     return []
+
+
+def runnable(s: RunState) -> list[Call]:
+    """Claimable calls, within the run's and each tool's limit on calls at once."""
+    if s.current_turn is None:
+        return []
+    running = [c.name for c in s.in_flight]
+    room = s.spec.budgets.max_parallel_calls - len(running)
+    chosen: list[Call] = []
+    for c in s.current_turn.calls:
+        if len(chosen) >= room:
+            break
+        limit = c.max_concurrency
+        busy = running.count(c.name) + sum(x.name == c.name for x in chosen)
+        if claimable(c) and (limit is None or busy < limit):
+            chosen.append(c)
+    return chosen

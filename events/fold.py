@@ -39,12 +39,15 @@ from events.types import (
     ToolCallCancelled,
     ToolCallFailed,
     ToolCallForceTerminated,
+    ToolCallLeaseExpired,
     ToolCallOutcomeUnknown,
     ToolCallProposed,
     ToolCallRejected,
+    ToolCallScheduled,
     ToolCallStarted,
     ToolCallSucceeded,
     ToolCallValidated,
+    ToolCallWaiting,
 )
 from schemas.content import ToolUseBlock
 from schemas.envelope import Envelope
@@ -93,6 +96,7 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
             ToolCallValidated() | ApprovalRequested() | ApprovalGranted() | ApprovalDenied()
             | ToolCallRejected() | ToolCallStarted() | ToolCallSucceeded() | ToolCallFailed()
             | ToolCallOutcomeUnknown() | ToolCallCancelled() | ToolCallForceTerminated()
+            | ToolCallWaiting() | ToolCallScheduled() | ToolCallLeaseExpired()
         ):  # fmt: skip
             return call_changed(s, e)
         case AcceptanceStarted():

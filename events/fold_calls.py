@@ -19,12 +19,15 @@ from events.types import (
     ToolCallCancelled,
     ToolCallFailed,
     ToolCallForceTerminated,
+    ToolCallLeaseExpired,
     ToolCallOutcomeUnknown,
     ToolCallProposed,
     ToolCallRejected,
+    ToolCallScheduled,
     ToolCallStarted,
     ToolCallSucceeded,
     ToolCallValidated,
+    ToolCallWaiting,
     ToolError,
 )
 
@@ -36,6 +39,9 @@ CallEvent = (
     | ApprovalGranted
     | ApprovalDenied
     | ToolCallRejected
+    | ToolCallWaiting
+    | ToolCallScheduled
+    | ToolCallLeaseExpired
     | ToolCallStarted
     | ToolCallSucceeded
     | ToolCallFailed
@@ -86,7 +92,7 @@ def _changes(e: CallEvent) -> Callable[[Call], Call]:
             expires = e.expires_at if isinstance(e, ApprovalRequested) else None
             return lambda c: replace(
                 c, read_only=e.read_only, reads=e.reads, writes=e.writes, timeout_s=e.timeout_s,
-                approval_expires_at=expires,
+                max_concurrency=e.max_concurrency, approval_expires_at=expires,
             )  # fmt: skip
         case ApprovalGranted():
             return lambda c: replace(c, approval_expires_at=None)
@@ -94,6 +100,12 @@ def _changes(e: CallEvent) -> Callable[[Call], Call]:
             return lambda c: replace(c, approval_expires_at=None, error=_denied(e))
         case ToolCallRejected():
             return lambda c: replace(c, error=e.error)
+        case ToolCallWaiting():
+            return lambda c: replace(c, lock_request=e.request_id)
+        case ToolCallScheduled():
+            return lambda c: replace(c, lock_request=e.request_id, tokens=e.tokens)
+        case ToolCallLeaseExpired():
+            return lambda c: replace(c, tokens=None) if c.status is C.SCHEDULED else c
         case ToolCallStarted():
             return lambda c: replace(c, attempts=e.attempt, claim_deadline=e.deadline_at)
         case ToolCallSucceeded():

@@ -23,9 +23,12 @@ class Call:
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     timeout_s: float = 0.0
+    max_concurrency: int | None = None
     attempts: int = 0
     claim_deadline: float | None = None
     approval_expires_at: float | None = None
+    lock_request: str | None = None
+    tokens: dict[str, int] | None = None  # fencing token per resource, once scheduled
     started_at: float | None = None
     finished_at: float | None = None
     output: Any = None

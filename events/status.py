@@ -61,6 +61,8 @@ class CallStatus(StrEnum):
     PROPOSED = "proposed"
     AWAITING_APPROVAL = "awaiting_approval"
     VALIDATED = "validated"
+    WAITING = "waiting"  # for its resources' locks
+    SCHEDULED = "scheduled"  # holds every lock it needs
     REJECTED = "rejected"
     STARTED = "started"
     SUCCEEDED = "succeeded"

@@ -42,7 +42,12 @@ def claim_call(s: RunState, call_id: str, *, worker: str, now: float) -> list[Ev
 
 
 def claimable(call: Call) -> bool:
-    """A validated call, or a read-only call whose outcome is unknown with tries left."""
+    """Holds its locks (or needs none): validated, or a read-only call whose
+    outcome is unknown with tries left."""
+    if call.status is CallStatus.SCHEDULED:
+        return True
+    if call.reads or call.writes:
+        return False  # it must be scheduled by the lock service first
     if call.status is CallStatus.VALIDATED:
         return True
     return (

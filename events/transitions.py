@@ -38,6 +38,9 @@ _LIFECYCLE: tuple[Row, ...] = (
         for e in ("ApprovalGranted", "ApprovalDenied")
         for to in _TOOL_PHASES
     ),
+    (R.RUNNING_TOOLS, "ToolCallWaiting", R.RUNNING_TOOLS),
+    (R.RUNNING_TOOLS, "ToolCallScheduled", R.RUNNING_TOOLS),
+    (R.RUNNING_TOOLS, "ToolCallLeaseExpired", R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, "ToolCallStarted", R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, "ToolCallOutcomeUnknown", R.RUNNING_TOOLS),
     *(
@@ -90,13 +93,21 @@ CALL_TRANSITIONS: dict[tuple[CallStatus | None, str], CallStatus] = {
     (C.PROPOSED, "ApprovalRequested"): C.AWAITING_APPROVAL,
     (C.AWAITING_APPROVAL, "ApprovalGranted"): C.VALIDATED,
     (C.AWAITING_APPROVAL, "ApprovalDenied"): C.REJECTED,
-    (C.VALIDATED, "ToolCallStarted"): C.STARTED,
+    (C.VALIDATED, "ToolCallWaiting"): C.WAITING,
+    (C.VALIDATED, "ToolCallScheduled"): C.SCHEDULED,
+    (C.WAITING, "ToolCallScheduled"): C.SCHEDULED,
+    (C.VALIDATED, "ToolCallStarted"): C.STARTED,  # it touches no resource: no locks
+    (C.SCHEDULED, "ToolCallStarted"): C.STARTED,
+    (C.SCHEDULED, "ToolCallLeaseExpired"): C.VALIDATED,  # granted, never started: ask again
+    (C.STARTED, "ToolCallLeaseExpired"): C.STARTED,  # its claim's deadline decides the outcome
     (C.STARTED, "ToolCallSucceeded"): C.SUCCEEDED,
     (C.STARTED, "ToolCallFailed"): C.FAILED,
     (C.STARTED, "ToolCallOutcomeUnknown"): C.OUTCOME_UNKNOWN,
     (C.STARTED, "ToolCallCancelled"): C.CANCELLED,
     (C.STARTED, "ToolCallForceTerminated"): C.FORCE_TERMINATED,
     (C.OUTCOME_UNKNOWN, "ToolCallStarted"): C.STARTED,  # a read-only call tried again
+    (C.OUTCOME_UNKNOWN, "ToolCallWaiting"): C.WAITING,
+    (C.OUTCOME_UNKNOWN, "ToolCallScheduled"): C.SCHEDULED,
     (C.OUTCOME_UNKNOWN, "ToolCallFailed"): C.FAILED,  # its tries ran out, or a person moved on
     (C.OUTCOME_UNKNOWN, "ToolCallSucceeded"): C.SUCCEEDED,  # its result came after all
 }

@@ -96,6 +96,7 @@ class ToolCallValidated(_Event):
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     timeout_s: float
+    max_concurrency: int | None = None
 
 
 class ApprovalRequested(_Event):
@@ -107,6 +108,7 @@ class ApprovalRequested(_Event):
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
     timeout_s: float
+    max_concurrency: int | None = None
     expires_at: float
     reason: str
 
@@ -130,6 +132,33 @@ class ToolCallRejected(_Event):
     type: Literal["ToolCallRejected"] = "ToolCallRejected"
     call_id: str
     error: ToolError
+
+
+class ToolCallWaiting(_Event):
+    """The call's lock request is queued behind holders or earlier waiters."""
+
+    type: Literal["ToolCallWaiting"] = "ToolCallWaiting"
+    call_id: str
+    request_id: str
+    waiting_for: tuple[str, ...] = Field(default=(), description="resources not free yet")
+
+
+class ToolCallScheduled(_Event):
+    """Every lock the call needs is granted, with a fencing token per resource."""
+
+    type: Literal["ToolCallScheduled"] = "ToolCallScheduled"
+    call_id: str
+    request_id: str
+    tokens: dict[str, int]
+    lease_until: float
+
+
+class ToolCallLeaseExpired(_Event):
+    """The holder stopped renewing its locks; they passed on."""
+
+    type: Literal["ToolCallLeaseExpired"] = "ToolCallLeaseExpired"
+    call_id: str
+    request_id: str
 
 
 class ToolCallStarted(_Event):
@@ -241,7 +270,9 @@ class AcceptanceChecked(_Event):
     check: str = Field(description="what was checked, in words")
     passed: bool
     evidence: dict[str, Any]
-    started_at: float | None = Field(default=None, description="evidence older than a later write does not count")
+    started_at: float | None = Field(
+        default=None, description="evidence older than a later write does not count"
+    )
     checked_at: float
     depends_on: tuple[str, ...] = Field(default=(), description="resources; '*' is any write")
 
@@ -290,6 +321,9 @@ Event = Annotated[
     | ApprovalGranted
     | ApprovalDenied
     | ToolCallRejected
+    | ToolCallWaiting
+    | ToolCallScheduled
+    | ToolCallLeaseExpired
     | ToolCallStarted
     | ToolCallSucceeded
     | ToolCallFailed

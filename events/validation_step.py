@@ -57,6 +57,7 @@ def validate_call(
         "reads": tuple(reads),
         "writes": tuple(writes),
         "timeout_s": min(tool.timeout_s, cap) if cap else tool.timeout_s,
+        "max_concurrency": tool.max_concurrency,
     }
     if needs_approval is not None:
         expires = now + s.spec.policies.approval_timeout_s

@@ -69,6 +69,8 @@ class RunAborted(_Control):
     note: str = ""
 
 
-Control = RunCancelRequested | ApprovalGranted | ApprovalDenied | HumanReplied | RunResumed | RunAborted
+Control = (
+    RunCancelRequested | ApprovalGranted | ApprovalDenied | HumanReplied | RunResumed | RunAborted
+)
 
 InboxMessage = Annotated[RunRequested | Control, Field(discriminator="type")]

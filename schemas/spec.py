@@ -43,6 +43,7 @@ class Budgets(_Spec):
     tool_timeout_s: float | None = Field(
         default=None, gt=0, description="caps every tool's own timeout"
     )
+    max_parallel_calls: int = Field(default=8, ge=1, description="calls of one run running at once")
     repeat_limit: int = Field(
         default=3, ge=2, description="identical failing steps in a row that send the run to a human"
     )
@@ -83,7 +84,9 @@ class ScriptedTurn(_Spec):
     def _exactly_one(self) -> ScriptedTurn:
         given = [k for k in ("tool_use", "end_turn", "refusal") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("a scripted turn has exactly one of 'tool_use', 'end_turn' or 'refusal'")
+            raise ValueError(
+                "a scripted turn has exactly one of 'tool_use', 'end_turn' or 'refusal'"
+            )
         if self.tool_use is not None and not self.tool_use:
             raise ValueError("'tool_use' needs at least one call")
         return self
@@ -198,3 +201,6 @@ class ToolSpec(_Spec):
     read_only: bool
     scope: str | None = None
     timeout_s: float = Field(default=30.0, gt=0)
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="calls of this tool at once, per run"
+    )

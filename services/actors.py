@@ -10,7 +10,15 @@ from dataclasses import dataclass
 
 import dramatiq
 
-from events.commands import Command, ExecuteCall, Queue, RequestModel, RunAcceptance, ValidateCall
+from events.commands import (
+    Command,
+    ExecuteCall,
+    Queue,
+    RequestModel,
+    RunAcceptance,
+    ScheduleCalls,
+    ValidateCall,
+)
 from events.errors import CoreError
 from schemas.errors import SchemaError
 from services.app import App
@@ -18,6 +26,7 @@ from services.errors import UnknownRun
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.execute import handle_execute_call
 from services.handlers.model import handle_request_model
+from services.handlers.schedule import handle_schedule_calls
 from services.handlers.validate import handle_validate_call
 
 NOT_RETRIED = (CoreError, SchemaError, UnknownRun)
@@ -34,6 +43,8 @@ class Pools:
                 self.actors[command.queue].send(run_id)
             case ValidateCall(run_id, call_id) | ExecuteCall(run_id, call_id):
                 self.actors[command.queue].send(run_id, call_id)
+            case ScheduleCalls(run_id):
+                self.actors[command.queue].send(run_id)
 
 
 def declare_actors(broker: dramatiq.Broker, app: Callable[[], App]) -> Pools:
@@ -47,6 +58,10 @@ def declare_actors(broker: dramatiq.Broker, app: Callable[[], App]) -> Pools:
     def validate_call(run_id: str, call_id: str) -> None:
         handle_validate_call(app(), run_id, call_id)
 
+    @dramatiq.actor(queue_name=Queue.LOCKS, time_limit=MINUTE_MS, **options)
+    def schedule_calls(run_id: str) -> None:
+        handle_schedule_calls(app(), run_id)
+
     @dramatiq.actor(queue_name=Queue.TOOLS, time_limit=60 * MINUTE_MS, **options)
     def execute_tool_call(run_id: str, call_id: str) -> None:
         handle_execute_call(app(), run_id, call_id)
@@ -59,6 +74,7 @@ def declare_actors(broker: dramatiq.Broker, app: Callable[[], App]) -> Pools:
         {
             Queue.MODEL: request_model,
             Queue.VALIDATE: validate_call,
+            Queue.LOCKS: schedule_calls,
             Queue.TOOLS: execute_tool_call,
             Queue.ACCEPT: run_acceptance,
         }

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from events.state import RunState
 from schemas.spec import ModelSpec
 from services.clock import Clock
+from services.locks import LockService
 from services.models.port import ModelAdapter
 from services.settings import Settings
 from services.spec_check import tool_paths
@@ -24,6 +25,7 @@ class App:
     registry: ToolRegistry
     model_for: Callable[[ModelSpec], ModelAdapter]
     worker: str
+    locks: LockService
 
     def load_tools(self, state: RunState) -> None:
         """Import the run's tool modules (once per process)."""

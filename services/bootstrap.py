@@ -18,6 +18,7 @@ from services.broker import make_broker
 from services.clock import SystemClock, worker_name
 from services.intake import Intake
 from services.keys import Keys
+from services.locks import LockService
 from services.models.port import ModelAdapter
 from services.models.scripted import ScriptedAdapter
 from services.reactor import Reactor
@@ -71,6 +72,7 @@ def build_app(settings: Settings, client: redis.Redis) -> App:
         registry=REGISTRY,
         model_for=lambda spec: model_for(spec, settings),
         worker=worker_name(),
+        locks=LockService(client, settings.prefix, lease_s=settings.lock_lease_s),
     )
 
 

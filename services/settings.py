@@ -18,6 +18,7 @@ class Settings:
     prefix: str = "al"
     shards: int = 8
     lease_s: float = 5.0  # a live run idle this long is re-driven by the sweeper
+    lock_lease_s: float = 5.0  # a lock holder that stops renewing loses its locks after this
     sweep_interval_s: float = 1.0
     model_lease_s: float = 120.0
     acceptance_lease_s: float = 600.0
@@ -40,6 +41,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SHARDS": ("shards", int),
     "AGENTLEDGER_LEASE_S": ("lease_s", float),
     "AGENTLEDGER_SWEEP_INTERVAL_S": ("sweep_interval_s", float),
+    "AGENTLEDGER_LOCK_LEASE_S": ("lock_lease_s", float),
     "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
     "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
     "AGENTLEDGER_BROKER": ("broker", str),

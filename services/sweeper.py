@@ -16,6 +16,7 @@ from events.ticks import on_tick
 from schemas.errors import SchemaError
 from services.app import App
 from services.errors import UnknownRun
+from services.handlers.schedule import expire_leases
 from services.steps import run_step
 
 SOURCE = "sweeper"
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 
 def sweep_once(app: App, send: Callable[[Command], None]) -> int:
     """Look at idle live runs once; return how many were re-driven."""
+    expire_leases(app)
     now = app.clock.now()
     redriven = 0
     for run_id in app.store.idle_live_runs(idle_since=now - app.settings.lease_s):

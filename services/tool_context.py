@@ -36,6 +36,7 @@ class ToolContext:
     principal_id: str
     tenant: str
     cancelled: threading.Event = field(default_factory=threading.Event)
+    tokens: dict[str, int] = field(default_factory=dict)  # fencing token per locked resource
     processes: list[subprocess.Popen[Any]] = field(default_factory=list)
 
     def check_cancelled(self) -> None:

@@ -111,6 +111,7 @@ def tool(
     scope: str | None = None,
     timeout_s: float = 30.0,
     approval: Approval = "never",
+    max_concurrency: int | None = None,
     name: str | None = None,
     description: str | None = None,
 ) -> Any:
@@ -125,6 +126,7 @@ def tool(
             read_only=read_only,
             scope=scope,
             timeout_s=timeout_s,
+            max_concurrency=max_concurrency,
         )
         REGISTRY.add(
             RegisteredTool(

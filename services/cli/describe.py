@@ -29,12 +29,15 @@ from events.types import (
     ToolCallCancelled,
     ToolCallFailed,
     ToolCallForceTerminated,
+    ToolCallLeaseExpired,
     ToolCallOutcomeUnknown,
     ToolCallProposed,
     ToolCallRejected,
+    ToolCallScheduled,
     ToolCallStarted,
     ToolCallSucceeded,
     ToolCallValidated,
+    ToolCallWaiting,
 )
 from schemas.content import TextBlock
 from schemas.envelope import Envelope
@@ -69,6 +72,13 @@ def summary(e: Any) -> str:
             return _cut(f"{e.call_id} {'read-only' if e.read_only else 'write'} {res}".rstrip())
         case ToolCallRejected():
             return _cut(f"{e.call_id} {e.error.code}: {e.error.message}")
+        case ToolCallScheduled():
+            tokens = " ".join(f"{k}#{v}" for k, v in e.tokens.items())
+            return _cut(f"{e.call_id} locks granted {tokens}")
+        case ToolCallWaiting():
+            return _cut(f"{e.call_id} waits for {', '.join(e.waiting_for)}")
+        case ToolCallLeaseExpired():
+            return f"{e.call_id} lost its locks ({e.request_id})"
         case ToolCallStarted():
             return f"{e.call_id} attempt {e.attempt} on {e.worker}"
         case ToolCallSucceeded():

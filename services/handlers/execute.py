@@ -5,12 +5,15 @@ more is left alone."""
 
 from __future__ import annotations
 
+import threading
+
 from events.fold import fold
 from events.state import RunState
 from events.status import RunStatus
 from events.tool_step import Errored, Outcome, claim_call, record_outcome
 from events.types import Event, ToolCallStarted, ToolError
 from services.app import App
+from services.handlers.schedule import release_call
 from services.steps import run_step
 from services.tool_runner import run_tool
 from services.tools import ToolContext
@@ -31,7 +34,8 @@ def handle_execute_call(app: App, run_id: str, call_id: str) -> None:
     call = state.call(call_id)
     assert call is not None
     started_at = app.clock.now()
-    outcome = _run(app, state, call_id)
+    with LeaseKeeper(app, call.lock_request):
+        outcome = _run(app, state, call_id)
     finished_at = app.clock.now()
     run_step(
         app.store,
@@ -47,6 +51,7 @@ def handle_execute_call(app: App, run_id: str, call_id: str) -> None:
         ),
         source=SOURCE,
     )
+    release_call(app, call.lock_request)
 
 
 def _run(app: App, state: RunState, call_id: str) -> Outcome:
@@ -63,6 +68,7 @@ def _run(app: App, state: RunState, call_id: str) -> Outcome:
         workspace=state.workspace,
         principal_id=state.spec.principal.id,
         tenant=state.spec.principal.tenant,
+        tokens=dict(call.tokens or {}),
     )
     return run_tool(
         registered,
@@ -97,3 +103,29 @@ class RunWatch:
         if s.status is RunStatus.CANCELLING or s.status.terminal:
             return s.cancel_requested_at or s.updated_at
         return None
+
+
+class LeaseKeeper:
+    """Renews the call's locks from this worker's own heartbeat thread while the
+    tool runs, so a busy worker is never taken for a dead one; a dead worker stops
+    renewing and its locks pass on after the lease."""
+
+    def __init__(self, app: App, request_id: str | None):
+        self._app = app
+        self._request = request_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True, name=f"lease-{request_id}")
+
+    def __enter__(self) -> LeaseKeeper:
+        if self._request is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+
+    def _beat(self) -> None:
+        every = self._app.locks.lease_s / 3
+        while not self._stop.wait(every):
+            if not self._app.locks.renew(self._request or "", now=self._app.clock.now()):
+                return  # the lease was lost; the fencing token protects what follows

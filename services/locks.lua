@@ -1,0 +1,123 @@
+-- The lock table, atomically: the same rule as events/locks.py (a test compares them).
+-- KEYS: req (hash id -> json request), order (zset id -> arrival), holders (hash key ->
+--       json {id: mode}), tokens (hash key -> last token), leases (zset id -> lease_until_us),
+--       seq (arrival counter)
+-- ARGV[1]: op (enqueue | release | renew | expire), ARGV[2]: now in microseconds, ARGV[3]: payload
+-- Returns json {grants: [{id, tokens, lease_until_us}], expired: [id], renewed: bool}
+local REQ, ORDER, HOLDERS, TOKENS, LEASES, SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local op, now = ARGV[1], tonumber(ARGV[2])
+
+local function conflicts(a, b) return a == 'w' or b == 'w' end
+local function fmt(n) return string.format('%.0f', n) end
+
+local function holders_of(key)
+  local raw = redis.call('HGET', HOLDERS, key)
+  if raw then return cjson.decode(raw) end
+  return {}
+end
+
+local function set_holders(key, hs)
+  if next(hs) == nil then redis.call('HDEL', HOLDERS, key)
+  else redis.call('HSET', HOLDERS, key, cjson.encode(hs)) end
+end
+
+local function free(r, blocked)
+  for key, mode in pairs(r.keys) do
+    if blocked[key] and conflicts(mode, blocked[key]) then return false end
+    for _, m in pairs(holders_of(key)) do
+      if conflicts(mode, m) then return false end
+    end
+  end
+  return true
+end
+
+local function grant(id, r)
+  local mine = {}
+  local keys = {}
+  for key in pairs(r.keys) do table.insert(keys, key) end
+  table.sort(keys)
+  for _, key in ipairs(keys) do
+    local last = tonumber(redis.call('HGET', TOKENS, key) or '0')
+    local token = math.max(last + 1, now)
+    redis.call('HSET', TOKENS, key, fmt(token))
+    mine[key] = fmt(token)
+    local hs = holders_of(key)
+    hs[id] = r.keys[key]
+    set_holders(key, hs)
+  end
+  local until_us = now + r.lease_s * 1000000
+  redis.call('ZADD', LEASES, fmt(until_us), id)
+  r.tokens = mine
+  redis.call('HSET', REQ, id, cjson.encode(r))
+  return {id = id, tokens = mine, lease_until_us = fmt(until_us)}
+end
+
+local function pump()
+  local grants = {}
+  local blocked = {}
+  for _, id in ipairs(redis.call('ZRANGE', ORDER, 0, -1)) do
+    if not redis.call('ZSCORE', LEASES, id) then
+      local r = cjson.decode(redis.call('HGET', REQ, id))
+      if free(r, blocked) then
+        table.insert(grants, grant(id, r))
+      else
+        for key, mode in pairs(r.keys) do
+          if mode == 'w' or not blocked[key] then blocked[key] = mode end
+        end
+      end
+    end
+  end
+  return grants
+end
+
+local function drop(id)
+  local raw = redis.call('HGET', REQ, id)
+  if not raw then return false end
+  local r = cjson.decode(raw)
+  for key in pairs(r.keys) do
+    local hs = holders_of(key)
+    hs[id] = nil
+    set_holders(key, hs)
+  end
+  redis.call('HDEL', REQ, id)
+  redis.call('ZREM', ORDER, id)
+  redis.call('ZREM', LEASES, id)
+  return true
+end
+
+local out = {grants = {}, expired = {}, renewed = false}
+if op == 'enqueue' then
+  local asked = cjson.decode(ARGV[3])
+  local again = {}
+  for _, r in ipairs(asked) do
+    if redis.call('HSETNX', REQ, r.id, cjson.encode({keys = r.keys, lease_s = r.lease_s})) == 1 then
+      redis.call('ZADD', ORDER, redis.call('INCR', SEQ), r.id)
+    elseif redis.call('ZSCORE', LEASES, r.id) then
+      table.insert(again, r.id)  -- asked again: say what it holds
+    end
+  end
+  out.grants = pump()
+  for _, id in ipairs(again) do
+    local r = cjson.decode(redis.call('HGET', REQ, id))
+    table.insert(out.grants, {id = id, tokens = r.tokens, lease_until_us = redis.call('ZSCORE', LEASES, id)})
+  end
+elseif op == 'release' then
+  if drop(ARGV[3]) then out.grants = pump() end
+elseif op == 'renew' then
+  if redis.call('ZSCORE', LEASES, ARGV[3]) then
+    local r = cjson.decode(redis.call('HGET', REQ, ARGV[3]))
+    redis.call('ZADD', LEASES, fmt(now + r.lease_s * 1000000), ARGV[3])
+    out.renewed = true
+  end
+elseif op == 'expire' then
+  local gone = redis.call('ZRANGEBYSCORE', LEASES, '-inf', fmt(now))
+  table.sort(gone)
+  for _, id in ipairs(gone) do drop(id) end
+  out.expired = gone
+  if #gone > 0 then out.grants = pump() end
+else
+  return redis.error_reply('unknown op ' .. tostring(op))
+end
+if #out.grants == 0 then out.grants = cjson.decode('[]') end
+if #out.expired == 0 then out.expired = cjson.decode('[]') end
+return cjson.encode(out)
