@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from events.conversation import messages
+from events.context_view import assemble
 from events.pricing import cost_usd, price_of
 from events.repeat import consecutive_failures
 from events.state import RunState
@@ -100,8 +100,8 @@ def _exhausted(
 
 
 def estimate_next_request(s: RunState) -> tuple[int, int]:
-    """Input tokens (~4 characters a token of what would be sent) and the most output."""
-    sent = sum(len(json.dumps([b.model_dump() for b in m.content])) for m in messages(s))
+    """Input tokens (~4 characters a token of the context view) and the most output."""
+    sent = sum(len(json.dumps([b.model_dump() for b in m.content])) for m in assemble(s).messages)
     model = s.spec.model
     out = model.anthropic.max_tokens if isinstance(model, AnthropicModel) else 0
     return sent // 4, out

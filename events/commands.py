@@ -44,9 +44,18 @@ class ExecuteCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ResolveCall:
+    """Ask the tool's lookup what became of a write whose outcome is unknown."""
+
+    run_id: str
+    call_id: str
+    queue = Queue.TOOLS
+
+
+@dataclass(frozen=True, slots=True)
 class RunAcceptance:
     run_id: str
     queue = Queue.ACCEPT
 
 
-Command = RequestModel | ValidateCall | ScheduleCalls | ExecuteCall | RunAcceptance
+Command = RequestModel | ValidateCall | ScheduleCalls | ExecuteCall | ResolveCall | RunAcceptance

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from events.output_cap import capped
 from events.state import Call, RunState, Turn
 from schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock
 
@@ -17,12 +18,12 @@ def messages(s: RunState) -> tuple[Message, ...]:
     next one, so consecutive assistant contents merge into one message."""
     out: list[Message] = [Message(role="user", content=(TextBlock(text=s.spec.task),))]
     for turn in s.turns:
-        _add(out, "assistant", turn.content)
-        _add(out, "user", tuple(_user_reply(turn)))
+        add_message(out, "assistant", turn.content)
+        add_message(out, "user", tuple(user_reply(turn)))
     return tuple(out)
 
 
-def _add(
+def add_message(
     out: list[Message], role: Literal["user", "assistant"], content: tuple[ContentBlock, ...]
 ) -> None:
     if not content:
@@ -33,7 +34,7 @@ def _add(
         out.append(Message(role=role, content=content))
 
 
-def _user_reply(turn: Turn) -> list[ContentBlock]:
+def user_reply(turn: Turn) -> list[ContentBlock]:
     blocks: list[ContentBlock] = []
     if turn.calls and turn.finished:
         blocks += [tool_result(c) for c in turn.calls]
@@ -52,7 +53,8 @@ def tool_result(call: Call) -> ToolResultBlock:
             )
         }
         return ToolResultBlock(tool_use_id=call.call_id, content=_text(body), is_error=True)
-    return ToolResultBlock(tool_use_id=call.call_id, content=_text(call.output))
+    content = capped(_text(call.output), ref=call.call_id, cap=call.output_cap)
+    return ToolResultBlock(tool_use_id=call.call_id, content=content)
 
 
 def _text(value: Any) -> str:

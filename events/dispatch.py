@@ -8,11 +8,13 @@ from events.commands import (
     Command,
     ExecuteCall,
     RequestModel,
+    ResolveCall,
     RunAcceptance,
     ScheduleCalls,
     ValidateCall,
 )
 from events.lock_step import lock_asks
+from events.resolution_step import needs_resolution
 from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import claimable
@@ -30,7 +32,9 @@ def due_commands(s: RunState, *, now: float) -> list[Command]:
             ]
         case RunStatus.RUNNING_TOOLS:
             schedule: list[Command] = [ScheduleCalls(s.run_id)] if lock_asks(s) else []
-            return schedule + [ExecuteCall(s.run_id, c.call_id) for c in runnable(s)]
+            calls = s.current_turn.calls if s.current_turn else ()
+            resolve = [ResolveCall(s.run_id, c.call_id) for c in calls if needs_resolution(c)]
+            return schedule + resolve + [ExecuteCall(s.run_id, c.call_id) for c in runnable(s)]
         case RunStatus.ACCEPTING:
             if s.acceptance_claim_deadline is None or now >= s.acceptance_claim_deadline:
                 return [RunAcceptance(s.run_id)]

@@ -37,6 +37,7 @@ from events.types import (
     RunResumed,
     RunTimedOut,
     ToolCallCancelled,
+    ToolCallConfirmedNotDone,
     ToolCallFailed,
     ToolCallForceTerminated,
     ToolCallLeaseExpired,
@@ -97,6 +98,7 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
             | ToolCallRejected() | ToolCallStarted() | ToolCallSucceeded() | ToolCallFailed()
             | ToolCallOutcomeUnknown() | ToolCallCancelled() | ToolCallForceTerminated()
             | ToolCallWaiting() | ToolCallScheduled() | ToolCallLeaseExpired()
+            | ToolCallConfirmedNotDone()
         ):  # fmt: skip
             return call_changed(s, e)
         case AcceptanceStarted():

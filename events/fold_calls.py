@@ -17,6 +17,7 @@ from events.types import (
     ApprovalGranted,
     ApprovalRequested,
     ToolCallCancelled,
+    ToolCallConfirmedNotDone,
     ToolCallFailed,
     ToolCallForceTerminated,
     ToolCallLeaseExpired,
@@ -46,6 +47,7 @@ CallEvent = (
     | ToolCallSucceeded
     | ToolCallFailed
     | ToolCallOutcomeUnknown
+    | ToolCallConfirmedNotDone
     | ToolCallCancelled
     | ToolCallForceTerminated
 )
@@ -93,6 +95,7 @@ def _changes(e: CallEvent) -> Callable[[Call], Call]:
             return lambda c: replace(
                 c, read_only=e.read_only, reads=e.reads, writes=e.writes, timeout_s=e.timeout_s,
                 max_concurrency=e.max_concurrency, approval_expires_at=expires,
+                op_key=e.op_key, resolvable=e.resolvable, output_cap=e.output_cap,
             )  # fmt: skip
         case ApprovalGranted():
             return lambda c: replace(c, approval_expires_at=None)
@@ -114,6 +117,8 @@ def _changes(e: CallEvent) -> Callable[[Call], Call]:
             return _ended(started_at=e.started_at, finished_at=e.finished_at, error=e.error)
         case ToolCallOutcomeUnknown():
             return lambda c: replace(c, claim_deadline=None)
+        case ToolCallConfirmedNotDone():
+            return lambda c: replace(c, tokens=None)
         case ToolCallCancelled():
             return _ended(finished_at=e.stopped_at, error=_stopped("cancelled", e.stopped_at))
         case ToolCallForceTerminated():

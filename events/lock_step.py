@@ -82,4 +82,8 @@ def _may_ask(c: Call) -> bool:
 def uses_grant(s: RunState, call_id: str, request: str) -> bool:
     """The call holds this grant (scheduled or running): keep the lock."""
     call = s.call(call_id)
-    return call is not None and call.lock_request == request and call.status in (C.SCHEDULED, C.STARTED)
+    return (
+        call is not None
+        and call.lock_request == request
+        and call.status in (C.SCHEDULED, C.STARTED)
+    )

@@ -24,6 +24,10 @@ class Call:
     writes: tuple[str, ...] = ()
     timeout_s: float = 0.0
     max_concurrency: int | None = None
+    op_key: str | None = None
+    resolvable: bool = False
+    output_cap: int | None = None
+    resolution_asked: bool = False
     attempts: int = 0
     claim_deadline: float | None = None
     approval_expires_at: float | None = None

@@ -60,6 +60,7 @@ def claimable(call: Call) -> bool:
 @dataclass(frozen=True, slots=True)
 class Succeeded:
     output: Any
+    replay_of: str | None = None  # the same operation's earlier attempt: not run again
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +107,8 @@ def record_outcome(
         return []  # recorded already, or another attempt owns the call now
     times = {"started_at": started_at, "finished_at": finished_at}
     match outcome:
-        case Succeeded(output):
-            return [ToolCallSucceeded(call_id=call_id, output=output, **times)]
+        case Succeeded(output, replay_of):
+            return [ToolCallSucceeded(call_id=call_id, output=output, replay_of=replay_of, **times)]
         case Errored(error):
             return [ToolCallFailed(call_id=call_id, error=error, **times)]
         case TimedOut(after_s):
@@ -146,6 +147,8 @@ def unknown_outcome(s: RunState, call: Call, reason: str, *, at: float) -> list[
     unknown = ToolCallOutcomeUnknown(call_id=call.call_id, reason=reason)
     if s.status is not RunStatus.RUNNING_TOOLS:
         return [unknown]  # the run is stopping or stopped: record, do not steer it
+    if not call.read_only and call.resolvable:
+        return [unknown]  # the tool's lookup(op_key) will say what happened
     if not call.read_only:
         detail = f"outcome of write {call.name}({call.call_id}) unknown: {reason}"
         return [unknown, RunEscalated(reason="outcome_unknown", detail=detail)]

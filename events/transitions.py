@@ -43,6 +43,7 @@ _LIFECYCLE: tuple[Row, ...] = (
     (R.RUNNING_TOOLS, "ToolCallLeaseExpired", R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, "ToolCallStarted", R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, "ToolCallOutcomeUnknown", R.RUNNING_TOOLS),
+    (R.RUNNING_TOOLS, "ToolCallConfirmedNotDone", R.RUNNING_TOOLS),
     *(
         (R.RUNNING_TOOLS, e, to)
         for e in ("ToolCallSucceeded", "ToolCallFailed")
@@ -109,5 +110,6 @@ CALL_TRANSITIONS: dict[tuple[CallStatus | None, str], CallStatus] = {
     (C.OUTCOME_UNKNOWN, "ToolCallWaiting"): C.WAITING,
     (C.OUTCOME_UNKNOWN, "ToolCallScheduled"): C.SCHEDULED,
     (C.OUTCOME_UNKNOWN, "ToolCallFailed"): C.FAILED,  # its tries ran out, or a person moved on
-    (C.OUTCOME_UNKNOWN, "ToolCallSucceeded"): C.SUCCEEDED,  # its result came after all
+    (C.OUTCOME_UNKNOWN, "ToolCallSucceeded"): C.SUCCEEDED,  # confirmed done, or its result came
+    (C.OUTCOME_UNKNOWN, "ToolCallConfirmedNotDone"): C.VALIDATED,  # may run again, same key
 }

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.codec import EventCodec
 from schemas.content import ContentBlock, Usage
+from schemas.context import ContextDecision
 from schemas.spec import RunSpec
 
 StopReason = Literal[
@@ -69,6 +70,9 @@ class ModelRequested(_Event):
     turn: int = Field(ge=1)
     attempt: int = Field(ge=1)
     deadline_at: float
+    context_hash: str | None = Field(default=None, description="sha256 of the view sent")
+    context_tokens: int | None = Field(default=None, description="its estimated size")
+    context_decisions: tuple[ContextDecision, ...] = ()
 
 
 class ModelResponded(_Event):
@@ -97,6 +101,9 @@ class ToolCallValidated(_Event):
     writes: tuple[str, ...] = ()
     timeout_s: float
     max_concurrency: int | None = None
+    op_key: str | None = Field(default=None, description="the business operation a write is")
+    resolvable: bool = Field(default=False, description="the tool can look up an unknown outcome")
+    output_cap: int | None = Field(default=None, description="characters of output the model sees")
 
 
 class ApprovalRequested(_Event):
@@ -109,6 +116,9 @@ class ApprovalRequested(_Event):
     writes: tuple[str, ...] = ()
     timeout_s: float
     max_concurrency: int | None = None
+    op_key: str | None = None
+    resolvable: bool = False
+    output_cap: int | None = None
     expires_at: float
     reason: str
 
@@ -177,6 +187,12 @@ class ToolCallSucceeded(_Event):
     output: Any
     started_at: float
     finished_at: float
+    resolved_by: Literal["lookup"] | None = Field(
+        default=None, description="the outcome was unknown; the tool's lookup confirmed it"
+    )
+    replay_of: str | None = Field(
+        default=None, description="the same operation was done before (run/call): not run again"
+    )
 
 
 class ToolCallFailed(_Event):
@@ -193,6 +209,15 @@ class ToolCallOutcomeUnknown(_Event):
     type: Literal["ToolCallOutcomeUnknown"] = "ToolCallOutcomeUnknown"
     call_id: str
     reason: str
+
+
+class ToolCallConfirmedNotDone(_Event):
+    """The tool's lookup confirms an unknown write did not happen: it may run again
+    with the same operation key."""
+
+    type: Literal["ToolCallConfirmedNotDone"] = "ToolCallConfirmedNotDone"
+    call_id: str
+    op_key: str
 
 
 class ToolCallCancelled(_Event):
@@ -328,6 +353,7 @@ Event = Annotated[
     | ToolCallSucceeded
     | ToolCallFailed
     | ToolCallOutcomeUnknown
+    | ToolCallConfirmedNotDone
     | ToolCallCancelled
     | ToolCallForceTerminated
     | AcceptanceStarted

@@ -32,6 +32,9 @@ def validate_call(
     writes: Sequence[str] = (),
     needs_approval: str | None = None,
     now: float = 0.0,
+    op_key: str | None = None,
+    resolvable: bool = False,
+    output_cap: int | None = None,
 ) -> list[Event]:
     """`needs_approval` is the reason a person must approve, or None."""
     call = s.call(call_id)
@@ -58,6 +61,9 @@ def validate_call(
         "writes": tuple(writes),
         "timeout_s": min(tool.timeout_s, cap) if cap else tool.timeout_s,
         "max_concurrency": tool.max_concurrency,
+        "op_key": op_key,
+        "resolvable": resolvable,
+        "output_cap": output_cap,
     }
     if needs_approval is not None:
         expires = now + s.spec.policies.approval_timeout_s

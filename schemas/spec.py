@@ -124,10 +124,34 @@ def _key_tag(*keys: str) -> Discriminator:
     )
 
 
+class ReplaySettings(_Spec):
+    run_id: str = Field(min_length=1, description="the recorded run whose replies are played")
+
+
+class ReplayModel(_Spec):
+    """Answers each model request with the reply another run recorded for that turn."""
+
+    replay: ReplaySettings
+
+
 ModelSpec = Annotated[
-    Annotated[ScriptedModel, Tag("scripted")] | Annotated[AnthropicModel, Tag("anthropic")],
-    _key_tag("scripted", "anthropic"),
+    Annotated[ScriptedModel, Tag("scripted")]
+    | Annotated[AnthropicModel, Tag("anthropic")]
+    | Annotated[ReplayModel, Tag("replay")],
+    _key_tag("scripted", "anthropic", "replay"),
 ]
+
+
+class ContextSettings(_Spec):
+    """What the model is shown of a long run; the log keeps every message in full."""
+
+    budget_tokens: int = Field(
+        default=150_000, ge=256, description="estimated at 4 characters a token"
+    )
+    keep_recent_turns: int = Field(default=4, ge=1, description="turns always sent in full")
+    preview_chars: int = Field(
+        default=200, ge=0, description="kept from the start of a shortened tool result"
+    )
 
 
 class CommandCheck(_Spec):
@@ -190,6 +214,13 @@ class RunSpec(_Spec):
     policies: Policies = Policies()
     model: ModelSpec
     acceptance: tuple[AcceptanceCheck, ...] = ()
+    context: ContextSettings = ContextSettings()
+    secrets: tuple[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], ...] = Field(
+        default=(), description="environment variables whose values are secret"
+    )
+    keep_secrets_in_log: bool = Field(
+        default=False, description="false: secrets are redacted before events are appended"
+    )
 
 
 class ToolSpec(_Spec):

@@ -15,6 +15,7 @@ from events.commands import (
     ExecuteCall,
     Queue,
     RequestModel,
+    ResolveCall,
     RunAcceptance,
     ScheduleCalls,
     ValidateCall,
@@ -26,6 +27,7 @@ from services.errors import UnknownRun
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.execute import handle_execute_call
 from services.handlers.model import handle_request_model
+from services.handlers.resolve import handle_resolve_call
 from services.handlers.schedule import handle_schedule_calls
 from services.handlers.validate import handle_validate_call
 
@@ -36,6 +38,7 @@ MINUTE_MS = 60_000
 @dataclass(frozen=True)
 class Pools:
     actors: dict[Queue, dramatiq.Actor]  # type: ignore[type-arg]
+    resolve: dramatiq.Actor  # type: ignore[type-arg]
 
     def send(self, command: Command) -> None:
         match command:
@@ -43,6 +46,8 @@ class Pools:
                 self.actors[command.queue].send(run_id)
             case ValidateCall(run_id, call_id) | ExecuteCall(run_id, call_id):
                 self.actors[command.queue].send(run_id, call_id)
+            case ResolveCall(run_id, call_id):
+                self.resolve.send(run_id, call_id)
             case ScheduleCalls(run_id):
                 self.actors[command.queue].send(run_id)
 
@@ -66,6 +71,10 @@ def declare_actors(broker: dramatiq.Broker, app: Callable[[], App]) -> Pools:
     def execute_tool_call(run_id: str, call_id: str) -> None:
         handle_execute_call(app(), run_id, call_id)
 
+    @dramatiq.actor(queue_name=Queue.TOOLS, time_limit=10 * MINUTE_MS, **options)
+    def resolve_tool_call(run_id: str, call_id: str) -> None:
+        handle_resolve_call(app(), run_id, call_id)
+
     @dramatiq.actor(queue_name=Queue.ACCEPT, time_limit=60 * MINUTE_MS, **options)
     def run_acceptance(run_id: str) -> None:
         handle_run_acceptance(app(), run_id)
@@ -77,5 +86,6 @@ def declare_actors(broker: dramatiq.Broker, app: Callable[[], App]) -> Pools:
             Queue.LOCKS: schedule_calls,
             Queue.TOOLS: execute_tool_call,
             Queue.ACCEPT: run_acceptance,
-        }
+        },
+        resolve=resolve_tool_call,
     )

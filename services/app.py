@@ -9,12 +9,13 @@ from dataclasses import dataclass
 from events.state import RunState
 from schemas.spec import ModelSpec
 from services.clock import Clock
+from services.ledger import Ledger
 from services.locks import LockService
 from services.models.port import ModelAdapter
 from services.settings import Settings
 from services.spec_check import tool_paths
 from services.store.port import EventStore
-from services.tools import ToolRegistry
+from services.tools import BUILTIN, ToolRegistry
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,8 @@ class App:
     model_for: Callable[[ModelSpec], ModelAdapter]
     worker: str
     locks: LockService
+    ledger: Ledger
 
     def load_tools(self, state: RunState) -> None:
         """Import the run's tool modules (once per process)."""
-        self.registry.load(state.spec.tools, tool_paths(state.spec, state.base_dir))
+        self.registry.load([BUILTIN, *state.spec.tools], tool_paths(state.spec, state.base_dir))

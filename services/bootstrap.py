@@ -11,18 +11,23 @@ from dataclasses import dataclass, field
 import dramatiq
 import redis
 
-from schemas.spec import AnthropicModel, ModelSpec, ScriptedModel
+from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
 from services.actors import Pools, declare_actors
 from services.app import App
 from services.broker import make_broker
 from services.clock import SystemClock, worker_name
 from services.intake import Intake
 from services.keys import Keys
+from services.ledger import Ledger
 from services.locks import LockService
 from services.models.port import ModelAdapter
+from services.models.replay import ReplayAdapter
 from services.models.scripted import ScriptedAdapter
 from services.reactor import Reactor
+from services.secrets import redactor_for
 from services.settings import Settings
+from services.store.port import EventStore
+from services.store.redacting import RedactingStore
 from services.store.redis_store import RedisEventStore
 from services.sweeper import run_sweeper
 from services.tools import REGISTRY
@@ -37,20 +42,28 @@ def redis_client(url: str) -> redis.Redis:
 _ADAPTERS: dict[tuple[str, Settings], ModelAdapter] = {}
 
 
-def model_for(spec: ModelSpec, settings: Settings | None = None) -> ModelAdapter:
-    """One adapter per distinct model spec (and settings), made on first use."""
+def model_for(
+    spec: ModelSpec, settings: Settings | None = None, store: EventStore | None = None
+) -> ModelAdapter:
+    """One adapter per distinct model spec (and settings), made on first use.
+    The replay model reads the recorded run from `store`."""
     settings = settings or Settings()
     key = (spec.model_dump_json(), settings)
     adapter = _ADAPTERS.get(key)
     if adapter is None:
-        adapter = _ADAPTERS[key] = _make_adapter(spec, settings)
+        adapter = _ADAPTERS[key] = _make_adapter(spec, settings, store)
     return adapter
 
 
-def _make_adapter(spec: ModelSpec, settings: Settings) -> ModelAdapter:
+def _make_adapter(spec: ModelSpec, settings: Settings, store: EventStore | None) -> ModelAdapter:
     match spec:
         case ScriptedModel():
             return ScriptedAdapter(spec)
+        case ReplayModel():
+            if store is None:
+                raise ValueError("the replay model needs the event store")
+            recorded = spec.replay.run_id
+            return ReplayAdapter(recorded, lambda: store.read(recorded))
         case AnthropicModel():
             # imported here: the SDK takes seconds to import, and scripted runs never need it
             from services.models.anthropic_adapter import AnthropicAdapter
@@ -65,14 +78,16 @@ def _make_adapter(spec: ModelSpec, settings: Settings) -> ModelAdapter:
 
 def build_app(settings: Settings, client: redis.Redis) -> App:
     keys = Keys(settings.prefix, settings.shards)
+    store = RedactingStore(RedisEventStore(client, keys), redactor_for)
     return App(
         settings=settings,
-        store=RedisEventStore(client, keys),
+        store=store,
         clock=SystemClock(),
         registry=REGISTRY,
-        model_for=lambda spec: model_for(spec, settings),
+        model_for=lambda spec: model_for(spec, settings, store),
         worker=worker_name(),
         locks=LockService(client, settings.prefix, lease_s=settings.lock_lease_s),
+        ledger=Ledger(client, settings.prefix),
     )
 
 

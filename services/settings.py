@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from services.errors import ConfigError
@@ -84,6 +84,13 @@ def _check_broker(settings: Settings) -> None:
         raise ConfigError("AGENTLEDGER_BROKER_CLAIM_IDLE_S", "must be positive")
     if settings.broker_max_deliveries < 1:
         raise ConfigError("AGENTLEDGER_BROKER_MAX_DELIVERIES", "must be at least 1")
+
+
+def read_secrets(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The values of the variables a run spec declares secret (`secrets`), read
+    when a run needs them; unset and empty ones are left out. Never logged."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in names if env.get(name)}
 
 
 def environ_for_children(settings: Settings) -> dict[str, str]:

@@ -7,7 +7,7 @@ import os
 
 from events.pricing import price_of
 from schemas.errors import InvalidSpec
-from schemas.spec import AnthropicModel, RunSpec, ScriptedModel, ToolCheck
+from schemas.spec import AnthropicModel, ReplayModel, RunSpec, ScriptedModel, ToolCheck
 from services.tools import ToolRegistry
 
 
@@ -48,7 +48,8 @@ def check_spec(spec: RunSpec, base_dir: str | None, registry: ToolRegistry) -> N
                         f"model.scripted.{t}.tool_use.{c}.id", f"{call.id!r} is used twice"
                     )
                 seen.add(call.id)
-    if spec.budgets.max_cost_usd is not None:
+    # a replay costs what the recorded replies cost, priced by their recorded model ids
+    if spec.budgets.max_cost_usd is not None and not isinstance(spec.model, ReplayModel):
         model = spec.model.anthropic.model if isinstance(spec.model, AnthropicModel) else "scripted"
         if price_of(model, spec.budgets.prices) is None:
             raise InvalidSpec("budgets.prices", f"a cost budget needs a price for model {model!r}")

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +18,28 @@ from events.types import ErrorCode
 class ToolFailure(Exception):
     """Raised by a tool to report a failure the model can act on."""
 
-    def __init__(self, code: ErrorCode, message: str, *, retryable: bool = False):
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+    ):
         self.code = code
         self.message = message
-        self.retryable = retryable
+        self.retryable = retryable or retry_after_s is not None
+        self.retry_after_s = retry_after_s
         super().__init__(f"{code}: {message}")
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What a tool's `lookup(op_key, args, ctx)` found about a write: done (with its
+    result), surely not done, or None when it cannot tell."""
+
+    done: bool | None
+    result: Any = None
 
 
 class ToolCancelled(Exception):
@@ -37,6 +55,8 @@ class ToolContext:
     tenant: str
     cancelled: threading.Event = field(default_factory=threading.Event)
     tokens: dict[str, int] = field(default_factory=dict)  # fencing token per locked resource
+    op_key: str | None = None  # a write's operation key: pass it on so the service can dedupe
+    outputs: Callable[[str], Any] | None = None  # a call id of this run -> its full output
     processes: list[subprocess.Popen[Any]] = field(default_factory=list)
 
     def check_cancelled(self) -> None:

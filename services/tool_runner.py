@@ -87,7 +87,10 @@ def _call(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
     try:
         output = t.call(args, ctx)
     except ToolFailure as f:
-        return Errored(ToolError(code=f.code, message=f.message, retryable=f.retryable))
+        error = ToolError(
+            code=f.code, message=f.message, retryable=f.retryable, retry_after_s=f.retry_after_s
+        )
+        return Errored(error)
     except ToolCancelled:
         return Stopped(time.time(), killed=False)
     except Exception as exc:  # a tool's own bug is an outcome the model is told about

@@ -16,13 +16,15 @@ from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from events.idempotency import operation_key
 from events.types import FieldError
 from schemas.spec import Principal, ToolSpec
-from services.tool_context import ToolCancelled, ToolContext, ToolFailure
+from services.tool_context import Lookup, ToolCancelled, ToolContext, ToolFailure
 
-__all__ = ["REGISTRY", "ToolCancelled", "ToolContext", "ToolFailure", "tool"]
+__all__ = ["REGISTRY", "Lookup", "ToolCancelled", "ToolContext", "ToolFailure", "tool"]
 
 Resources = Callable[..., Iterable[str]]  # (args) or (args, ctx)
+LookupFn = Callable[[str, dict[str, Any], ToolContext], Lookup]
 Approval = Literal["always", "never"] | Callable[[dict[str, Any], Principal], bool]
 
 
@@ -36,6 +38,15 @@ class RegisteredTool:
     writes: Resources
     module: str
     approval: Approval = "never"
+    key_fields: tuple[str, ...] | None = None
+    lookup: LookupFn | None = None
+    output_cap: int | None = None
+
+    def op_key(self, args: dict[str, Any], tenant: str, writes: Sequence[str]) -> str | None:
+        """The operation key of a write (reads have none)."""
+        if self.spec.read_only:
+            return None
+        return operation_key(tenant, self.spec.name, args, self.key_fields, writes)
 
     def check(self, raw: dict[str, Any]) -> tuple[dict[str, Any], list[FieldError]]:
         """Arguments as the function receives them, or the field errors."""
@@ -87,7 +98,9 @@ class ToolRegistry:
         return self._tools.get(name)
 
     def of_modules(self, modules: Sequence[str]) -> list[RegisteredTool]:
-        return [t for t in self._tools.values() if t.module in modules]
+        """The tools a run with these modules is offered: theirs, and the built-in ones."""
+        wanted = {*modules, BUILTIN}
+        return [t for t in self._tools.values() if t.module in wanted]
 
     def load(self, modules: Sequence[str], paths: Sequence[str] = ()) -> None:
         """Import tool modules, looking in `paths` first. Raises ImportError."""
@@ -100,6 +113,7 @@ class ToolRegistry:
 
 
 REGISTRY = ToolRegistry()
+BUILTIN = "services.builtin_tools"
 
 
 def tool(
@@ -112,6 +126,9 @@ def tool(
     timeout_s: float = 30.0,
     approval: Approval = "never",
     max_concurrency: int | None = None,
+    key_fields: Sequence[str] | None = None,
+    lookup: LookupFn | None = None,
+    output_cap: int | None = 4000,
     name: str | None = None,
     description: str | None = None,
 ) -> Any:
@@ -138,6 +155,9 @@ def tool(
                 writes=writes or (lambda a: ()),
                 module=f.__module__,
                 approval=approval,
+                key_fields=tuple(key_fields) if key_fields else None,
+                lookup=lookup,
+                output_cap=output_cap,
             )
         )
         return f

@@ -11,7 +11,12 @@ def _load(ctx: ToolContext) -> tuple[Path, dict]:
     return path, json.loads(path.read_text())
 
 
-@tool(read_only=True, reads=lambda a: [f"stock:{a['sku']}"], scope="stock:read")
+def _record(args: dict, workspace: str | None) -> list[str]:
+    """The stock record a call touches: this store's SKU (resources name real objects)."""
+    return [f"stock:{Path(workspace or '.', 'stock.json')}#{args['sku']}"]
+
+
+@tool(read_only=True, reads=_record, scope="stock:read")
 def lookup_stock(sku: str, ctx: ToolContext) -> dict:
     """Available quantity for a SKU and the stock version it was read at; read-only, reserves nothing."""
     _, stock = _load(ctx)
@@ -21,7 +26,7 @@ def lookup_stock(sku: str, ctx: ToolContext) -> dict:
     return {"sku": sku, "available": item["available"], "version": item["version"]}
 
 
-@tool(writes=lambda a: [f"stock:{a['sku']}"], scope="stock:write", timeout_s=10)
+@tool(writes=_record, scope="stock:write", timeout_s=10)
 def reserve_stock(sku: str, qty: int, ctx: ToolContext) -> dict:
     """Reserve `qty` units of a SKU; fails with `conflict` when fewer are available."""
     path, stock = _load(ctx)

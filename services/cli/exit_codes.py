@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from events.status import RunStatus
 
+CHECK_FAILED = 1  # replay: a broken log or a divergence; context: the view does not verify
 USAGE = 2  # a bad spec, bad arguments: nothing was appended
 INTERNAL = 10  # the CLI itself failed (Redis unreachable, a broken log)
 STILL_LIVE = 9  # `status` of a run that has not ended

@@ -1,4 +1,5 @@
-"""Read-only commands: status, runs, tail, replay."""
+"""Read-only commands: status, runs, tail, replay. What they print is redacted
+(`services.cli.redacted`); `agentledger raw` is the one way to the stored bytes."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from events.types import CODEC
 from schemas.errors import InvalidEvent
 from services.cli import exit_codes
 from services.cli.describe import line
+from services.cli.redacted import RunRedactors
 from services.cli.session import Session
+from services.secrets import redactor_for
 from services.steps import load
 
 
@@ -36,13 +39,13 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     if state is None:
         print(f"agentledger: no run {run_id!r}", file=sys.stderr)
         return exit_codes.USAGE
-    summary = run_summary(state)
+    summary = redactor_for(state.spec).value(run_summary(state))
     if as_json:
         print(json.dumps(summary))
     else:
         print(f"run {state.run_id}: {state.status}  (seq {state.seq}, {state.turns_used} turns)")
-        if state.detail:
-            print(f"  {state.detail}")
+        if summary["detail"]:
+            print(f"  {summary['detail']}")
         for call in summary["tool_calls"]:
             print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}")
     return exit_codes.for_status(state.status)
@@ -58,11 +61,11 @@ def runs(session: Session, *, limit: int) -> int:
 
 
 def tail(session: Session, *, run_id: str | None, follow: bool, as_json: bool) -> int:
+    redactors = RunRedactors(session.store)
+
     def show(env: Any) -> None:
-        if as_json:
-            print(env.model_dump_json(), flush=True)
-        else:
-            print(line(env, with_run=run_id is None), flush=True)
+        text = env.model_dump_json() if as_json else line(env, with_run=run_id is None)
+        print(redactors.text(env, text), flush=True)
 
     if run_id is not None:
         return _tail_run(session, run_id, follow, show)

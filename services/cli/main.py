@@ -8,9 +8,17 @@ import sys
 
 from schemas.errors import InvalidSpec
 from schemas.inbox import RunRequested
-from services.cli import control_cmds, exit_codes, inspect_cmds, run_cmds
+from services.cli import (
+    context_cmds,
+    control_cmds,
+    exit_codes,
+    inspect_cmds,
+    rerun_cmds,
+    run_cmds,
+)
 from services.cli.session import Session, open_session
 from services.errors import ConfigError, RedisUnavailable
+from services.secrets import install_log_filter
 from services.settings import from_env
 
 
@@ -37,6 +45,18 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="print envelopes as JSON")
     rp = sub.add_parser("replay", help="re-fold a run's log and check it")
     rp.add_argument("run_id")
+    rp.add_argument(
+        "--rerun", action="store_true", help="run the spec again on the recorded replies; diff"
+    )
+    rp.add_argument("--json", action="store_true", help="with --rerun: one JSON report")
+    cx = sub.add_parser("context", help="what the model saw at a turn, rebuilt and verified")
+    cx.add_argument("run_id")
+    cx.add_argument("--turn", type=int, required=True)
+    cx.add_argument("--attempt", type=int, help="this claim of the turn (default: the last)")
+    cx.add_argument("--json", action="store_true")
+    rw = sub.add_parser("raw", help="the log's entries as stored: NOT redacted")
+    rw.add_argument("run_id")
+    rw.add_argument("--after", type=int, default=0, help="only entries after this seq")
     for name, help_, needs_call, text in _CONTROLS:
         c = sub.add_parser(name, help=help_)
         c.add_argument("run_id")
@@ -61,6 +81,7 @@ _CONTROLS = (
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    install_log_filter()
     try:
         settings = from_env()
         request = (
@@ -99,8 +120,16 @@ def _dispatch(args: argparse.Namespace, session: Session, request: RunRequested 
             return inspect_cmds.tail(
                 session, run_id=args.run_id, follow=args.follow, as_json=args.json
             )
+        case "replay" if args.rerun:
+            return rerun_cmds.rerun(session, args.run_id, as_json=args.json)
         case "replay":
             return inspect_cmds.replay(session, args.run_id)
+        case "context":
+            return context_cmds.context(
+                session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=args.json
+            )
+        case "raw":
+            return context_cmds.raw(session, args.run_id, after_seq=args.after)
         case "cancel" | "approve" | "deny" | "reply" | "resume" | "abort":
             text = (
                 getattr(args, "reason", None)

@@ -17,13 +17,16 @@ from events.state import RunState
 from events.status import RunStatus
 from events.types import ApprovalRequested
 from schemas.inbox import RunRequested
+from schemas.spec import RunSpec
 from services.bootstrap import Services, build_services
 from services.cli import exit_codes
 from services.cli.describe import line
 from services.cli.inspect_cmds import run_summary
+from services.cli.redacted import RunRedactors
 from services.cli.session import Session
 from services.clock import new_run_id
 from services.intake import publish
+from services.secrets import redactor_for
 from services.settings import Settings, environ_for_children
 from services.spec_check import check_spec
 from services.spec_file import load_spec_file
@@ -33,8 +36,13 @@ from services.tools import REGISTRY
 def prepare(spec_path: str, settings: Settings) -> RunRequested:
     """Load and check the spec (InvalidSpec on any problem) and build the request,
     before any Redis is touched."""
-    run_id = new_run_id()
     spec, base_dir = load_spec_file(spec_path)
+    return request_for(spec, base_dir, settings)
+
+
+def request_for(spec: RunSpec, base_dir: str | None, settings: Settings) -> RunRequested:
+    """A request for a new run of `spec` (checked; its workspace copied if it asks)."""
+    run_id = new_run_id()
     check_spec(spec, base_dir, REGISTRY)
     workspace = str(Path(base_dir, spec.workspace).resolve()) if spec.workspace else None
     if workspace and spec.copy_workspace:
@@ -63,10 +71,11 @@ def run(session: Session, request: RunRequested, *, as_json: bool, processes: in
         state = follow(session, run_id, quiet=as_json)
     finally:
         stop_workers()
+    redact = redactor_for(state.spec)
     if as_json:
-        print(json.dumps(run_summary(state)))
+        print(json.dumps(redact.value(run_summary(state))))
     else:
-        print(f"\nrun {run_id}: {state.status}  {state.detail}")
+        print(f"\nrun {run_id}: {state.status}  {redact.text(state.detail)}")
         if state.status is RunStatus.AWAITING_HUMAN:
             print(f"  the run waits for a human; see `agentledger status {run_id}`")
     return exit_codes.for_status(state.status)
@@ -76,11 +85,12 @@ def follow(session: Session, run_id: str, *, quiet: bool) -> RunState:
     """Print the timeline until the run ends or waits for a human."""
     state: RunState | None = None
     key = session.keys.run(run_id)
+    redactors = RunRedactors(session.store)
     while True:
         for env in session.store.read(run_id, after_seq=state.seq if state else 0):
             state = apply(state, env)
             if not quiet:
-                print(line(env), flush=True)
+                print(redactors.text(env, line(env)), flush=True)
                 if isinstance(env.data, ApprovalRequested):
                     print(
                         f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}",

@@ -14,7 +14,8 @@ from events.tool_step import Errored, Outcome, claim_call, record_outcome
 from events.types import Event, ToolCallStarted, ToolError
 from services.app import App
 from services.handlers.schedule import release_call
-from services.steps import run_step
+from services.once import run_once
+from services.steps import load, run_step
 from services.tool_runner import run_tool
 from services.tools import ToolContext
 
@@ -69,15 +70,32 @@ def _run(app: App, state: RunState, call_id: str) -> Outcome:
         principal_id=state.spec.principal.id,
         tenant=state.spec.principal.tenant,
         tokens=dict(call.tokens or {}),
+        op_key=call.op_key,
+        outputs=lambda ref: _output_of(app, state.run_id, ref),
     )
-    return run_tool(
-        registered,
-        call.input,
-        ctx,
-        timeout_s=call.timeout_s,
-        stop_requested=RunWatch(app, state).stop_requested,
-        grace_s=state.spec.policies.cancel_grace_s,
+    owner = f"{state.run_id}/{call_id}/{call.attempts}"
+    return run_once(
+        app,
+        call,
+        owner,
+        lambda: run_tool(
+            registered,
+            call.input,
+            ctx,
+            timeout_s=call.timeout_s,
+            stop_requested=RunWatch(app, state).stop_requested,
+            grace_s=state.spec.policies.cancel_grace_s,
+        ),
     )
+
+
+def _output_of(app: App, run_id: str, call_id: str) -> object | None:
+    state = load(app.store, run_id)
+    for turn in state.turns if state else ():
+        call = turn.call(call_id)
+        if call is not None and call.output is not None:
+            return call.output
+    return None
 
 
 class RunWatch:

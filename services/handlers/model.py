@@ -1,31 +1,41 @@
-"""The model pool: claim the turn's model call, call the adapter, record the reply."""
+"""The model pool: claim the turn's model call, call the adapter, record the reply.
+
+The adapter is given the turn's context view (bounded, redacted), not the full
+conversation; the claim records the view's hash and assembly decisions."""
 
 from __future__ import annotations
 
-from events.conversation import messages
+from events.context_view import ContextView, assemble, with_context
 from events.model_step import record_model_error, record_model_reply, request_model
 from events.state import RunState
 from events.types import Event, ModelRequested
 from services.app import App
 from services.models.port import ModelError, ModelRequest
+from services.secrets import redactor_for
+from services.spec_check import tool_paths
 from services.steps import run_step
+from services.tools import ToolRegistry
 
 SOURCE = "model"
 
 
 def handle_request_model(app: App, run_id: str) -> None:
+    views: list[ContextView] = []
+
     def claim(s: RunState) -> list[Event]:
         lease = app.model_for(s.spec.model).claim_lease_s()
-        return request_model(s, now=app.clock.now(), lease_s=lease)
+        events = request_model(s, now=app.clock.now(), lease_s=lease)
+        if not events or not isinstance(events[0], ModelRequested):
+            return events
+        views.append(context_view(app.registry, s))
+        return [with_context(events[0], views[-1]), *events[1:]]
 
     step = run_step(app.store, app.clock, run_id, claim, source=SOURCE)
     claimed = step.first(ModelRequested)
     if claimed is None:
         return
-    state = step.state
-    app.load_tools(state)
-    tools = tuple(t.spec for t in app.registry.of_modules(state.spec.tools))
-    request = ModelRequest(run_id, claimed.turn, state.spec.system, messages(state), tools)
+    state, view = step.state, views[-1]
+    request = ModelRequest(run_id, claimed.turn, view.system, view.messages, view.tools)
     adapter = app.model_for(state.spec.model)
     try:
         reply = adapter.respond(request)
@@ -60,3 +70,10 @@ def handle_request_model(app: App, run_id: str) -> None:
         ),
         source=SOURCE,
     )
+
+
+def context_view(registry: ToolRegistry, s: RunState) -> ContextView:
+    """What the model is shown at this point of the run (also `agentledger context`)."""
+    registry.load(s.spec.tools, tool_paths(s.spec, s.base_dir))
+    tools = tuple(t.spec for t in registry.of_modules(s.spec.tools))
+    return assemble(s, tools, redactor_for(s.spec))

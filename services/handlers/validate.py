@@ -35,6 +35,11 @@ def handle_validate_call(app: App, run_id: str, call_id: str) -> None:
             writes=writes,
             needs_approval=approval,
             now=app.clock.now(),
+            op_key=registered.op_key(call.input, s.spec.principal.tenant, writes)
+            if registered
+            else None,
+            resolvable=bool(registered and registered.lookup),
+            output_cap=registered.output_cap if registered else None,
         )
 
     run_step(app.store, app.clock, run_id, decide, source=SOURCE)

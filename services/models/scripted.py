@@ -1,6 +1,7 @@
 """The scripted model: plays the spec's turns in order, one per model request.
-Turn N of the script answers the request whose conversation holds N-1
-assistant messages, so a re-driven request after a crash gets the same turn."""
+Turn N of the script answers the request for the run's turn N, so a re-driven
+request after a crash gets the same turn (and so does a request whose context
+view left older turns out)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class ScriptedAdapter:
         return max(t.delay_s for t in self._script.scripted) + 2.0
 
     def respond(self, request: ModelRequest) -> ModelReply:
-        done = sum(m.role == "assistant" for m in request.messages)
+        done = request.turn - 1
         if done >= len(self._script.scripted):
             return self._reply((TextBlock(text=EXHAUSTED),), "end_turn", request)
         turn = self._script.scripted[done]

@@ -1,0 +1,115 @@
+"""Redaction of secrets. Values declared secret (a run spec names environment
+variables; `services/` reads their values at the edge and passes them in) and
+well-known credential patterns are replaced by `[REDACTED:name]`.
+
+Pure: no environment, no I/O. Used on every context view sent to a model, on
+what `tail`, `status` and `run` print, on log lines, and on events before they
+are appended when the spec does not keep secrets in the log. Thinking blocks
+are never touched: they are signed and must go back to the model verbatim."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from events.types import Event, ModelResponded, RunCreated
+from schemas.content import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from schemas.envelope import Envelope
+
+MIN_SECRET_CHARS = 6  # a shorter value would redact ordinary words and ids
+
+PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("anthropic_api_key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")),
+    ("api_key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}")),
+    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+    (
+        "private_key",
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+            re.S,
+        ),
+    ),
+    ("bearer_token", re.compile(r"(?i)(?<=bearer )[A-Za-z0-9\-._~+/]{16,}=*")),
+)
+
+
+def marker(name: str) -> str:
+    return f"[REDACTED:{name}]"
+
+
+@dataclass(frozen=True, slots=True)
+class Redactor:
+    """Replaces secrets in text and in nested JSON-like values. `values` holds
+    (value, name) pairs, longest value first; it never shows in a repr."""
+
+    values: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def text(self, s: str) -> str:
+        for value, name in self.values:
+            if value in s:
+                s = s.replace(value, marker(name))
+        for name, pattern in PATTERNS:
+            s = pattern.sub(marker(name), s)
+        return s
+
+    def value(self, v: Any) -> Any:
+        match v:
+            case str():
+                return self.text(v)
+            case dict():
+                return {self.value(k): self.value(x) for k, x in v.items()}
+            case list():
+                return [self.value(x) for x in v]
+            case tuple():
+                return tuple(self.value(x) for x in v)
+        return v
+
+    def block(self, b: ContentBlock) -> ContentBlock:
+        changes: dict[str, Any]
+        match b:
+            case TextBlock():
+                changes = {"text": self.text(b.text)}
+            case ToolUseBlock():
+                changes = {"input": self.value(b.input)}
+            case ToolResultBlock():
+                changes = {"content": self.text(b.content)}
+            case _:
+                return b  # thinking and redacted_thinking: signed, sent back as they came
+        same = all(getattr(b, k) == v for k, v in changes.items())
+        return b if same else b.model_copy(update=changes)
+
+
+def redactor(secrets: Mapping[str, str]) -> Redactor:
+    """A redactor for `name -> value`; each value is also matched as it reads
+    inside JSON text (escaped), since tool results reach the model as JSON."""
+    pairs: set[tuple[str, str]] = set()
+    for name, value in secrets.items():
+        if len(value) < MIN_SECRET_CHARS:
+            continue
+        for form in (value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
+            pairs.add((form, name))
+    return Redactor(tuple(sorted(pairs, key=lambda p: (-len(p[0]), p))))
+
+
+def redact_event(e: Event, r: Redactor) -> Event:
+    """The event with its secrets replaced; the same object when it holds none.
+    A run's spec (RunCreated) is what its author wrote and is kept as it is."""
+    match e:
+        case RunCreated():
+            return e
+        case ModelResponded():
+            content = tuple(r.block(b) for b in e.content)
+            return e if content == e.content else e.model_copy(update={"content": content})
+    data = e.model_dump()
+    clean = r.value(data)
+    return e if clean == data else type(e).model_validate(clean)
+
+
+def redact_envelope(env: Envelope[Any], r: Redactor) -> Envelope[Any]:
+    data = redact_event(env.data, r)
+    return env if data is env.data else env.model_copy(update={"data": data})

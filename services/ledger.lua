@@ -1,0 +1,24 @@
+-- The idempotency ledger of one operation key, atomically.
+-- KEYS[1]: the key's hash {state, request, owner, started, result}
+-- ARGV[1]: op (begin | finish | abandon), ARGV[2]: request hash, ARGV[3]: owner,
+-- ARGV[4]: now (seconds), ARGV[5]: result json (finish)
+local k, op = KEYS[1], ARGV[1]
+if op == 'begin' then
+  if redis.call('EXISTS', k) == 0 then
+    redis.call('HSET', k, 'state', 'pending', 'request', ARGV[2], 'owner', ARGV[3], 'started', ARGV[4])
+    return {'run'}
+  end
+  local e = redis.call('HMGET', k, 'state', 'request', 'owner', 'started', 'result')
+  if e[2] ~= ARGV[2] then return {'conflict', e[3]} end
+  if e[1] == 'done' then return {'replay', e[3], e[5]} end
+  return {'in_progress', e[3], e[4]}
+elseif op == 'finish' then
+  local request = redis.call('HGET', k, 'request')
+  if request and request ~= ARGV[2] then return {'conflict'} end
+  redis.call('HSET', k, 'state', 'done', 'request', ARGV[2], 'owner', ARGV[3], 'result', ARGV[5])
+  return {'done'}
+elseif op == 'abandon' then
+  if redis.call('HGET', k, 'state') == 'pending' then redis.call('DEL', k) end
+  return {'abandoned'}
+end
+return redis.error_reply('unknown op ' .. tostring(op))
