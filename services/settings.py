@@ -43,6 +43,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SWEEP_INTERVAL_S": ("sweep_interval_s", float),
     "AGENTLEDGER_LOCK_LEASE_S": ("lock_lease_s", float),
     "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
+    "AGENTLEDGER_ACCEPTANCE_LEASE_S": ("acceptance_lease_s", float),
     "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
     "AGENTLEDGER_BROKER": ("broker", str),
     "AGENTLEDGER_BROKER_CLAIM_IDLE_S": ("broker_claim_idle_s", float),
