@@ -25,10 +25,11 @@ log = logging.getLogger(__name__)
 
 def sweep_once(app: App, send: Callable[[Command], None]) -> int:
     """Look at idle live runs once; return how many were re-driven."""
-    expire_leases(app)
     now = app.clock.now()
+    idle = app.store.idle_live_runs(idle_since=now - app.settings.lease_s)
+    expire_leases(app)  # after choosing: recording an expiry is not progress of the run
     redriven = 0
-    for run_id in app.store.idle_live_runs(idle_since=now - app.settings.lease_s):
+    for run_id in idle:
         try:
             step = run_step(
                 app.store, app.clock, run_id, lambda s: on_tick(s, now=now), source=SOURCE

@@ -50,7 +50,7 @@ def acceptance_tool_that_writes(spec: Spec) -> None:
         (
             turn_with_tool_use_and_end_turn,
             "model.scripted",
-            "exactly one of 'tool_use' or 'end_turn'",
+            "exactly one of 'tool_use', 'end_turn' or 'refusal'",
         ),
         (zero_max_turns, "budgets.max_turns", "greater than or equal to 1"),
         (missing_tool_module, "tools.0", "'no_such_tools'"),

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 from e2ekit import EXAMPLES, Cli, copy_example, of_type, snapshot, types
 
-TOOL_STEP = ["ToolCallProposed", "ToolCallValidated", "ToolCallStarted", "ToolCallSucceeded"]
+TOOL_STEP = [
+    "ToolCallProposed",
+    "ToolCallValidated",
+    "ToolCallScheduled",  # its resources' locks granted
+    "ToolCallStarted",
+    "ToolCallSucceeded",
+]
 MODEL_STEP = ["ModelRequested", "ModelResponded"]
 FIX_EVENTS = [
     "RunCreated",

@@ -11,7 +11,13 @@ from typing import Any
 import pytest
 from e2ekit import Cli, copy_example, of_type, types
 
-TOOL_STEP = ["ToolCallProposed", "ToolCallValidated", "ToolCallStarted", "ToolCallSucceeded"]
+TOOL_STEP = [
+    "ToolCallProposed",
+    "ToolCallValidated",
+    "ToolCallScheduled",  # its resources' locks granted
+    "ToolCallStarted",
+    "ToolCallSucceeded",
+]
 INVENTORY_EVENTS = [
     "RunCreated",
     *["ModelRequested", "ModelResponded", *TOOL_STEP],  # lookup_stock

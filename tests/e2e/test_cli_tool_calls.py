@@ -11,8 +11,20 @@ import yaml
 from e2ekit import Cli, by_call, copy_example, of_type
 
 REJECTED = ["ToolCallProposed", "ToolCallRejected"]
-FAILED = ["ToolCallProposed", "ToolCallValidated", "ToolCallStarted", "ToolCallFailed"]
-SUCCEEDED = ["ToolCallProposed", "ToolCallValidated", "ToolCallStarted", "ToolCallSucceeded"]
+FAILED = [
+    "ToolCallProposed",
+    "ToolCallValidated",
+    "ToolCallScheduled",
+    "ToolCallStarted",
+    "ToolCallFailed",
+]
+SUCCEEDED = [
+    "ToolCallProposed",
+    "ToolCallValidated",
+    "ToolCallScheduled",
+    "ToolCallStarted",
+    "ToolCallSucceeded",
+]
 
 
 def write_spec(folder: Path, name: str, changes: dict[str, Any]) -> Path:

@@ -15,9 +15,19 @@ from typing import Any
 
 import redis
 
-from events.commands import Command, ExecuteCall, RequestModel, RunAcceptance, ValidateCall
+from events.commands import (
+    Command,
+    ExecuteCall,
+    RequestModel,
+    ResolveCall,
+    RunAcceptance,
+    ScheduleCalls,
+    ValidateCall,
+)
 from events.dispatch import due_commands
 from events.state import RunState
+from events.status import RunStatus
+from events.tool_step import claimable
 from events.types import Event, ModelRequested, RunCreated
 from schemas.envelope import Envelope
 from schemas.inbox import RunRequested
@@ -27,6 +37,8 @@ from services.errors import ConcurrencyConflict
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.execute import handle_execute_call
 from services.handlers.model import handle_request_model
+from services.handlers.resolve import handle_resolve_call
+from services.handlers.schedule import handle_schedule_calls
 from services.handlers.validate import handle_validate_call
 from services.intake import Intake
 from services.keys import Keys
@@ -143,10 +155,20 @@ def dispatch(app: App, command: Command) -> None:
             handle_request_model(app, run_id)
         case ValidateCall(run_id, call_id):
             handle_validate_call(app, run_id, call_id)
+        case ScheduleCalls(run_id):
+            handle_schedule_calls(app, run_id)
         case ExecuteCall(run_id, call_id):
             handle_execute_call(app, run_id, call_id)
+        case ResolveCall(run_id, call_id):
+            handle_resolve_call(app, run_id, call_id)
         case RunAcceptance(run_id):
             handle_run_acceptance(app, run_id)
+
+
+def scheduled(s: RunState) -> bool:
+    """Running tools, and every call holds its locks (or needs none)."""
+    calls = s.current_turn.calls if s.current_turn else ()
+    return s.status is RunStatus.RUNNING_TOOLS and all(claimable(c) for c in calls)
 
 
 def drive(

@@ -18,6 +18,7 @@ from itkit import (
     event_types,
     executions,
     in_threads,
+    scheduled,
     scripted_spec,
 )
 
@@ -33,8 +34,8 @@ def running_tools(
     """A run whose first turn proposed `calls`, validated and ready to execute."""
     spec = scripted_spec([{"tool_use": list(calls)}, {"end_turn": "done"}], tools_dir=tools_dir)
     run_id = create_run(app, client, "run-h", spec, workspace)
-    state = drive(app, run_id, until=lambda s: s.status is RunStatus.RUNNING_TOOLS)
-    assert [c.status for c in state.current_turn.calls] == [CallStatus.VALIDATED] * len(calls)
+    state = drive(app, run_id, until=scheduled)
+    assert [c.status for c in state.current_turn.calls] == [CallStatus.SCHEDULED] * len(calls)
     return run_id
 
 

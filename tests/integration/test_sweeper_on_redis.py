@@ -9,13 +9,23 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from itkit import OffsetClock, call, create_run, drive, event_types, executions, scripted_spec
+from itkit import (
+    OffsetClock,
+    call,
+    create_run,
+    drive,
+    event_types,
+    executions,
+    scheduled,
+    scripted_spec,
+)
 
-from events.commands import Command, ExecuteCall, RequestModel
+from events.commands import Command, RequestModel, ScheduleCalls
 from events.status import CallStatus, RunStatus
 from events.tool_step import claim_call
 from services.app import App
 from services.handlers.execute import handle_execute_call
+from services.handlers.schedule import handle_schedule_calls
 from services.keys import Keys
 from services.steps import load, run_step
 from services.sweeper import sweep_once
@@ -27,7 +37,7 @@ def claimed_by_a_dead_worker(
     """A run whose only call was claimed by a worker that died before running it."""
     spec = scripted_spec([{"tool_use": [tool_call]}, {"end_turn": "done"}], tools_dir=tools_dir)
     run_id = create_run(app, client, "run-s", spec, workspace)
-    drive(app, run_id, until=lambda s: s.status is RunStatus.RUNNING_TOOLS)
+    drive(app, run_id, until=scheduled)
     run_step(
         app.store,
         app.clock,
@@ -49,8 +59,10 @@ def test_an_expired_read_claim_becomes_unknown_and_is_dispatched_again(
 
     assert sweep_once(replace(app, clock=OffsetClock(60)), sent.append) == 1
 
-    assert event_types(app.store, run_id)[-1] == "ToolCallOutcomeUnknown"
-    assert sent == [ExecuteCall(run_id, "c1")]
+    # the dead holder's lock lease ran out too; the retry asks for the lock again
+    assert event_types(app.store, run_id)[-2:] == ["ToolCallLeaseExpired", "ToolCallOutcomeUnknown"]
+    assert sent == [ScheduleCalls(run_id)]
+    handle_schedule_calls(app, run_id)
     handle_execute_call(app, run_id, "c1")
     call_ = load(app.store, run_id).turns[0].calls[0]
     assert (call_.status, call_.attempts) == (CallStatus.SUCCEEDED, 2)
@@ -89,7 +101,9 @@ def test_a_claim_within_its_deadline_is_left_alone(
     # past the run's idle lease (5 s), well within the claim's deadline (30 s + grace)
     assert sweep_once(replace(app, clock=OffsetClock(10)), sent.append) == 0
 
-    assert load(app.store, run_id).seq == seq
+    # the silent holder's lock lease (5 s) ran out and is recorded; the claim stands
+    assert event_types(app.store, run_id)[seq:] == ["ToolCallLeaseExpired"]
+    assert load(app.store, run_id).call("c1").status is CallStatus.STARTED
     assert sent == []
 
 
