@@ -13,7 +13,7 @@ from events.pricing import cost_usd, price_of
 from events.repeat import consecutive_failures
 from events.state import RunState
 from events.status import CallStatus
-from events.types import Event, RunBudgetExhausted, RunTimedOut
+from events.types import BudgetName, Event, RunBudgetExhausted, RunTimedOut
 from schemas.content import Usage
 from schemas.spec import AnthropicModel
 
@@ -89,10 +89,10 @@ def _consecutive_failures(s: RunState) -> RunBudgetExhausted | None:
 
 
 def _exhausted(
-    s: RunState, budget: str, used: float, limit: float, what: str
+    s: RunState, budget: BudgetName, used: float, limit: float, what: str
 ) -> RunBudgetExhausted:
     return RunBudgetExhausted(
-        budget=budget,  # type: ignore[arg-type]
+        budget=budget,
         used=used,
         limit=limit,
         detail=f"{budget}: {what}; {done_so_far(s)}",

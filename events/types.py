@@ -23,6 +23,8 @@ StopReason = Literal[
     "model_context_window_exceeded",
 ]
 
+BudgetName = Literal["turns", "input_tokens", "output_tokens", "cost", "consecutive_failures"]
+
 ErrorCode = Literal[
     "unknown_tool",
     "not_found",
@@ -322,7 +324,7 @@ class RunFailed(_Event):
 
 class RunBudgetExhausted(_Event):
     type: Literal["RunBudgetExhausted"] = "RunBudgetExhausted"
-    budget: Literal["turns", "input_tokens", "output_tokens", "cost", "consecutive_failures"]
+    budget: BudgetName
     used: float
     limit: float
     detail: str
