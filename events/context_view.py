@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from events.conversation import add_message, user_reply
+from events.output_cap import READ_TOOL
 from events.redact import Redactor
 from events.state import RunState, Turn
 from events.types import ModelRequested
@@ -79,24 +80,12 @@ def assemble(
     units, total, omitted, note = _omit(units, older, total, limit, ctx.budget_tokens)
     messages = _messages((task, *([note] if note else [])), units)
     text = canonical(system, tools, messages)
-    decisions = [d for d in (omitted, _shortened(units)) if d is not None]
-    if len(text) > limit:
-        first = units[0].turn.index if units else 0
-        last = units[-1].turn.index if units else 0
-        decisions.append(
-            ContextDecision(
-                action="over_budget",
-                first_turn=first,
-                last_turn=last,
-                chars_before=len(text),
-                chars_after=limit,
-            )
-        )
+    decisions = (omitted, _shortened(units), _over_budget(units, len(text), limit))
     return ContextView(
         system=system,
         tools=tuple(tools),
         messages=messages,
-        decisions=tuple(decisions),
+        decisions=tuple(d for d in decisions if d is not None),
         budget_tokens=ctx.budget_tokens,
         chars=len(text),
         digest=hashlib.sha256(text.encode()).hexdigest(),
@@ -172,6 +161,21 @@ def _shortened(units: Sequence[_Unit]) -> ContextDecision | None:
     )
 
 
+def _over_budget(units: Sequence[_Unit], chars: int, limit: int) -> ContextDecision | None:
+    """The turns that must be sent whole do not fit: send them and say so."""
+    if chars <= limit:
+        return None
+    first = units[0].turn.index if units else 0
+    last = units[-1].turn.index if units else 0
+    return ContextDecision(
+        action="over_budget",
+        first_turn=first,
+        last_turn=last,
+        chars_before=chars,
+        chars_after=limit,
+    )
+
+
 def _short(b: ToolResultBlock, turn: Turn, preview: int) -> ToolResultBlock | None:
     content = b.content
     keep = content[:preview]
@@ -182,8 +186,8 @@ def _short(b: ToolResultBlock, turn: Turn, preview: int) -> ToolResultBlock | No
     name = call.name if call is not None else "?"
     note = (
         f"[cut: {cut:,} of {len(content):,} chars of the result of call {b.tool_use_id} "
-        f"({name}, turn {turn.index}); the full result is in the run log; "
-        "call the tool again if you need more of it]"
+        f"({name}, turn {turn.index}); the full result is in the run log: "
+        f"{READ_TOOL}(ref={b.tool_use_id!r}) reads it]"
     )
     return b.model_copy(update={"content": f"{keep}\n{note}" if keep else note})
 
@@ -223,7 +227,7 @@ def _messages(task: tuple[ContentBlock, ...], units: Sequence[_Unit]) -> tuple[M
 
 
 def _size(b: ContentBlock) -> int:
-    return len(_json(b.model_dump(mode="json")))
+    return len(b.model_dump_json())  # the length of its canonical JSON: same text, other key order
 
 
 def _json(value: Any) -> str:

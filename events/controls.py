@@ -40,6 +40,8 @@ def deny(s: RunState, call_id: str, *, by: str, note: str = "") -> list[Event]:
 
 def reply(s: RunState, *, by: str, text: str) -> list[Event]:
     _awaiting_human(s, "reply")
+    if s.current_turn is None:
+        raise ControlRefused(s.run_id, "the model has not spoken yet: resume or abort instead")
     if not text.strip():
         raise ControlRefused(s.run_id, "a reply needs some text")
     return [*_unknowns_told(s, by), HumanReplied(by=by, text=text)]
@@ -78,6 +80,8 @@ def _awaiting_human(s: RunState, what: str) -> None:
 
 
 def _awaiting_approval(s: RunState, call_id: str) -> None:
+    if s.status not in (R.VALIDATING, R.AWAITING_APPROVAL):
+        raise ControlRefused(s.run_id, f"cannot answer for call {call_id!r}: the run is {s.status}")
     call = s.call(call_id)
     if call is None:
         raise ControlRefused(s.run_id, f"no call {call_id!r} in the current turn")

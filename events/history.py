@@ -2,7 +2,10 @@
 
 Folding a long log must stay linear: each state holds the shared list and its
 own length, so appending is O(1) and an older state still sees only its
-prefix. Appending to an older state (a branch) copies first."""
+prefix. Appending to an older state (a branch) copies first. States are shared
+between threads (a process caches folded states), so two appends racing for
+the same slot are settled after the fact: the one whose item did not land
+there copies."""
 
 from __future__ import annotations
 
@@ -20,9 +23,15 @@ class History(Generic[T]):
         self._n = len(self._items) if n is None else n
 
     def append(self, item: T) -> History[T]:
-        items = self._items if len(self._items) == self._n else self._items[: self._n]
-        items.append(item)
-        return History(items, self._n + 1)
+        items, n = self._items, self._n
+        if len(items) == n:
+            items.append(item)  # atomic; an item once in the list never changes
+            if items[n] is item:
+                return History(items, n + 1)
+        return History([*items[:n], item], n + 1)
+
+    def __reduce__(self) -> tuple[type[History[T]], tuple[list[T]]]:
+        return History, (list(self),)  # only this state's prefix, in a list of its own
 
     def __len__(self) -> int:
         return self._n

@@ -91,7 +91,10 @@ def _next(
         case "max_tokens" if policies.on_max_tokens == "continue":
             return [*proposed, *(_cut_off(u.id, u.id in truncated) for u in uses)]
         case "refusal" if policies.on_refusal == "escalate":
-            return [RunEscalated(reason="refusal", detail=f"the model refused at turn {turn}")]
+            # every tool_use is answered, so the run can go on after a person's word
+            unanswered = [_not_run(u.id, "the reply was a refusal") for u in uses]
+            escalate = RunEscalated(reason="refusal", detail=f"the model refused at turn {turn}")
+            return [*proposed, *unanswered, escalate]
     return [RunFailed(reason=f"model_{stop_reason}", detail=_stopped(stop_reason, turn))]
 
 
@@ -113,6 +116,11 @@ def _tool_use_problem(stop_reason: StopReason, uses: list[ToolUseBlock]) -> str 
     ids = [u.id for u in uses]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
     return f"duplicate tool_use ids {dupes}" if dupes else None
+
+
+def _not_run(call_id: str, why: str) -> ToolCallRejected:
+    error = ToolError(code="invalid_arguments", message=f"not executed: {why}", retryable=False)
+    return ToolCallRejected(call_id=call_id, error=error)
 
 
 def _cut_off(call_id: str, truncated: bool) -> ToolCallRejected:

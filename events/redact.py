@@ -21,20 +21,27 @@ from schemas.envelope import Envelope
 
 MIN_SECRET_CHARS = 6  # a shorter value would redact ordinary words and ids
 
-PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("anthropic_api_key", re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")),
-    ("api_key", re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}")),
-    ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
-    ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
-    ("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
+# (name, what the lower-cased text must contain for a match to be possible, pattern):
+# the cheap substring test spares the regex scan of almost every text
+PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
+    ("anthropic_api_key", ("sk-ant-",), re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}")),
+    ("api_key", ("sk-",), re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9_\-]{20,}")),
+    ("aws_access_key_id", ("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    (
+        "github_token",
+        ("gh", "github_pat_"),
+        re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
+    ),
+    ("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
     (
         "private_key",
+        ("private key-----",),
         re.compile(
             r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
             re.S,
         ),
     ),
-    ("bearer_token", re.compile(r"(?i)(?<=bearer )[A-Za-z0-9\-._~+/]{16,}=*")),
+    ("bearer_token", ("bearer ",), re.compile(r"(?<=(?i:bearer) )[A-Za-z0-9\-._~+/]{16,}=*")),
 )
 
 
@@ -53,8 +60,10 @@ class Redactor:
         for value, name in self.values:
             if value in s:
                 s = s.replace(value, marker(name))
-        for name, pattern in PATTERNS:
-            s = pattern.sub(marker(name), s)
+        low = s.lower()
+        for name, triggers, pattern in PATTERNS:
+            if any(t in low for t in triggers):
+                s = pattern.sub(marker(name), s)
         return s
 
     def value(self, v: Any) -> Any:

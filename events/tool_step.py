@@ -91,6 +91,12 @@ class StillRunning:
 
 Outcome = Succeeded | Errored | TimedOut | Stopped | StillRunning
 
+_stopped_by_itself = ToolError(
+    code="internal",
+    message="the tool stopped as if cancelled, but nobody asked it to",
+    retryable=False,
+)
+
 
 def record_outcome(
     s: RunState,
@@ -103,9 +109,15 @@ def record_outcome(
 ) -> list[Event]:
     """Recorded whatever the run's state: a side effect's record is never dropped."""
     call = s.call(call_id)
-    if call is None or call.status is not CallStatus.STARTED or call.attempts != attempt:
-        return []  # recorded already, or another attempt owns the call now
+    if call is None or call.attempts != attempt:
+        return []  # another attempt owns the call now
+    if call.status is CallStatus.OUTCOME_UNKNOWN and isinstance(outcome, Succeeded | Errored):
+        pass  # its result came after the claim had expired: the real outcome is recorded
+    elif call.status is not CallStatus.STARTED:
+        return []  # recorded already
     times = {"started_at": started_at, "finished_at": finished_at}
+    if isinstance(outcome, Stopped) and s.status is RunStatus.RUNNING_TOOLS:
+        outcome = Errored(_stopped_by_itself)  # nobody asked it to: a failure, told as such
     match outcome:
         case Succeeded(output, replay_of):
             return [ToolCallSucceeded(call_id=call_id, output=output, replay_of=replay_of, **times)]

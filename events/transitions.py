@@ -17,9 +17,10 @@ R = RunStatus
 C = CallStatus
 Row = tuple[RunStatus | None, str, RunStatus]
 
-# where the calls of a turn put the run: validating, awaiting_approval,
-# running_tools, or requesting_model once every call has its result
-_TOOL_PHASES = (R.VALIDATING, R.AWAITING_APPROVAL, R.RUNNING_TOOLS, R.REQUESTING_MODEL)
+# where a turn's calls put the run (fold_calls.phase): validating while any is
+# proposed, awaiting_approval while any waits for a person, running_tools,
+# and requesting_model once every call has its result
+V, A, T, M = R.VALIDATING, R.AWAITING_APPROVAL, R.RUNNING_TOOLS, R.REQUESTING_MODEL
 
 _LIFECYCLE: tuple[Row, ...] = (
     (None, "RunCreated", R.REQUESTING_MODEL),
@@ -28,16 +29,13 @@ _LIFECYCLE: tuple[Row, ...] = (
     (R.REQUESTING_MODEL, "ModelResponded", R.ACCEPTING),  # it ended its turn
     (R.REQUESTING_MODEL, "ModelResponded", R.REQUESTING_MODEL),  # paused or cut off: go on
     (R.VALIDATING, "ToolCallProposed", R.VALIDATING),
-    *(
-        (R.VALIDATING, e, to)
-        for e in ("ToolCallValidated", "ToolCallRejected", "ApprovalRequested")
-        for to in _TOOL_PHASES
-    ),
-    *(
-        (R.AWAITING_APPROVAL, e, to)
-        for e in ("ApprovalGranted", "ApprovalDenied")
-        for to in _TOOL_PHASES
-    ),
+    *((V, "ToolCallValidated", to) for to in (V, A, T)),
+    *((V, "ToolCallRejected", to) for to in (V, A, T, M)),
+    *((V, "ApprovalRequested", to) for to in (V, A)),
+    (V, "ApprovalGranted", V),  # answered while other calls are still validated
+    (V, "ApprovalDenied", V),
+    *((A, "ApprovalGranted", to) for to in (A, T)),
+    *((A, "ApprovalDenied", to) for to in (A, T, M)),
     (R.RUNNING_TOOLS, "ToolCallWaiting", R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, "ToolCallScheduled", R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, "ToolCallLeaseExpired", R.RUNNING_TOOLS),
@@ -54,7 +52,7 @@ _LIFECYCLE: tuple[Row, ...] = (
     (R.ACCEPTING, "AcceptanceFailed", R.REQUESTING_MODEL),
     (R.ACCEPTING, "RunCompleted", R.COMPLETED),
     # a person answers a run that waits for one
-    *((R.AWAITING_HUMAN, e, to) for e in ("HumanReplied", "RunResumed") for to in _TOOL_PHASES),
+    *((R.AWAITING_HUMAN, e, to) for e in ("HumanReplied", "RunResumed") for to in (V, A, T, M)),
     (R.AWAITING_HUMAN, "ToolCallFailed", R.AWAITING_HUMAN),  # an unknown outcome, told as such
     (R.AWAITING_HUMAN, "RunAborted", R.FAILED),
     # cancellation: recorded at once, finished when nothing runs any more
@@ -82,7 +80,10 @@ _LATE = (
     "ToolCallForceTerminated",
 )
 _LATE_OUTCOMES: tuple[Row, ...] = tuple(
-    (s, e, s) for s in (*sorted(TERMINAL), R.AWAITING_HUMAN, R.CANCELLING) for e in _LATE
+    (s, e, s)
+    # completed is missing: acceptance runs only when every call has its result
+    for s in (*sorted(TERMINAL - {R.COMPLETED}), R.AWAITING_HUMAN, R.CANCELLING)
+    for e in _LATE
 ) + ((R.CANCELLED, "ModelResponded", R.CANCELLED),)
 
 RUN_TRANSITIONS: frozenset[Row] = frozenset(_LIFECYCLE + _ENDINGS + _LATE_OUTCOMES)

@@ -2,8 +2,14 @@
 run's log under construction. `Log` wraps events in envelopes with consecutive
 `seq`, folds each one as it is appended (so an illegal event fails where it is
 appended) and records every run and call move it sees, which is how the
-transition tests prove that each table row is exercised. The `do_*` helpers
-drive a run through the decision functions, the way the workers would."""
+transition tests prove that each table row is exercised.
+
+`Log.decide` is load → decide → append as `services.steps.run_step` does it:
+the decision's events, then in the same batch the follow-ups they make due
+(`events.settle`: a cancelled run with nothing left running is cancelled, a
+streak of identical failures goes to a human). `Log.append` writes events by
+hand, with no follow-ups. The log carries a clock (`now`) that stamps each
+envelope; the `do_*` helpers move it and drive a run the way the workers do."""
 
 from __future__ import annotations
 
@@ -12,13 +18,16 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
+from events import controls
 from events.acceptance_step import CheckResult, record_acceptance, start_acceptance
 from events.fold import apply
 from events.model_step import record_model_reply, request_model
-from events.state import RunState
+from events.settle import settle
+from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
-from events.tool_step import Outcome, Succeeded, claim_call, record_outcome, validate_call
-from events.types import Event, FieldError, RunCreated, StopReason
+from events.tool_step import Outcome, Succeeded, claim_call, record_outcome
+from events.types import Event, FieldError, ModelRequested, RunCreated, StopReason
+from events.validation_step import validate_call
 from schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec, ToolSpec
@@ -27,6 +36,7 @@ RUN_ID = "run-1"
 T0 = 1_000.0
 LEASE_S = 30.0
 NO_USAGE = Usage()
+CHECK_STARTS = T0 + 50  # after every write the helpers make at their default times
 
 PROPERTY = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -58,15 +68,23 @@ RunMove = tuple[RunStatus | None, str, RunStatus]
 CallMove = tuple[CallStatus | None, str, CallStatus]
 
 
-def make_spec(*, max_turns: int = 3, scopes: Sequence[str] = ("fs:write",)) -> RunSpec:
+def make_spec(
+    *,
+    max_turns: int = 3,
+    scopes: Sequence[str] = ("fs:write",),
+    budgets: dict[str, Any] | None = None,
+    policies: dict[str, Any] | None = None,
+    model: dict[str, Any] | None = None,
+) -> RunSpec:
     return RunSpec.model_validate(
         {
             "task": "fix the failing test",
             "workspace": "/tmp/ws",
             "tools": sorted(TOOLS),
             "principal": {"id": "alice", "tenant": "acme", "scopes": list(scopes)},
-            "budgets": {"max_turns": max_turns},
-            "model": {"scripted": [{"end_turn": "done"}]},
+            "budgets": {"max_turns": max_turns, **(budgets or {})},
+            "policies": policies or {},
+            "model": model or {"scripted": [{"end_turn": "done"}]},
             "acceptance": [{"command": "pytest -q"}],
         }
     )
@@ -87,15 +105,17 @@ def envelope(event: Event, *, seq: int, run_id: str = RUN_ID, at: float = T0) ->
 class Log:
     def __init__(self, run_id: str = RUN_ID) -> None:
         self.run_id = run_id
+        self.now = T0
         self.envelopes: list[Envelope[Any]] = []
         self.state: RunState | None = None
         self.run_moves: set[RunMove] = set()
         self.call_moves: set[CallMove] = set()
 
     @classmethod
-    def created(cls, spec: RunSpec | None = None, *, max_turns: int = 3) -> Log:
+    def created(cls, spec: RunSpec | None = None, *, max_turns: int = 3, **spec_args: Any) -> Log:
         log = cls()
-        log.append(RunCreated(spec=spec or make_spec(max_turns=max_turns), workspace="/tmp/ws"))
+        spec = spec or make_spec(max_turns=max_turns, **spec_args)
+        log.append(RunCreated(spec=spec, workspace="/tmp/ws"))
         return log
 
     @property
@@ -103,12 +123,15 @@ class Log:
         assert self.state is not None, "the log has no RunCreated yet"
         return self.state
 
-    def next_envelope(self, event: Event) -> Envelope[Any]:
-        return envelope(event, seq=len(self.envelopes) + 1, run_id=self.run_id)
+    def call(self, call_id: str) -> Call:
+        call = self.s.call(call_id)
+        assert call is not None, f"no call {call_id!r} in the current turn"
+        return call
 
     def append(self, *events: Event) -> list[Event]:
+        """Write events by hand, stamped `now`: no follow-ups are added."""
         for event in events:
-            env = self.next_envelope(event)
+            env = envelope(event, seq=len(self.envelopes) + 1, run_id=self.run_id, at=self.now)
             old = self.state
             new = apply(old, env)
             self.run_moves.add((old.status if old else None, event.type, new.status))
@@ -121,11 +144,26 @@ class Log:
             self.state, self.envelopes = new, [*self.envelopes, env]
         return list(events)
 
+    def step(self, *events: Event) -> list[Event]:
+        """Append a batch as run_step does: the events, then the follow-ups they make due."""
+        if not events:
+            return []
+        self.append(*events)
+        return [*events, *self.append(*settle(self.s))]
+
     def decide(
         self, decision: Callable[..., list[Event]], *args: Any, **kwargs: Any
     ) -> list[Event]:
-        """Load → decide → append, as a handler does."""
-        return self.append(*decision(self.s, *args, **kwargs))
+        """Load → decide → append, as a handler does; stamped with the decision's `now`."""
+        if isinstance(kwargs.get("now"), float | int):
+            self.now = float(kwargs["now"])
+        return self.step(*decision(self.s, *args, **kwargs))
+
+    def at(self, now: float | None) -> float:
+        """Move the log's clock to `now` (if given) and return the time."""
+        if now is not None:
+            self.now = now
+        return self.now
 
 
 def use(call_id: str, name: str = "read_file", **arguments: Any) -> ToolUseBlock:
@@ -136,76 +174,117 @@ def text(words: str) -> TextBlock:
     return TextBlock(text=words)
 
 
+def do_request(log: Log, *, now: float | None = None) -> ModelRequested:
+    [claimed] = log.decide(request_model, now=log.at(now), lease_s=LEASE_S)
+    assert isinstance(claimed, ModelRequested), f"the model was not asked: {claimed!r}"
+    return claimed
+
+
 def do_model_turn(
     log: Log,
     *content: ContentBlock,
     stop: StopReason | None = None,
-    now: float = T0,
+    now: float | None = None,
     usage: Usage = NO_USAGE,
+    model: str = "scripted",
+    truncated: Sequence[str] = (),
 ) -> list[Event]:
     """Claim the model call and record its reply: tool_use if any block asks for a tool."""
     if stop is None:
         stop = "tool_use" if any(isinstance(b, ToolUseBlock) for b in content) else "end_turn"
-    [claimed] = log.decide(request_model, now=now, lease_s=LEASE_S)
+    claimed = do_request(log, now=now)
     return log.decide(
         record_model_reply,
-        turn=claimed.turn,  # type: ignore[union-attr]
-        attempt=claimed.attempt,  # type: ignore[union-attr]
+        turn=claimed.turn,
+        attempt=claimed.attempt,
         content=content,
         stop_reason=stop,
         usage=usage,
-        model="scripted",
+        model=model,
+        truncated=truncated,
     )
 
 
-def do_validate(log: Log, call_id: str, *, field_errors: Sequence[FieldError] = ()) -> list[Event]:
-    call = log.s.call(call_id)
-    assert call is not None
+def do_validate(
+    log: Log,
+    call_id: str,
+    *,
+    field_errors: Sequence[FieldError] = (),
+    needs_approval: str | None = None,
+    reads: Sequence[str] = (),
+    writes: Sequence[str] = (),
+    now: float | None = None,
+    **contract: Any,
+) -> list[Event]:
+    """The validator's decision; `contract` passes further findings on (op_key…)."""
     return log.decide(
         validate_call,
         call_id,
-        tool=TOOLS.get(call.name),
+        tool=TOOLS.get(log.call(call_id).name),
         known_tools=sorted(TOOLS),
         field_errors=field_errors,
+        reads=reads,
+        writes=writes,
+        needs_approval=needs_approval,
+        now=log.at(now),
+        **contract,
     )
 
 
-def do_claim(log: Log, call_id: str, *, now: float = T0) -> int:
-    [started] = log.decide(claim_call, call_id, worker="worker-1", now=now)
+def do_claim(log: Log, call_id: str, *, now: float | None = None) -> int:
+    [started] = log.decide(claim_call, call_id, worker="worker-1", now=log.at(now))
     return started.attempt  # type: ignore[union-attr]
 
 
-def do_finish(log: Log, call_id: str, outcome: Outcome, *, now: float = T0) -> list[Event]:
-    call = log.s.call(call_id)
-    assert call is not None
+def do_finish(log: Log, call_id: str, outcome: Outcome, *, now: float | None = None) -> list[Event]:
+    """Record the outcome of the call's attempt: started at `now`, finished a second later."""
+    started_at = log.at(now)
+    log.now = started_at + 1
     return log.decide(
         record_outcome,
         call_id,
-        attempt=call.attempts,
+        attempt=log.call(call_id).attempts,
         outcome=outcome,
-        started_at=now,
-        finished_at=now + 1,
+        started_at=started_at,
+        finished_at=started_at + 1,
     )
 
 
-def do_tools(log: Log, *, now: float = T0) -> None:
+def do_tools(log: Log, *, now: float | None = None) -> None:
     """Validate, claim and succeed every call of the current turn."""
-    assert log.s.current_turn is not None
-    ids = [c.call_id for c in log.s.current_turn.calls]
+    ids = [c.call_id for c in log.s.current_turn.calls]  # type: ignore[union-attr]
     for call_id in ids:
-        do_validate(log, call_id)
+        do_validate(log, call_id, now=now)
     for call_id in ids:
         do_claim(log, call_id, now=now)
         do_finish(log, call_id, Succeeded(output=f"output of {call_id}"), now=now)
 
 
-def check(passed: bool, *, reason: str = "exit status 1") -> CheckResult:
+def do_cancel(log: Log, *, by: str = "carol", now: float | None = None) -> list[Event]:
+    log.at(now)
+    return log.decide(controls.cancel, by=by, source="cli", reason="not needed any more")
+
+
+def check(
+    passed: bool,
+    *,
+    reason: str = "exit status 1",
+    started_at: float = CHECK_STARTS,
+    depends_on: tuple[str, ...] = ("*",),
+) -> CheckResult:
     evidence = {"exit_code": 0} if passed else {"exit_code": 1, "reason": reason}
-    return CheckResult(check="pytest -q exits 0", passed=passed, evidence=evidence, checked_at=T0)
+    return CheckResult(
+        check="pytest -q exits 0",
+        passed=passed,
+        evidence=evidence,
+        started_at=started_at,
+        checked_at=started_at + 1,
+        depends_on=depends_on,
+    )
 
 
-def do_accept(log: Log, *results: CheckResult, now: float = T0) -> list[Event]:
-    [started] = log.decide(start_acceptance, now=now, lease_s=LEASE_S)
+def do_accept(log: Log, *results: CheckResult, now: float | None = None) -> list[Event]:
+    [started] = log.decide(start_acceptance, now=log.at(now), lease_s=LEASE_S)
     return log.decide(record_acceptance, attempt=started.attempt, results=results)  # type: ignore[union-attr]
 
 
@@ -219,3 +298,9 @@ def assert_every_tool_use_is_answered_in_order(conversation: Sequence[Message]) 
         assert reply.role == "user"
         results = [b.tool_use_id for b in reply.content if isinstance(b, ToolResultBlock)]
         assert results == uses
+
+
+def assert_roles_alternate(conversation: Sequence[Message]) -> None:
+    roles = [m.role for m in conversation]
+    assert roles[0] == "user"
+    assert all(a != b for a, b in zip(roles, roles[1:], strict=False)), roles

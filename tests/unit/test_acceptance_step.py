@@ -1,20 +1,35 @@
 """Given a run whose model ended its turn, when the acceptance worker decides,
 then the run completes only on passing checks; failing checks go back to the
-model while turns are left, and fail the run when none are."""
+model while turns are left, and fail the run when none are. A pass whose check
+began before a later write to what it depends on does not count."""
 
 from __future__ import annotations
 
 import pytest
-from runlog import LEASE_S, T0, Log, check, do_accept, do_model_turn, make_spec, text
+from runlog import (
+    LEASE_S,
+    T0,
+    Log,
+    check,
+    do_accept,
+    do_finish,
+    do_model_turn,
+    do_validate,
+    make_spec,
+    text,
+    use,
+)
 
 from events.acceptance_step import contains, record_acceptance, start_acceptance
 from events.status import RunStatus
+from events.tool_step import Succeeded
 from events.types import (
     AcceptanceChecked,
     AcceptanceFailed,
     AcceptanceStarted,
     RunCompleted,
     RunFailed,
+    ToolCallStarted,
 )
 
 R = RunStatus
@@ -127,3 +142,69 @@ def test_a_tool_check_expectation_does_not_match_otherwise(
     expected: object, actual: object
 ) -> None:
     assert not contains(expected, actual)
+
+
+# --- evidence older than a later write does not count -----------------------------
+
+
+def accepting_after_a_write(*, writes: tuple[str, ...] = (), read_only: bool = False) -> Log:
+    """A run whose one call (a write, or a read) finished at T0 + 11, then the model ended."""
+    log = Log.created()
+    name = "read_file" if read_only else "write_file"
+    do_model_turn(log, use("w", name, path="a"))
+    do_validate(log, "w", writes=writes)
+    # appended by hand: a call that declares resources needs no lock service here
+    log.append(ToolCallStarted(call_id="w", attempt=1, worker="w1", deadline_at=T0 + 100))
+    do_finish(log, "w", Succeeded(output="ok"), now=T0 + 10)
+    do_model_turn(log, text("done"))
+    return log
+
+
+def test_a_pass_on_evidence_gathered_before_a_later_write_does_not_count() -> None:
+    log = accepting_after_a_write()
+    events = do_accept(log, check(True, started_at=T0 + 5))
+    checked, failed = events
+    assert isinstance(checked, AcceptanceChecked) and not checked.passed
+    assert (checked.started_at, checked.depends_on) == (T0 + 5, ("*",))
+    reason = "stale evidence: write_file(w) wrote at 1011.000, after the check began"
+    assert checked.evidence == {"exit_code": 0, "reason": reason}
+    assert isinstance(failed, AcceptanceFailed)
+    assert f"check 1 (pytest -q exits 0): {reason}" in failed.feedback
+    assert log.s.status is R.REQUESTING_MODEL
+
+
+def test_a_pass_on_evidence_gathered_after_the_last_write_counts() -> None:
+    log = accepting_after_a_write()
+    events = do_accept(log, check(True, started_at=T0 + 11))
+    assert isinstance(events[-1], RunCompleted)
+
+
+def test_a_write_to_another_resource_does_not_make_evidence_stale() -> None:
+    log = accepting_after_a_write(writes=("file:b",))
+    events = do_accept(log, check(True, started_at=T0, depends_on=("file:a",)))
+    assert isinstance(events[-1], RunCompleted)
+
+
+def test_a_write_to_the_resource_a_check_depends_on_makes_it_stale() -> None:
+    log = accepting_after_a_write(writes=("file:a", "file:b"))
+    events = do_accept(log, check(True, started_at=T0, depends_on=("file:a",)))
+    assert isinstance(events[-1], AcceptanceFailed)
+
+
+def test_a_read_never_makes_evidence_stale() -> None:
+    log = accepting_after_a_write(read_only=True)
+    events = do_accept(log, check(True, started_at=T0))
+    assert isinstance(events[-1], RunCompleted)
+
+
+def test_a_failing_check_keeps_its_own_reason() -> None:
+    log = accepting_after_a_write()
+    [checked, _] = do_accept(log, check(False, reason="2 tests failed", started_at=T0))
+    assert checked.evidence == {"exit_code": 1, "reason": "2 tests failed"}  # type: ignore[union-attr]
+
+
+def test_a_model_that_claims_all_tests_pass_while_they_fail_does_not_complete() -> None:
+    log = accepting(max_turns=1)
+    do_accept(log, check(False, reason="3 tests failed"))
+    assert log.s.status is R.FAILED
+    assert "3 tests failed" in log.s.detail

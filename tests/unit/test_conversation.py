@@ -1,16 +1,19 @@
 """The conversation the model is shown: the task, each turn verbatim, and every
 tool_use answered by a tool_result with the same id in the next user message,
-in proposal order, errors marked as errors."""
+in proposal order, errors marked as errors. Roles alternate: replies that were
+paused or cut off and then continued merge into one assistant message."""
 
 from __future__ import annotations
 
 import json
 
+from journeys import JOURNEYS
 from runlog import (
     LEASE_S,
     T0,
     Log,
     assert_every_tool_use_is_answered_in_order,
+    assert_roles_alternate,
     check,
     do_accept,
     do_claim,
@@ -125,3 +128,42 @@ def test_the_conversation_of_several_turns_keeps_every_turn_in_order() -> None:
     conversation = messages(log.s)
     assert [m.role for m in conversation] == ["user", "assistant", "user", "assistant", "user"]
     assert_every_tool_use_is_answered_in_order(conversation)
+
+
+def test_a_paused_turn_and_its_continuation_are_one_assistant_message() -> None:
+    log = Log.created()
+    do_model_turn(log, text("looking"), stop="pause_turn")
+    do_model_turn(log, text("done"))
+    conversation = messages(log.s)
+    assert [m.role for m in conversation] == ["user", "assistant"]
+    assert conversation[1].content == (text("looking"), text("done"))
+
+
+def test_a_reply_cut_off_at_max_tokens_is_continued_in_the_same_assistant_message() -> None:
+    log = Log.created(max_turns=4)
+    do_model_turn(log, text("part one"), stop="max_tokens")
+    do_model_turn(log, text("part two"), use("a", path="x"))
+    do_validate(log, "a")
+    do_claim(log, "a")
+    do_finish(log, "a", Succeeded(output="x"))
+    log.decide(request_model, now=log.now, lease_s=LEASE_S)
+    conversation = messages(log.s)
+    assert [m.role for m in conversation] == ["user", "assistant", "user"]
+    assert conversation[1].content == (text("part one"), text("part two"), use("a", path="x"))
+    assert_roles_alternate(conversation)
+    assert_every_tool_use_is_answered_in_order(conversation)
+
+
+def test_calls_cut_off_at_max_tokens_are_answered_with_errors() -> None:
+    log = JOURNEYS["paused_then_cut_off_then_going_on"][0]()
+    conversation = messages(log.s)
+    assert_roles_alternate(conversation)
+    assert_every_tool_use_is_answered_in_order(conversation)
+    [result] = conversation[-1].content
+    assert isinstance(result, ToolResultBlock) and result.is_error
+    assert "cut off by max_tokens" in json.loads(result.content)["error"]["message"]  # type: ignore[arg-type]
+
+
+def test_roles_alternate_in_every_journeys_conversation() -> None:
+    for build, _ in JOURNEYS.values():
+        assert_roles_alternate(messages(build().s))

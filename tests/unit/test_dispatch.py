@@ -5,7 +5,7 @@ for a human or has ended."""
 from __future__ import annotations
 
 import pytest
-from journeys import JOURNEYS
+from journeys import JOURNEYS, reach
 from runlog import (
     LEASE_S,
     RUN_ID,
@@ -24,7 +24,8 @@ from events.commands import ExecuteCall, RequestModel, RunAcceptance, ValidateCa
 from events.dispatch import due_commands
 from events.model_step import request_model
 from events.status import RunStatus
-from events.tool_step import Succeeded, TimedOut, expire_claims
+from events.ticks import on_tick
+from events.tool_step import Succeeded, TimedOut, claim_call
 
 R = RunStatus
 
@@ -66,7 +67,7 @@ def test_a_read_whose_claim_expired_is_due_again() -> None:
     do_claim(log, "a")
     do_claim(log, "b")
     deadline = log.s.call("a").claim_deadline  # type: ignore[union-attr]
-    log.decide(expire_claims, now=deadline)
+    log.decide(on_tick, now=deadline)
     assert due_commands(log.s, now=deadline) == [
         ExecuteCall(RUN_ID, "a"),
         ExecuteCall(RUN_ID, "b"),
@@ -98,3 +99,19 @@ def test_a_run_waiting_for_a_human_is_due_nothing() -> None:
 def test_an_ended_run_is_due_nothing(journey: str) -> None:
     log = JOURNEYS[journey][0]()
     assert due_commands(log.s, now=T0 + 1e6) == []
+
+
+@pytest.mark.parametrize("status", [R.AWAITING_APPROVAL, R.AWAITING_HUMAN, R.CANCELLING])
+def test_a_run_waiting_for_a_person_or_stopping_is_due_no_command(status: RunStatus) -> None:
+    log = reach(status)
+    assert due_commands(log.s, now=T0 + 1e6) == []
+
+
+def test_a_validated_call_waits_while_another_call_of_its_turn_awaits_approval() -> None:
+    log = Log.created()
+    do_model_turn(log, use("a"), use("w", "write_file", path="y"))
+    do_validate(log, "a")
+    do_validate(log, "w", needs_approval="writes need a person")
+    assert log.s.status is R.AWAITING_APPROVAL
+    assert due_commands(log.s, now=T0) == []
+    assert claim_call(log.s, "a", worker="w", now=T0) == []

@@ -1,8 +1,10 @@
 """Properties of the fold over generated logs. Logs are grown step by step: most
-steps are decisions a worker could take (so logs get deep), some are random
-events with plausible fields, and a few envelopes get a wrong seq or run id.
-The fold is total: every log folds into a state or is refused with
-IllegalTransition or BrokenLog at its first illegal entry — never anything else."""
+steps are decisions a worker, the sweeper or a person could take, appended
+with the follow-ups `services.steps.run_step` adds in the same batch
+(`events.settle`), so logs get deep; some are random events with plausible
+fields, and a few envelopes get a wrong seq or run id. The fold is total:
+every log folds into a state or is refused with IllegalTransition or
+BrokenLog at its first illegal entry — never anything else."""
 
 from __future__ import annotations
 
@@ -12,21 +14,30 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from runlog import PROPERTY, T0, assert_every_tool_use_is_answered_in_order, envelope
-from strategies import SPEC, decision, random_events
+from journeys import DEAD_RUN_ROWS
+from runlog import (
+    PROPERTY,
+    T0,
+    assert_every_tool_use_is_answered_in_order,
+    assert_roles_alternate,
+    envelope,
+)
+from strategies import SPEC, decision, random_events, settled
 
 from events.conversation import messages
 from events.dispatch import due_commands
 from events.errors import BrokenLog, IllegalTransition
 from events.fold import apply, fold
+from events.settle import settle
 from events.state import RunState
 from events.status import RunStatus
-from events.tool_step import expire_claims
+from events.ticks import on_tick
 from events.types import Event, ModelRequested, RunCreated
 from schemas.envelope import Envelope
 
 TICKS = (0.0, 1.0, 30.0, 100.0)
 MAX_STEPS = 80
+STOP = 50  # a dice value that ends a log early (not an end of the range: hypothesis favours those)
 
 
 @dataclass
@@ -36,6 +47,19 @@ class Grown:
     refused: Envelope[Any] | None = None
     error: Exception | None = None
     chaos: int = 0
+    moves: set[tuple[RunStatus | None, str, RunStatus]] = field(default_factory=set)
+
+    def add(self, env: Envelope[Any]) -> bool:
+        """Fold one envelope; False (and the refusal kept) when the fold refuses it."""
+        try:
+            new = apply(self.state, env)
+        except (IllegalTransition, BrokenLog) as err:
+            self.refused, self.error = env, err
+            return False
+        self.moves.add((self.state.status if self.state else None, env.type, new.status))
+        self.state = new
+        self.envelopes.append(env)
+        return True
 
 
 def wrapped(data: st.DataObject, event: Event, seq: int, chaos: int) -> Envelope[Any]:
@@ -56,13 +80,14 @@ def grow(data: st.DataObject) -> Grown:
     g, now = Grown(), T0
     chaos = g.chaos = data.draw(st.sampled_from([0, 0, 1, 3, 8]), label="chaos %")
     for _ in range(MAX_STEPS):
-        ended = g.state is not None and not g.state.status.live
-        if ended and not chaos:
-            break  # no decision moves an ended or escalated run
+        done = g.state is not None and settled(g.state)
+        if done and not chaos:
+            break  # no decision moves an ended run with nothing running
         dice = data.draw(st.integers(0, 99), label="dice")
-        if dice == 99:
+        if dice == STOP:
             break
-        if ended or dice < chaos:
+        by_hand = done or dice < chaos
+        if by_hand:
             events = [data.draw(random_events)]
         elif g.state is None:
             events = [RunCreated(spec=SPEC)]
@@ -70,13 +95,12 @@ def grow(data: st.DataObject) -> Grown:
             now += TICKS[dice % len(TICKS)]  # the dice sets the clock too: fewer draws
             events = decision(data, g.state, now)(g.state)
         for event in events:
-            env = wrapped(data, event, len(g.envelopes) + 1, chaos)
-            try:
-                g.state = apply(g.state, env)
-            except (IllegalTransition, BrokenLog) as err:
-                g.refused, g.error = env, err
+            if not g.add(wrapped(data, event, len(g.envelopes) + 1, chaos)):
                 return g
-            g.envelopes.append(env)
+        if events and not by_hand and g.state is not None:
+            for event in settle(g.state):
+                if not g.add(wrapped(data, event, len(g.envelopes) + 1, chaos)):
+                    return g
     return g
 
 
@@ -88,6 +112,7 @@ def test_any_log_folds_or_is_refused_at_its_first_illegal_entry(data: st.DataObj
         assert isinstance(g.state.status, RunStatus)
         assert g.state.seq == len(g.envelopes)
     assert fold(g.envelopes) == g.state
+    assert g.moves & DEAD_RUN_ROWS == set(), "a log took a row marked unreachable"
     if g.refused is None:
         return
     assert g.chaos, f"a decision made an illegal move: {g.error}"
@@ -120,6 +145,17 @@ def test_folding_a_prefix_then_the_rest_equals_folding_the_whole(data: st.DataOb
     assert split == whole
 
 
+def step(envelopes: list[Envelope[Any]], state: RunState, events: list[Event]) -> RunState:
+    """Append a batch as run_step does: the events, then the follow-ups they make due."""
+    if not events:
+        return state
+    for batch in (events, "follow-ups"):
+        for event in batch if isinstance(batch, list) else settle(state):
+            envelopes.append(envelope(event, seq=len(envelopes) + 1))
+            state = apply(state, envelopes[-1])
+    return state
+
+
 @settings(PROPERTY, max_examples=100)
 @given(st.data())
 def test_a_run_driven_by_its_decisions_never_moves_illegally_repeats_itself_or_gets_stuck(
@@ -130,18 +166,17 @@ def test_a_run_driven_by_its_decisions_never_moves_illegally_repeats_itself_or_g
     assert state is not None
     for _ in range(MAX_STEPS):
         dice = data.draw(st.integers(0, 99), label="dice")
-        if not state.status.live or dice == 99:
+        if settled(state) or dice == STOP:
             break
         now += TICKS[dice % len(TICKS)]
         decide = decision(data, state, now)
         events = decide(state)
-        for event in events:
-            envelopes.append(envelope(event, seq=len(envelopes) + 1))
-            state = apply(state, envelopes[-1])
+        state = step(envelopes, state, events)
         assert decide(state) == [], "a decision repeated after its events must be a no-op"
         if any(isinstance(e, ModelRequested) for e in events):
+            assert_roles_alternate(messages(state))
             assert_every_tool_use_is_answered_in_order(messages(state))
-        if state.status.live:
+        if state.status.watched:
             later = now + 10_000
-            assert due_commands(state, now=later) or expire_claims(state, now=later)
+            assert due_commands(state, now=later) or on_tick(state, now=later)
     assert fold(envelopes) == state

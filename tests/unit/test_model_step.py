@@ -1,16 +1,39 @@
 """Given a run's events, when the model worker decides, then these events (or
-none: a step already done or claimed by a live worker is not repeated)."""
+none: a step already done or claimed by a live worker is not repeated). Every
+stop reason is handled its own way; max_tokens and refusal as the spec says."""
 
 from __future__ import annotations
 
-from runlog import LEASE_S, T0, Log, do_model_turn, do_tools, text, use
+from runlog import (
+    LEASE_S,
+    T0,
+    Log,
+    assert_every_tool_use_is_answered_in_order,
+    do_model_turn,
+    do_request,
+    do_tools,
+    text,
+    use,
+)
 
+from events import controls
+from events.conversation import messages
+from events.dispatch import due_commands
 from events.model_step import record_model_error, record_model_reply, request_model
-from events.status import RunStatus
-from events.types import ModelRequested, ModelResponded, RunBudgetExhausted, RunFailed
+from events.status import CallStatus, RunStatus
+from events.tool_step import claim_call
+from events.types import (
+    ModelRequested,
+    ModelResponded,
+    RunBudgetExhausted,
+    RunEscalated,
+    RunFailed,
+    ToolCallProposed,
+    ToolCallRejected,
+)
 from schemas.content import Usage
 
-R = RunStatus
+R, C = RunStatus, CallStatus
 
 
 def test_requesting_the_model_claims_the_next_turn_until_a_deadline() -> None:
@@ -95,12 +118,100 @@ def test_an_end_turn_reply_moves_the_run_to_acceptance() -> None:
     assert log.s.status is R.ACCEPTING
 
 
-def test_a_reply_cut_off_at_max_tokens_fails_the_run() -> None:
+def test_a_reply_cut_off_at_max_tokens_goes_on_by_default() -> None:
     log = Log.created()
     events = do_model_turn(log, text("and then"), stop="max_tokens")
+    assert [type(e) for e in events] == [ModelResponded]
+    assert log.s.status is R.REQUESTING_MODEL
+    assert do_request(log).turn == 2
+
+
+def test_calls_in_a_reply_cut_off_at_max_tokens_are_recorded_and_never_run() -> None:
+    log = Log.created()
+    events = do_model_turn(
+        log,
+        text("writing both"),
+        use("a", "write_file", path="a"),
+        use("b", "write_file", path="b"),
+        stop="max_tokens",
+        truncated=["b"],
+    )
+    assert [type(e) for e in events] == [
+        ModelResponded,
+        ToolCallProposed,
+        ToolCallProposed,
+        ToolCallRejected,
+        ToolCallRejected,
+    ]
+    a, b = (e.error for e in events[3:])  # type: ignore[union-attr]
+    assert a.code == b.code == "invalid_arguments" and a.retryable and b.retryable
+    assert a.message == (
+        "not executed: the reply it came in was cut off by max_tokens; send the call again in full"
+    )
+    assert b.message.startswith("not executed: its input was cut off by max_tokens")
+    assert log.s.status is R.REQUESTING_MODEL
+    assert [c.status for c in log.s.current_turn.calls] == [C.REJECTED, C.REJECTED]  # type: ignore[union-attr]
+    assert claim_call(log.s, "a", worker="w", now=T0) == []
+
+
+def test_a_reply_cut_off_at_max_tokens_fails_the_run_when_the_spec_says_so() -> None:
+    log = Log.created(policies={"on_max_tokens": "fail"})
+    events = do_model_turn(log, text("and then"), use("a"), stop="max_tokens")
     assert [type(e) for e in events] == [ModelResponded, RunFailed]
     assert events[-1].reason == "model_max_tokens"  # type: ignore[union-attr]
+    assert "'max_tokens' at turn 1" in events[-1].detail  # type: ignore[union-attr]
     assert log.s.status is R.FAILED
+
+
+def test_a_paused_turn_is_continued() -> None:
+    log = Log.created()
+    assert [type(e) for e in do_model_turn(log, text("hm"), stop="pause_turn")] == [ModelResponded]
+    assert log.s.status is R.REQUESTING_MODEL
+    assert do_request(log).turn == 2
+
+
+def test_a_paused_turn_with_calls_runs_them() -> None:
+    log = Log.created()
+    events = do_model_turn(log, use("a"), stop="pause_turn")
+    assert [type(e) for e in events] == [ModelResponded, ToolCallProposed]
+    assert log.s.status is R.VALIDATING
+
+
+def test_a_refusal_goes_to_a_human_by_default() -> None:
+    log = Log.created()
+    events = do_model_turn(log, text("I cannot help with that"), stop="refusal")
+    assert events[1:] == [RunEscalated(reason="refusal", detail="the model refused at turn 1")]
+    assert log.s.status is R.AWAITING_HUMAN
+    assert due_commands(log.s, now=T0 + 1e6) == []
+
+
+def test_a_refusal_fails_the_run_when_the_spec_says_so() -> None:
+    log = Log.created(policies={"on_refusal": "fail"})
+    events = do_model_turn(log, text("I cannot help with that"), stop="refusal")
+    assert isinstance(events[-1], RunFailed) and events[-1].reason == "model_refusal"
+    assert log.s.status is R.FAILED
+
+
+def test_a_tool_use_in_a_refused_reply_is_answered_when_the_run_resumes() -> None:
+    log = Log.created()
+    do_model_turn(log, text("I will not"), use("a", "write_file", path="y"), stop="refusal")
+    log.decide(controls.resume, by="dana")
+    do_request(log)
+    assert_every_tool_use_is_answered_in_order(messages(log.s))
+
+
+def test_a_reply_past_the_context_window_fails_the_run() -> None:
+    log = Log.created()
+    events = do_model_turn(log, text("hm"), stop="model_context_window_exceeded")
+    assert isinstance(events[-1], RunFailed)
+    assert events[-1].reason == "model_model_context_window_exceeded"
+    assert log.s.status is R.FAILED
+
+
+def test_a_stop_sequence_moves_the_run_to_acceptance() -> None:
+    log = Log.created()
+    do_model_turn(log, text("DONE"), stop="stop_sequence")
+    assert log.s.status is R.ACCEPTING
 
 
 def test_a_model_error_fails_the_run_with_the_apis_words_once() -> None:
@@ -118,7 +229,9 @@ def test_a_model_request_past_max_turns_exhausts_the_turn_budget() -> None:
     [exhausted] = log.decide(request_model, now=T0, lease_s=LEASE_S)
     assert isinstance(exhausted, RunBudgetExhausted)
     assert (exhausted.budget, exhausted.used, exhausted.limit) == ("turns", 1, 1)
-    assert exhausted.detail == "1 of 1 turns used; 2 tool calls finished"
+    assert exhausted.detail == (
+        "turns: 1 of 1 turns used; done so far: 1 turns, 2 of 2 tool calls succeeded"
+    )
     assert log.s.status is R.BUDGET_EXHAUSTED
     assert request_model(log.s, now=T0, lease_s=LEASE_S) == []
 

@@ -14,6 +14,9 @@ from pydantic import ValidationError
 from schemas.spec import (
     AnthropicModel,
     CommandCheck,
+    FileCheck,
+    Price,
+    PythonCheck,
     RunSpec,
     ScriptedModel,
     ToolCheck,
@@ -161,3 +164,90 @@ def test_a_tool_name_the_model_api_cannot_take_is_refused(name: str) -> None:
     with pytest.raises(ValidationError) as err:
         ToolSpec(name=name, description="d", input_schema={}, read_only=True)
     assert [e["loc"] for e in err.value.errors()] == [("name",)]
+
+
+def test_budgets_and_policies_have_documented_defaults() -> None:
+    spec = RunSpec.model_validate(example())
+    assert spec.budgets.max_turns == 8 and spec.budgets.repeat_limit == 3
+    assert spec.budgets.max_cost_usd is None and spec.budgets.max_wall_clock_s is None
+    assert spec.policies.on_max_tokens == "continue"
+    assert spec.policies.on_refusal == "escalate"
+    assert spec.policies.approval_timeout_s == 3600.0
+    assert spec.policies.cancel_grace_s == 5.0
+
+
+def test_every_budget_and_policy_can_be_set() -> None:
+    spec = example()
+    spec["budgets"] = {
+        "max_turns": 4,
+        "max_input_tokens": 10_000,
+        "max_output_tokens": 2_000,
+        "max_cost_usd": 0.5,
+        "max_wall_clock_s": 600,
+        "max_consecutive_failures": 5,
+        "tool_timeout_s": 20,
+        "repeat_limit": 2,
+        "prices": {"claude-x": {"input": 1, "output": 2}},
+    }
+    spec["policies"] = {
+        "on_max_tokens": "fail",
+        "on_refusal": "fail",
+        "approval_timeout_s": 60,
+        "cancel_grace_s": 0,
+    }
+    parsed = RunSpec.model_validate(spec)
+    assert parsed.budgets.prices["claude-x"] == Price(input=1, output=2)
+    assert parsed.policies.on_refusal == "fail" and parsed.budgets.repeat_limit == 2
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("budgets", "repeat_limit", 1),
+        ("budgets", "max_cost_usd", 0),
+        ("budgets", "max_wall_clock_s", -1),
+        ("budgets", "max_input_tokens", 0),
+        ("budgets", "max_consecutive_failures", 0),
+        ("budgets", "tool_timeout_s", 0),
+        ("policies", "on_max_tokens", "stop"),
+        ("policies", "on_refusal", "ignore"),
+        ("policies", "approval_timeout_s", 0),
+        ("policies", "cancel_grace_s", -1),
+    ],
+)
+def test_a_budget_or_policy_out_of_range_is_refused(section: str, key: str, value: Any) -> None:
+    spec = example()
+    spec.setdefault(section, {})[key] = value
+    assert locs(spec) == [(section, key)]
+
+
+def test_a_negative_price_is_refused() -> None:
+    spec = example()
+    spec["budgets"]["prices"] = {"m": {"input": -1, "output": 1}}
+    assert locs(spec) == [("budgets", "prices", "m", "input")]
+
+
+def test_file_and_python_checks_validate() -> None:
+    spec = example()
+    spec["acceptance"] = [
+        {"file": "out.txt", "contains": "ok"},
+        {"file": "out.txt", "matches": r"^\d+ passed$"},
+        {"python": "checks.stock:enough"},
+    ]
+    file_contains, file_matches, python = RunSpec.model_validate(spec).acceptance
+    assert file_contains == FileCheck(file="out.txt", contains="ok")
+    assert isinstance(file_matches, FileCheck) and file_matches.matches == r"^\d+ passed$"
+    assert python == PythonCheck(python="checks.stock:enough")
+
+
+def test_a_file_check_with_nothing_to_check_is_refused() -> None:
+    spec = example()
+    spec["acceptance"] = [{"file": "out.txt"}]
+    assert locs(spec) == [("acceptance", 0, "file")]
+
+
+@pytest.mark.parametrize("target", ["checks.stock", "checks:", ":f", "a b:c", "1x:f"])
+def test_a_python_check_that_is_not_module_colon_function_is_refused(target: str) -> None:
+    spec = example()
+    spec["acceptance"] = [{"python": target}]
+    assert locs(spec) == [("acceptance", 0, "python", "python")]

@@ -4,21 +4,19 @@ per attempt, and outcomes that say whether the effect may have happened."""
 
 from __future__ import annotations
 
-import pytest
 from runlog import T0, TOOLS, Log, do_claim, do_finish, do_model_turn, do_validate, use
 
-from events.errors import IllegalTransition
 from events.status import CallStatus, RunStatus
+from events.ticks import on_tick
 from events.tool_step import (
     CLAIM_GRACE_S,
     MAX_READ_ATTEMPTS,
     Errored,
+    Stopped,
     Succeeded,
     TimedOut,
     claim_call,
-    expire_claims,
     record_outcome,
-    validate_call,
 )
 from events.types import (
     FieldError,
@@ -31,6 +29,7 @@ from events.types import (
     ToolCallValidated,
     ToolError,
 )
+from events.validation_step import validate_call
 
 R, C = RunStatus, CallStatus
 
@@ -155,16 +154,16 @@ def test_no_claim_expires_before_its_deadline() -> None:
     log = running(use("a"))
     do_claim(log, "a")
     deadline = log.s.call("a").claim_deadline  # type: ignore[union-attr]
-    assert expire_claims(log.s, now=deadline - 0.001) == []
+    assert on_tick(log.s, now=deadline - 0.001) == []
 
 
 def test_an_expired_write_claim_escalates_once() -> None:
     log = running(use("w", "write_file"))
     do_claim(log, "w")
     deadline = log.s.call("w").claim_deadline  # type: ignore[union-attr]
-    events = log.decide(expire_claims, now=deadline)
+    events = log.decide(on_tick, now=deadline)
     assert [type(e) for e in events] == [ToolCallOutcomeUnknown, RunEscalated]
-    assert expire_claims(log.s, now=deadline + 100) == []
+    assert on_tick(log.s, now=deadline + 100) == []
 
 
 def test_an_expired_read_claim_is_tried_again_until_its_attempts_run_out() -> None:
@@ -173,7 +172,7 @@ def test_an_expired_read_claim_is_tried_again_until_its_attempts_run_out() -> No
     for attempt in range(1, MAX_READ_ATTEMPTS + 1):
         assert do_claim(log, "r", now=now) == attempt
         now = log.s.call("r").claim_deadline  # type: ignore[union-attr,assignment]
-        events = log.decide(expire_claims, now=now)
+        events = log.decide(on_tick, now=now)
         if attempt < MAX_READ_ATTEMPTS:
             assert [type(e) for e in events] == [ToolCallOutcomeUnknown]
             assert log.s.status is R.RUNNING_TOOLS
@@ -190,19 +189,49 @@ def test_a_write_whose_outcome_is_unknown_is_never_claimed_again() -> None:
     assert claim_call(log.s, "w", worker="w2", now=T0 + 100) == []
 
 
-@pytest.mark.xfail(
-    raises=IllegalTransition,
-    strict=True,
-    reason="core bug: tool_step.record_outcome does not check the run's status, so after "
-    "an escalation it returns ToolCallSucceeded, which fold refuses from awaiting_human",
-)
-def test_an_outcome_decided_after_an_escalation_can_be_appended() -> None:
+def test_an_outcome_that_comes_after_an_escalation_is_recorded_and_the_run_keeps_waiting() -> None:
     log = running(use("w1", "write_file"), use("w2", "write_file"))
     do_claim(log, "w1")
     do_claim(log, "w2")
     do_finish(log, "w1", TimedOut(after_s=10.0))
     assert log.s.status is R.AWAITING_HUMAN
+    events = do_finish(log, "w2", Succeeded(output="ok"))
+    assert [type(e) for e in events] == [ToolCallSucceeded]
+    assert log.s.status is R.AWAITING_HUMAN
+    assert log.call("w2").status is C.SUCCEEDED
+
+
+def test_a_write_timing_out_while_the_run_waits_is_recorded_unknown_without_escalating_again() -> (
+    None
+):
+    log = running(use("w1", "write_file"), use("w2", "write_file"))
+    do_claim(log, "w1")
+    do_claim(log, "w2")
+    do_finish(log, "w1", TimedOut(after_s=10.0))
+    events = do_finish(log, "w2", TimedOut(after_s=10.0))
+    assert [type(e) for e in events] == [ToolCallOutcomeUnknown]
+    assert log.s.status is R.AWAITING_HUMAN
+
+
+def test_a_timeout_cap_in_the_spec_shortens_a_tools_own_timeout() -> None:
+    log = Log.created(budgets={"tool_timeout_s": 3})
+    do_model_turn(log, use("w", "write_file"))
+    [validated] = do_validate(log, "w")
+    assert validated.timeout_s == 3  # type: ignore[union-attr]
+
+
+def test_the_result_of_a_write_whose_claim_expired_is_still_recorded() -> None:
+    log = running(use("w", "write_file"))
+    do_claim(log, "w")
+    log.decide(on_tick, now=log.call("w").claim_deadline)
+    assert log.s.status is R.AWAITING_HUMAN
     events = record_outcome(
-        log.s, "w2", attempt=1, outcome=Succeeded(output="ok"), started_at=T0, finished_at=T0
+        log.s, "w", attempt=1, outcome=Succeeded(output="ok"), started_at=T0, finished_at=T0 + 20
     )
-    log.append(*events)
+    assert [type(e) for e in events] == [ToolCallSucceeded]
+
+
+def test_a_call_that_stops_by_itself_while_the_run_goes_on_is_recorded() -> None:
+    log = running(use("a"))
+    do_claim(log, "a")
+    do_finish(log, "a", Stopped(requested_at=T0, killed=False))
