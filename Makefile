@@ -3,7 +3,7 @@
 PYTHON ?= python3
 STAMP := .agentledger/.installed
 
-.PHONY: install run test test-unit test-integration test-e2e lint schemas bench bench-smoke clean
+.PHONY: install run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -15,7 +15,7 @@ run: install
 	agentledger run examples/inventory/spec.yaml
 
 test: install
-	$(PYTHON) -m pytest tests
+	$(PYTHON) -m pytest -q tests
 
 test-unit: install
 	$(PYTHON) -m pytest tests/unit
@@ -36,6 +36,12 @@ schemas: install
 
 bench: install
 	$(PYTHON) -m services.bench
+
+bench-quick: install
+	$(PYTHON) -m services.bench --quick
+
+bench-smoke: install
+	$(PYTHON) -m pytest tests/integration/test_bench_smoke.py
 
 clean:
 	rm -rf .agentledger build *.egg-info

@@ -15,9 +15,9 @@ from events.commands import (
 )
 from events.lock_step import lock_asks
 from events.resolution_step import needs_resolution
-from events.state import Call, RunState
+from events.state import RunState
 from events.status import CallStatus, RunStatus
-from events.tool_step import claimable
+from events.tool_step import runnable
 
 
 def due_commands(s: RunState, *, now: float) -> list[Command]:
@@ -33,26 +33,11 @@ def due_commands(s: RunState, *, now: float) -> list[Command]:
         case RunStatus.RUNNING_TOOLS:
             schedule: list[Command] = [ScheduleCalls(s.run_id)] if lock_asks(s) else []
             calls = s.current_turn.calls if s.current_turn else ()
-            resolve = [ResolveCall(s.run_id, c.call_id) for c in calls if needs_resolution(c)]
+            resolve = [
+                ResolveCall(s.run_id, c.call_id) for c in calls if needs_resolution(c, now=now)
+            ]
             return schedule + resolve + [ExecuteCall(s.run_id, c.call_id) for c in runnable(s)]
         case RunStatus.ACCEPTING:
             if s.acceptance_claim_deadline is None or now >= s.acceptance_claim_deadline:
                 return [RunAcceptance(s.run_id)]
     return []
-
-
-def runnable(s: RunState) -> list[Call]:
-    """Claimable calls, within the run's and each tool's limit on calls at once."""
-    if s.current_turn is None:
-        return []
-    running = [c.name for c in s.in_flight]
-    room = s.spec.budgets.max_parallel_calls - len(running)
-    chosen: list[Call] = []
-    for c in s.current_turn.calls:
-        if len(chosen) >= room:
-            break
-        limit = c.max_concurrency
-        busy = running.count(c.name) + sum(x.name == c.name for x in chosen)
-        if claimable(c) and (limit is None or busy < limit):
-            chosen.append(c)
-    return chosen

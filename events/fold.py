@@ -6,11 +6,11 @@ Call events are folded in `fold_calls`."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import Any, assert_never
 
 from events.errors import BrokenLog, IllegalTransition
 from events.fold_calls import call_changed, call_proposed, phase
+from events.frozen import replace
 from events.pricing import cost_usd, price_of
 from events.state import Check, RunState, Turn
 from events.status import RunStatus

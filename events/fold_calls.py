@@ -5,10 +5,10 @@ its calls (unless the run is stopping or stopped, which calls do not change)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from events.errors import IllegalTransition
+from events.frozen import replace
 from events.state import Call, RunState, Turn
 from events.status import CallStatus, RunStatus
 from events.transitions import CALL_TRANSITIONS
@@ -95,7 +95,7 @@ def _changes(e: CallEvent) -> Callable[[Call], Call]:
             return lambda c: replace(
                 c, read_only=e.read_only, reads=e.reads, writes=e.writes, timeout_s=e.timeout_s,
                 max_concurrency=e.max_concurrency, approval_expires_at=expires,
-                op_key=e.op_key, resolvable=e.resolvable, output_cap=e.output_cap,
+                op_key=e.op_key, request_hash=e.request_hash, resolvable=e.resolvable, output_cap=e.output_cap,
             )  # fmt: skip
         case ApprovalGranted():
             return lambda c: replace(c, approval_expires_at=None)
@@ -110,13 +110,15 @@ def _changes(e: CallEvent) -> Callable[[Call], Call]:
         case ToolCallLeaseExpired():
             return lambda c: replace(c, tokens=None) if c.status is C.SCHEDULED else c
         case ToolCallStarted():
-            return lambda c: replace(c, attempts=e.attempt, claim_deadline=e.deadline_at)
+            return lambda c: replace(
+                c, attempts=e.attempt, claim_deadline=e.deadline_at, started_at=e.claimed_at
+            )
         case ToolCallSucceeded():
             return _ended(started_at=e.started_at, finished_at=e.finished_at, output=e.output)
         case ToolCallFailed():
             return _ended(started_at=e.started_at, finished_at=e.finished_at, error=e.error)
         case ToolCallOutcomeUnknown():
-            return lambda c: replace(c, claim_deadline=None)
+            return lambda c: c  # the claim's deadline stays: resolution waits for it
         case ToolCallConfirmedNotDone():
             return lambda c: replace(c, tokens=None)
         case ToolCallCancelled():

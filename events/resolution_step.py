@@ -14,15 +14,22 @@ from events.types import Event, RunEscalated, ToolCallConfirmedNotDone, ToolCall
 Finding = Literal["done", "not_done", "unknown"]
 
 
-def needs_resolution(c: Call) -> bool:
-    return c.status is CallStatus.OUTCOME_UNKNOWN and not c.read_only and c.resolvable
+def needs_resolution(c: Call, *, now: float) -> bool:
+    """A resolvable write whose outcome is unknown, once its claim's deadline has
+    passed: asked earlier, a write still under way could be taken for not done."""
+    unknown = c.status is CallStatus.OUTCOME_UNKNOWN and not c.read_only and c.resolvable
+    return unknown and (c.claim_deadline is None or now >= c.claim_deadline)
 
 
 def resolve_unknown(
     s: RunState, call_id: str, *, finding: Finding, output: Any = None, now: float, detail: str = ""
 ) -> list[Event]:
     call = s.call(call_id)
-    if s.status is not RunStatus.RUNNING_TOOLS or call is None or not needs_resolution(call):
+    if (
+        s.status is not RunStatus.RUNNING_TOOLS
+        or call is None
+        or not needs_resolution(call, now=now)
+    ):
         return []
     match finding:
         case "done":

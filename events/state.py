@@ -25,6 +25,7 @@ class Call:
     timeout_s: float = 0.0
     max_concurrency: int | None = None
     op_key: str | None = None
+    request_hash: str | None = None
     resolvable: bool = False
     output_cap: int | None = None
     resolution_asked: bool = False

@@ -24,21 +24,42 @@ from events.types import (
 )
 
 MAX_READ_ATTEMPTS = 3
-CLAIM_GRACE_S = 5.0
 
 
 def claim_call(s: RunState, call_id: str, *, worker: str, now: float) -> list[Event]:
     call = s.call(call_id)
-    if s.status is not RunStatus.RUNNING_TOOLS or call is None or not claimable(call):
+    if s.status is not RunStatus.RUNNING_TOOLS or call is None:
         return []
+    if all(c.call_id != call_id for c in runnable(s)):
+        return []  # not claimable, or the run's or the tool's limit of calls at once is reached
     if (timed_out := wall_clock_exceeded(s, now=now)) is not None:
         return [timed_out]
-    deadline = now + call.timeout_s + CLAIM_GRACE_S
-    return [
-        ToolCallStarted(
-            call_id=call_id, attempt=call.attempts + 1, worker=worker, deadline_at=deadline
-        )
-    ]
+    deadline = now + call.timeout_s + s.spec.policies.claim_grace_s
+    started = ToolCallStarted(
+        call_id=call_id,
+        attempt=call.attempts + 1,
+        worker=worker,
+        deadline_at=deadline,
+        claimed_at=now,
+    )
+    return [started]
+
+
+def runnable(s: RunState) -> list[Call]:
+    """Claimable calls, within the run's and each tool's limit on calls at once."""
+    if s.current_turn is None:
+        return []
+    running = [c.name for c in s.in_flight]
+    room = s.spec.budgets.max_parallel_calls - len(running)
+    chosen: list[Call] = []
+    for c in s.current_turn.calls:
+        if len(chosen) >= room:
+            break
+        limit = c.max_concurrency
+        busy = running.count(c.name) + sum(x.name == c.name for x in chosen)
+        if claimable(c) and (limit is None or busy < limit):
+            chosen.append(c)
+    return chosen
 
 
 def claimable(call: Call) -> bool:

@@ -95,8 +95,9 @@ class ToolCallProposed(_Event):
     input: dict[str, Any]
 
 
-class ToolCallValidated(_Event):
-    type: Literal["ToolCallValidated"] = "ToolCallValidated"
+class _Cleared(_Event):
+    """What validation found about a call that may run: its resources and limits."""
+
     call_id: str
     read_only: bool
     reads: tuple[str, ...] = ()
@@ -104,23 +105,19 @@ class ToolCallValidated(_Event):
     timeout_s: float
     max_concurrency: int | None = None
     op_key: str | None = Field(default=None, description="the business operation a write is")
+    request_hash: str | None = Field(default=None, description="the validated arguments' digest")
     resolvable: bool = Field(default=False, description="the tool can look up an unknown outcome")
     output_cap: int | None = Field(default=None, description="characters of output the model sees")
 
 
-class ApprovalRequested(_Event):
+class ToolCallValidated(_Cleared):
+    type: Literal["ToolCallValidated"] = "ToolCallValidated"
+
+
+class ApprovalRequested(_Cleared):
     """The call is valid but waits for a person; unanswered by `expires_at` it is denied."""
 
     type: Literal["ApprovalRequested"] = "ApprovalRequested"
-    call_id: str
-    read_only: bool
-    reads: tuple[str, ...] = ()
-    writes: tuple[str, ...] = ()
-    timeout_s: float
-    max_concurrency: int | None = None
-    op_key: str | None = None
-    resolvable: bool = False
-    output_cap: int | None = None
     expires_at: float
     reason: str
 
@@ -181,6 +178,7 @@ class ToolCallStarted(_Event):
     attempt: int = Field(ge=1)
     worker: str
     deadline_at: float
+    claimed_at: float | None = None
 
 
 class ToolCallSucceeded(_Event):

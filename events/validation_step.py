@@ -33,6 +33,7 @@ def validate_call(
     needs_approval: str | None = None,
     now: float = 0.0,
     op_key: str | None = None,
+    request_hash: str | None = None,
     resolvable: bool = False,
     output_cap: int | None = None,
 ) -> list[Event]:
@@ -62,6 +63,7 @@ def validate_call(
         "timeout_s": min(tool.timeout_s, cap) if cap else tool.timeout_s,
         "max_concurrency": tool.max_concurrency,
         "op_key": op_key,
+        "request_hash": request_hash,
         "resolvable": resolvable,
         "output_cap": output_cap,
     }

@@ -61,6 +61,12 @@ class Policies(_Spec):
         default=3600.0, gt=0, description="an unanswered request is denied"
     )
     cancel_grace_s: float = Field(default=5.0, ge=0, description="SIGTERM to SIGKILL")
+    claim_grace_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="a claim's deadline is the tool's timeout plus this; an unknown outcome is "
+        "looked up only after it, so a write still under way is not taken for not done",
+    )
 
 
 class ScriptedCall(_Spec):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import dramatiq
@@ -113,7 +114,8 @@ class Services:
         self.worker.start()
         if loops:
             keys = Keys(self.app.settings.prefix, self.app.settings.shards)
-            reactor = Reactor(self.app, self.client, keys, self.pools.send)
+            batch = getattr(self.broker, "batched", nullcontext)  # ours pipelines the sends
+            reactor = Reactor(self.app, self.client, keys, self.pools.send, batch)
             intake = Intake(self.app, self.client, keys)
             self._spawn("reactor", lambda: reactor.run(self.stop_flag))
             self._spawn("intake", lambda: intake.run(self.stop_flag))

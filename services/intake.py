@@ -79,7 +79,8 @@ class Intake:
 
     def control(self, message: Control, *, causation_id: str | None = None) -> None:
         """Append what a person or system said to a run, if it fits the run's state."""
-        if load(self._app.store, message.run_id) is None:
+        state = load(self._app.store, message.run_id)
+        if state is None:
             raise Rejected(f"no run {message.run_id!r}")
         try:
             run_step(
@@ -89,6 +90,7 @@ class Intake:
                 lambda s: _decide_control(s, message),
                 source=SOURCE,
                 causation_id=causation_id,
+                held=state,
             )
         except ControlRefused as exc:
             raise Rejected(exc.reason) from None

@@ -18,6 +18,10 @@ class Keys:
     def run(self, run_id: str) -> str:
         return f"{self.prefix}:{{{self.shard(run_id)}}}:run:{run_id}"
 
+    def snapshot(self, run_id: str) -> str:
+        """Hash: the newest snapshot of the run's folded state (a cache checked against the log)."""
+        return f"{self.prefix}:{{{self.shard(run_id)}}}:snap:{run_id}"
+
     def feed(self, shard: int) -> str:
         return f"{self.prefix}:{{{shard}}}:feed"
 

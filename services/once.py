@@ -16,7 +16,7 @@ from services.app import App
 def run_once(app: App, call: Call, owner: str, run: Callable[[], Outcome]) -> Outcome:
     if call.op_key is None:
         return run()
-    request = request_hash(call.input)
+    request = call.request_hash or request_hash(call.input)
     verdict = app.ledger.begin(call.op_key, request, owner, now=app.clock.now())
     match verdict.action:
         case "replay":

@@ -87,11 +87,17 @@ def _check_broker(settings: Settings) -> None:
         raise ConfigError("AGENTLEDGER_BROKER_MAX_DELIVERIES", "must be at least 1")
 
 
+ALWAYS_SECRET = ("ANTHROPIC_API_KEY",)
+
+
 def read_secrets(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The values of the variables a run spec declares secret (`secrets`), read
+    """The values of the variables a run spec declares secret (`secrets`), of
+    those AGENTLEDGER_SECRETS names (comma-separated) and of ALWAYS_SECRET, read
     when a run needs them; unset and empty ones are left out. Never logged."""
     env = os.environ if environ is None else environ
-    return {name: env[name] for name in names if env.get(name)}
+    listed = [n.strip() for n in env.get("AGENTLEDGER_SECRETS", "").split(",")]
+    declared = dict.fromkeys([*names, *listed, *ALWAYS_SECRET])
+    return {name: env[name] for name in declared if name and env.get(name)}
 
 
 def environ_for_children(settings: Settings) -> dict[str, str]:

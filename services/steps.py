@@ -5,11 +5,16 @@ events are folded onto the state before they are appended, so an illegal one
 raises and is never written; follow-ups they make due (`events.settle`) go in
 the same append. On a ConcurrencyConflict the run is reloaded and
 the decision made again: an outcome that already happened is re-decided on the
-fresh state, never dropped."""
+fresh state, never dropped.
+
+`load` is the fold of the run's log, read as snapshot + tail
+(`services.state_cache`). A handler that holds the state its own last step
+returned passes it as `held`: the first try decides on it without reading the
+log, and the append's expected seq checks it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,9 +25,13 @@ from events.types import Event
 from schemas.envelope import Envelope
 from services.clock import Clock, new_event_id
 from services.errors import ConcurrencyConflict, TooContended, UnknownRun
+from services.state_cache import cache_for
 from services.store.port import EventStore
 
 MAX_CONFLICTS = 50
+_ENVELOPE = Envelope[
+    Any
+]  # looked up once: pydantic's generic lookup is slow, and not always cached
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +44,15 @@ class StepResult:
 
 
 def load(store: EventStore, run_id: str) -> RunState | None:
-    return fold(store.read(run_id))
+    return cache_for(store).load(run_id)
+
+
+def load_many(
+    store: EventStore, run_ids: Sequence[str], *, ends: Mapping[str, tuple[int, str]] | None = None
+) -> list[RunState | None]:
+    """The states of several runs, read from the store at once; a run whose log is known
+    to end at (seq, event id) and whose cached state ends there is not read at all."""
+    return cache_for(store).load_many(run_ids, ends=ends)
 
 
 def envelopes(
@@ -48,7 +65,7 @@ def envelopes(
     causation_id: str | None = None,
 ) -> list[Envelope[Any]]:
     return [
-        Envelope[Any].model_construct(
+        _ENVELOPE.model_construct(
             id=new_event_id(),
             run_id=run_id,
             seq=after_seq + i + 1,
@@ -71,28 +88,38 @@ def run_step(
     *,
     source: str,
     causation_id: str | None = None,
+    held: RunState | None = None,
 ) -> StepResult:
     for _ in range(MAX_CONFLICTS):
-        state = load(store, run_id)
+        state = held or load(store, run_id)
         if state is None:
             raise UnknownRun(run_id)
         events = list(decide(state))
+        if not events and held is not None:
+            held = None  # "nothing to do" is believed of the log, not of a held state
+            continue
+        held = None
         if not events:
             return StepResult(state, ())
         at = clock.now()
         batch = envelopes(
             run_id, events, after_seq=state.seq, at=at, source=source, causation_id=causation_id
         )
+        batch = store.as_stored(run_id, batch)  # the state we go on with is the log's
         new_state = fold(batch, state)  # raises IllegalTransition before anything is written
         assert new_state is not None
         if follow_ups := settle(new_state):  # made due by this batch: same append
             more = envelopes(run_id, follow_ups, after_seq=new_state.seq, at=at, source=source)
+            more = store.as_stored(run_id, more)
             new_state = fold(more, new_state)
             assert new_state is not None
             batch += more
-        try:
-            store.append(run_id, batch, expected_seq=state.seq, live=new_state.status.watched)
-        except ConcurrencyConflict:
-            continue
+        cache = cache_for(store)
+        with cache.expecting(run_id, new_state, batch[-1].id):
+            try:
+                store.append(run_id, batch, expected_seq=state.seq, live=new_state.status.watched)
+            except ConcurrencyConflict:
+                continue
+            cache.appended(run_id, new_state, batch[-1].id)
         return StepResult(new_state, tuple(batch))
     raise TooContended(f"run {run_id!r}: {MAX_CONFLICTS} conflicting appends in a row")

@@ -6,14 +6,20 @@ an ack is dead-lettered. Kills count deliveries, never dramatiq's retries.
 
 Delayed messages (dramatiq's `delay`, which Retries uses for its back-off) wait
 in a sorted set per queue and join the stream when due; there are no `.DQ`
-queues. The client must return bytes (redis-py's default)."""
+queues. The client must return bytes (redis-py's default).
+
+A sender with many messages at once (the reactor) wraps its sends in
+`batched()`: they go out in one pipeline, one round trip, when the block ends."""
 
 from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import dramatiq
 import redis
@@ -44,6 +50,7 @@ class StreamsBroker(dramatiq.Broker):
         self.queues: set[str] = set()
         self._streams: dict[str, StreamQueue] = {}
         self._id = uuid.uuid4().hex[:8]
+        self._batch = threading.local()
 
     def stream(self, queue_name: str) -> StreamQueue:
         """The Redis side of a queue, declared or not (senders need not declare)."""
@@ -67,12 +74,32 @@ class StreamsBroker(dramatiq.Broker):
     def enqueue(self, message: Message, *, delay: int | None = None) -> Message:  # type: ignore[type-arg]
         self.emit_before("enqueue", message, delay)
         queue = self.stream(message.queue_name)
+        pending: list[tuple[str, bytes]] | None = getattr(self._batch, "pending", None)
         if delay:
             queue.push_later(message.encode(), time.time() * 1000 + delay)
+        elif pending is not None:
+            pending.append((queue.stream, message.encode()))
         else:
             queue.push(message.encode())
         self.emit_after("enqueue", message, delay)
         return message
+
+    @contextmanager
+    def batched(self) -> Iterator[None]:
+        """Messages sent by this thread inside the block are pushed together at its end."""
+        if getattr(self._batch, "pending", None) is not None:
+            yield  # already inside a batch: its end pushes these too
+            return
+        self._batch.pending = pending = []
+        try:
+            yield
+        finally:
+            self._batch.pending = None
+            if pending:
+                with self.client.pipeline(transaction=False) as pipe:
+                    for stream, data in pending:
+                        pipe.xadd(stream, {"m": data})
+                    pipe.execute()
 
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> StreamsConsumer:
         name = f"{socket.gethostname()}:{os.getpid()}:{self._id}"

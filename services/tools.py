@@ -43,10 +43,15 @@ class RegisteredTool:
     output_cap: int | None = None
 
     def op_key(self, args: dict[str, Any], tenant: str, writes: Sequence[str]) -> str | None:
-        """The operation key of a write (reads have none)."""
+        """The operation key of a write (reads have none), from the validated arguments."""
         if self.spec.read_only:
             return None
-        return operation_key(tenant, self.spec.name, args, self.key_fields, writes)
+        return operation_key(tenant, self.spec.name, self.canonical(args), self.key_fields, writes)
+
+    def canonical(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as validated, defaults filled in: `2` and `"2"` are one request."""
+        dumped: dict[str, Any] = self.args_model.model_validate(args).model_dump(mode="json")
+        return dumped
 
     def check(self, raw: dict[str, Any]) -> tuple[dict[str, Any], list[FieldError]]:
         """Arguments as the function receives them, or the field errors."""

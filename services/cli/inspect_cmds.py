@@ -55,7 +55,7 @@ def runs(session: Session, *, limit: int) -> int:
     for entry in session.store.runs(limit=limit):
         state = load(session.store, entry.run_id)
         status = state.status if state else "?"
-        task = state.spec.task if state else ""
+        task = redactor_for(state.spec).text(state.spec.task) if state else ""
         print(f"{entry.run_id}  {status!s:<17} {task[:60]!r}")
     return 0
 

@@ -44,4 +44,5 @@ def handle_run_acceptance(app: App, run_id: str) -> None:
         run_id,
         lambda s: record_acceptance(s, attempt=started.attempt, results=results),
         source=SOURCE,
+        held=step.state,  # the state of our own claim: no reload
     )

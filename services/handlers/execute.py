@@ -51,6 +51,7 @@ def handle_execute_call(app: App, run_id: str, call_id: str) -> None:
             finished_at=finished_at,
         ),
         source=SOURCE,
+        held=step.state,  # the state of our own claim: no reload
     )
     release_call(app, call.lock_request)
 

@@ -14,7 +14,7 @@ from services.models.port import ModelError, ModelRequest
 from services.secrets import redactor_for
 from services.spec_check import tool_paths
 from services.steps import run_step
-from services.tools import ToolRegistry
+from services.tools import BUILTIN, ToolRegistry
 
 SOURCE = "model"
 
@@ -51,6 +51,7 @@ def handle_request_model(app: App, run_id: str) -> None:
                 s, turn=claimed.turn, attempt=claimed.attempt, message=message
             ),
             source=SOURCE,
+            held=step.state,  # the state of our own claim: no reload
         )
         return
     run_step(
@@ -69,11 +70,13 @@ def handle_request_model(app: App, run_id: str) -> None:
             retries=reply.retries,
         ),
         source=SOURCE,
+        held=step.state,  # the state of our own claim: no reload
     )
 
 
 def context_view(registry: ToolRegistry, s: RunState) -> ContextView:
     """What the model is shown at this point of the run (also `agentledger context`)."""
-    registry.load(s.spec.tools, tool_paths(s.spec, s.base_dir))
+    # the built-in tools too: every run is offered them, whatever this process imported so far
+    registry.load([*s.spec.tools, BUILTIN], tool_paths(s.spec, s.base_dir))
     tools = tuple(t.spec for t in registry.of_modules(s.spec.tools))
     return assemble(s, tools, redactor_for(s.spec))

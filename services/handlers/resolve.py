@@ -15,7 +15,12 @@ SOURCE = "tools"
 def handle_resolve_call(app: App, run_id: str, call_id: str) -> None:
     state = load(app.store, run_id)
     call = state.call(call_id) if state else None
-    if state is None or call is None or not needs_resolution(call) or call.op_key is None:
+    if (
+        state is None
+        or call is None
+        or not needs_resolution(call, now=app.clock.now())
+        or call.op_key is None
+    ):
         return
     app.load_tools(state)
     registered = app.registry.get(call.name)
@@ -36,7 +41,11 @@ def handle_resolve_call(app: App, run_id: str, call_id: str) -> None:
     if found.done is True:
         owner = f"{run_id}/{call_id}/{call.attempts}"
         app.ledger.finish(
-            call.op_key, request_hash(call.input), owner, found.result, now=app.clock.now()
+            call.op_key,
+            call.request_hash or request_hash(call.input),
+            owner,
+            found.result,
+            now=app.clock.now(),
         )
     elif found.done is False:
         app.ledger.abandon(call.op_key)

@@ -5,6 +5,9 @@ the run goes on."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from events.idempotency import request_hash
 from events.state import RunState
 from events.types import Event, FieldError
 from events.validation_step import validate_call
@@ -15,6 +18,16 @@ from services.tools import RegisteredTool
 SOURCE = "validate"
 
 
+@dataclass
+class Findings:
+    errors: list[FieldError] = field(default_factory=list)
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+    approval: str | None = None
+    op_key: str | None = None
+    request_hash: str | None = None
+
+
 def handle_validate_call(app: App, run_id: str, call_id: str) -> None:
     def decide(s: RunState) -> list[Event]:
         call = s.call(call_id)
@@ -23,21 +36,19 @@ def handle_validate_call(app: App, run_id: str, call_id: str) -> None:
         app.load_tools(s)
         offered = {t.spec.name: t for t in app.registry.of_modules(s.spec.tools)}
         registered = offered.get(call.name)
-        findings = _inspect(registered, call.input, s) if registered else ([], [], [], None)
-        errors, reads, writes, approval = findings
+        found = _inspect(registered, call.input, s) if registered else Findings()
         return validate_call(
             s,
             call_id,
             tool=registered.spec if registered else None,
             known_tools=list(offered),
-            field_errors=errors,
-            reads=reads,
-            writes=writes,
-            needs_approval=approval,
+            field_errors=found.errors,
+            reads=found.reads,
+            writes=found.writes,
+            needs_approval=found.approval,
             now=app.clock.now(),
-            op_key=registered.op_key(call.input, s.spec.principal.tenant, writes)
-            if registered
-            else None,
+            op_key=found.op_key,
+            request_hash=found.request_hash,
             resolvable=bool(registered and registered.lookup),
             output_cap=registered.output_cap if registered else None,
         )
@@ -45,16 +56,16 @@ def handle_validate_call(app: App, run_id: str, call_id: str) -> None:
     run_step(app.store, app.clock, run_id, decide, source=SOURCE)
 
 
-def _inspect(
-    t: RegisteredTool, raw: dict[str, object], s: RunState
-) -> tuple[list[FieldError], list[str], list[str], str | None]:
-    """Field errors, resources read and written, and why approval is needed."""
+def _inspect(t: RegisteredTool, raw: dict[str, object], s: RunState) -> Findings:
+    """Field errors, or the resources, approval reason and operation key of valid arguments."""
     args, errors = t.check(raw)
     if errors:
-        return errors, [], [], None
+        return Findings(errors=errors)
     try:
         reads, writes = t.resources(args, s.workspace)
         approval = t.approval_reason(args, s.spec.principal)
+        op_key = t.op_key(raw, s.spec.principal.tenant, writes)
+        digest = request_hash(t.canonical(raw))
     except Exception as exc:  # the tool's own rules failed on these arguments: tell the model
-        return [FieldError(loc="(input)", msg=f"{type(exc).__name__}: {exc}")], [], [], None
-    return [], reads, writes, approval
+        return Findings(errors=[FieldError(loc="(input)", msg=f"{type(exc).__name__}: {exc}")])
+    return Findings([], reads, writes, approval, op_key, digest)

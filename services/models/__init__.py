@@ -1,2 +1,2 @@
-"""Model adapters behind one Protocol: scripted (demos, tests), and later the
-anthropic SDK and replay of a recorded run."""
+"""Model adapters behind one Protocol: scripted (demos, tests), the anthropic
+SDK, and replay of a recorded run."""

@@ -20,7 +20,7 @@ for i = 0, n - 1 do
   local seq = expected + i + 1
   local eid, etype, blob = ARGV[6 + 3 * i], ARGV[7 + 3 * i], ARGV[8 + 3 * i]
   redis.call('XADD', KEYS[1], '0-' .. seq, 'id', eid, 'type', etype, 'e', blob)
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'run', run_id, 'seq', seq, 'type', etype)
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'run', run_id, 'seq', seq, 'type', etype, 'id', eid)
 end
 if expected == 0 then
   redis.call('ZADD', KEYS[3], ARGV[3], run_id)

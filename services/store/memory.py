@@ -8,13 +8,14 @@ from typing import Any
 
 from schemas.envelope import Envelope
 from services.errors import ConcurrencyConflict
-from services.store.port import RunIndexEntry
+from services.store.port import Head, RunIndexEntry, Snapshot, Tail
 
 
 class MemoryEventStore:
     def __init__(self) -> None:
         self._logs: dict[str, list[Envelope[Any]]] = {}
         self._live: dict[str, float] = {}
+        self._snapshots: dict[str, Snapshot] = {}
         self._lock = threading.Lock()
 
     def append(
@@ -35,9 +36,40 @@ class MemoryEventStore:
                 self._live.pop(run_id, None)
             return len(log)
 
+    def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
+        return list(events)  # written as given
+
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
         with self._lock:
             return list(self._logs.get(run_id, [])[after_seq:])
+
+    def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:
+        with self._lock:
+            return [self._tail(head, snapshot_version) for head in heads]
+
+    def _tail(self, head: Head, version: str) -> Tail:
+        log = self._logs.get(head.run_id, [])
+
+        def holds(seq: int, event_id: str) -> bool:
+            return 0 < seq <= len(log) and log[seq - 1].id == event_id
+
+        snap = self._snapshots.get(head.run_id)
+        snap = snap if snap is not None and snap.version == version else None
+        usable = snap if snap is not None and holds(snap.seq, snap.event_id) else None
+        snap_seq = snap.seq if snap else 0
+        if usable is not None and usable.seq > head.seq:
+            return Tail(usable.seq, log[usable.seq :], usable, snap_seq)
+        if holds(head.seq, head.event_id):
+            return Tail(head.seq, log[head.seq :], None, snap_seq)
+        if usable is not None:  # the head is not in this log; the snapshot still is
+            return Tail(usable.seq, log[usable.seq :], usable, snap_seq)
+        return Tail(0, list(log), None, snap_seq)
+
+    def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
+        with self._lock:
+            kept = self._snapshots.get(run_id)
+            if kept is None or kept.version != snapshot.version or kept.seq < snapshot.seq:
+                self._snapshots[run_id] = snapshot
 
     def runs(self, *, limit: int = 50) -> list[RunIndexEntry]:
         with self._lock:

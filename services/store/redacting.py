@@ -27,11 +27,17 @@ class RedactingStore:
     def append(
         self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
     ) -> int:
+        stored = self.as_stored(run_id, events)
+        return self._inner.append(run_id, stored, expected_seq=expected_seq, live=live)
+
+    def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
+        """The events with their secrets redacted: what the log will hold (redacting
+        them again changes nothing and returns the same objects)."""
         spec = self._spec(run_id, events)
-        if spec is not None and not spec.keep_secrets_in_log:
-            r = self._redactor_for(spec)
-            events = [redact_envelope(env, r) for env in events]
-        return self._inner.append(run_id, events, expected_seq=expected_seq, live=live)
+        if spec is None or spec.keep_secrets_in_log:
+            return list(events)
+        r = self._redactor_for(spec)
+        return [redact_envelope(env, r) for env in events]
 
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
         return self._inner.read(run_id, after_seq=after_seq)

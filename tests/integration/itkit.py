@@ -185,6 +185,11 @@ def drive(
         if until(state):
             return state
         commands = due_commands(state, now=app.clock.now())
+        waited = 0.0
+        while not commands and waited < 2.0:  # e.g. a lookup waits for a claim's deadline
+            time.sleep(0.1)
+            waited += 0.1
+            commands = due_commands(state, now=app.clock.now())
         assert commands, f"run {run_id!r} is stuck in {state.status} with nothing due"
         for command in commands:
             dispatch(app, command)

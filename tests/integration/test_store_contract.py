@@ -1,5 +1,7 @@
 """The event store contract: one suite that the in-memory adapter and the Redis
-adapter (on a real redis-server) must both pass."""
+adapter (on a real redis-server) must both pass: appends at an expected seq,
+reads, the run indexes, and tails read after a folded state or a snapshot,
+checked against the log."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from itkit import T0, batch
 
 from services.errors import ConcurrencyConflict
 from services.store.memory import MemoryEventStore
-from services.store.port import EventStore
+from services.store.port import EventStore, Head, Snapshot
 from services.store.redis_store import RedisEventStore
 
 
@@ -139,3 +141,126 @@ def test_a_run_created_not_live_never_enters_the_live_index(store: EventStore) -
     new_run(store, at=T0, live=False)
 
     assert store.idle_live_runs(idle_since=T0 + 1_000) == []
+
+
+# Reading a tail after a state the caller folded, checked against the log.
+
+V1 = "v1"
+
+
+def snap(seq: int, event_id: str, *, version: str = V1, state: bytes = b"state") -> Snapshot:
+    return Snapshot(seq, event_id, version, state + str(seq).encode())
+
+
+def test_a_head_at_nothing_reads_the_whole_log_from_nothing(store: EventStore) -> None:
+    events = batch("run-a", 1, 4)
+    store.append("run-a", events, expected_seq=0, live=True)
+
+    [tail] = store.read_tails([Head("run-a")], snapshot_version=V1)
+
+    assert (tail.base, tail.events, tail.snapshot, tail.snapshot_seq) == (0, events, None, 0)
+
+
+def test_a_head_the_log_still_holds_reads_only_the_events_after_it(store: EventStore) -> None:
+    events = batch("run-a", 1, 5)
+    store.append("run-a", events, expected_seq=0, live=True)
+
+    [tail] = store.read_tails([Head("run-a", 3, events[2].id)], snapshot_version=V1)
+    [current] = store.read_tails([Head("run-a", 5, events[4].id)], snapshot_version=V1)
+
+    assert (tail.base, tail.events, tail.snapshot) == (3, events[3:], None)
+    assert (current.base, current.events) == (5, [])
+
+
+def test_a_head_whose_event_is_not_in_the_log_reads_the_whole_log(store: EventStore) -> None:
+    """A stream deleted and made again holds other events at the same seqs."""
+    events = batch("run-a", 1, 5)
+    store.append("run-a", events, expected_seq=0, live=True)
+
+    [other_id] = store.read_tails([Head("run-a", 3, "not-that-event")], snapshot_version=V1)
+    [past_end] = store.read_tails([Head("run-a", 9, "gone")], snapshot_version=V1)
+
+    assert (other_id.base, other_id.events) == (0, events)
+    assert (past_end.base, past_end.events) == (0, events)
+
+
+def test_a_newer_snapshot_that_matches_the_log_comes_with_the_events_after_it(
+    store: EventStore,
+) -> None:
+    events = batch("run-a", 1, 6)
+    store.append("run-a", events, expected_seq=0, live=True)
+    store.save_snapshot("run-a", snap(4, events[3].id))
+
+    [cold] = store.read_tails([Head("run-a")], snapshot_version=V1)
+    [behind] = store.read_tails([Head("run-a", 2, events[1].id)], snapshot_version=V1)
+    [ahead] = store.read_tails([Head("run-a", 5, events[4].id)], snapshot_version=V1)
+
+    assert (cold.base, cold.events, cold.snapshot) == (4, events[4:], snap(4, events[3].id))
+    assert (behind.base, behind.snapshot) == (4, snap(4, events[3].id))
+    assert (ahead.base, ahead.events, ahead.snapshot, ahead.snapshot_seq) == (
+        5,
+        events[5:],
+        None,
+        4,
+    )
+
+
+def test_a_snapshot_the_log_no_longer_holds_is_ignored(store: EventStore) -> None:
+    events = batch("run-a", 1, 6)
+    store.append("run-a", events, expected_seq=0, live=True)
+    store.save_snapshot("run-a", snap(4, "an-event-of-a-deleted-log"))
+
+    [cold] = store.read_tails([Head("run-a")], snapshot_version=V1)
+    [held] = store.read_tails([Head("run-a", 2, events[1].id)], snapshot_version=V1)
+
+    assert (cold.base, cold.events, cold.snapshot) == (0, events, None)
+    assert (held.base, held.events, held.snapshot) == (2, events[2:], None)
+
+
+def test_when_the_head_is_gone_a_matching_snapshot_is_the_fallback(store: EventStore) -> None:
+    events = batch("run-a", 1, 6)
+    store.append("run-a", events, expected_seq=0, live=True)
+    store.save_snapshot("run-a", snap(2, events[1].id))
+
+    [tail] = store.read_tails([Head("run-a", 5, "not-that-event")], snapshot_version=V1)
+
+    assert (tail.base, tail.events, tail.snapshot) == (2, events[2:], snap(2, events[1].id))
+
+
+def test_a_snapshot_of_another_version_is_invisible(store: EventStore) -> None:
+    events = batch("run-a", 1, 6)
+    store.append("run-a", events, expected_seq=0, live=True)
+    store.save_snapshot("run-a", snap(4, events[3].id, version="old-code"))
+
+    [tail] = store.read_tails([Head("run-a")], snapshot_version=V1)
+
+    assert (tail.base, tail.snapshot, tail.snapshot_seq) == (0, None, 0)
+
+
+def test_an_older_snapshot_never_replaces_a_newer_one_of_the_same_version(
+    store: EventStore,
+) -> None:
+    events = batch("run-a", 1, 6)
+    store.append("run-a", events, expected_seq=0, live=True)
+    store.save_snapshot("run-a", snap(4, events[3].id))
+
+    store.save_snapshot("run-a", snap(2, events[1].id))
+    [kept] = store.read_tails([Head("run-a")], snapshot_version=V1)
+    store.save_snapshot("run-a", snap(3, events[2].id, version="new-code"))
+    [replaced] = store.read_tails([Head("run-a")], snapshot_version="new-code")
+
+    assert kept.snapshot == snap(4, events[3].id)
+    assert replaced.snapshot == snap(3, events[2].id, version="new-code")
+
+
+def test_many_heads_are_answered_in_order_each_on_its_own_run(store: EventStore) -> None:
+    a, b = batch("run-a", 1, 3), batch("run-b", 1, 2)
+    store.append("run-a", a, expected_seq=0, live=True)
+    store.append("run-b", b, expected_seq=0, live=True)
+
+    tails = store.read_tails(
+        [Head("run-b", 1, b[0].id), Head("no-such-run"), Head("run-a", 3, "x")],
+        snapshot_version=V1,
+    )
+
+    assert [(t.base, t.events) for t in tails] == [(1, b[1:]), (0, []), (0, a)]

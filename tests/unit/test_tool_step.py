@@ -9,7 +9,6 @@ from runlog import T0, TOOLS, Log, do_claim, do_finish, do_model_turn, do_valida
 from events.status import CallStatus, RunStatus
 from events.ticks import on_tick
 from events.tool_step import (
-    CLAIM_GRACE_S,
     MAX_READ_ATTEMPTS,
     Errored,
     Stopped,
@@ -97,7 +96,9 @@ def test_a_call_is_claimed_once_with_a_deadline_past_its_timeout() -> None:
     log = running(use("a"))
     events = log.decide(claim_call, "a", worker="w1", now=T0)
     assert events == [
-        ToolCallStarted(call_id="a", attempt=1, worker="w1", deadline_at=T0 + 5.0 + CLAIM_GRACE_S)
+        ToolCallStarted(
+            call_id="a", attempt=1, worker="w1", deadline_at=T0 + 5.0 + 5.0, claimed_at=T0
+        )
     ]
     assert claim_call(log.s, "a", worker="w2", now=T0 + 1) == []
 

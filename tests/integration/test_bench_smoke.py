@@ -1,0 +1,35 @@
+"""A tiny run of the benchmark (`services.bench`) on a private redis-server it
+starts and stops: one long run on one worker process and the blocking stream
+hop of the floor. Only ratios are checked, never absolute times, so a slow or
+busy machine does not fail it; what it catches is a load that grows with the
+log again, orchestration that stops being a small multiple of a stream hop,
+or a step that starts costing many more Redis commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from services.bench import floor, ours
+from services.bench.harness import private_bench
+from services.bench.plan import WINDOW
+from services.settings import Settings
+
+CALLS = 3 * WINDOW
+MAX_GROWTH = 2.0  # turns 41-60 / turns 1-20; a load that folds the whole log made it ~4
+MAX_OVERHEAD_IN_HOPS = 150  # ms per tool call / blocking stream round trip (about 60 here)
+MAX_COMMANDS_PER_CALL = 60  # about 38 sent by the worker per tool call here
+MAX_ROUND_TRIPS_PER_CALL = 40  # about 24
+
+
+@pytest.mark.slow
+def test_a_tiny_bench_keeps_its_ratios(tmp_path: Path) -> None:
+    with private_bench(Settings(), tmp_path, "everysec") as bench:
+        hop_ms = floor.stream_round_trip(bench, "smoke-floor", 200)
+        run = ours.sequential(bench, "smoke", CALLS, 0)["long_run"]
+
+    assert run["growth"] < MAX_GROWTH, run["turn_ms"]
+    assert run["ms_per_call"] / hop_ms < MAX_OVERHEAD_IN_HOPS, (run["ms_per_call"], hop_ms)
+    assert run["commands"] < MAX_COMMANDS_PER_CALL, run["by_command"]
+    assert run["round_trips"] < MAX_ROUND_TRIPS_PER_CALL, run["by_command"]

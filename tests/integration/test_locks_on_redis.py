@@ -1,0 +1,437 @@
+"""The lock service on a real redis-server: the Lua script gives the same grants,
+tokens, expiries and tables as the pure rule for random schedules; a holder
+killed with SIGKILL loses its lock after the lease and its late write is
+refused by a target that checks fencing tokens; tokens stay monotonic across a
+restart of a Redis that persists nothing; and a call that gets its lock late
+still respects the run's limit on calls at once."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import redis
+from itkit import TOOL_MODULE, call, create_run
+
+from events.commands import ExecuteCall, RequestModel, ScheduleCalls, ValidateCall
+from events.dispatch import due_commands
+from events.lock_step import LockAsk
+from events.locks import Grant, LockTable, Mode, Request, enqueue, expire, release, renew
+from events.status import CallStatus
+from events.tool_step import claim_call
+from schemas.spec import RunSpec
+from services.app import App
+from services.handlers.model import handle_request_model
+from services.handlers.schedule import handle_schedule_calls, release_call
+from services.handlers.validate import handle_validate_call
+from services.locks import LockService
+from services.redis_server import answers, free_port, redis_server_binary
+from services.steps import load, run_step
+
+T0 = 1_700_000_000.0
+TICK_S = 0.125  # times on a binary grid: seconds and microseconds are both exact
+LEASES_S = (0.5, 1.0, 2.0)
+SCENARIOS = 200
+KEYS = ("file:/w/a", "file:/w/b", "stock:A1", "stock:B2")
+
+
+# --- the script and the rule agree -------------------------------------------------------
+
+
+@dataclass
+class Twin:
+    """One schedule played on the pure table and on the script side by side."""
+
+    client: redis.Redis
+    prefix: str
+    rng: random.Random
+    table: LockTable = field(default_factory=LockTable)
+    now: float = T0
+    asked: dict[str, dict[str, Mode]] = field(default_factory=dict)
+    given: dict[str, Grant] = field(default_factory=dict)
+    seen: Counter[str] = field(default_factory=Counter)  # what the schedule exercised
+
+    def __post_init__(self) -> None:
+        # one service per lease length, all on the same lock table
+        self.services = {s: LockService(self.client, self.prefix, lease_s=s) for s in LEASES_S}
+        self.service = self.services[LEASES_S[0]]
+
+    def step(self) -> None:
+        roll = self.rng.random()
+        if roll < 0.45:
+            self.enqueue()
+        elif roll < 0.65:
+            self.release()
+        elif roll < 0.8:
+            self.renew()
+        else:
+            self.now += TICK_S * self.rng.choice((1, 2, 4, 8, 16))
+            self.expire()
+
+    def enqueue(self) -> None:
+        lease_s = self.rng.choice(LEASES_S)
+        asks: list[LockAsk] = []
+        for _ in range(self.rng.randint(1, 3)):
+            if self.asked and self.rng.random() < 0.2:  # a redelivered ScheduleCalls
+                rid = self.rng.choice(sorted(self.asked))
+                keys = self.asked[rid]
+            else:
+                rid = f"run-{self.rng.randint(1, 3)}/c{len(self.asked) + 1}/1"
+                chosen = self.rng.sample(KEYS, self.rng.randint(1, 3))
+                keys = {k: self.rng.choice((Mode.READ, Mode.WRITE)) for k in chosen}
+            self.asked.setdefault(rid, keys)
+            asks.append(LockAsk(rid.split("/")[1], rid, keys))
+        already = set(self.table.leases)
+        requests = [Request(a.request_id, a.keys, lease_s) for a in asks]
+        self.table, grants = enqueue(self.table, requests, now=self.now)
+        reply = self.services[lease_s].enqueue(asks, now=self.now)
+        fresh = [g for g in reply.grants if g.id not in already]
+        again = [g for g in reply.grants if g.id in already]
+        self.same_grants(fresh, grants, f"enqueue {asks}")
+        # a request asked again while held learns what it holds (the rule grants nothing new)
+        for g in again:
+            assert g.tokens == self.given[g.id].tokens
+            assert round(g.lease_until * 1e6) == round(self.table.leases[g.id] * 1e6)
+        assert {g.id for g in again} == {a.request_id for a in asks} & already
+        self.seen.update(again=len(again), waits=len(self.table.waiting()))
+
+    def release(self) -> None:
+        rid = self.pick()
+        self.table, grants = release(self.table, rid, now=self.now)
+        self.same_grants(self.service.release(rid, now=self.now).grants, grants, f"release {rid}")
+
+    def renew(self) -> None:
+        rid = self.pick()
+        self.table, renewed = renew(self.table, rid, now=self.now)
+        assert self.service.renew(rid, now=self.now) is renewed, f"renew {rid} at {self.now}"
+        self.seen[f"renewed={renewed}"] += 1
+
+    def expire(self) -> None:
+        self.table, expired, grants = expire(self.table, now=self.now)
+        reply = self.service.expire(now=self.now)
+        assert reply.expired == expired, f"expire at {self.now}"
+        self.same_grants(reply.grants, grants, f"expire at {self.now}")
+        self.seen.update(expired=len(expired), passed_on=len(grants))
+
+    def pick(self) -> str:
+        if not self.asked or self.rng.random() < 0.1:
+            return "run-9/unknown/1"
+        return self.rng.choice(sorted(self.asked))
+
+    def same_grants(self, script: list[Grant], rule: list[Grant], what: str) -> None:
+        assert [g.id for g in script] == [g.id for g in rule], what
+        for s, r in zip(script, rule, strict=True):
+            assert s.tokens == dict(r.tokens), f"{what}: tokens of {s.id}"
+            assert round(s.lease_until * 1e6) == round(r.lease_until * 1e6), f"{what}: lease"
+            self.given[s.id] = s
+
+    def same_tables(self) -> None:
+        base = f"{self.prefix}:{{locks}}"
+        holders = {
+            k.decode(): json.loads(v) for k, v in self.client.hgetall(f"{base}:holders").items()
+        }
+        assert holders == {
+            k: {h: str(m) for h, m in hs.items()} for k, hs in self.table.holders.items()
+        }
+        tokens = {k.decode(): int(v) for k, v in self.client.hgetall(f"{base}:tokens").items()}
+        assert tokens == dict(self.table.tokens)
+        leases = {
+            k.decode(): round(v)
+            for k, v in self.client.zrange(f"{base}:leases", 0, -1, withscores=True)
+        }
+        assert leases == {k: round(v * 1e6) for k, v in self.table.leases.items()}
+        order = [k.decode() for k in self.client.zrange(f"{base}:order", 0, -1)]
+        assert order == list(self.table.requests), "arrival order"
+
+
+def test_the_script_and_the_pure_rule_agree_on_random_schedules(
+    client: redis.Redis, prefix: str
+) -> None:
+    seen: Counter[str] = Counter()
+    for n in range(SCENARIOS):
+        twin = Twin(client, f"{prefix}:s{n}", random.Random(n))
+        for i in range(25):
+            twin.step()
+            if i % 5 == 4:
+                twin.same_tables()
+        twin.same_tables()
+        seen += twin.seen
+    print(f"\n{SCENARIOS} schedules: {dict(sorted(seen.items()))}")
+    for kind in ("again", "waits", "expired", "passed_on", "renewed=True", "renewed=False"):
+        assert seen[kind] > 0, f"no schedule exercised {kind!r}"
+
+
+def test_a_redelivered_request_learns_the_grant_it_holds(client: redis.Redis, prefix: str) -> None:
+    locks = LockService(client, prefix, lease_s=5.0)
+    ask = LockAsk("c1", "r/c1/1", {"file:/x": Mode.WRITE})
+    first = locks.enqueue([ask], now=T0).grants
+    again = locks.enqueue([ask], now=T0 + 1).grants
+    assert again == first, "the same tokens, not a second grant"
+
+
+# --- a holder killed with SIGKILL --------------------------------------------------------
+
+FENCE_LUA = """
+local last = tonumber(redis.call('HGET', KEYS[1], 'token') or '0')
+if tonumber(ARGV[1]) < last then return 0 end
+redis.call('HSET', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
+return 1
+"""
+
+
+class FencedStore:
+    """A write target that checks fencing tokens: it refuses a token lower than
+    the last one it accepted (the same holder may write again with its own)."""
+
+    def __init__(self, client: redis.Redis, key: str):
+        self._key = key
+        self._client = client
+        self._write = client.register_script(FENCE_LUA)
+
+    def write(self, value: str, token: int) -> bool:
+        return bool(self._write(keys=[self._key], args=[token, value]))
+
+    def value(self) -> str:
+        return (self._client.hget(self._key, "value") or b"").decode()
+
+
+HOLDER = """
+import json, sys, time, types
+import redis
+from events.lock_step import LockAsk
+from events.locks import Mode
+from services.clock import SystemClock
+from services.handlers.execute import LeaseKeeper
+from events.status import CallStatus
+from events.tool_step import claim_call
+from schemas.spec import RunSpec
+from services.app import App
+from services.handlers.model import handle_request_model
+from services.handlers.schedule import handle_schedule_calls, release_call
+from services.handlers.validate import handle_validate_call
+from services.locks import LockService
+
+url, prefix, lease_s, resource, fence_key = sys.argv[1:6]
+client = redis.Redis.from_url(url)
+locks = LockService(client, prefix, lease_s=float(lease_s))
+reply = locks.enqueue([LockAsk("c1", "holder/c1/1", {resource: Mode.WRITE})], now=time.time())
+grant = reply.grants[0]
+LeaseKeeper(types.SimpleNamespace(locks=locks, clock=SystemClock()), grant.id).__enter__()
+fence = client.register_script(sys.stdin.read())
+accepted = fence(keys=[fence_key], args=[grant.tokens[resource], "written by the holder"])
+print(json.dumps({"id": grant.id, "token": grant.tokens[resource], "accepted": accepted}), flush=True)
+time.sleep(600)
+"""
+
+LOCK_LEASE_S = 0.6
+
+
+@pytest.fixture
+def holder(redis_url: str, prefix: str) -> Iterator[tuple[subprocess.Popen[str], dict]]:  # type: ignore[type-arg]
+    args = [redis_url, prefix, str(LOCK_LEASE_S), "file:/shared/out.txt", f"{prefix}:fenced"]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(FENCE_LUA)
+    proc.stdin.close()
+    line = proc.stdout.readline()
+    assert line, f"the holder did not start: {proc.stderr.read() if proc.stderr else ''}"
+    try:
+        yield proc, json.loads(line)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_a_killed_holder_loses_its_lock_and_its_late_write_is_refused(
+    client: redis.Redis,
+    prefix: str,
+    holder: tuple[subprocess.Popen[str], dict],  # type: ignore[type-arg]
+) -> None:
+    proc, held = holder
+    resource = "file:/shared/out.txt"
+    locks = LockService(client, prefix, lease_s=LOCK_LEASE_S)
+    fence = FencedStore(client, f"{prefix}:fenced")
+    assert held["accepted"] == 1 and fence.value() == "written by the holder"
+    waiting = locks.enqueue([LockAsk("c2", "next/c2/1", {resource: Mode.WRITE})], now=time.time())
+    assert waiting.grants == []
+
+    # alive for several leases: its own heartbeat keeps the lock
+    until = time.monotonic() + 3 * LOCK_LEASE_S
+    while time.monotonic() < until:
+        assert locks.expire(now=time.time()).expired == []
+        time.sleep(0.05)
+
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=5)
+    killed_at = time.monotonic()
+    grants: list[Grant] = []
+    while not grants and time.monotonic() - killed_at < LOCK_LEASE_S + 2.0:
+        reply = locks.expire(now=time.time())
+        grants = reply.grants
+        if not grants:
+            time.sleep(0.02)
+    passed_after = time.monotonic() - killed_at
+    assert [g.id for g in grants] == ["next/c2/1"], "the lock passed on after the lease"
+    assert reply.expired == [held["id"]]
+    assert passed_after <= LOCK_LEASE_S + 0.5
+    print(f"\nlock passed on {passed_after:.2f}s after SIGKILL (lease {LOCK_LEASE_S}s)")
+
+    token = grants[0].tokens[resource]
+    assert token > held["token"]
+    assert fence.write("written by the next holder", token)
+    assert not fence.write("late write of the dead holder", held["token"]), "stale token refused"
+    assert fence.value() == "written by the next holder"
+    assert not locks.renew(held["id"], now=time.time()), "the dead holder's lease is gone"
+
+
+# --- tokens across a restart of a Redis that persists nothing -----------------------------
+
+
+@dataclass
+class Ephemeral:
+    port: int
+    folder: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> redis.Redis:
+        args = [
+            redis_server_binary(),
+            "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder),
+            "--appendonly", "no", "--save", "", "--daemonize", "no",
+            "--logfile", str(self.folder / "redis.log"),
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not answers(self.url, timeout=0.2):
+            assert self.proc.poll() is None and time.monotonic() < deadline, "no redis-server"
+            time.sleep(0.05)
+        return redis.Redis.from_url(self.url)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()  # by its pid; nothing is saved on the way down
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def ephemeral(tmp_path: Path) -> Iterator[Ephemeral]:
+    server = Ephemeral(free_port(), tmp_path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_tokens_stay_monotonic_across_a_restart_that_lost_everything(
+    ephemeral: Ephemeral,
+) -> None:
+    resource = "stock:A1"
+    before: list[int] = []
+    client = ephemeral.start()
+    locks = LockService(client, "p", lease_s=5.0)
+    for i in range(3):
+        rid = f"r/c{i}/1"
+        grant = locks.enqueue([LockAsk(f"c{i}", rid, {resource: Mode.WRITE})], now=time.time())
+        before += [grant.grants[0].tokens[resource]]
+        locks.release(rid, now=time.time())
+    counter = [client.incr("p:plain-counter") for _ in range(3)][-1]
+    client.close()
+    ephemeral.stop()
+
+    client = ephemeral.start()
+    try:
+        assert client.dbsize() == 0, "the restart lost every key"
+        assert client.incr("p:plain-counter") < counter, "a plain INCR goes back"
+        locks = LockService(client, "p", lease_s=5.0)
+        now = time.time()
+        after = locks.enqueue([LockAsk("c9", "r/c9/1", {resource: Mode.WRITE})], now=now)
+        token = after.grants[0].tokens[resource]
+    finally:
+        client.close()
+    assert before == sorted(set(before))
+    assert token > before[-1], "the token after the restart is still the biggest"
+    assert token >= int(now * 1_000_000)
+
+
+# --- the per-run limit at the claim --------------------------------------------------------
+
+
+def schedule_without_running(app: App, run_id: str) -> None:
+    """Play the reactor up to the tool pool: model, validation and lock pool only."""
+    for _ in range(5):
+        state = load(app.store, run_id)
+        assert state is not None
+        for command in due_commands(state, now=app.clock.now()):
+            match command:
+                case RequestModel(r):
+                    handle_request_model(app, r)
+                case ValidateCall(r, c):
+                    handle_validate_call(app, r, c)
+                case ScheduleCalls(r):
+                    handle_schedule_calls(app, r)
+
+
+def test_max_parallel_calls_holds_when_an_earlier_call_gets_its_lock_late(
+    app: App, client: redis.Redis, tools_dir: Path, workspace: Path
+) -> None:
+    spec = RunSpec.model_validate(
+        {
+            "task": "limit",
+            "tools": [TOOL_MODULE],
+            "tool_path": [str(tools_dir)],
+            "principal": {"id": "it", "tenant": "it-tenant"},
+            "budgets": {"max_parallel_calls": 1},
+            "model": {
+                "scripted": [
+                    {"tool_use": [call("c1", "it_write", key="k", value="1"),
+                                  call("c2", "it_write", key="j", value="2")]},
+                    {"end_turn": "done"},
+                ]
+            },
+        }
+    )  # fmt: skip
+    create_run(app, client, "run-l", spec, workspace)
+    app.locks.enqueue([LockAsk("f", "other/f/1", {"kv:k": Mode.WRITE})], now=app.clock.now())
+    schedule_without_running(app, "run-l")
+    state = load(app.store, "run-l")
+    assert state is not None and state.current_turn is not None
+    assert [c.status for c in state.current_turn.calls] == [
+        CallStatus.WAITING,
+        CallStatus.SCHEDULED,
+    ]
+    # the reactor sends ExecuteCall(c2); before a worker claims it, the other run
+    # releases k, c1 is scheduled, and the reactor sends ExecuteCall(c1) as well
+    assert due_commands(state, now=app.clock.now()) == [ExecuteCall("run-l", "c2")]
+    release_call(app, "other/f/1")
+    state = load(app.store, "run-l")
+    assert state is not None
+    assert due_commands(state, now=app.clock.now()) == [ExecuteCall("run-l", "c1")]
+    now = app.clock.now()
+    for call_id in ("c2", "c1"):  # both messages are delivered
+        run_step(
+            app.store, app.clock, "run-l",
+            lambda s, c=call_id: claim_call(s, c, worker="w", now=now), source="tools",
+        )  # fmt: skip
+    state = load(app.store, "run-l")
+    assert state is not None
+    assert len(state.in_flight) <= 1, f"{len(state.in_flight)} calls run at once, limit 1"

@@ -1,0 +1,51 @@
+"""The replay model answers each request with the reply recorded for its turn,
+verbatim, and refuses a turn the recorded run never reached."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from events.types import ModelRequested, ModelResponded
+from schemas.content import Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from schemas.envelope import Envelope
+from services.models.port import ModelError, ModelRequest
+from services.models.replay import ReplayAdapter
+
+REPLY = ModelResponded(
+    turn=2,
+    content=(
+        ThinkingBlock(thinking="t", signature="s=="),
+        ToolUseBlock(id="u1", name="n", input={}),
+    ),
+    stop_reason="tool_use",
+    usage=Usage(input_tokens=10, output_tokens=3, cache_read_input_tokens=4),
+    model="claude-x-1",
+)
+
+
+def recorded() -> list[Envelope[Any]]:
+    events = [ModelRequested(turn=2, attempt=1, deadline_at=1.0), REPLY]
+    return [
+        Envelope(id=f"e{i}", run_id="r-old", seq=i + 5, type=e.type, at=1.0, source="x", data=e)
+        for i, e in enumerate(events)
+    ]
+
+
+def ask(turn: int) -> ModelRequest:
+    return ModelRequest(
+        "r-new", turn, None, (Message(role="user", content=(TextBlock(text="t"),)),), ()
+    )
+
+
+def test_a_request_gets_the_recorded_reply_of_its_turn_verbatim() -> None:
+    reply = ReplayAdapter("r-old", recorded).respond(ask(2))
+    assert reply.content == REPLY.content and reply.stop_reason == "tool_use"
+    assert reply.usage == REPLY.usage and reply.model == "claude-x-1"
+
+
+def test_a_turn_the_recorded_run_never_reached_ends_the_new_run() -> None:
+    with pytest.raises(ModelError, match="'r-old' has no model reply for turn 3") as raised:
+        ReplayAdapter("r-old", recorded).respond(ask(3))
+    assert raised.value.retryable is False

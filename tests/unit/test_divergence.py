@@ -1,0 +1,70 @@
+"""The divergence of a re-run: ids, times, attempts and claims do not count; a
+different tool input, outcome or ending does, at the first place it happens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events.divergence import first_divergence
+from events.types import (
+    ModelRequested,
+    ModelResponded,
+    RunCompleted,
+    ToolCallFailed,
+    ToolCallProposed,
+    ToolCallStarted,
+    ToolCallSucceeded,
+    ToolError,
+)
+from schemas.content import ToolUseBlock
+from schemas.envelope import Envelope
+
+
+def log(*events: Any, at: float = 1.0, run_id: str = "r-a") -> list[Envelope[Any]]:
+    return [
+        Envelope(
+            id=f"{run_id}-{i}", run_id=run_id, seq=i, type=e.type, at=at + i, source="x", data=e
+        )
+        for i, e in enumerate(events, start=1)
+    ]
+
+
+USE = ToolUseBlock(id="c1", name="reserve", input={"sku": "A1", "qty": 2})
+
+
+def recorded(
+    *, attempt: int = 1, worker: str = "w1", outcome: Any = None, qty: int = 2
+) -> list[Any]:
+    return [
+        ModelRequested(turn=1, attempt=attempt, deadline_at=9.0),
+        ModelResponded(turn=1, content=(USE,), stop_reason="tool_use", model="m"),
+        ToolCallProposed(call_id="c1", turn=1, name="reserve", input={"sku": "A1", "qty": qty}),
+        ToolCallStarted(call_id="c1", attempt=attempt, worker=worker, deadline_at=5.0),
+        outcome or ToolCallSucceeded(call_id="c1", output={"left": 1}, started_at=1, finished_at=2),
+        RunCompleted(detail="ok"),
+    ]
+
+
+def test_runs_that_differ_only_in_ids_times_attempts_and_outputs_do_not_diverge() -> None:
+    other = recorded(attempt=2, worker="w9")
+    other[4] = ToolCallSucceeded(call_id="c1", output={"left": 7}, started_at=5, finished_at=9)
+    assert first_divergence(log(*recorded()), log(*other, at=100.0, run_id="r-b")) is None
+
+
+def test_a_different_outcome_is_reported_at_its_event() -> None:
+    failed = ToolCallFailed(
+        call_id="c1",
+        error=ToolError(code="conflict", message="gone", retryable=False),
+        finished_at=3,
+    )
+    d = first_divergence(log(*recorded()), log(*recorded(outcome=failed), run_id="r-b"))
+    assert d is not None and (d.recorded_seq, d.rerun_seq) == (5, 5)
+    assert d.recorded is not None and d.recorded.startswith("ToolCallSucceeded")
+    assert d.rerun is not None and '"error": "conflict"' in d.rerun
+
+
+def test_a_different_tool_input_and_a_shorter_rerun_are_divergences() -> None:
+    d = first_divergence(log(*recorded()), log(*recorded(qty=3)))
+    assert d is not None and d.recorded_seq == 3 and '"qty": 3' in (d.rerun or "")
+    d = first_divergence(log(*recorded()), log(*recorded()[:-1]))
+    assert d is not None and d.recorded_seq == 6 and d.rerun_seq is None and d.rerun is None
