@@ -30,6 +30,7 @@ from services.spec_check import check_spec
 from services.steps import envelopes, load, run_step
 
 GROUP = "intake"
+RECLAIM_EVERY = 20  # polls of at most 0.5 s: look for a dead intake's entries every ~10 s
 SOURCE = "intake"
 _MESSAGE = TypeAdapter(InboxMessage)
 log = logging.getLogger(__name__)
@@ -130,9 +131,25 @@ class Intake:
         moved.update({f"field:{k.decode(errors='replace')}": v for k, v in fields.items()})
         self._r.xadd(self._keys.rejected, moved)
 
+    def reclaim_once(self, *, min_idle_ms: int = 10_000) -> int:
+        """Entries an intake took and never acknowledged (it died): handle them here.
+        Handling is idempotent (a run's first append is at seq 0; controls re-check)."""
+        reply = self._r.xautoclaim(
+            self._keys.inbox, GROUP, self._app.worker, min_idle_ms, start_id="0-0", count=50
+        )
+        entries = reply[1] if reply else []
+        for entry_id, fields in entries:
+            if fields:  # None when the entry was trimmed away
+                self._handle(entry_id, fields)
+        return len(entries)
+
     def run(self, stop: threading.Event) -> None:
+        polls = 0
         while not stop.is_set():
             self.poll_once(block_ms=500)
+            polls += 1
+            if polls % RECLAIM_EVERY == 0:
+                self.reclaim_once()
 
 
 def _decide_control(s: RunState, m: Control) -> list[Event]:

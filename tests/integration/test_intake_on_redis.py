@@ -117,3 +117,19 @@ def test_republishing_a_request_is_a_no_op_and_reusing_its_run_id_is_rejected(
     [(_, moved)] = client.xrange(keys.rejected)
     assert "'run-1' exists already" in moved[b"reason"].decode()
     assert [e.type for e in app.store.read("run-1")] == ["RunCreated"]
+
+
+def test_an_entry_taken_by_an_intake_that_died_is_handled_by_another(
+    app: App, client: redis.Redis, keys: Keys, tools_dir: Path, workspace: Path
+) -> None:
+    spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
+    intake = Intake(app, client, keys)
+    publish(client, keys, request("run-orphan", spec, workspace))
+    # another intake read it and died before acknowledging it
+    client.xreadgroup(GROUP, "dead-intake", {keys.inbox: ">"}, count=10)
+    assert intake.poll_once(block_ms=10) == 0  # new entries only: it is not seen again
+
+    assert intake.reclaim_once(min_idle_ms=0) == 1
+
+    assert load(app.store, "run-orphan") is not None
+    assert client.xpending(keys.inbox, GROUP)["pending"] == 0
