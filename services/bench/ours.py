@@ -12,7 +12,7 @@ from statistics import median
 from typing import Any
 
 from services.bench.harness import Bench, BenchError, Follower, Pool
-from services.bench.plan import WINDOW, bench_spec, request_for
+from services.bench.plan import PARALLEL_READS, WINDOW, bench_spec, parallel_spec, request_for
 
 
 def sequential(
@@ -27,7 +27,19 @@ def sequential(
             result["many_runs"] = _many_runs(pool, follow, runs)
         if concurrent:
             result["concurrent"] = _concurrent(bench, pool, follow, *concurrent)
+        result["parallel_reads"] = _parallel_reads(pool, follow)
         return result
+
+
+def _parallel_reads(pool: Pool, follow: Follower) -> dict[str, Any]:
+    """N independent reads of one turn: all at once, then one at a time (locks still taken)."""
+    wall: dict[str, float] = {}
+    for name, at_once in (("parallel_s", PARALLEL_READS), ("serial_s", 1)):
+        request = request_for(parallel_spec(at_once=at_once))
+        run_id = str(request.run_id)
+        published = follow.submit(pool.keys, [request])[run_id]
+        wall[name] = follow.wait([run_id], timeout_s=60)[run_id] - published
+    return {**wall, "speedup": wall["serial_s"] / wall["parallel_s"], "reads": PARALLEL_READS}
 
 
 def _long_run(bench: Bench, pool: Pool, follow: Follower, calls: int) -> dict[str, Any]:

@@ -74,6 +74,20 @@ def kill_spec(*, sleep_at: int, calls: int) -> RunSpec:
     return spec_of(turns, "a run whose worker is killed")
 
 
+PARALLEL_READS = 4
+READ_S = 0.25
+
+
+def parallel_spec(*, at_once: int) -> RunSpec:
+    """One turn of PARALLEL_READS independent reads (sleeps), `at_once` allowed to run together."""
+    calls = tuple(
+        ScriptedCall(id=f"p{i}", name="bench_sleep", input={"seconds": READ_S})
+        for i in range(1, PARALLEL_READS + 1)
+    )
+    spec = spec_of([ScriptedTurn(tool_use=calls)], f"{PARALLEL_READS} reads, {at_once} at once")
+    return spec.model_copy(update={"budgets": Budgets(max_turns=2, max_parallel_calls=at_once)})
+
+
 def request_for(spec: RunSpec) -> RunRequested:
     run_id = new_run_id()
     return RunRequested(run_id=run_id, request_id=run_id, spec=spec)

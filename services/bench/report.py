@@ -9,7 +9,7 @@ from statistics import median
 from typing import Any
 
 from services.bench.peers import PEERS
-from services.bench.plan import WINDOW, Plan
+from services.bench.plan import READ_S, WINDOW, Plan
 
 OURS = "agentledger"
 Row = dict[str, Any]
@@ -56,6 +56,13 @@ def rows(raw: dict[str, Any], plan: Plan, durability: str) -> list[Row]:
                 unit,
                 _col([r["long_run"] for r in reps], key),
             )
+
+    reads = [r["parallel_reads"] for r in raw["ours"] if "parallel_reads" in r]
+    if reads:
+        what = f"{reads[0]['reads']} independent reads of {READ_S:g} s in one turn"
+        add("P", f"{what}: all at once", OURS, durability, "s", _col(reads, "parallel_s"))
+        add("P", f"{what}: one at a time", OURS, durability, "s", _col(reads, "serial_s"))
+        add("P", "speed-up of parallel reads", OURS, durability, "ratio", _col(reads, "speedup"))
 
     w2 = f"ms per run, {plan.runs} runs x 1 call"
     add(
