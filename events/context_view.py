@@ -118,9 +118,24 @@ def canonical(system: str | None, tools: Sequence[ToolSpec], messages: Sequence[
 
 
 def _unit(turn: Turn, r: Redactor) -> _Unit:
+    """A turn's redacted messages and size. Turns are frozen and a run's past turns
+    are the same objects from one request to the next, so the work is remembered
+    (a pure cache: the same turn and redactor always give the same unit)."""
+    key = (id(turn), r)
+    hit = _UNITS.get(key)
+    if hit is not None and hit.turn is turn:
+        return hit
     assistant = tuple(r.block(b) for b in turn.content)
     user = tuple(r.block(b) for b in user_reply(turn))
-    return _Unit(turn, assistant, user, sum(map(_size, (*assistant, *user))) + 2 * WRAPPER_CHARS)
+    unit = _Unit(turn, assistant, user, sum(map(_size, (*assistant, *user))) + 2 * WRAPPER_CHARS)
+    if len(_UNITS) >= _UNITS_MAX:
+        del _UNITS[next(iter(_UNITS))]  # the oldest entry
+    _UNITS[key] = unit
+    return unit
+
+
+_UNITS: dict[tuple[int, Redactor], _Unit] = {}
+_UNITS_MAX = 8192
 
 
 def _shorten(

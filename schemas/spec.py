@@ -62,7 +62,7 @@ class Policies(_Spec):
     )
     cancel_grace_s: float = Field(default=5.0, ge=0, description="SIGTERM to SIGKILL")
     claim_grace_s: float = Field(
-        default=5.0,
+        default=2.0,
         ge=0,
         description="a claim's deadline is the tool's timeout plus this; an unknown outcome is "
         "looked up only after it, so a write still under way is not taken for not done",

@@ -17,7 +17,7 @@ class Settings:
     probe_url: str = "redis://127.0.0.1:6379/0"  # used when it answers and REDIS_URL is unset
     prefix: str = "al"
     shards: int = 8
-    lease_s: float = 5.0  # a live run idle this long is re-driven by the sweeper
+    lease_s: float = 2.0  # a live run idle this long is re-driven by the sweeper
     lock_lease_s: float = 5.0  # a lock holder that stops renewing loses its locks after this
     sweep_interval_s: float = 1.0
     model_lease_s: float = 120.0

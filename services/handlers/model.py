@@ -35,7 +35,9 @@ def handle_request_model(app: App, run_id: str) -> None:
     if claimed is None:
         return
     state, view = step.state, views[-1]
-    request = ModelRequest(run_id, claimed.turn, view.system, view.messages, view.tools)
+    request = ModelRequest(
+        run_id, claimed.turn, view.system, view.messages, view.tools, context_tokens=view.tokens
+    )
     adapter = app.model_for(state.spec.model)
     try:
         reply = adapter.respond(request)

@@ -17,6 +17,7 @@ class ModelRequest:
     system: str | None
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
+    context_tokens: int | None = None  # the view's own size estimate, when it was assembled
 
 
 @dataclass(frozen=True, slots=True)

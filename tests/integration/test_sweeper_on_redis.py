@@ -98,7 +98,7 @@ def test_a_claim_within_its_deadline_is_left_alone(
     seq = load(app.store, run_id).seq
     sent: list[Command] = []
 
-    # past the run's idle lease (5 s), well within the claim's deadline (30 s + grace)
+    # past the run's idle lease (2 s), well within the claim's deadline (30 s + grace)
     assert sweep_once(replace(app, clock=OffsetClock(10)), sent.append) == 0
 
     # the silent holder's lock lease (5 s) ran out and is recorded; the claim stands

@@ -97,7 +97,11 @@ def test_a_call_is_claimed_once_with_a_deadline_past_its_timeout() -> None:
     events = log.decide(claim_call, "a", worker="w1", now=T0)
     assert events == [
         ToolCallStarted(
-            call_id="a", attempt=1, worker="w1", deadline_at=T0 + 5.0 + 5.0, claimed_at=T0
+            call_id="a",
+            attempt=1,
+            worker="w1",
+            deadline_at=T0 + 5.0 + 2.0,  # timeout + policies.claim_grace_s
+            claimed_at=T0,
         )
     ]
     assert claim_call(log.s, "a", worker="w2", now=T0 + 1) == []
