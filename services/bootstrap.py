@@ -88,7 +88,7 @@ def build_app(settings: Settings, client: redis.Redis) -> App:
         model_for=lambda spec: model_for(spec, settings, store),
         worker=worker_name(),
         locks=LockService(client, settings.prefix, lease_s=settings.lock_lease_s),
-        ledger=Ledger(client, settings.prefix),
+        ledger=Ledger(client, settings.prefix, keep_s=settings.ledger_keep_s),
     )
 
 

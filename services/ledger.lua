@@ -1,7 +1,7 @@
 -- The idempotency ledger of one operation key, atomically.
 -- KEYS[1]: the key's hash {state, request, owner, started, result}
 -- ARGV[1]: op (begin | finish | abandon), ARGV[2]: request hash, ARGV[3]: owner,
--- ARGV[4]: now (seconds), ARGV[5]: result json (finish)
+-- ARGV[4]: now (seconds), ARGV[5]: result json (finish), ARGV[6]: seconds a done key is kept
 local k, op = KEYS[1], ARGV[1]
 if op == 'begin' then
   if redis.call('EXISTS', k) == 0 then
@@ -16,6 +16,7 @@ elseif op == 'finish' then
   local request = redis.call('HGET', k, 'request')
   if request and request ~= ARGV[2] then return {'conflict'} end
   redis.call('HSET', k, 'state', 'done', 'request', ARGV[2], 'owner', ARGV[3], 'result', ARGV[5])
+  if tonumber(ARGV[6]) > 0 then redis.call('EXPIRE', k, ARGV[6]) end
   return {'done'}
 elseif op == 'abandon' then
   if redis.call('HGET', k, 'state') == 'pending' then redis.call('DEL', k) end

@@ -25,9 +25,10 @@ class Verdict:
 
 
 class Ledger:
-    def __init__(self, client: redis.Redis, prefix: str):
+    def __init__(self, client: redis.Redis, prefix: str, *, keep_s: float = 30 * 86400):
         self._script = client.register_script(_SCRIPT)
         self._prefix = prefix
+        self._keep_s = int(keep_s)  # a done operation is replayed for this long (0: forever)
 
     def begin(self, op_key: str, request: str, owner: str, *, now: float) -> Verdict:
         reply = [
@@ -56,4 +57,4 @@ class Ledger:
         self, op: str, op_key: str, request: str, owner: str, now: float, result: str = ""
     ) -> Any:
         key = f"{self._prefix}:{{ledger:{op_key}}}"
-        return self._script(keys=[key], args=[op, request, owner, repr(now), result])
+        return self._script(keys=[key], args=[op, request, owner, repr(now), result, self._keep_s])

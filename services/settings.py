@@ -19,6 +19,7 @@ class Settings:
     shards: int = 8
     lease_s: float = 2.0  # a live run idle this long is re-driven by the sweeper
     lock_lease_s: float = 5.0  # a lock holder that stops renewing loses its locks after this
+    ledger_keep_s: float = 30 * 86400.0  # a done operation key is replayed this long (0: forever)
     sweep_interval_s: float = 1.0
     model_lease_s: float = 120.0
     acceptance_lease_s: float = 600.0
@@ -42,6 +43,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_LEASE_S": ("lease_s", float),
     "AGENTLEDGER_SWEEP_INTERVAL_S": ("sweep_interval_s", float),
     "AGENTLEDGER_LOCK_LEASE_S": ("lock_lease_s", float),
+    "AGENTLEDGER_LEDGER_KEEP_S": ("ledger_keep_s", float),
     "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
     "AGENTLEDGER_ACCEPTANCE_LEASE_S": ("acceptance_lease_s", float),
     "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),

@@ -48,6 +48,11 @@ def check_spec(spec: RunSpec, base_dir: str | None, registry: ToolRegistry) -> N
                         f"model.scripted.{t}.tool_use.{c}.id", f"{call.id!r} is used twice"
                     )
                 seen.add(call.id)
+    if isinstance(spec.model, AnthropicModel) and spec.model.anthropic.temperature is not None:
+        raise InvalidSpec(
+            "model.anthropic.temperature",
+            "the Messages API version the anthropic SDK sends refuses sampling parameters",
+        )
     # a replay costs what the recorded replies cost, priced by their recorded model ids
     if spec.budgets.max_cost_usd is not None and not isinstance(spec.model, ReplayModel):
         model = spec.model.anthropic.model if isinstance(spec.model, AnthropicModel) else "scripted"
