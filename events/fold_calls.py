@@ -16,6 +16,7 @@ from events.types import (
     ApprovalDenied,
     ApprovalGranted,
     ApprovalRequested,
+    CallEvent,
     ToolCallCancelled,
     ToolCallConfirmedNotDone,
     ToolCallFailed,
@@ -34,23 +35,6 @@ from events.types import (
 
 R = RunStatus
 C = CallStatus
-CallEvent = (
-    ToolCallValidated
-    | ApprovalRequested
-    | ApprovalGranted
-    | ApprovalDenied
-    | ToolCallRejected
-    | ToolCallWaiting
-    | ToolCallScheduled
-    | ToolCallLeaseExpired
-    | ToolCallStarted
-    | ToolCallSucceeded
-    | ToolCallFailed
-    | ToolCallOutcomeUnknown
-    | ToolCallConfirmedNotDone
-    | ToolCallCancelled
-    | ToolCallForceTerminated
-)
 _PHASED = frozenset({R.VALIDATING, R.AWAITING_APPROVAL, R.RUNNING_TOOLS})
 
 

@@ -336,12 +336,8 @@ class RunEscalated(_Event):
     detail: str
 
 
-Event = Annotated[
-    RunCreated
-    | ModelRequested
-    | ModelResponded
-    | ToolCallProposed
-    | ToolCallValidated
+CallEvent = (
+    ToolCallValidated
     | ApprovalRequested
     | ApprovalGranted
     | ApprovalDenied
@@ -356,6 +352,15 @@ Event = Annotated[
     | ToolCallConfirmedNotDone
     | ToolCallCancelled
     | ToolCallForceTerminated
+)
+"""The events that move one tool call (folded in `fold_calls`)."""
+
+Event = Annotated[
+    RunCreated
+    | ModelRequested
+    | ModelResponded
+    | ToolCallProposed
+    | CallEvent
     | AcceptanceStarted
     | AcceptanceChecked
     | AcceptanceFailed
