@@ -35,10 +35,10 @@ schemas: install
 	$(PYTHON) -m schemas.export
 
 bench: install
-	$(PYTHON) -m services.bench
+	$(PYTHON) -m tests.bench
 
 bench-quick: install
-	$(PYTHON) -m services.bench --quick
+	$(PYTHON) -m tests.bench --quick
 
 bench-smoke: install
 	$(PYTHON) -m pytest tests/integration/test_bench_smoke.py

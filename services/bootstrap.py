@@ -13,25 +13,25 @@ import dramatiq
 import redis
 
 from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
-from services.actors import Pools, declare_actors
-from services.app import App
-from services.broker import make_broker
+from services.adapters.broker.make import make_broker
+from services.adapters.ledger.redis_ledger import Ledger
+from services.adapters.locks.redis_locks import LockService
+from services.adapters.models.port import ModelAdapter
+from services.adapters.models.replay import ReplayAdapter
+from services.adapters.models.scripted import ScriptedAdapter
+from services.adapters.store.port import EventStore
+from services.adapters.store.redacting import RedactingStore
+from services.adapters.store.redis_store import RedisEventStore
+from services.adapters.tools.registry import REGISTRY
 from services.clock import SystemClock, worker_name
-from services.intake import Intake
+from services.entrypoints.actors import Pools, declare_actors
+from services.handlers.app import App
 from services.keys import Keys
-from services.ledger import Ledger
-from services.locks import LockService
-from services.models.port import ModelAdapter
-from services.models.replay import ReplayAdapter
-from services.models.scripted import ScriptedAdapter
-from services.reactor import Reactor
+from services.loops.intake import Intake
+from services.loops.reactor import Reactor
+from services.loops.sweeper import run_sweeper
 from services.secrets import redactor_for
 from services.settings import Settings
-from services.store.port import EventStore
-from services.store.redacting import RedactingStore
-from services.store.redis_store import RedisEventStore
-from services.sweeper import run_sweeper
-from services.tools import REGISTRY
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def _make_adapter(spec: ModelSpec, settings: Settings, store: EventStore | None)
             return ReplayAdapter(recorded, lambda: store.read(recorded))
         case AnthropicModel():
             # imported here: the SDK takes seconds to import, and scripted runs never need it
-            from services.models.anthropic_adapter import AnthropicAdapter
+            from services.adapters.models.anthropic_adapter import AnthropicAdapter
 
             return AnthropicAdapter(
                 spec.anthropic,

@@ -1,5 +1,5 @@
 """The acceptance pool: claim the run's acceptance, run every declared check
-itself (`services.checks`), record each result with its evidence and when it
+itself (`services.handlers.checks`), record each result with its evidence and when it
 was gathered, then the outcome."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 from events.acceptance_step import CheckResult, record_acceptance, start_acceptance
 from events.state import RunState
 from events.types import AcceptanceStarted, Event
-from services.app import App
-from services.checks import run_check
-from services.steps import run_step
+from services.handlers.app import App
+from services.handlers.checks import run_check
+from services.handlers.steps import run_step
 
 SOURCE = "accept"
 

@@ -12,12 +12,12 @@ from events.state import RunState
 from events.status import RunStatus
 from events.tool_step import Errored, Outcome, claim_call, record_outcome
 from events.types import Event, ToolCallStarted, ToolError
-from services.app import App
+from services.adapters.tools.registry import ToolContext
+from services.adapters.tools.runner import run_tool
+from services.handlers.app import App
+from services.handlers.once import run_once
 from services.handlers.schedule import release_call
-from services.once import run_once
-from services.steps import load, run_step
-from services.tool_runner import run_tool
-from services.tools import ToolContext
+from services.handlers.steps import load, run_step
 
 SOURCE = "tools"
 WATCH_EVERY_S = 0.1

@@ -9,12 +9,12 @@ from events.context_view import ContextView, assemble, with_context
 from events.model_step import record_model_error, record_model_reply, request_model
 from events.state import RunState
 from events.types import Event, ModelRequested
-from services.app import App
-from services.models.port import ModelError, ModelRequest
+from services.adapters.models.port import ModelError, ModelRequest
+from services.adapters.tools.registry import BUILTIN, ToolRegistry
+from services.handlers.app import App
+from services.handlers.spec_check import tool_paths
+from services.handlers.steps import run_step
 from services.secrets import redactor_for
-from services.spec_check import tool_paths
-from services.steps import run_step
-from services.tools import BUILTIN, ToolRegistry
 
 SOURCE = "model"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from events.idempotency import request_hash
 from events.resolution_step import needs_resolution, resolve_unknown
-from services.app import App
-from services.steps import load, run_step
-from services.tools import Lookup, ToolContext
+from services.adapters.tools.registry import Lookup, ToolContext
+from services.handlers.app import App
+from services.handlers.steps import load, run_step
 
 SOURCE = "tools"
 

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 from events.lock_step import lock_asks, record_lease_expired, record_lock, uses_grant
 from events.locks import Grant
 from events.state import RunState
-from services.app import App
 from services.errors import UnknownRun
-from services.steps import load, run_step
+from services.handlers.app import App
+from services.handlers.steps import load, run_step
 
 SOURCE = "locks"
 

@@ -11,9 +11,9 @@ from events.idempotency import request_hash
 from events.state import RunState
 from events.types import Event, FieldError
 from events.validation_step import validate_call
-from services.app import App
-from services.steps import run_step
-from services.tools import RegisteredTool
+from services.adapters.tools.registry import RegisteredTool
+from services.handlers.app import App
+from services.handlers.steps import run_step
 
 SOURCE = "validate"
 

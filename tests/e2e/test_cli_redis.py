@@ -9,7 +9,7 @@ from pathlib import Path
 import redis
 from e2ekit import Cli, copy_example
 
-from services.redis_server import DEFAULT_URL, answers
+from services.adapters.redis.local_server import DEFAULT_URL, answers
 
 
 def unused_url() -> str:

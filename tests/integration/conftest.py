@@ -13,10 +13,10 @@ import pytest
 import redis
 from itkit import delete_prefix, write_tool_module
 
-from services.app import App
+from services.adapters.redis.local_server import answers, start_server
 from services.bootstrap import build_app
+from services.handlers.app import App
 from services.keys import Keys
-from services.redis_server import answers, start_server
 from services.settings import Settings
 
 SHARED_URL = "redis://127.0.0.1:6379/0"

@@ -32,19 +32,19 @@ from events.types import Event, ModelRequested, RunCreated
 from schemas.envelope import Envelope
 from schemas.inbox import RunRequested
 from schemas.spec import RunSpec
-from services.app import App
+from services.adapters.store.memory import MemoryEventStore
+from services.adapters.store.port import EventStore
 from services.errors import ConcurrencyConflict
 from services.handlers.accept import handle_run_acceptance
+from services.handlers.app import App
 from services.handlers.execute import handle_execute_call
 from services.handlers.model import handle_request_model
 from services.handlers.resolve import handle_resolve_call
 from services.handlers.schedule import handle_schedule_calls
+from services.handlers.steps import load
 from services.handlers.validate import handle_validate_call
-from services.intake import Intake
 from services.keys import Keys
-from services.steps import load
-from services.store.memory import MemoryEventStore
-from services.store.port import EventStore
+from services.loops.intake import Intake
 
 TOOL_MODULE = "it_counting_tools"
 EXECUTIONS = "executions.log"
@@ -58,7 +58,7 @@ import time
 import uuid
 from pathlib import Path
 
-from services.tools import ToolContext, tool
+from services.adapters.tools.registry import ToolContext, tool
 
 
 def _count(ctx: ToolContext, name: str) -> None:

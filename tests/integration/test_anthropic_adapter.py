@@ -21,9 +21,9 @@ from schemas.content import (
     ToolUseBlock,
 )
 from schemas.spec import AnthropicModel, AnthropicSettings, ToolSpec
+from services.adapters.models.anthropic_adapter import AnthropicAdapter, RetryPolicy
+from services.adapters.models.port import ModelError, ModelRequest
 from services.bootstrap import model_for
-from services.models.anthropic_adapter import AnthropicAdapter, RetryPolicy
-from services.models.port import ModelError, ModelRequest
 from services.settings import from_env
 from tests.standin.messages_api import (
     MODEL,

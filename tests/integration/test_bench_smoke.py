@@ -1,4 +1,4 @@
-"""A tiny run of the benchmark (`services.bench`) on a private redis-server it
+"""A tiny run of the benchmark (`tests.bench`) on a private redis-server it
 starts and stops: one long run on one worker process and the blocking stream
 hop of the floor. Only ratios are checked, never absolute times, so a slow or
 busy machine does not fail it; what it catches is a load that grows with the
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from services.bench import floor, ours
-from services.bench.harness import private_bench
-from services.bench.plan import WINDOW
 from services.settings import Settings
+from tests.bench import floor, ours
+from tests.bench.harness import private_bench
+from tests.bench.plan import WINDOW
 
 CALLS = 3 * WINDOW
 MAX_GROWTH = 2.0  # turns 41-60 / turns 1-20; a load that folds the whole log made it ~4

@@ -23,9 +23,9 @@ from itkit import (
 )
 
 from events.status import CallStatus, RunStatus
-from services.app import App
+from services.handlers.app import App
 from services.handlers.execute import handle_execute_call
-from services.steps import load
+from services.handlers.steps import load
 
 
 def running_tools(

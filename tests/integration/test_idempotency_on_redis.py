@@ -25,7 +25,7 @@ from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
 from schemas.content import ToolResultBlock
 from schemas.spec import RunSpec
-from services.app import App
+from services.handlers.app import App
 
 MODULE = "it_once_tools"
 TOOLS = '''"""Writes for the idempotency tests. Every business effect is counted here, at
@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from services.tools import Lookup, ToolContext, tool
+from services.adapters.tools.registry import Lookup, ToolContext, tool
 
 _lock = threading.Lock()
 

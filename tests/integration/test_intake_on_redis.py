@@ -13,10 +13,10 @@ import redis
 from itkit import request, scripted_spec
 
 from events.status import RunStatus
-from services.app import App
-from services.intake import GROUP, Intake, publish
+from services.handlers.app import App
+from services.handlers.steps import load
 from services.keys import Keys
-from services.steps import load
+from services.loops.intake import GROUP, Intake, publish
 
 
 def good_request(tools_dir: Path, workspace: Path, run_id: str) -> dict[str, Any]:

@@ -10,10 +10,10 @@ import pytest
 import redis
 
 from schemas.errors import InvalidSpec
-from services.ledger import Ledger
-from services.spec_check import check_spec
-from services.spec_file import parse_spec
-from services.tools import REGISTRY
+from services.adapters.ledger.redis_ledger import Ledger
+from services.adapters.tools.registry import REGISTRY
+from services.entrypoints.cli.spec_file import parse_spec
+from services.handlers.spec_check import check_spec
 
 
 @pytest.fixture

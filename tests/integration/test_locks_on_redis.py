@@ -29,13 +29,13 @@ from events.locks import Grant, LockTable, Mode, Request, enqueue, expire, relea
 from events.status import CallStatus
 from events.tool_step import claim_call
 from schemas.spec import RunSpec
-from services.app import App
+from services.adapters.locks.redis_locks import LockService
+from services.adapters.redis.local_server import answers, free_port, redis_server_binary
+from services.handlers.app import App
 from services.handlers.model import handle_request_model
 from services.handlers.schedule import handle_schedule_calls, release_call
+from services.handlers.steps import load, run_step
 from services.handlers.validate import handle_validate_call
-from services.locks import LockService
-from services.redis_server import answers, free_port, redis_server_binary
-from services.steps import load, run_step
 
 T0 = 1_700_000_000.0
 TICK_S = 0.125  # times on a binary grid: seconds and microseconds are both exact
@@ -214,11 +214,11 @@ from services.handlers.execute import LeaseKeeper
 from events.status import CallStatus
 from events.tool_step import claim_call
 from schemas.spec import RunSpec
-from services.app import App
+from services.handlers.app import App
 from services.handlers.model import handle_request_model
 from services.handlers.schedule import handle_schedule_calls, release_call
 from services.handlers.validate import handle_validate_call
-from services.locks import LockService
+from services.adapters.locks.redis_locks import LockService
 
 url, prefix, lease_s, resource, fence_key = sys.argv[1:6]
 client = redis.Redis.from_url(url)

@@ -16,10 +16,10 @@ from redis.crc import key_slot
 
 from events.fold import fold
 from events.status import RunStatus
-from services.app import App
+from services.adapters.store.redis_store import RedisEventStore
 from services.errors import ConcurrencyConflict
+from services.handlers.app import App
 from services.keys import Keys
-from services.store.redis_store import RedisEventStore
 
 
 def feed_rows(client: redis.Redis, keys: Keys, run_id: str) -> list[tuple[str, int, str]]:

@@ -10,8 +10,8 @@ import pytest
 from events.types import ModelRequested, ModelResponded
 from schemas.content import Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
 from schemas.envelope import Envelope
-from services.models.port import ModelError, ModelRequest
-from services.models.replay import ReplayAdapter
+from services.adapters.models.port import ModelError, ModelRequest
+from services.adapters.models.replay import ReplayAdapter
 
 REPLY = ModelResponded(
     turn=2,

@@ -16,13 +16,13 @@ import redis
 from events.types import Event, ModelRequested, ModelResponded, RunCreated, RunFailed
 from schemas.content import TextBlock, ThinkingBlock
 from schemas.spec import RunSpec
-from services.app import App
-from services.cli import context_cmds, inspect_cmds
-from services.cli.session import Session
+from services.entrypoints.cli import context_cmds, inspect_cmds
+from services.entrypoints.cli.session import Session
+from services.handlers.app import App
+from services.handlers.steps import envelopes
 from services.keys import Keys
 from services.secrets import LOG_FILTER
 from services.settings import Settings
-from services.steps import envelopes
 
 VAR, VALUE = "IT_DEPLOY_TOKEN", "itv-8c1d2e3f4a5b6978"
 AWS = "AKIAIOSFODNN7EXAMPLE"

@@ -1,4 +1,4 @@
-"""Loading a run's state as snapshot + tail (`services.state_cache`), on both
+"""Loading a run's state as snapshot + tail (`services.handlers.state_cache`), on both
 store adapters: whatever was cached or snapshotted, a load is the fold of the
 log as it is now."""
 
@@ -13,12 +13,12 @@ import redis
 from itkit import batch
 
 from events.fold import fold
+from services.adapters.store.memory import MemoryEventStore
+from services.adapters.store.port import EventStore, Head, Snapshot, Tail
+from services.adapters.store.redis_store import RedisEventStore
+from services.handlers.state_cache import SNAPSHOT_EVERY, VERSION, StateCache
+from services.handlers.steps import run_step
 from services.keys import Keys
-from services.state_cache import SNAPSHOT_EVERY, VERSION, StateCache
-from services.steps import run_step
-from services.store.memory import MemoryEventStore
-from services.store.port import EventStore, Head, Snapshot, Tail
-from services.store.redis_store import RedisEventStore
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -10,10 +10,10 @@ import uuid
 import pytest
 from itkit import T0, batch
 
+from services.adapters.store.memory import MemoryEventStore
+from services.adapters.store.port import EventStore, Head, Snapshot
+from services.adapters.store.redis_store import RedisEventStore
 from services.errors import ConcurrencyConflict
-from services.store.memory import MemoryEventStore
-from services.store.port import EventStore, Head, Snapshot
-from services.store.redis_store import RedisEventStore
 
 
 @pytest.fixture(params=["memory", "redis"])

@@ -26,10 +26,10 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.message import Message
 
+from services.adapters.broker.streams_broker import StreamsBroker
 from services.errors import ConfigError
 from services.keys import Keys
 from services.settings import from_env
-from services.streams_broker import StreamsBroker
 
 URL = "redis://127.0.0.1:6379/0"
 ROOT = Path(__file__).resolve().parents[2]
@@ -299,7 +299,7 @@ def test_the_inventory_example_completes_on_either_broker(
         "AGENTLEDGER_BROKER": broker_kind,
         "AGENTLEDGER_STATE_DIR": str(tmp_path),
     }
-    args = [sys.executable, "-m", "services.cli.main", "run", "examples/inventory/spec.yaml"]
+    args = [sys.executable, "-m", "services.entrypoints.cli.main", "run", "examples/inventory/spec.yaml"]
     done = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert ": completed" in done.stdout

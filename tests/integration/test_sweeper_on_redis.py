@@ -23,12 +23,12 @@ from itkit import (
 from events.commands import Command, RequestModel, ScheduleCalls
 from events.status import CallStatus, RunStatus
 from events.tool_step import claim_call
-from services.app import App
+from services.handlers.app import App
 from services.handlers.execute import handle_execute_call
 from services.handlers.schedule import handle_schedule_calls
+from services.handlers.steps import load, run_step
 from services.keys import Keys
-from services.steps import load, run_step
-from services.sweeper import sweep_once
+from services.loops.sweeper import sweep_once
 
 
 def claimed_by_a_dead_worker(

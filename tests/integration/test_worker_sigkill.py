@@ -20,10 +20,10 @@ from itkit import call, executions, request, scripted_spec
 from events.state import RunState
 from events.status import RunStatus
 from events.types import ModelRequested
-from services.intake import publish
+from services.adapters.store.redis_store import RedisEventStore
+from services.handlers.steps import load
 from services.keys import Keys
-from services.steps import load
-from services.store.redis_store import RedisEventStore
+from services.loops.intake import publish
 
 RECOVERY_LIMIT_S = 15.0
 MODEL_DELAY_S = 1.5
@@ -40,7 +40,7 @@ class Workers:
     def start(self) -> subprocess.Popen[bytes]:
         log = open(self._logs / f"workers-{len(self.procs) + 1}.log", "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "services.cli.main", "workers"],
+            [sys.executable, "-m", "services.entrypoints.cli.main", "workers"],
             env=self._env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -4,7 +4,7 @@ run's log under construction. `Log` wraps events in envelopes with consecutive
 appended) and records every run and call move it sees, which is how the
 transition tests prove that each table row is exercised.
 
-`Log.decide` is load → decide → append as `services.steps.run_step` does it:
+`Log.decide` is load → decide → append as `services.handlers.steps.run_step` does it:
 the decision's events, then in the same batch the follow-ups they make due
 (`events.settle`: a cancelled run with nothing left running is cancelled, a
 streak of identical failures goes to a human). `Log.append` writes events by

@@ -1,0 +1,1 @@
+"""The dramatiq broker on Redis Streams, and the choice of broker."""

@@ -1,0 +1,1 @@
+"""The idempotency ledger by operation key."""

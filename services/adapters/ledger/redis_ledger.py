@@ -1,0 +1,60 @@
+"""The idempotency ledger, by operation key (one Redis hash per key, changed by
+one script). The same key with the same request replays the stored result
+instead of running the tool again, whichever run or call asks; the same key
+with a different request is refused; a key whose write is still pending (in
+flight, or its outcome unknown) is not run a second time."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib.resources import files
+from typing import Any, Literal
+
+import redis
+
+_SCRIPT = files("services.adapters.ledger").joinpath("ledger.lua").read_text()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: Literal["run", "replay", "conflict", "in_progress"]
+    owner: str = ""
+    result: Any = None
+    since: float = 0.0
+
+
+class Ledger:
+    def __init__(self, client: redis.Redis, prefix: str, *, keep_s: float = 30 * 86400):
+        self._script = client.register_script(_SCRIPT)
+        self._prefix = prefix
+        self._keep_s = int(keep_s)  # a done operation is replayed for this long (0: forever)
+
+    def begin(self, op_key: str, request: str, owner: str, *, now: float) -> Verdict:
+        reply = [
+            x.decode() if isinstance(x, bytes) else x
+            for x in self._call("begin", op_key, request, owner, now)
+        ]
+        match reply:
+            case ["run"]:
+                return Verdict("run")
+            case ["replay", owner_, result]:
+                return Verdict("replay", owner_, json.loads(result))
+            case ["conflict", owner_]:
+                return Verdict("conflict", owner_)
+            case ["in_progress", owner_, since]:
+                return Verdict("in_progress", owner_, since=float(since))
+        raise RuntimeError(f"ledger script replied {reply!r}")
+
+    def finish(self, op_key: str, request: str, owner: str, result: Any, *, now: float) -> None:
+        self._call("finish", op_key, request, owner, now, json.dumps(result))
+
+    def abandon(self, op_key: str) -> None:
+        """A write that surely did not happen: the key may be used again."""
+        self._call("abandon", op_key, "", "", 0.0)
+
+    def _call(
+        self, op: str, op_key: str, request: str, owner: str, now: float, result: str = ""
+    ) -> Any:
+        key = f"{self._prefix}:{{ledger:{op_key}}}"
+        return self._script(keys=[key], args=[op, request, owner, repr(now), result, self._keep_s])

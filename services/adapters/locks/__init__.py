@@ -1,0 +1,1 @@
+"""The resource lock table."""

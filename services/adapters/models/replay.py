@@ -1,0 +1,48 @@
+"""The replay model: re-drives a recorded run from its log. Each model request
+of the new run is answered with the reply the recorded run got at the same
+turn — content verbatim (thinking signatures included), stop reason, usage and
+model id — so the tools, the checks and the core run again for real while the
+model's part is fixed. A turn the recorded run never reached is an error that
+ends the new run, which the divergence report then shows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from events.types import ModelResponded
+from schemas.envelope import Envelope
+from services.adapters.models.port import ModelError, ModelReply, ModelRequest
+
+LEASE_S = 10.0
+
+
+class ReplayAdapter:
+    def __init__(self, run_id: str, read: Callable[[], Sequence[Envelope[Any]]]):
+        self._run_id = run_id
+        self._read = read
+        self._replies: dict[int, ModelResponded] = {}
+
+    def claim_lease_s(self) -> float:
+        return LEASE_S
+
+    def respond(self, request: ModelRequest) -> ModelReply:
+        recorded = self._replies.get(request.turn)
+        if recorded is None:  # read (again): the recorded run may have grown since
+            self._replies = {
+                env.data.turn: env.data
+                for env in self._read()
+                if isinstance(env.data, ModelResponded)
+            }
+            recorded = self._replies.get(request.turn)
+        if recorded is None:
+            message = (
+                f"the recorded run {self._run_id!r} has no model reply for turn {request.turn}"
+            )
+            raise ModelError(message, retryable=False)
+        return ModelReply(
+            content=recorded.content,
+            stop_reason=recorded.stop_reason,
+            usage=recorded.usage,
+            model=recorded.model,
+        )

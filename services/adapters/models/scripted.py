@@ -1,0 +1,52 @@
+"""The scripted model: plays the spec's turns in order, one per model request.
+Turn N of the script answers the request for the run's turn N, so a re-driven
+request after a crash gets the same turn (and so does a request whose context
+view left older turns out)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from schemas.content import TextBlock, ToolUseBlock, Usage
+from schemas.spec import ScriptedModel
+from services.adapters.models.port import ModelReply, ModelRequest
+
+EXHAUSTED = "(the script has no more turns)"
+
+
+class ScriptedAdapter:
+    def __init__(self, script: ScriptedModel, *, sleep: bool = True):
+        self._script = script
+        self._sleep = sleep
+
+    def claim_lease_s(self) -> float:
+        return max(t.delay_s for t in self._script.scripted) + 2.0
+
+    def respond(self, request: ModelRequest) -> ModelReply:
+        done = request.turn - 1
+        if done >= len(self._script.scripted):
+            return self._reply((TextBlock(text=EXHAUSTED),), "end_turn", request)
+        turn = self._script.scripted[done]
+        if turn.delay_s and self._sleep:
+            time.sleep(turn.delay_s)
+        if turn.refusal is not None:
+            return self._reply((TextBlock(text=turn.refusal),), "refusal", request)
+        if turn.tool_use is not None:
+            uses = tuple(ToolUseBlock(id=c.id, name=c.name, input=c.input) for c in turn.tool_use)
+            return self._reply(uses, turn.stop_reason or "tool_use", request)
+        return self._reply(
+            (TextBlock(text=turn.end_turn or ""),), turn.stop_reason or "end_turn", request
+        )
+
+    def _reply(self, content, stop_reason, request: ModelRequest) -> ModelReply:  # type: ignore[no-untyped-def]
+        # a stand-in for usage, ~4 characters a token: what was sent, what was said
+        seen = request.context_tokens
+        if seen is None:
+            seen = (
+                sum(len(json.dumps([b.model_dump() for b in m.content])) for m in request.messages)
+                // 4
+            )
+        said = len(json.dumps([b.model_dump() for b in content]))
+        usage = Usage(input_tokens=seen, output_tokens=max(1, said // 4))
+        return ModelReply(content=content, stop_reason=stop_reason, usage=usage, model="scripted")

@@ -1,0 +1,1 @@
+"""Redis clients and the local Redis service."""

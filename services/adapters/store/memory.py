@@ -1,0 +1,87 @@
+"""The in-memory event store, for unit tests; it passes the same contract suite."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from schemas.envelope import Envelope
+from services.adapters.store.port import Head, RunIndexEntry, Snapshot, Tail
+from services.errors import ConcurrencyConflict
+
+
+class MemoryEventStore:
+    def __init__(self) -> None:
+        self._logs: dict[str, list[Envelope[Any]]] = {}
+        self._live: dict[str, float] = {}
+        self._snapshots: dict[str, Snapshot] = {}
+        self._lock = threading.Lock()
+
+    def append(
+        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+    ) -> int:
+        if not events:
+            raise ValueError("nothing to append")
+        with self._lock:
+            log = self._logs.setdefault(run_id, [])
+            if len(log) != expected_seq:
+                if len(log) > expected_seq and log[expected_seq].id == events[0].id:
+                    return expected_seq + len(events)  # a resend of an append that landed
+                raise ConcurrencyConflict(run_id, expected_seq, len(log))
+            log.extend(events)
+            if live:
+                self._live[run_id] = events[-1].at
+            else:
+                self._live.pop(run_id, None)
+            return len(log)
+
+    def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
+        return list(events)  # written as given
+
+    def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
+        with self._lock:
+            return list(self._logs.get(run_id, [])[after_seq:])
+
+    def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:
+        with self._lock:
+            return [self._tail(head, snapshot_version) for head in heads]
+
+    def _tail(self, head: Head, version: str) -> Tail:
+        log = self._logs.get(head.run_id, [])
+
+        def holds(seq: int, event_id: str) -> bool:
+            return 0 < seq <= len(log) and log[seq - 1].id == event_id
+
+        snap = self._snapshots.get(head.run_id)
+        snap = snap if snap is not None and snap.version == version else None
+        usable = snap if snap is not None and holds(snap.seq, snap.event_id) else None
+        snap_seq = snap.seq if snap else 0
+        if usable is not None and usable.seq > head.seq:
+            return Tail(usable.seq, log[usable.seq :], usable, snap_seq)
+        if holds(head.seq, head.event_id):
+            return Tail(head.seq, log[head.seq :], None, snap_seq)
+        if usable is not None:  # the head is not in this log; the snapshot still is
+            return Tail(usable.seq, log[usable.seq :], usable, snap_seq)
+        return Tail(0, list(log), None, snap_seq)
+
+    def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
+        with self._lock:
+            kept = self._snapshots.get(run_id)
+            if kept is None or kept.version != snapshot.version or kept.seq < snapshot.seq:
+                self._snapshots[run_id] = snapshot
+
+    def runs(self, *, limit: int = 50) -> list[RunIndexEntry]:
+        with self._lock:
+            entries = [RunIndexEntry(r, log[0].at) for r, log in self._logs.items() if log]
+        return sorted(entries, key=lambda e: e.created_at, reverse=True)[:limit]
+
+    def idle_live_runs(self, *, idle_since: float, limit: int = 100) -> list[str]:
+        with self._lock:
+            idle = sorted((at, r) for r, at in self._live.items() if at <= idle_since)
+        return [r for _, r in idle[:limit]]
+
+    def touch(self, run_id: str, *, at: float) -> None:
+        with self._lock:
+            if run_id in self._live:
+                self._live[run_id] = at

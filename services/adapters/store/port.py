@@ -1,0 +1,91 @@
+"""The event store port: append at an expected seq, read after a seq, and read
+the tail after a state the caller already folded, checked against the log.
+
+Appends are idempotent on the first event's id: a resent append whose reply
+was lost returns the same result instead of writing twice.
+
+Snapshots are opaque bytes to the store (`services.handlers.state_cache` makes them);
+the store only keeps the newest one per run and hands it out when the entry
+at its seq still holds the event it was folded up to."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from schemas.envelope import Envelope
+
+
+@dataclass(frozen=True, slots=True)
+class RunIndexEntry:
+    run_id: str
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    seq: int
+    event_id: str  # the id of the event at `seq`: a snapshot is used only while the log agrees
+    version: str  # the code that wrote it; a snapshot of another version is ignored
+    state: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """Where a caller's folded state of a run ends: seq 0 (nothing folded) or
+    the seq and id of the last event it folded."""
+
+    run_id: str
+    seq: int = 0
+    event_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """What to fold to bring a head up to date. `base` is the seq `events`
+    follow: the head's own seq when the log still holds the head's event, the
+    snapshot's seq when a newer snapshot (of the version asked for) still
+    matches the log, else 0 — fold `events`, the whole log, from nothing."""
+
+    base: int
+    events: list[Envelope[Any]]
+    snapshot: Snapshot | None  # set when `events` follow it
+    snapshot_seq: int  # the newest stored snapshot of that version (0: none)
+
+
+class EventStore(Protocol):
+    def append(
+        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+    ) -> int:
+        """Append after `expected_seq`; return the new seq or raise ConcurrencyConflict.
+
+        `live` says whether the run is live after these events (the sweeper's index)."""
+        ...
+
+    def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
+        """The events as `append` will write them (a store may rewrite them, e.g. redact
+        secrets). A writer folds these, so the state it goes on with is the log's."""
+        ...
+
+    def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]: ...
+
+    def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:
+        """One tail per head, in order, read at once (one round trip on Redis)."""
+        ...
+
+    def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
+        """Keep `snapshot` unless one of the same version at a seq as high is kept."""
+        ...
+
+    def runs(self, *, limit: int = 50) -> list[RunIndexEntry]:
+        """The newest runs first."""
+        ...
+
+    def idle_live_runs(self, *, idle_since: float, limit: int = 100) -> list[str]:
+        """Live runs whose last progress is older than `idle_since`."""
+        ...
+
+    def touch(self, run_id: str, *, at: float) -> None:
+        """Mark a live run as looked at, so the sweeper waits a lease before the next look."""
+        ...

@@ -1,0 +1,136 @@
+"""The Redis event store: one stream per run (entry ids 0-<seq>), one feed per
+shard, both written by one registered Lua script that checks `expected_seq`.
+A run's tail is read by another script that checks, in the same call, that the
+log still holds the event the caller folded last (or the snapshot's)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.resources import files
+from typing import Any
+
+import redis
+from redis.exceptions import NoScriptError
+
+from events.types import CODEC
+from schemas.envelope import Envelope
+from schemas.errors import InvalidEvent
+from services.adapters.store.port import Head, RunIndexEntry, Snapshot, Tail
+from services.errors import ConcurrencyConflict
+from services.keys import Keys
+
+_APPEND = files("services.adapters.store").joinpath("append.lua").read_text()
+_TAIL = files("services.adapters.store").joinpath("tail.lua").read_text()
+_SNAPSHOT = files("services.adapters.store").joinpath("snapshot.lua").read_text()
+FEED_MAXLEN = 100_000
+SNAPSHOT_TTL_MS = 7 * 24 * 3600 * 1000  # a cache: an idle run's snapshot may go
+
+
+class RedisEventStore:
+    def __init__(self, client: redis.Redis, keys: Keys):
+        self._r = client
+        self._keys = keys
+        self._append = client.register_script(_APPEND)
+        self._tail = client.register_script(_TAIL)
+        self._snapshot = client.register_script(_SNAPSHOT)
+
+    def append(
+        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+    ) -> int:
+        if not events:
+            raise ValueError("nothing to append")
+        shard = self._keys.shard(run_id)
+        argv: list[Any] = [expected_seq, run_id, _ms(events[-1].at), int(live), FEED_MAXLEN]
+        for env in events:
+            argv += [env.id, env.type, CODEC.encode(env)]
+        keys = [
+            self._keys.run(run_id),
+            self._keys.feed(shard),
+            self._keys.runs(shard),
+            self._keys.live(shard),
+        ]
+        verdict, seq = self._append(keys=keys, args=argv)
+        if verdict == b"conflict":
+            raise ConcurrencyConflict(run_id, expected_seq, int(seq))
+        return int(seq)
+
+    def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
+        return list(events)  # written as given
+
+    def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
+        entries = self._r.xrange(self._keys.run(run_id), f"0-{after_seq + 1}", "+")
+        return [_decode(entry_id, fields) for entry_id, fields in entries]
+
+    def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:
+        if len(heads) == 1:
+            head = heads[0]
+            replies = [
+                self._tail(keys=self._tail_keys(head), args=_tail_args(head, snapshot_version))
+            ]
+        else:
+            replies = self._tails_pipelined(heads, snapshot_version)
+        return [_tail(reply, snapshot_version) for reply in replies]
+
+    def _tail_keys(self, head: Head) -> list[str]:
+        return [self._keys.run(head.run_id), self._keys.snapshot(head.run_id)]
+
+    def _tails_pipelined(self, heads: Sequence[Head], version: str) -> list[Any]:
+        # EVALSHA by hand: a redis-py pipeline holding Script objects asks SCRIPT EXISTS first
+        for _ in range(2):
+            pipe = self._r.pipeline(transaction=False)
+            for head in heads:
+                pipe.evalsha(self._tail.sha, 2, *self._tail_keys(head), *_tail_args(head, version))
+            try:
+                return pipe.execute()
+            except NoScriptError:
+                self._r.script_load(_TAIL)  # a restarted or flushed server
+        raise NoScriptError("tail.lua was not loaded")
+
+    def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
+        args = [snapshot.version, snapshot.seq, snapshot.event_id, snapshot.state, SNAPSHOT_TTL_MS]
+        self._snapshot(keys=[self._keys.snapshot(run_id)], args=args)
+
+    def runs(self, *, limit: int = 50) -> list[RunIndexEntry]:
+        pipe = self._r.pipeline(transaction=False)
+        for shard in range(self._keys.shards):
+            pipe.zrevrange(self._keys.runs(shard), 0, limit - 1, withscores=True)
+        found = [
+            RunIndexEntry(run.decode(), score / 1000)
+            for rows in pipe.execute()
+            for run, score in rows
+        ]
+        return sorted(found, key=lambda e: e.created_at, reverse=True)[:limit]
+
+    def idle_live_runs(self, *, idle_since: float, limit: int = 100) -> list[str]:
+        pipe = self._r.pipeline(transaction=False)
+        for shard in range(self._keys.shards):
+            pipe.zrangebyscore(self._keys.live(shard), "-inf", _ms(idle_since), start=0, num=limit)
+        return [run.decode() for rows in pipe.execute() for run in rows][:limit]
+
+    def touch(self, run_id: str, *, at: float) -> None:
+        self._r.zadd(self._keys.live(self._keys.shard(run_id)), {run_id: _ms(at)}, xx=True)
+
+
+def _tail_args(head: Head, version: str) -> list[Any]:
+    return [head.seq, head.event_id, version]
+
+
+def _tail(reply: list[Any], version: str) -> Tail:
+    base, state, snap_seq, snap_id, entries = reply
+    events = [_decode(eid, dict(zip(flat[::2], flat[1::2], strict=True))) for eid, flat in entries]
+    snapshot = None if state is None else Snapshot(int(base), snap_id.decode(), version, state)
+    return Tail(int(base), events, snapshot, int(snap_seq))
+
+
+def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope[Any]:
+    raw = fields.get(b"e")
+    if raw is None:
+        raise InvalidEvent("stream entry has no 'e' field", field="e", raw=repr(fields).encode())
+    envelope = CODEC.decode(raw)
+    if entry_id != f"0-{envelope.seq}".encode():
+        raise InvalidEvent(f"entry {entry_id!r} holds seq {envelope.seq}", field="seq", raw=raw)
+    return envelope
+
+
+def _ms(at: float) -> int:
+    return int(at * 1000)

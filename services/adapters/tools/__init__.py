@@ -1,0 +1,1 @@
+"""Tools: the registry, what a running tool gets, how it is run."""

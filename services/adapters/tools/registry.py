@@ -1,0 +1,201 @@
+"""The tool API: `@tool` on a plain function registers it.
+
+The input schema comes from the function's type hints via pydantic; a
+parameter annotated `ToolContext` is not part of the input and receives the
+run's workspace, ids and cancel flag. Only registered tools ever execute."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from events.idempotency import operation_key
+from events.types import FieldError
+from schemas.spec import Principal, ToolSpec
+from services.adapters.tools.context import Lookup, ToolCancelled, ToolContext, ToolFailure
+
+__all__ = ["REGISTRY", "Lookup", "ToolCancelled", "ToolContext", "ToolFailure", "tool"]
+
+Resources = Callable[..., Iterable[str]]  # (args) or (args, ctx)
+LookupFn = Callable[[str, dict[str, Any], ToolContext], Lookup]
+Approval = Literal["always", "never"] | Callable[[dict[str, Any], Principal], bool]
+
+
+@dataclass(frozen=True)
+class RegisteredTool:
+    spec: ToolSpec
+    fn: Callable[..., Any]
+    args_model: type[BaseModel]
+    context_param: str | None
+    reads: Resources
+    writes: Resources
+    module: str
+    approval: Approval = "never"
+    key_fields: tuple[str, ...] | None = None
+    lookup: LookupFn | None = None
+    output_cap: int | None = None
+
+    def op_key(self, args: dict[str, Any], tenant: str, writes: Sequence[str]) -> str | None:
+        """The operation key of a write (reads have none), from the validated arguments."""
+        if self.spec.read_only:
+            return None
+        return operation_key(tenant, self.spec.name, self.canonical(args), self.key_fields, writes)
+
+    def canonical(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as validated, defaults filled in: `2` and `"2"` are one request."""
+        dumped: dict[str, Any] = self.args_model.model_validate(args).model_dump(mode="json")
+        return dumped
+
+    def check(self, raw: dict[str, Any]) -> tuple[dict[str, Any], list[FieldError]]:
+        """Arguments as the function receives them, or the field errors."""
+        try:
+            parsed = self.args_model.model_validate(raw)
+        except ValidationError as exc:
+            return {}, [
+                FieldError(loc=".".join(str(p) for p in e["loc"]) or "(input)", msg=e["msg"])
+                for e in exc.errors()
+            ]
+        return dict(parsed), []
+
+    def resources(self, args: dict[str, Any], workspace: str | None) -> tuple[list[str], list[str]]:
+        return _resources(self.reads, args, workspace), _resources(self.writes, args, workspace)
+
+    def approval_reason(self, args: dict[str, Any], principal: Principal) -> str | None:
+        """Why a person must approve this call, or None."""
+        match self.approval:
+            case "never":
+                return None
+            case "always":
+                return f"{self.spec.name} always needs approval"
+            case predicate:
+                return (
+                    f"{self.spec.name}'s approval rule asks for it"
+                    if predicate(args, principal)
+                    else None
+                )
+
+    def call(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        if self.context_param:
+            return self.fn(**args, **{self.context_param: ctx})
+        return self.fn(**args)
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, RegisteredTool] = {}
+        self._lock = threading.Lock()
+
+    def add(self, t: RegisteredTool) -> None:
+        with self._lock:
+            old = self._tools.get(t.spec.name)
+            if old is not None and old.module != t.module:
+                raise ValueError(f"tool {t.spec.name!r} is registered by {old.module!r} already")
+            self._tools[t.spec.name] = t
+
+    def get(self, name: str) -> RegisteredTool | None:
+        return self._tools.get(name)
+
+    def of_modules(self, modules: Sequence[str]) -> list[RegisteredTool]:
+        """The tools a run with these modules is offered: theirs, and the built-in ones."""
+        wanted = {*modules, BUILTIN}
+        return [t for t in self._tools.values() if t.module in wanted]
+
+    def load(self, modules: Sequence[str], paths: Sequence[str] = ()) -> None:
+        """Import tool modules, looking in `paths` first. Raises ImportError."""
+        with self._lock:
+            for path in reversed(paths):
+                if path not in sys.path:
+                    sys.path.insert(0, path)
+        for name in modules:
+            importlib.import_module(name)
+
+
+REGISTRY = ToolRegistry()
+BUILTIN = "services.adapters.tools.builtin"
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    *,
+    read_only: bool = False,
+    reads: Resources | None = None,
+    writes: Resources | None = None,
+    scope: str | None = None,
+    timeout_s: float = 30.0,
+    approval: Approval = "never",
+    max_concurrency: int | None = None,
+    key_fields: Sequence[str] | None = None,
+    lookup: LookupFn | None = None,
+    output_cap: int | None = 4000,
+    name: str | None = None,
+    description: str | None = None,
+) -> Any:
+    """Register a function as a tool. Use bare (`@tool`) or with options."""
+
+    def register(f: Callable[..., Any]) -> Callable[..., Any]:
+        model, ctx_param = _args_model(f)
+        spec = ToolSpec(
+            name=name or f.__name__,
+            description=description or inspect.getdoc(f) or "",
+            input_schema=_input_schema(model),
+            read_only=read_only,
+            scope=scope,
+            timeout_s=timeout_s,
+            max_concurrency=max_concurrency,
+        )
+        REGISTRY.add(
+            RegisteredTool(
+                spec=spec,
+                fn=f,
+                args_model=model,
+                context_param=ctx_param,
+                reads=reads or (lambda a: ()),
+                writes=writes or (lambda a: ()),
+                module=f.__module__,
+                approval=approval,
+                key_fields=tuple(key_fields) if key_fields else None,
+                lookup=lookup,
+                output_cap=output_cap,
+            )
+        )
+        return f
+
+    return register(fn) if fn is not None else register
+
+
+def _resources(rule: Resources, args: dict[str, Any], workspace: str | None) -> list[str]:
+    """A rule takes the arguments, or the arguments and the run's workspace."""
+    takes_workspace = len(inspect.signature(rule).parameters) >= 2
+    found = rule(args, workspace) if takes_workspace else rule(args)
+    return sorted(set(found))
+
+
+def _args_model(f: Callable[..., Any]) -> tuple[type[BaseModel], str | None]:
+    hints = get_type_hints(f)
+    fields: dict[str, Any] = {}
+    ctx_param = None
+    for p in inspect.signature(f).parameters.values():
+        hint = hints.get(p.name, Any)
+        if hint is ToolContext:
+            ctx_param = p.name
+            continue
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        fields[p.name] = (hint, default)
+    config = ConfigDict(extra="forbid", strict=False)
+    model = create_model(f"{f.__name__}_input", __config__=config, **fields)
+    return model, ctx_param
+
+
+def _input_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema

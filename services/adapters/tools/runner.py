@@ -1,0 +1,105 @@
+"""Runs a registered tool with its timeout, watching for a request to stop, and
+turns what happened into an outcome for the core.
+
+A Python tool runs in its own thread. On timeout the call is recorded as timed
+out and its cancel flag set; Python cannot kill a thread, so it is left to
+finish. When the run is cancelled the tool's cancel flag is set and its
+subprocesses get SIGTERM; whatever still runs after the grace period gets
+SIGKILL. A tool that stopped by itself is `cancelled`; one that had to be
+killed is `force_terminated`; a thread that would not stop is reported as
+still running (its outcome unknown)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from events.tool_step import Errored, Outcome, StillRunning, Stopped, Succeeded, TimedOut
+from events.types import ToolError
+from schemas.codec import pack
+from schemas.errors import InvalidEvent
+from services.adapters.tools.registry import RegisteredTool, ToolCancelled, ToolContext, ToolFailure
+
+POLL_S = 0.05
+
+
+def run_tool(
+    t: RegisteredTool,
+    raw_input: dict[str, Any],
+    ctx: ToolContext,
+    *,
+    timeout_s: float,
+    stop_requested: Callable[[], float | None] = lambda: None,
+    grace_s: float = 5.0,
+) -> Outcome:
+    args, errors = t.check(raw_input)
+    if errors:  # validated before, but a tool module may have changed since
+        what = "; ".join(f"{e.loc}: {e.msg}" for e in errors)
+        return Errored(
+            ToolError(code="invalid_arguments", message=what, retryable=False, fields=tuple(errors))
+        )
+    box: dict[str, Outcome] = {}
+    thread = threading.Thread(target=lambda: box.setdefault("o", _call(t, args, ctx)), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(POLL_S)
+        if thread.is_alive() and (requested_at := stop_requested()) is not None:
+            return _stop(thread, box, ctx, grace_s, requested_at)
+    if thread.is_alive():
+        ctx.cancelled.set()
+        ctx.signal_processes(signal.SIGKILL)
+        return TimedOut(after_s=timeout_s)
+    return box["o"]
+
+
+def _stop(
+    thread: threading.Thread,
+    box: dict[str, Outcome],
+    ctx: ToolContext,
+    grace_s: float,
+    requested_at: float,
+) -> Outcome:
+    """`requested_at` is when the stop was asked for (the log's time), not when we noticed."""
+    ctx.cancelled.set()
+    ctx.signal_processes(signal.SIGTERM)
+    thread.join(grace_s)
+    if not thread.is_alive():
+        outcome = box["o"]
+        # it finished anyway: a real result is recorded as such, it happened
+        return outcome if isinstance(outcome, Succeeded) else Stopped(requested_at, killed=False)
+    killed = ctx.signal_processes(signal.SIGKILL)
+    thread.join(1.0)
+    if killed and not thread.is_alive():
+        return Stopped(
+            requested_at,
+            killed=True,
+            detail=f"SIGKILL to {killed} process group(s) after {grace_s:g}s",
+        )
+    return StillRunning(requested_at)
+
+
+def _call(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
+    try:
+        output = t.call(args, ctx)
+    except ToolFailure as f:
+        error = ToolError(
+            code=f.code, message=f.message, retryable=f.retryable, retry_after_s=f.retry_after_s
+        )
+        return Errored(error)
+    except ToolCancelled:
+        return Stopped(time.time(), killed=False)
+    except Exception as exc:  # a tool's own bug is an outcome the model is told about
+        return Errored(
+            ToolError(code="internal", message=f"{type(exc).__name__}: {exc}", retryable=False)
+        )
+    try:
+        pack(json.loads(json.dumps(output)))  # what the log and the model will hold
+    except (TypeError, ValueError, InvalidEvent) as exc:
+        message = f"output cannot be recorded as JSON: {exc}"
+        return Errored(ToolError(code="internal", message=message, retryable=False))
+    return Succeeded(output)

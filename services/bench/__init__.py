@@ -1,4 +1,0 @@
-"""The benchmark behind `make bench` (`python -m services.bench [--quick]`): the
-workloads (`ours`, `state_load`, `recovery`), the floor (`floor`), the peers
-(`peers`, `peer_agents`), the harness that runs worker processes on a private
-Redis (`harness`, `counted_worker`), and the report (`report`)."""

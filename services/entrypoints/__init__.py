@@ -1,0 +1,1 @@
+"""Entrypoints: the dramatiq actors and the command line."""

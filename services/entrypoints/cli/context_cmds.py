@@ -1,0 +1,123 @@
+"""`context RUN --turn N`: what the model saw at turn N, rebuilt from the log and
+checked against the hash its ModelRequested recorded; `raw RUN`: the log's
+entries as stored, secrets included when the spec kept them — the one command
+that prints them unredacted, and it says so."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from events.context_view import ContextView, canonical
+from events.fold import fold
+from events.types import ModelRequested
+from schemas.content import Message
+from schemas.context import ContextDecision
+from schemas.envelope import Envelope
+from services.adapters.tools.registry import REGISTRY
+from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli.session import Session
+from services.handlers.model import context_view
+
+
+def context(session: Session, run_id: str, *, turn: int, attempt: int | None, as_json: bool) -> int:
+    envs = session.store.read(run_id)
+    if not envs:
+        print(f"agentledger: no run {run_id!r}", file=sys.stderr)
+        return exit_codes.USAGE
+    at = _request_at(envs, turn, attempt)
+    if at is None:
+        print(f"agentledger: run {run_id!r} has no model request for turn {turn}", file=sys.stderr)
+        return exit_codes.USAGE
+    requested: ModelRequested = envs[at].data
+    state = fold(envs[:at])
+    assert state is not None
+    view = context_view(REGISTRY, state)
+    verified = requested.context_hash == view.digest
+    if as_json:
+        print(json.dumps(_as_json(requested, view, verified)))
+    else:
+        _print(requested, view, verified)
+    if requested.context_hash is None:
+        print("agentledger: this request recorded no context hash: not verifiable", file=sys.stderr)
+        return exit_codes.CHECK_FAILED
+    if not verified:
+        print(
+            f"agentledger: context hash mismatch at turn {turn}: recorded "
+            f"{requested.context_hash}, rebuilt {view.digest} (the log, the tool modules or "
+            "the secrets set in this environment differ from when the request was made)",
+            file=sys.stderr,
+        )
+        return exit_codes.CHECK_FAILED
+    return 0
+
+
+def raw(session: Session, run_id: str, *, after_seq: int) -> int:
+    envs = session.store.read(run_id, after_seq=after_seq)
+    if not envs and not session.store.read(run_id)[:1]:
+        print(f"agentledger: no run {run_id!r}", file=sys.stderr)
+        return exit_codes.USAGE
+    print("agentledger: raw log entries, not redacted", file=sys.stderr)
+    for env in envs:
+        print(env.model_dump_json(), flush=True)
+    return 0
+
+
+def describe_decision(d: ContextDecision) -> str:
+    turns = (
+        f"turn {d.first_turn}"
+        if d.first_turn == d.last_turn
+        else f"turns {d.first_turn}-{d.last_turn}"
+    )
+    match d.action:
+        case "shortened":
+            return f"shortened {d.items} tool results of {turns}: {d.chars_before:,} -> {d.chars_after:,} chars"
+        case "omitted":
+            return f"omitted {turns} ({d.items} turns, {d.chars_before:,} chars)"
+    return f"over budget: {d.chars_before:,} chars for a budget of {d.chars_after:,}"
+
+
+def _request_at(envs: list[Envelope[Any]], turn: int, attempt: int | None) -> int | None:
+    """The index of the turn's (last, or given) ModelRequested."""
+    found = [
+        i
+        for i, env in enumerate(envs)
+        if isinstance(env.data, ModelRequested)
+        and env.data.turn == turn
+        and attempt in (None, env.data.attempt)
+    ]
+    return found[-1] if found else None
+
+
+def _as_json(requested: ModelRequested, view: ContextView, verified: bool) -> dict[str, Any]:
+    return {
+        "turn": requested.turn,
+        "attempt": requested.attempt,
+        "recorded_hash": requested.context_hash,
+        "hash": view.digest,
+        "verified": verified,
+        "tokens": view.tokens,
+        "budget_tokens": view.budget_tokens,
+        "decisions": [d.model_dump() for d in view.decisions],
+        "request": json.loads(canonical(view.system, view.tools, view.messages)),
+    }
+
+
+def _print(requested: ModelRequested, view: ContextView, verified: bool) -> None:
+    check = "verified" if verified else "MISMATCH"
+    print(f"turn {requested.turn} (attempt {requested.attempt}): hash {view.digest[:16]}… {check}")
+    print(f"~{view.tokens:,} tokens of a {view.budget_tokens:,} token budget")
+    for d in view.decisions:
+        print(f"  {describe_decision(d)}")
+    print(f"system: {view.system!r}")
+    print(f"tools: {', '.join(t.name for t in view.tools) or '(none)'}")
+    for m in view.messages:
+        _print_message(m)
+
+
+def _print_message(m: Message) -> None:
+    print(f"--- {m.role}")
+    for b in m.content:
+        body = b.model_dump(mode="json", exclude={"type"})
+        print(f"[{b.type}] {json.dumps(body, ensure_ascii=False)}")

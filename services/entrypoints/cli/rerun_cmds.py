@@ -1,0 +1,120 @@
+"""`replay RUN --rerun`: a new run of the recorded run's spec whose model is the
+replay model (the recorded replies, turn by turn), so the tools, the checks and
+the core run again for real; then the first event where the new log departs
+from the recorded one (`events.divergence`). The workspace is always a fresh
+copy of the spec's workspace as it is now. A run that waits for a person
+(approval, escalation) stops the rerun there: nobody answers for them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from events.divergence import Divergence, essence, first_divergence
+from events.fold import apply
+from events.state import RunState
+from events.types import ModelRequested, RunCreated
+from schemas.envelope import Envelope
+from schemas.errors import InvalidSpec
+from schemas.spec import ReplayModel, ReplaySettings, RunSpec
+from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli.run_cmds import request_for, start_workers
+from services.entrypoints.cli.session import Session
+from services.loops.intake import publish
+from services.secrets import redactor_for
+
+
+def rerun(session: Session, run_id: str, *, as_json: bool) -> int:
+    recorded = session.store.read(run_id)
+    if not recorded or not isinstance(recorded[0].data, RunCreated):
+        print(f"agentledger: no run {run_id!r}", file=sys.stderr)
+        return exit_codes.USAGE
+    created: RunCreated = recorded[0].data
+    try:
+        request = request_for(replay_spec(created.spec, run_id), created.base_dir, session.settings)
+    except (InvalidSpec, TypeError) as exc:  # TypeError: a workspace with no base folder
+        print(f"agentledger: cannot rerun {run_id!r}: {exc}", file=sys.stderr)
+        return exit_codes.USAGE
+    assert request.run_id is not None
+    stop_workers = start_workers(session, 0)
+    try:
+        publish(session.client, session.keys, request)
+        state = _until_settled(session, request.run_id)
+    finally:
+        stop_workers()
+    new = session.store.read(request.run_id)
+    divergence = first_divergence(recorded, new)
+    report = _report(run_id, state, new, divergence, _context_changed(recorded, new))
+    printed = json.dumps(report) if as_json else _text(report, divergence)
+    print(redactor_for(created.spec).text(printed))
+    return exit_codes.CHECK_FAILED if divergence else 0
+
+
+def replay_spec(spec: RunSpec, run_id: str) -> RunSpec:
+    model = ReplayModel(replay=ReplaySettings(run_id=run_id))
+    return spec.model_copy(update={"model": model, "copy_workspace": bool(spec.workspace)})
+
+
+def _until_settled(session: Session, run_id: str) -> RunState:
+    """Fold the new run until it ends or waits for a person."""
+    state: RunState | None = None
+    while True:
+        for env in session.store.read(run_id, after_seq=state.seq if state else 0):
+            state = apply(state, env)
+        if state is not None and (state.status.terminal or state.status.waiting):
+            return state
+        session.client.xread(
+            {session.keys.run(run_id): f"0-{state.seq if state else 0}"}, block=1000
+        )
+
+
+def _context_changed(recorded: list[Envelope[Any]], new: list[Envelope[Any]]) -> list[int]:
+    """Turns whose context view differs from the recorded one (paths in tool
+    outputs differ between workspace copies, so this is a note, not a divergence)."""
+
+    def hashes(envs: list[Envelope[Any]]) -> dict[int, str | None]:
+        return {
+            e.data.turn: e.data.context_hash for e in envs if isinstance(e.data, ModelRequested)
+        }
+
+    before, after = hashes(recorded), hashes(new)
+    return sorted(t for t in after if t in before and before[t] and before[t] != after[t])
+
+
+def _report(
+    run_id: str, state: RunState, new: list[Envelope[Any]], d: Divergence | None, changed: list[int]
+) -> dict[str, Any]:
+    return {
+        "recorded": run_id,
+        "rerun": state.run_id,
+        "status": str(state.status),
+        "compared": sum(essence(e) is not None for e in new),
+        "divergence": None
+        if d is None
+        else {
+            "position": d.position,
+            "recorded_seq": d.recorded_seq,
+            "rerun_seq": d.rerun_seq,
+            "recorded": d.recorded,
+            "rerun": d.rerun,
+        },
+        "context_differs_at_turns": changed,
+    }
+
+
+def _text(report: dict[str, Any], d: Divergence | None) -> str:
+    lines = [f"rerun {report['rerun']} of {report['recorded']}: {report['status']}"]
+    if d is None:
+        lines.append(
+            f"no divergence: {report['compared']} events compared (ids, times, claims left out)"
+        )
+    else:
+        lines.append(f"DIVERGED at compared event {d.position}:")
+        lines.append(f"  recorded (seq {d.recorded_seq}): {d.recorded or '(nothing more)'}")
+        lines.append(f"  rerun    (seq {d.rerun_seq}): {d.rerun or '(nothing more)'}")
+    if report["context_differs_at_turns"]:
+        lines.append(
+            f"note: the context sent differs at turns {report['context_differs_at_turns']}"
+        )
+    return "\n".join(lines)

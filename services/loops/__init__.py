@@ -1,0 +1,1 @@
+"""The long-running loops: intake, reactor, sweeper."""

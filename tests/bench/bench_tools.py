@@ -1,0 +1,22 @@
+"""The tools `make bench` calls: a read-only no-op, so a benchmark run measures
+the orchestration around a tool call and nothing the tool itself does, and a
+read-only sleep, so a worker can be killed while it holds a tool call."""
+
+from __future__ import annotations
+
+import time
+
+from services.adapters.tools.registry import tool
+
+
+@tool(read_only=True)
+def bench_noop(n: int = 0) -> dict[str, int]:
+    """Return the number it was given; reads and writes nothing."""
+    return {"n": n}
+
+
+@tool(read_only=True, timeout_s=2.0)
+def bench_sleep(seconds: float = 1.0) -> dict[str, float]:
+    """Sleep, then say how long; reads and writes nothing."""
+    time.sleep(seconds)
+    return {"slept_s": seconds}

@@ -1,0 +1,85 @@
+"""A worker process for the benchmark: `agentledger workers`, plus a count of
+what it costs. Every Redis command this process sends is counted (a pipeline's
+commands one by one, and each pipeline or single command as one round trip),
+and every 50 ms the counts and the process's CPU time are written to a file,
+which the benchmark reads before and after a workload. Commands run inside our
+Lua scripts are not sent, so they are not counted here.
+
+Run as `python -m tests.bench.counted_worker COUNTS_FILE`."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from redis.connection import AbstractConnection
+
+WRITE_EVERY_S = 0.05
+
+
+class Counts:
+    def __init__(self) -> None:
+        self.commands: Counter[str] = Counter()
+        self.round_trips = 0
+        self._lock = threading.Lock()
+
+    def add(self, names: list[Any]) -> None:
+        with self._lock:
+            self.round_trips += 1
+            for name in names:
+                self.commands[name.decode() if isinstance(name, bytes) else str(name)] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        with self._lock:
+            return {
+                "pid": os.getpid(),
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+                "round_trips": self.round_trips,
+                "commands": dict(self.commands),
+            }
+
+
+COUNTS = Counts()
+
+
+def install() -> None:
+    single, many = AbstractConnection.send_command, AbstractConnection.pack_commands
+
+    def send_command(self: AbstractConnection, *args: Any, **kwargs: Any) -> Any:
+        COUNTS.add([args[0]])
+        return single(self, *args, **kwargs)
+
+    def pack_commands(self: AbstractConnection, commands: Any) -> Any:
+        commands = list(commands)
+        COUNTS.add([cmd[0] for cmd in commands])
+        return many(self, commands)
+
+    AbstractConnection.send_command = send_command  # type: ignore[method-assign]
+    AbstractConnection.pack_commands = pack_commands  # type: ignore[method-assign]
+
+
+def write_forever(path: Path) -> None:
+    scratch = path.with_suffix(".tmp")
+    while True:
+        scratch.write_text(json.dumps(COUNTS.snapshot()))
+        os.replace(scratch, path)
+        threading.Event().wait(WRITE_EVERY_S)
+
+
+def main() -> int:
+    install()
+    threading.Thread(target=write_forever, args=(Path(sys.argv[1]),), daemon=True).start()
+    from services.entrypoints.cli.main import main as agentledger
+
+    return agentledger(["workers"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

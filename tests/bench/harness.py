@@ -1,0 +1,251 @@
+"""The benchmark's harness: a private redis-server with AOF, worker processes
+(`tests.bench.counted_worker`) that report the Redis commands they send and
+the CPU they use, and a follower of the shard feeds that says when each run
+ended. Every workload runs under a key prefix of its own."""
+
+from __future__ import annotations
+
+import json
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from schemas.inbox import RunRequested
+from services.adapters.redis.local_server import PrivateRedis, start_server
+from services.adapters.store.redis_store import RedisEventStore
+from services.bootstrap import redis_client
+from services.keys import Keys
+from services.loops.intake import publish
+from services.settings import Settings, environ_for_children
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+READY = b"agentledger workers up"
+SETTLE_S = 0.15  # the workers write their counts every 50 ms
+ENDINGS = frozenset(
+    {"RunCompleted", "RunFailed", "RunBudgetExhausted", "RunEscalated", "RunTimedOut"}
+    | {"RunCancelled", "RunAborted"}
+)
+DURABILITY = {"everysec": "Redis AOF everysec", "always": "Redis AOF always"}
+
+
+class BenchError(Exception):
+    """A measurement could not be taken (a run did not end, or ended wrong)."""
+
+
+@dataclass
+class Cost:
+    """What worker processes (and the Redis server) spent over a stretch of time."""
+
+    cpu_s: float = 0.0
+    redis_cpu_s: float = 0.0
+    round_trips: int = 0
+    commands: Counter[str] = field(default_factory=Counter)
+
+    def __sub__(self, other: Cost) -> Cost:
+        commands = Counter(self.commands)
+        commands.subtract(other.commands)
+        return Cost(
+            self.cpu_s - other.cpu_s,
+            self.redis_cpu_s - other.redis_cpu_s,
+            self.round_trips - other.round_trips,
+            +commands,
+        )
+
+    def per(self, n: int) -> dict[str, Any]:
+        return {
+            "cpu_ms": self.cpu_s * 1000 / n,
+            "redis_cpu_ms": self.redis_cpu_s * 1000 / n,
+            "round_trips": self.round_trips / n,
+            "commands": sum(self.commands.values()) / n,
+            "by_command": {k: round(v / n, 2) for k, v in self.commands.most_common()},
+        }
+
+
+@dataclass
+class Pool:
+    """Worker processes on one prefix."""
+
+    keys: Keys
+    procs: list[subprocess.Popen[bytes]]
+    count_files: list[Path]
+    client: redis.Redis
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def cost(self) -> Cost:
+        time.sleep(SETTLE_S)
+        total = Cost(redis_cpu_s=_redis_cpu_s(self.client))
+        for path in self.count_files:
+            if path.exists():
+                counts = json.loads(path.read_text())
+                total.cpu_s += counts["cpu_s"]
+                total.round_trips += counts["round_trips"]
+                total.commands.update(counts["commands"])
+        return total
+
+
+@dataclass
+class Bench:
+    """One private Redis and the settings the workers get."""
+
+    server: PrivateRedis
+    client: redis.Redis
+    settings: Settings
+    log_dir: Path
+    fsync: str
+
+    @property
+    def durability(self) -> str:
+        return DURABILITY[self.fsync]
+
+    def keys(self, prefix: str) -> Keys:
+        return Keys(prefix, self.settings.shards)
+
+    def store(self, prefix: str) -> RedisEventStore:
+        return RedisEventStore(self.client, self.keys(prefix))
+
+    @contextmanager
+    def workers(self, prefix: str, count: int) -> Iterator[Pool]:
+        """`count` worker processes on `prefix`, ready on entry, stopped on exit."""
+        env = environ_for_children(self.settings.with_(prefix=prefix))
+        procs: list[subprocess.Popen[bytes]] = []
+        logs, counts = [], []
+        try:
+            for i in range(count):
+                logs.append(self.log_dir / f"{prefix}-{i}.log")
+                counts.append(self.log_dir / f"{prefix}-{i}.counts.json")
+                with logs[-1].open("wb") as err:
+                    procs.append(
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                "-m",
+                                "tests.bench.counted_worker",
+                                str(counts[-1]),
+                            ],
+                            env=env,
+                            cwd=REPO_ROOT,
+                            stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE,
+                            stderr=err,
+                        )  # fmt: skip
+                    )
+            for proc in procs:
+                _await_ready(proc, timeout_s=60)
+            yield Pool(self.keys(prefix), procs, counts, self.client)
+        except BenchError as exc:
+            raise BenchError(f"{exc}\n{_tails(logs)}") from None
+        finally:
+            stop(procs)
+
+
+@contextmanager
+def private_bench(settings: Settings, tmp: Path, fsync: str) -> Iterator[Bench]:
+    server = start_server(tmp / f"redis-{fsync}", fsync=fsync)
+    client = redis_client(server.url)
+    try:
+        yield Bench(server, client, settings.with_(redis_url=server.url), tmp, fsync)
+    finally:
+        client.close()
+        server.stop()
+
+
+class Follower:
+    """Tails the shard feeds of a prefix from now on; says when watched runs end."""
+
+    def __init__(self, client: redis.Redis, keys: Keys):
+        self._r = client
+        self._store = RedisEventStore(client, keys)
+        self._cursors: dict[Any, Any] = {}
+        for shard in range(keys.shards):
+            last: Any = client.xrevrange(keys.feed(shard), count=1)
+            self._cursors[keys.feed(shard)] = last[0][0].decode() if last else "0-0"
+        self.ended: dict[str, float] = {}  # run id -> `at` of its ending event
+
+    def submit(self, keys: Keys, requests: list[RunRequested]) -> dict[str, float]:
+        published = {}
+        for request in requests:
+            publish(self._r, keys, request)
+            published[str(request.run_id)] = time.time()
+        return published
+
+    def wait(self, run_ids: set[str] | list[str], timeout_s: float) -> dict[str, float]:
+        """Until every run has ended (completed: anything else is an error)."""
+        waiting = set(run_ids) - self.ended.keys()
+        deadline = time.monotonic() + timeout_s
+        while waiting:
+            if time.monotonic() > deadline:
+                raise BenchError(f"{len(waiting)} runs not ended after {timeout_s:g}s")
+            reply: Any = self._r.xread(self._cursors, count=1000, block=200)
+            for stream, entries in reply or []:
+                self._cursors[stream.decode()] = entries[-1][0].decode()
+                for _, fields in entries:
+                    if fields[b"type"].decode() in ENDINGS:
+                        self._ended(fields[b"run"].decode(), int(fields[b"seq"]))
+            waiting -= self.ended.keys()
+        return {r: self.ended[r] for r in run_ids}
+
+    def _ended(self, run_id: str, seq: int) -> None:
+        [last] = self._store.read(run_id, after_seq=seq - 1)[:1]
+        if last.type != "RunCompleted":
+            raise BenchError(f"run {run_id!r} ended with {last.type}: {last.data!r}")
+        self.ended[run_id] = last.at
+
+
+def _redis_cpu_s(client: redis.Redis) -> float:
+    cpu: Any = client.info("cpu")
+    return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
+
+
+def _await_ready(proc: subprocess.Popen[bytes], *, timeout_s: float) -> None:
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        readable, _, _ = select.select([proc.stdout], [], [], 0.2)
+        if readable:
+            line = proc.stdout.readline()
+            if line.startswith(READY):
+                return
+            if not line and proc.poll() is not None:
+                break
+    raise BenchError(f"worker process {proc.pid} did not come up (exit {proc.poll()})")
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM (the pools drain and exit), SIGKILL after 20 s or when interrupted."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    try:
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _tails(logs: list[Path]) -> str:
+    return "\n".join(
+        f"--- {log.name}:\n{log.read_text(errors='replace')[-1500:]}"
+        for log in logs
+        if log.exists()
+    )

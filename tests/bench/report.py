@@ -1,0 +1,209 @@
+"""The bench's rows: each figure's median over the repetitions, every value,
+the durability it was measured at, and side-by-side ratios (to the blocking
+stream round trip, and of each peer to agentledger); printed as a table and
+written, with the raw figures, as JSON."""
+
+from __future__ import annotations
+
+from statistics import median
+from typing import Any
+
+from tests.bench.peers import PEERS
+from tests.bench.plan import READ_S, WINDOW, Plan
+
+OURS = "agentledger"
+Row = dict[str, Any]
+
+
+def rows(raw: dict[str, Any], plan: Plan, durability: str) -> list[Row]:
+    out: list[Row] = []
+    hop = median(_col(raw["floor"], "stream_rtt_ms"))
+
+    def add(
+        workload: str, measure: str, system: str, dur: str, unit: str, values: list[float]
+    ) -> None:
+        if values:
+            m = median(values)
+            x_hop = m / hop if unit in ("ms", "ms/call", "ms/run") else None
+            out.append(dict(workload=workload, measure=measure, system=system, durability=dur,
+                            unit=unit, median=m, values=values, x_stream_hop=x_hop))  # fmt: skip
+
+    always = "Redis AOF always"
+    for key, measure, system, dur in FLOOR:
+        reps = raw["floor_always"] if dur == always else raw["floor"]
+        add("F", measure, system, dur or durability, "ms", _col(reps, key))
+
+    first, last = f"1-{WINDOW}", f"{plan.calls - WINDOW + 1}-{plan.calls}"
+    systems = [(OURS, durability, [r["long_run"] for r in raw["ours"]])]
+    systems.append((OURS, always, [r["long_run"] for r in raw["ours_always"]]))
+    systems += [(PEERS[k][0], PEERS[k][1], _ran(v)) for k, v in raw["peers"].items()]
+    w1 = [
+        ("ms_per_call", f"ms per tool call, 1 run x {plan.calls} calls", "ms/call"),
+        ("first_turns_ms", f"turn time, calls {first}", "ms"),
+        ("last_turns_ms", f"turn time, calls {last}", "ms"),
+        ("growth", f"growth ratio ({last} / {first})", "ratio"),
+    ]
+    for system, dur, runs in systems:
+        for key, measure, unit in w1:
+            add("W1", measure, system, dur, unit, _col(runs, key))
+    for dur, reps in ((durability, raw["ours"]), (always, raw["ours_always"])):
+        for key, measure, unit in COSTS:
+            add(
+                "W1",
+                f"{measure} per tool call",
+                OURS,
+                dur,
+                unit,
+                _col([r["long_run"] for r in reps], key),
+            )
+
+    reads = [r["parallel_reads"] for r in raw["ours"] if "parallel_reads" in r]
+    if reads:
+        what = f"{reads[0]['reads']} independent reads of {READ_S:g} s in one turn"
+        add("P", f"{what}: all at once", OURS, durability, "s", _col(reads, "parallel_s"))
+        add("P", f"{what}: one at a time", OURS, durability, "s", _col(reads, "serial_s"))
+        add("P", "speed-up of parallel reads", OURS, durability, "ratio", _col(reads, "speedup"))
+
+    w2 = f"ms per run, {plan.runs} runs x 1 call"
+    add(
+        "W2",
+        w2,
+        OURS,
+        durability,
+        "ms/run",
+        _col([r["many_runs"] for r in raw["ours"]], "ms_per_run"),
+    )
+    for k, v in raw["peers"].items():
+        add("W2", w2, PEERS[k][0], PEERS[k][1], "ms/run", _col(_ran(v), "ms_per_run"))
+    for key, measure, unit in COSTS:
+        add(
+            "W2",
+            f"{measure} per run",
+            OURS,
+            durability,
+            unit,
+            _col([r["many_runs"] for r in raw["ours"]], key),
+        )
+
+    runs, calls = plan.concurrent
+    for p in (1, 2):
+        label = f"{runs} runs x {calls} calls, {p} process{'es' if p > 1 else ''}"
+        for key, measure, unit in W3:
+            add(
+                "W3",
+                f"{measure}, {label}",
+                OURS,
+                durability,
+                unit,
+                _col(raw[f"concurrent_{p}p"], key),
+            )
+    one, two = (_col(raw[f"concurrent_{p}p"], "calls_per_s") for p in (1, 2))
+    add(
+        "W3",
+        "scaling, 2 processes / 1",
+        OURS,
+        durability,
+        "ratio",
+        [b / a for a, b in zip(one, two, strict=True)],
+    )
+
+    for size, at in raw["state_load"].items():
+        for key, measure, unit in W5:
+            add("W5", measure.format(n=int(size)), OURS, durability, unit, [at[key]])
+    sizes = list(raw["state_load"].values())
+    for key, what in (("snapshot_tail_ms", "snapshot + tail"), ("cache_tail_ms", "cache + tail")):
+        ratio = [sizes[-1][key] / sizes[0][key]] if len(sizes) > 1 else []
+        add(
+            "W5",
+            f"flatness, {what}: {sizes[-1]['events']:,} / {sizes[0]['events']:,} events",
+            OURS,
+            durability,
+            "ratio",
+            ratio,
+        )
+    for holding in ("tool", "model"):
+        kills = [k for k in raw["kills"] if k["holding"] == holding]
+        what = f"worker SIGKILLed holding a {holding} call"
+        add("W5", f"run moves again, {what}", OURS, durability, "s", _col(kills, "resume_s"))
+        add("W5", f"run completes, {what}", OURS, durability, "s", _col(kills, "complete_s"))
+    _vs_ours(out)
+    return out
+
+
+FLOOR = [  # key, measure, system, durability ("": the run's)
+    ("xadd_ms", "raw XADD round trip (100 B)", "redis", ""),
+    ("xadd_ms", "raw XADD round trip (100 B)", "redis", "Redis AOF always"),
+    ("stream_rtt_ms", "blocking stream hop (request/reply, 2 streams)", "redis", ""),
+    ("append_ms", "store append, Lua, 1 event", OURS, ""),
+    ("lock_pair_ms", "lock acquire + release (LockService)", OURS, ""),
+    ("dramatiq_hop_ms", "dramatiq hop, stock RedisBroker (polls)", "dramatiq", ""),
+    ("streams_hop_ms", "dramatiq hop, our StreamsBroker", OURS, ""),
+]
+COSTS = [
+    ("round_trips", "Redis round trips", "count"),
+    ("commands", "Redis commands", "count"),
+    ("cpu_ms", "worker CPU", "ms cpu"),
+    ("redis_cpu_ms", "redis-server CPU", "ms cpu"),
+]
+W3 = [
+    ("calls_per_s", "tool calls/s", "calls/s"),
+    ("p50_turn_ms", "p50 turn latency", "ms"),
+    ("p99_turn_ms", "p99 turn latency", "ms"),
+    ("cpu_ms", "worker CPU per call", "ms cpu"),
+    ("commands", "Redis commands per call", "count"),
+]
+W5 = [
+    ("full_ms", "load, {n:,} events: read + fold the whole log", "ms"),
+    ("snapshot_tail_ms", "load, {n:,} events: snapshot + 25-event tail (new process)", "ms"),
+    ("cache_tail_ms", "load, {n:,} events: process cache + 25-event tail", "ms"),
+    ("cache_check_ms", "load, {n:,} events: process cache, check only", "ms"),
+    ("snapshot_kb", "snapshot size, {n:,} events", "KiB"),
+]
+
+
+def _vs_ours(out: list[Row]) -> None:
+    ours = {(r["workload"], r["measure"]): r["median"] for r in out if r["system"] == OURS}
+    for r in out:
+        base = ours.get((r["workload"], r["measure"]))
+        r["x_ours"] = r["median"] / base if base and r["workload"] in ("W1", "W2") else None
+
+
+def _ran(reps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in reps if "skipped" not in r]
+
+
+def _col(reps: list[dict[str, Any]], key: str) -> list[float]:
+    return [float(r[key]) for r in reps]
+
+
+def print_table(out: list[Row], meta: dict[str, Any]) -> None:
+    print(
+        f"\nagentledger bench: medians of {meta['reps']} repetitions; {meta['redis']}; "
+        f"{meta['broker']}; {meta['worker_threads']} worker threads per process; "
+        f"{meta['cpus']} CPUs; {meta['elapsed_s']} s"
+    )
+    for note in meta.get("notes", []):
+        print(f"  note: {note}")
+    w = max(len(r["measure"]) for r in out)
+    s = max(len(r["system"]) for r in out)
+    d = max(len(r["durability"]) for r in out)
+    head = f"{'':3} {'measure':<{w}}  {'system':<{s}}  {'durability':<{d}}"
+    print(f"\n{head} {'median':>9} {'unit':<8} {'x hop':>7} {'x ours':>6}  values")
+    last = None
+    for r in out:
+        if r["workload"] != last:
+            print()
+            last = r["workload"]
+        ratio = _num(r["x_stream_hop"]) if r["x_stream_hop"] is not None else ""
+        mine = f"{r['x_ours']:.2f}" if r.get("x_ours") is not None else ""
+        values = " ".join(_num(v) for v in r["values"])
+        print(
+            f"{r['workload']:<3} {r['measure']:<{w}}  {r['system']:<{s}}  {r['durability']:<{d}} "
+            f"{_num(r['median']):>9} {r['unit']:<8} {ratio:>7} {mine:>6}  {values}"
+        )
+
+
+def _num(value: float) -> str:
+    if value < 1:
+        return f"{value:.3f}"
+    return f"{value:.2f}" if value < 100 else f"{value:,.0f}"

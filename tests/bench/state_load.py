@@ -1,0 +1,143 @@
+"""W5, part one: how long loading a run's state takes as its log grows, the
+whole log folded vs snapshot + tail. The logs are made from a real run's log:
+its second turn (model request, reply, proposal, validation, claim, result)
+repeated with the turn number and call id moved on, cut at 100 … 100,000
+events, so the state grows as a real run's does (every turn stays in the
+history). Each load is timed four ways: the whole log read and folded (what
+every load did before), a fresh process (snapshot SNAP_BEHIND events back +
+the events after it), a process holding the state SNAP_BEHIND events back
+(its cache + the tail), and one holding the current state (the check only)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from statistics import median
+from typing import Any
+
+from events.fold import fold
+from schemas.envelope import Envelope
+from services.adapters.store.port import Snapshot
+from services.adapters.store.redis_store import RedisEventStore
+from services.handlers.state_cache import VERSION, StateCache, decode, encode
+from tests.bench.harness import Bench, BenchError
+
+SNAP_BEHIND = 25  # events between the snapshot (or the cached state) and the log's end
+CHUNK = 2000  # events per append while the logs are written
+NEVER = 10**12  # a cache that writes no snapshots of its own while it is timed
+_ENVELOPE = Envelope[Any]
+
+
+def measure(
+    bench: Bench, prefix: str, template: list[Envelope[Any]], sizes: tuple[int, ...], reps: int
+) -> dict[str, dict[str, Any]]:
+    store = bench.store(prefix)
+    head, block = _turn_blocks(template)
+    results = {}
+    for n in sizes:
+        run_id = f"load-{n}-{uuid.uuid4().hex[:6]}"
+        log = synthetic_log(run_id, head, block, n)
+        results[str(n)] = _measure_one(store, run_id, log, reps if n < 50_000 else min(reps, 3))
+    return results
+
+
+def _measure_one(
+    store: RedisEventStore, run_id: str, log: list[Envelope[Any]], reps: int
+) -> dict[str, Any]:
+    n = len(log)
+    behind = max(1, n - SNAP_BEHIND)
+    _append_all(store, run_id, log[:behind])
+    older = fold(log[:behind])
+    assert older is not None
+    blob = encode(older)
+    store.save_snapshot(run_id, Snapshot(behind, log[behind - 1].id, VERSION, blob))
+    _append_all(store, run_id, log[behind:], after=behind)
+
+    full = [_time(lambda: fold(store.read(run_id))) for _ in range(reps)]
+    cold = [_time(lambda: StateCache(store, snapshot_every=NEVER).load(run_id)) for _ in range(5)]
+    cache = StateCache(store, snapshot_every=NEVER)
+    tail = []
+    for _ in range(5):
+        cache.forget(run_id)
+        cache.appended(run_id, older, log[behind - 1].id)
+        tail.append(_time(lambda: cache.load(run_id)))
+    current = [_time(lambda: cache.load(run_id)) for _ in range(5)]
+    state = cache.load(run_id)
+    if state != fold(log):
+        raise BenchError(f"snapshot + tail of {run_id!r} is not the fold of its log")
+    return {
+        "events": n,
+        "full_ms": median(full),
+        "snapshot_tail_ms": median(cold),
+        "cache_tail_ms": median(tail),
+        "cache_check_ms": median(current),
+        "snapshot_kb": len(blob) / 1024,
+        "encode_ms": _time(lambda: encode(older)),
+        "decode_ms": _time(lambda: decode(blob)),
+        "turns": len(older.history) + 1,
+    }
+
+
+def _time(op: Any) -> float:
+    started = time.perf_counter()
+    op()
+    return (time.perf_counter() - started) * 1000
+
+
+def _append_all(
+    store: RedisEventStore, run_id: str, log: list[Envelope[Any]], after: int = 0
+) -> None:
+    for i in range(0, len(log), CHUNK):
+        store.append(run_id, log[i : i + CHUNK], expected_seq=after + i, live=False)
+
+
+def _turn_blocks(
+    template: list[Envelope[Any]],
+) -> tuple[list[Envelope[Any]], list[Envelope[Any]]]:
+    """The template up to its second turn, and the events of that turn (from its
+    ModelRequested to the next)."""
+    starts = [i for i, e in enumerate(template) if e.type == "ModelRequested"]
+    if len(starts) < 3:
+        raise BenchError("the template run needs at least two tool-call turns")
+    return template[: starts[1]], template[starts[1] : starts[2]]
+
+
+def synthetic_log(
+    run_id: str, head: list[Envelope[Any]], block: list[Envelope[Any]], n: int
+) -> list[Envelope[Any]]:
+    """The head (RunCreated, turn 1), then the block once per turn (2, 3, …), cut at `n`."""
+    events: list[Any] = [e.data for e in head]
+    turn = 2
+    while len(events) < n:
+        events += [_moved(e.data, turn) for e in block]
+        turn += 1
+    return [
+        _ENVELOPE.model_construct(
+            id=uuid.uuid4().hex,
+            run_id=run_id,
+            seq=i + 1,
+            type=e.type,
+            at=1.7e9 + i / 1000,
+            source="bench",
+            causation_id=None,
+            v=1,
+            data=e,
+        )  # fmt: skip
+        for i, e in enumerate(events[:n])
+    ]
+
+
+def _moved(event: Any, turn: int) -> Any:
+    """The template's turn-2 event as turn `turn`'s: turn numbers and call ids moved on."""
+    return type(event).model_validate(_renumber(event.model_dump(), turn))
+
+
+def _renumber(value: Any, turn: int) -> Any:
+    match value:
+        case dict():
+            return {k: turn if k == "turn" else _renumber(v, turn) for k, v in value.items()}
+        case list() | tuple():
+            return type(value)(_renumber(v, turn) for v in value)
+        case "c2":
+            return f"c{turn}"
+    return value
