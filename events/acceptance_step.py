@@ -19,6 +19,7 @@ from events.types import (
     RunCompleted,
     RunFailed,
 )
+from schemas.spec import CommandCheck, FileCheck, RunSpec, ToolCheck
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +30,29 @@ class CheckResult:
     checked_at: float
     started_at: float = 0.0
     depends_on: tuple[str, ...] = ("*",)  # resources; "*" is any write of the run
+
+
+# how long each kind of check may take, when it does not say itself
+TOOL_CHECK_S = 60.0
+PYTHON_CHECK_S = 60.0
+FILE_CHECK_S = 1.0
+
+
+def claim_s(spec: RunSpec, *, grace_s: float) -> float:
+    """How long an acceptance claim lasts: the time its checks may legitimately
+    take, plus the grace. A run with no checks is re-driven after the grace alone
+    if its worker dies; one running `pytest` is not taken from a live worker."""
+    def limit(check: object) -> float:
+        match check:
+            case CommandCheck():
+                return check.timeout_s
+            case ToolCheck():
+                return TOOL_CHECK_S
+            case FileCheck():
+                return FILE_CHECK_S
+        return PYTHON_CHECK_S
+
+    return grace_s + sum(limit(c) for c in spec.acceptance)
 
 
 def start_acceptance(s: RunState, *, now: float, lease_s: float) -> list[Event]:

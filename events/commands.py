@@ -1,16 +1,17 @@
 """Commands: what a worker pool is asked to do next. Imperative, ids only, never
-stored as truth; the reactor derives them from the folded state."""
+stored as truth; derived from the folded state (`events.dispatch`) by whoever
+appended the step that made them due, and re-derived by the sweeper for a run
+whose command was lost. Each goes to its pool's stream of the run's task queue."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import ClassVar
 
 
-class Queue(StrEnum):
+class Pool(StrEnum):
     MODEL = "model"
-    VALIDATE = "validate"
-    LOCKS = "locks"
     TOOLS = "tools"
     ACCEPT = "accept"
 
@@ -18,29 +19,17 @@ class Queue(StrEnum):
 @dataclass(frozen=True, slots=True)
 class RequestModel:
     run_id: str
-    queue = Queue.MODEL
+    pool: ClassVar[Pool] = Pool.MODEL
 
 
 @dataclass(frozen=True, slots=True)
-class ValidateCall:
+class DriveCall:
+    """Move the call on as far as it can go now, in one step of one worker: validate
+    the turn's calls, ask for their locks (in proposal order), claim it, run it."""
+
     run_id: str
     call_id: str
-    queue = Queue.VALIDATE
-
-
-@dataclass(frozen=True, slots=True)
-class ScheduleCalls:
-    """Ask for the locks of every call of the turn that needs them, in proposal order."""
-
-    run_id: str
-    queue = Queue.LOCKS
-
-
-@dataclass(frozen=True, slots=True)
-class ExecuteCall:
-    run_id: str
-    call_id: str
-    queue = Queue.TOOLS
+    pool: ClassVar[Pool] = Pool.TOOLS
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,13 +38,13 @@ class ResolveCall:
 
     run_id: str
     call_id: str
-    queue = Queue.TOOLS
+    pool: ClassVar[Pool] = Pool.TOOLS
 
 
 @dataclass(frozen=True, slots=True)
 class RunAcceptance:
     run_id: str
-    queue = Queue.ACCEPT
+    pool: ClassVar[Pool] = Pool.ACCEPT
 
 
-Command = RequestModel | ValidateCall | ScheduleCalls | ExecuteCall | ResolveCall | RunAcceptance
+Command = RequestModel | DriveCall | ResolveCall | RunAcceptance

@@ -1,43 +1,51 @@
-"""Which commands are due for a run, from its folded state alone. The reactor
-sends them on every feed entry and the sweeper re-sends them for idle runs;
-both are safe to repeat because every handler re-checks before acting."""
+"""Which commands are due for a run, from its folded state alone.
+
+The writer dispatches: the handler that appends a step sends, in the same
+round trip, the commands its batch made due (`new_commands`: due after it and
+not before). The sweeper re-sends everything due for a run that made no
+progress within its lease (`due_commands(..., redrive=True)`, which also asks
+again for the locks a waiting call is queued for). Both are safe to repeat:
+every handler re-checks the folded run before acting."""
 
 from __future__ import annotations
 
-from events.commands import (
-    Command,
-    ExecuteCall,
-    RequestModel,
-    ResolveCall,
-    RunAcceptance,
-    ScheduleCalls,
-    ValidateCall,
-)
+from events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
 from events.lock_step import lock_asks
 from events.resolution_step import needs_resolution
 from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import runnable
+from events.validation_step import undecided
 
 
-def due_commands(s: RunState, *, now: float) -> list[Command]:
+def due_commands(s: RunState, *, now: float, redrive: bool = False) -> list[Command]:
     match s.status:
         case RunStatus.REQUESTING_MODEL:
             if s.model_claim_deadline is None or now >= s.model_claim_deadline:
                 return [RequestModel(s.run_id)]
         case RunStatus.VALIDATING:
-            calls = s.current_turn.calls if s.current_turn else ()
-            return [
-                ValidateCall(s.run_id, c.call_id) for c in calls if c.status is CallStatus.PROPOSED
-            ]
+            first = undecided(s)[:1]  # one step validates every undecided call of the turn
+            return [DriveCall(s.run_id, call_id) for call_id in first]
         case RunStatus.RUNNING_TOOLS:
-            schedule: list[Command] = [ScheduleCalls(s.run_id)] if lock_asks(s) else []
-            calls = s.current_turn.calls if s.current_turn else ()
-            resolve = [
-                ResolveCall(s.run_id, c.call_id) for c in calls if needs_resolution(c, now=now)
-            ]
-            return schedule + resolve + [ExecuteCall(s.run_id, c.call_id) for c in runnable(s)]
+            return _running_tools(s, now=now, redrive=redrive)
         case RunStatus.ACCEPTING:
             if s.acceptance_claim_deadline is None or now >= s.acceptance_claim_deadline:
                 return [RunAcceptance(s.run_id)]
     return []
+
+
+def new_commands(before: RunState | None, after: RunState, *, now: float) -> list[Command]:
+    """What the batch that led from `before` to `after` made due."""
+    was = set(due_commands(before, now=now)) if before is not None else set()
+    return [c for c in due_commands(after, now=now) if c not in was]
+
+
+def _running_tools(s: RunState, *, now: float, redrive: bool) -> list[Command]:
+    calls = s.current_turn.calls if s.current_turn else ()
+    asks = lock_asks(s)[:1]  # one step asks for every lock the turn needs, in order
+    out: list[Command] = [DriveCall(s.run_id, a.call_id) for a in asks]
+    out += [DriveCall(s.run_id, c.call_id) for c in runnable(s)]
+    if redrive:  # a grant may have been made while nobody was told
+        out += [DriveCall(s.run_id, c.call_id) for c in calls if c.status is CallStatus.WAITING]
+    out += [ResolveCall(s.run_id, c.call_id) for c in calls if needs_resolution(c, now=now)]
+    return out

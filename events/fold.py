@@ -118,14 +118,9 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
             return _human_spoke(s)
         case RunCancelRequested():
             return replace(s, status=R.CANCELLING, cancel_requested_at=at, cancel_by=e.by)
-        case (
-            RunCompleted()
-            | RunFailed()
-            | RunBudgetExhausted()
-            | RunEscalated()
-            | RunTimedOut()
-            | RunCancelled()
-        ):
+        case RunEscalated():
+            return replace(s, status=R.AWAITING_HUMAN, detail=e.detail, escalated_for=e.reason)
+        case RunCompleted() | RunFailed() | RunBudgetExhausted() | RunTimedOut() | RunCancelled():
             return replace(s, status=_ENDS[type(e)], detail=e.detail)
         case RunAborted():
             note = f": {e.note}" if e.note else ""
@@ -138,7 +133,6 @@ _ENDS: dict[type, RunStatus] = {
     RunCompleted: R.COMPLETED,
     RunFailed: R.FAILED,
     RunBudgetExhausted: R.BUDGET_EXHAUSTED,
-    RunEscalated: R.AWAITING_HUMAN,
     RunTimedOut: R.TIMEOUT,
     RunCancelled: R.CANCELLED,
 }
@@ -152,6 +146,8 @@ def _created(run_id: str, e: RunCreated, at: float) -> RunState:
         workspace=e.workspace,
         base_dir=e.base_dir,
         request_id=e.request_id,
+        queue=e.queue,
+        toolset=e.toolset,
         created_at=at,
     )
 
@@ -194,4 +190,10 @@ def _with_feedback(s: RunState, etype: str, text: str, status: RunStatus | None)
 
 def _human_spoke(s: RunState) -> RunState:
     """A person answered: the run resumes where its calls are, and repeats count afresh."""
-    return replace(s, status=phase(s.current_turn), counting_from_turn=s.turns_used, detail="")
+    return replace(
+        s,
+        status=phase(s.current_turn),
+        counting_from_turn=s.turns_used,
+        detail="",
+        escalated_for=None,
+    )

@@ -92,7 +92,9 @@ def _changes(e: CallEvent) -> Callable[[Call], Call]:
         case ToolCallScheduled():
             return lambda c: replace(c, lock_request=e.request_id, tokens=e.tokens)
         case ToolCallLeaseExpired():
-            return lambda c: replace(c, tokens=None) if c.status is C.SCHEDULED else c
+            return lambda c: replace(
+                c, tokens=None if c.status is C.SCHEDULED else c.tokens, expiries=c.expiries + 1
+            )
         case ToolCallStarted():
             return lambda c: replace(
                 c, attempts=e.attempt, claim_deadline=e.deadline_at, started_at=e.claimed_at

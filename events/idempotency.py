@@ -1,9 +1,14 @@
 """Operation keys. The call id identifies an attempt; the operation key
 identifies the business operation, so the same write proposed again — under a
-new call id, or by another run — is recognised. Default: tenant + tool +
-canonical arguments + the resources it writes (the objects it acts on: the
-same arguments against another store are another operation); a tool may name
-the fields that make the key instead of all its arguments."""
+new call id — is recognised and not done twice.
+
+Scoped by meaning: without `key_fields` a write's key is scoped to its run
+(tenant + run + tool + canonical arguments + the resources it writes), so a retry
+in the same run is replayed while the same arguments in another run are another
+operation. With `key_fields` (an explicit business key, such as an order id)
+the key spans runs: tenant + tool + those fields + the resources written.
+Keys are digests: no argument value ever appears in one (nor in a Redis key
+built from it)."""
 
 from __future__ import annotations
 
@@ -23,9 +28,13 @@ def operation_key(
     args: Mapping[str, Any],
     key_fields: Sequence[str] | None,
     writes: Sequence[str] = (),
+    *,
+    run_id: str,
 ) -> str:
-    chosen = {k: args.get(k) for k in key_fields} if key_fields else dict(args)
-    what = [tenant, tool, chosen, sorted(writes)]
+    if key_fields:
+        what: list[Any] = [tenant, tool, {k: args.get(k) for k in key_fields}, sorted(writes)]
+    else:
+        what = [tenant, run_id, tool, dict(args), sorted(writes)]
     digest = hashlib.sha256(canonical(what).encode()).hexdigest()[:32]
     return f"{tool}:{digest}"
 

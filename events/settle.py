@@ -1,18 +1,24 @@
 """Follow-ups that any batch of events can make due, appended in the same batch:
 a cancelled run whose last running call has stopped is cancelled; a run whose
-last steps repeat the same failure K times goes to a human."""
+last steps repeat the same failure K times goes to a human; a run that waits for
+a human only because a write's outcome was unknown goes on once that outcome is
+known (its result came late, or its lookup found it)."""
 
 from __future__ import annotations
 
 from events.repeat import failing_streak
 from events.state import RunState
 from events.status import CallStatus, RunStatus
-from events.types import Event, RunCancelled, RunEscalated
+from events.types import Event, RunCancelled, RunEscalated, RunResumed
 
 
 def settle(s: RunState) -> list[Event]:
     if s.status is RunStatus.CANCELLING and not s.in_flight:
         return [_cancelled(s)]
+    if s.status is RunStatus.AWAITING_HUMAN and s.escalated_for == "outcome_unknown":
+        calls = s.current_turn.calls if s.current_turn else ()
+        if not any(c.status is CallStatus.OUTCOME_UNKNOWN for c in calls):
+            return [RunResumed(by="agentledger", note="the unknown outcome became known")]
     if s.status is RunStatus.REQUESTING_MODEL:
         streak, fp = failing_streak(s)
         if fp is not None and streak >= s.spec.budgets.repeat_limit:

@@ -7,7 +7,7 @@ from typing import Any
 
 from events.history import History
 from events.status import CallStatus, RunStatus
-from events.types import ToolError
+from events.types import EscalationReason, ToolError
 from schemas.content import ContentBlock, Usage
 from schemas.spec import RunSpec
 
@@ -33,6 +33,7 @@ class Call:
     claim_deadline: float | None = None
     approval_expires_at: float | None = None
     lock_request: str | None = None
+    expiries: int = 0  # leases it lost while scheduled or running: a new ask has a new id
     tokens: dict[str, int] | None = None  # fencing token per resource, once scheduled
     started_at: float | None = None
     finished_at: float | None = None
@@ -75,6 +76,8 @@ class RunState:
     created_at: float
     base_dir: str | None = None
     request_id: str | None = None
+    queue: str = "default"  # the task queue its commands go to
+    toolset: str = ""  # the fingerprint of the tool code that may serve it
     seq: int = 0
     updated_at: float = 0.0
     history: History[Turn] = field(default_factory=History)  # turns before the current one
@@ -90,6 +93,7 @@ class RunState:
     acceptance_claim_deadline: float | None = None
     checks: tuple[Check, ...] = ()
     detail: str = ""
+    escalated_for: EscalationReason | None = None  # why the run waits for a human (RunEscalated.reason)
 
     @property
     def turns_used(self) -> int:

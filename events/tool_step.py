@@ -132,16 +132,22 @@ def record_outcome(
     call = s.call(call_id)
     if call is None or call.attempts != attempt:
         return []  # another attempt owns the call now
-    if call.status is CallStatus.OUTCOME_UNKNOWN and isinstance(outcome, Succeeded | Errored):
-        pass  # its result came after the claim had expired: the real outcome is recorded
+    late = call.status is CallStatus.OUTCOME_UNKNOWN
+    if late and isinstance(outcome, Succeeded | Errored):
+        pass  # its result came after the claim had expired: the real outcome resolves it
     elif call.status is not CallStatus.STARTED:
         return []  # recorded already
     times = {"started_at": started_at, "finished_at": finished_at}
+    resolved: dict[str, Any] = {"resolved_by": "late_outcome"} if late else {}
     if isinstance(outcome, Stopped) and s.status is RunStatus.RUNNING_TOOLS:
         outcome = Errored(_stopped_by_itself)  # nobody asked it to: a failure, told as such
     match outcome:
         case Succeeded(output, replay_of):
-            return [ToolCallSucceeded(call_id=call_id, output=output, replay_of=replay_of, **times)]
+            return [
+                ToolCallSucceeded(
+                    call_id=call_id, output=output, replay_of=replay_of, **times, **resolved
+                )
+            ]
         case Errored(error):
             return [ToolCallFailed(call_id=call_id, error=error, **times)]
         case TimedOut(after_s):

@@ -55,6 +55,9 @@ _LIFECYCLE: tuple[Row, ...] = (
     *((R.AWAITING_HUMAN, e, to) for e in ("HumanReplied", "RunResumed") for to in (V, A, T, M)),
     (R.AWAITING_HUMAN, "ToolCallFailed", R.AWAITING_HUMAN),  # an unknown outcome, told as such
     (R.AWAITING_HUMAN, "RunAborted", R.FAILED),
+    # a lock holder that stopped renewing loses its locks while the run waits or stops
+    (R.AWAITING_HUMAN, "ToolCallLeaseExpired", R.AWAITING_HUMAN),
+    (R.CANCELLING, "ToolCallLeaseExpired", R.CANCELLING),
     # cancellation: recorded at once, finished when nothing runs any more
     (R.CANCELLING, "ModelResponded", R.CANCELLING),  # recorded, not acted on
     (R.CANCELLING, "RunCancelled", R.CANCELLED),

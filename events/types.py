@@ -23,6 +23,8 @@ StopReason = Literal[
     "model_context_window_exceeded",
 ]
 
+EscalationReason = Literal["repeated_failure", "refusal", "outcome_unknown"]
+
 BudgetName = Literal["turns", "input_tokens", "output_tokens", "cost", "consecutive_failures"]
 
 ErrorCode = Literal[
@@ -57,12 +59,20 @@ class ToolError(_Event):
     retry_after_s: float | None = None
 
 
+DEFAULT_QUEUE = "default"
+
+
 class RunCreated(_Event):
+    """`queue` is the task queue the run's commands go to; `toolset` the fingerprint
+    of the tool code that may serve it: a worker with other code never takes them."""
+
     type: Literal["RunCreated"] = "RunCreated"
     spec: RunSpec
     request_id: str | None = None
     workspace: str | None = Field(default=None, description="absolute path the run works in")
     base_dir: str | None = Field(default=None, description="folder the spec's paths resolve from")
+    queue: str = Field(default=DEFAULT_QUEUE, min_length=1, description="the task queue")
+    toolset: str = Field(default="", description="fingerprint of the tool set that serves it")
 
 
 class ModelRequested(_Event):
@@ -187,8 +197,9 @@ class ToolCallSucceeded(_Event):
     output: Any
     started_at: float
     finished_at: float
-    resolved_by: Literal["lookup"] | None = Field(
-        default=None, description="the outcome was unknown; the tool's lookup confirmed it"
+    resolved_by: Literal["lookup", "late_outcome"] | None = Field(
+        default=None,
+        description="the outcome was unknown; the tool's lookup confirmed it, or its result came late",
     )
     replay_of: str | None = Field(
         default=None, description="the same operation was done before (run/call): not run again"
@@ -332,7 +343,7 @@ class RunEscalated(_Event):
     """The run needs a human before it can move on."""
 
     type: Literal["RunEscalated"] = "RunEscalated"
-    reason: str
+    reason: EscalationReason
     detail: str
 
 

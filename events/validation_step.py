@@ -1,17 +1,20 @@
-"""Deciding whether a proposed call may run: is the tool registered, are the
-arguments valid, does the principal hold the tool's scope, does a person have
-to approve it first? Pure: the registry lookup, schema validation and the
-approval predicate run in services/ and hand their findings in."""
+"""Deciding whether a proposed call may run: is the tool in the run's tool set,
+are the arguments valid, does the principal hold the tool's scope, does a
+person have to approve it first? Pure: the tool set lookup, schema validation,
+the resource rules and the approval predicate run in services/ and hand in
+one `Finding` per call, gathered before anything is decided."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.types import (
     ApprovalRequested,
+    ErrorCode,
     Event,
     FieldError,
     ToolCallRejected,
@@ -21,23 +24,45 @@ from events.types import (
 from schemas.spec import ToolSpec
 
 
-def validate_call(
-    s: RunState,
-    call_id: str,
-    *,
-    tool: ToolSpec | None,
-    known_tools: Sequence[str],
-    field_errors: Sequence[FieldError],
-    reads: Sequence[str] = (),
-    writes: Sequence[str] = (),
-    needs_approval: str | None = None,
-    now: float = 0.0,
-    op_key: str | None = None,
-    request_hash: str | None = None,
-    resolvable: bool = False,
-    output_cap: int | None = None,
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What the validator found about one proposed call. `tool` is None when the
+    run's tool set has no tool of that name; `approval` is why a person must
+    approve, or None."""
+
+    tool: ToolSpec | None
+    field_errors: tuple[FieldError, ...] = ()
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
+    approval: str | None = None
+    op_key: str | None = None
+    request_hash: str | None = None
+    resolvable: bool = False  # the tool can look up an unknown outcome
+    output_cap: int | None = None
+
+
+def undecided(s: RunState) -> list[str]:
+    """The calls of the current turn that wait for validation, in proposal order."""
+    if s.status is not RunStatus.VALIDATING or s.current_turn is None:
+        return []
+    return [c.call_id for c in s.current_turn.calls if c.status is CallStatus.PROPOSED]
+
+
+def validate_turn(
+    s: RunState, findings: Mapping[str, Finding], *, known_tools: Sequence[str], now: float
 ) -> list[Event]:
-    """`needs_approval` is the reason a person must approve, or None."""
+    """A verdict for every undecided call that has a finding, in proposal order."""
+    out: list[Event] = []
+    for call_id in undecided(s):
+        found = findings.get(call_id)
+        if found is not None:
+            out += validate_call(s, call_id, found=found, known_tools=known_tools, now=now)
+    return out
+
+
+def validate_call(
+    s: RunState, call_id: str, *, found: Finding, known_tools: Sequence[str], now: float
+) -> list[Event]:
     call = s.call(call_id)
     if (
         s.status is not RunStatus.VALIDATING
@@ -45,12 +70,13 @@ def validate_call(
         or call.status is not CallStatus.PROPOSED
     ):
         return []
+    tool = found.tool
     if tool is None:
         known = ", ".join(sorted(known_tools)) or "none"
         return [_reject(call_id, "unknown_tool", f"no tool named {call.name!r}; tools: {known}")]
-    if field_errors:
-        what = "; ".join(f"{f.loc}: {f.msg}" for f in field_errors)
-        return [_reject(call_id, "invalid_arguments", what, fields=tuple(field_errors))]
+    if found.field_errors:
+        what = "; ".join(f"{f.loc}: {f.msg}" for f in found.field_errors)
+        return [_reject(call_id, "invalid_arguments", what, fields=found.field_errors)]
     if tool.scope is not None and tool.scope not in s.spec.principal.scopes:
         who = s.spec.principal.id
         return [_reject(call_id, "permission_denied", f"{who!r} lacks scope {tool.scope!r}")]
@@ -58,23 +84,23 @@ def validate_call(
     fields: dict[str, Any] = {
         "call_id": call_id,
         "read_only": tool.read_only,
-        "reads": tuple(reads),
-        "writes": tuple(writes),
+        "reads": tuple(found.reads),
+        "writes": tuple(found.writes),
         "timeout_s": min(tool.timeout_s, cap) if cap else tool.timeout_s,
         "max_concurrency": tool.max_concurrency,
-        "op_key": op_key,
-        "request_hash": request_hash,
-        "resolvable": resolvable,
-        "output_cap": output_cap,
+        "op_key": found.op_key,
+        "request_hash": found.request_hash,
+        "resolvable": found.resolvable,
+        "output_cap": found.output_cap,
     }
-    if needs_approval is not None:
+    if found.approval is not None:
         expires = now + s.spec.policies.approval_timeout_s
-        return [ApprovalRequested(**fields, expires_at=expires, reason=needs_approval)]
+        return [ApprovalRequested(**fields, expires_at=expires, reason=found.approval)]
     return [ToolCallValidated(**fields)]
 
 
 def _reject(
-    call_id: str, code: Any, message: str, fields: tuple[FieldError, ...] = ()
+    call_id: str, code: ErrorCode, message: str, fields: tuple[FieldError, ...] = ()
 ) -> ToolCallRejected:
     error = ToolError(code=code, message=message, retryable=False, fields=fields)
     return ToolCallRejected(call_id=call_id, error=error)

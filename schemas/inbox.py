@@ -8,9 +8,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.spec import RunSpec
+from schemas.spec import QUEUE_PATTERN, RunSpec
 
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
+TOOLSET_PATTERN = r"^[0-9a-f]{16,64}$"
 
 
 class RunRequested(BaseModel):
@@ -24,6 +25,15 @@ class RunRequested(BaseModel):
     base_dir: str | None = None
     workspace: str | None = Field(
         default=None, description="absolute workspace; overrides the spec's"
+    )
+    queue: str | None = Field(
+        default=None, pattern=QUEUE_PATTERN, description="overrides the spec's task queue"
+    )
+    toolset: str | None = Field(
+        default=None,
+        pattern=TOOLSET_PATTERN,
+        description="the fingerprint of the tool code to run with (`agentledger toolset` "
+        "prints it); unnamed, the one tool set the queue's workers serve for the spec's tools",
     )
 
 

@@ -8,6 +8,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
+QUEUE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+"""A task queue's name: it goes into stream names and dramatiq queue names."""
+
 
 class _Spec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -210,9 +213,16 @@ class RunSpec(_Spec):
     copy_workspace: bool = Field(
         default=False, description="run in a fresh copy of `workspace` under .agentledger/"
     )
-    tools: tuple[str, ...] = ()
+    tools: tuple[str, ...] = Field(
+        default=(), description="the tool modules the run needs: the workers' tool set"
+    )
     tool_path: tuple[str, ...] = Field(
         default=(), description="folders searched for tool modules (the spec's folder is added)"
+    )
+    queue: str | None = Field(
+        default=None,
+        pattern=QUEUE_PATTERN,
+        description="the task queue whose workers serve the run ('default' when unnamed)",
     )
     system: str | None = None
     principal: Principal

@@ -1,43 +1,65 @@
-"""The composition root: builds the Redis client, the store, the clock, the
-model adapters and the worker pools from one Settings object."""
+"""The composition root: builds the Redis client, the store, the clock, the model
+adapters, the lock table, the ledger, the run repository and the worker pools
+of one tool set from one Settings object."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import dramatiq
 import redis
 
+from events.commands import Pool
 from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
-from services.adapters.broker.make import make_broker
-from services.adapters.ledger.redis_ledger import Ledger
-from services.adapters.locks.redis_locks import LockService
+from services.adapters.broker.membership import Membership
+from services.adapters.broker.outbox import Outbox, send
+from services.adapters.broker.streams_broker import StreamsBroker
+from services.adapters.ledger.redis_ledger import RedisLedger
+from services.adapters.locks.redis_locks import RedisLocks
 from services.adapters.models.port import ModelAdapter
 from services.adapters.models.replay import ReplayAdapter
 from services.adapters.models.scripted import ScriptedAdapter
-from services.adapters.store.port import EventStore
+from services.adapters.redis.directory import Directory
+from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.store.redis_store import RedisEventStore
-from services.adapters.tools.registry import REGISTRY
+from services.adapters.tools.toolset import ToolSet
 from services.clock import SystemClock, worker_name
-from services.entrypoints.actors import Pools, declare_actors
+from services.entrypoints.actors import declare_actors
 from services.handlers.app import App
+from services.handlers.runs import Runs
 from services.keys import Keys
 from services.loops.intake import Intake
-from services.loops.reactor import Reactor
 from services.loops.sweeper import run_sweeper
 from services.secrets import redactor_for
 from services.settings import Settings
 
 log = logging.getLogger(__name__)
+ALL_POOLS = (Pool.MODEL, Pool.TOOLS, Pool.ACCEPT)
+
+# KEYS: meta; ARGV: this deployment's shard count. Returns the largest ever used.
+_SHARDS = """
+local m = tonumber(redis.call('HGET', KEYS[1], 'shards') or '0')
+local n = tonumber(ARGV[1])
+if n > m then redis.call('HSET', KEYS[1], 'shards', n); m = n end
+return m
+"""
 
 
 def redis_client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
+
+
+def keys_for(settings: Settings) -> Keys:
+    return Keys(settings.prefix, settings.shards, inbox_partitions=settings.inbox_partitions)
+
+
+def shards_ever(client: redis.Redis, keys: Keys) -> range:
+    """Every shard a run may be in: as many as the largest count this Redis has seen."""
+    return range(int(client.register_script(_SHARDS)(keys=[keys.meta], args=[keys.shards])))
 
 
 _ADAPTERS: dict[tuple[str, Settings], ModelAdapter] = {}
@@ -77,49 +99,76 @@ def _make_adapter(spec: ModelSpec, settings: Settings, store: EventStore | None)
             )
 
 
-def build_app(settings: Settings, client: redis.Redis) -> App:
-    keys = Keys(settings.prefix, settings.shards)
+def build_app(
+    settings: Settings, client: redis.Redis, toolset: ToolSet, *, worker: str | None = None
+) -> App:
+    keys = keys_for(settings)
     store = RedactingStore(RedisEventStore(client, keys), redactor_for)
+    outbox = Outbox(keys)
+    locks = RedisLocks(client, keys.locks(0), lease_s=settings.lock_lease_s)
+    clock = SystemClock()
+
+    def push(messages: Sequence[Outgoing]) -> None:
+        send(client, messages)
+
     return App(
         settings=settings,
-        store=store,
-        clock=SystemClock(),
-        registry=REGISTRY,
+        runs=Runs(store, clock, outbox, locks, push),
+        clock=clock,
+        toolset=toolset,
         model_for=lambda spec: model_for(spec, settings, store),
-        worker=worker_name(),
-        locks=LockService(client, settings.prefix, lease_s=settings.lock_lease_s),
-        ledger=Ledger(client, settings.prefix, keep_s=settings.ledger_keep_s),
+        worker=worker or worker_name(),
+        locks=locks,
+        ledger=RedisLedger(client, keys, keep_s=settings.ledger_keep_s),
+        outbox=outbox,
+        send=push,
     )
 
 
 @dataclass
 class Services:
-    """The worker pools plus the reactor, intake and sweeper loops of one process."""
+    """The worker pools of one tool set on one task queue, plus the intake and
+    sweeper loops, in one process."""
 
     app: App
     client: redis.Redis
-    pools: Pools
-    broker: dramatiq.Broker
+    broker: StreamsBroker
+    directory: Directory
+    queue: str
+    pools: tuple[Pool, ...]
     worker: dramatiq.Worker | None = None
     stop_flag: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
 
-    def start(self, *, queues: set[str] | None = None, loops: bool = True) -> None:
+    def start(self, *, loops: bool = True) -> None:
+        toolset = self.app.toolset
+        self.directory.register(self.queue, toolset.fingerprint, toolset.manifest())
+        names = declare_actors(
+            self.broker, lambda: self.app, queue=self.queue, toolset=toolset.fingerprint,
+            pools=self.pools,
+        )  # fmt: skip
         threads = self.app.settings.worker_threads
         self.worker = dramatiq.Worker(
-            self.broker, queues=queues, worker_threads=threads, worker_timeout=100
+            self.broker, queues=set(names), worker_threads=threads, worker_timeout=100
         )
         # dramatiq's own CLI emits process_boot; TimeLimit starts its watchdog on it
         self.broker.emit_after("process_boot")
         self.worker.start()
         if loops:
-            keys = Keys(self.app.settings.prefix, self.app.settings.shards)
-            batch = getattr(self.broker, "batched", nullcontext)  # ours pipelines the sends
-            reactor = Reactor(self.app, self.client, keys, self.pools.send, batch)
-            intake = Intake(self.app, self.client, keys)
-            self._spawn("reactor", lambda: reactor.run(self.stop_flag))
-            self._spawn("intake", lambda: intake.run(self.stop_flag))
-            self._spawn("sweeper", lambda: run_sweeper(self.app, self.pools.send, self.stop_flag))
+            self._start_loops()
+
+    def _start_loops(self) -> None:
+        keys = self.broker.keys
+        ttl = self.app.settings.member_ttl_s
+        me = self.broker.worker_id
+        intake = Intake(
+            self.app, self.client, keys, self.directory,
+            Membership(self.client, keys.members("intake"), me, ttl_s=ttl),
+        )  # fmt: skip
+        sweep = Membership(self.client, keys.members("sweep"), me, ttl_s=ttl)
+        shards = self.broker.shards
+        self._spawn("intake", lambda: intake.run(self.stop_flag))
+        self._spawn("sweeper", lambda: run_sweeper(self.app, sweep, shards, self.stop_flag))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         def guarded() -> None:
@@ -143,10 +192,30 @@ class Services:
             thread.join(timeout=5)
         if self.worker is not None:
             self.worker.stop(timeout=5000)
+        self.broker.leave()
 
 
-def build_services(settings: Settings, client: redis.Redis) -> Services:
-    app = build_app(settings, client)
-    broker = make_broker(client, Keys(settings.prefix, settings.shards), settings)
-    pools = declare_actors(broker, lambda: app)
-    return Services(app=app, client=client, pools=pools, broker=broker)
+def build_services(
+    settings: Settings,
+    client: redis.Redis,
+    toolset: ToolSet,
+    *,
+    queue: str,
+    pools: Iterable[Pool] = ALL_POOLS,
+) -> Services:
+    keys = keys_for(settings)
+    worker = worker_name()
+    app = build_app(settings, client, toolset, worker=worker)
+    broker = StreamsBroker(
+        client,
+        keys,
+        worker_id=worker,
+        shards=shards_ever(client, keys),
+        claim_idle_ms=int(settings.broker_claim_idle_s * 1000),
+        max_deliveries=settings.broker_max_deliveries,
+        member_ttl_s=settings.member_ttl_s,
+    )
+    dramatiq.set_broker(broker)
+    directory = Directory(client, keys, member_ttl_s=settings.member_ttl_s)
+    return Services(app, client, broker, directory, queue, tuple(pools))
+

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
 from typing import Protocol
@@ -17,9 +18,10 @@ class SystemClock:
         return time.time()
 
 
-def new_run_id() -> str:
-    """Sortable by creation time: ms timestamp in hex, then randomness."""
-    return f"r-{int(time.time() * 1000):011x}{uuid.uuid4().hex[:8]}"
+def new_run_id(shard: int) -> str:
+    """Sortable by creation time (ms timestamp in hex, then randomness), and carrying
+    its shard, so the keys of the run never depend on how many shards there are."""
+    return f"r-{int(time.time() * 1000):011x}{uuid.uuid4().hex[:8]}.s{shard}"
 
 
 def new_event_id() -> str:
@@ -27,4 +29,6 @@ def new_event_id() -> str:
 
 
 def worker_name() -> str:
-    return f"{os.uname().nodename}:{os.getpid()}"
+    """Host, process and a random part: a restarted process with a reused pid, or a
+    container whose hostname repeats, is never taken for the one before it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"

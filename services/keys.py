@@ -1,18 +1,44 @@
-"""Key names. Every key of a run carries its shard as a Redis Cluster hash tag,
-so one script can write the run and its shard's feed atomically."""
+"""Key names. Every key of a run carries its shard as a Redis Cluster hash tag
+(`al:{7}:run:<id>`), so one script can append to the run, its shard's feed
+and indexes, and the task-queue streams of that shard atomically.
+
+A run's shard is recorded in its id (`r-….s7`) when agentledger makes the id, so
+the mapping is never recomputed: `AGENTLEDGER_SHARDS` may grow for new runs
+while old ones keep theirs. An id without the suffix (chosen by a publisher)
+maps by a hash over the shard count. Task-queue streams are partitioned by the
+same shards; the inbox by its own partitions. Ledger and request keys are
+digests: no argument, secret or request id ever appears in a key name."""
 
 from __future__ import annotations
 
+import hashlib
+import re
 import zlib
 from dataclasses import dataclass
+
+_SUFFIX = re.compile(r"\.s(\d{1,4})$")
+LOCK_PARTS = ("req", "order", "holders", "tokens", "leases", "seq")
+
+
+def digest(text: str, n: int = 32) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:n]
 
 
 @dataclass(frozen=True, slots=True)
 class Keys:
     prefix: str
-    shards: int
+    shards: int  # for new runs; readers read every shard ever used (see `meta`)
+    inbox_partitions: int = 4
+    lock_partitions: int = 1
+
+    @staticmethod
+    def with_shard(run_id: str, shard: int) -> str:
+        return f"{run_id}.s{shard}"
 
     def shard(self, run_id: str) -> int:
+        found = _SUFFIX.search(run_id)
+        if found is not None:
+            return int(found.group(1))
         return zlib.crc32(run_id.encode()) % self.shards
 
     def run(self, run_id: str) -> str:
@@ -23,6 +49,7 @@ class Keys:
         return f"{self.prefix}:{{{self.shard(run_id)}}}:snap:{run_id}"
 
     def feed(self, shard: int) -> str:
+        """Stream: one entry per append of the shard's runs (for `tail` and ops)."""
         return f"{self.prefix}:{{{shard}}}:feed"
 
     def runs(self, shard: int) -> str:
@@ -33,27 +60,46 @@ class Keys:
         """Sorted set of the shard's live runs by time of last progress."""
         return f"{self.prefix}:{{{shard}}}:live"
 
-    @property
-    def inbox(self) -> str:
-        return f"{self.prefix}:inbox"
+    def queue(self, shard: int, queue: str, toolset: str, pool: str) -> str:
+        """The stream of one pool of a task queue, for one tool set, in one shard."""
+        return f"{self.prefix}:{{{shard}}}:q:{queue}:{toolset}:{pool}"
+
+    def queue_delayed(self, stream: str) -> str:
+        """Sorted set of a queue stream's delayed messages by due time (ms)."""
+        return f"{stream}:delayed"
+
+    def queue_dead(self, stream: str) -> str:
+        """Stream of a queue stream's dead letters: nacked, undecodable, delivered too often."""
+        return f"{stream}:dead"
+
+    def inbox(self, partition: int) -> str:
+        return f"{self.prefix}:{{in{partition}}}:inbox"
+
+    def rejected(self, partition: int) -> str:
+        return f"{self.prefix}:{{in{partition}}}:rejected"
+
+    def request(self, request_id: str) -> str:
+        """String: the run a request id names (set once, by the intake)."""
+        h = digest(request_id)
+        return f"{self.prefix}:{{rq{h[:4]}}}:request:{h}"
+
+    def ledger(self, op_key: str) -> str:
+        h = digest(op_key)
+        return f"{self.prefix}:{{ld{h[:4]}}}:ledger:{h}"
+
+    def locks(self, partition: int) -> list[str]:
+        """The keys of one partition of the lock table, under one hash tag."""
+        return [f"{self.prefix}:{{lk{partition}}}:locks:{part}" for part in LOCK_PARTS]
+
+    def members(self, group: str) -> str:
+        """Sorted set of the live processes of a group by last heartbeat (ms, Redis time)."""
+        return f"{self.prefix}:members:{group}"
+
+    def toolsets(self, queue: str) -> str:
+        """Hash: fingerprint -> manifest of every tool set that served the task queue."""
+        return f"{self.prefix}:toolsets:{queue}"
 
     @property
-    def rejected(self) -> str:
-        return f"{self.prefix}:inbox:rejected"
-
-    def queue(self, name: str) -> str:
-        """The stream of a worker queue; each queue is its own hash tag, so a
-        queue's stream, delayed set and dead letters can share one script."""
-        return f"{self.prefix}:{{q:{name}}}:queue"
-
-    def queue_delayed(self, name: str) -> str:
-        """Sorted set of a queue's delayed messages by due time (ms)."""
-        return f"{self.prefix}:{{q:{name}}}:delayed"
-
-    def queue_dead(self, name: str) -> str:
-        """Stream of a queue's dead letters: nacked, undecodable or delivered too often."""
-        return f"{self.prefix}:{{q:{name}}}:dead"
-
-    @property
-    def dramatiq_namespace(self) -> str:
-        return f"{self.prefix}:dramatiq"
+    def meta(self) -> str:
+        """Hash: facts of the deployment (the largest shard count ever used)."""
+        return f"{self.prefix}:meta"

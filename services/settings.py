@@ -8,23 +8,23 @@ from dataclasses import dataclass, field, replace
 
 from services.errors import ConfigError
 
-BROKERS = frozenset({"streams", "redis"})
-
 
 @dataclass(frozen=True, slots=True)
 class Settings:
     redis_url: str | None = None  # None: the CLI finds or starts a server
     probe_url: str = "redis://127.0.0.1:6379/0"  # used when it answers and REDIS_URL is unset
     prefix: str = "al"
-    shards: int = 8
+    shards: int = 16  # for new runs; a run's shard is in its id
+    inbox_partitions: int = 4
     lease_s: float = 2.0  # a live run idle this long is re-driven by the sweeper
+    member_ttl_s: float = 2.0  # a worker silent this long is gone: its shards move on
+    outcome_retry_s: float = 30.0  # how long an outcome in hand is retried across a Redis outage
     lock_lease_s: float = 5.0  # a lock holder that stops renewing loses its locks after this
     ledger_keep_s: float = 30 * 86400.0  # a done operation key is replayed this long (0: forever)
     sweep_interval_s: float = 1.0
     model_lease_s: float = 120.0
     acceptance_lease_s: float = 600.0
     worker_threads: int = 8
-    broker: str = "streams"  # "streams" (ours, on Redis streams) | "redis" (dramatiq's stock one)
     broker_claim_idle_s: float = 3.0  # a delivered message idle this long moves to another worker
     broker_max_deliveries: int = 3  # deliveries (kills included) before it is dead-lettered
     state_dir: str = ".agentledger"
@@ -40,6 +40,9 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_PROBE_URL": ("probe_url", str),
     "AGENTLEDGER_PREFIX": ("prefix", str),
     "AGENTLEDGER_SHARDS": ("shards", int),
+    "AGENTLEDGER_INBOX_PARTITIONS": ("inbox_partitions", int),
+    "AGENTLEDGER_MEMBER_TTL_S": ("member_ttl_s", float),
+    "AGENTLEDGER_OUTCOME_RETRY_S": ("outcome_retry_s", float),
     "AGENTLEDGER_LEASE_S": ("lease_s", float),
     "AGENTLEDGER_SWEEP_INTERVAL_S": ("sweep_interval_s", float),
     "AGENTLEDGER_LOCK_LEASE_S": ("lock_lease_s", float),
@@ -47,7 +50,6 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
     "AGENTLEDGER_ACCEPTANCE_LEASE_S": ("acceptance_lease_s", float),
     "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
-    "AGENTLEDGER_BROKER": ("broker", str),
     "AGENTLEDGER_BROKER_CLAIM_IDLE_S": ("broker_claim_idle_s", float),
     "AGENTLEDGER_BROKER_MAX_DELIVERIES": ("broker_max_deliveries", int),
     "AGENTLEDGER_STATE_DIR": ("state_dir", str),
@@ -68,8 +70,10 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         except ValueError:
             raise ConfigError(var, f"expected {kind.__name__}, got {raw!r}") from None
     settings = Settings(**values)  # type: ignore[arg-type]
-    if settings.shards < 1:
-        raise ConfigError("AGENTLEDGER_SHARDS", "must be at least 1")
+    if not 1 <= settings.shards <= 4096:
+        raise ConfigError("AGENTLEDGER_SHARDS", "must be between 1 and 4096")
+    if not 1 <= settings.inbox_partitions <= 1024:
+        raise ConfigError("AGENTLEDGER_INBOX_PARTITIONS", "must be between 1 and 1024")
     _check_broker(settings)
     if not settings.prefix or any(c in settings.prefix for c in "{} "):
         raise ConfigError(
@@ -79,10 +83,6 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
 
 
 def _check_broker(settings: Settings) -> None:
-    if settings.broker not in BROKERS:
-        raise ConfigError(
-            "AGENTLEDGER_BROKER", f"expected one of {sorted(BROKERS)}, got {settings.broker!r}"
-        )
     if settings.broker_claim_idle_s <= 0:
         raise ConfigError("AGENTLEDGER_BROKER_CLAIM_IDLE_S", "must be positive")
     if settings.broker_max_deliveries < 1:

@@ -1,34 +1,42 @@
-"""What every handler needs, built once by `bootstrap`: the store, the clock,
-the tool registry and the model adapters. Tests build their own."""
+"""What every handler needs, built once by `bootstrap`: the run repository, the
+store, the clock, this worker's tool set, the model adapters, the lock table,
+the ledger. Tests build their own (with the in-memory adapters, or Redis)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from events.state import RunState
 from schemas.spec import ModelSpec
-from services.adapters.ledger.redis_ledger import Ledger
-from services.adapters.locks.redis_locks import LockService
+from services.adapters.broker.outbox import Outbox
+from services.adapters.ledger.port import Ledger
+from services.adapters.locks.port import Locks
 from services.adapters.models.port import ModelAdapter
-from services.adapters.store.port import EventStore
-from services.adapters.tools.registry import BUILTIN, ToolRegistry
+from services.adapters.store.port import EventStore, Outgoing
+from services.adapters.tools.toolset import ToolSet
 from services.clock import Clock
-from services.handlers.spec_check import tool_paths
+from services.handlers.runs import Runs
 from services.settings import Settings
 
 
 @dataclass(frozen=True)
 class App:
     settings: Settings
-    store: EventStore
+    runs: Runs
     clock: Clock
-    registry: ToolRegistry
+    toolset: ToolSet
     model_for: Callable[[ModelSpec], ModelAdapter]
     worker: str
-    locks: LockService
+    locks: Locks
     ledger: Ledger
+    outbox: Outbox
+    send: Callable[[Sequence[Outgoing]], None]
 
-    def load_tools(self, state: RunState) -> None:
-        """Import the run's tool modules (once per process)."""
-        self.registry.load([BUILTIN, *state.spec.tools], tool_paths(state.spec, state.base_dir))
+    @property
+    def store(self) -> EventStore:
+        return self.runs.store
+
+    def serves(self, state: RunState) -> bool:
+        """Bound to this worker's code: a run of another tool set is never touched here."""
+        return state.toolset == self.toolset.fingerprint

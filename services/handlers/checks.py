@@ -40,7 +40,7 @@ def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
         case FileCheck():
             return _file(s, check)
         case PythonCheck():
-            return _python(s, check)
+            return _python(app, s, check)
 
 
 def _command(s: RunState, check: CommandCheck) -> Verdict:
@@ -71,7 +71,7 @@ def _command(s: RunState, check: CommandCheck) -> Verdict:
 def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
     args = ", ".join(f"{k}={v!r}" for k, v in check.input.items())
     what = f"tool {check.tool}({args}) returns {check.expect!r}"
-    registered = app.registry.get(check.tool)
+    registered = app.toolset.get(check.tool)
     if registered is None or not registered.spec.read_only:
         reason = "no such tool" if registered is None else "the tool is not read-only"
         return Verdict(what, False, {"reason": reason})
@@ -119,9 +119,13 @@ def _file(s: RunState, check: FileCheck) -> Verdict:
     return Verdict(what, found, evidence, depends)
 
 
-def _python(s: RunState, check: PythonCheck) -> Verdict:
+def _python(app: App, s: RunState, check: PythonCheck) -> Verdict:
     module_name, func_name = check.python.split(":")
     what = f"python {check.python}(workspace) is true"
+    if not in_toolset(module_name, app.toolset.modules):
+        # a worker imports only the code it was started with, never what a spec names
+        reason = f"{module_name!r} is not a module of this worker's tool set {list(app.toolset.modules)}"
+        return Verdict(what, False, {"reason": reason})
     try:
         result = getattr(importlib.import_module(module_name), func_name)(s.workspace)
     except Exception as exc:  # the check's own code failed: a failed check, with why
@@ -131,3 +135,8 @@ def _python(s: RunState, check: PythonCheck) -> Verdict:
     if not passed:
         evidence.setdefault("reason", "returned false")
     return Verdict(what, bool(passed), evidence)
+
+
+def in_toolset(module: str, modules: tuple[str, ...]) -> bool:
+    """A python check may name a tool set module, or a module inside a tool set package."""
+    return any(module == m or module.startswith(f"{m}.") for m in modules)

@@ -1,7 +1,8 @@
 """The model pool: claim the turn's model call, call the adapter, record the reply.
 
 The adapter is given the turn's context view (bounded, redacted), not the full
-conversation; the claim records the view's hash and assembly decisions."""
+conversation; the claim records the view's hash and assembly decisions. The
+reply is recorded across a short Redis outage rather than paid for twice."""
 
 from __future__ import annotations
 
@@ -10,10 +11,8 @@ from events.model_step import record_model_error, record_model_reply, request_mo
 from events.state import RunState
 from events.types import Event, ModelRequested
 from services.adapters.models.port import ModelError, ModelRequest
-from services.adapters.tools.registry import BUILTIN, ToolRegistry
+from services.adapters.tools.toolset import ToolSet
 from services.handlers.app import App
-from services.handlers.spec_check import tool_paths
-from services.handlers.steps import run_step
 from services.secrets import redactor_for
 
 SOURCE = "model"
@@ -23,14 +22,16 @@ def handle_request_model(app: App, run_id: str) -> None:
     views: list[ContextView] = []
 
     def claim(s: RunState) -> list[Event]:
+        if not app.serves(s):
+            return []
         lease = app.model_for(s.spec.model).claim_lease_s()
         events = request_model(s, now=app.clock.now(), lease_s=lease)
         if not events or not isinstance(events[0], ModelRequested):
             return events
-        views.append(context_view(app.registry, s))
+        views.append(context_view(app.toolset, s))
         return [with_context(events[0], views[-1]), *events[1:]]
 
-    step = run_step(app.store, app.clock, run_id, claim, source=SOURCE)
+    step = app.runs.step(run_id, claim, source=SOURCE)
     claimed = step.first(ModelRequested)
     if claimed is None:
         return
@@ -45,9 +46,7 @@ def handle_request_model(app: App, run_id: str) -> None:
         if exc.retryable:
             raise  # the claim expires and the sweeper re-drives the turn
         message = str(exc)
-        run_step(
-            app.store,
-            app.clock,
+        app.runs.step(
             run_id,
             lambda s: record_model_error(
                 s, turn=claimed.turn, attempt=claimed.attempt, message=message
@@ -56,9 +55,7 @@ def handle_request_model(app: App, run_id: str) -> None:
             held=step.state,  # the state of our own claim: no reload
         )
         return
-    run_step(
-        app.store,
-        app.clock,
+    app.runs.step(
         run_id,
         lambda s: record_model_reply(
             s,
@@ -73,12 +70,10 @@ def handle_request_model(app: App, run_id: str) -> None:
         ),
         source=SOURCE,
         held=step.state,  # the state of our own claim: no reload
+        outage_s=app.settings.outcome_retry_s,
     )
 
 
-def context_view(registry: ToolRegistry, s: RunState) -> ContextView:
+def context_view(toolset: ToolSet, s: RunState) -> ContextView:
     """What the model is shown at this point of the run (also `agentledger context`)."""
-    # the built-in tools too: every run is offered them, whatever this process imported so far
-    registry.load([*s.spec.tools, BUILTIN], tool_paths(s.spec, s.base_dir))
-    tools = tuple(t.spec for t in registry.of_modules(s.spec.tools))
-    return assemble(s, tools, redactor_for(s.spec))
+    return assemble(s, toolset.specs, redactor_for(s.spec))

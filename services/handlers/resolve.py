@@ -4,54 +4,50 @@
 from __future__ import annotations
 
 from events.idempotency import request_hash
-from events.resolution_step import needs_resolution, resolve_unknown
-from services.adapters.tools.registry import Lookup, ToolContext
+from events.resolution_step import Finding, needs_resolution, resolve_unknown
+from services.adapters.tools.context import Lookup, ToolContext
 from services.handlers.app import App
-from services.handlers.steps import load, run_step
+from services.secrets import redactor_for
 
 SOURCE = "tools"
 
 
 def handle_resolve_call(app: App, run_id: str, call_id: str) -> None:
-    state = load(app.store, run_id)
+    state = app.runs.current(run_id)
     call = state.call(call_id) if state else None
-    if (
-        state is None
-        or call is None
-        or not needs_resolution(call, now=app.clock.now())
-        or call.op_key is None
-    ):
+    if state is None or call is None or call.op_key is None or not app.serves(state):
         return
-    app.load_tools(state)
-    registered = app.registry.get(call.name)
-    found, why = Lookup(done=None), "the tool is not loaded here"
+    if not needs_resolution(call, now=app.clock.now()):
+        return
+    registered = app.toolset.get(call.name)
+    found, why = Lookup(done=None), "the tool has no lookup"
     if registered is not None and registered.lookup is not None:
         ctx = ToolContext(
-            run_id,
-            call_id,
-            state.workspace,
-            state.spec.principal.id,
-            state.spec.principal.tenant,
-            op_key=call.op_key,
-        )
+            run_id, call_id, state.workspace, state.spec.principal.id,
+            state.spec.principal.tenant, op_key=call.op_key,
+        )  # fmt: skip
         try:
             found, why = registered.lookup(call.op_key, call.input, ctx), ""
         except Exception as exc:  # the lookup itself failed: the outcome stays unknown
             why = f"lookup failed: {type(exc).__name__}: {exc}"
     if found.done is True:
         owner = f"{run_id}/{call_id}/{call.attempts}"
-        app.ledger.finish(
-            call.op_key,
-            call.request_hash or request_hash(call.input),
-            owner,
-            found.result,
-            now=app.clock.now(),
-        )
+        kept = found.result if state.spec.keep_secrets_in_log else redactor_for(state.spec).value(found.result)
+        request = call.request_hash or request_hash(call.input)
+        app.ledger.finish(call.op_key, request, owner, kept, now=app.clock.now())
     elif found.done is False:
         app.ledger.abandon(call.op_key)
-    finding = {True: "done", False: "not_done", None: "unknown"}[found.done]
-    run_step(
-        app.store, app.clock, run_id,
-        lambda s: resolve_unknown(s, call_id, finding=finding, output=found.result, now=app.clock.now(), detail=why),  # type: ignore[arg-type]
+    finding = _finding(found.done)
+    app.runs.step(
+        run_id,
+        lambda s: resolve_unknown(
+            s, call_id, finding=finding, output=found.result, now=app.clock.now(), detail=why
+        ),
         source=SOURCE,
-    )  # fmt: skip
+    )
+
+
+def _finding(done: bool | None) -> Finding:
+    if done is True:
+        return "done"
+    return "not_done" if done is False else "unknown"

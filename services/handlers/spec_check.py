@@ -1,14 +1,19 @@
-"""Checks of a run spec that need the tools loaded: refused before anything is
-appended, each naming the field."""
+"""Checks of a run spec beyond its schema, refused before anything is appended,
+each naming the field. With the tool set in hand (the CLI loads the spec's
+modules on the user's machine) every tool the spec names is checked against
+it; the intake, which never imports a module a message names, checks what a
+registered tool set's manifest tells."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from events.pricing import price_of
 from schemas.errors import InvalidSpec
-from schemas.spec import AnthropicModel, ReplayModel, RunSpec, ScriptedModel, ToolCheck
-from services.adapters.tools.registry import ToolRegistry
+from schemas.spec import AnthropicModel, PythonCheck, ReplayModel, RunSpec, ScriptedModel, ToolCheck
+from services.adapters.tools.toolset import ToolSet
 
 
 def tool_paths(spec: RunSpec, base_dir: str | None) -> list[str]:
@@ -16,38 +21,18 @@ def tool_paths(spec: RunSpec, base_dir: str | None) -> list[str]:
     return [os.path.join(base_dir, p) if base_dir and not os.path.isabs(p) else p for p in paths]
 
 
-def check_spec(spec: RunSpec, base_dir: str | None, registry: ToolRegistry) -> None:
-    for i, module in enumerate(spec.tools):
-        try:
-            registry.load([module], tool_paths(spec, base_dir))
-        except Exception as exc:  # any failure importing user code is a bad spec
-            raise InvalidSpec(
-                f"tools.{i}", f"cannot import {module!r}: {type(exc).__name__}: {exc}"
-            ) from exc
-    offered = {t.spec.name: t for t in registry.of_modules(spec.tools)}
-    for i, check in enumerate(spec.acceptance):
-        if isinstance(check, ToolCheck):
-            t = offered.get(check.tool)
-            if t is None:
-                raise InvalidSpec(
-                    f"acceptance.{i}.tool", f"no tool {check.tool!r} in {list(spec.tools)}"
-                )
-            if not t.spec.read_only:
-                raise InvalidSpec(f"acceptance.{i}.tool", f"{check.tool!r} is not read-only")
-            _, errors = t.check(check.input)
-            if errors:
-                raise InvalidSpec(
-                    f"acceptance.{i}.input", "; ".join(f"{e.loc}: {e.msg}" for e in errors)
-                )
+def check_spec(
+    spec: RunSpec,
+    base_dir: str | None,
+    *,
+    toolset: ToolSet | None = None,
+    manifest: Mapping[str, Any] | None = None,
+) -> None:
+    tools = _tools(toolset, manifest)
+    if tools is not None:
+        _check_tools(spec, tools, toolset)
     if isinstance(spec.model, ScriptedModel):
-        seen: set[str] = set()
-        for t, turn in enumerate(spec.model.scripted):
-            for c, call in enumerate(turn.tool_use or ()):
-                if call.id in seen:
-                    raise InvalidSpec(
-                        f"model.scripted.{t}.tool_use.{c}.id", f"{call.id!r} is used twice"
-                    )
-                seen.add(call.id)
+        _check_script(spec.model, tools)
     if isinstance(spec.model, AnthropicModel) and spec.model.anthropic.temperature is not None:
         raise InvalidSpec(
             "model.anthropic.temperature",
@@ -62,3 +47,50 @@ def check_spec(spec: RunSpec, base_dir: str | None, registry: ToolRegistry) -> N
         ws = os.path.join(base_dir, spec.workspace)
         if not os.path.isdir(ws):
             raise InvalidSpec("workspace", f"{ws!r} is not a folder")
+
+
+def _tools(toolset: ToolSet | None, manifest: Mapping[str, Any] | None) -> dict[str, bool] | None:
+    """name -> read-only, of the tools the run will be offered (None: not known here)."""
+    if toolset is not None:
+        return {t.spec.name: t.spec.read_only for t in toolset.tools.values()}
+    if manifest is not None:
+        return {t["name"]: bool(t["read_only"]) for t in manifest.get("tools", [])}
+    return None
+
+
+def _check_tools(spec: RunSpec, tools: dict[str, bool], toolset: ToolSet | None) -> None:
+    modules = toolset.modules if toolset is not None else tuple(spec.tools)
+    for i, check in enumerate(spec.acceptance):
+        if isinstance(check, ToolCheck):
+            if check.tool not in tools:
+                raise InvalidSpec(
+                    f"acceptance.{i}.tool", f"no tool {check.tool!r} in {list(spec.tools)}"
+                )
+            if not tools[check.tool]:
+                raise InvalidSpec(f"acceptance.{i}.tool", f"{check.tool!r} is not read-only")
+            t = toolset.get(check.tool) if toolset is not None else None
+            if t is not None and (errors := t.check(check.input)[1]):
+                raise InvalidSpec(
+                    f"acceptance.{i}.input", "; ".join(f"{e.loc}: {e.msg}" for e in errors)
+                )
+        if isinstance(check, PythonCheck):
+            module = check.python.split(":")[0]
+            if not any(module == m or module.startswith(f"{m}.") for m in modules):
+                raise InvalidSpec(
+                    f"acceptance.{i}.python",
+                    f"{module!r} is not one of the run's tool modules {list(modules)}: "
+                    "workers import only their tool set",
+                )
+
+
+def _check_script(model: ScriptedModel, tools: dict[str, bool] | None) -> None:
+    seen: set[str] = set()
+    for t, turn in enumerate(model.scripted):
+        for c, call in enumerate(turn.tool_use or ()):
+            where = f"model.scripted.{t}.tool_use.{c}"
+            if call.id in seen:
+                raise InvalidSpec(f"{where}.id", f"{call.id!r} is used twice")
+            seen.add(call.id)
+            if tools is not None and call.name not in tools:
+                known = ", ".join(sorted(tools)) or "none"
+                raise InvalidSpec(f"{where}.name", f"the run has no tool {call.name!r} (tools: {known})")

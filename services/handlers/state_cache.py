@@ -1,4 +1,4 @@
-"""Run states as snapshot + tail, behind `services.handlers.steps.load`.
+"""Run states as snapshot + tail, behind `services.handlers.runs.Runs.load`.
 
 A run's state is the fold of its log and nothing else; this module only says
 where folding may start. Each process keeps the states it folded last (a
@@ -95,6 +95,7 @@ class StateCache:
         self._every = snapshot_every
         self._entries: OrderedDict[str, Folded] = OrderedDict()
         self._expected: dict[str, RunState] = {}  # event id -> state, while appends are in flight
+        self._inflight: dict[str, RunState] = {}  # run id -> the state an append under way leads to
         self._lock = threading.Lock()
 
     def load(self, run_id: str) -> RunState | None:
@@ -133,6 +134,16 @@ class StateCache:
                 self._entries.move_to_end(run_id)
             return found
 
+    def latest(self, run_id: str) -> RunState | None:
+        """The newest state this process has of the run without reading the log: one an
+        append under way leads to (a message that append queued woke us: it landed),
+        else the last one kept. None when it holds none."""
+        inflight = self._inflight.get(run_id)
+        held = self.get(run_id)
+        if inflight is not None and (held is None or inflight.seq > held.state.seq):
+            return inflight
+        return held.state if held is not None else None
+
     def forget(self, run_id: str) -> None:
         with self._lock:
             self._entries.pop(run_id, None)
@@ -155,10 +166,13 @@ class StateCache:
         feed entry naming that event proves the append landed, and `state` is then
         the run's (`load_many` with `ends`)."""
         self._expected[event_id] = state
+        self._inflight[run_id] = state
         try:
             yield
         finally:
             self._expected.pop(event_id, None)
+            if self._inflight.get(run_id) is state:
+                del self._inflight[run_id]
 
     def appended(self, run_id: str, state: RunState, event_id: str) -> None:
         """A writer appended the events that end with `event_id` and folded them into

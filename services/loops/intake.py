@@ -1,92 +1,119 @@
-"""The intake: reads the inbox stream where any system publishes task events
-(JSON in the entry's `message` field). A valid RunRequested becomes the run's
-first event; anything else is moved to the rejected stream with its reason and
-the original fields. A bad entry never stops the intake."""
+"""The intake: reads the inbox partitions this process owns, where any system
+publishes task events (JSON in the entry's `message` field). A valid
+RunRequested becomes the run's first event, bound to its task queue and tool
+set; a control is appended to its run if it fits the run's state; anything
+else goes to the rejected stream with its reason and the original fields.
+
+Every entry ends acked after one try, and is deleted from the inbox: created,
+an idempotent no-op (the same request again), or rejected. A bad entry never
+stops the intake and is never retried forever: one that a dead intake held is
+taken over, and rejected once it has been delivered too often."""
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
 import os
+import random
 import threading
 from typing import Any
 
 import redis
-from pydantic import TypeAdapter, ValidationError
 
 from events import controls
 from events.errors import ControlRefused, CoreError
 from events.state import RunState
-from events.types import Event, RunCreated
+from events.types import DEFAULT_QUEUE, Event, RunCreated
 from schemas import inbox
 from schemas.errors import InvalidSpec, SchemaError
-from schemas.inbox import Control, InboxMessage, RunRequested
+from schemas.inbox import Control, RunRequested
+from services.adapters.broker.membership import Membership
+from services.adapters.redis.directory import Directory
 from services.clock import new_run_id
 from services.errors import ConcurrencyConflict, ServiceError
 from services.handlers.app import App
 from services.handlers.spec_check import check_spec
-from services.handlers.steps import envelopes, load, run_step
 from services.keys import Keys
-from services.loops.reactor import ensure_group
+from services.loops.inbox_parse import Rejected, parse
 
 GROUP = "intake"
-RECLAIM_EVERY = 20  # polls of at most 0.5 s: look for a dead intake's entries every ~10 s
 SOURCE = "intake"
-_MESSAGE = TypeAdapter(InboxMessage)
+READ_COUNT = 20  # entries per read: what one read can hold in memory is bounded by it
+MAX_DELIVERIES = 3  # an entry that took down this many intakes is rejected as poison
+RECLAIM_IDLE_MS = 10_000
+RECLAIM_EVERY = 20  # polls of at most 0.5 s: look for a dead intake's entries every ~10 s
+KEEP_FIELD_BYTES = 1 << 20  # of each original field kept with a rejection
 log = logging.getLogger(__name__)
 
 
-class Rejected(Exception):
-    def __init__(self, reason: str):
-        self.reason = reason
-        super().__init__(reason)
-
-
 def publish(client: redis.Redis, keys: Keys, message: RunRequested | Control) -> str:
-    """What any publisher does: one XADD of the message as JSON."""
-    return client.xadd(keys.inbox, {"message": message.model_dump_json()}).decode()
+    """What any publisher does: one XADD of the message as JSON, to a partition
+    chosen by its request id (or at random)."""
+    key = getattr(message, "request_id", None) or getattr(message, "run_id", None)
+    n = keys.inbox_partitions
+    part = int(hashlib.sha256(key.encode()).hexdigest(), 16) % n if key else random.randrange(n)
+    entry = client.xadd(keys.inbox(part), {"message": message.model_dump_json()})
+    return f"{part}/{entry.decode()}"
 
 
 class Intake:
-    def __init__(self, app: App, client: redis.Redis, keys: Keys):
+    def __init__(
+        self, app: App, client: redis.Redis, keys: Keys, directory: Directory, membership: Membership
+    ):
         self._app = app
         self._r = client
         self._keys = keys
-        ensure_group(client, keys.inbox, GROUP)
+        self._directory = directory
+        self._membership = membership
+        self._owned: list[int] = []
+        for part in range(keys.inbox_partitions):
+            _ensure_group(client, keys.inbox(part))
 
-    def poll_once(self, *, block_ms: int = 1000, count: int = 50) -> int:
-        reply = self._r.xreadgroup(
-            GROUP, self._app.worker, {self._keys.inbox: ">"}, count=count, block=block_ms
-        )
+    def poll_once(self, *, block_ms: int = 500) -> int:
+        self._membership.beat()
+        self._owned = self._membership.owned(range(self._keys.inbox_partitions))
+        if not self._owned:
+            threading.Event().wait(block_ms / 1000)
+            return 0
+        streams = {self._keys.inbox(p): ">" for p in self._owned}
+        reply = self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms)  # type: ignore[arg-type]
         handled = 0
-        for _, entries in reply or []:
+        for stream, entries in reply or []:  # type: ignore[union-attr]
+            part = self._part_of(stream)
             for entry_id, fields in entries:
-                self._handle(entry_id, fields)
+                self.handle(part, entry_id, fields or {})
                 handled += 1
         return handled
 
-    def _handle(self, entry_id: bytes, fields: dict[bytes, bytes]) -> None:
+    def handle(self, part: int, entry_id: bytes, fields: dict[bytes, bytes]) -> str | None:
+        """Turn one entry into its outcome and ack it; the rejection reason, if any."""
+        cause = f"{part}/{entry_id.decode()}"
+        reason: str | None = None
         try:
-            message = _parse(fields)
+            message = parse(fields)
             if isinstance(message, RunRequested):
-                self.accept(message, causation_id=entry_id.decode())
+                self.accept(message, causation_id=cause)
             else:
-                self.control(message, causation_id=entry_id.decode())
+                self.control(message, causation_id=cause)
         except Rejected as r:
-            self._reject(entry_id, fields, r.reason)
+            reason = r.reason
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise  # not the entry's fault: it stays pending and is handled again
         except (CoreError, SchemaError, ServiceError) as exc:  # e.g. the run's log is broken
-            self._reject(entry_id, fields, f"{type(exc).__name__}: {exc}")
-        self._r.xack(self._keys.inbox, GROUP, entry_id)
+            reason = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # a bug must not wedge the intake: say so, move on
+            log.exception("inbox entry %s could not be handled", cause)
+            reason = f"internal error: {type(exc).__name__}: {exc}"
+        self._finish(part, entry_id, fields, reason)
+        return reason
 
     def control(self, message: Control, *, causation_id: str | None = None) -> None:
         """Append what a person or system said to a run, if it fits the run's state."""
-        state = load(self._app.store, message.run_id)
+        state = self._app.runs.load(message.run_id)
         if state is None:
             raise Rejected(f"no run {message.run_id!r}")
         try:
-            run_step(
-                self._app.store,
-                self._app.clock,
+            self._app.runs.step(
                 message.run_id,
                 lambda s: _decide_control(s, message),
                 source=SOURCE,
@@ -97,59 +124,114 @@ class Intake:
             raise Rejected(exc.reason) from None
 
     def accept(self, message: RunRequested, *, causation_id: str | None = None) -> str:
-        """Append the run's first event; returns the run id."""
+        """Create the run (bound to its task queue and tool set); returns its id."""
         spec = message.spec
+        queue = message.queue or spec.queue or DEFAULT_QUEUE
+        toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
         try:
-            check_spec(spec, message.base_dir, self._app.registry)
+            check_spec(spec, message.base_dir, manifest=self._directory.manifest(queue, toolset))
         except InvalidSpec as exc:
             raise Rejected(f"invalid spec: {exc}") from None
-        run_id = message.run_id or new_run_id()
-        workspace = message.workspace or _resolve(spec.workspace, message.base_dir)
+        shard = random.randrange(self._keys.shards)
+        run_id = message.run_id or new_run_id(shard)
+        if message.request_id is not None:
+            run_id = self._claim_request(message, run_id)
         created = RunCreated(
-            spec=spec, request_id=message.request_id, workspace=workspace, base_dir=message.base_dir
-        )
-        batch = envelopes(
-            run_id,
-            [created],
-            after_seq=0,
-            at=self._app.clock.now(),
-            source=SOURCE,
-            causation_id=causation_id,
+            spec=spec,
+            request_id=message.request_id,
+            workspace=message.workspace or _resolve(spec.workspace, message.base_dir),
+            base_dir=message.base_dir,
+            queue=queue,
+            toolset=toolset,
         )
         try:
-            self._app.store.append(run_id, batch, expected_seq=0, live=True)
+            self._app.runs.create(created, run_id, source=SOURCE, causation_id=causation_id)
         except ConcurrencyConflict:
-            existing = load(self._app.store, run_id)
-            first = existing and existing.request_id
-            if message.request_id is None or first != message.request_id:
+            existing = self._app.runs.load(run_id)
+            if message.request_id is None or existing is None or existing.request_id != message.request_id:
                 raise Rejected(f"run {run_id!r} exists already") from None
         return run_id
 
-    def _reject(self, entry_id: bytes, fields: dict[bytes, bytes], reason: str) -> None:
-        log.warning("inbox entry %s rejected: %s", entry_id.decode(), reason)
-        moved: dict[str, Any] = {"entry_id": entry_id, "reason": reason}
-        moved.update({f"field:{k.decode(errors='replace')}": v for k, v in fields.items()})
-        self._r.xadd(self._keys.rejected, moved)
+    def _toolset_for(self, queue: str, modules: list[str]) -> str:
+        found = self._directory.for_modules(queue, modules)
+        if len(found) == 1:
+            return found[0]
+        what = f"queue {queue!r} with modules {sorted(modules)}"
+        if not found:
+            raise Rejected(f"unknown tool set: no worker has served {what}; name one in 'toolset'")
+        raise Rejected(f"ambiguous tool set: {what} is served by {found}; name one in 'toolset'")
 
-    def reclaim_once(self, *, min_idle_ms: int = 10_000) -> int:
-        """Entries an intake took and never acknowledged (it died): handle them here.
-        Handling is idempotent (a run's first append is at seq 0; controls re-check)."""
-        reply = self._r.xautoclaim(
-            self._keys.inbox, GROUP, self._app.worker, min_idle_ms, start_id="0-0", count=50
+    def _claim_request(self, message: RunRequested, run_id: str) -> str:
+        """The run a request id names: this one if it is new, the one it named before if
+        the same request comes again; a different request under it is refused."""
+        assert message.request_id is not None
+        digest = hashlib.sha256(message.model_dump_json(exclude={"run_id"}).encode()).hexdigest()
+        key = self._keys.request(message.request_id)
+        value = f"{run_id} {digest}"
+        if self._r.set(key, value, nx=True):
+            return run_id
+        kept = (self._r.get(key) or b"").decode().split(" ")
+        if len(kept) == 2 and kept[1] == digest:
+            return kept[0]  # the same request again: the same run (created, or created now)
+        raise Rejected(
+            f"request_id {message.request_id!r} names run {kept[0]!r} already, for another request"
         )
-        entries = reply[1] if reply else []
-        for entry_id, fields in entries:
-            if fields:  # None when the entry was trimmed away
-                self._handle(entry_id, fields)
-        return len(entries)
+
+    def _finish(
+        self, part: int, entry_id: bytes, fields: dict[bytes, bytes], reason: str | None
+    ) -> None:
+        with self._r.pipeline(transaction=False) as pipe:
+            if reason is not None:
+                log.warning("inbox entry %s/%s rejected: %s", part, entry_id.decode(), reason)
+                moved: dict[Any, Any] = {"entry_id": f"{part}/{entry_id.decode()}", "reason": reason}
+                for k, v in fields.items():
+                    name = k.decode(errors="replace")
+                    moved[f"field:{name}"] = v[:KEEP_FIELD_BYTES]
+                    if len(v) > KEEP_FIELD_BYTES:  # what was cut away is said, not kept
+                        moved[f"size:{name}"] = len(v)
+                pipe.xadd(self._keys.rejected(part), moved, maxlen=100_000, approximate=True)
+            pipe.xack(self._keys.inbox(part), GROUP, entry_id)
+            pipe.xdel(self._keys.inbox(part), entry_id)
+            pipe.execute()
+
+    def reclaim_once(self, *, min_idle_ms: int = RECLAIM_IDLE_MS) -> int:
+        """Entries an intake took and never acknowledged (it died): handle them here,
+        or reject them as poison once they have been delivered too often."""
+        n = 0
+        for part in self._owned:
+            stream = self._keys.inbox(part)
+            reply = self._r.xautoclaim(stream, GROUP, self._app.worker, min_idle_ms, "0-0", count=50)
+            for entry_id, fields in reply[1] if reply else []:
+                n += 1
+                pending = self._r.xpending_range(stream, GROUP, entry_id, entry_id, 1)
+                times = pending[0]["times_delivered"] if pending else 1
+                if not fields:
+                    self._finish(part, entry_id, {}, None)  # trimmed away: nothing left to do
+                elif times > MAX_DELIVERIES:
+                    self._finish(part, entry_id, fields, f"poison: delivered {times} times without an answer")
+                else:
+                    self.handle(part, entry_id, fields)
+        return n
 
     def run(self, stop: threading.Event) -> None:
         polls = 0
         while not stop.is_set():
-            self.poll_once(block_ms=500)
+            self.poll_once()
             polls += 1
             if polls % RECLAIM_EVERY == 0:
                 self.reclaim_once()
+
+    def _part_of(self, stream: bytes | str) -> int:
+        name = stream.decode() if isinstance(stream, bytes) else stream
+        return next(p for p in self._owned if self._keys.inbox(p) == name)
+
+
+def _ensure_group(client: redis.Redis, stream: str) -> None:
+    try:
+        client.xgroup_create(stream, GROUP, id="0", mkstream=True)
+    except redis.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
 
 
 def _decide_control(s: RunState, m: Control) -> list[Event]:
@@ -166,22 +248,6 @@ def _decide_control(s: RunState, m: Control) -> list[Event]:
             return controls.resume(s, by=m.by, note=m.note)
         case inbox.RunAborted():
             return controls.abort(s, by=m.by, note=m.note)
-
-
-def _parse(fields: dict[bytes, bytes]) -> RunRequested | Control:
-    raw = fields.get(b"message")
-    if raw is None:
-        raise Rejected("no 'message' field")
-    try:
-        return _MESSAGE.validate_python(json.loads(raw))
-    except json.JSONDecodeError as exc:
-        raise Rejected(f"message is not JSON: {exc}") from None
-    except UnicodeDecodeError:
-        raise Rejected("message is not UTF-8 text") from None
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(message)"
-        raise Rejected(f"{where}: {err['msg']}") from None
 
 
 def _resolve(path: str | None, base_dir: str | None) -> str | None:

@@ -1,52 +1,75 @@
-"""The sweeper: re-drives every live run that has made no progress within the
-lease, from the event log alone, whatever the broker lost. First it lets time
-decide (`events.ticks`): claims whose worker went silent, approvals nobody
-answered, the wall-clock budget."""
+"""The sweeper, the backstop: for the shards this process owns, it re-drives every
+live run that has made no progress within the lease, from the event log alone,
+whatever the broker lost. First it lets time decide (`events.ticks`): claims
+whose worker went silent, approvals nobody answered, the wall-clock budget;
+then it sends everything due (asking again for the locks a waiting call is
+queued for). It also ends the leases of lock holders that stopped renewing and
+tells whoever the locks pass to. One run it cannot fold never stops the pass."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 
-from events.commands import Command
-from events.dispatch import due_commands
+from events.dispatch import due_commands, new_commands
 from events.errors import CoreError
+from events.lock_step import record_lease_expired
 from events.ticks import on_tick
 from schemas.errors import SchemaError
+from services.adapters.broker.membership import Membership
 from services.errors import UnknownRun
 from services.handlers.app import App
-from services.handlers.schedule import expire_leases
-from services.handlers.steps import run_step
 
 SOURCE = "sweeper"
 log = logging.getLogger(__name__)
 
 
-def sweep_once(app: App, send: Callable[[Command], None]) -> int:
-    """Look at idle live runs once; return how many were re-driven."""
+def sweep_once(app: App, shards: list[int]) -> int:
+    """Look at the idle live runs of `shards` once; return how many were re-driven."""
     now = app.clock.now()
-    idle = app.store.idle_live_runs(idle_since=now - app.settings.lease_s)
+    idle = app.store.idle_live_runs(idle_since=now - app.settings.lease_s, shards=shards)
     expire_leases(app)  # after choosing: recording an expiry is not progress of the run
     redriven = 0
     for run_id in idle:
         try:
-            step = run_step(
-                app.store, app.clock, run_id, lambda s: on_tick(s, now=now), source=SOURCE
-            )
+            redriven += _redrive(app, run_id, now)
         except (CoreError, SchemaError, UnknownRun) as exc:
-            # one broken log must not stop the sweep of every other run
             log.error("run %r cannot be folded, not swept: %s", run_id, exc)
-            app.store.touch(run_id, at=now)  # look again after a lease, not every pass
-            continue
-        commands = due_commands(step.state, now=now)
-        for command in commands:
-            send(command)
-        redriven += bool(commands)
-        app.store.touch(run_id, at=now)
+        app.store.touch(run_id, at=now)  # look again after a lease, not every pass
     return redriven
 
 
-def run_sweeper(app: App, send: Callable[[Command], None], stop: threading.Event) -> None:
+def _redrive(app: App, run_id: str, now: float) -> bool:
+    before = app.runs.load(run_id)
+    if before is None:
+        raise UnknownRun(run_id)
+    step = app.runs.step(run_id, lambda s: on_tick(s, now=now), source=SOURCE, held=before)
+    sent = set(new_commands(before, step.state, now=now)) if step.appended else set()
+    again = [c for c in due_commands(step.state, now=now, redrive=True) if c not in sent]
+    app.send(app.outbox.messages(step.state, again))
+    return bool(again or sent)
+
+
+def expire_leases(app: App) -> int:
+    """Holders that stopped renewing lose their locks; each expiry goes in its run's
+    log (nothing is recorded for a run that ended) and the next holder is told."""
+    reply = app.locks.expire()
+    for holder in reply.expired:
+        try:
+            app.runs.step(
+                holder.run_id,
+                lambda s, h=holder: record_lease_expired(s, h.call_id, request=h.request_id),
+                source=SOURCE,
+            )
+        except (CoreError, SchemaError, UnknownRun) as exc:
+            log.error("lease expiry of %r not recorded: %s", holder.request_id, exc)
+    app.send(reply.notices())
+    return len(reply.expired)
+
+
+def run_sweeper(
+    app: App, membership: Membership, shards: range, stop: threading.Event
+) -> None:
     while not stop.wait(app.settings.sweep_interval_s):
-        sweep_once(app, send)
+        membership.beat()
+        sweep_once(app, membership.owned(shards))

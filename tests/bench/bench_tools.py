@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from services.adapters.tools.registry import tool
+from services.tools import tool
 
 
 @tool(read_only=True)

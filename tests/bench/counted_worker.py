@@ -77,8 +77,11 @@ def main() -> int:
     install()
     threading.Thread(target=write_forever, args=(Path(sys.argv[1]),), daemon=True).start()
     from services.entrypoints.cli.main import main as agentledger
+    from tests.bench.plan import QUEUE, TOOLS_DIR, TOOLS_MODULE
 
-    return agentledger(["workers"])
+    return agentledger(
+        ["workers", "--tools", TOOLS_MODULE, "--tool-path", TOOLS_DIR, "--queue", QUEUE]
+    )
 
 
 if __name__ == "__main__":

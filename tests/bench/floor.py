@@ -1,7 +1,7 @@
 """F, the floor, measured in the same run on the same Redis: a raw XADD round
 trip, a request/reply through two streams with blocking reads (the responder
 in a process of its own), the store's Lua append of one event, a lock
-acquire + release pair through `services.adapters.locks.redis_locks.LockService`, and a chain of
+acquire + release pair through `services.adapters.locks.redis_locks.RedisLocks`, and a chain of
 dramatiq messages (each actor sends the next) through dramatiq's stock Redis
 broker and through ours. Medians of `ops` operations; run as
 `python -m tests.bench.floor respond URL REQ REP` it is the responder."""
@@ -23,10 +23,10 @@ from dramatiq.brokers.redis import RedisBroker
 from events.lock_step import LockAsk
 from events.locks import Mode
 from events.types import ToolCallSucceeded
-from services.adapters.broker.streams_broker import StreamsBroker
-from services.adapters.locks.redis_locks import LockService
+from services.adapters.broker.streams_broker import Route, StreamsBroker
+from services.adapters.locks.redis_locks import RedisLocks
 from services.bootstrap import redis_client
-from services.handlers.steps import envelopes
+from services.handlers.runs import envelopes
 from tests.bench.harness import REPO_ROOT, Bench, BenchError
 
 PAYLOAD = {"e": b"x" * 100}
@@ -37,7 +37,7 @@ def measure(bench: Bench, prefix: str, ops: int, hops: int) -> dict[str, float]:
     store = bench.store(prefix)
     event = ToolCallSucceeded(call_id="c1", output={"n": 1}, started_at=0.0, finished_at=0.0)
     batches = [envelopes("floor", [event], after_seq=i, at=0.0, source="bench") for i in range(ops)]
-    locks = LockService(client, prefix, lease_s=5.0)
+    locks = RedisLocks(client, bench.keys(prefix).locks(0), lease_s=5.0)
     xadd = f"{prefix}:xadd"
     return {
         "xadd_ms": timed(ops, lambda i: client.xadd(xadd, PAYLOAD, maxlen=1000)),  # type: ignore[arg-type]
@@ -47,9 +47,7 @@ def measure(bench: Bench, prefix: str, ops: int, hops: int) -> dict[str, float]:
         ),
         "lock_pair_ms": timed(ops, lambda i: _lock_pair(locks, i)),
         "dramatiq_hop_ms": dramatiq_hop(RedisBroker(client=client, namespace=f"{prefix}-dq"), hops),
-        "streams_hop_ms": dramatiq_hop(
-            StreamsBroker(client, bench.keys(f"{prefix}-sq")), hops, worker_timeout=100
-        ),
+        "streams_hop_ms": dramatiq_hop(_streams_broker(bench, f"{prefix}-sq"), hops, worker_timeout=100),
     }
 
 
@@ -62,13 +60,18 @@ def timed(ops: int, op: Callable[[int], object]) -> float:
     return median(samples) * 1000
 
 
-def _lock_pair(locks: LockService, i: int) -> None:
-    ask = LockAsk(call_id=f"c{i}", request_id=f"floor/c{i}/1", keys={f"kv:{i % 7}": Mode.WRITE})
-    now = time.time()
-    reply = locks.enqueue([ask], now=now)
+def _streams_broker(bench: Bench, prefix: str) -> StreamsBroker:
+    broker = StreamsBroker(bench.client, bench.keys(prefix), worker_id="floor", shards=range(1))
+    broker.route(Route("tools", "hop", "floor"))
+    return broker
+
+
+def _lock_pair(locks: RedisLocks, i: int) -> None:
+    ask = LockAsk("floor", f"c{i}", f"floor/c{i}/1", {f"kv:{i % 7}": Mode.WRITE})
+    reply = locks.enqueue([ask], [None])
     if not reply.grants:
         raise BenchError(f"lock {ask.keys} was not granted")
-    locks.release(ask.request_id, now=now)
+    locks.release([ask.request_id])
 
 
 def stream_round_trip(bench: Bench, prefix: str, ops: int) -> float:
@@ -125,7 +128,8 @@ def dramatiq_hop(broker: dramatiq.Broker, hops: int, worker_timeout: int = 1000)
         else:
             done.set()
 
-    chain = dramatiq.actor(hop, broker=broker, queue_name="hop", actor_name="hop", max_retries=0)
+    name = next(iter(broker.routes)) if isinstance(broker, StreamsBroker) else "hop"
+    chain = dramatiq.actor(hop, broker=broker, queue_name=name, actor_name="hop", max_retries=0)
     worker = dramatiq.Worker(broker, worker_threads=1, worker_timeout=worker_timeout)
     worker.start()
     try:

@@ -23,7 +23,7 @@ import redis
 from schemas.inbox import RunRequested
 from services.adapters.redis.local_server import PrivateRedis, start_server
 from services.adapters.store.redis_store import RedisEventStore
-from services.bootstrap import redis_client
+from services.bootstrap import keys_for, redis_client
 from services.keys import Keys
 from services.loops.intake import publish
 from services.settings import Settings, environ_for_children
@@ -111,7 +111,7 @@ class Bench:
         return DURABILITY[self.fsync]
 
     def keys(self, prefix: str) -> Keys:
-        return Keys(prefix, self.settings.shards)
+        return keys_for(self.settings.with_(prefix=prefix))
 
     def store(self, prefix: str) -> RedisEventStore:
         return RedisEventStore(self.client, self.keys(prefix))

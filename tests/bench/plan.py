@@ -4,15 +4,18 @@ then a final answer, no acceptance checks."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from schemas.inbox import RunRequested
 from schemas.spec import Budgets, Principal, RunSpec, ScriptedCall, ScriptedModel, ScriptedTurn
+from services.adapters.tools.toolset import fingerprint_of
 from services.clock import new_run_id
 
 TOOLS_MODULE = "bench_tools"  # registers bench_noop and bench_sleep
 TOOLS_DIR = str(Path(__file__).resolve().parent)  # where it is
+QUEUE = "bench"
 WINDOW = 20  # calls at each end of the long run compared for growth
 
 
@@ -91,6 +94,7 @@ def parallel_spec(*, at_once: int) -> RunSpec:
     return spec.model_copy(update={"budgets": Budgets(max_turns=2, max_parallel_calls=at_once)})
 
 
-def request_for(spec: RunSpec) -> RunRequested:
-    run_id = new_run_id()
-    return RunRequested(run_id=run_id, request_id=run_id, spec=spec)
+def request_for(spec: RunSpec, shards: int = 16) -> RunRequested:
+    run_id = new_run_id(uuid.uuid4().int % shards)
+    toolset = fingerprint_of([TOOLS_MODULE], [TOOLS_DIR])
+    return RunRequested(run_id=run_id, request_id=run_id, spec=spec, queue=QUEUE, toolset=toolset)

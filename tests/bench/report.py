@@ -135,7 +135,7 @@ FLOOR = [  # key, measure, system, durability ("": the run's)
     ("xadd_ms", "raw XADD round trip (100 B)", "redis", "Redis AOF always"),
     ("stream_rtt_ms", "blocking stream hop (request/reply, 2 streams)", "redis", ""),
     ("append_ms", "store append, Lua, 1 event", OURS, ""),
-    ("lock_pair_ms", "lock acquire + release (LockService)", OURS, ""),
+    ("lock_pair_ms", "lock acquire + release (RedisLocks)", OURS, ""),
     ("dramatiq_hop_ms", "dramatiq hop, stock RedisBroker (polls)", "dramatiq", ""),
     ("streams_hop_ms", "dramatiq hop, our StreamsBroker", OURS, ""),
 ]

@@ -148,14 +148,16 @@ def test_results_go_back_in_proposal_order_paired_by_call_id(reads: Ran) -> None
 
 @pytest.fixture
 def start_workers(cli: Cli) -> Iterator[Callable[[], None]]:
-    """Starts `agentledger workers` in the test's folder; stopped with SIGTERM after."""
+    """Starts `agentledger workers` for the parallel example's tools in the test's
+    folder; stopped with SIGTERM after."""
     procs: list[subprocess.Popen[bytes]] = []
 
     def start() -> None:
+        tools = ["--tools", "parallel_tools", "--tool-path", str(cli.cwd / "parallel")]
         with open(cli.cwd / "workers.log", "wb") as log:
             procs.append(
                 subprocess.Popen(
-                    [*AGENTLEDGER, "workers"],
+                    [*AGENTLEDGER, "workers", *tools],
                     cwd=cli.cwd,
                     env=cli.env,
                     stdout=log,
@@ -194,7 +196,7 @@ def test_two_runs_writing_the_same_file_serialize(
     example = copy_example("parallel", cli.cwd)
     run_ids = []
     for spec in ("cross_a.yaml", "cross_b.yaml"):  # both wait in the inbox: they start together
-        done = cli("submit", example / spec)
+        done = cli("submit", "--unserved", example / spec)
         assert done.returncode == 0, done.stderr
         run_ids.append(done.stdout.strip())
     start_workers()

@@ -19,9 +19,15 @@ def steering(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def workers(cli: Cli) -> Iterator[subprocess.Popen[str]]:
-    """Worker pools in a process of their own, as an operator would run them."""
-    proc = subprocess.Popen([*AGENTLEDGER, "workers"], cwd=cli.cwd, env=cli.env, text=True)
+def workers(cli: Cli, steering: Path) -> Iterator[subprocess.Popen[str]]:
+    """Worker pools for the steering tools in a process of their own, as an operator
+    would run them; up (its tool set registered) before the test goes on."""
+    tools = ["--tools", "steer_tools", "--tool-path", str(steering)]
+    proc = subprocess.Popen(
+        [*AGENTLEDGER, "workers", *tools], cwd=cli.cwd, env=cli.env, text=True,
+        stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None and "workers up" in proc.stdout.readline()
     try:
         yield proc
     finally:

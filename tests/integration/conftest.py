@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from itkit import delete_prefix, write_tool_module
+from itkit import TOOL_MODULE, delete_prefix, write_tool_module
 
 from services.adapters.redis.local_server import answers, start_server
+from services.adapters.tools.toolset import ToolSet, load_toolset
 from services.bootstrap import build_app
 from services.handlers.app import App
 from services.keys import Keys
@@ -58,16 +59,21 @@ def keys(settings: Settings) -> Keys:
     return Keys(settings.prefix, settings.shards)
 
 
-@pytest.fixture
-def app(settings: Settings, client: redis.Redis) -> App:
-    return build_app(settings, client)
-
-
 @pytest.fixture(scope="session")
 def tools_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tools")
     write_tool_module(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def toolset(tools_dir: Path) -> ToolSet:
+    return load_toolset([TOOL_MODULE], [str(tools_dir)])
+
+
+@pytest.fixture
+def app(settings: Settings, client: redis.Redis, toolset: ToolSet) -> App:
+    return build_app(settings, client, toolset)
 
 
 @pytest.fixture

@@ -1,50 +1,41 @@
 """Helpers of the integration tests: a tool module that counts its executions
 at the tool's side, run specs for the scripted model, a synchronous driver that
-plays the reactor by calling the handlers directly (no broker), and store
-wrappers that force optimistic conflicts or mirror a run's log into memory."""
+plays the pools by calling the handlers directly with whatever is due (no
+broker), and store wrappers that force optimistic conflicts or mirror a run's
+log into memory."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from events.commands import (
-    Command,
-    ExecuteCall,
-    RequestModel,
-    ResolveCall,
-    RunAcceptance,
-    ScheduleCalls,
-    ValidateCall,
-)
+from events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
 from events.dispatch import due_commands
 from events.state import RunState
 from events.status import RunStatus
-from events.tool_step import claimable
 from events.types import Event, ModelRequested, RunCreated
 from schemas.envelope import Envelope
-from schemas.inbox import RunRequested
 from schemas.spec import RunSpec
 from services.adapters.store.memory import MemoryEventStore
-from services.adapters.store.port import EventStore
+from services.adapters.store.port import EventStore, Outgoing
+from services.bootstrap import keys_for
 from services.errors import ConcurrencyConflict
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
-from services.handlers.execute import handle_execute_call
+from services.handlers.call import handle_drive_call
 from services.handlers.model import handle_request_model
 from services.handlers.resolve import handle_resolve_call
-from services.handlers.schedule import handle_schedule_calls
-from services.handlers.steps import load
-from services.handlers.validate import handle_validate_call
+from services.handlers.runs import Runs
 from services.keys import Keys
-from services.loops.intake import Intake
 
 TOOL_MODULE = "it_counting_tools"
 EXECUTIONS = "executions.log"
@@ -58,7 +49,7 @@ import time
 import uuid
 from pathlib import Path
 
-from services.adapters.tools.registry import ToolContext, tool
+from services.tools import ToolContext, tool
 
 
 def _count(ctx: ToolContext, name: str) -> None:
@@ -130,45 +121,49 @@ def scripted_spec(
     )
 
 
-def request(run_id: str, spec: RunSpec, workspace: Path) -> RunRequested:
-    return RunRequested(
-        run_id=run_id,
-        request_id=run_id,
-        spec=spec,
-        base_dir=str(workspace.parent),
-        workspace=str(workspace),
-    )
+QUEUE = "it"
 
 
 def create_run(app: App, client: redis.Redis, run_id: str, spec: RunSpec, workspace: Path) -> str:
-    """Append the run's first event the way the intake does."""
-    return Intake(app, client, keys_of(app)).accept(request(run_id, spec, workspace))
+    """Append the run's first event as the intake does, bound to the app's tool set."""
+    created = RunCreated(
+        spec=spec,
+        request_id=run_id,
+        workspace=str(workspace),
+        base_dir=str(workspace.parent),
+        queue=QUEUE,
+        toolset=app.toolset.fingerprint,
+    )
+    app.runs.create(created, run_id, source="intake", causation_id=None)
+    return run_id
 
 
 def keys_of(app: App) -> Keys:
-    return Keys(app.settings.prefix, app.settings.shards)
+    return keys_for(app.settings)
+
+
+def with_store(app: App, store: EventStore) -> App:
+    """The app over another store (a wrapper of the real one), with its own cache."""
+    runs = Runs(store, app.clock, app.outbox, app.locks, app.send)
+    return replace(app, runs=runs)
 
 
 def dispatch(app: App, command: Command) -> None:
     match command:
         case RequestModel(run_id):
             handle_request_model(app, run_id)
-        case ValidateCall(run_id, call_id):
-            handle_validate_call(app, run_id, call_id)
-        case ScheduleCalls(run_id):
-            handle_schedule_calls(app, run_id)
-        case ExecuteCall(run_id, call_id):
-            handle_execute_call(app, run_id, call_id)
+        case DriveCall(run_id, call_id):
+            handle_drive_call(app, run_id, call_id)
         case ResolveCall(run_id, call_id):
             handle_resolve_call(app, run_id, call_id)
         case RunAcceptance(run_id):
             handle_run_acceptance(app, run_id)
 
 
-def scheduled(s: RunState) -> bool:
-    """Running tools, and every call holds its locks (or needs none)."""
-    calls = s.current_turn.calls if s.current_turn else ()
-    return s.status is RunStatus.RUNNING_TOOLS and all(claimable(c) for c in calls)
+def load(app: App, run_id: str) -> RunState:
+    state = app.runs.load(run_id)
+    assert state is not None, f"no run {run_id!r}"
+    return state
 
 
 def drive(
@@ -178,22 +173,26 @@ def drive(
     until: Callable[[RunState], bool] = lambda s: not s.status.live,
     rounds: int = 60,
 ) -> RunState:
-    """Play the reactor: send every due command to its handler until `until` holds."""
+    """Play the pools: hand every due command to its handler until `until` holds."""
     for _ in range(rounds):
-        state = load(app.store, run_id)
-        assert state is not None, f"no run {run_id!r}"
+        state = load(app, run_id)
         if until(state):
             return state
-        commands = due_commands(state, now=app.clock.now())
+        commands = due_commands(state, now=app.clock.now(), redrive=True)
         waited = 0.0
         while not commands and waited < 2.0:  # e.g. a lookup waits for a claim's deadline
             time.sleep(0.1)
             waited += 0.1
-            commands = due_commands(state, now=app.clock.now())
+            commands = due_commands(state, now=app.clock.now(), redrive=True)
         assert commands, f"run {run_id!r} is stuck in {state.status} with nothing due"
         for command in commands:
             dispatch(app, command)
     raise AssertionError(f"run {run_id!r} did not get there in {rounds} rounds")
+
+
+def proposed(s: RunState) -> bool:
+    """The model proposed the turn's calls and nobody has looked at them yet."""
+    return s.status is RunStatus.VALIDATING
 
 
 def executions(workspace: Path) -> Counter[str]:
@@ -219,7 +218,7 @@ class OffsetClock:
 
 
 class RacingStore:
-    """A store whose first append of each gated event type, per thread, waits at a
+    """A store whose first append holding each gated event type, per thread, waits at a
     barrier: every racer has folded the same seq before any of them appends, so
     all but one hit a ConcurrencyConflict. Counts the conflicts it passes on."""
 
@@ -231,15 +230,23 @@ class RacingStore:
         self.conflicts = 0
 
     def append(
-        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+        self,
+        run_id: str,
+        events: Sequence[Envelope[Any]],
+        *,
+        expected_seq: int,
+        live: bool,
+        messages: Sequence[Outgoing] = (),
     ) -> int:
         passed: set[str] = self._passed.__dict__.setdefault("kinds", set())
-        kind = events[0].type
-        if kind in self._gates and kind not in passed:
+        kinds = {e.type for e in events} & set(self._gates)
+        for kind in sorted(kinds - passed):
             passed.add(kind)
             self._gates[kind].wait(timeout=10)
         try:
-            return self._inner.append(run_id, events, expected_seq=expected_seq, live=live)
+            return self._inner.append(
+                run_id, events, expected_seq=expected_seq, live=live, messages=messages
+            )
         except ConcurrencyConflict:
             with self._lock:
                 self.conflicts += 1
@@ -257,9 +264,17 @@ class MirroredStore:
         self.memory = MemoryEventStore()
 
     def append(
-        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+        self,
+        run_id: str,
+        events: Sequence[Envelope[Any]],
+        *,
+        expected_seq: int,
+        live: bool,
+        messages: Sequence[Outgoing] = (),
     ) -> int:
-        seq = self._inner.append(run_id, events, expected_seq=expected_seq, live=live)
+        seq = self._inner.append(
+            run_id, events, expected_seq=expected_seq, live=live, messages=messages
+        )
         self.memory.append(run_id, events, expected_seq=expected_seq, live=live)
         return seq
 
@@ -325,3 +340,71 @@ def batch(run_id: str, first_seq: int, n: int, *, at: float = T0) -> list[Envelo
         )
         for seq in range(first_seq, first_seq + n)
     ]
+
+
+def decoded(messages: Sequence[Outgoing]) -> list[Command]:
+    """The commands the messages carry (the dramatiq message's actor and args)."""
+    actors: dict[str, Callable[..., Command]] = {
+        "request_model": RequestModel,
+        "drive_call": DriveCall,
+        "resolve_call": ResolveCall,
+        "run_acceptance": RunAcceptance,
+    }
+    return [
+        actors[m["actor_name"]](*m["args"])
+        for m in (json.loads(o.data) for o in messages)
+    ]
+
+
+def capturing(app: App, clock: Any = None) -> tuple[App, list[Command]]:
+    """The app with what it sends on its own (not with an append) captured as commands,
+    and, if given, another clock."""
+    sent: list[Command] = []
+
+    def send(messages: Sequence[Outgoing]) -> None:
+        sent.extend(decoded(messages))
+        app.send(messages)
+
+    clock = clock or app.clock
+    runs = Runs(app.store, clock, app.outbox, app.locks, send)
+    return replace(app, runs=runs, clock=clock, send=send), sent
+
+
+def claim_without_running(app: App, run_id: str, call_id: str, *, worker: str) -> RunState:
+    """What a worker that dies right after its claim leaves behind: the turn validated,
+    its locks asked for, the call claimed — and nothing run."""
+    from events.call_step import drive_call, validated
+    from services.handlers.call import _ask_locks
+    from services.handlers.findings import findings
+
+    def gather(s: RunState) -> Any:
+        found = findings(app.toolset, s)
+        v = validated(s, found, known_tools=app.toolset.names, now=app.clock.now())
+        return found, _ask_locks(app, v, call_id)
+
+    step = app.runs.step_with(
+        run_id,
+        gather,
+        lambda s, g: drive_call(
+            s, call_id, findings=g[0], known_tools=app.toolset.names, locks=g[1],
+            worker=worker, now=app.clock.now(),
+        ),
+        source="tools",
+    )  # fmt: skip
+    return step.state
+
+
+def queued(app: App, client: redis.Redis, run_id: str) -> list[Command]:
+    """The commands waiting in the run's task-queue streams (queued with appends or
+    sent on their own), taken out of them."""
+    from events.commands import Pool
+
+    state = load(app, run_id)
+    found: list[Command] = []
+    for pool in Pool:
+        stream = app.outbox.stream(state, pool)
+        entries = client.xrange(stream)
+        found += decoded([Outgoing(stream, fields[b"m"]) for _, fields in entries])
+        if entries:
+            client.xdel(stream, *[entry_id for entry_id, _ in entries])
+    return found

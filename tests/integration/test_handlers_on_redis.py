@@ -5,7 +5,6 @@ for a failure. Executions are counted by the tools themselves."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,28 +17,29 @@ from itkit import (
     event_types,
     executions,
     in_threads,
-    scheduled,
+    load,
+    proposed,
     scripted_spec,
+    with_store,
 )
 
 from events.status import CallStatus, RunStatus
 from services.handlers.app import App
-from services.handlers.execute import handle_execute_call
-from services.handlers.steps import load
+from services.handlers.call import handle_drive_call
 
 
 def running_tools(
     app: App, client: redis.Redis, tools_dir: Path, workspace: Path, *calls: dict[str, Any]
 ) -> str:
-    """A run whose first turn proposed `calls`, validated and ready to execute."""
+    """A run whose first turn proposed `calls`, which nobody has taken yet."""
     spec = scripted_spec([{"tool_use": list(calls)}, {"end_turn": "done"}], tools_dir=tools_dir)
     run_id = create_run(app, client, "run-h", spec, workspace)
-    state = drive(app, run_id, until=scheduled)
-    assert [c.status for c in state.current_turn.calls] == [CallStatus.SCHEDULED] * len(calls)
+    state = drive(app, run_id, until=proposed)
+    assert [c.status for c in state.current_turn.calls] == [CallStatus.PROPOSED] * len(calls)
     return run_id
 
 
-def test_a_redelivered_execute_dispatch_runs_the_tool_once(
+def test_a_redelivered_drive_call_runs_the_tool_once(
     app: App, client: redis.Redis, tools_dir: Path, workspace: Path
 ) -> None:
     run_id = running_tools(
@@ -51,11 +51,11 @@ def test_a_redelivered_execute_dispatch_runs_the_tool_once(
         call("c2", "it_write", key="b", value="2"),
     )
 
-    handle_execute_call(app, run_id, "c1")
-    seq = load(app.store, run_id).seq
-    handle_execute_call(app, run_id, "c1")  # the broker delivered it again
+    handle_drive_call(app, run_id, "c1")
+    seq = load(app, run_id).seq
+    handle_drive_call(app, run_id, "c1")  # the broker delivered it again
 
-    state = load(app.store, run_id)
+    state = load(app, run_id)
     assert state.seq == seq
     assert state.call("c1").status is CallStatus.SUCCEEDED
     assert executions(workspace) == {"c1": 1}
@@ -69,11 +69,11 @@ def test_one_dispatch_delivered_to_two_workers_at_once_runs_the_tool_once(
         app, client, tools_dir, workspace, call("c1", "it_write", key="a", value="1", delay_s=0.2)
     )
     racing = RacingStore(app.store, {"ToolCallStarted": 2})  # both fold before either claims
-    app = replace(app, store=racing)
+    app = with_store(app, racing)
 
-    in_threads(*[lambda: handle_execute_call(app, run_id, "c1")] * 2)
+    in_threads(*[lambda: handle_drive_call(app, run_id, "c1")] * 2)
 
-    state = load(app.store, run_id)
+    state = load(app, run_id)
     assert racing.conflicts == 1
     assert executions(workspace) == {"c1": 1}
     assert state.turns[0].calls[0].status is CallStatus.SUCCEEDED
@@ -95,14 +95,14 @@ def test_two_parallel_calls_of_a_turn_are_both_claimed_and_recorded_despite_conf
     # Both workers fold the same seq before claiming, and again before recording:
     # one of each pair loses the optimistic race and must reload and append again.
     racing = RacingStore(app.store, {"ToolCallStarted": 2, "ToolCallSucceeded": 2})
-    app = replace(app, store=racing)
+    app = with_store(app, racing)
 
     in_threads(
-        lambda: handle_execute_call(app, run_id, "c1"),
-        lambda: handle_execute_call(app, run_id, "c2"),
+        lambda: handle_drive_call(app, run_id, "c1"),
+        lambda: handle_drive_call(app, run_id, "c2"),
     )
 
-    state = load(app.store, run_id)
+    state = load(app, run_id)
     calls = state.turns[0].calls
     assert racing.conflicts >= 2
     assert [c.status for c in calls] == [CallStatus.SUCCEEDED, CallStatus.SUCCEEDED]
@@ -141,7 +141,7 @@ def test_a_late_redelivery_of_a_write_whose_outcome_is_unknown_does_not_run_it_a
     run_id = create_run(app, client, "run-stuck", spec, workspace)
     state = drive(app, run_id)
 
-    handle_execute_call(app, run_id, "c1")
+    handle_drive_call(app, run_id, "c1")
 
-    assert load(app.store, run_id).seq == state.seq
+    assert load(app, run_id).seq == state.seq
     assert executions(workspace) == {"c1": 1}

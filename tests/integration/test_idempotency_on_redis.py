@@ -25,7 +25,10 @@ from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
 from schemas.content import ToolResultBlock
 from schemas.spec import RunSpec
+from services.adapters.tools.toolset import load_toolset
+from services.bootstrap import build_app
 from services.handlers.app import App
+from services.settings import Settings
 
 MODULE = "it_once_tools"
 TOOLS = '''"""Writes for the idempotency tests. Every business effect is counted here, at
@@ -38,7 +41,7 @@ import threading
 import time
 from pathlib import Path
 
-from services.adapters.tools.registry import Lookup, ToolContext, tool
+from services.tools import Lookup, ToolContext, tool
 
 _lock = threading.Lock()
 
@@ -136,6 +139,12 @@ def once_tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("once_tools")
     (folder / f"{MODULE}.py").write_text(TOOLS)
     return folder
+
+
+@pytest.fixture
+def app(settings: Settings, client: redis.Redis, once_tools: Path) -> App:
+    """Workers whose tool set is this file's tools."""
+    return build_app(settings, client, load_toolset([MODULE], [str(once_tools)]))
 
 
 def use(call_id: str, name: str, **args: Any) -> dict[str, Any]:
@@ -278,27 +287,44 @@ def test_a_write_landing_after_its_timeout_is_not_done_twice(
 # --- the same key from two runs, or with another request ---------------------------------
 
 
-@pytest.mark.parametrize(
-    "tool, args",
-    [("place_order", {"order_id": "o2", "qty": 1}), ("restock", {"sku": "A1", "qty": 4})],
-    ids=["named key fields", "default key"],
-)
-def test_the_same_operation_from_two_runs_has_one_side_effect(
-    app: App,
-    client: redis.Redis,
-    once_tools: Path,
-    workspace: Path,
-    tool: str,
-    args: dict[str, Any],
+def test_the_same_business_key_from_two_runs_has_one_side_effect(
+    app: App, client: redis.Redis, once_tools: Path, workspace: Path
 ) -> None:
-    a = start(app, client, "run-a", [[use("c1", tool, **args)], "done"], once_tools, workspace)
-    b = start(app, client, "run-b", [[use("k7", tool, **args)], "done"], once_tools, workspace)
+    args = {"order_id": "o2", "qty": 1}  # place_order names its key: the order id
+    a = start(app, client, "run-a", [[use("c1", "place_order", **args)], "done"], once_tools, workspace)
+    b = start(app, client, "run-b", [[use("k7", "place_order", **args)], "done"], once_tools, workspace)
     assert list(effects(workspace).values()) == [1]
     assert executions(workspace) == Counter({"run-a c1": 1})
     replayed = events_of(app, "run-b", "k7")[-1]
     assert replayed.replay_of == "run-a/c1/1"
     assert replayed.output == call_of(a, "c1").output
     assert call_of(b, "k7").status is CallStatus.SUCCEEDED
+
+
+def test_the_same_unkeyed_write_in_two_runs_is_two_operations(
+    app: App, client: redis.Redis, once_tools: Path, workspace: Path
+) -> None:
+    args = {"sku": "A1", "qty": 2}  # restock names no key fields: its key is scoped to its run
+    a = start(app, client, "run-a", [[use("c1", "restock", **args)], "done"], once_tools, workspace)
+    b = start(app, client, "run-b", [[use("k7", "restock", **args)], "done"], once_tools, workspace)
+    assert executions(workspace) == Counter({"run-a c1": 1, "run-b k7": 1})
+    assert sorted(effects(workspace).values()) == [1, 1], "two tasks, two reservations"
+    assert call_of(a, "c1").op_key != call_of(b, "k7").op_key
+    assert events_of(app, "run-b", "k7")[-1].replay_of is None
+
+
+def test_an_unkeyed_write_retried_in_its_own_run_is_replayed(
+    app: App, client: redis.Redis, once_tools: Path, workspace: Path
+) -> None:
+    args = {"sku": "B2", "qty": 1}
+    s = start(
+        app, client, "run-r",
+        [[use("c1", "restock", **args)], [use("c2", "restock", **args)], "done"],
+        once_tools, workspace,
+    )  # fmt: skip
+    assert executions(workspace) == Counter({"run-r c1": 1})
+    assert events_of(app, "run-r", "c2")[-1].replay_of == "run-r/c1/1"
+    assert call_of(s, "c2").status is CallStatus.SUCCEEDED
 
 
 def test_the_same_key_with_a_different_request_is_refused_as_a_conflict(

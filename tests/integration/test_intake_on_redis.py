@@ -1,6 +1,10 @@
-"""The intake against a real Redis: a malformed inbox entry is moved to the
-rejected stream with a reason naming what is wrong and every original field,
-it is acknowledged, and the intake goes on to accept the good entries after it."""
+"""The intake against a real Redis: a malformed or unservable inbox entry is moved
+to the rejected stream with a reason naming what is wrong and every original
+field, it is acknowledged and deleted, and the intake goes on to accept the good
+entries after it. A request id always names the same run. The intake never
+imports a module a message names: it binds a run to a tool set some worker
+registered. An entry a dead intake held is handled by another; one that keeps
+killing intakes is rejected as poison, not retried forever."""
 
 from __future__ import annotations
 
@@ -10,126 +14,175 @@ from typing import Any
 
 import pytest
 import redis
-from itkit import request, scripted_spec
+from itkit import QUEUE, scripted_spec
 
 from events.status import RunStatus
+from schemas.inbox import RunRequested
+from schemas.json_limits import MAX_MESSAGE_BYTES
+from services.adapters.broker.membership import Membership
+from services.adapters.redis.directory import Directory
 from services.handlers.app import App
-from services.handlers.steps import load
 from services.keys import Keys
-from services.loops.intake import GROUP, Intake, publish
+from services.loops.intake import GROUP, KEEP_FIELD_BYTES, Intake, publish
+
+TTL_S = 2.0
 
 
-def good_request(tools_dir: Path, workspace: Path, run_id: str) -> dict[str, Any]:
+@pytest.fixture
+def intake(app: App, client: redis.Redis, keys: Keys) -> Intake:
+    directory = Directory(client, keys, member_ttl_s=TTL_S)
+    directory.register(QUEUE, app.toolset.fingerprint, app.toolset.manifest())
+    membership = Membership(client, keys.members("intake"), app.worker, ttl_s=TTL_S)
+    return Intake(app, client, keys, directory, membership)
+
+
+def request(app: App, run_id: str, spec: Any, workspace: Path, **more: Any) -> RunRequested:
+    return RunRequested(
+        run_id=run_id, request_id=run_id, spec=spec, base_dir=str(workspace.parent),
+        workspace=str(workspace), queue=QUEUE, **more,
+    )  # fmt: skip
+
+
+def good(app: App, tools_dir: Path, workspace: Path, run_id: str) -> dict[str, Any]:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
-    return json.loads(request(run_id, spec, workspace).model_dump_json())
+    return json.loads(request(app, run_id, spec, workspace).model_dump_json())
 
 
 def with_spec(message: dict[str, Any], **changes: Any) -> dict[str, str]:
-    spec = {**message["spec"], **changes}
-    return {"message": json.dumps({**message, "spec": spec})}
+    return {"message": json.dumps({**message, "spec": {**message["spec"], **changes}})}
 
 
-def bad_entries(
-    tools_dir: Path, workspace: Path, elsewhere: Path
-) -> dict[str, tuple[dict[str, Any], list[str]]]:
+def bad_entries(good: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[str]]]:
     """Malformed entries by name: (the entry's fields, what its reason must name)."""
-    good = good_request(tools_dir, workspace, "run-bad")
-    (elsewhere / "it_broken_tools.py").write_text("raise RuntimeError('exploded on import')\n")
+    nested = "[" * 100_000 + "]" * 100_000
     return {
         "not JSON": ({"message": "{'spec': nope"}, ["not JSON"]),
+        "nested too deep": ({"message": nested}, ["nested 100000 deep", "limit is 64"]),
+        "too big": ({"message": "x" * (MAX_MESSAGE_BYTES + 1)}, ["the limit is 1,048,576"]),
+        "not UTF-8": ({"message": b"\xff\xfe{}"}, ["not UTF-8"]),
+        "not an object": ({"message": "[1, 2]"}, ["a JSON list, not an object"]),
+        "an unknown type": ({"message": '{"type": "DropTables"}'}, ["unknown message type"]),
         "a spec field out of range": (
             with_spec(good, budgets={"max_turns": 0}),
             ["spec.budgets.max_turns", "greater than or equal to 1"],
         ),
         "an unknown spec field": (with_spec(good, tols=["x"]), ["spec.tols", "Extra inputs"]),
         "no message field": ({"body": json.dumps(good)}, ["no 'message' field"]),
-        "a tool module that is not there": (
-            with_spec(good, tools=["it_no_such_module"]),
-            ["tools.0", "cannot import 'it_no_such_module'", "ModuleNotFoundError"],
-        ),
-        "a tool module that fails to import": (
-            with_spec(good, tools=["it_broken_tools"], tool_path=[str(elsewhere)]),
-            ["tools.0", "RuntimeError", "exploded on import"],
+        "modules no worker serves": (
+            with_spec(good, tools=["os"]),
+            ["unknown tool set", "no worker has served queue 'it' with modules ['os']"],
         ),
     }
 
 
-KINDS = [
-    "not JSON",
-    "a spec field out of range",
-    "an unknown spec field",
-    "no message field",
-    "a tool module that is not there",
-    "a tool module that fails to import",
-]
+def rejected(client: redis.Redis, keys: Keys) -> list[dict[bytes, bytes]]:
+    return [f for p in range(keys.inbox_partitions) for _, f in client.xrange(keys.rejected(p))]
+
+
+def pending(client: redis.Redis, keys: Keys) -> int:
+    return sum(
+        client.xpending(keys.inbox(p), GROUP)["pending"] + client.xlen(keys.inbox(p))
+        for p in range(keys.inbox_partitions)
+    )
 
 
 def poll_until(intake: Intake, n: int) -> None:
     handled = 0
-    for _ in range(20):
+    for _ in range(40):
         handled += intake.poll_once(block_ms=100)
         if handled >= n:
             return
     raise AssertionError(f"the intake handled {handled} of {n} entries")
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    "kind",
+    ["not JSON", "nested too deep", "too big", "not UTF-8", "not an object", "an unknown type",
+     "a spec field out of range", "an unknown spec field", "no message field",
+     "modules no worker serves"],
+)  # fmt: skip
 def test_a_malformed_entry_is_rejected_with_its_reason_and_the_next_good_one_accepted(
-    kind: str,
-    app: App,
-    client: redis.Redis,
-    keys: Keys,
-    tools_dir: Path,
-    tmp_path: Path,
+    kind: str, app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path,
     workspace: Path,
-) -> None:
-    fields, reason_names = bad_entries(tools_dir, workspace, tmp_path)[kind]
-    intake = Intake(app, client, keys)
-    bad_id = client.xadd(keys.inbox, fields)
-    client.xadd(keys.inbox, {"message": json.dumps(good_request(tools_dir, workspace, "run-good"))})
+) -> None:  # fmt: skip
+    fields, reason_names = bad_entries(good(app, tools_dir, workspace, "run-bad"))[kind]
+    bad_id = client.xadd(keys.inbox(0), fields)
+    client.xadd(keys.inbox(0), {"message": json.dumps(good(app, tools_dir, workspace, "run-good"))})
 
     poll_until(intake, 2)
 
-    [(_, moved)] = client.xrange(keys.rejected)
+    [moved] = rejected(client, keys)
     reason = moved[b"reason"].decode()
     assert all(name in reason for name in reason_names), reason
-    assert moved[b"entry_id"] == bad_id
-    assert {k: v.encode() for k, v in fields.items()} == {
-        k.decode().removeprefix("field:"): v for k, v in moved.items() if k.startswith(b"field:")
-    }
-    assert load(app.store, "run-bad") is None
-    assert load(app.store, "run-good").status is RunStatus.REQUESTING_MODEL
-    assert client.xpending(keys.inbox, GROUP)["pending"] == 0
+    assert moved[b"entry_id"] == b"0/" + bad_id
+    kept = {k.decode().removeprefix("field:"): v for k, v in moved.items() if k.startswith(b"field:")}
+    original = {k: v if isinstance(v, bytes) else v.encode() for k, v in fields.items()}
+    assert kept == {k: v[:KEEP_FIELD_BYTES] for k, v in original.items()}
+    for k, v in original.items():  # a field too big to keep is cut, and its size said
+        assert moved.get(f"size:{k}".encode()) == (str(len(v)).encode() if len(v) > KEEP_FIELD_BYTES else None)
+    assert app.runs.load("run-bad") is None
+    good_run = app.runs.load("run-good")
+    assert good_run is not None and good_run.status is RunStatus.REQUESTING_MODEL
+    assert (good_run.queue, good_run.toolset) == (QUEUE, app.toolset.fingerprint)
+    assert pending(client, keys) == 0, "every entry acked and gone from the inbox"
 
 
-def test_republishing_a_request_is_a_no_op_and_reusing_its_run_id_is_rejected(
-    app: App, client: redis.Redis, keys: Keys, tools_dir: Path, workspace: Path
+def test_the_same_request_again_is_a_no_op_and_another_under_its_id_is_rejected(
+    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path
 ) -> None:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
-    first = request("run-1", spec, workspace)
-    intake = Intake(app, client, keys)
+    first = request(app, "run-1", spec, workspace)
     publish(client, keys, first)
     publish(client, keys, first)
-    publish(client, keys, first.model_copy(update={"request_id": "someone-else"}))
+    other = spec.model_copy(update={"task": "something else"})
+    publish(client, keys, first.model_copy(update={"spec": other, "run_id": "run-2"}))
 
     poll_until(intake, 3)
 
-    [(_, moved)] = client.xrange(keys.rejected)
-    assert "'run-1' exists already" in moved[b"reason"].decode()
+    [moved] = rejected(client, keys)
+    assert "request_id 'run-1' names run 'run-1' already" in moved[b"reason"].decode()
     assert [e.type for e in app.store.read("run-1")] == ["RunCreated"]
+    assert app.runs.load("run-2") is None
+
+
+def test_a_request_that_names_no_tool_set_is_bound_to_the_one_its_queue_serves(
+    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path
+) -> None:
+    spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
+    run_id = intake.accept(request(app, "run-b", spec, workspace))
+    assert app.runs.load(run_id).toolset == app.toolset.fingerprint  # type: ignore[union-attr]
 
 
 def test_an_entry_taken_by_an_intake_that_died_is_handled_by_another(
-    app: App, client: redis.Redis, keys: Keys, tools_dir: Path, workspace: Path
+    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path
 ) -> None:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
-    intake = Intake(app, client, keys)
-    publish(client, keys, request("run-orphan", spec, workspace))
+    entry = publish(client, keys, request(app, "run-orphan", spec, workspace))
+    part = int(entry.split("/")[0])
     # another intake read it and died before acknowledging it
-    client.xreadgroup(GROUP, "dead-intake", {keys.inbox: ">"}, count=10)
+    client.xreadgroup(GROUP, "dead-intake", {keys.inbox(part): ">"}, count=10)
     assert intake.poll_once(block_ms=10) == 0  # new entries only: it is not seen again
 
     assert intake.reclaim_once(min_idle_ms=0) == 1
 
-    assert load(app.store, "run-orphan") is not None
-    assert client.xpending(keys.inbox, GROUP)["pending"] == 0
+    assert app.runs.load("run-orphan") is not None
+    assert pending(client, keys) == 0
+
+
+def test_an_entry_that_keeps_killing_intakes_is_rejected_as_poison(
+    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path
+) -> None:
+    spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
+    entry = publish(client, keys, request(app, "run-p", spec, workspace))
+    part = int(entry.split("/")[0])
+    client.xreadgroup(GROUP, "dead-1", {keys.inbox(part): ">"}, count=10)
+    for dead in ("dead-2", "dead-3"):  # each takes it over, and dies too
+        client.xautoclaim(keys.inbox(part), GROUP, dead, 0, "0-0")
+    assert intake.poll_once(block_ms=10) == 0  # nothing new; it learns what it owns
+
+    assert intake.reclaim_once(min_idle_ms=0) == 1
+
+    [moved] = rejected(client, keys)
+    assert moved[b"reason"].decode().startswith("poison: delivered 4 times")
+    assert app.runs.load("run-p") is None
+    assert pending(client, keys) == 0

@@ -10,10 +10,10 @@ import pytest
 import redis
 
 from schemas.errors import InvalidSpec
-from services.adapters.ledger.redis_ledger import Ledger
-from services.adapters.tools.registry import REGISTRY
+from services.adapters.ledger.redis_ledger import RedisLedger
 from services.entrypoints.cli.spec_file import parse_spec
 from services.handlers.spec_check import check_spec
+from services.keys import Keys
 
 
 @pytest.fixture
@@ -27,10 +27,11 @@ def prefix(client: redis.Redis) -> Iterator[str]:
 def test_a_done_operation_is_remembered_for_its_keep_time_then_forgotten(
     client: redis.Redis, prefix: str
 ) -> None:
-    ledger = Ledger(client, prefix, keep_s=60)
+    keys = Keys(prefix, 8)
+    ledger = RedisLedger(client, keys, keep_s=60)
     assert ledger.begin("op:1", "req", "run/c1/1", now=1.0).action == "run"
     ledger.finish("op:1", "req", "run/c1/1", {"ok": True}, now=2.0)
-    key = f"{prefix}:{{ledger:op:1}}"
+    key = keys.ledger("op:1")
     assert 0 < client.ttl(key) <= 60
     assert ledger.begin("op:1", "req", "run/c2/1", now=3.0).action == "replay"
     client.delete(key)  # what the expiry does
@@ -38,9 +39,10 @@ def test_a_done_operation_is_remembered_for_its_keep_time_then_forgotten(
 
 
 def test_a_pending_operation_never_expires(client: redis.Redis, prefix: str) -> None:
-    ledger = Ledger(client, prefix, keep_s=60)
+    keys = Keys(prefix, 8)
+    ledger = RedisLedger(client, keys, keep_s=60)
     ledger.begin("op:2", "req", "run/c1/1", now=1.0)
-    assert client.ttl(f"{prefix}:{{ledger:op:2}}") == -1  # an unknown outcome is not forgotten
+    assert client.ttl(keys.ledger("op:2")) == -1  # an unknown outcome is not forgotten
 
 
 def test_a_temperature_in_an_anthropic_spec_is_refused_naming_the_field() -> None:
@@ -52,5 +54,11 @@ def test_a_temperature_in_an_anthropic_spec_is_refused_naming_the_field() -> Non
         }
     )
     with pytest.raises(InvalidSpec) as err:
-        check_spec(spec, None, REGISTRY)
+        check_spec(spec, None)
     assert err.value.field == "model.anthropic.temperature"
+
+
+def test_a_ledger_key_is_a_digest_that_names_no_argument(client: redis.Redis, prefix: str) -> None:
+    keys = Keys(prefix, 8)
+    key = keys.ledger("pay:card-4111-1111-1111-1111")
+    assert "4111" not in key and "pay" not in key.removeprefix(prefix)

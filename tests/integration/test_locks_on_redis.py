@@ -20,22 +20,18 @@ from pathlib import Path
 
 import pytest
 import redis
-from itkit import TOOL_MODULE, call, create_run
+from itkit import TOOL_MODULE, call, create_run, drive, executions, in_threads, load, proposed
 
-from events.commands import ExecuteCall, RequestModel, ScheduleCalls, ValidateCall
-from events.dispatch import due_commands
 from events.lock_step import LockAsk
 from events.locks import Grant, LockTable, Mode, Request, enqueue, expire, release, renew
 from events.status import CallStatus
-from events.tool_step import claim_call
 from schemas.spec import RunSpec
-from services.adapters.locks.redis_locks import LockService
+from services.adapters.locks.redis_locks import RedisLocks
 from services.adapters.redis.local_server import answers, free_port, redis_server_binary
+from services.adapters.store.port import Outgoing
 from services.handlers.app import App
-from services.handlers.model import handle_request_model
-from services.handlers.schedule import handle_schedule_calls, release_call
-from services.handlers.steps import load, run_step
-from services.handlers.validate import handle_validate_call
+from services.handlers.call import handle_drive_call
+from services.keys import Keys
 
 T0 = 1_700_000_000.0
 TICK_S = 0.125  # times on a binary grid: seconds and microseconds are both exact
@@ -62,7 +58,8 @@ class Twin:
 
     def __post_init__(self) -> None:
         # one service per lease length, all on the same lock table
-        self.services = {s: LockService(self.client, self.prefix, lease_s=s) for s in LEASES_S}
+        keys = Keys(self.prefix, 1).locks(0)
+        self.services = {s: RedisLocks(self.client, keys, lease_s=s) for s in LEASES_S}
         self.service = self.services[LEASES_S[0]]
 
     def step(self) -> None:
@@ -89,13 +86,15 @@ class Twin:
                 chosen = self.rng.sample(KEYS, self.rng.randint(1, 3))
                 keys = {k: self.rng.choice((Mode.READ, Mode.WRITE)) for k in chosen}
             self.asked.setdefault(rid, keys)
-            asks.append(LockAsk(rid.split("/")[1], rid, keys))
+            run, call = rid.split("/")[:2]
+            asks.append(LockAsk(run, call, rid, keys))
         already = set(self.table.leases)
         requests = [Request(a.request_id, a.keys, lease_s) for a in asks]
         self.table, grants = enqueue(self.table, requests, now=self.now)
-        reply = self.services[lease_s].enqueue(asks, now=self.now)
-        fresh = [g for g in reply.grants if g.id not in already]
-        again = [g for g in reply.grants if g.id in already]
+        reply = self.services[lease_s].enqueue(asks, [None] * len(asks), now=self.now)
+        given = [g.grant for g in reply.grants]
+        fresh = [g for g in given if g.id not in already]
+        again = [g for g in given if g.id in already]
         self.same_grants(fresh, grants, f"enqueue {asks}")
         # a request asked again while held learns what it holds (the rule grants nothing new)
         for g in again:
@@ -107,7 +106,8 @@ class Twin:
     def release(self) -> None:
         rid = self.pick()
         self.table, grants = release(self.table, rid, now=self.now)
-        self.same_grants(self.service.release(rid, now=self.now).grants, grants, f"release {rid}")
+        released = [g.grant for g in self.service.release([rid], now=self.now).grants]
+        self.same_grants(released, grants, f"release {rid}")
 
     def renew(self) -> None:
         rid = self.pick()
@@ -118,8 +118,8 @@ class Twin:
     def expire(self) -> None:
         self.table, expired, grants = expire(self.table, now=self.now)
         reply = self.service.expire(now=self.now)
-        assert reply.expired == expired, f"expire at {self.now}"
-        self.same_grants(reply.grants, grants, f"expire at {self.now}")
+        assert [h.request_id for h in reply.expired] == expired, f"expire at {self.now}"
+        self.same_grants([g.grant for g in reply.grants], grants, f"expire at {self.now}")
         self.seen.update(expired=len(expired), passed_on=len(grants))
 
     def pick(self) -> str:
@@ -135,21 +135,21 @@ class Twin:
             self.given[s.id] = s
 
     def same_tables(self) -> None:
-        base = f"{self.prefix}:{{locks}}"
+        req, order_key, holders_key, tokens_key, leases_key, _ = Keys(self.prefix, 1).locks(0)
         holders = {
-            k.decode(): json.loads(v) for k, v in self.client.hgetall(f"{base}:holders").items()
+            k.decode(): json.loads(v) for k, v in self.client.hgetall(holders_key).items()
         }
         assert holders == {
             k: {h: str(m) for h, m in hs.items()} for k, hs in self.table.holders.items()
         }
-        tokens = {k.decode(): int(v) for k, v in self.client.hgetall(f"{base}:tokens").items()}
+        tokens = {k.decode(): int(v) for k, v in self.client.hgetall(tokens_key).items()}
         assert tokens == dict(self.table.tokens)
         leases = {
             k.decode(): round(v)
-            for k, v in self.client.zrange(f"{base}:leases", 0, -1, withscores=True)
+            for k, v in self.client.zrange(leases_key, 0, -1, withscores=True)
         }
         assert leases == {k: round(v * 1e6) for k, v in self.table.leases.items()}
-        order = [k.decode() for k in self.client.zrange(f"{base}:order", 0, -1)]
+        order = [k.decode() for k in self.client.zrange(order_key, 0, -1)]
         assert order == list(self.table.requests), "arrival order"
 
 
@@ -171,11 +171,27 @@ def test_the_script_and_the_pure_rule_agree_on_random_schedules(
 
 
 def test_a_redelivered_request_learns_the_grant_it_holds(client: redis.Redis, prefix: str) -> None:
-    locks = LockService(client, prefix, lease_s=5.0)
-    ask = LockAsk("c1", "r/c1/1", {"file:/x": Mode.WRITE})
-    first = locks.enqueue([ask], now=T0).grants
-    again = locks.enqueue([ask], now=T0 + 1).grants
+    locks = RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=5.0)
+    ask = LockAsk("r", "c1", "r/c1/1", {"file:/x": Mode.WRITE})
+    first = locks.enqueue([ask], [None], now=T0).grants
+    again = locks.enqueue([ask], [None], now=T0 + 1).grants
     assert again == first, "the same tokens, not a second grant"
+
+
+def test_a_release_tells_the_waiter_with_the_message_it_left(
+    client: redis.Redis, prefix: str
+) -> None:
+    locks = RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=5.0)
+    first = LockAsk("r1", "c1", "r1/c1/1.0", {"stock:A1": Mode.WRITE})
+    second = LockAsk("r2", "c9", "r2/c9/1.0", {"stock:A1": Mode.WRITE})
+    notice = Outgoing(f"{prefix}:{{3}}:q:default:fp:tools", b'{"m": 1}')
+    assert [g.holder.run_id for g in locks.enqueue([first], [None]).grants] == ["r1"]
+    assert locks.enqueue([second], [notice]).grants == []
+    reply = locks.release([first.request_id])
+    [granted] = reply.grants
+    assert (granted.holder.run_id, granted.holder.call_id) == ("r2", "c9")
+    assert reply.notices() == [notice]
+    assert locks.release(["nobody/c0/1.0"]).grants == []  # a stale release changes nothing
 
 
 # --- a holder killed with SIGKILL --------------------------------------------------------
@@ -209,22 +225,16 @@ import json, sys, time, types
 import redis
 from events.lock_step import LockAsk
 from events.locks import Mode
+from services.adapters.locks.redis_locks import RedisLocks
 from services.clock import SystemClock
-from services.handlers.execute import LeaseKeeper
-from events.status import CallStatus
-from events.tool_step import claim_call
-from schemas.spec import RunSpec
-from services.handlers.app import App
-from services.handlers.model import handle_request_model
-from services.handlers.schedule import handle_schedule_calls, release_call
-from services.handlers.validate import handle_validate_call
-from services.adapters.locks.redis_locks import LockService
+from services.handlers.execution import LeaseKeeper
+from services.keys import Keys
 
 url, prefix, lease_s, resource, fence_key = sys.argv[1:6]
 client = redis.Redis.from_url(url)
-locks = LockService(client, prefix, lease_s=float(lease_s))
-reply = locks.enqueue([LockAsk("c1", "holder/c1/1", {resource: Mode.WRITE})], now=time.time())
-grant = reply.grants[0]
+locks = RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=float(lease_s))
+reply = locks.enqueue([LockAsk("holder", "c1", "holder/c1/1.0", {resource: Mode.WRITE})], [None])
+grant = reply.grants[0].grant
 LeaseKeeper(types.SimpleNamespace(locks=locks, clock=SystemClock()), grant.id).__enter__()
 fence = client.register_script(sys.stdin.read())
 accepted = fence(keys=[fence_key], args=[grant.tokens[resource], "written by the holder"])
@@ -265,16 +275,16 @@ def test_a_killed_holder_loses_its_lock_and_its_late_write_is_refused(
 ) -> None:
     proc, held = holder
     resource = "file:/shared/out.txt"
-    locks = LockService(client, prefix, lease_s=LOCK_LEASE_S)
+    locks = RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=LOCK_LEASE_S)
     fence = FencedStore(client, f"{prefix}:fenced")
     assert held["accepted"] == 1 and fence.value() == "written by the holder"
-    waiting = locks.enqueue([LockAsk("c2", "next/c2/1", {resource: Mode.WRITE})], now=time.time())
+    waiting = locks.enqueue([LockAsk("next", "c2", "next/c2/1.0", {resource: Mode.WRITE})], [None])
     assert waiting.grants == []
 
     # alive for several leases: its own heartbeat keeps the lock
     until = time.monotonic() + 3 * LOCK_LEASE_S
     while time.monotonic() < until:
-        assert locks.expire(now=time.time()).expired == []
+        assert locks.expire().expired == []
         time.sleep(0.05)
 
     proc.send_signal(signal.SIGKILL)
@@ -282,13 +292,13 @@ def test_a_killed_holder_loses_its_lock_and_its_late_write_is_refused(
     killed_at = time.monotonic()
     grants: list[Grant] = []
     while not grants and time.monotonic() - killed_at < LOCK_LEASE_S + 2.0:
-        reply = locks.expire(now=time.time())
-        grants = reply.grants
+        reply = locks.expire()
+        grants = [g.grant for g in reply.grants]
         if not grants:
             time.sleep(0.02)
     passed_after = time.monotonic() - killed_at
-    assert [g.id for g in grants] == ["next/c2/1"], "the lock passed on after the lease"
-    assert reply.expired == [held["id"]]
+    assert [g.id for g in grants] == ["next/c2/1.0"], "the lock passed on after the lease"
+    assert [h.request_id for h in reply.expired] == [held["id"]]
     assert passed_after <= LOCK_LEASE_S + 0.5
     print(f"\nlock passed on {passed_after:.2f}s after SIGKILL (lease {LOCK_LEASE_S}s)")
 
@@ -297,7 +307,7 @@ def test_a_killed_holder_loses_its_lock_and_its_late_write_is_refused(
     assert fence.write("written by the next holder", token)
     assert not fence.write("late write of the dead holder", held["token"]), "stale token refused"
     assert fence.value() == "written by the next holder"
-    assert not locks.renew(held["id"], now=time.time()), "the dead holder's lease is gone"
+    assert not locks.renew(held["id"]), "the dead holder's lease is gone"
 
 
 # --- tokens across a restart of a Redis that persists nothing -----------------------------
@@ -348,12 +358,12 @@ def test_tokens_stay_monotonic_across_a_restart_that_lost_everything(
     resource = "stock:A1"
     before: list[int] = []
     client = ephemeral.start()
-    locks = LockService(client, "p", lease_s=5.0)
+    locks = RedisLocks(client, Keys("p", 1).locks(0), lease_s=5.0)
     for i in range(3):
         rid = f"r/c{i}/1"
-        grant = locks.enqueue([LockAsk(f"c{i}", rid, {resource: Mode.WRITE})], now=time.time())
-        before += [grant.grants[0].tokens[resource]]
-        locks.release(rid, now=time.time())
+        grant = locks.enqueue([LockAsk("r", f"c{i}", rid, {resource: Mode.WRITE})], [None])
+        before += [grant.grants[0].grant.tokens[resource]]
+        locks.release([rid])
     counter = [client.incr("p:plain-counter") for _ in range(3)][-1]
     client.close()
     ephemeral.stop()
@@ -362,10 +372,10 @@ def test_tokens_stay_monotonic_across_a_restart_that_lost_everything(
     try:
         assert client.dbsize() == 0, "the restart lost every key"
         assert client.incr("p:plain-counter") < counter, "a plain INCR goes back"
-        locks = LockService(client, "p", lease_s=5.0)
+        locks = RedisLocks(client, Keys("p", 1).locks(0), lease_s=5.0)
         now = time.time()
-        after = locks.enqueue([LockAsk("c9", "r/c9/1", {resource: Mode.WRITE})], now=now)
-        token = after.grants[0].tokens[resource]
+        after = locks.enqueue([LockAsk("r", "c9", "r/c9/1", {resource: Mode.WRITE})], [None])
+        token = after.grants[0].grant.tokens[resource]
     finally:
         client.close()
     assert before == sorted(set(before))
@@ -374,21 +384,6 @@ def test_tokens_stay_monotonic_across_a_restart_that_lost_everything(
 
 
 # --- the per-run limit at the claim --------------------------------------------------------
-
-
-def schedule_without_running(app: App, run_id: str) -> None:
-    """Play the reactor up to the tool pool: model, validation and lock pool only."""
-    for _ in range(5):
-        state = load(app.store, run_id)
-        assert state is not None
-        for command in due_commands(state, now=app.clock.now()):
-            match command:
-                case RequestModel(r):
-                    handle_request_model(app, r)
-                case ValidateCall(r, c):
-                    handle_validate_call(app, r, c)
-                case ScheduleCalls(r):
-                    handle_schedule_calls(app, r)
 
 
 def test_max_parallel_calls_holds_when_an_earlier_call_gets_its_lock_late(
@@ -403,35 +398,38 @@ def test_max_parallel_calls_holds_when_an_earlier_call_gets_its_lock_late(
             "budgets": {"max_parallel_calls": 1},
             "model": {
                 "scripted": [
-                    {"tool_use": [call("c1", "it_write", key="k", value="1"),
-                                  call("c2", "it_write", key="j", value="2")]},
+                    {"tool_use": [call("c1", "it_write", key="k", value="1", delay_s=0.3),
+                                  call("c2", "it_write", key="j", value="2", delay_s=0.3)]},
                     {"end_turn": "done"},
                 ]
             },
         }
     )  # fmt: skip
     create_run(app, client, "run-l", spec, workspace)
-    app.locks.enqueue([LockAsk("f", "other/f/1", {"kv:k": Mode.WRITE})], now=app.clock.now())
-    schedule_without_running(app, "run-l")
-    state = load(app.store, "run-l")
-    assert state is not None and state.current_turn is not None
-    assert [c.status for c in state.current_turn.calls] == [
+    other = LockAsk("other", "f", "other/f/1", {"kv:k": Mode.WRITE})
+    app.locks.enqueue([other], [None])  # another run holds k
+    drive(app, "run-l", until=proposed)
+    handle_drive_call(app, "run-l", "c1")  # validates both, asks for both locks
+    state = load(app, "run-l")
+    assert [c.status for c in state.current_turn.calls] == [  # type: ignore[union-attr]
         CallStatus.WAITING,
         CallStatus.SCHEDULED,
     ]
-    # the reactor sends ExecuteCall(c2); before a worker claims it, the other run
-    # releases k, c1 is scheduled, and the reactor sends ExecuteCall(c1) as well
-    assert due_commands(state, now=app.clock.now()) == [ExecuteCall("run-l", "c2")]
-    release_call(app, "other/f/1")
-    state = load(app.store, "run-l")
-    assert state is not None
-    assert due_commands(state, now=app.clock.now()) == [ExecuteCall("run-l", "c1")]
-    now = app.clock.now()
-    for call_id in ("c2", "c1"):  # both messages are delivered
-        run_step(
-            app.store, app.clock, "run-l",
-            lambda s, c=call_id: claim_call(s, c, worker="w", now=now), source="tools",
-        )  # fmt: skip
-    state = load(app.store, "run-l")
-    assert state is not None
-    assert len(state.in_flight) <= 1, f"{len(state.in_flight)} calls run at once, limit 1"
+    # before c2's step runs, the other run lets k go: c1 is told, and both steps run at once
+    app.send(app.locks.release([other.request_id]).notices())
+    peak: list[int] = []
+
+    def watch() -> None:
+        until = time.monotonic() + 1.5
+        while time.monotonic() < until:
+            peak.append(len(load(app, "run-l").in_flight))
+            time.sleep(0.01)
+
+    in_threads(
+        lambda: handle_drive_call(app, "run-l", "c2"),
+        lambda: handle_drive_call(app, "run-l", "c1"),
+        watch,
+    )
+    state = drive(app, "run-l")
+    assert max(peak) == 1, "never more calls at once than the run allows"
+    assert state.status.terminal and executions(workspace) == {"c1": 1, "c2": 1}

@@ -1,37 +1,58 @@
-"""What only the Redis adapter promises: the run stream and its shard's feed are
-written by one script, every key of a run carries its shard as a hash tag,
-and a real run's log folds from Redis exactly as it folds in memory."""
+"""What only the Redis adapter promises: the run stream, one feed entry per
+append, the shard's indexes and the commands the append queues are written by
+one script (all or nothing); every key of a run carries its shard as a hash
+tag; and a real run's log folds from Redis exactly as it folds in memory."""
 
 from __future__ import annotations
 
 import threading
 import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import redis
-from itkit import MirroredStore, batch, call, create_run, drive, executions, scripted_spec
+from itkit import (
+    MirroredStore,
+    batch,
+    call,
+    create_run,
+    drive,
+    executions,
+    scripted_spec,
+    with_store,
+)
 from redis.crc import key_slot
 
 from events.fold import fold
 from events.status import RunStatus
+from services.adapters.store.port import Outgoing
 from services.adapters.store.redis_store import RedisEventStore
 from services.errors import ConcurrencyConflict
 from services.handlers.app import App
 from services.keys import Keys
 
 
-def feed_rows(client: redis.Redis, keys: Keys, run_id: str) -> list[tuple[str, int, str]]:
+def feed_rows(client: redis.Redis, keys: Keys, run_id: str) -> list[tuple[str, int, int, str]]:
+    """(run, first seq, last seq, last type) of each feed entry of the run."""
     rows = client.xrange(keys.feed(keys.shard(run_id)))
     return [
-        (f[b"run"].decode(), int(f[b"seq"]), f[b"type"].decode())
+        (f[b"run"].decode(), int(f[b"first"]), int(f[b"seq"]), f[b"type"].decode())
         for _, f in rows
         if f[b"run"].decode() == run_id
     ]
 
 
-def test_every_appended_event_gets_one_feed_entry_naming_run_seq_and_type(
+def appends(logged: list[tuple[str, int, str]], sizes: list[int]) -> list[tuple[str, int, int, str]]:
+    """The feed entries appends of these sizes make of the logged events."""
+    rows, start = [], 0
+    for n in sizes:
+        first, last = logged[start], logged[start + n - 1]
+        rows.append((first[0], first[1], last[1], last[2]))
+        start += n
+    return rows
+
+
+def test_every_append_gets_one_feed_entry_naming_the_run_its_seqs_and_last_type(
     client: redis.Redis, keys: Keys
 ) -> None:
     store = RedisEventStore(client, keys)
@@ -39,8 +60,25 @@ def test_every_appended_event_gets_one_feed_entry_naming_run_seq_and_type(
     store.append("run-a", batch("run-a", 4, 2), expected_seq=3, live=True)
 
     logged = [(e.run_id, e.seq, e.type) for e in store.read("run-a")]
-    assert feed_rows(client, keys, "run-a") == logged
+    assert feed_rows(client, keys, "run-a") == appends(logged, [3, 2])
     assert len(logged) == 5
+
+
+def test_an_append_queues_its_commands_with_it_and_a_refused_one_queues_nothing(
+    client: redis.Redis, keys: Keys
+) -> None:
+    store = RedisEventStore(client, keys)
+    stream = keys.queue(keys.shard("run-a"), "default", "fp", "model")
+    first = batch("run-a", 1, 1)
+    store.append("run-a", first, expected_seq=0, live=True,
+                 messages=[Outgoing(stream, b"first")])  # fmt: skip
+    with pytest.raises(ConcurrencyConflict):
+        store.append("run-a", batch("run-a", 2, 1), expected_seq=0, live=True,
+                     messages=[Outgoing(stream, b"lost race")])  # fmt: skip
+    store.append("run-a", first, expected_seq=0, live=True,
+                 messages=[Outgoing(stream, b"resent")])  # its reply was lost: a no-op
+    assert [f[b"m"] for _, f in client.xrange(stream)] == [b"first"]
+    assert key_slot(stream.encode()) == key_slot(keys.run("run-a").encode())
 
 
 def test_a_refused_or_resent_append_writes_neither_the_run_nor_the_feed(
@@ -55,7 +93,7 @@ def test_a_refused_or_resent_append_writes_neither_the_run_nor_the_feed(
         store.append("run-a", batch("run-a", 2, 1), expected_seq=1, live=True)
 
     assert client.xlen(keys.run("run-a")) == 2
-    assert len(feed_rows(client, keys, "run-a")) == 2
+    assert len(feed_rows(client, keys, "run-a")) == 1
 
 
 def test_racing_appenders_leave_the_feed_in_exactly_the_logs_order(
@@ -87,7 +125,7 @@ def test_racing_appenders_leave_the_feed_in_exactly_the_logs_order(
 
     logged = [(e.run_id, e.seq, e.type) for e in store.read("run-a")]
     assert [seq for _, seq, _ in logged] == list(range(1, len(logged) + 1))
-    assert feed_rows(client, keys, "run-a") == logged
+    assert feed_rows(client, keys, "run-a") == appends(logged, [1] * len(logged))
 
 
 def test_every_key_of_a_run_carries_its_shard_as_a_hash_tag(
@@ -113,7 +151,7 @@ def test_a_real_runs_log_folds_from_redis_exactly_as_in_memory(
     app: App, client: redis.Redis, tools_dir: Path, workspace: Path
 ) -> None:
     mirrored = MirroredStore(app.store)
-    app = replace(app, store=mirrored)
+    app = with_store(app, mirrored)
     spec = scripted_spec(
         [
             {

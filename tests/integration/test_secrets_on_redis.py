@@ -19,7 +19,7 @@ from schemas.spec import RunSpec
 from services.entrypoints.cli import context_cmds, inspect_cmds
 from services.entrypoints.cli.session import Session
 from services.handlers.app import App
-from services.handlers.steps import envelopes
+from services.handlers.runs import envelopes
 from services.keys import Keys
 from services.secrets import LOG_FILTER
 from services.settings import Settings

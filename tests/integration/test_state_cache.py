@@ -13,11 +13,13 @@ import redis
 from itkit import batch
 
 from events.fold import fold
+from services.adapters.broker.outbox import Outbox
+from services.adapters.locks.memory_locks import MemoryLocks
 from services.adapters.store.memory import MemoryEventStore
 from services.adapters.store.port import EventStore, Head, Snapshot, Tail
 from services.adapters.store.redis_store import RedisEventStore
+from services.handlers.runs import Runs
 from services.handlers.state_cache import SNAPSHOT_EVERY, VERSION, StateCache
-from services.handlers.steps import run_step
 from services.keys import Keys
 
 
@@ -145,7 +147,8 @@ def test_a_step_on_a_held_state_that_is_stale_conflicts_and_is_decided_again(
         seen.append(s.seq)
         return [batch("run-a", s.seq + 1, 1)[0].data]
 
-    step = run_step(store, _Clock(), "run-a", decide, source="test", held=stale)
+    runs = Runs(store, _Clock(), Outbox(Keys("t", 8)), MemoryLocks(_Clock(), lease_s=5), lambda m: None)
+    step = runs.step("run-a", decide, source="test", held=stale)
 
     assert seen == [3, 5]
     assert step.state == fold(store.read("run-a")) and step.state.seq == 6

@@ -2,7 +2,7 @@
 under its own key prefix): delivery once, hop latency against dramatiq's stock
 broker, takeover of a SIGKILLed worker's message and dead-lettering after N
 deliveries, dramatiq's middleware (retries, delay, time and age limits,
-shutdown), and the CLI running the inventory example on either broker.
+shutdown), and shards moving between processes as they come and go.
 
 Run as a script, this file is a worker process for the kill test."""
 
@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import dramatiq
 import pytest
@@ -26,10 +27,8 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.message import Message
 
-from services.adapters.broker.streams_broker import StreamsBroker
-from services.errors import ConfigError
+from services.adapters.broker.streams_broker import Route, StreamsBroker
 from services.keys import Keys
-from services.settings import from_env
 
 URL = "redis://127.0.0.1:6379/0"
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,9 +49,29 @@ def prefix(client: redis.Redis) -> Iterator[str]:
         client.delete(key)
 
 
+SHARDS = range(8)
+
+
+def make_broker(client: redis.Redis, prefix: str, **options: Any) -> StreamsBroker:
+    return StreamsBroker(
+        client, Keys(prefix, len(SHARDS)), worker_id=f"w-{uuid.uuid4().hex[:6]}", shards=SHARDS,
+        **{"claim_idle_ms": 1000, "max_deliveries": 2, "member_ttl_s": 0.5, **options},
+    )  # fmt: skip
+
+
+def queue(broker: StreamsBroker, name: str) -> str:
+    """The dramatiq queue name of a test queue (a pool of task queue `name`)."""
+    return broker.route(Route("tools", name, "fp"))
+
+
 @pytest.fixture
 def broker(client: redis.Redis, prefix: str) -> StreamsBroker:
-    return StreamsBroker(client, Keys(prefix, 8), claim_idle_ms=1000, max_deliveries=2)
+    return make_broker(client, prefix)
+
+
+def size(broker: StreamsBroker, name: str) -> int:
+    route = broker.routes[name]
+    return sum(broker.stream(route, s).size() for s in SHARDS)
 
 
 @contextmanager
@@ -65,8 +84,11 @@ def working(broker: dramatiq.Broker, threads: int = 4) -> Iterator[dramatiq.Work
         worker.stop(timeout=5000)
 
 
-def dead_letters(client: redis.Redis, prefix: str, queue: str) -> list[dict[bytes, bytes]]:
-    return [fields for _, fields in client.xrange(Keys(prefix, 8).queue_dead(queue))]
+def dead_letters(broker: StreamsBroker, name: str) -> list[dict[bytes, bytes]]:
+    route = broker.routes[name]
+    return [
+        fields for s in SHARDS for _, fields in broker.client.xrange(broker.stream(route, s).dead)
+    ]
 
 
 def wait_for(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
@@ -81,17 +103,19 @@ def wait_for(predicate, timeout: float = 5.0) -> bool:  # type: ignore[no-untype
 def test_each_message_sent_is_processed_exactly_once(broker: StreamsBroker) -> None:
     seen: list[int] = []
 
-    @dramatiq.actor(broker=broker, queue_name="once")
+    name = queue(broker, "once")
+
+    @dramatiq.actor(broker=broker, queue_name=name)
     def record(n: int) -> None:
         seen.append(n)
 
     with working(broker):
         for n in range(50):
             record.send(n)
-        broker.join("once", timeout=5000)
+        broker.join(name, timeout=5000)
         time.sleep(0.3)  # a duplicate would show up by now
     assert sorted(seen) == list(range(50))
-    assert broker.stream("once").size() == 0
+    assert size(broker, name) == 0
 
 
 def test_an_undecodable_message_is_dead_lettered_with_its_bytes_and_work_goes_on(
@@ -99,24 +123,27 @@ def test_an_undecodable_message_is_dead_lettered_with_its_bytes_and_work_goes_on
 ) -> None:
     seen: list[int] = []
 
-    @dramatiq.actor(broker=broker, queue_name="garbage")
+    name = queue(broker, "garbage")
+
+    @dramatiq.actor(broker=broker, queue_name=name)
     def record(n: int) -> None:
         seen.append(n)
 
     with working(broker):
-        broker.stream("garbage").push(b"\xffnot json")
+        broker.stream(broker.routes[name], 0).push(b"\xffnot json")
         record.send(1)
-        broker.join("garbage", timeout=5000)
+        broker.join(name, timeout=5000)
     assert seen == [1]
-    [dead] = dead_letters(client, prefix, "garbage")
+    [dead] = dead_letters(broker, name)
     assert (dead[b"reason"], dead[b"m"]) == (b"undecodable", b"\xffnot json")
 
 
 def chain_hop_ms(broker: dramatiq.Broker, hops: int = 40, reps: int = 3) -> float:
     """Median per-hop time of a chain where each actor sends the next."""
     done = threading.Event()
+    name = queue(broker, "chain") if isinstance(broker, StreamsBroker) else "chain"
 
-    @dramatiq.actor(broker=broker, queue_name="chain")
+    @dramatiq.actor(broker=broker, queue_name=name)
     def chain(n: int) -> None:
         if n:
             chain.send(n - 1)
@@ -138,7 +165,7 @@ def chain_hop_ms(broker: dramatiq.Broker, hops: int = 40, reps: int = 3) -> floa
 
 def test_a_hop_is_much_faster_than_on_the_stock_broker(client: redis.Redis, prefix: str) -> None:
     stock = chain_hop_ms(RedisBroker(client=client, namespace=f"{prefix}:dramatiq"))
-    streams = chain_hop_ms(StreamsBroker(client, Keys(prefix, 8)))
+    streams = chain_hop_ms(make_broker(client, prefix))
     print(f"\nchain hop median: streams {streams:.2f} ms, stock {stock:.2f} ms")
     assert streams < stock / 2
 
@@ -147,7 +174,8 @@ def test_failures_are_retried_by_dramatiq_and_dead_lettered_when_retries_run_out
     client: redis.Redis, prefix: str, broker: StreamsBroker
 ) -> None:
     attempts = {"flaky": 0, "doomed": 0}
-    opts = {"broker": broker, "queue_name": "retry", "min_backoff": 50, "max_backoff": 100}
+    name = queue(broker, "retry")
+    opts = {"broker": broker, "queue_name": name, "min_backoff": 50, "max_backoff": 100}
 
     @dramatiq.actor(max_retries=3, **opts)
     def flaky() -> None:
@@ -163,9 +191,9 @@ def test_failures_are_retried_by_dramatiq_and_dead_lettered_when_retries_run_out
     with working(broker):
         flaky.send()
         doomed.send()
-        broker.join("retry", timeout=5000)
+        broker.join(name, timeout=5000)
     assert attempts == {"flaky": 3, "doomed": 2}
-    [dead] = dead_letters(client, prefix, "retry")
+    [dead] = dead_letters(broker, name)
     assert dead[b"reason"] == b"nack"
     assert Message.decode(dead[b"m"]).actor_name == "doomed"
 
@@ -173,7 +201,7 @@ def test_failures_are_retried_by_dramatiq_and_dead_lettered_when_retries_run_out
 def test_a_delayed_message_runs_after_its_delay_and_not_before(broker: StreamsBroker) -> None:
     ran_at: list[float] = []
 
-    @dramatiq.actor(broker=broker, queue_name="later")
+    @dramatiq.actor(broker=broker, queue_name=queue(broker, "later"))
     def later() -> None:
         ran_at.append(time.monotonic())
 
@@ -190,14 +218,15 @@ def test_time_and_age_limits_end_in_the_dead_letter_stream(
     client: redis.Redis, prefix: str, broker: StreamsBroker
 ) -> None:
     finished: list[str] = []
+    name = queue(broker, "limits")
 
-    @dramatiq.actor(broker=broker, queue_name="limits", time_limit=200, max_retries=0)
+    @dramatiq.actor(broker=broker, queue_name=name, time_limit=200, max_retries=0)
     def slow() -> None:
         for _ in range(300):  # interruptible: the limit is raised between sleeps
             time.sleep(0.01)
         finished.append("slow")
 
-    @dramatiq.actor(broker=broker, queue_name="limits", max_age=50)
+    @dramatiq.actor(broker=broker, queue_name=name, max_age=50)
     def stale() -> None:
         finished.append("stale")
 
@@ -205,11 +234,9 @@ def test_time_and_age_limits_end_in_the_dead_letter_stream(
     with working(broker):
         slow.send()
         stale.send_with_options(delay=150)
-        broker.join("limits", timeout=5000)
+        broker.join(name, timeout=5000)
     assert finished == []
-    names = sorted(
-        Message.decode(d[b"m"]).actor_name for d in dead_letters(client, prefix, "limits")
-    )
+    names = sorted(Message.decode(d[b"m"]).actor_name for d in dead_letters(broker, name))
     assert names == ["slow", "stale"]
 
 
@@ -219,7 +246,9 @@ def test_a_shutdown_interrupts_the_actor_and_its_message_runs_again_elsewhere(
     runs: list[str] = []
     opts = {"notify_shutdown": True, "max_retries": 1, "min_backoff": 10, "max_backoff": 20}
 
-    @dramatiq.actor(broker=broker, queue_name="stopping", **opts)
+    name = queue(broker, "stopping")
+
+    @dramatiq.actor(broker=broker, queue_name=name, **opts)
     def long_job() -> None:
         runs.append("started")
         for _ in range(500 if len(runs) == 1 else 1):  # only the first run is long
@@ -229,9 +258,9 @@ def test_a_shutdown_interrupts_the_actor_and_its_message_runs_again_elsewhere(
     with working(broker):
         long_job.send()
         assert wait_for(lambda: runs == ["started"])
-    assert broker.stream("stopping").size() == 1  # retried, not lost
+    assert size(broker, name) == 1  # retried, not lost
     with working(broker):
-        broker.join("stopping", timeout=10_000)
+        broker.join(name, timeout=10_000)
     assert runs == ["started", "started", "finished"]
 
 
@@ -262,61 +291,63 @@ def kill(workers: dict[int, subprocess.Popen[str]], pid: int, prefix: str) -> fl
 def test_a_killed_workers_message_moves_on_within_seconds_and_dies_after_n_kills(
     client: redis.Redis, prefix: str
 ) -> None:
-    sender = StreamsBroker(client, Keys(prefix, 8), claim_idle_ms=1000, max_deliveries=2)
+    sender = make_broker(client, prefix)
+    name = queue(sender, "victim")
     workers = {p.pid: p for p in (spawn_worker(prefix), spawn_worker(prefix))}
     try:
         assert all(p.stdout and p.stdout.readline().strip() == "ready" for p in workers.values())
-        sender.enqueue(
-            Message(queue_name="victim", actor_name="hold", args=(), kwargs={}, options={})
-        )
+        sender.enqueue(Message(queue_name=name, actor_name="hold", args=(), kwargs={}, options={}))
         first_pid, _ = next_start(client, prefix)
         # alive and busy past twice the claim idle time, it keeps its message
         assert client.blpop([f"{prefix}:started"], timeout=2.5) is None
         killed_at = kill(workers, first_pid, prefix)
         second_pid, started_at = next_start(client, prefix)
         kill(workers, second_pid, prefix)  # max_deliveries = 2 kills
-        assert wait_for(lambda: dead_letters(client, prefix, "victim"), timeout=10)
+        assert wait_for(lambda: dead_letters(sender, name), timeout=10)
     finally:
         for proc in workers.values():
             proc.kill()
             proc.wait()
     print(f"\nredelivery after SIGKILL: {started_at - killed_at:.2f} s (claim idle 1.0 s)")
     assert second_pid != first_pid and started_at - killed_at < 3.0
-    [dead] = dead_letters(client, prefix, "victim")
+    [dead] = dead_letters(sender, name)
     assert (dead[b"reason"], dead[b"deliveries"]) == (b"deliveries", b"3")
     assert "retries" not in Message.decode(dead[b"m"]).options  # kills spent no retries
     assert client.llen(f"{prefix}:started") == 0  # and it never ran a third time
 
 
-@pytest.mark.parametrize("broker_kind", ["streams", "redis"])
-def test_the_inventory_example_completes_on_either_broker(
-    client: redis.Redis, prefix: str, broker_kind: str, tmp_path: Path
+def test_shards_move_to_the_live_processes_and_each_message_runs_once(
+    client: redis.Redis, prefix: str
 ) -> None:
-    env = {
-        **os.environ,
-        "REDIS_URL": URL,
-        "AGENTLEDGER_PREFIX": prefix,
-        "AGENTLEDGER_BROKER": broker_kind,
-        "AGENTLEDGER_STATE_DIR": str(tmp_path),
-    }
-    args = [sys.executable, "-m", "services.entrypoints.cli.main", "run", "examples/inventory/spec.yaml"]
-    done = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert ": completed" in done.stdout
+    seen: list[tuple[str, int]] = []
+    brokers = [make_broker(client, prefix) for _ in range(2)]
+    for b in brokers:
+        name = queue(b, "spread")
 
+        @dramatiq.actor(broker=b, queue_name=name, actor_name="record")
+        def record(n: int, b: StreamsBroker = b) -> None:
+            seen.append((b.worker_id, n))
 
-def test_an_unknown_broker_is_a_config_error_naming_the_variable() -> None:
-    with pytest.raises(ConfigError) as raised:
-        from_env({"AGENTLEDGER_BROKER": "kafka"})
-    assert raised.value.name == "AGENTLEDGER_BROKER"
+    with working(brokers[0]), working(brokers[1]):
+        time.sleep(0.6)  # both have heard of each other
+        for n in range(40):
+            brokers[0].enqueue(Message(queue_name=name, actor_name="record", args=(n,), kwargs={}, options={}))  # fmt: skip
+        assert wait_for(lambda: len(seen) == 40, timeout=10)
+    assert sorted(n for _, n in seen) == list(range(40)), "each message once"
+    assert {w for w, _ in seen} == {b.worker_id for b in brokers}, "both served some shards"
+    owners = {s: next(w for w, n in seen if brokers[0].keys.shard(str(n)) == s)
+              for s in {brokers[0].keys.shard(str(n)) for n in range(40)}}  # fmt: skip
+    assert all(
+        w == owners[brokers[0].keys.shard(str(n))] for w, n in seen
+    ), "a shard is served by one process at a time"
 
 
 def _victim_worker(url: str, prefix: str) -> None:
     """A worker process whose `hold` actor records its start and then hangs."""
     client = redis.Redis.from_url(url, socket_timeout=30)
-    broker = StreamsBroker(client, Keys(prefix, 8), claim_idle_ms=1000, max_deliveries=2)
+    broker = make_broker(client, prefix)
 
-    @dramatiq.actor(broker=broker, queue_name="victim", actor_name="hold")
+    @dramatiq.actor(broker=broker, queue_name=queue(broker, "victim"), actor_name="hold")
     def hold() -> None:
         client.rpush(f"{prefix}:started", f"{os.getpid()} {time.time()}")
         time.sleep(60)

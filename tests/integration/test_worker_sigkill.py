@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 import redis
-from itkit import call, executions, request, scripted_spec
+from itkit import QUEUE, TOOL_MODULE, call, executions, scripted_spec
 
 from events.state import RunState
 from events.status import RunStatus
 from events.types import ModelRequested
+from schemas.inbox import RunRequested
 from services.adapters.store.redis_store import RedisEventStore
-from services.handlers.steps import load
+from services.adapters.tools.toolset import ToolSet
+from services.handlers.state_cache import cache_for
 from services.keys import Keys
 from services.loops.intake import publish
 
@@ -32,15 +34,16 @@ MODEL_DELAY_S = 1.5
 class Workers:
     """`agentledger workers` processes started by this test, each logging to a file."""
 
-    def __init__(self, env: dict[str, str], logs: Path):
+    def __init__(self, env: dict[str, str], logs: Path, tools_dir: Path):
         self._env = env
         self._logs = logs
+        self._tools = ["--tools", TOOL_MODULE, "--tool-path", str(tools_dir), "--queue", QUEUE]
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> subprocess.Popen[bytes]:
         log = open(self._logs / f"workers-{len(self.procs) + 1}.log", "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "services.entrypoints.cli.main", "workers"],
+            [sys.executable, "-m", "services.entrypoints.cli.main", "workers", *self._tools],
             env=self._env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -69,17 +72,18 @@ class Workers:
 
 
 @pytest.fixture
-def workers(redis_url: str, prefix: str, tmp_path: Path) -> Iterator[Workers]:
+def workers(redis_url: str, prefix: str, tmp_path: Path, tools_dir: Path) -> Iterator[Workers]:
     env = {
         **os.environ,
         "REDIS_URL": redis_url,
         "AGENTLEDGER_PREFIX": prefix,
         "AGENTLEDGER_LEASE_S": "1",
         "AGENTLEDGER_SWEEP_INTERVAL_S": "0.2",
+        "AGENTLEDGER_MEMBER_TTL_S": "1",
         "AGENTLEDGER_STATE_DIR": str(tmp_path / "state"),
         "PYTHONUNBUFFERED": "1",
     }
-    pool = Workers(env, tmp_path)
+    pool = Workers(env, tmp_path, tools_dir)
     try:
         yield pool
     finally:
@@ -104,6 +108,7 @@ def test_a_run_survives_its_worker_killed_mid_model_call_and_no_tool_runs_twice(
     keys: Keys,
     workers: Workers,
     tools_dir: Path,
+    toolset: ToolSet,
     workspace: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -128,10 +133,13 @@ def test_a_run_survives_its_worker_killed_mid_model_call_and_no_tool_runs_twice(
         tools_dir=tools_dir,
     )
     first = workers.start()
-    publish(client, keys, request("run-kill", spec, workspace))
+    publish(client, keys, RunRequested(
+        run_id="run-kill", request_id="run-kill", spec=spec, base_dir=str(workspace.parent),
+        workspace=str(workspace), queue=QUEUE, toolset=toolset.fingerprint,
+    ))  # fmt: skip
 
     def second_model_call_in_flight() -> RunState | None:
-        s = load(store, "run-kill")
+        s = cache_for(store).load("run-kill")
         in_flight = s is not None and s.turns_used == 1 and s.model_claim_deadline is not None
         return s if in_flight else None
 
@@ -141,20 +149,20 @@ def test_a_run_survives_its_worker_killed_mid_model_call_and_no_tool_runs_twice(
     os.kill(first.pid, signal.SIGKILL)
     killed_at = time.monotonic()
     first.wait(timeout=10)
-    assert load(store, "run-kill").seq == claimed.seq  # it died before the reply was recorded
+    assert cache_for(store).load("run-kill").seq == claimed.seq  # it died before the reply was recorded
     assert executions(workspace) == {"c1": 1, "c2": 1}
 
     workers.start()
     moved = wait_for(
         "the run to move on",
-        lambda: (s := load(store, "run-kill")) and (s if s.seq > claimed.seq else None),
+        lambda: (s := cache_for(store).load("run-kill")) and (s if s.seq > claimed.seq else None),
         timeout=RECOVERY_LIMIT_S + 5,
         workers=workers,
     )
     recovery_s = time.monotonic() - killed_at
     final = wait_for(
         "the run to end",
-        lambda: (s := load(store, "run-kill")) and (None if s.status.live else s),
+        lambda: (s := cache_for(store).load("run-kill")) and (None if s.status.live else s),
         timeout=20,
         workers=workers,
     )

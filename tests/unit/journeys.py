@@ -286,7 +286,7 @@ def reach(status: RunStatus) -> Log:
 ENDINGS: dict[str, Event] = {
     "RunFailed": RunFailed(reason="operator", detail="an operator stopped it"),
     "RunBudgetExhausted": RunBudgetExhausted(budget="turns", used=1, limit=1, detail="out"),
-    "RunEscalated": RunEscalated(reason="operator", detail="a human asked to look"),
+    "RunEscalated": RunEscalated(reason="refusal", detail="a human asked to look"),
 }
 
 
@@ -509,6 +509,27 @@ def locks_waited_granted_and_lost() -> Log:
     return log
 
 
+def leases_lost_while_waiting_for_a_human_and_cancelling() -> Log:
+    """A running call keeps its locks by renewing them; one that stops renewing loses
+    them whatever the run is doing meanwhile (waiting for a person, cancelling)."""
+    log = Log.created()
+    do_model_turn(log, use("w", "write_file", path="x"), use("v", "write_file", path="y"))
+    do_validate(log, "w", writes=["file:x"])
+    do_validate(log, "v", writes=["file:y"])
+    for call_id, key in (("w", "file:x"), ("v", "file:y")):
+        request = request_id(log.s, log.call(call_id))
+        log.decide(record_lock, call_id, request=request, tokens={key: 1}, lease_until=log.now + 30)
+        do_claim(log, call_id)
+    do_finish(log, "w", TimedOut(after_s=10.0))  # an unknown write: a person must look
+    assert log.s.status is R.AWAITING_HUMAN
+    request = log.call("v").lock_request or ""
+    log.decide(record_lease_expired, "v", request=request)
+    do_cancel(log)
+    log.decide(record_lease_expired, "v", request=request)
+    do_finish(log, "v", Stopped(requested_at=log.s.cancel_requested_at or 0.0, killed=False))
+    return log
+
+
 def unknown_writes_resolved_by_lookup() -> Log:
     """Idempotent writes, only so that their rows of the tables are exercised: a
     write whose outcome is unknown is looked up instead of escalated."""
@@ -553,6 +574,10 @@ JOURNEYS: dict[str, tuple[Callable[[], Log], RunStatus]] = {
     "reply_while_cancelling_by_hand": (reply_while_cancelling_by_hand, R.CANCELLED),
     "cancelled_while_waiting": (cancelled_while_waiting, R.CANCELLED),
     "locks_waited_granted_and_lost": (locks_waited_granted_and_lost, R.RUNNING_TOOLS),
+    "leases_lost_while_waiting_for_a_human_and_cancelling": (
+        leases_lost_while_waiting_for_a_human_and_cancelling,
+        R.CANCELLED,
+    ),
     "unknown_writes_resolved_by_lookup": (unknown_writes_resolved_by_lookup, R.REQUESTING_MODEL),
     **{
         f"{ending}_from_{status}": (ended_from(status, ending), to)

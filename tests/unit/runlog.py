@@ -4,7 +4,7 @@ run's log under construction. `Log` wraps events in envelopes with consecutive
 appended) and records every run and call move it sees, which is how the
 transition tests prove that each table row is exercised.
 
-`Log.decide` is load → decide → append as `services.handlers.steps.run_step` does it:
+`Log.decide` is load → decide → append as `services.handlers.runs.Runs.step` does it:
 the decision's events, then in the same batch the follow-ups they make due
 (`events.settle`: a cancelled run with nothing left running is cancelled, a
 streak of identical failures goes to a human). `Log.append` writes events by
@@ -27,7 +27,7 @@ from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import Outcome, Succeeded, claim_call, record_outcome
 from events.types import Event, FieldError, ModelRequested, RunCreated, StopReason
-from events.validation_step import validate_call
+from events.validation_step import Finding, validate_call
 from schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec, ToolSpec
@@ -217,17 +217,16 @@ def do_validate(
     **contract: Any,
 ) -> list[Event]:
     """The validator's decision; `contract` passes further findings on (op_key…)."""
-    return log.decide(
-        validate_call,
-        call_id,
+    found = Finding(
         tool=TOOLS.get(log.call(call_id).name),
-        known_tools=sorted(TOOLS),
-        field_errors=field_errors,
-        reads=reads,
-        writes=writes,
-        needs_approval=needs_approval,
-        now=log.at(now),
+        field_errors=tuple(field_errors),
+        reads=tuple(reads),
+        writes=tuple(writes),
+        approval=needs_approval,
         **contract,
+    )
+    return log.decide(
+        validate_call, call_id, found=found, known_tools=sorted(TOOLS), now=log.at(now)
     )
 
 

@@ -63,7 +63,7 @@ from events.types import (
     ToolCallValidated,
     ToolError,
 )
-from events.validation_step import validate_call
+from events.validation_step import Finding, validate_call
 from schemas.content import ContentBlock, Usage
 
 R = RunStatus
@@ -180,7 +180,7 @@ random_events: st.SearchStrategy[Event] = st.one_of(
         limit=st.integers(1, 4),
         detail=words,
     ),
-    st.builds(RunEscalated, reason=words, detail=words),
+    st.builds(RunEscalated, reason=st.sampled_from(["repeated_failure", "refusal", "outcome_unknown"]), detail=words),
     st.builds(RunTimedOut, limit_s=st.just(60.0), elapsed_s=st.just(61.0), detail=words),
     st.builds(RunCancelRequested, by=people, source=st.sampled_from(["cli", "inbox"])),
     st.builds(RunCancelled, requested_at=times, by=people, side_effects=st.just(()), detail=words),
@@ -282,14 +282,9 @@ def decision(data: st.DataObject, state: RunState, now: float) -> Decision:
             bad = data.draw(st.sampled_from([()] * 4 + [(FieldError(loc="path", msg="required"),)]))
             ask = data.draw(st.sampled_from([None] * 3 + ["writes need a person"]), label="ask")
             tool = TOOLS.get(call.name) if call else None
+            found = Finding(tool=tool, field_errors=bad, approval=ask)
             return lambda s: validate_call(
-                s,
-                call_id,
-                tool=tool,
-                known_tools=sorted(TOOLS),
-                field_errors=bad,
-                needs_approval=ask,
-                now=now,
+                s, call_id, found=found, known_tools=sorted(TOOLS), now=now
             )
         case "claim":
             return lambda s: claim_call(s, call_id, worker="w", now=now)

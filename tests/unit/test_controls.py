@@ -171,7 +171,7 @@ def test_after_a_reply_to_an_unknown_write_with_nothing_left_the_model_is_asked(
 
 def test_a_reply_to_a_run_escalated_before_any_turn_is_refused_or_recorded() -> None:
     log = Log.created()
-    log.append(RunEscalated(reason="operator", detail="look first"))
+    log.append(RunEscalated(reason="refusal", detail="look first"))
     try:
         log.decide(controls.reply, by="dana", text="go")
     except ControlRefused:

@@ -1,6 +1,7 @@
 """Given a run's folded state, which commands are due: one per step some worker
 can take now, none while a live claim holds the step, none once the run waits
-for a human or has ended."""
+for a human or has ended; and what a writer sends after its batch: only what
+the batch made due."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from runlog import (
 )
 
 from events.acceptance_step import start_acceptance
-from events.commands import ExecuteCall, RequestModel, RunAcceptance, ValidateCall
-from events.dispatch import due_commands
+from events.commands import DriveCall, RequestModel, RunAcceptance
+from events.dispatch import due_commands, new_commands
 from events.model_step import request_model
 from events.status import RunStatus
 from events.ticks import on_tick
@@ -41,14 +42,14 @@ def test_a_live_model_claim_makes_nothing_due_until_its_deadline() -> None:
     assert due_commands(log.s, now=T0 + LEASE_S) == [RequestModel(RUN_ID)]
 
 
-def test_a_validating_run_is_due_a_validation_per_undecided_call() -> None:
+def test_a_validating_run_is_due_one_step_that_validates_the_whole_turn() -> None:
     log = Log.created()
     do_model_turn(log, use("a"), use("b"), use("c"))
     do_validate(log, "b")
-    assert due_commands(log.s, now=T0) == [ValidateCall(RUN_ID, "a"), ValidateCall(RUN_ID, "c")]
+    assert due_commands(log.s, now=T0) == [DriveCall(RUN_ID, "a")]
 
 
-def test_a_run_running_tools_is_due_an_execution_per_claimable_call() -> None:
+def test_a_run_running_tools_is_due_a_step_per_claimable_call() -> None:
     log = Log.created()
     do_model_turn(log, use("a"), use("b"), use("c"))
     for call_id in "abc":
@@ -56,7 +57,45 @@ def test_a_run_running_tools_is_due_an_execution_per_claimable_call() -> None:
     do_claim(log, "a")  # claimed: not due
     do_claim(log, "b")
     do_finish(log, "b", Succeeded(output=1))  # done: not due
-    assert due_commands(log.s, now=T0) == [ExecuteCall(RUN_ID, "c")]
+    assert due_commands(log.s, now=T0) == [DriveCall(RUN_ID, "c")]
+
+
+def test_calls_that_need_locks_are_due_one_step_that_asks_for_the_turns_locks() -> None:
+    log = Log.created()
+    do_model_turn(log, use("a"), use("w", "write_file", path="x"), use("v", "write_file", path="y"))
+    do_validate(log, "a")
+    do_validate(log, "w", writes=["file:x"])
+    do_validate(log, "v", writes=["file:y"])
+    assert due_commands(log.s, now=T0) == [DriveCall(RUN_ID, "w"), DriveCall(RUN_ID, "a")]
+
+
+def test_a_writer_sends_only_what_its_batch_made_due() -> None:
+    log = Log.created()
+    do_model_turn(log, use("a"), use("b"))
+    for call_id in "ab":
+        do_validate(log, call_id)
+    before = log.s
+    do_claim(log, "a")
+    assert new_commands(before, log.s, now=T0) == []  # b was due already
+    before = log.s
+    do_finish(log, "a", Succeeded(output=1))
+    assert new_commands(before, log.s, now=T0) == []  # b still runs: the turn is not over
+    do_claim(log, "b")
+    before = log.s
+    do_finish(log, "b", Succeeded(output=2))
+    assert new_commands(before, log.s, now=T0) == [RequestModel(RUN_ID)]
+
+
+def test_a_run_with_one_call_at_a_time_sends_the_next_when_the_first_ends() -> None:
+    log = Log.created(budgets={"max_parallel_calls": 1})
+    do_model_turn(log, use("a"), use("b"))
+    for call_id in "ab":
+        do_validate(log, call_id)
+    do_claim(log, "a")
+    assert due_commands(log.s, now=T0) == []
+    before = log.s
+    do_finish(log, "a", Succeeded(output=1))
+    assert new_commands(before, log.s, now=T0) == [DriveCall(RUN_ID, "b")]
 
 
 def test_a_read_whose_claim_expired_is_due_again() -> None:
@@ -68,10 +107,7 @@ def test_a_read_whose_claim_expired_is_due_again() -> None:
     do_claim(log, "b")
     deadline = log.s.call("a").claim_deadline  # type: ignore[union-attr]
     log.decide(on_tick, now=deadline)
-    assert due_commands(log.s, now=deadline) == [
-        ExecuteCall(RUN_ID, "a"),
-        ExecuteCall(RUN_ID, "b"),
-    ]
+    assert due_commands(log.s, now=deadline) == [DriveCall(RUN_ID, "a"), DriveCall(RUN_ID, "b")]
 
 
 def test_an_accepting_run_is_due_acceptance_unless_a_live_claim_holds_it() -> None:

@@ -1,6 +1,6 @@
 """Properties of the fold over generated logs. Logs are grown step by step: most
 steps are decisions a worker, the sweeper or a person could take, appended
-with the follow-ups `services.handlers.steps.run_step` adds in the same batch
+with the follow-ups `services.handlers.runs.Runs.step` adds in the same batch
 (`events.settle`), so logs get deep; some are random events with plausible
 fields, and a few envelopes get a wrong seq or run id. The fold is total:
 every log folds into a state or is refused with IllegalTransition or

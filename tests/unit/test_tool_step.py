@@ -28,7 +28,7 @@ from events.types import (
     ToolCallValidated,
     ToolError,
 )
-from events.validation_step import validate_call
+from events.validation_step import Finding, validate_call
 
 R, C = RunStatus, CallStatus
 
@@ -76,10 +76,9 @@ def test_a_valid_call_carries_the_tools_execution_contract() -> None:
     events = log.decide(
         validate_call,
         "a",
-        tool=TOOLS["write_file"],
+        found=Finding(tool=TOOLS["write_file"], writes=("file:y",)),
         known_tools=sorted(TOOLS),
-        field_errors=[],
-        writes=["file:y"],
+        now=T0,
     )
     assert events == [
         ToolCallValidated(call_id="a", read_only=False, writes=("file:y",), timeout_s=10.0)

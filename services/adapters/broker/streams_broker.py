@@ -1,25 +1,21 @@
-"""A dramatiq broker on Redis Streams: one stream per queue read by one consumer
-group, so a hop is a blocking XREADGROUP (no polling back-off), a message is
-acked (XACK + XDEL) after it ran, a dead worker's messages are taken over
-within `claim_idle_ms`, and a message delivered `max_deliveries` times without
-an ack is dead-lettered. Kills count deliveries, never dramatiq's retries.
+"""A dramatiq broker on Redis Streams, partitioned by shard. Each dramatiq queue is
+one pool of one task queue for one tool set (`pool.queue.toolset`); its
+messages live in one stream per shard (`al:{7}:q:<queue>:<toolset>:<pool>`), so
+the writer of a run's step queues the next command in the same script as its
+append, and a process reads only the shards it owns (`membership`). A hop is a
+blocking XREADGROUP (no polling back-off); a message is acked (XACK + XDEL)
+after it ran; a dead worker's messages are taken over within `claim_idle_ms`;
+a message delivered `max_deliveries` times without an ack is dead-lettered.
+Kills count deliveries, never dramatiq's retries.
 
 Delayed messages (dramatiq's `delay`, which Retries uses for its back-off) wait
-in a sorted set per queue and join the stream when due; there are no `.DQ`
-queues. The client must return bytes (redis-py's default).
-
-A sender with many messages at once (the reactor) wraps its sends in
-`batched()`: they go out in one pipeline, one round trip, when the block ends."""
+in a sorted set per stream and join the stream when due. The client must
+return bytes (redis-py's default)."""
 
 from __future__ import annotations
 
-import os
-import socket
-import threading
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import dataclass
 
 import dramatiq
 import redis
@@ -27,9 +23,28 @@ from dramatiq.errors import QueueJoinTimeout
 from dramatiq.message import Message
 from dramatiq.middleware import Middleware
 
+from services.adapters.broker.membership import Membership
+from services.adapters.broker.outbox import queue_name
 from services.adapters.broker.streams_consumer import StreamsConsumer
 from services.adapters.broker.streams_queue import StreamQueue
 from services.keys import Keys
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """What a dramatiq queue name stands for."""
+
+    pool: str
+    queue: str
+    toolset: str
+
+    @property
+    def name(self) -> str:
+        return queue_name(self.pool, self.queue, self.toolset)
+
+    @property
+    def group(self) -> str:
+        return f"{self.queue}:{self.toolset}:{self.pool}"
 
 
 class StreamsBroker(dramatiq.Broker):
@@ -38,85 +53,103 @@ class StreamsBroker(dramatiq.Broker):
         client: redis.Redis,
         keys: Keys,
         *,
+        worker_id: str,
+        shards: range,
         claim_idle_ms: int = 3000,
         max_deliveries: int = 3,
+        member_ttl_s: float = 2.0,
         middleware: list[Middleware] | None = None,
     ) -> None:
         super().__init__(middleware=middleware)
         self.client = client
         self.keys = keys
+        self.worker_id = worker_id
+        self.shards = shards
         self.claim_idle_ms = claim_idle_ms
         self.max_deliveries = max_deliveries
+        self.member_ttl_s = member_ttl_s
         self.queues: set[str] = set()
+        self.routes: dict[str, Route] = {}
         self._streams: dict[str, StreamQueue] = {}
-        self._id = uuid.uuid4().hex[:8]
-        self._batch = threading.local()
+        self._members: dict[str, Membership] = {}
 
-    def stream(self, queue_name: str) -> StreamQueue:
-        """The Redis side of a queue, declared or not (senders need not declare)."""
-        queue = self._streams.get(queue_name)
+    def route(self, route: Route) -> str:
+        """Say what a queue name stands for, before its actors are declared."""
+        self.routes[route.name] = route
+        return route.name
+
+    def stream(self, route: Route, shard: int) -> StreamQueue:
+        key = self.keys.queue(shard, route.queue, route.toolset, route.pool)
+        queue = self._streams.get(key)
         if queue is None:
-            queue = self._streams[queue_name] = StreamQueue(
-                self.client, self.keys, queue_name, self.claim_idle_ms, self.max_deliveries
+            queue = self._streams[key] = StreamQueue(
+                self.client, key, self.claim_idle_ms, self.max_deliveries
             )
         return queue
 
+    def membership(self, route: Route) -> Membership:
+        found = self._members.get(route.group)
+        if found is None:
+            key = self.keys.members(route.group)
+            found = self._members[route.group] = Membership(
+                self.client, key, self.worker_id, ttl_s=self.member_ttl_s
+            )
+        return found
+
     def declare_queue(self, queue_name: str) -> None:
+        if queue_name not in self.routes:
+            raise ValueError(f"queue {queue_name!r} was not routed before it was declared")
         if queue_name not in self.queues:
             self.emit_before("declare_queue", queue_name)
             self.queues.add(queue_name)
-            self.stream(queue_name)
             self.emit_after("declare_queue", queue_name)
 
     def get_declared_queues(self) -> set[str]:
         return set(self.queues)
 
     def enqueue(self, message: Message, *, delay: int | None = None) -> Message:  # type: ignore[type-arg]
+        """A message sent through dramatiq itself (a retry): to its run's shard."""
         self.emit_before("enqueue", message, delay)
-        queue = self.stream(message.queue_name)
-        pending: list[tuple[str, bytes]] | None = getattr(self._batch, "pending", None)
+        route = self.routes[message.queue_name]
+        queue = self.stream(route, self.keys.shard(str(message.args[0])) if message.args else 0)
         if delay:
             queue.push_later(message.encode(), time.time() * 1000 + delay)
-        elif pending is not None:
-            pending.append((queue.stream, message.encode()))
         else:
             queue.push(message.encode())
         self.emit_after("enqueue", message, delay)
         return message
 
-    @contextmanager
-    def batched(self) -> Iterator[None]:
-        """Messages sent by this thread inside the block are pushed together at its end."""
-        if getattr(self._batch, "pending", None) is not None:
-            yield  # already inside a batch: its end pushes these too
-            return
-        self._batch.pending = pending = []
-        try:
-            yield
-        finally:
-            self._batch.pending = None
-            if pending:
-                with self.client.pipeline(transaction=False) as pipe:
-                    for stream, data in pending:
-                        pipe.xadd(stream, {"m": data})
-                    pipe.execute()
-
     def consume(self, queue_name: str, prefetch: int = 1, timeout: int = 5000) -> StreamsConsumer:
-        name = f"{socket.gethostname()}:{os.getpid()}:{self._id}"
-        return StreamsConsumer(self.stream(queue_name), name, prefetch=prefetch, timeout_ms=timeout)
+        route = self.routes[queue_name]
+        return StreamsConsumer(
+            self.client,
+            self.membership(route),
+            lambda shard: self.stream(route, shard),
+            lambda: self.shards,
+            prefetch=prefetch,
+            timeout_ms=timeout,
+            claim_idle_ms=self.claim_idle_ms,
+        )
+
+    def leave(self) -> None:
+        for m in self._members.values():
+            m.leave()
 
     def flush(self, queue_name: str) -> None:
         """Drop a queue's messages: queued, in flight, delayed and dead."""
-        self.stream(queue_name).flush()
+        route = self.routes[queue_name]
+        for shard in self.shards:
+            self.stream(route, shard).flush()
 
     def flush_all(self) -> None:
-        for queue_name in self.queues:
-            self.flush(queue_name)
+        for name in self.queues:
+            self.flush(name)
 
     def join(self, queue_name: str, *, interval: int = 50, timeout: int | None = None) -> None:
         """Wait until every message of the queue, delayed ones too, is acked or dead."""
+        route = self.routes[queue_name]
         deadline = None if timeout is None else time.monotonic() + timeout / 1000
-        while self.stream(queue_name).size() > 0:
+        while sum(self.stream(route, s).size() for s in self.shards) > 0:
             if deadline is not None and time.monotonic() >= deadline:
                 raise QueueJoinTimeout(queue_name)
             time.sleep(interval / 1000)

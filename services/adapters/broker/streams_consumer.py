@@ -1,11 +1,13 @@
-"""The dramatiq Consumer over one `StreamQueue`: blocking XREADGROUP for up to
-`prefetch` messages in hand, a tick (promote due delayed messages, heartbeat
-what we hold, take over idle entries) at least every quarter of the claim idle
-time, and ack / nack / requeue by stream entry id.
+"""The dramatiq Consumer of one pool of a task queue: it reads the streams of the
+shards this process owns (`membership`), with one blocking XREADGROUP over all
+of them; acks ride on the next read (a redelivered message is a no-op, so an
+ack a kill lost costs nothing); a tick — heartbeat, ownership, promotion of due
+delayed messages, our own entries re-claimed, idle ones taken over — runs at
+least every quarter of the claim idle time, pipelined over the owned streams.
 
 dramatiq's ConsumerThread calls `__next__` in a loop and hands messages to
-worker threads, which call `ack` / `nack` from their own threads: the set of
-held entry ids is the only shared state and sits behind a lock."""
+worker threads, which call `ack` / `nack` from their own threads: the held
+entries and the acks to send are the shared state and sit behind a lock."""
 
 from __future__ import annotations
 
@@ -13,15 +15,18 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import redis
 from dramatiq.broker import Consumer, MessageProxy
 from dramatiq.errors import ConnectionClosed, DecodeError
 from dramatiq.message import Message
+from redis.exceptions import NoScriptError
 
-from services.adapters.broker.streams_queue import Entry, StreamQueue
+from services.adapters.broker.membership import Membership
+from services.adapters.broker.streams_queue import GROUP, TICK_LUA, Entry, StreamQueue, tick_reply
 
 log = logging.getLogger(__name__)
 
@@ -29,21 +34,38 @@ log = logging.getLogger(__name__)
 class StreamMessage(MessageProxy):
     """A delivered message and where it came from."""
 
-    def __init__(self, message: Message, entry_id: str, deliveries: int) -> None:  # type: ignore[type-arg]
+    def __init__(self, message: Message, queue: StreamQueue, entry_id: str, deliveries: int) -> None:  # type: ignore[type-arg]
         super().__init__(message)
+        self.queue = queue
         self.entry_id = entry_id
         self.deliveries = deliveries  # 1 on first delivery; each takeover adds one
 
 
 class StreamsConsumer(Consumer):
-    def __init__(self, queue: StreamQueue, name: str, *, prefetch: int, timeout_ms: int) -> None:
-        self.queue = queue
-        self.name = name
+    def __init__(
+        self,
+        client: redis.Redis,
+        membership: Membership,
+        stream_of: Callable[[int], StreamQueue],
+        shards: Callable[[], range],
+        *,
+        prefetch: int,
+        timeout_ms: int,
+        claim_idle_ms: int,
+    ) -> None:
+        self.client = client
+        self.membership = membership
+        self.name = membership.me
+        self._stream_of = stream_of
+        self._shards = shards
         self.prefetch = prefetch
         self.timeout_ms = timeout_ms
-        self.tick_s = min(timeout_ms, queue.claim_idle_ms / 4) / 1000
+        self.tick_s = claim_idle_ms / 4 / 1000  # heartbeat, ownership, takeovers
+        self._owned: list[StreamQueue] = []
+        self._by_stream: dict[str, StreamQueue] = {}
         self._ready: deque[StreamMessage] = deque()
-        self._held: set[str] = set()
+        self._held: dict[str, StreamQueue] = {}  # entry id -> where it came from
+        self._acks: list[tuple[StreamQueue, str]] = []
         self._lock = threading.Lock()
         self._freed = threading.Event()
         self._next_tick = 0.0  # time.monotonic()
@@ -63,19 +85,76 @@ class StreamsConsumer(Consumer):
                 return
         self._freed.clear()
         free = self._free_slots()
-        if free <= 0:
+        if free <= 0 or not self._owned:
+            self._flush_acks()
             self._freed.wait(self.tick_s)  # an ack frees a slot and wakes us
             return
-        self._accept(self.queue.read(self.name, count=free, block_ms=self._block_ms()))
+        self._read(free)
+
+    def _read(self, count: int) -> None:
+        streams = {q.stream: ">" for q in self._owned}
+        by_stream = dict(self._by_stream)
+        with self.client.pipeline(transaction=False) as pipe:
+            self._queue_acks(pipe)
+            pipe.xreadgroup(GROUP, self.name, streams, count=count, block=self._block_ms())  # type: ignore[arg-type]
+            try:
+                reply = pipe.execute(raise_on_error=False)[-1]
+            except redis.ResponseError as exc:  # pragma: no cover - raise_on_error=False
+                reply = exc
+        if isinstance(reply, redis.ResponseError):
+            if not str(reply).startswith(("NOGROUP", "UNBLOCKED")):
+                raise reply
+            self._next_tick = 0.0  # a stream was flushed, or Redis is a fresh one: tick again
+            return
+        entries: list[tuple[StreamQueue, Entry]] = []
+        for stream, batch in reply or []:
+            queue = by_stream[stream.decode() if isinstance(stream, bytes) else stream]
+            entries += [(queue, (_text(eid), fields[b"m"], 1)) for eid, fields in batch]
+        self._accept(entries)
 
     def _tick(self) -> None:
-        now_ms = time.time() * 1000
-        tick = self.queue.tick(self.name, now_ms=now_ms, claim_count=max(0, self._free_slots()))
+        self.membership.beat()
+        owned = [self._stream_of(s) for s in self.membership.owned(self._shards())]
+        self._owned = owned
+        self._by_stream = {q.stream: q for q in owned}
         self._next_tick = time.monotonic() + self.tick_s
-        self._next_due_ms = tick.next_due_ms
-        if tick.claimed:
-            log.warning("took over %d idle message(s) on %r", len(tick.claimed), self.queue.name)
-        self._accept(tick.claimed)
+        # what we hold we keep alive, owned or not (ownership moves; a message does not)
+        with self._lock:
+            holding = {q.stream: q for q in self._held.values() if q.stream not in self._by_stream}
+        ticked = owned + list(holding.values())
+        if not ticked:
+            return
+        now_ms = time.time() * 1000
+        claim = max(0, self._free_slots())
+        replies = self._tick_all(ticked, now_ms, claim, takes=len(owned))
+        next_due: list[float] = []
+        claimed: list[tuple[StreamQueue, Entry]] = []
+        for queue, reply in zip(ticked, replies, strict=True):
+            tick = tick_reply(reply)
+            if tick.next_due_ms is not None:
+                next_due.append(tick.next_due_ms)
+            claimed += [(queue, e) for e in tick.claimed]
+        self._next_due_ms = min(next_due) if next_due else None
+        if claimed:
+            log.warning("took over %d idle message(s)", len(claimed))
+        self._accept(claimed)
+
+    def _tick_all(
+        self, streams: list[StreamQueue], now_ms: float, claim: int, *, takes: int
+    ) -> list[Any]:
+        """Tick every stream; only the first `takes` (the owned ones) take over idle entries."""
+        for _ in range(2):
+            with self.client.pipeline(transaction=False) as pipe:
+                self._queue_acks(pipe)
+                for i, q in enumerate(streams):
+                    q.tick(self.name, now_ms=now_ms, claim_count=claim if i < takes else 0, pipe=pipe)
+                try:
+                    replies = pipe.execute()
+                except NoScriptError:
+                    self.client.script_load(TICK_LUA)
+                    continue
+            return replies[len(replies) - len(streams) :]
+        raise NoScriptError("the queue tick script was not loaded")
 
     def _block_ms(self) -> int:
         """Block until the next tick or the next delayed message is due, at most `timeout_ms`."""
@@ -84,51 +163,70 @@ class StreamsConsumer(Consumer):
             wait_ms = min(wait_ms, self._next_due_ms - time.time() * 1000)
         return max(1, int(wait_ms))
 
-    def _accept(self, entries: list[Entry]) -> None:
-        for entry_id, data, deliveries in entries:
+    def _accept(self, entries: Iterable[tuple[StreamQueue, Entry]]) -> None:
+        for queue, (entry_id, data, deliveries) in entries:
             try:
                 message = Message.decode(data)
             except DecodeError as exc:
-                log.error("undecodable message %r on %r: %s", entry_id, self.queue.name, exc)
-                self.queue.dead_letter(entry_id, data, reason="undecodable", deliveries=deliveries)
+                log.error("undecodable message %r on %r: %s", entry_id, queue.stream, exc)
+                queue.dead_letter(entry_id, data, reason="undecodable", deliveries=deliveries)
                 continue
             with self._lock:
-                self._held.add(entry_id)
-            self._ready.append(StreamMessage(message, entry_id, deliveries))
+                self._held[entry_id] = queue
+            self._ready.append(StreamMessage(message, queue, entry_id, deliveries))
 
     def _free_slots(self) -> int:
         with self._lock:
             return self.prefetch - len(self._held)
 
+    def _queue_acks(self, pipe: Any) -> None:
+        with self._lock:
+            acks, self._acks = self._acks, []
+        for queue, entry_id in acks:
+            queue.ack_commands(pipe, entry_id)
+
+    def _flush_acks(self) -> None:
+        with self._lock:
+            if not self._acks:
+                return
+        with self.client.pipeline(transaction=False) as pipe:
+            self._queue_acks(pipe)
+            pipe.execute()
+
     def _release(self, entry_ids: Iterable[str]) -> None:
         with self._lock:
-            self._held.difference_update(entry_ids)
+            for entry_id in entry_ids:
+                self._held.pop(entry_id, None)
         self._freed.set()
 
     def ack(self, message: StreamMessage) -> None:  # type: ignore[override]
-        with _as_broker_errors():  # dramatiq retries a failed ack
-            self.queue.ack(message.entry_id)
+        with self._lock:
+            self._acks.append((message.queue, message.entry_id))
         self._release([message.entry_id])
 
     def nack(self, message: StreamMessage) -> None:  # type: ignore[override]
         with _as_broker_errors():
-            self.queue.dead_letter(
+            message.queue.dead_letter(
                 message.entry_id, message.encode(), reason="nack", deliveries=message.deliveries
             )
         self._release([message.entry_id])
 
     def requeue(self, messages: Iterable[StreamMessage]) -> None:  # type: ignore[override]
         """Messages this process will not run (shutdown): back on the stream, uncounted."""
-        entry_ids = [message.entry_id for message in messages]
+        by_queue: dict[str, tuple[StreamQueue, list[str]]] = {}
+        for m in messages:
+            by_queue.setdefault(m.queue.stream, (m.queue, []))[1].append(m.entry_id)
         with _as_broker_errors():
-            self.queue.requeue(entry_ids)
-        self._release(entry_ids)
+            for queue, ids in by_queue.values():
+                queue.requeue(ids)
+        self._release([i for _, ids in by_queue.values() for i in ids])
 
     def close(self) -> None:
         unread, self._ready = list(self._ready), deque()
         try:
+            self._flush_acks()
             self.requeue(unread)
-        except ConnectionClosed:
+        except (ConnectionClosed, redis.RedisError):
             pass  # they go idle and another worker takes them over
 
 
@@ -139,3 +237,7 @@ def _as_broker_errors() -> Iterator[None]:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise ConnectionClosed(exc) from None
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

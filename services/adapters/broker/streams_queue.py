@@ -1,6 +1,6 @@
-"""One worker queue on Redis: a stream read by a consumer group, a sorted set of
-delayed messages by due time, and a dead-letter stream, all under the queue's
-own hash tag. Every multi-key step is one script or one MULTI, so a crash never
+"""One stream of a worker queue on Redis (one pool of a task queue, for one tool
+set, in one shard): a stream read by a consumer group, a sorted set of delayed
+messages by due time, and a dead-letter stream, all under the shard's hash tag. Every multi-key step is one script or one MULTI, so a crash never
 leaves a message both queued and dead, or acked and still delivered.
 
 Delivery counting is Redis's own: XREADGROUP delivers once, every reclaim adds
@@ -15,15 +15,13 @@ from typing import Any
 
 import redis
 
-from services.keys import Keys
-
 GROUP = "workers"
 DEAD_MAXLEN = 10_000  # approximate; dead letters are for inspection, not storage
 PRUNE_IDLE_MS = 60_000  # a consumer with nothing pending, silent this long, is forgotten
 
 # KEYS: stream, delayed, dead
 # ARGV: group, consumer, now_ms, claim_idle_ms, claim_count, max_deliveries, dead_maxlen, prune_ms
-_TICK = """
+TICK_LUA = """
 local stream, delayed, dead = KEYS[1], KEYS[2], KEYS[3]
 local group, me, now = ARGV[1], ARGV[2], ARGV[3]
 local claim_count, max_deliveries = tonumber(ARGV[5]), tonumber(ARGV[6])
@@ -99,18 +97,16 @@ class Tick:
 @dataclass
 class StreamQueue:
     client: redis.Redis
-    keys: Keys
-    name: str
+    stream: str
     claim_idle_ms: int
     max_deliveries: int
     _scripts: dict[str, Any] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.stream = self.keys.queue(self.name)
-        self.delayed = self.keys.queue_delayed(self.name)
-        self.dead = self.keys.queue_dead(self.name)
+        self.delayed = f"{self.stream}:delayed"
+        self.dead = f"{self.stream}:dead"
         self._scripts = {
-            "tick": self.client.register_script(_TICK),
+            "tick": self.client.register_script(TICK_LUA),
             "requeue": self.client.register_script(_REQUEUE),
         }
 
@@ -120,18 +116,10 @@ class StreamQueue:
     def push_later(self, data: bytes, due_ms: float) -> None:
         self.client.zadd(self.delayed, {data: due_ms})
 
-    def read(self, consumer: str, *, count: int, block_ms: int) -> list[Entry]:
-        try:
-            reply = self.client.xreadgroup(
-                GROUP, consumer, {self.stream: ">"}, count=count, block=max(1, block_ms)
-            )
-        except redis.ResponseError as exc:
-            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
-                raise
-            self.ensure_group()  # the stream was flushed, or Redis is a fresh one
-            return []
-        batches: list[Any] = reply or []  # type: ignore[assignment]
-        return [(_text(eid), fields[b"m"], 1) for _, entries in batches for eid, fields in entries]
+    def ack_commands(self, pipe: Any, entry_id: str) -> None:
+        """An ack, queued on a pipeline that goes out with the next read."""
+        pipe.xack(self.stream, GROUP, entry_id)
+        pipe.xdel(self.stream, entry_id)
 
     def ensure_group(self) -> None:
         try:
@@ -140,22 +128,21 @@ class StreamQueue:
             if not str(exc).startswith("BUSYGROUP"):
                 raise
 
-    def tick(self, consumer: str, *, now_ms: float, claim_count: int) -> Tick:
+    def tick(self, consumer: str, *, now_ms: float, claim_count: int, pipe: Any = None) -> Any:
         """Promote due delayed messages, heartbeat our own entries, take over
-        idle ones (dead-lettering the over-delivered), forget dead consumers."""
+        idle ones (dead-lettering the over-delivered), forget dead consumers.
+        On a pipeline, queue the call and read its reply with `tick_reply`."""
         args = [GROUP, consumer, int(now_ms), self.claim_idle_ms, claim_count]
         args += [self.max_deliveries, DEAD_MAXLEN, PRUNE_IDLE_MS]
-        next_due, claimed = self._scripts["tick"](
-            keys=[self.stream, self.delayed, self.dead], args=args
-        )
-        entries = [(_text(eid), data, int(n)) for eid, data, n in claimed]
-        return Tick(float(next_due) if next_due else None, entries)
+        script = self._scripts["tick"]
+        keys = [self.stream, self.delayed, self.dead]
+        if pipe is not None:
+            return pipe.evalsha(script.sha, len(keys), *keys, *args)
+        return tick_reply(script(keys=keys, args=args))
 
-    def ack(self, entry_id: str) -> None:
-        with self.client.pipeline() as pipe:
-            pipe.xack(self.stream, GROUP, entry_id)
-            pipe.xdel(self.stream, entry_id)
-            pipe.execute()
+    @property
+    def tick_script(self) -> Any:
+        return self._scripts["tick"]
 
     def dead_letter(self, entry_id: str, data: bytes, *, reason: str, deliveries: int) -> None:
         fields: dict[str, bytes | str | int] = {
@@ -180,6 +167,12 @@ class StreamQueue:
 
     def flush(self) -> None:
         self.client.delete(self.stream, self.delayed, self.dead)
+
+
+def tick_reply(reply: Any) -> Tick:
+    next_due, claimed = reply
+    entries = [(_text(eid), data, int(n)) for eid, data, n in claimed]
+    return Tick(float(next_due) if next_due else None, entries)
 
 
 def _text(value: bytes | str) -> str:

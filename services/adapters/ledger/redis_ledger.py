@@ -1,5 +1,5 @@
-"""The idempotency ledger, by operation key (one Redis hash per key, changed by
-one script). The same key with the same request replays the stored result
+"""The idempotency ledger, by operation key (one Redis hash per key, named by a
+digest of the key, changed by one script). The same key with the same request replays the stored result
 instead of running the tool again, whichever run or call asks; the same key
 with a different request is refused; a key whose write is still pending (in
 flight, or its outcome unknown) is not run a second time."""
@@ -7,27 +7,21 @@ flight, or its outcome unknown) is not run a second time."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from importlib.resources import files
-from typing import Any, Literal
+from typing import Any
 
 import redis
+
+from services.adapters.ledger.port import Verdict
+from services.keys import Keys
 
 _SCRIPT = files("services.adapters.ledger").joinpath("ledger.lua").read_text()
 
 
-@dataclass(frozen=True)
-class Verdict:
-    action: Literal["run", "replay", "conflict", "in_progress"]
-    owner: str = ""
-    result: Any = None
-    since: float = 0.0
-
-
-class Ledger:
-    def __init__(self, client: redis.Redis, prefix: str, *, keep_s: float = 30 * 86400):
+class RedisLedger:
+    def __init__(self, client: redis.Redis, keys: Keys, *, keep_s: float = 30 * 86400):
         self._script = client.register_script(_SCRIPT)
-        self._prefix = prefix
+        self._keys = keys
         self._keep_s = int(keep_s)  # a done operation is replayed for this long (0: forever)
 
     def begin(self, op_key: str, request: str, owner: str, *, now: float) -> Verdict:
@@ -56,5 +50,5 @@ class Ledger:
     def _call(
         self, op: str, op_key: str, request: str, owner: str, now: float, result: str = ""
     ) -> Any:
-        key = f"{self._prefix}:{{ledger:{op_key}}}"
+        key = self._keys.ledger(op_key)
         return self._script(keys=[key], args=[op, request, owner, repr(now), result, self._keep_s])

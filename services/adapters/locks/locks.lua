@@ -2,10 +2,18 @@
 -- KEYS: req (hash id -> json request), order (zset id -> arrival), holders (hash key ->
 --       json {id: mode}), tokens (hash key -> last token), leases (zset id -> lease_until_us),
 --       seq (arrival counter)
--- ARGV[1]: op (enqueue | release | renew | expire), ARGV[2]: now in microseconds, ARGV[3]: payload
--- Returns json {grants: [{id, tokens, lease_until_us}], expired: [id], renewed: bool}
+-- ARGV[1]: op (enqueue | release | renew | expire), ARGV[2]: now in microseconds, or ''
+--          for Redis's own clock, ARGV[3]: payload
+-- A request is {keys, lease_s, run, call, notify}: who asked, and the message to send
+-- them when they are granted later (by a release or an expiry, not by their own ask).
+-- Returns json {grants: [{id, tokens, lease_until_us, run, call, notify}],
+--               expired: [{id, run, call}], renewed: bool}
 local REQ, ORDER, HOLDERS, TOKENS, LEASES, SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op, now = ARGV[1], tonumber(ARGV[2])
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 
 local function conflicts(a, b) return a == 'w' or b == 'w' end
 local function fmt(n) return string.format('%.0f', n) end
@@ -31,6 +39,11 @@ local function free(r, blocked)
   return true
 end
 
+local function granted(id, r, until_us)
+  return {id = id, tokens = r.tokens, lease_until_us = until_us, run = r.run, call = r.call,
+          notify = r.notify}
+end
+
 local function grant(id, r)
   local mine = {}
   local keys = {}
@@ -45,11 +58,11 @@ local function grant(id, r)
     hs[id] = r.keys[key]
     set_holders(key, hs)
   end
-  local until_us = now + r.lease_s * 1000000
-  redis.call('ZADD', LEASES, fmt(until_us), id)
+  local until_us = fmt(now + r.lease_s * 1000000)
+  redis.call('ZADD', LEASES, until_us, id)
   r.tokens = mine
   redis.call('HSET', REQ, id, cjson.encode(r))
-  return {id = id, tokens = mine, lease_until_us = fmt(until_us)}
+  return granted(id, r, until_us)
 end
 
 local function pump()
@@ -72,7 +85,7 @@ end
 
 local function drop(id)
   local raw = redis.call('HGET', REQ, id)
-  if not raw then return false end
+  if not raw then return nil end
   local r = cjson.decode(raw)
   for key in pairs(r.keys) do
     local hs = holders_of(key)
@@ -82,7 +95,7 @@ local function drop(id)
   redis.call('HDEL', REQ, id)
   redis.call('ZREM', ORDER, id)
   redis.call('ZREM', LEASES, id)
-  return true
+  return r
 end
 
 local out = {grants = {}, expired = {}, renewed = false}
@@ -90,7 +103,8 @@ if op == 'enqueue' then
   local asked = cjson.decode(ARGV[3])
   local again = {}
   for _, r in ipairs(asked) do
-    if redis.call('HSETNX', REQ, r.id, cjson.encode({keys = r.keys, lease_s = r.lease_s})) == 1 then
+    local req = {keys = r.keys, lease_s = r.lease_s, run = r.run, call = r.call, notify = r.notify}
+    if redis.call('HSETNX', REQ, r.id, cjson.encode(req)) == 1 then
       redis.call('ZADD', ORDER, redis.call('INCR', SEQ), r.id)
     elseif redis.call('ZSCORE', LEASES, r.id) then
       table.insert(again, r.id)  -- asked again: say what it holds
@@ -99,10 +113,14 @@ if op == 'enqueue' then
   out.grants = pump()
   for _, id in ipairs(again) do
     local r = cjson.decode(redis.call('HGET', REQ, id))
-    table.insert(out.grants, {id = id, tokens = r.tokens, lease_until_us = redis.call('ZSCORE', LEASES, id)})
+    table.insert(out.grants, granted(id, r, redis.call('ZSCORE', LEASES, id)))
   end
 elseif op == 'release' then
-  if drop(ARGV[3]) then out.grants = pump() end
+  local any = false
+  for _, id in ipairs(cjson.decode(ARGV[3])) do
+    if drop(id) then any = true end
+  end
+  if any then out.grants = pump() end
 elseif op == 'renew' then
   if redis.call('ZSCORE', LEASES, ARGV[3]) then
     local r = cjson.decode(redis.call('HGET', REQ, ARGV[3]))
@@ -112,8 +130,10 @@ elseif op == 'renew' then
 elseif op == 'expire' then
   local gone = redis.call('ZRANGEBYSCORE', LEASES, '-inf', fmt(now))
   table.sort(gone)
-  for _, id in ipairs(gone) do drop(id) end
-  out.expired = gone
+  for _, id in ipairs(gone) do
+    local r = drop(id)
+    table.insert(out.expired, {id = id, run = r.run, call = r.call})
+  end
   if #gone > 0 then out.grants = pump() end
 else
   return redis.error_reply('unknown op ' .. tostring(op))

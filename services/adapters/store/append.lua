@@ -1,27 +1,35 @@
--- Append a batch of events to a run's stream and its shard's feed, atomically.
--- KEYS: run stream, shard feed, shard runs index, shard live index
--- ARGV: expected_seq, run_id, at_ms, live (1|0), feed_maxlen, then (event_id, type, blob)*
+-- Append a batch of events to a run's stream, one entry to its shard's feed, the
+-- shard's indexes, and the commands the batch made due to their task-queue
+-- streams: all or nothing, at the expected seq. The writer dispatches.
+-- KEYS: run stream, shard feed, shard runs index, shard live index, then one
+--       task-queue stream per command (all in the run's shard: one hash tag)
+-- ARGV: expected_seq, run_id, at_ms, live (1|0), feed_maxlen, n events,
+--       then (event_id, type, blob) per event, then one encoded message per command
 -- Entry ids are 0-<seq>, so XLEN is the run's seq and reads after a seq are O(log n).
 local expected = tonumber(ARGV[1])
 local run_id = ARGV[2]
-local n = (#ARGV - 5) / 3
+local n = tonumber(ARGV[6])
 local current = redis.call('XLEN', KEYS[1])
 if current ~= expected then
   if current > expected then
-    -- a resend of an append that already landed (its reply was lost) is not a conflict
+    -- a resend of an append that already landed (its reply was lost) is not a conflict;
+    -- its commands were queued with it
     local first = redis.call('XRANGE', KEYS[1], '0-' .. (expected + 1), '0-' .. (expected + 1))
-    if #first == 1 and first[1][2][2] == ARGV[6] then
+    if #first == 1 and first[1][2][2] == ARGV[7] then
       return {'dup', expected + n}
     end
   end
   return {'conflict', current}
 end
+local last_type, last_id = '', ''
 for i = 0, n - 1 do
   local seq = expected + i + 1
-  local eid, etype, blob = ARGV[6 + 3 * i], ARGV[7 + 3 * i], ARGV[8 + 3 * i]
+  local eid, etype, blob = ARGV[7 + 3 * i], ARGV[8 + 3 * i], ARGV[9 + 3 * i]
   redis.call('XADD', KEYS[1], '0-' .. seq, 'id', eid, 'type', etype, 'e', blob)
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'run', run_id, 'seq', seq, 'type', etype, 'id', eid)
+  last_type, last_id = etype, eid
 end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[5], '*', 'run', run_id,
+  'first', expected + 1, 'seq', expected + n, 'type', last_type, 'id', last_id, 'at', ARGV[3])
 if expected == 0 then
   redis.call('ZADD', KEYS[3], ARGV[3], run_id)
 end
@@ -29,5 +37,9 @@ if ARGV[4] == '1' then
   redis.call('ZADD', KEYS[4], ARGV[3], run_id)
 else
   redis.call('ZREM', KEYS[4], run_id)
+end
+local base = 7 + 3 * n
+for j = 5, #KEYS do
+  redis.call('XADD', KEYS[j], '*', 'm', ARGV[base + j - 5])
 end
 return {'ok', expected + n}

@@ -3,23 +3,56 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from schemas.envelope import Envelope
-from services.adapters.store.port import Head, RunIndexEntry, Snapshot, Tail
+from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
 from services.errors import ConcurrencyConflict
 
 
-class MemoryEventStore:
+class MemoryOutbox:
+    """Messages queued by appends (and sent on their own), in the order they were
+    queued: the in-memory stand-in of the task-queue streams for unit tests."""
+
     def __init__(self) -> None:
+        self._queued: list[Outgoing] = []
+        self._lock = threading.Lock()
+
+    def put(self, m: Outgoing) -> None:
+        with self._lock:
+            self._queued.append(m)
+
+    def take(self) -> list[Outgoing]:
+        """Every message queued so far, oldest first, and forget them."""
+        with self._lock:
+            out, self._queued = self._queued, []
+            return out
+
+    def peek(self, stream: str) -> list[bytes]:
+        with self._lock:
+            return [m.data for m in self._queued if m.stream == stream]
+
+
+class MemoryEventStore:
+    def __init__(
+        self, outbox: MemoryOutbox | None = None, shard_of: Callable[[str], int] | None = None
+    ) -> None:
+        self.outbox = outbox or MemoryOutbox()  # where appended commands go
+        self._shard_of = shard_of
         self._logs: dict[str, list[Envelope[Any]]] = {}
         self._live: dict[str, float] = {}
         self._snapshots: dict[str, Snapshot] = {}
         self._lock = threading.Lock()
 
     def append(
-        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+        self,
+        run_id: str,
+        events: Sequence[Envelope[Any]],
+        *,
+        expected_seq: int,
+        live: bool,
+        messages: Sequence[Outgoing] = (),
     ) -> int:
         if not events:
             raise ValueError("nothing to append")
@@ -34,6 +67,8 @@ class MemoryEventStore:
                 self._live[run_id] = events[-1].at
             else:
                 self._live.pop(run_id, None)
+            for m in messages:
+                self.outbox.put(m)
             return len(log)
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
@@ -76,9 +111,13 @@ class MemoryEventStore:
             entries = [RunIndexEntry(r, log[0].at) for r, log in self._logs.items() if log]
         return sorted(entries, key=lambda e: e.created_at, reverse=True)[:limit]
 
-    def idle_live_runs(self, *, idle_since: float, limit: int = 100) -> list[str]:
+    def idle_live_runs(
+        self, *, idle_since: float, shards: Sequence[int] | None = None, limit: int = 100
+    ) -> list[str]:
         with self._lock:
             idle = sorted((at, r) for r, at in self._live.items() if at <= idle_since)
+        if shards is not None and self._shard_of is not None:
+            idle = [(at, r) for at, r in idle if self._shard_of(r) in shards]
         return [r for _, r in idle[:limit]]
 
     def touch(self, run_id: str, *, at: float) -> None:

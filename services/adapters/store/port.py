@@ -18,6 +18,14 @@ from schemas.envelope import Envelope
 
 
 @dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A command for a worker pool, as the message its task-queue stream carries."""
+
+    stream: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class RunIndexEntry:
     run_id: str
     created_at: float
@@ -56,11 +64,18 @@ class Tail:
 
 class EventStore(Protocol):
     def append(
-        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+        self,
+        run_id: str,
+        events: Sequence[Envelope[Any]],
+        *,
+        expected_seq: int,
+        live: bool,
+        messages: Sequence[Outgoing] = (),
     ) -> int:
         """Append after `expected_seq`; return the new seq or raise ConcurrencyConflict.
 
-        `live` says whether the run is live after these events (the sweeper's index)."""
+        `live` says whether the run is live after these events (the sweeper's index).
+        `messages` are queued with the events, atomically: both or neither."""
         ...
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
@@ -82,8 +97,10 @@ class EventStore(Protocol):
         """The newest runs first."""
         ...
 
-    def idle_live_runs(self, *, idle_since: float, limit: int = 100) -> list[str]:
-        """Live runs whose last progress is older than `idle_since`."""
+    def idle_live_runs(
+        self, *, idle_since: float, shards: Sequence[int] | None = None, limit: int = 100
+    ) -> list[str]:
+        """Live runs (of these shards; None: all) whose last progress is older than `idle_since`."""
         ...
 
     def touch(self, run_id: str, *, at: float) -> None:

@@ -13,7 +13,7 @@ from events.redact import Redactor, redact_envelope
 from events.types import RunCreated
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec
-from services.adapters.store.port import EventStore, RunIndexEntry
+from services.adapters.store.port import EventStore, Outgoing, RunIndexEntry
 
 MAX_SPECS = 4096  # runs whose spec is remembered; older ones are read again
 
@@ -25,10 +25,18 @@ class RedactingStore:
         self._specs: dict[str, RunSpec] = {}
 
     def append(
-        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+        self,
+        run_id: str,
+        events: Sequence[Envelope[Any]],
+        *,
+        expected_seq: int,
+        live: bool,
+        messages: Sequence[Outgoing] = (),
     ) -> int:
         stored = self.as_stored(run_id, events)
-        return self._inner.append(run_id, stored, expected_seq=expected_seq, live=live)
+        return self._inner.append(
+            run_id, stored, expected_seq=expected_seq, live=live, messages=messages
+        )
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
         """The events with their secrets redacted: what the log will hold (redacting
@@ -45,8 +53,10 @@ class RedactingStore:
     def runs(self, *, limit: int = 50) -> list[RunIndexEntry]:
         return self._inner.runs(limit=limit)
 
-    def idle_live_runs(self, *, idle_since: float, limit: int = 100) -> list[str]:
-        return self._inner.idle_live_runs(idle_since=idle_since, limit=limit)
+    def idle_live_runs(
+        self, *, idle_since: float, shards: Sequence[int] | None = None, limit: int = 100
+    ) -> list[str]:
+        return self._inner.idle_live_runs(idle_since=idle_since, shards=shards, limit=limit)
 
     def touch(self, run_id: str, *, at: float) -> None:
         self._inner.touch(run_id, at=at)

@@ -15,7 +15,7 @@ from redis.exceptions import NoScriptError
 from events.types import CODEC
 from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
-from services.adapters.store.port import Head, RunIndexEntry, Snapshot, Tail
+from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
 from services.errors import ConcurrencyConflict
 from services.keys import Keys
 
@@ -35,19 +35,28 @@ class RedisEventStore:
         self._snapshot = client.register_script(_SNAPSHOT)
 
     def append(
-        self, run_id: str, events: Sequence[Envelope[Any]], *, expected_seq: int, live: bool
+        self,
+        run_id: str,
+        events: Sequence[Envelope[Any]],
+        *,
+        expected_seq: int,
+        live: bool,
+        messages: Sequence[Outgoing] = (),
     ) -> int:
         if not events:
             raise ValueError("nothing to append")
         shard = self._keys.shard(run_id)
         argv: list[Any] = [expected_seq, run_id, _ms(events[-1].at), int(live), FEED_MAXLEN]
+        argv.append(len(events))
         for env in events:
             argv += [env.id, env.type, CODEC.encode(env)]
+        argv += [m.data for m in messages]
         keys = [
             self._keys.run(run_id),
             self._keys.feed(shard),
             self._keys.runs(shard),
             self._keys.live(shard),
+            *(m.stream for m in messages),
         ]
         verdict, seq = self._append(keys=keys, args=argv)
         if verdict == b"conflict":
@@ -101,9 +110,11 @@ class RedisEventStore:
         ]
         return sorted(found, key=lambda e: e.created_at, reverse=True)[:limit]
 
-    def idle_live_runs(self, *, idle_since: float, limit: int = 100) -> list[str]:
+    def idle_live_runs(
+        self, *, idle_since: float, shards: Sequence[int] | None = None, limit: int = 100
+    ) -> list[str]:
         pipe = self._r.pipeline(transaction=False)
-        for shard in range(self._keys.shards):
+        for shard in range(self._keys.shards) if shards is None else shards:
             pipe.zrangebyscore(self._keys.live(shard), "-inf", _ms(idle_since), start=0, num=limit)
         return [run.decode() for rows in pipe.execute() for run in rows][:limit]
 

@@ -6,9 +6,7 @@ run's workspace, ids and cancel flag. Only registered tools ever execute."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -42,11 +40,15 @@ class RegisteredTool:
     lookup: LookupFn | None = None
     output_cap: int | None = None
 
-    def op_key(self, args: dict[str, Any], tenant: str, writes: Sequence[str]) -> str | None:
+    def op_key(
+        self, args: dict[str, Any], tenant: str, writes: Sequence[str], *, run_id: str
+    ) -> str | None:
         """The operation key of a write (reads have none), from the validated arguments."""
         if self.spec.read_only:
             return None
-        return operation_key(tenant, self.spec.name, self.canonical(args), self.key_fields, writes)
+        return operation_key(
+            tenant, self.spec.name, self.canonical(args), self.key_fields, writes, run_id=run_id
+        )
 
     def canonical(self, args: dict[str, Any]) -> dict[str, Any]:
         """The arguments as validated, defaults filled in: `2` and `"2"` are one request."""
@@ -88,37 +90,23 @@ class RegisteredTool:
 
 
 class ToolRegistry:
+    """Every `@tool` function imported in this process, by module. A worker offers
+    only the tools of its tool set's modules (`services.adapters.tools.toolset`)."""
+
     def __init__(self) -> None:
-        self._tools: dict[str, RegisteredTool] = {}
+        self._by_module: dict[str, dict[str, RegisteredTool]] = {}
         self._lock = threading.Lock()
 
     def add(self, t: RegisteredTool) -> None:
         with self._lock:
-            old = self._tools.get(t.spec.name)
-            if old is not None and old.module != t.module:
-                raise ValueError(f"tool {t.spec.name!r} is registered by {old.module!r} already")
-            self._tools[t.spec.name] = t
+            self._by_module.setdefault(t.module, {})[t.spec.name] = t
 
-    def get(self, name: str) -> RegisteredTool | None:
-        return self._tools.get(name)
-
-    def of_modules(self, modules: Sequence[str]) -> list[RegisteredTool]:
-        """The tools a run with these modules is offered: theirs, and the built-in ones."""
-        wanted = {*modules, BUILTIN}
-        return [t for t in self._tools.values() if t.module in wanted]
-
-    def load(self, modules: Sequence[str], paths: Sequence[str] = ()) -> None:
-        """Import tool modules, looking in `paths` first. Raises ImportError."""
+    def of_module(self, module: str) -> list[RegisteredTool]:
         with self._lock:
-            for path in reversed(paths):
-                if path not in sys.path:
-                    sys.path.insert(0, path)
-        for name in modules:
-            importlib.import_module(name)
+            return list(self._by_module.get(module, {}).values())
 
 
 REGISTRY = ToolRegistry()
-BUILTIN = "services.adapters.tools.builtin"
 
 
 def tool(

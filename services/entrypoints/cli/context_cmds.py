@@ -15,10 +15,11 @@ from events.types import ModelRequested
 from schemas.content import Message
 from schemas.context import ContextDecision
 from schemas.envelope import Envelope
-from services.adapters.tools.registry import REGISTRY
+from services.adapters.tools.toolset import ToolSetError, load_toolset
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.session import Session
 from services.handlers.model import context_view
+from services.handlers.spec_check import tool_paths
 
 
 def context(session: Session, run_id: str, *, turn: int, attempt: int | None, as_json: bool) -> int:
@@ -33,7 +34,12 @@ def context(session: Session, run_id: str, *, turn: int, attempt: int | None, as
     requested: ModelRequested = envs[at].data
     state = fold(envs[:at])
     assert state is not None
-    view = context_view(REGISTRY, state)
+    try:
+        toolset = load_toolset(state.spec.tools, tool_paths(state.spec, state.base_dir))
+    except ToolSetError as exc:
+        print(f"agentledger: cannot rebuild the view: {exc}", file=sys.stderr)
+        return exit_codes.CHECK_FAILED
+    view = context_view(toolset, state)
     verified = requested.context_hash == view.digest
     if as_json:
         print(json.dumps(_as_json(requested, view, verified)))

@@ -58,7 +58,9 @@ def build(
 
 
 def _rejected(session: Session, entry_id: str) -> str | None:
-    for _, fields in session.client.xrevrange(session.keys.rejected, count=200):
+    """`entry_id` is `partition/stream id`, as `publish` returns it."""
+    part = int(entry_id.split("/")[0])
+    for _, fields in session.client.xrevrange(session.keys.rejected(part), count=200):
         if fields.get(b"entry_id", b"").decode() == entry_id:
             return fields.get(b"reason", b"").decode()
     return None

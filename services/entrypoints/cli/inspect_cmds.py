@@ -16,7 +16,6 @@ from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.session import Session
-from services.handlers.steps import load
 from services.secrets import redactor_for
 
 
@@ -35,7 +34,7 @@ def run_summary(state: RunState) -> dict[str, Any]:
 
 
 def status(session: Session, run_id: str, *, as_json: bool) -> int:
-    state = load(session.store, run_id)
+    state = session.load(run_id)
     if state is None:
         print(f"agentledger: no run {run_id!r}", file=sys.stderr)
         return exit_codes.USAGE
@@ -53,7 +52,7 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
 
 def runs(session: Session, *, limit: int) -> int:
     for entry in session.store.runs(limit=limit):
-        state = load(session.store, entry.run_id)
+        state = session.load(entry.run_id)
         status = state.status if state else "?"
         task = redactor_for(state.spec).text(state.spec.task) if state else ""
         print(f"{entry.run_id}  {status!s:<17} {task[:60]!r}")

@@ -6,8 +6,10 @@ import argparse
 import logging
 import sys
 
+from events.commands import Pool
+from events.types import DEFAULT_QUEUE
 from schemas.errors import InvalidSpec
-from schemas.inbox import RunRequested
+from services.bootstrap import ALL_POOLS
 from services.entrypoints.cli import (
     context_cmds,
     control_cmds,
@@ -17,6 +19,7 @@ from services.entrypoints.cli import (
     run_cmds,
 )
 from services.entrypoints.cli.session import Session, open_session
+from services.entrypoints.cli.spec_file import load_spec_file
 from services.errors import ConfigError, RedisUnavailable
 from services.secrets import install_log_filter
 from services.settings import from_env
@@ -29,11 +32,29 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("spec")
     r.add_argument("--json", action="store_true", help="print one final JSON object")
     r.add_argument("--processes", type=int, default=0, help="worker processes (0: threads here)")
-    s = sub.add_parser("submit", help="publish a spec to the inbox; print the run id")
+    r.add_argument("--queue", help="join this shared task queue (default: a private one)")
+    s = sub.add_parser("submit", help="publish a spec to a task queue; print the run id")
     s.add_argument("spec")
-    w = sub.add_parser("workers", help="start the worker pools until SIGTERM")
+    s.add_argument("--queue", help="the task queue (default: the spec's, else 'default')")
+    s.add_argument(
+        "--unserved", action="store_true", help="publish even if no worker ever served it"
+    )
+    w = sub.add_parser("workers", help="serve a task queue with a tool set until SIGTERM")
+    w.add_argument("--tools", nargs="*", default=[], metavar="MODULE", help="the tool modules")
+    w.add_argument(
+        "--tool-path", action="append", default=[], metavar="DIR", help="where to find them"
+    )
+    w.add_argument("--queue", default=DEFAULT_QUEUE, help="the task queue (default: 'default')")
     w.add_argument("--processes", type=int, default=1)
-    w.add_argument("--queues", nargs="*", help="only these dramatiq queues (default: all)")
+    w.add_argument(
+        "--pools",
+        type=_pools,
+        default=list(ALL_POOLS),
+        help="comma-separated pools to run (default: model,tools,accept)",
+    )
+    ts = sub.add_parser("toolset", help="print the fingerprint of a tool set's code")
+    ts.add_argument("--tools", nargs="*", default=[], metavar="MODULE")
+    ts.add_argument("--tool-path", action="append", default=[], metavar="DIR")
     st = sub.add_parser("status", help="a run's state")
     st.add_argument("run_id")
     st.add_argument("--json", action="store_true")
@@ -78,17 +99,27 @@ _CONTROLS = (
 )
 
 
+def _pools(text: str) -> list[Pool]:
+    try:
+        return [Pool(p.strip()) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: pools are {', '.join(str(p) for p in Pool)}"
+        ) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     install_log_filter()
     try:
         settings = from_env()
-        request = (
-            run_cmds.prepare(args.spec, settings) if args.command in ("run", "submit") else None
-        )
+        if args.command == "toolset":
+            return run_cmds.print_toolset(args.tools, args.tool_path)
+        if args.command in ("run", "submit"):
+            load_spec_file(args.spec)  # a bad spec is refused before any Redis is touched
         with open_session(settings) as session:
-            return _dispatch(args, session, request)
+            return _dispatch(args, session)
     except InvalidSpec as exc:
         print(f"agentledger: invalid spec: {exc}", file=sys.stderr)
         return exit_codes.USAGE
@@ -102,16 +133,23 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _dispatch(args: argparse.Namespace, session: Session, request: RunRequested | None) -> int:
+def _dispatch(args: argparse.Namespace, session: Session) -> int:
     match args.command:
         case "run":
-            assert request is not None
-            return run_cmds.run(session, request, as_json=args.json, processes=args.processes)
+            return run_cmds.run(
+                session, args.spec, as_json=args.json, processes=args.processes, queue=args.queue
+            )
         case "submit":
-            assert request is not None
-            return run_cmds.submit(session, request)
+            return run_cmds.submit(session, args.spec, queue=args.queue, unserved_ok=args.unserved)
         case "workers":
-            return run_cmds.workers(session, processes=args.processes, queues=args.queues)
+            return run_cmds.workers(
+                session,
+                modules=args.tools,
+                paths=args.tool_path,
+                queue=args.queue,
+                processes=args.processes,
+                pools=args.pools,
+            )
         case "status":
             return inspect_cmds.status(session, args.run_id, as_json=args.json)
         case "runs":

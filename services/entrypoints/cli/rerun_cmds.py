@@ -19,7 +19,7 @@ from schemas.envelope import Envelope
 from schemas.errors import InvalidSpec
 from schemas.spec import ReplayModel, ReplaySettings, RunSpec
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.run_cmds import request_for, start_workers
+from services.entrypoints.cli.run_cmds import private_queue, request_for, start_workers, toolset_of
 from services.entrypoints.cli.session import Session
 from services.loops.intake import publish
 from services.secrets import redactor_for
@@ -31,13 +31,24 @@ def rerun(session: Session, run_id: str, *, as_json: bool) -> int:
         print(f"agentledger: no run {run_id!r}", file=sys.stderr)
         return exit_codes.USAGE
     created: RunCreated = recorded[0].data
+    spec = replay_spec(created.spec, run_id)
     try:
-        request = request_for(replay_spec(created.spec, run_id), created.base_dir, session.settings)
+        toolset = toolset_of(spec, created.base_dir)
+        queue = private_queue()
+        request = request_for(
+            spec, created.base_dir, session.settings, queue=queue, toolset=toolset.fingerprint
+        )
     except (InvalidSpec, TypeError) as exc:  # TypeError: a workspace with no base folder
         print(f"agentledger: cannot rerun {run_id!r}: {exc}", file=sys.stderr)
         return exit_codes.USAGE
     assert request.run_id is not None
-    stop_workers = start_workers(session, 0)
+    if toolset.fingerprint != created.toolset:
+        print(
+            f"agentledger: the tool code differs from the recorded run's ({created.toolset} -> "
+            f"{toolset.fingerprint}): the rerun runs today's",
+            file=sys.stderr,
+        )
+    stop_workers = start_workers(session, toolset, spec, created.base_dir, queue=queue, processes=0)
     try:
         publish(session.client, session.keys, request)
         state = _until_settled(session, request.run_id)

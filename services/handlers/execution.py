@@ -1,72 +1,32 @@
-"""The tool pool: claim the call by appending ToolCallStarted, run it with its
-timeout while watching the run for a cancel, record the outcome. The claim is
-what makes a redelivered message harmless: a call that is not claimable any
-more is left alone."""
+"""Running a claimed call: its context, its one-time guard by operation key
+(`once`), its timeout, a watch on the run for a cancel, and the heartbeat that
+keeps its locks while it runs. Turns what happened into an `Outcome`."""
 
 from __future__ import annotations
 
 import threading
 
 from events.fold import fold
-from events.state import RunState
+from events.state import Call, RunState
 from events.status import RunStatus
-from events.tool_step import Errored, Outcome, claim_call, record_outcome
-from events.types import Event, ToolCallStarted, ToolError
-from services.adapters.tools.registry import ToolContext
+from events.tool_step import Errored, Outcome
+from events.types import ToolError
+from services.adapters.tools.context import ToolContext
 from services.adapters.tools.runner import run_tool
 from services.handlers.app import App
 from services.handlers.once import run_once
-from services.handlers.schedule import release_call
-from services.handlers.steps import load, run_step
 
-SOURCE = "tools"
 WATCH_EVERY_S = 0.1
 
 
-def handle_execute_call(app: App, run_id: str, call_id: str) -> None:
-    def claim(s: RunState) -> list[Event]:
-        return claim_call(s, call_id, worker=app.worker, now=app.clock.now())
-
-    step = run_step(app.store, app.clock, run_id, claim, source=SOURCE)
-    started = step.first(ToolCallStarted)
-    if started is None:
-        return
-    state = step.state
-    call = state.call(call_id)
-    assert call is not None
-    started_at = app.clock.now()
-    with LeaseKeeper(app, call.lock_request):
-        outcome = _run(app, state, call_id)
-    finished_at = app.clock.now()
-    run_step(
-        app.store,
-        app.clock,
-        run_id,
-        lambda s: record_outcome(
-            s,
-            call_id,
-            attempt=started.attempt,
-            outcome=outcome,
-            started_at=started_at,
-            finished_at=finished_at,
-        ),
-        source=SOURCE,
-        held=step.state,  # the state of our own claim: no reload
-    )
-    release_call(app, call.lock_request)
-
-
-def _run(app: App, state: RunState, call_id: str) -> Outcome:
-    call = state.call(call_id)
-    assert call is not None
-    app.load_tools(state)
-    registered = app.registry.get(call.name)
-    if registered is None:  # validated in another process whose modules differ from ours
-        message = f"tool {call.name!r} is not loaded here"
-        return Errored(ToolError(code="internal", message=message, retryable=True))
+def execute(app: App, state: RunState, call: Call) -> Outcome:
+    registered = app.toolset.get(call.name)
+    if registered is None:  # validated by a worker of the same tool set: cannot happen
+        message = f"tool {call.name!r} is not in this worker's tool set"
+        return Errored(ToolError(code="internal", message=message, retryable=False))
     ctx = ToolContext(
         run_id=state.run_id,
-        call_id=call_id,
+        call_id=call.call_id,
         workspace=state.workspace,
         principal_id=state.spec.principal.id,
         tenant=state.spec.principal.tenant,
@@ -74,24 +34,26 @@ def _run(app: App, state: RunState, call_id: str) -> Outcome:
         op_key=call.op_key,
         outputs=lambda ref: _output_of(app, state.run_id, ref),
     )
-    owner = f"{state.run_id}/{call_id}/{call.attempts}"
-    return run_once(
-        app,
-        call,
-        owner,
-        lambda: run_tool(
-            registered,
-            call.input,
-            ctx,
-            timeout_s=call.timeout_s,
-            stop_requested=RunWatch(app, state).stop_requested,
-            grace_s=state.spec.policies.cancel_grace_s,
-        ),
-    )
+    owner = f"{state.run_id}/{call.call_id}/{call.attempts}"
+    with LeaseKeeper(app, call.lock_request):
+        return run_once(
+            app,
+            state,
+            call,
+            owner,
+            lambda: run_tool(
+                registered,
+                call.input,
+                ctx,
+                timeout_s=call.timeout_s,
+                stop_requested=RunWatch(app, state).stop_requested,
+                grace_s=state.spec.policies.cancel_grace_s,
+            ),
+        )
 
 
 def _output_of(app: App, run_id: str, call_id: str) -> object | None:
-    state = load(app.store, run_id)
+    state = app.runs.load(run_id)
     for turn in state.turns if state else ():
         call = turn.call(call_id)
         if call is not None and call.output is not None:
@@ -106,7 +68,7 @@ class RunWatch:
     def __init__(self, app: App, state: RunState):
         self._app = app
         self._state = state
-        self._looked_at = 0.0
+        self._looked_at = app.clock.now()
 
     def stop_requested(self) -> float | None:
         """When the run asked its calls to stop, or None while it has not."""
@@ -146,5 +108,5 @@ class LeaseKeeper:
     def _beat(self) -> None:
         every = self._app.locks.lease_s / 3
         while not self._stop.wait(every):
-            if not self._app.locks.renew(self._request or "", now=self._app.clock.now()):
+            if not self._app.locks.renew(self._request or ""):
                 return  # the lease was lost; the fencing token protects what follows

@@ -1,0 +1,40 @@
+"""Decisions made one after another into one batch: each decides on the state
+the earlier ones' events lead to, and all their events are appended together.
+This is how a step does several things at once (validate the turn's calls,
+record their locks, claim one) without a hop between them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from events.fold import apply
+from events.state import RunState
+from events.types import Event
+from schemas.envelope import Envelope
+from schemas.ids import EventId, RunId
+
+Decision = Callable[[RunState], list[Event]]
+_ENVELOPE = Envelope[Any]
+
+
+def provisional(s: RunState, events: Iterable[Event], *, at: float) -> RunState:
+    """The state after `events`, for deciding what follows them in the same batch
+    (the events are checked against the tables here, as `apply` always does)."""
+    for e in events:
+        env = _ENVELOPE.model_construct(
+            id=EventId(""), run_id=RunId(s.run_id), seq=s.seq + 1, type=e.type, at=at,
+            source="", data=e,
+        )  # fmt: skip
+        s = apply(s, env)
+    return s
+
+
+def chain(s: RunState, decisions: Iterable[Decision], *, at: float) -> list[Event]:
+    out: list[Event] = []
+    for decide in decisions:
+        events = decide(s)
+        if events:
+            s = provisional(s, events, at=at)
+            out += events
+    return out

@@ -1,0 +1,63 @@
+"""One step of a call, as the tools pool takes it (`DriveCall`): validate every
+undecided call of the turn, record what the lock table said to the turn's lock
+requests, and claim the call when it may run now — one batch, one append, no
+hop between. The findings and the lock table's answers are gathered first; the
+decision itself is pure and can be made again on a fresher state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from events.batch import chain, provisional
+from events.lock_step import LockAsk, lock_asks, record_locks, waiting_request
+from events.locks import Grant
+from events.state import RunState
+from events.tool_step import claim_call
+from events.types import Event
+from events.validation_step import Finding, validate_turn
+
+
+@dataclass(frozen=True, slots=True)
+class LockAnswers:
+    """The requests asked of the lock table in this step, and the ones it granted."""
+
+    asked: tuple[LockAsk, ...] = ()
+    grants: Mapping[str, Grant] = field(default_factory=dict)  # request id -> grant
+
+
+def validated(
+    s: RunState, findings: Mapping[str, Finding], *, known_tools: Sequence[str], now: float
+) -> RunState:
+    """The state once the turn's undecided calls are validated (not appended)."""
+    return provisional(s, validate_turn(s, findings, known_tools=known_tools, now=now), at=now)
+
+
+def asks_for(s: RunState, call_id: str) -> list[LockAsk]:
+    """What to ask the lock table in this step: every lock the turn still needs, in
+    proposal order, or, for a call that waits, its own request again."""
+    asks = lock_asks(s)
+    if not asks and (waiting := waiting_request(s, call_id)) is not None:
+        asks = [waiting]
+    return asks
+
+
+def drive_call(
+    s: RunState,
+    call_id: str,
+    *,
+    findings: Mapping[str, Finding],
+    known_tools: Sequence[str],
+    locks: LockAnswers,
+    worker: str,
+    now: float,
+) -> list[Event]:
+    return chain(
+        s,
+        (
+            lambda x: validate_turn(x, findings, known_tools=known_tools, now=now),
+            lambda x: record_locks(x, locks.asked, locks.grants),
+            lambda x: claim_call(x, call_id, worker=worker, now=now),
+        ),
+        at=now,
+    )

@@ -1,0 +1,60 @@
+"""The lock table port: one owner of the table (an atomic script on Redis, a lock
+in memory) that applies the rule of `events.locks`. A request names who asked
+(run, call) and the message to send them if it is granted later — by a
+release or an expiry, not by their own ask — so a grant reaches the waiting
+run through a command to its own queue, and nobody appends to another run's
+log. Times are the table's own (Redis `TIME`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from events.lock_step import LockAsk
+from events.locks import Grant
+from services.adapters.store.port import Outgoing
+
+
+@dataclass(frozen=True, slots=True)
+class Holder:
+    request_id: str
+    run_id: str
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Granted:
+    grant: Grant
+    holder: Holder
+    notify: Outgoing | None  # the message that tells the waiting call
+
+
+@dataclass(frozen=True)
+class LockReply:
+    grants: list[Granted] = field(default_factory=list)
+    expired: list[Holder] = field(default_factory=list)
+    renewed: bool = False
+
+    def notices(self) -> list[Outgoing]:
+        return [g.notify for g in self.grants if g.notify is not None]
+
+
+class Locks(Protocol):
+    lease_s: float
+
+    def enqueue(self, asks: Sequence[LockAsk], notify: Sequence[Outgoing | None]) -> LockReply:
+        """Queue the requests in order; the reply lists every grant made, including
+        those asked for again (a redelivery learns what it had been given)."""
+        ...
+
+    def release(self, request_ids: Sequence[str]) -> LockReply:
+        """Drop requests, held or waiting; unknown ids change nothing. The reply
+        lists the requests this let through."""
+        ...
+
+    def renew(self, request_id: str) -> bool: ...
+
+    def expire(self) -> LockReply:
+        """Holders whose lease ran out lose their locks; the lock passes on."""
+        ...

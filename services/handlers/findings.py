@@ -1,0 +1,46 @@
+"""What validation needs to know about the turn's undecided calls, gathered before
+anything is decided: is the tool in this worker's tool set, are the arguments
+valid against its schema, which resources does it touch, must a person approve
+it, what is its operation key. The tools' own rules (resources, approval
+predicates) are user code: they run here, never inside a decision."""
+
+from __future__ import annotations
+
+from events.idempotency import request_hash
+from events.state import Call, RunState
+from events.types import FieldError
+from events.validation_step import Finding, undecided
+from services.adapters.tools.toolset import ToolSet
+
+
+def findings(toolset: ToolSet, s: RunState) -> dict[str, Finding]:
+    turn = s.current_turn
+    calls = [turn.call(call_id) for call_id in undecided(s)] if turn else []
+    return {c.call_id: finding(toolset, c, s) for c in calls if c is not None}
+
+
+def finding(toolset: ToolSet, call: Call, s: RunState) -> Finding:
+    t = toolset.get(call.name)
+    if t is None:
+        return Finding(tool=None)
+    args, errors = t.check(call.input)
+    if errors:
+        return Finding(tool=t.spec, field_errors=tuple(errors))
+    try:
+        reads, writes = t.resources(args, s.workspace)
+        approval = t.approval_reason(args, s.spec.principal)
+        op_key = t.op_key(call.input, s.spec.principal.tenant, writes, run_id=s.run_id)
+        digest = request_hash(t.canonical(call.input))
+    except Exception as exc:  # the tool's own rules failed on these arguments: tell the model
+        error = FieldError(loc="(input)", msg=f"{type(exc).__name__}: {exc}")
+        return Finding(tool=t.spec, field_errors=(error,))
+    return Finding(
+        tool=t.spec,
+        reads=tuple(reads),
+        writes=tuple(writes),
+        approval=approval,
+        op_key=op_key,
+        request_hash=digest,
+        resolvable=t.lookup is not None,
+        output_cap=t.output_cap,
+    )

@@ -1,0 +1,248 @@
+"""The run repository: load → decide → save, the loop every handler runs.
+
+A decision is a pure function of the folded state returning events. The new
+events are folded onto the state before they are saved, so an illegal one
+raises and is never written; the follow-ups they make due (`events.settle`) go
+in the same batch. Saving is one round trip: the store's script appends the
+batch at the expected seq *and* queues the commands the batch made due
+(`events.dispatch.new_commands`), both or neither — the writer dispatches.
+After it, the lock requests the run gave up (`events.lock_step`) are released
+and whoever they pass to is told, by a command to its own queue.
+
+A run is pinned to the worker that drives it: the first try decides on the
+state this process holds (its last step's, from the cache) without reading
+the log, and the append's expected seq checks it. On a ConcurrencyConflict the
+run is reloaded and the decision made again: an outcome that already happened
+is re-decided on the fresh state, never dropped. "Nothing to do" is believed of
+the log, not of a held state. An outcome in hand is appended across a short
+Redis outage (`outage_s`), not given up."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import redis
+
+from events.dispatch import new_commands
+from events.fold import fold
+from events.lock_step import released_requests
+from events.settle import settle
+from events.state import RunState
+from events.types import Event, RunCreated
+from schemas.envelope import Envelope
+from schemas.ids import EventId, RunId
+from services.adapters.broker.outbox import Outbox
+from services.adapters.locks.port import Locks
+from services.adapters.store.port import EventStore, Outgoing
+from services.clock import Clock, new_event_id
+from services.errors import ConcurrencyConflict, TooContended, UnknownRun
+from services.handlers.state_cache import StateCache, cache_for
+
+MAX_CONFLICTS = 50
+OUTAGE_PAUSE_S = 0.25
+_ENVELOPE = Envelope[Any]  # looked up once: pydantic's generic lookup is slow
+log = logging.getLogger(__name__)
+Decide = Callable[[RunState], Sequence[Event]]
+T = TypeVar("T")
+
+
+def _nothing(_: RunState) -> None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    state: RunState
+    appended: tuple[Envelope[Any], ...]
+
+    def first(self, kind: type[Any]) -> Any | None:
+        return next((e.data for e in self.appended if isinstance(e.data, kind)), None)
+
+
+def envelopes(
+    run_id: str,
+    events: Sequence[Event],
+    *,
+    after_seq: int,
+    at: float,
+    source: str,
+    causation_id: str | None = None,
+) -> list[Envelope[Any]]:
+    return [
+        _ENVELOPE.model_construct(
+            id=EventId(new_event_id()),
+            run_id=RunId(run_id),
+            seq=after_seq + i + 1,
+            type=e.type,
+            at=at,
+            source=source,
+            causation_id=causation_id,
+            v=1,
+            data=e,
+        )
+        for i, e in enumerate(events)
+    ]
+
+
+class Runs:
+    def __init__(
+        self,
+        store: EventStore,
+        clock: Clock,
+        outbox: Outbox,
+        locks: Locks,
+        send: Callable[[Sequence[Outgoing]], None],
+    ):
+        self.store = store
+        self.clock = clock
+        self._outbox = outbox
+        self._locks = locks
+        self._send = send
+
+    @property
+    def cache(self) -> StateCache:
+        return cache_for(self.store)
+
+    def load(self, run_id: str) -> RunState | None:
+        """The run's state as the log has it now (snapshot + tail)."""
+        return self.cache.load(run_id)
+
+    def current(self, run_id: str) -> RunState | None:
+        """The state this process holds of the run (or is appending), else the log's."""
+        return self.cache.latest(run_id) or self.load(run_id)
+
+    def create(self, created: RunCreated, run_id: str, *, source: str, causation_id: str | None) -> RunState:
+        """Append a run's first event (and queue its first command); ConcurrencyConflict
+        when the run exists already."""
+        batch = envelopes(
+            run_id, [created], after_seq=0, at=self.clock.now(), source=source,
+            causation_id=causation_id,
+        )  # fmt: skip
+        batch = self.store.as_stored(run_id, batch)
+        state = fold(batch)
+        assert state is not None
+        self._save(run_id, None, state, batch, outage_s=0.0)
+        return state
+
+    def step(
+        self,
+        run_id: str,
+        decide: Decide,
+        *,
+        source: str,
+        causation_id: str | None = None,
+        held: RunState | None = None,
+        outage_s: float = 0.0,
+    ) -> StepResult:
+        return self.step_with(
+            run_id, _nothing, lambda s, _: decide(s), source=source, causation_id=causation_id,
+            held=held, outage_s=outage_s,
+        )  # fmt: skip
+
+    def step_with(
+        self,
+        run_id: str,
+        gather: Callable[[RunState], T],
+        decide: Callable[[RunState, T], Sequence[Event]],
+        *,
+        source: str,
+        causation_id: str | None = None,
+        held: RunState | None = None,
+        outage_s: float = 0.0,
+    ) -> StepResult:
+        """A step whose decision needs findings gathered outside it (tool-set lookups,
+        the tools' own rules, the lock table's answer): `gather` runs on each state
+        the step decides on, `decide` is pure on that state and those findings."""
+        if held is None:
+            held = self.cache.latest(run_id)  # pinned: the append's expected seq checks it
+        for _ in range(MAX_CONFLICTS):
+            state = held or self.load(run_id)
+            if state is None:
+                raise UnknownRun(run_id)
+            events = list(decide(state, gather(state)))
+            if not events and held is not None:
+                held = None  # "nothing to do" is believed of the log, not of a held state
+                continue
+            held = None
+            if not events:
+                return StepResult(state, ())
+            batch, new_state = self._batch(run_id, state, events, source, causation_id)
+            try:
+                self._save(run_id, state, new_state, batch, outage_s=outage_s)
+            except ConcurrencyConflict:
+                continue
+            return StepResult(new_state, tuple(batch))
+        raise TooContended(f"run {run_id!r}: {MAX_CONFLICTS} conflicting appends in a row")
+
+    def _batch(
+        self,
+        run_id: str,
+        state: RunState,
+        events: list[Event],
+        source: str,
+        causation_id: str | None,
+    ) -> tuple[list[Envelope[Any]], RunState]:
+        at = self.clock.now()
+        batch = envelopes(
+            run_id, events, after_seq=state.seq, at=at, source=source, causation_id=causation_id
+        )
+        batch = self.store.as_stored(run_id, batch)  # the state we go on with is the log's
+        new_state = fold(batch, state)  # raises IllegalTransition before anything is written
+        assert new_state is not None
+        if follow_ups := settle(new_state):  # made due by this batch: same append
+            more = envelopes(run_id, follow_ups, after_seq=new_state.seq, at=at, source=source)
+            more = self.store.as_stored(run_id, more)
+            new_state = fold(more, new_state)
+            assert new_state is not None
+            batch += more
+        return batch, new_state
+
+    def _save(
+        self,
+        run_id: str,
+        before: RunState | None,
+        after: RunState,
+        batch: list[Envelope[Any]],
+        *,
+        outage_s: float,
+    ) -> None:
+        now = self.clock.now()
+        messages = self._outbox.messages(after, new_commands(before, after, now=now))
+        cache = self.cache
+        with cache.expecting(run_id, after, batch[-1].id):
+            self._append(run_id, batch, before, after, messages, outage_s)
+            cache.appended(run_id, after, batch[-1].id)
+        if released := released_requests(before, after):
+            self._send(self._locks.release(released).notices())
+
+    def _append(
+        self,
+        run_id: str,
+        batch: list[Envelope[Any]],
+        before: RunState | None,
+        after: RunState,
+        messages: list[Outgoing],
+        outage_s: float,
+    ) -> None:
+        """Append; across a Redis outage keep trying for `outage_s` (a resend of an
+        append that landed is recognised by its first event's id)."""
+        give_up = time.monotonic() + outage_s
+        while True:
+            try:
+                self.store.append(
+                    run_id,
+                    batch,
+                    expected_seq=before.seq if before else 0,
+                    live=after.status.watched,
+                    messages=messages,
+                )
+                return
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                if time.monotonic() >= give_up:
+                    raise
+                log.warning("run %r: Redis unreachable (%s); the outcome is kept, retrying", run_id, exc)
+                time.sleep(OUTAGE_PAUSE_S)
