@@ -2,25 +2,34 @@
 folded run under the spec's token budget (`context`). The log keeps every
 message in full; the view is derived from it and never stored.
 
-The view holds the system rules, the tool list, the task and the turns. When
-they do not fit the budget it first shortens the tool results of older turns
-(all but the `keep_recent_turns` latest), oldest first, each to a preview and a
-marker saying what was cut, how much and where the rest is; if that is not
-enough it leaves out the oldest turns whole and says so after the task. A
-turn's assistant content and the results answering it are one unit, so a
-tool_use is never separated from its tool_result. Secrets are redacted in every
-block but thinking blocks, which are signed and go back verbatim.
+The view holds the system rules, the tool list (ours and the provider's server
+tools), the task and the turns. A turn's assistant content and the results
+answering it are one unit, so a tool_use is never separated from its
+tool_result. Each unit is rendered (redacted: secrets in every block but the
+signed and the provider's, which go back verbatim), serialised and hashed once,
+and the view's hash is a chain — the hash of the head, then of each unit after
+the one before — so a request at turn 200 costs what one at turn 2 does; the
+previous request's build is kept and extended.
+
+A refused turn leaves the view (the log keeps it; the decision `withdrawn` says
+so) before the run goes on; a thinking block without a signature is never sent.
+
+Under budget the view is the whole conversation and only ever grows at its end,
+so the provider's prompt cache can be reused request after request. Over budget
+it shortens the tool results of older turns (all but `keep_recent_turns`) to a
+preview and a marker, then leaves out the oldest turns whole — both in steps of
+`STEP_TURNS` turns, chosen from the state alone (so any turn's view can be
+rebuilt from the log), which rewrite the prefix rarely.
 
 Tokens are estimated at 4 characters a token of the view's canonical JSON; the
-sha256 of that JSON and the decisions go into `ModelRequested`, so the view of
-any turn can be rebuilt from the log and checked."""
+chained sha256 and the decisions go into `ModelRequested`."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from events.conversation import add_message, user_reply
@@ -28,14 +37,15 @@ from events.output_cap import READ_TOOL
 from events.redact import Redactor
 from events.state import RunState, Turn
 from events.types import ModelRequested
-from schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock
+from schemas.content import ContentBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, to_api
 from schemas.context import ContextDecision
-from schemas.spec import ToolSpec
+from schemas.spec import AnthropicModel, ToolSpec
 
 CHARS_PER_TOKEN = 4
-WRAPPER_CHARS = 40  # a message's JSON around its blocks, counted for both sides of a turn
 MIN_CUT_CHARS = 100  # a result that would lose fewer characters is left whole
 OMITTED_RESERVE = 300  # room for the marker naming the turns left out
+STEP_TURNS = 8  # turns shortened or left out at once when the budget forces it
+WRAPPER_CHARS = 64  # a unit's two messages' JSON around their blocks: sizes are upper bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +55,9 @@ class ContextView:
     messages: tuple[Message, ...]
     decisions: tuple[ContextDecision, ...]
     budget_tokens: int
-    chars: int  # of the canonical JSON
-    digest: str  # its sha256
+    chars: int  # of the canonical JSON of the head and every unit
+    digest: str  # the chained sha256
+    server_tools: tuple[dict[str, Any], ...] = ()
 
     @property
     def tokens(self) -> int:
@@ -55,13 +66,19 @@ class ContextView:
 
 @dataclass(frozen=True, slots=True)
 class _Unit:
-    """One turn as the model sees it: the assistant content and the reply to it."""
+    """One turn as the model sees it: the assistant content and the reply to it,
+    with its canonical JSON's length and sha256."""
 
     turn: Turn
     assistant: tuple[ContentBlock, ...]
     user: tuple[ContentBlock, ...]
-    size: int  # an upper bound of its characters in the canonical JSON
+    size: int
+    digest: str
     cut: tuple[int, int, int] = (0, 0, 0)  # results shortened, their chars before, after
+
+    @property
+    def withdrawn(self) -> bool:
+        return self.turn.stop_reason == "refusal"
 
 
 def assemble(
@@ -72,23 +89,29 @@ def assemble(
     limit = ctx.budget_tokens * CHARS_PER_TOKEN
     system = r.text(s.spec.system) if s.spec.system else None
     task = TextBlock(text=r.text(s.spec.task))
+    server = server_tools(s)
     units = [_unit(t, r) for t in s.turns]
     older = max(0, len(units) - ctx.keep_recent_turns)
-    head = canonical(system, tools, (Message(role="user", content=(task,)),))
-    total = len(head) + sum(u.size for u in units)
+    head = len(_head(system, tools, server, (task,)))
+    total = head + sum(u.size for u in units)
     units, total = _shorten(units, older, total, limit, ctx.preview_chars)
-    units, total, omitted, note = _omit(units, older, total, limit, ctx.budget_tokens)
-    messages = _messages((task, *([note] if note else [])), units)
-    text = canonical(system, tools, messages)
-    decisions = (omitted, _shortened(units), _over_budget(units, len(text), limit))
+    units, omitted, note = _omit(units, older, total, limit, ctx.budget_tokens)
+    first = (task, *([note] if note else []))
+    head_text = _head(system, tools, server, first)
+    messages, digest = _build(s.run_id, head_text, first, units)
+    chars = len(head_text) + sum(u.size for u in units)
+    decisions = (
+        _withdrawn(s.turns), omitted, _shortened(units), _over_budget(units, chars, limit)
+    )  # fmt: skip
     return ContextView(
         system=system,
         tools=tuple(tools),
         messages=messages,
         decisions=tuple(d for d in decisions if d is not None),
         budget_tokens=ctx.budget_tokens,
-        chars=len(text),
-        digest=hashlib.sha256(text.encode()).hexdigest(),
+        chars=chars,
+        digest=digest,
+        server_tools=server,
     )
 
 
@@ -103,62 +126,220 @@ def with_context(requested: ModelRequested, view: ContextView) -> ModelRequested
     )
 
 
+def server_tools(s: RunState) -> tuple[dict[str, Any], ...]:
+    """The provider's tools the spec asks for, as the API defines them."""
+    model = s.spec.model
+    if not isinstance(model, AnthropicModel):
+        return ()
+    return tuple(t.definition() for t in model.anthropic.server_tools)
+
+
 def canonical(system: str | None, tools: Sequence[ToolSpec], messages: Sequence[Message]) -> str:
-    """The request as the model receives it, as one canonical JSON text."""
+    """A request as one canonical JSON text (for people: `agentledger context --json`)."""
     return _json(
         {
             "system": system,
-            "tools": [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                for t in tools
+            "tools": [tool_definition(t) for t in tools],
+            "messages": [
+                {"role": m.role, "content": [to_api(b) for b in m.content]} for m in messages
             ],
-            "messages": [m.model_dump(mode="json") for m in messages],
         }
     )
 
 
+def tool_definition(t: ToolSpec) -> dict[str, Any]:
+    return {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+
+
+def _head(
+    system: str | None,
+    tools: Sequence[ToolSpec],
+    server: Sequence[dict[str, Any]],
+    first: Sequence[ContentBlock],
+) -> str:
+    value: dict[str, Any] = {"system": system, "tools": [tool_definition(t) for t in tools]}
+    if server:
+        value["server_tools"] = list(server)
+    value["first"] = [to_api(b) for b in first]
+    return _json(value)
+
+
 def _unit(turn: Turn, r: Redactor) -> _Unit:
-    """A turn's redacted messages and size. Turns are frozen and a run's past turns
-    are the same objects from one request to the next, so the work is remembered
-    (a pure cache: the same turn and redactor always give the same unit)."""
+    """A turn's redacted messages, size and hash. Turns are frozen and a run's past
+    turns are the same objects from one request to the next, so the work is
+    remembered (a pure cache: the same turn and redactor always give the same unit)."""
     key = (id(turn), r)
     hit = _UNITS.get(key)
     if hit is not None and hit.turn is turn:
         return hit
-    assistant = tuple(r.block(b) for b in turn.content)
-    user = tuple(r.block(b) for b in user_reply(turn))
-    unit = _Unit(turn, assistant, user, sum(map(_size, (*assistant, *user))) + 2 * WRAPPER_CHARS)
-    if len(_UNITS) >= _UNITS_MAX:
-        del _UNITS[next(iter(_UNITS))]  # the oldest entry
-    _UNITS[key] = unit
+    if turn.stop_reason == "refusal":  # withdrawn: only what a person said afterwards stays
+        assistant: tuple[ContentBlock, ...] = ()
+        user: tuple[ContentBlock, ...] = (
+            (TextBlock(text=r.text(turn.feedback)),) if turn.feedback else ()
+        )
+    else:
+        assistant = tuple(r.block(b) for b in turn.content if _sendable(b))
+        user = tuple(r.block(b) for b in user_reply(turn))
+    unit = _make(turn, assistant, user)
+    _remember(_UNITS, key, unit)
     return unit
 
 
-_UNITS: dict[tuple[int, Redactor], _Unit] = {}
-_UNITS_MAX = 8192
+def _sendable(b: ContentBlock) -> bool:
+    """A thinking block cut off before its signature is never sent back."""
+    return not (isinstance(b, ThinkingBlock) and not b.signature)
+
+
+def _make(
+    turn: Turn,
+    assistant: tuple[ContentBlock, ...],
+    user: tuple[ContentBlock, ...],
+    cut: tuple[int, int, int] = (0, 0, 0),
+) -> _Unit:
+    text = _json([[to_api(b) for b in assistant], [to_api(b) for b in user]])
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    return _Unit(turn, assistant, user, len(text) + WRAPPER_CHARS, digest, cut)
+
+
+_UNITS: dict[Any, _Unit] = {}
+_SHORT: dict[Any, tuple[_Unit, _Unit]] = {}
+_CACHE_MAX = 8192
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(cache) >= _CACHE_MAX:
+        del cache[next(iter(cache))]  # the oldest entry
+    cache[key] = value
+
+
+def _short_unit(u: _Unit, preview: int) -> _Unit:
+    """The unit with every tool result cut to a preview (itself when none is long)."""
+    key = (id(u), preview)
+    hit = _SHORT.get(key)
+    if hit is not None and hit[0] is u:
+        return hit[1]
+    blocks, items, before, after = list(u.user), 0, 0, 0
+    for j, b in enumerate(blocks):
+        if isinstance(b, ToolResultBlock) and (short := _short(b, u.turn, preview)) is not None:
+            blocks[j], items = short, items + 1
+            before, after = before + len(b.content), after + len(short.content)
+    out = _make(u.turn, u.assistant, tuple(blocks), (items, before, after)) if items else u
+    _remember(_SHORT, key, (u, out))
+    return out
+
+
+def _steps(older: int) -> list[int]:
+    """How many of the older turns to change: 0, then whole steps, then all of them."""
+    return sorted({0, *range(STEP_TURNS, older, STEP_TURNS), older})
 
 
 def _shorten(
     units: list[_Unit], older: int, total: int, limit: int, preview: int
 ) -> tuple[list[_Unit], int]:
-    """Cut older tool results, oldest first, until the view fits."""
-    out = list(units)
-    for i in range(older):
-        blocks, saved, items, before, after = list(out[i].user), 0, 0, 0, 0
-        for j, b in enumerate(blocks):
-            if total - saved <= limit:
-                break
-            if not isinstance(b, ToolResultBlock):
-                continue
-            if (short := _short(b, out[i].turn, preview)) is not None:
-                saved += _size(b) - _size(short)
-                blocks[j], items = short, items + 1
-                before, after = before + len(b.content), after + len(short.content)
-        if items:
-            cut = (items, before, after)
-            out[i] = replace(out[i], user=tuple(blocks), size=out[i].size - saved, cut=cut)
-            total -= saved
-    return out, total
+    """Shorten the results of the oldest turns, a step of turns at a time, until it fits."""
+    if total <= limit:
+        return units, total
+    shorts: list[_Unit] = []
+    saved = 0
+    for k in _steps(older):
+        while len(shorts) < k:
+            u = units[len(shorts)]
+            shorts.append(_short_unit(u, preview))
+            saved += u.size - shorts[-1].size
+        if total - saved <= limit:
+            break
+    return [*shorts, *units[len(shorts) :]], total - saved
+
+
+def _omit(
+    units: list[_Unit], older: int, total: int, limit: int, budget: int
+) -> tuple[list[_Unit], ContextDecision | None, TextBlock | None]:
+    """Leave out the oldest turns whole, a step at a time, until the view fits."""
+    if total <= limit:
+        return units, None, None
+    n = dropped = 0
+    for k in _steps(older):
+        while n < k:
+            dropped += units[n].size
+            n += 1
+        if total - dropped + OMITTED_RESERVE <= limit:
+            break
+    if n == 0:
+        return units, None, None
+    first, last = units[0].turn.index, units[n - 1].turn.index
+    note = TextBlock(
+        text=f"[omitted: turns {first}-{last} ({n} turns, {dropped:,} chars) to stay within "
+        f"the context budget of {budget:,} tokens; the run log keeps them in full]"
+    )
+    decision = ContextDecision(
+        action="omitted",
+        first_turn=first,
+        last_turn=last,
+        items=n,
+        chars_before=dropped,
+        chars_after=len(_json(to_api(note))),
+    )
+    return units[n:], decision, note
+
+
+@dataclass(frozen=True, slots=True)
+class _Built:
+    """A view's messages and hash chain, kept so that the next request extends them."""
+
+    head: str
+    units: tuple[_Unit, ...]
+    chain: tuple[str, ...]  # the hash after the head and after each unit
+    messages: tuple[Message, ...]
+
+
+_BUILT: dict[str, _Built] = {}
+
+
+def _build(
+    run_id: str, head: str, first: tuple[ContentBlock, ...], units: list[_Unit]
+) -> tuple[tuple[Message, ...], str]:
+    """The messages and the chained hash, extending the run's previous build when
+    it is a prefix of this one (the usual case: one more turn at the end)."""
+    old = _BUILT.get(run_id)
+    same = 0
+    if old is not None and old.head == head:
+        same = next(
+            (i for i, (a, b) in enumerate(zip(old.units, units, strict=False)) if a is not b),
+            min(len(old.units), len(units)),
+        )
+    if old is not None and old.head == head and same == len(old.units):
+        chain, out = list(old.chain), list(old.messages)
+    else:
+        chain = [*old.chain[: same + 1]] if old is not None and old.head == head else []
+        chain = chain or [hashlib.sha256(head.encode()).hexdigest()]
+        out = [Message(role="user", content=first)]
+        for u in units[:same]:
+            _add(out, u)
+    for u in units[same:]:
+        chain.append(hashlib.sha256(f"{chain[-1]}{u.digest}".encode()).hexdigest())
+        _add(out, u)
+    messages = tuple(out)
+    _remember(_BUILT, run_id, _Built(head, tuple(units), tuple(chain), messages))
+    return messages, chain[-1]
+
+
+def _add(out: list[Message], u: _Unit) -> None:
+    add_message(out, "assistant", u.assistant)
+    add_message(out, "user", u.user)
+
+
+def _withdrawn(turns: Sequence[Turn]) -> ContextDecision | None:
+    refused = [t.index for t in turns if t.stop_reason == "refusal"]
+    if not refused:
+        return None
+    return ContextDecision(
+        action="withdrawn",
+        first_turn=refused[0],
+        last_turn=refused[-1],
+        items=len(refused),
+        chars_before=0,
+        chars_after=0,
+    )
 
 
 def _shortened(units: Sequence[_Unit]) -> ContextDecision | None:
@@ -205,44 +386,6 @@ def _short(b: ToolResultBlock, turn: Turn, preview: int) -> ToolResultBlock | No
         f"{READ_TOOL}(ref={b.tool_use_id!r}) reads it]"
     )
     return b.model_copy(update={"content": f"{keep}\n{note}" if keep else note})
-
-
-def _omit(
-    units: list[_Unit], older: int, total: int, limit: int, budget: int
-) -> tuple[list[_Unit], int, ContextDecision | None, TextBlock | None]:
-    """Leave out the oldest turns whole until the view fits."""
-    n = dropped = 0
-    while n < older and total - dropped + OMITTED_RESERVE > limit:
-        dropped += units[n].size
-        n += 1
-    if n == 0:
-        return units, total, None, None
-    first, last = units[0].turn.index, units[n - 1].turn.index
-    note = TextBlock(
-        text=f"[omitted: turns {first}-{last} ({n} turns, {dropped:,} chars) to stay within "
-        f"the context budget of {budget:,} tokens; the run log keeps them in full]"
-    )
-    decision = ContextDecision(
-        action="omitted",
-        first_turn=first,
-        last_turn=last,
-        items=n,
-        chars_before=dropped,
-        chars_after=_size(note),
-    )
-    return units[n:], total - dropped + _size(note), decision, note
-
-
-def _messages(task: tuple[ContentBlock, ...], units: Sequence[_Unit]) -> tuple[Message, ...]:
-    out = [Message(role="user", content=task)]
-    for u in units:
-        add_message(out, "assistant", u.assistant)
-        add_message(out, "user", u.user)
-    return tuple(out)
-
-
-def _size(b: ContentBlock) -> int:
-    return len(b.model_dump_json())  # the length of its canonical JSON: same text, other key order
 
 
 def _json(value: Any) -> str:

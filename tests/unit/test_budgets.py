@@ -25,7 +25,8 @@ from runlog import (
     use,
 )
 
-from events.budgets import estimate_next_request
+from events.budgets import estimate_request
+from events.context_view import assemble
 from events.dispatch import due_commands
 from events.model_step import request_model
 from events.pricing import DEFAULT_PRICES, cost_usd, price_of
@@ -72,7 +73,7 @@ def test_within_every_budget_the_model_is_asked() -> None:
 @pytest.mark.parametrize(
     ("budget", "used", "limit", "what"),
     [
-        ("cost", 2.0, 2.0, "cost: $2.0000 spent; the next request could bring it to $2."),
+        ("cost", 2.0, 2.0, "cost: $2.0000 spent; the next request could bring it to $"),
         ("input_tokens", 100, 100, "input_tokens: 100 input tokens used; the next request needs ~"),
         ("output_tokens", 100, 100, "output_tokens: 100 of 100 output tokens used"),
         ("turns", 1, 1, "turns: 1 of 1 turns used"),
@@ -183,11 +184,11 @@ def test_a_cost_counts_every_kind_of_token_per_million() -> None:
 
 def test_the_next_request_is_estimated_from_what_would_be_sent() -> None:
     log = Log.created(model=SONNET)
-    est_in, est_out = estimate_next_request(log.s)
-    assert est_out == 1000
-    assert 0 < est_in < 100
+    first = estimate_request(log.s, assemble(log.s))
+    assert first.max_output_tokens == 1000
+    assert 0 < first.input_tokens < 100
     do_model_turn(log, use("a", path="x" * 4000))
-    assert estimate_next_request(log.s)[0] > est_in + 900
+    assert estimate_request(log.s, assemble(log.s)).input_tokens > first.input_tokens + 900
 
 
 def test_consecutive_failures_of_different_steps_exhaust_their_budget() -> None:

@@ -122,7 +122,8 @@ def test_a_60_turn_run_stays_under_its_budget_while_the_log_keeps_all_60_turns()
     view = assemble(s, TOOLS)
     assert full // CHARS_PER_TOKEN > 60_000  # the whole conversation is three times the budget
     assert view.tokens <= 20_000
-    assert view.chars == len(canonical(view.system, view.tools, view.messages))
+    sent = len(canonical(view.system, view.tools, view.messages))
+    assert sent <= view.chars <= sent * 1.1  # the size is an upper bound, close to the truth
     assert len(s.turns) == 60
     assert all(len(c.output) == OUTPUT_CHARS for t in s.turns for c in t.calls)
     assert [d.action for d in view.decisions] == ["shortened"]
