@@ -29,10 +29,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from events.conversation import add_message, user_reply
+from events.history import History
 from events.output_cap import READ_TOOL
 from events.redact import Redactor
 from events.state import RunState, Turn
@@ -90,18 +91,23 @@ def assemble(
     system = r.text(s.spec.system) if s.spec.system else None
     task = TextBlock(text=r.text(s.spec.task))
     server = server_tools(s)
-    units = [_unit(t, r) for t in s.turns]
-    older = max(0, len(units) - ctx.keep_recent_turns)
-    head = len(_head(system, tools, server, (task,)))
-    total = head + sum(u.size for u in units)
-    units, total = _shorten(units, older, total, limit, ctx.preview_chars)
-    units, omitted, note = _omit(units, older, total, limit, ctx.budget_tokens)
-    first = (task, *([note] if note else []))
+    past = _past(s.run_id, s.history, r)
+    cur = (_unit(s.current_turn, r),) if s.current_turn is not None else ()
+    older = max(0, len(past.raw) + len(cur) - ctx.keep_recent_turns)  # all in the history
+    total = len(_head(system, tools, server, (task,))) + past.raw_sum[-1] + sum(u.size for u in cur)
+    past, k, m = _fit(s.run_id, past, older, total, limit, ctx.preview_chars)
+    omitted = _omitted(past, k, m, ctx.budget_tokens)
+    units = (*past.short[m:k], *past.raw[max(m, k) :], *cur)
+    first = (task, *([omitted[1]] if omitted else []))
     head_text = _head(system, tools, server, first)
-    messages, digest = _build(s.run_id, head_text, first, units)
-    chars = len(head_text) + sum(u.size for u in units)
+    messages, digest = _build(s.run_id, head_text, first, units, (past.root, k, m, len(past.raw)))
+    chars = len(head_text) + sum(u.size for u in cur) + _sent(past, k, m)
+    refused = (*past.refused, *(u.turn.index for u in cur if u.withdrawn))
     decisions = (
-        _withdrawn(s.turns), omitted, _shortened(units), _over_budget(units, chars, limit)
+        _withdrawn(refused),
+        omitted[0] if omitted else None,
+        _shortened(past, k, m),
+        _over_budget(units, chars, limit),
     )  # fmt: skip
     return ContextView(
         system=system,
@@ -228,58 +234,120 @@ def _short_unit(u: _Unit, preview: int) -> _Unit:
     return out
 
 
-def _steps(older: int) -> list[int]:
-    """How many of the older turns to change: 0, then whole steps, then all of them."""
-    return sorted({0, *range(STEP_TURNS, older, STEP_TURNS), older})
+def _choices(older: int) -> list[tuple[int, int]]:
+    """(turns shortened, turns left out) to try, in order, for a view over budget.
+    Whole steps of turns first, so the choice stays put as turns come and the
+    prefix is rewritten seldom; when no step is enough, every older turn is
+    shortened (only the turn that just became older changes) and whole steps of
+    the oldest are left out. Each count only grows as the run does."""
+    steps = [0, *range(STEP_TURNS, older + 1, STEP_TURNS)]
+    out = [*((k, 0) for k in steps), (older, 0), *((older, m) for m in steps[1:]), (older, older)]
+    return list(dict.fromkeys(out))
 
 
-def _shorten(
-    units: list[_Unit], older: int, total: int, limit: int, preview: int
-) -> tuple[list[_Unit], int]:
-    """Shorten the results of the oldest turns, a step of turns at a time, until it fits."""
+@dataclass(frozen=True, slots=True)
+class _Past:
+    """A run's past turns rendered, with prefix sums of their sizes, kept from one
+    request to the next and extended by the turns added since (the history is
+    append-only and shared between states, so `extends` is O(1)). `short` holds
+    the first turns with their results cut to a preview, as far as ever needed."""
+
+    history: History[Turn]
+    redactor: Redactor
+    raw: tuple[_Unit, ...]
+    raw_sum: tuple[int, ...]  # raw_sum[i]: size of raw[:i]
+    refused: tuple[int, ...]  # turn indexes of refused turns
+    root: object  # the same from one extension to the next: the units are the same objects
+    preview: int = -1
+    short: tuple[_Unit, ...] = ()
+    short_sum: tuple[int, ...] = (0,)
+
+
+_PAST: dict[str, _Past] = {}
+
+
+def _past(run_id: str, history: History[Turn], r: Redactor) -> _Past:
+    old = _PAST.get(run_id)
+    if old is not None and old.redactor == r and history.extends(old.history):
+        if len(old.history) == len(history):
+            return old
+        raw, sums, refused = list(old.raw), list(old.raw_sum), list(old.refused)
+        past = old
+    else:
+        raw, sums, refused, past = [], [0], [], None
+    for i in range(len(raw), len(history)):
+        u = _unit(history.item(i), r)
+        raw.append(u)
+        sums.append(sums[-1] + u.size)
+        if u.withdrawn:
+            refused.append(u.turn.index)
+    root = past.root if past is not None else object()
+    new = _Past(history, r, tuple(raw), tuple(sums), tuple(refused), root)
+    if past is not None:
+        new = replace(new, preview=past.preview, short=past.short, short_sum=past.short_sum)
+    _remember(_PAST, run_id, new)
+    return new
+
+
+def _shortened_to(run_id: str, past: _Past, k: int, preview: int) -> _Past:
+    """The past with (at least) its first k turns' results shortened."""
+    if past.preview != preview:
+        past = replace(past, preview=preview, short=(), short_sum=(0,))
+    if len(past.short) >= k:
+        return past
+    short, sums = list(past.short), list(past.short_sum)
+    for u in past.raw[len(short) : k]:
+        short.append(_short_unit(u, preview))
+        sums.append(sums[-1] + short[-1].size)
+    past = replace(past, short=tuple(short), short_sum=tuple(sums))
+    _remember(_PAST, run_id, past)
+    return past
+
+
+def _fit(
+    run_id: str, past: _Past, older: int, total: int, limit: int, preview: int
+) -> tuple[_Past, int, int]:
+    """(the past, turns shortened, turns left out) that bring the view within its
+    budget; the recent turns are sent whole whatever it costs (`over_budget`)."""
     if total <= limit:
-        return units, total
-    shorts: list[_Unit] = []
-    saved = 0
-    for k in _steps(older):
-        while len(shorts) < k:
-            u = units[len(shorts)]
-            shorts.append(_short_unit(u, preview))
-            saved += u.size - shorts[-1].size
-        if total - saved <= limit:
-            break
-    return [*shorts, *units[len(shorts) :]], total - saved
+        return past, 0, 0
+    for k, m in _choices(older):
+        past = _shortened_to(run_id, past, k, preview)
+        size = total - (past.raw_sum[k] - past.short_sum[k]) - _dropped(past, k, m)
+        if size + (OMITTED_RESERVE if m else 0) <= limit:
+            return past, k, m
+    return past, k, m
 
 
-def _omit(
-    units: list[_Unit], older: int, total: int, limit: int, budget: int
-) -> tuple[list[_Unit], ContextDecision | None, TextBlock | None]:
-    """Leave out the oldest turns whole, a step at a time, until the view fits."""
-    if total <= limit:
-        return units, None, None
-    n = dropped = 0
-    for k in _steps(older):
-        while n < k:
-            dropped += units[n].size
-            n += 1
-        if total - dropped + OMITTED_RESERVE <= limit:
-            break
-    if n == 0:
-        return units, None, None
-    first, last = units[0].turn.index, units[n - 1].turn.index
+def _dropped(past: _Past, k: int, m: int) -> int:
+    """The size of the first m turns, shortened below k."""
+    return past.short_sum[min(m, k)] + max(0, past.raw_sum[m] - past.raw_sum[k])
+
+
+def _sent(past: _Past, k: int, m: int) -> int:
+    """The size of the past turns sent: shortened below k, left out below m."""
+    short = past.short_sum[k] - past.short_sum[min(m, k)]
+    return short + past.raw_sum[-1] - past.raw_sum[max(m, k)]
+
+
+def _omitted(past: _Past, k: int, m: int, budget: int) -> tuple[ContextDecision, TextBlock] | None:
+    """The marker after the task naming the turns left out, and the decision."""
+    if m == 0:
+        return None
+    first, last, dropped = past.raw[0].turn.index, past.raw[m - 1].turn.index, _dropped(past, k, m)
     note = TextBlock(
-        text=f"[omitted: turns {first}-{last} ({n} turns, {dropped:,} chars) to stay within "
+        text=f"[omitted: turns {first}-{last} ({m} turns, {dropped:,} chars) to stay within "
         f"the context budget of {budget:,} tokens; the run log keeps them in full]"
     )
     decision = ContextDecision(
         action="omitted",
         first_turn=first,
         last_turn=last,
-        items=n,
+        items=m,
         chars_before=dropped,
         chars_after=len(_json(to_api(note))),
     )
-    return units[n:], decision, note
+    return decision, note
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,27 +358,27 @@ class _Built:
     units: tuple[_Unit, ...]
     chain: tuple[str, ...]  # the hash after the head and after each unit
     messages: tuple[Message, ...]
+    shape: tuple[object, int, int, int]  # the past's root, shortened, left out, past turns
 
 
 _BUILT: dict[str, _Built] = {}
 
 
 def _build(
-    run_id: str, head: str, first: tuple[ContentBlock, ...], units: list[_Unit]
+    run_id: str,
+    head: str,
+    first: tuple[ContentBlock, ...],
+    units: tuple[_Unit, ...],
+    shape: tuple[object, int, int, int],
 ) -> tuple[tuple[Message, ...], str]:
     """The messages and the chained hash, extending the run's previous build when
     it is a prefix of this one (the usual case: one more turn at the end)."""
     old = _BUILT.get(run_id)
-    same = 0
-    if old is not None and old.head == head:
-        same = next(
-            (i for i, (a, b) in enumerate(zip(old.units, units, strict=False)) if a is not b),
-            min(len(old.units), len(units)),
-        )
-    if old is not None and old.head == head and same == len(old.units):
+    same = _common(old, head, units, shape) if old is not None else 0
+    if old is not None and same == len(old.units):
         chain, out = list(old.chain), list(old.messages)
     else:
-        chain = [*old.chain[: same + 1]] if old is not None and old.head == head else []
+        chain = list(old.chain[: same + 1]) if old is not None and same else []
         chain = chain or [hashlib.sha256(head.encode()).hexdigest()]
         out = [Message(role="user", content=first)]
         for u in units[:same]:
@@ -319,8 +387,24 @@ def _build(
         chain.append(hashlib.sha256(f"{chain[-1]}{u.digest}".encode()).hexdigest())
         _add(out, u)
     messages = tuple(out)
-    _remember(_BUILT, run_id, _Built(head, tuple(units), tuple(chain), messages))
+    _remember(_BUILT, run_id, _Built(head, units, tuple(chain), messages, shape))
     return messages, chain[-1]
+
+
+def _common(
+    old: _Built, head: str, units: tuple[_Unit, ...], shape: tuple[object, int, int, int]
+) -> int:
+    """How many leading units the previous build shares with this one. The same
+    past (root), shortened and left out alike, shares all its past turns: only
+    the few after them are compared."""
+    if old.head != head:
+        return 0
+    root, k, m, _ = shape
+    start = 0
+    if old.shape[:3] == (root, k, m):
+        start = min(old.shape[3] - m, len(old.units), len(units))
+    n = min(len(old.units), len(units))
+    return next((i for i in range(start, n) if old.units[i] is not units[i]), n)
 
 
 def _add(out: list[Message], u: _Unit) -> None:
@@ -328,8 +412,7 @@ def _add(out: list[Message], u: _Unit) -> None:
     add_message(out, "user", u.user)
 
 
-def _withdrawn(turns: Sequence[Turn]) -> ContextDecision | None:
-    refused = [t.index for t in turns if t.stop_reason == "refusal"]
+def _withdrawn(refused: Sequence[int]) -> ContextDecision | None:
     if not refused:
         return None
     return ContextDecision(
@@ -342,9 +425,9 @@ def _withdrawn(turns: Sequence[Turn]) -> ContextDecision | None:
     )
 
 
-def _shortened(units: Sequence[_Unit]) -> ContextDecision | None:
+def _shortened(past: _Past, k: int, m: int) -> ContextDecision | None:
     """What was shortened among the turns sent."""
-    cut = [u for u in units if u.cut[0]]
+    cut = [u for u in past.short[m:k] if u.cut[0]]
     if not cut:
         return None
     return ContextDecision(

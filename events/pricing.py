@@ -19,7 +19,9 @@ PRICES_CHECKED = "2026-12-01"
 
 
 def _p(inp: float, out: float, read: float, write_5m: float, write_1h: float) -> Price:
-    return Price(input=inp, output=out, cache_read=read, cache_write=write_5m, cache_write_1h=write_1h)
+    return Price(
+        input=inp, output=out, cache_read=read, cache_write=write_5m, cache_write_1h=write_1h
+    )
 
 
 _FABLE_5_1 = _p(10.0, 50.0, 0.25, 12.5, 20.0)

@@ -76,7 +76,8 @@ class ModelRequested(_Event):
     context_tokens: int | None = Field(default=None, description="its estimated size")
     context_decisions: tuple[ContextDecision, ...] = ()
     model: str | None = Field(
-        default=None, description="the model asked, when the spec names one (a fallback after a refusal)"
+        default=None,
+        description="the model asked, when the spec names one (a fallback after a refusal)",
     )
 
 

@@ -116,7 +116,9 @@ def test_the_request_carries_system_tools_and_thinking_and_streams(
 ) -> None:
     api.play(Streamed((Text("ok"),)))
     thinking = {"type": "enabled", "budget_tokens": 2048}
-    make(system="You audit stock.", thinking=thinking, prompt_cache="off").respond(ask(tools=(READ,)))
+    make(system="You audit stock.", thinking=thinking, prompt_cache="off").respond(
+        ask(tools=(READ,))
+    )
     (body,) = api.bodies()
     assert body["model"] == "claude-test" and body["max_tokens"] == 64_000
     assert body["stream"] is True and "temperature" not in body
@@ -125,7 +127,9 @@ def test_the_request_carries_system_tools_and_thinking_and_streams(
     assert body["tools"] == [
         {"name": READ.name, "description": READ.description, "input_schema": READ.input_schema}
     ]
-    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Count the stock."}]}]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Count the stock."}]}
+    ]
 
 
 def test_a_temperature_is_refused_before_anything_is_sent(api: MessagesStandin, make: Make) -> None:

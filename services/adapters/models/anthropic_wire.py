@@ -186,7 +186,9 @@ def _block(block: dict[str, Any]) -> ContentBlock:
         return _BLOCK.validate_python(block)
     except ValidationError as exc:
         kind = block.get("type")
-        raise ModelError(f"the model sent a malformed {kind!r} block: {exc}", retryable=False) from exc
+        raise ModelError(
+            f"the model sent a malformed {kind!r} block: {exc}", retryable=False
+        ) from exc
 
 
 def usage_of(u: dict[str, Any]) -> Usage:
