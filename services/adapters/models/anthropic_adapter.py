@@ -113,7 +113,8 @@ class AnthropicAdapter:
         try:
             with client.messages.create(**params, stream=True) as stream:
                 for event in stream:
-                    log.see(event.to_dict())
+                    # the JSON as it came: blocks the SDK does not know are kept whole too
+                    log.see(event.to_dict(mode="json", warnings=False))
             if log.message is None:
                 raise _Transient("the stream ended before message_start")
             return to_reply(log)
