@@ -25,9 +25,9 @@ import hashlib
 import json
 import threading
 from collections import deque
-from pathlib import Path
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 MODEL = "claude-standin-1"

@@ -51,9 +51,10 @@ def request_params(settings: AnthropicSettings, request: ModelRequest) -> dict[s
         "messages": messages,
     }
     system = "\n\n".join(s for s in (settings.system, request.system) if s)
+    system_blocks: list[dict[str, Any]] = [{"type": "text", "text": system}] if system else []
     if system:  # as a block where a breakpoint goes on it
         breakpoints = settings.prompt_cache == "breakpoints"
-        params["system"] = [{"type": "text", "text": system}] if breakpoints else system
+        params["system"] = system_blocks if breakpoints else system
     tools = [tool_definition(t) for t in request.tools] + [dict(t) for t in request.server_tools]
     if tools:
         params["tools"] = tools
@@ -62,7 +63,7 @@ def request_params(settings: AnthropicSettings, request: ModelRequest) -> dict[s
     if settings.prompt_cache == "automatic":
         params["cache_control"] = mark
     elif settings.prompt_cache == "breakpoints":
-        for target in [*tools[-1:], *params.get("system", [])[-1:]]:
+        for target in [*tools[-1:], *system_blocks[-1:]]:
             target["cache_control"] = mark
         for i, j in conversation_breakpoints(request.messages):
             messages[i]["content"][j]["cache_control"] = mark
