@@ -41,7 +41,7 @@ class Incomplete(Exception):
 def request_params(settings: AnthropicSettings, request: ModelRequest) -> dict[str, Any]:
     """The keyword arguments of `messages.create(stream=True)` for one request."""
     mark = _mark(settings)
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": m.role, "content": [to_api(b) for b in m.content]} for m in request.messages
     ]
     _trim_final_assistant_text(messages)
