@@ -246,3 +246,62 @@ def test_a_run_waiting_for_a_person_does_not_time_out_on_a_tick() -> None:
 def test_a_cancelling_run_is_not_timed_out_while_its_calls_stop() -> None:
     log = reach(R.CANCELLING)
     assert not any(isinstance(e, RunTimedOut) for e in on_tick(log.s, now=T0 + 10 * WALL_CLOCK_S))
+
+
+# --- prices of today's models, cache writes by TTL, the whole request estimated ----
+
+
+def test_todays_model_ids_have_their_own_prices() -> None:
+    assert price_of("claude-opus-5-5", {}) == Price(
+        input=4, output=20, cache_read=0.2, cache_write=5, cache_write_1h=8
+    )
+    assert price_of("claude-opus-5-5-20260901", {}) == DEFAULT_PRICES["claude-opus-5-5"]
+    assert price_of("claude-opus-5", {}).input == 5  # type: ignore[union-attr]
+    assert price_of("claude-fable-5-2", {}).output == 40  # type: ignore[union-attr]
+    assert price_of("claude-sonnet-5-5", {}).cache_read == 0.1  # type: ignore[union-attr]
+
+
+def test_five_minute_and_one_hour_cache_writes_are_priced_apart() -> None:
+    price = Price(input=2, output=10, cache_read=0.1, cache_write=2.5, cache_write_1h=4)
+    usage = Usage(cache_creation_input_tokens=3_000_000, cache_creation_1h_input_tokens=1_000_000)
+    assert cost_usd(usage, price) == pytest.approx(2 * 2.5 + 1 * 4)
+    assert cost_usd(Usage(cache_read_input_tokens=1_000_000), price) == pytest.approx(0.1)
+    # without a 1-hour price, an hour's write costs twice the input price, as billed
+    assert cost_usd(Usage(cache_creation_input_tokens=10**6, cache_creation_1h_input_tokens=10**6),
+                    Price(input=3, output=15)) == pytest.approx(6)  # fmt: skip
+
+
+def test_a_long_prompt_bills_every_token_of_its_request_at_the_higher_price() -> None:
+    haiku = price_of("claude-haiku-5-5", {})
+    short = Usage(input_tokens=100_000, output_tokens=1_000_000)
+    long = Usage(input_tokens=100_001, output_tokens=1_000_000)
+    assert cost_usd(short, haiku) == pytest.approx(0.01 + 0.5)
+    assert cost_usd(long, haiku) == pytest.approx(100_001 * 0.5 / 1e6 + 2.5)
+
+
+def test_web_searches_cost_per_thousand() -> None:
+    usage = Usage(server_tool_use={"web_search_requests": 3, "web_fetch_requests": 2})
+    assert cost_usd(usage, Price(input=1, output=1)) == pytest.approx(0.03)
+
+
+def test_the_cost_estimate_counts_tools_and_system_and_max_tokens_of_output() -> None:
+    from events.budgets import request_cost_bound
+
+    log = Log.created(model=SONNET)
+    view = assemble(log.s)
+    est = estimate_request(log.s, view)
+    assert est.input_chars == view.chars and est.max_output_tokens == 1000
+    cached = request_cost_bound(log.s, est)
+    # every input token at the 5-minute write price (caching is on), all output at $15/M
+    assert cached == pytest.approx((est.worst_input_tokens * 3.75 + 1000 * 15) / 1e6)
+    off = Log.created(model={"anthropic": {**SONNET["anthropic"], "prompt_cache": "off"}})
+    assert request_cost_bound(off.s, est) == pytest.approx(
+        (est.worst_input_tokens * 3 + 15_000) / 1e6
+    )
+
+
+def test_a_scripted_model_is_estimated_at_what_its_next_turn_will_say() -> None:
+    script = {"scripted": [{"end_turn": "x" * 400}]}
+    log = Log.created(model=script)
+    est = estimate_request(log.s, assemble(log.s))
+    assert est.max_output_tokens >= 100
