@@ -209,12 +209,17 @@ def _make(
 
 _UNITS: dict[Any, _Unit] = {}
 _SHORT: dict[Any, tuple[_Unit, _Unit]] = {}
-_CACHE_MAX = 8192
+_CACHE_MAX = 8192  # units
+_RUNS_MAX = 256  # runs whose past and last build are kept: a worker drives few at a time
 
 
-def _remember(cache: dict[Any, Any], key: Any, value: Any) -> None:
-    if len(cache) >= _CACHE_MAX:
-        del cache[next(iter(cache))]  # the oldest entry
+def _remember(cache: dict[Any, Any], key: Any, value: Any, most: int = _CACHE_MAX) -> None:
+    cache.pop(key, None)  # re-inserted last: the oldest entry is the least recently kept
+    if len(cache) >= most:
+        try:
+            del cache[next(iter(cache))]
+        except (KeyError, RuntimeError, StopIteration):
+            pass  # another thread changed it meanwhile: a cache, either way is right
     cache[key] = value
 
 
@@ -285,7 +290,7 @@ def _past(run_id: str, history: History[Turn], r: Redactor) -> _Past:
     new = _Past(history, r, tuple(raw), tuple(sums), tuple(refused), root)
     if past is not None:
         new = replace(new, preview=past.preview, short=past.short, short_sum=past.short_sum)
-    _remember(_PAST, run_id, new)
+    _remember(_PAST, run_id, new, _RUNS_MAX)
     return new
 
 
@@ -300,7 +305,7 @@ def _shortened_to(run_id: str, past: _Past, k: int, preview: int) -> _Past:
         short.append(_short_unit(u, preview))
         sums.append(sums[-1] + short[-1].size)
     past = replace(past, short=tuple(short), short_sum=tuple(sums))
-    _remember(_PAST, run_id, past)
+    _remember(_PAST, run_id, past, _RUNS_MAX)
     return past
 
 
@@ -387,7 +392,7 @@ def _build(
         chain.append(hashlib.sha256(f"{chain[-1]}{u.digest}".encode()).hexdigest())
         _add(out, u)
     messages = tuple(out)
-    _remember(_BUILT, run_id, _Built(head, units, tuple(chain), messages, shape))
+    _remember(_BUILT, run_id, _Built(head, units, tuple(chain), messages, shape), _RUNS_MAX)
     return messages, chain[-1]
 
 

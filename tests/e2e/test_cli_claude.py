@@ -99,7 +99,7 @@ def test_server_tools_run_by_the_provider_go_back_verbatim_and_a_pause_is_contin
 
 
 @pytest.fixture
-def workers(cli: Cli) -> Callable[[], subprocess.Popen[str]]:
+def workers(cli: Cli) -> Iterator[Callable[[], subprocess.Popen[str]]]:
     procs: list[subprocess.Popen[str]] = []
 
     def start() -> subprocess.Popen[str]:
@@ -108,7 +108,7 @@ def workers(cli: Cli) -> Callable[[], subprocess.Popen[str]]:
         )
         return procs[-1]
 
-    yield start  # type: ignore[misc]
+    yield start
     for proc in procs:
         proc.terminate()
         try:

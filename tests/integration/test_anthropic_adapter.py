@@ -331,3 +331,45 @@ def test_the_key_and_base_url_come_from_the_environment_through_bootstrap(
     api.play(Streamed((Text("hi"),)))
     assert adapter.respond(ask()).model == MODEL
     assert sent_key(api.requests[0].headers) == KEY
+
+
+def test_breakpoints_mark_the_last_tool_the_system_and_the_conversations_ends(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(Streamed((Text("ok"),)))
+    result = ToolResultBlock(tool_use_id="toolu_1", content="42")
+    history = (
+        TASK,
+        Message(
+            role="assistant", content=(ToolUseBlock(id="toolu_1", name="read_stock", input={}),)
+        ),
+        Message(role="user", content=(result,)),
+    )
+    make(system="Audit.", cache_ttl="1h").respond(ask(*history, tools=(READ,)))
+    (body,) = api.bodies()
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    assert body["tools"][-1]["cache_control"] == mark
+    assert body["system"] == [
+        {"type": "text", "text": "Audit.\n\nBe brief.", "cache_control": mark}
+    ]
+    assert body["messages"][0]["content"][0]["cache_control"] == mark  # the previous request's end
+    assert body["messages"][2]["content"][0]["cache_control"] == mark  # this one's
+    assert "cache_control" not in body["messages"][1]["content"][0]  # never on the model's blocks
+    assert "cache_control" not in body
+
+
+def test_automatic_caching_sends_one_top_level_cache_control(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(Streamed((Text("ok"),)))
+    make(system="Audit.", prompt_cache="automatic").respond(ask(tools=(READ,)))
+    (body,) = api.bodies()
+    assert body["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in json.dumps([body["messages"], body["tools"], body["system"]])
+
+
+def test_a_request_goes_to_the_model_it_names(api: MessagesStandin, make: Make) -> None:
+    api.play(Streamed((Text("ok"),)))
+    request = ModelRequest("run-1", 2, None, (TASK,), (), model="claude-opus-5-5")
+    make().respond(request)
+    assert api.bodies()[0]["model"] == "claude-opus-5-5"
