@@ -12,7 +12,7 @@ from typing import Any
 from events.context_view import ContextView, canonical
 from events.fold import fold
 from events.types import ModelRequested
-from schemas.content import Message
+from schemas.content import Message, to_api
 from schemas.context import ContextDecision
 from schemas.envelope import Envelope
 from schemas.spec import AnthropicModel, RunSpec
@@ -138,5 +138,5 @@ def _print(requested: ModelRequested, view: ContextView, verified: bool) -> None
 def _print_message(m: Message) -> None:
     print(f"--- {m.role}")
     for b in m.content:
-        body = b.model_dump(mode="json", exclude={"type"})
+        body = {k: v for k, v in to_api(b).items() if k != "type"}
         print(f"[{b.type}] {json.dumps(body, ensure_ascii=False)}")
