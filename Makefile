@@ -3,7 +3,7 @@
 PYTHON ?= python3
 STAMP := .agentledger/.installed
 
-.PHONY: install run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-smoke clean
+.PHONY: install run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -39,6 +39,9 @@ bench: install
 
 bench-quick: install
 	$(PYTHON) -m tests.bench --quick
+
+bench-claude: install
+	$(PYTHON) -m tests.bench.claude_view
 
 bench-smoke: install
 	$(PYTHON) -m pytest tests/integration/test_bench_smoke.py

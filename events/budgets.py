@@ -1,21 +1,73 @@
 """Budget rules, checked on transitions (before each model request and each
 tool claim), never in prose. When several are exceeded at once the run still
 ends once, by the first in this order: wall clock, cost, input tokens, output
-tokens, turns, consecutive failures."""
+tokens, turns, consecutive failures.
+
+A model request is checked as it would be sent: the handler assembles the
+context view once and hands its size here (`RequestEstimate`), so the estimate
+counts the whole request — system, tools, messages — and the most output the
+request may produce (`max_tokens`; for a scripted model, its next turn)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from events.context_view import assemble
-from events.pricing import cost_usd, price_of
+from events.context_view import ContextView, assemble
+from events.pricing import output_rate, price_of, worst_input_rate
 from events.repeat import consecutive_failures
 from events.state import RunState
 from events.status import CallStatus
 from events.types import BudgetName, Event, RunBudgetExhausted, RunTimedOut
-from schemas.content import Usage
-from schemas.spec import AnthropicModel
+from schemas.content import TextBlock, ToolUseBlock
+from schemas.spec import AnthropicModel, ScriptedModel
+
+# real tokenizers give 3-4 characters a token of JSON and prose: the cost guard
+# counts 3, so an estimate errs on the side of not sending
+COST_CHARS_PER_TOKEN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEstimate:
+    """The next request: its input (characters of the view, ~tokens) and most output."""
+
+    input_chars: int
+    input_tokens: int
+    max_output_tokens: int
+
+    @property
+    def worst_input_tokens(self) -> int:
+        return -(-self.input_chars // COST_CHARS_PER_TOKEN)
+
+
+def estimate_request(s: RunState, view: ContextView) -> RequestEstimate:
+    return RequestEstimate(view.chars, view.tokens, max_output_tokens(s))
+
+
+def max_output_tokens(s: RunState) -> int:
+    """The most output the next reply may bring."""
+    model = s.spec.model
+    if isinstance(model, AnthropicModel):
+        return model.anthropic.max_tokens
+    if isinstance(model, ScriptedModel):
+        return _scripted_output(model, s.turns_used)
+    return 0
+
+
+def _scripted_output(model: ScriptedModel, done: int) -> int:
+    """What the scripted model will say next, counted as it counts it (~4 chars a token)."""
+    if done >= len(model.scripted):
+        return 1
+    turn = model.scripted[done]
+    if turn.tool_use is not None:
+        blocks: list[dict[str, object]] = [
+            ToolUseBlock(id=c.id, name=c.name, input=c.input).model_dump() for c in turn.tool_use
+        ]
+    else:
+        text = turn.refusal if turn.refusal is not None else turn.end_turn or ""
+        blocks = [TextBlock(text=text).model_dump()]
+    return max(1, len(json.dumps(blocks)) // 4)
 
 
 def turns_left(s: RunState) -> int:
@@ -31,39 +83,65 @@ def wall_clock_exceeded(s: RunState, *, now: float) -> RunTimedOut | None:
     return RunTimedOut(limit_s=limit, elapsed_s=round(elapsed, 3), detail=detail)
 
 
-def exceeded_before_model_request(s: RunState, *, now: float) -> Event | None:
-    """The event that ends the run if another model request would break a budget."""
+def exceeded_before_model_request(
+    s: RunState, *, now: float, estimate: RequestEstimate | None = None
+) -> Event | None:
+    """The event that ends the run if another model request would break a budget.
+    Without an `estimate` the view is assembled here (tests; the handler hands one)."""
     if (timed_out := wall_clock_exceeded(s, now=now)) is not None:
         return timed_out
-    rules: tuple[Callable[[RunState], RunBudgetExhausted | None], ...] = (
+    est = estimate if estimate is not None else estimate_request(s, assemble(s))
+    rules: tuple[Callable[[RunState, RequestEstimate], RunBudgetExhausted | None], ...] = (
         _cost, _input_tokens, _output_tokens, _turns, _consecutive_failures,
     )  # fmt: skip
-    return next((e for rule in rules if (e := rule(s)) is not None), None)
+    return next((e for rule in rules if (e := rule(s, est)) is not None), None)
 
 
-def _cost(s: RunState) -> RunBudgetExhausted | None:
+def request_cost_bound(s: RunState, est: RequestEstimate) -> float:
+    """The most the next request could cost: every input token at the dearest rate
+    it may be billed (a cache write when caching is on) and all of `max_tokens`."""
+    price = price_of(model_id(s), s.spec.budgets.prices)
+    if price is None:
+        return 0.0
+    caching, ttl = "off", "5m"
+    if isinstance(s.spec.model, AnthropicModel):
+        caching, ttl = s.spec.model.anthropic.prompt_cache, s.spec.model.anthropic.cache_ttl
+    prompt = est.worst_input_tokens
+    rate_in = worst_input_rate(price, caching=caching, ttl=ttl, prompt_tokens=prompt)
+    rate_out = output_rate(price, prompt_tokens=prompt)
+    return (prompt * rate_in + est.max_output_tokens * rate_out) / 1_000_000
+
+
+def _cost(s: RunState, est: RequestEstimate) -> RunBudgetExhausted | None:
     limit = s.spec.budgets.max_cost_usd
     if limit is None:
         return None
-    est_in, est_out = estimate_next_request(s)
-    price = price_of(model_id(s), s.spec.budgets.prices)
-    worst = s.cost_usd + cost_usd(Usage(input_tokens=est_in, output_tokens=est_out), price)
+    worst = s.cost_usd + request_cost_bound(s, est)
     if worst <= limit:
         return None
-    what = f"${s.cost_usd:.4f} spent; the next request could bring it to ${worst:.4f} (limit ${limit:g})"
+    what = (
+        f"${s.cost_usd:.4f} spent; the next request could bring it to ${worst:.4f} (limit "
+        f"${limit:g}): ~{est.worst_input_tokens} tokens in, up to {est.max_output_tokens} out"
+    )
     return _exhausted(s, "cost", s.cost_usd, limit, what)
 
 
-def _input_tokens(s: RunState) -> RunBudgetExhausted | None:
+def prompt_tokens_used(s: RunState) -> int:
+    """Every input token so far, cached or not."""
+    u = s.usage
+    return u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens
+
+
+def _input_tokens(s: RunState, est: RequestEstimate) -> RunBudgetExhausted | None:
     limit = s.spec.budgets.max_input_tokens
-    used = s.usage.input_tokens
-    if limit is None or used + estimate_next_request(s)[0] <= limit:
+    used = prompt_tokens_used(s)
+    if limit is None or used + est.input_tokens <= limit:
         return None
-    what = f"{used} input tokens used; the next request needs ~{estimate_next_request(s)[0]} (limit {limit})"
+    what = f"{used} input tokens used; the next request needs ~{est.input_tokens} (limit {limit})"
     return _exhausted(s, "input_tokens", used, limit, what)
 
 
-def _output_tokens(s: RunState) -> RunBudgetExhausted | None:
+def _output_tokens(s: RunState, _: RequestEstimate) -> RunBudgetExhausted | None:
     limit = s.spec.budgets.max_output_tokens
     used = s.usage.output_tokens
     if limit is None or used < limit:
@@ -71,14 +149,14 @@ def _output_tokens(s: RunState) -> RunBudgetExhausted | None:
     return _exhausted(s, "output_tokens", used, limit, f"{used} of {limit} output tokens used")
 
 
-def _turns(s: RunState) -> RunBudgetExhausted | None:
+def _turns(s: RunState, _: RequestEstimate) -> RunBudgetExhausted | None:
     limit = s.spec.budgets.max_turns
     if s.turns_used < limit:
         return None
     return _exhausted(s, "turns", s.turns_used, limit, f"{s.turns_used} of {limit} turns used")
 
 
-def _consecutive_failures(s: RunState) -> RunBudgetExhausted | None:
+def _consecutive_failures(s: RunState, _: RequestEstimate) -> RunBudgetExhausted | None:
     limit = s.spec.budgets.max_consecutive_failures
     failing = consecutive_failures(s)
     if limit is None or failing < limit:
@@ -97,14 +175,6 @@ def _exhausted(
         limit=limit,
         detail=f"{budget}: {what}; {done_so_far(s)}",
     )
-
-
-def estimate_next_request(s: RunState) -> tuple[int, int]:
-    """Input tokens (~4 characters a token of the context view) and the most output."""
-    sent = sum(len(json.dumps([b.model_dump() for b in m.content])) for m in assemble(s).messages)
-    model = s.spec.model
-    out = model.anthropic.max_tokens if isinstance(model, AnthropicModel) else 0
-    return sent // 4, out
 
 
 def model_id(s: RunState) -> str:

@@ -80,7 +80,7 @@ def apply(state: RunState | None, envelope: Envelope[Any]) -> RunState:
     old_status = state.status if state else None
     if (old_status, event.type, new.status) not in RUN_TRANSITIONS:
         raise IllegalTransition(old_status, event.type, envelope.run_id)
-    return replace(new, seq=envelope.seq, updated_at=envelope.at)
+    return replace(new, seq=envelope.seq, last_event_id=envelope.id, updated_at=envelope.at)
 
 
 def _step(s: RunState, e: Event, at: float) -> RunState:

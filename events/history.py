@@ -33,6 +33,16 @@ class History(Generic[T]):
     def __reduce__(self) -> tuple[type[History[T]], tuple[list[T]]]:
         return History, (list(self),)  # only this state's prefix, in a list of its own
 
+    def extends(self, other: History[T]) -> bool:
+        """Whether `other` is a prefix of this sequence (the same shared items): O(1)."""
+        return other._items is self._items and other._n <= self._n
+
+    def item(self, i: int) -> T:
+        """One item, without copying the prefix (0 <= i < len)."""
+        if not 0 <= i < self._n:
+            raise IndexError(i)
+        return self._items[i]
+
     def __len__(self) -> int:
         return self._n
 

@@ -8,15 +8,22 @@ Every stop reason is handled distinctly:
     end_turn, stop_sequence       -> acceptance (never straight to completed)
     max_tokens                    -> calls in the reply are recorded and never run;
                                      go on (policies.on_max_tokens=continue) or fail
-    pause_turn                    -> ask again with the reply as it is
-    refusal                       -> a human (policies.on_refusal=escalate) or fail
-    model_context_window_exceeded -> fail"""
+    pause_turn                    -> ask again with the reply as it is (a server tool's
+                                     loop paused: the provider goes on from it)
+    refusal                       -> the fallback model the spec names (once), else a
+                                     human (policies.on_refusal=escalate), else fail; the
+                                     refused turn stays in the log and leaves the view
+    model_context_window_exceeded -> fail
+
+Server tool uses (web search, web fetch, code execution) are the provider's:
+they stay in the reply's content and are never proposed to our executor."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from events.budgets import exceeded_before_model_request
+from events.budgets import RequestEstimate, exceeded_before_model_request
 from events.state import RunState
 from events.status import RunStatus
 from events.types import (
@@ -30,24 +37,50 @@ from events.types import (
     ToolCallRejected,
     ToolError,
 )
-from schemas.content import ContentBlock, ToolUseBlock, Usage
+from schemas.content import ContentBlock, ProviderBlock, ToolUseBlock, Usage
+from schemas.spec import AnthropicModel
 
 # a reply that arrives while or after the run is cancelled is recorded, not acted on
 _RECORD_ONLY = frozenset({RunStatus.CANCELLING, RunStatus.CANCELLED})
 
 
-def request_model(s: RunState, *, now: float, lease_s: float) -> list[Event]:
+def model_request_due(s: RunState, *, now: float) -> bool:
+    """Whether this worker may claim the turn's model call now."""
     if s.status is not RunStatus.REQUESTING_MODEL:
+        return False
+    # another worker may hold a live claim on this turn's call
+    return s.model_claim_deadline is None or now >= s.model_claim_deadline
+
+
+def request_model(
+    s: RunState, *, now: float, lease_s: float, estimate: RequestEstimate | None = None
+) -> list[Event]:
+    """Claim the turn's model call; `estimate` is the size of the request that
+    would be sent (the context view's), checked against the budgets first."""
+    if not model_request_due(s, now=now):
         return []
-    if s.model_claim_deadline is not None and now < s.model_claim_deadline:
-        return []  # another worker holds a live claim on this turn's call
-    if (ended := exceeded_before_model_request(s, now=now)) is not None:
+    if (ended := exceeded_before_model_request(s, now=now, estimate=estimate)) is not None:
         return [ended]
     return [
         ModelRequested(
-            turn=s.turns_used + 1, attempt=s.model_attempts + 1, deadline_at=now + lease_s
+            turn=s.turns_used + 1,
+            attempt=s.model_attempts + 1,
+            deadline_at=now + lease_s,
+            model=requested_model(s),
         )
     ]
+
+
+def requested_model(s: RunState) -> str | None:
+    """The model the next request goes to: the spec's, or its fallback once a turn
+    was refused (thinking blocks are tied to the model, so it stays)."""
+    model = s.spec.model
+    if not isinstance(model, AnthropicModel):
+        return None
+    fallback = model.anthropic.fallback_model
+    if fallback is not None and any(t.stop_reason == "refusal" for t in s.turns):
+        return fallback
+    return model.anthropic.model
 
 
 def record_model_reply(
@@ -61,6 +94,8 @@ def record_model_reply(
     model: str,
     truncated: Sequence[str] = (),
     retries: Sequence[str] = (),
+    stop_sequence: str | None = None,
+    stop_details: Mapping[str, Any] | None = None,
 ) -> list[Event]:
     if not _holds_claim(s, turn, attempt):
         return []  # a late reply: the turn was answered or re-claimed meanwhile
@@ -71,31 +106,53 @@ def record_model_reply(
         usage=usage,
         model=model,
         retries=tuple(retries),
+        stop_sequence=stop_sequence,
+        stop_details=dict(stop_details) if stop_details is not None else None,
     )
     if s.status in _RECORD_ONLY:
         return [responded]
     uses = [b for b in content if isinstance(b, ToolUseBlock)]
-    if problem := _tool_use_problem(stop_reason, uses):
+    if problem := _tool_use_problem(stop_reason, uses, content):
         return [responded, RunFailed(reason="model_protocol", detail=problem)]
-    return [responded, *_next(s, turn, stop_reason, uses, set(truncated))]
+    return [responded, *_next(s, responded, uses, set(truncated))]
 
 
 def _next(
-    s: RunState, turn: int, stop_reason: StopReason, uses: list[ToolUseBlock], truncated: set[str]
+    s: RunState, reply: ModelResponded, uses: list[ToolUseBlock], truncated: set[str]
 ) -> list[Event]:
-    policies = s.spec.policies
+    policies, turn, stop_reason = s.spec.policies, reply.turn, reply.stop_reason
     proposed = [ToolCallProposed(call_id=u.id, turn=turn, name=u.name, input=u.input) for u in uses]
     match stop_reason:
         case "tool_use" | "end_turn" | "stop_sequence" | "pause_turn":
             return list(proposed)
         case "max_tokens" if policies.on_max_tokens == "continue":
             return [*proposed, *(_cut_off(u.id, u.id in truncated) for u in uses)]
-        case "refusal" if policies.on_refusal == "escalate":
-            # every tool_use is answered, so the run can go on after a person's word
+        case "refusal" if _may_fall_back(s) or policies.on_refusal == "escalate":
+            # every tool_use is answered, so the run can go on without the refused turn
             unanswered = [_not_run(u.id, "the reply was a refusal") for u in uses]
-            escalate = RunEscalated(reason="refusal", detail=f"the model refused at turn {turn}")
-            return [*proposed, *unanswered, escalate]
-    return [RunFailed(reason=f"model_{stop_reason}", detail=_stopped(stop_reason, turn))]
+            if _may_fall_back(s):
+                return [*proposed, *unanswered]  # the next request goes to the fallback model
+            detail = f"the model refused at turn {turn}{refusal_details(reply.stop_details)}"
+            return [*proposed, *unanswered, RunEscalated(reason="refusal", detail=detail)]
+    return [RunFailed(reason=f"model_{stop_reason}", detail=_stopped(reply))]
+
+
+def _may_fall_back(s: RunState) -> bool:
+    """A fallback model is named and no turn before this one was refused."""
+    model = s.spec.model
+    if not isinstance(model, AnthropicModel) or model.anthropic.fallback_model is None:
+        return False
+    return not any(t.stop_reason == "refusal" for t in s.turns)
+
+
+def refusal_details(details: Mapping[str, Any] | None) -> str:
+    """` (category 'cyber': the API's explanation)`, or nothing when it gave none."""
+    if not details:
+        return ""
+    category, explanation = details.get("category"), details.get("explanation")
+    said = [f"category {category!r}" if category else "", str(explanation or "")]
+    text = ": ".join(p for p in said if p)
+    return f" ({text})" if text else ""
 
 
 def record_model_error(s: RunState, *, turn: int, attempt: int, message: str) -> list[Event]:
@@ -110,8 +167,10 @@ def _holds_claim(s: RunState, turn: int, attempt: int) -> bool:
     return claimable and s.turns_used + 1 == turn and s.model_attempts == attempt
 
 
-def _tool_use_problem(stop_reason: StopReason, uses: list[ToolUseBlock]) -> str | None:
-    if stop_reason == "tool_use" and not uses:
+def _tool_use_problem(
+    stop_reason: StopReason, uses: list[ToolUseBlock], content: Sequence[ContentBlock]
+) -> str | None:
+    if stop_reason == "tool_use" and not uses and not pending_server_tool_uses(content):
         return "stop_reason tool_use without any tool_use block"
     ids = [u.id for u in uses]
     dupes = sorted({i for i in ids if ids.count(i) > 1})
@@ -131,7 +190,17 @@ def _cut_off(call_id: str, truncated: bool) -> ToolCallRejected:
     )
 
 
-def _stopped(stop_reason: str, turn: int) -> str:
+def pending_server_tool_uses(content: Sequence[ContentBlock]) -> list[str]:
+    """Server tool uses in a reply with no result block yet: the provider completes
+    them in a later response (we only send the content back)."""
+    blocks = [b for b in content if isinstance(b, ProviderBlock)]
+    answered = {b.tool_use_id for b in blocks if b.tool_use_id is not None}
+    ids = [b.fields.get("id") for b in blocks if b.is_server_tool_use]
+    return [i for i in ids if isinstance(i, str) and i not in answered]
+
+
+def _stopped(reply: ModelResponded) -> str:
     return (
-        f"the model stopped with {stop_reason!r} at turn {turn}; this run does not go on from that"
+        f"the model stopped with {reply.stop_reason!r} at turn {reply.turn}"
+        f"{refusal_details(reply.stop_details)}; this run does not go on from that"
     )

@@ -1,9 +1,12 @@
-"""Model prices in US dollars per million tokens, and the cost of a usage.
+"""Model prices in US dollars per million tokens, and the cost of one reply's usage.
 
-The defaults are list prices at the time of writing; a run spec overrides or
-adds models under `budgets.prices`. A model with no known price costs nothing
-here, which is why a spec with a cost budget must price its models (the spec
-check refuses one that does not)."""
+The defaults are Anthropic's list prices for the Claude API, checked on
+2026-12-01 (the README says so too); a run spec overrides or adds models
+under `budgets.prices`. Cache reads, 5-minute and 1-hour cache writes are
+priced apart; a model priced by prompt length (Haiku 5.5) bills every token of
+a long-prompt request at its higher price; web searches cost per thousand. A
+model with no known price costs nothing here, which is why a spec with a cost
+budget must price its models (the spec check refuses one that does not)."""
 
 from __future__ import annotations
 
@@ -12,18 +15,53 @@ from collections.abc import Mapping
 from schemas.content import Usage
 from schemas.spec import Price
 
+PRICES_CHECKED = "2026-12-01"
+
+
+def _p(inp: float, out: float, read: float, write_5m: float, write_1h: float) -> Price:
+    return Price(
+        input=inp, output=out, cache_read=read, cache_write=write_5m, cache_write_1h=write_1h
+    )
+
+
+_FABLE_5_1 = _p(10.0, 50.0, 0.25, 12.5, 20.0)
+_FABLE_5 = _p(10.0, 50.0, 1.0, 12.5, 20.0)
+_OPUS_5 = _p(5.0, 25.0, 0.5, 6.25, 10.0)
+_OPUS_4 = _p(15.0, 75.0, 1.5, 18.75, 30.0)
+_SONNET_4 = _p(3.0, 15.0, 0.3, 3.75, 6.0)
+_HAIKU_5_5 = _p(0.10, 0.50, 0.01, 0.125, 0.20).model_copy(
+    update={"long_prompt_over": 100_000, "long_prompt": _p(0.50, 2.50, 0.05, 0.625, 1.0)}
+)
+
 DEFAULT_PRICES: Mapping[str, Price] = {
-    "claude-opus-4-1": Price(input=15.0, output=75.0, cache_read=1.5, cache_write=18.75),
-    "claude-opus-4": Price(input=15.0, output=75.0, cache_read=1.5, cache_write=18.75),
-    "claude-sonnet-4-5": Price(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75),
-    "claude-sonnet-4": Price(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75),
-    "claude-haiku-4-5": Price(input=1.0, output=5.0, cache_read=0.1, cache_write=1.25),
-    "claude-3-5-haiku": Price(input=0.8, output=4.0, cache_read=0.08, cache_write=1.0),
+    "claude-fable-5-2": _p(8.0, 40.0, 0.20, 10.0, 16.0),
+    "claude-fable-5-1": _FABLE_5_1,
+    "claude-mythos-5-1": _FABLE_5_1,
+    "claude-fable-5": _FABLE_5,
+    "claude-mythos-5": _FABLE_5,
+    "claude-opus-5-5": _p(4.0, 20.0, 0.20, 5.0, 8.0),
+    "claude-opus-5": _OPUS_5,
+    "claude-opus-4-8": _OPUS_5,
+    "claude-opus-4-7": _OPUS_5,
+    "claude-opus-4-6": _OPUS_5,
+    "claude-opus-4-5": _OPUS_5,
+    "claude-opus-4-1": _OPUS_4,
+    "claude-opus-4": _OPUS_4,
+    "claude-sonnet-5-5": _p(2.0, 10.0, 0.10, 2.5, 4.0),
+    "claude-sonnet-5": _p(2.0, 10.0, 0.20, 2.5, 4.0),
+    "claude-sonnet-4-6": _SONNET_4,
+    "claude-sonnet-4-5": _SONNET_4,
+    "claude-sonnet-4": _SONNET_4,
+    "claude-haiku-5-5": _HAIKU_5_5,
+    "claude-haiku-4-5": _p(1.0, 5.0, 0.10, 1.25, 2.0),
+    "claude-3-5-haiku": _p(0.8, 4.0, 0.08, 1.0, 1.6),
+    "claude-haiku-3-5": _p(0.8, 4.0, 0.08, 1.0, 1.6),
+    "claude-3-haiku": _p(0.25, 1.25, 0.03, 0.30, 0.50),
 }
 
 
 def price_of(model: str, overrides: Mapping[str, Price]) -> Price | None:
-    """Exact id first, then the longest known prefix (ids carry a date suffix)."""
+    """Exact id first, then the longest known prefix (ids may carry a date suffix)."""
     table = {**DEFAULT_PRICES, **overrides}
     if model in table:
         return table[model]
@@ -32,11 +70,39 @@ def price_of(model: str, overrides: Mapping[str, Price]) -> Price | None:
 
 
 def cost_usd(usage: Usage, price: Price | None) -> float:
+    """The cost of one reply (tiers depend on the request, so price replies one by one)."""
     if price is None:
         return 0.0
-    return (
+    prompt = usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+    if price.long_prompt is not None and price.long_prompt_over is not None:
+        if prompt > price.long_prompt_over:
+            price = price.long_prompt.model_copy(
+                update={"web_search_per_1k": price.web_search_per_1k}
+            )
+    tokens = (
         usage.input_tokens * price.input
         + usage.output_tokens * price.output
         + usage.cache_read_input_tokens * price.cache_read
-        + usage.cache_creation_input_tokens * price.cache_write
+        + usage.cache_creation_5m_input_tokens * price.cache_write
+        + usage.cache_creation_1h_input_tokens * price.one_hour_write
     ) / 1_000_000
+    searches = usage.server_tool_use.get("web_search_requests", 0)
+    return tokens + searches * price.web_search_per_1k / 1000
+
+
+def worst_input_rate(price: Price, *, caching: str, ttl: str, prompt_tokens: int) -> float:
+    """$ per million of the dearest way an input token of a request can be billed."""
+    if price.long_prompt is not None and price.long_prompt_over is not None:
+        if prompt_tokens > price.long_prompt_over:
+            price = price.long_prompt
+    if caching == "off":
+        return price.input
+    write = price.one_hour_write if ttl == "1h" else price.cache_write
+    return max(price.input, write)
+
+
+def output_rate(price: Price, *, prompt_tokens: int) -> float:
+    if price.long_prompt is not None and price.long_prompt_over is not None:
+        if prompt_tokens > price.long_prompt_over:
+            return price.long_prompt.output
+    return price.output

@@ -4,8 +4,11 @@ well-known credential patterns are replaced by `[REDACTED:name]`.
 
 Pure: no environment, no I/O. Used on every context view sent to a model, on
 what `tail`, `status` and `run` print, on log lines, and on events before they
-are appended when the spec does not keep secrets in the log. Thinking blocks
-are never touched: they are signed and must go back to the model verbatim."""
+are appended when the spec does not keep secrets in the log. Text is redacted
+wherever it can carry a secret (text and its citations' quoted text, tool
+input, tool results); thinking blocks and the provider's own blocks (server
+tool results, compaction, fallback: signed or encrypted) are never touched —
+they must go back to the model verbatim."""
 
 from __future__ import annotations
 
@@ -78,19 +81,31 @@ class Redactor:
                 return tuple(self.value(x) for x in v)
         return v
 
+    def _citation(self, c: dict[str, Any]) -> dict[str, Any]:
+        return _cited(self, c)
+
     def block(self, b: ContentBlock) -> ContentBlock:
         changes: dict[str, Any]
         match b:
             case TextBlock():
                 changes = {"text": self.text(b.text)}
+                if b.citations:
+                    changes["citations"] = tuple(self._citation(c) for c in b.citations)
             case ToolUseBlock():
                 changes = {"input": self.value(b.input)}
             case ToolResultBlock():
                 changes = {"content": self.text(b.content)}
             case _:
-                return b  # thinking and redacted_thinking: signed, sent back as they came
+                return b  # thinking, redacted_thinking, the provider's: sent back as they came
         same = all(getattr(b, k) == v for k, v in changes.items())
         return b if same else b.model_copy(update=changes)
+
+
+def _cited(r: Redactor, c: dict[str, Any]) -> dict[str, Any]:
+    text = c.get("cited_text")
+    if not isinstance(text, str) or (clean := r.text(text)) == text:
+        return c
+    return {**c, "cited_text": clean}
 
 
 def redactor(secrets: Mapping[str, str]) -> Redactor:

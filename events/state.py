@@ -79,6 +79,7 @@ class RunState:
     queue: str = "default"  # the task queue its commands go to
     toolset: str = ""  # the fingerprint of the tool code that may serve it
     seq: int = 0
+    last_event_id: str = ""  # the id of the event at `seq`: an append checks the log still ends there
     updated_at: float = 0.0
     history: History[Turn] = field(default_factory=History)  # turns before the current one
     current_turn: Turn | None = None

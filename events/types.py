@@ -85,6 +85,10 @@ class ModelRequested(_Event):
     context_hash: str | None = Field(default=None, description="sha256 of the view sent")
     context_tokens: int | None = Field(default=None, description="its estimated size")
     context_decisions: tuple[ContextDecision, ...] = ()
+    model: str | None = Field(
+        default=None,
+        description="the model asked, when the spec names one (a fallback after a refusal)",
+    )
 
 
 class ModelResponded(_Event):
@@ -95,6 +99,10 @@ class ModelResponded(_Event):
     usage: Usage = Usage()
     model: str
     retries: tuple[str, ...] = Field(default=(), description="API errors retried before this reply")
+    stop_sequence: str | None = Field(default=None, description="which stop sequence fired")
+    stop_details: dict[str, Any] | None = Field(
+        default=None, description="why it stopped, as the API said (a refusal's category)"
+    )
 
 
 class ToolCallProposed(_Event):

@@ -25,12 +25,30 @@ class Principal(_Spec):
 
 
 class Price(_Spec):
-    """US dollars per million tokens."""
+    """US dollars per million tokens. `cache_write` is a 5-minute cache write,
+    `cache_write_1h` a 1-hour one (None: twice the input price, as the API bills
+    it). A model priced by prompt length names the longer prompts' price in
+    `long_prompt`, which applies to every token of a request whose prompt
+    (input, cache reads and writes) is over `long_prompt_over` tokens."""
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
     cache_read: float = Field(default=0.0, ge=0)
     cache_write: float = Field(default=0.0, ge=0)
+    cache_write_1h: float | None = Field(default=None, ge=0)
+    web_search_per_1k: float = Field(default=10.0, ge=0, description="$ per 1,000 web searches")
+    long_prompt_over: int | None = Field(default=None, ge=1)
+    long_prompt: Price | None = None
+
+    @model_validator(mode="after")
+    def _tiers_together(self) -> Price:
+        if (self.long_prompt is None) != (self.long_prompt_over is None):
+            raise ValueError("'long_prompt' and 'long_prompt_over' go together")
+        return self
+
+    @property
+    def one_hour_write(self) -> float:
+        return self.cache_write_1h if self.cache_write_1h is not None else 2 * self.input
 
 
 class Budgets(_Spec):
@@ -105,12 +123,43 @@ class ScriptedModel(_Spec):
     scripted: tuple[ScriptedTurn, ...] = Field(min_length=1)
 
 
+class ServerTool(BaseModel):
+    """A server tool, as the Messages API defines it: `type` (versioned, e.g.
+    `web_search_20250305`), `name`, and its own options, passed through unchanged."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    type: str = Field(min_length=1, pattern=r"^[a-z][a-z0-9_]*$")
+    name: str = Field(min_length=1, pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+
+    def definition(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
 class AnthropicSettings(_Spec):
+    """Claude through the Messages API. `server_tools` are passed through as the
+    API defines them (`{type: web_search_20250305, name: web_search, max_uses: 5}`):
+    the provider runs them, our executor never does. `prompt_cache`: `breakpoints`
+    (cache_control on the tools, the system text and the conversation's last
+    blocks), `automatic` (one top-level cache_control; the API places it) or
+    `off`. `fallback_model`: after a refusal the refused request is sent again,
+    without the refused turn, to this model, which then serves the rest of the run."""
+
     model: str = Field(min_length=1)
     max_tokens: int = Field(default=4096, ge=1)
     system: str | None = None
     temperature: float | None = Field(default=None, ge=0.0, le=1.0)
     thinking: dict[str, Any] | None = None
+    server_tools: tuple[ServerTool, ...] = ()
+    prompt_cache: Literal["breakpoints", "automatic", "off"] = "breakpoints"
+    cache_ttl: Literal["5m", "1h"] = "5m"
+    fallback_model: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _server_tool_names_unique(self) -> AnthropicSettings:
+        names = [t.name for t in self.server_tools]
+        if dupes := sorted({n for n in names if names.count(n) > 1}):
+            raise ValueError(f"server tool names must be unique: {dupes}")
+        return self
 
 
 class AnthropicModel(_Spec):

@@ -237,6 +237,7 @@ class Runs:
                     run_id,
                     batch,
                     expected_seq=before.seq if before else 0,
+                    expected_id=before.last_event_id if before else "",
                     live=after.status.watched,
                     messages=messages,
                 )

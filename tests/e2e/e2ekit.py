@@ -113,3 +113,27 @@ def delete_prefix(url: str, pattern: str) -> None:
             client.delete(*batch)
     finally:
         client.close()
+
+
+def start_workers(cli: Cli, *, tools: list[str], tool_path: Path) -> subprocess.Popen[str]:
+    """`agentledger workers` serving these tool modules, as an operator starts them:
+    in the test's folder, returned once its tool set is registered ("workers up")."""
+    args = [*AGENTLEDGER, "workers", "--tools", *tools, "--tool-path", str(tool_path)]
+    proc = subprocess.Popen(
+        args, cwd=cli.cwd, env=cli.env, text=True, stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "workers up" in line, f"the workers did not start: {line!r} (exit {proc.poll()})"
+    return proc
+
+
+def stop_workers(procs: list[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -123,6 +123,17 @@ def fix(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli
     yield from run_on_standin(cli, example, "spec_anthropic.yaml", FIX)
 
 
+def without_marks(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages without their cache breakpoints."""
+    return [
+        {
+            **m,
+            "content": [{k: v for k, v in b.items() if k != "cache_control"} for b in m["content"]],
+        }
+        for m in messages
+    ]
+
+
 def tool_uses(message: dict[str, Any]) -> list[str]:
     return [b["id"] for b in message["content"] if b["type"] == "tool_use"]
 
@@ -247,9 +258,10 @@ def test_context_rebuilds_exactly_what_each_request_sent_and_verifies_its_hash(
         assert done.returncode == 0, done.stderr
         shown = json.loads(done.stdout)
         assert shown["verified"] is True and shown["hash"] == recorded[turn - 1]["context_hash"]
-        assert shown["request"]["messages"] == body["messages"]
-        assert shown["request"]["tools"] == body["tools"]
-        assert shown["request"]["system"] == body["system"]
+        wire = shown["wire"]  # the view as the adapter sends it: cache breakpoints and all
+        assert wire["messages"] == body["messages"]
+        assert wire["tools"] == body["tools"] and wire["system"] == body["system"]
+        assert shown["request"]["messages"] == without_marks(body["messages"])
     text = ran.cli("context", ran.run_id, "--turn", "2")
     assert text.returncode == 0 and "verified" in text.stdout and "[tool_result]" in text.stdout
 

@@ -237,6 +237,7 @@ class RacingStore:
         expected_seq: int,
         live: bool,
         messages: Sequence[Outgoing] = (),
+        expected_id: str = "",
     ) -> int:
         passed: set[str] = self._passed.__dict__.setdefault("kinds", set())
         kinds = {e.type for e in events} & set(self._gates)
@@ -245,8 +246,9 @@ class RacingStore:
             self._gates[kind].wait(timeout=10)
         try:
             return self._inner.append(
-                run_id, events, expected_seq=expected_seq, live=live, messages=messages
-            )
+                run_id, events, expected_seq=expected_seq, live=live, messages=messages,
+                expected_id=expected_id,
+            )  # fmt: skip
         except ConcurrencyConflict:
             with self._lock:
                 self.conflicts += 1
@@ -271,10 +273,12 @@ class MirroredStore:
         expected_seq: int,
         live: bool,
         messages: Sequence[Outgoing] = (),
+        expected_id: str = "",
     ) -> int:
         seq = self._inner.append(
-            run_id, events, expected_seq=expected_seq, live=live, messages=messages
-        )
+            run_id, events, expected_seq=expected_seq, live=live, messages=messages,
+            expected_id=expected_id,
+        )  # fmt: skip
         self.memory.append(run_id, events, expected_seq=expected_seq, live=live)
         return seq
 

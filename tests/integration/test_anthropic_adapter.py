@@ -19,6 +19,7 @@ from schemas.content import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    Usage,
 )
 from schemas.spec import AnthropicModel, AnthropicSettings, ToolSpec
 from services.adapters.models.anthropic_adapter import AnthropicAdapter, RetryPolicy
@@ -106,7 +107,7 @@ def test_a_text_reply_comes_back_with_its_usage_and_exact_model_id(
     assert reply.content == (TextBlock(text="There are 42 widgets."),)
     assert reply.stop_reason == "end_turn"
     assert reply.model == "claude-x-20250101"
-    assert reply.usage.model_dump() == usage
+    assert reply.usage == Usage(**usage)
     assert reply.retries == () and reply.truncated_tool_use_ids == ()
 
 
@@ -115,7 +116,9 @@ def test_the_request_carries_system_tools_and_thinking_and_streams(
 ) -> None:
     api.play(Streamed((Text("ok"),)))
     thinking = {"type": "enabled", "budget_tokens": 2048}
-    make(system="You audit stock.", thinking=thinking).respond(ask(tools=(READ,)))
+    make(system="You audit stock.", thinking=thinking, prompt_cache="off").respond(
+        ask(tools=(READ,))
+    )
     (body,) = api.bodies()
     assert body["model"] == "claude-test" and body["max_tokens"] == 64_000
     assert body["stream"] is True and "temperature" not in body
@@ -124,7 +127,9 @@ def test_the_request_carries_system_tools_and_thinking_and_streams(
     assert body["tools"] == [
         {"name": READ.name, "description": READ.description, "input_schema": READ.input_schema}
     ]
-    assert body["messages"] == [{"role": "user", "content": [TASK.content[0].model_dump()]}]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Count the stock."}]}
+    ]
 
 
 def test_a_temperature_is_refused_before_anything_is_sent(api: MessagesStandin, make: Make) -> None:
@@ -326,3 +331,45 @@ def test_the_key_and_base_url_come_from_the_environment_through_bootstrap(
     api.play(Streamed((Text("hi"),)))
     assert adapter.respond(ask()).model == MODEL
     assert sent_key(api.requests[0].headers) == KEY
+
+
+def test_breakpoints_mark_the_last_tool_the_system_and_the_conversations_ends(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(Streamed((Text("ok"),)))
+    result = ToolResultBlock(tool_use_id="toolu_1", content="42")
+    history = (
+        TASK,
+        Message(
+            role="assistant", content=(ToolUseBlock(id="toolu_1", name="read_stock", input={}),)
+        ),
+        Message(role="user", content=(result,)),
+    )
+    make(system="Audit.", cache_ttl="1h").respond(ask(*history, tools=(READ,)))
+    (body,) = api.bodies()
+    mark = {"type": "ephemeral", "ttl": "1h"}
+    assert body["tools"][-1]["cache_control"] == mark
+    assert body["system"] == [
+        {"type": "text", "text": "Audit.\n\nBe brief.", "cache_control": mark}
+    ]
+    assert body["messages"][0]["content"][0]["cache_control"] == mark  # the previous request's end
+    assert body["messages"][2]["content"][0]["cache_control"] == mark  # this one's
+    assert "cache_control" not in body["messages"][1]["content"][0]  # never on the model's blocks
+    assert "cache_control" not in body
+
+
+def test_automatic_caching_sends_one_top_level_cache_control(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(Streamed((Text("ok"),)))
+    make(system="Audit.", prompt_cache="automatic").respond(ask(tools=(READ,)))
+    (body,) = api.bodies()
+    assert body["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in json.dumps([body["messages"], body["tools"], body["system"]])
+
+
+def test_a_request_goes_to_the_model_it_names(api: MessagesStandin, make: Make) -> None:
+    api.play(Streamed((Text("ok"),)))
+    request = ModelRequest("run-1", 2, None, (TASK,), (), model="claude-opus-5-5")
+    make().respond(request)
+    assert api.bodies()[0]["model"] == "claude-opus-5-5"

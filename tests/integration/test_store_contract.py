@@ -6,14 +6,16 @@ checked against the log."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import pytest
 from itkit import T0, batch
 
 from services.adapters.store.memory import MemoryEventStore
-from services.adapters.store.port import EventStore, Head, Snapshot
+from services.adapters.store.port import EventStore, Head, Outgoing, Snapshot
 from services.adapters.store.redis_store import RedisEventStore
 from services.errors import ConcurrencyConflict
+from services.keys import Keys
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -21,6 +23,15 @@ def store(request: pytest.FixtureRequest) -> EventStore:
     if request.param == "memory":
         return MemoryEventStore()
     return RedisEventStore(request.getfixturevalue("client"), request.getfixturevalue("keys"))
+
+
+@pytest.fixture
+def queued(store: EventStore, request: pytest.FixtureRequest) -> Callable[[str], list[bytes]]:
+    """The messages queued on a stream, read where each adapter keeps them."""
+    if isinstance(store, MemoryEventStore):
+        return store.outbox.peek
+    client = request.getfixturevalue("client")
+    return lambda stream: [f[b"m"] for _, f in client.xrange(stream)]
 
 
 def new_run(store: EventStore, n: int = 1, *, at: float = T0, live: bool = True) -> str:
@@ -98,6 +109,36 @@ def test_a_different_batch_at_a_stale_seq_is_a_conflict_not_a_resend(store: Even
 
     with pytest.raises(ConcurrencyConflict):
         store.append("run-a", batch("run-a", 3, 1), expected_seq=2, live=True)
+
+
+def test_an_append_onto_a_log_of_the_right_length_but_another_end_is_a_conflict(
+    store: EventStore,
+) -> None:
+    """A writer that folded from an append that lost its race holds a state whose
+    length another log may have: naming the event it folded last tells them apart."""
+    first = batch("run-a", 1, 2)
+    store.append("run-a", first, expected_seq=0, live=True)
+    forked = batch("run-a", 2, 1)  # what the writer believed seq 2 was
+    with pytest.raises(ConcurrencyConflict):
+        store.append(
+            "run-a", batch("run-a", 3, 1), expected_seq=2, expected_id=forked[0].id, live=True
+        )
+    seq = store.append(
+        "run-a", batch("run-a", 3, 1), expected_seq=2, expected_id=first[1].id, live=True
+    )
+    assert seq == 3 and len(store.read("run-a")) == 3
+
+
+def test_an_append_queues_its_messages_only_when_it_lands(
+    store: EventStore, queued: Callable[[str], list[bytes]], keys: Keys
+) -> None:
+    stream = keys.queue(keys.shard("run-a"), "default", "fp", "model")
+    store.append("run-a", batch("run-a", 1, 1), expected_seq=0, live=True,
+                 messages=[Outgoing(stream, b"m1")])  # fmt: skip
+    with pytest.raises(ConcurrencyConflict):
+        store.append("run-a", batch("run-a", 2, 1), expected_seq=0, live=True,
+                     messages=[Outgoing(stream, b"m2")])  # fmt: skip
+    assert queued(stream) == [b"m1"]
 
 
 def test_runs_are_listed_newest_first(store: EventStore) -> None:

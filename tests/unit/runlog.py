@@ -145,7 +145,7 @@ class Log:
         return list(events)
 
     def step(self, *events: Event) -> list[Event]:
-        """Append a batch as run_step does: the events, then the follow-ups they make due."""
+        """Append a batch as Runs.step does: the events, then the follow-ups they make due."""
         if not events:
             return []
         self.append(*events)

@@ -244,7 +244,7 @@ def refusable(control: Decision) -> Decision:
 
 def stop_outcomes(s: RunState) -> st.SearchStrategy[Outcome]:
     # A tool is asked to stop only once its run is cancelling or over (as
-    # services/handlers/execute.RunWatch does), at the time the log says.
+    # services/handlers/execution.RunWatch does), at the time the log says.
     requested = s.cancel_requested_at or s.updated_at
     return st.one_of(
         running_outcomes,

@@ -25,7 +25,8 @@ from runlog import (
     use,
 )
 
-from events.budgets import estimate_next_request
+from events.budgets import estimate_request
+from events.context_view import assemble
 from events.dispatch import due_commands
 from events.model_step import request_model
 from events.pricing import DEFAULT_PRICES, cost_usd, price_of
@@ -72,7 +73,7 @@ def test_within_every_budget_the_model_is_asked() -> None:
 @pytest.mark.parametrize(
     ("budget", "used", "limit", "what"),
     [
-        ("cost", 2.0, 2.0, "cost: $2.0000 spent; the next request could bring it to $2."),
+        ("cost", 2.0, 2.0, "cost: $2.0000 spent; the next request could bring it to $"),
         ("input_tokens", 100, 100, "input_tokens: 100 input tokens used; the next request needs ~"),
         ("output_tokens", 100, 100, "output_tokens: 100 of 100 output tokens used"),
         ("turns", 1, 1, "turns: 1 of 1 turns used"),
@@ -183,11 +184,11 @@ def test_a_cost_counts_every_kind_of_token_per_million() -> None:
 
 def test_the_next_request_is_estimated_from_what_would_be_sent() -> None:
     log = Log.created(model=SONNET)
-    est_in, est_out = estimate_next_request(log.s)
-    assert est_out == 1000
-    assert 0 < est_in < 100
+    first = estimate_request(log.s, assemble(log.s))
+    assert first.max_output_tokens == 1000
+    assert 0 < first.input_tokens < 100
     do_model_turn(log, use("a", path="x" * 4000))
-    assert estimate_next_request(log.s)[0] > est_in + 900
+    assert estimate_request(log.s, assemble(log.s)).input_tokens > first.input_tokens + 900
 
 
 def test_consecutive_failures_of_different_steps_exhaust_their_budget() -> None:
@@ -245,3 +246,62 @@ def test_a_run_waiting_for_a_person_does_not_time_out_on_a_tick() -> None:
 def test_a_cancelling_run_is_not_timed_out_while_its_calls_stop() -> None:
     log = reach(R.CANCELLING)
     assert not any(isinstance(e, RunTimedOut) for e in on_tick(log.s, now=T0 + 10 * WALL_CLOCK_S))
+
+
+# --- prices of today's models, cache writes by TTL, the whole request estimated ----
+
+
+def test_todays_model_ids_have_their_own_prices() -> None:
+    assert price_of("claude-opus-5-5", {}) == Price(
+        input=4, output=20, cache_read=0.2, cache_write=5, cache_write_1h=8
+    )
+    assert price_of("claude-opus-5-5-20260901", {}) == DEFAULT_PRICES["claude-opus-5-5"]
+    assert price_of("claude-opus-5", {}).input == 5  # type: ignore[union-attr]
+    assert price_of("claude-fable-5-2", {}).output == 40  # type: ignore[union-attr]
+    assert price_of("claude-sonnet-5-5", {}).cache_read == 0.1  # type: ignore[union-attr]
+
+
+def test_five_minute_and_one_hour_cache_writes_are_priced_apart() -> None:
+    price = Price(input=2, output=10, cache_read=0.1, cache_write=2.5, cache_write_1h=4)
+    usage = Usage(cache_creation_input_tokens=3_000_000, cache_creation_1h_input_tokens=1_000_000)
+    assert cost_usd(usage, price) == pytest.approx(2 * 2.5 + 1 * 4)
+    assert cost_usd(Usage(cache_read_input_tokens=1_000_000), price) == pytest.approx(0.1)
+    # without a 1-hour price, an hour's write costs twice the input price, as billed
+    assert cost_usd(Usage(cache_creation_input_tokens=10**6, cache_creation_1h_input_tokens=10**6),
+                    Price(input=3, output=15)) == pytest.approx(6)  # fmt: skip
+
+
+def test_a_long_prompt_bills_every_token_of_its_request_at_the_higher_price() -> None:
+    haiku = price_of("claude-haiku-5-5", {})
+    short = Usage(input_tokens=100_000, output_tokens=1_000_000)
+    long = Usage(input_tokens=100_001, output_tokens=1_000_000)
+    assert cost_usd(short, haiku) == pytest.approx(0.01 + 0.5)
+    assert cost_usd(long, haiku) == pytest.approx(100_001 * 0.5 / 1e6 + 2.5)
+
+
+def test_web_searches_cost_per_thousand() -> None:
+    usage = Usage(server_tool_use={"web_search_requests": 3, "web_fetch_requests": 2})
+    assert cost_usd(usage, Price(input=1, output=1)) == pytest.approx(0.03)
+
+
+def test_the_cost_estimate_counts_tools_and_system_and_max_tokens_of_output() -> None:
+    from events.budgets import request_cost_bound
+
+    log = Log.created(model=SONNET)
+    view = assemble(log.s)
+    est = estimate_request(log.s, view)
+    assert est.input_chars == view.chars and est.max_output_tokens == 1000
+    cached = request_cost_bound(log.s, est)
+    # every input token at the 5-minute write price (caching is on), all output at $15/M
+    assert cached == pytest.approx((est.worst_input_tokens * 3.75 + 1000 * 15) / 1e6)
+    off = Log.created(model={"anthropic": {**SONNET["anthropic"], "prompt_cache": "off"}})
+    assert request_cost_bound(off.s, est) == pytest.approx(
+        (est.worst_input_tokens * 3 + 15_000) / 1e6
+    )
+
+
+def test_a_scripted_model_is_estimated_at_what_its_next_turn_will_say() -> None:
+    script = {"scripted": [{"end_turn": "x" * 400}]}
+    log = Log.created(model=script)
+    est = estimate_request(log.s, assemble(log.s))
+    assert est.max_output_tokens >= 100

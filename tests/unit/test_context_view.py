@@ -6,9 +6,11 @@ log's turns are untouched; the hash and the decisions rebuild the view."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
+from events import context_view
 from events.context_view import CHARS_PER_TOKEN, assemble, canonical, with_context
 from events.conversation import messages
 from events.history import History
@@ -122,7 +124,8 @@ def test_a_60_turn_run_stays_under_its_budget_while_the_log_keeps_all_60_turns()
     view = assemble(s, TOOLS)
     assert full // CHARS_PER_TOKEN > 60_000  # the whole conversation is three times the budget
     assert view.tokens <= 20_000
-    assert view.chars == len(canonical(view.system, view.tools, view.messages))
+    sent = len(canonical(view.system, view.tools, view.messages))
+    assert sent <= view.chars <= sent * 1.1  # the size is an upper bound, close to the truth
     assert len(s.turns) == 60
     assert all(len(c.output) == OUTPUT_CHARS for t in s.turns for c in t.calls)
     assert [d.action for d in view.decisions] == ["shortened"]
@@ -250,3 +253,93 @@ def test_a_model_request_from_an_older_log_decodes_without_context_fields() -> N
         {"type": "ModelRequested", "turn": 1, "attempt": 1, "deadline_at": 2.0}
     )
     assert old.context_hash is None and old.context_decisions == ()
+
+
+# --- grown by turns: built once, extended, identical to a rebuild --------------------
+
+
+def grown(n: int, s: RunSpec, chars: int = OUTPUT_CHARS) -> list[RunState]:
+    """The states a run passes through at each model request, grown as the fold grows them
+    (the history shared and appended to, past turns the same objects)."""
+    states, history = [], History[Turn]()
+    for i in range(1, n + 1):
+        current = turn(i, chars)
+        state = run(1, s)
+        states.append(replace(state, history=history, current_turn=current))
+        history = history.append(current)
+    return states
+
+
+def forget() -> None:
+    for cache in (
+        context_view._UNITS,
+        context_view._SHORT,
+        context_view._PAST,
+        context_view._BUILT,
+    ):
+        cache.clear()
+
+
+@pytest.mark.parametrize("budget", [2_000, 8_000, 30_000, 200_000])
+def test_a_view_grown_turn_by_turn_is_the_view_rebuilt_from_scratch(budget: int) -> None:
+    forget()
+    states = grown(60, spec(budget_tokens=budget))
+    incremental = [assemble(s, TOOLS) for s in states]
+    for s, seen in zip(states, incremental, strict=True):
+        forget()  # as `agentledger context` in a new process
+        rebuilt = assemble(s, TOOLS)
+        assert (rebuilt.digest, rebuilt.messages) == (seen.digest, seen.messages)
+        assert (rebuilt.chars, rebuilt.decisions) == (seen.chars, seen.decisions)
+
+
+def test_under_budget_each_request_extends_the_one_before() -> None:
+    views = [assemble(s, TOOLS) for s in grown(40, spec())]
+    for before, after in zip(views, views[1:], strict=False):
+        assert after.messages[: len(before.messages)] == before.messages
+
+
+def kept(before: context_view.ContextView, after: context_view.ContextView) -> float:
+    """The share of the earlier request that the later one starts with."""
+    pairs = zip(before.messages, after.messages, strict=False)
+    same = next((i for i, (a, b) in enumerate(pairs) if a != b), len(before.messages))
+    return same / len(before.messages)
+
+
+def test_over_budget_the_prefix_is_rewritten_in_steps_not_every_turn() -> None:
+    views = [assemble(s, TOOLS) for s in grown(120, spec(budget_tokens=30_000))]
+    assert all(v.tokens <= 30_000 for v in views)
+    changed = [kept(a, b) for a, b in zip(views, views[1:], strict=False)]
+    # of 119 requests, about one in STEP_TURNS changes what was sent before it
+    assert 1 <= sum(k < 1 for k in changed) <= 120 // context_view.STEP_TURNS
+    cut = [d for d in views[-1].decisions if d.action == "shortened"]
+    assert cut and cut[0].last_turn % context_view.STEP_TURNS == 0
+
+
+def test_a_tight_budget_changes_the_tail_each_turn_and_the_head_only_in_steps() -> None:
+    views = [assemble(s, TOOLS) for s in grown(120, spec(budget_tokens=8_000))]
+    assert all(v.tokens <= 8_000 for v in views)
+    changed = [kept(a, b) for a, b in zip(views, views[1:], strict=False)]
+    assert sum(k < 0.5 for k in changed) <= 120 // context_view.STEP_TURNS
+
+
+def test_a_refused_turn_leaves_the_view_but_what_a_person_said_after_it_stays() -> None:
+    s = run(3, spec())
+    refused = Turn(3, (TextBlock(text="I can't help with that."),), "refusal", "m", (),
+                   feedback="alice says: only read the public files")  # fmt: skip
+    s = replace(s, current_turn=refused)
+    view = assemble(s, TOOLS)
+    text = canonical(view.system, view.tools, view.messages)
+    assert "I can't help with that." not in text
+    assert view.messages[-1].role == "user"
+    assert view.messages[-1].content[-1] == TextBlock(text="alice says: only read the public files")
+    (withdrawn,) = view.decisions
+    assert (withdrawn.action, withdrawn.first_turn, withdrawn.items) == ("withdrawn", 3, 1)
+    assert s.turns[-1].content == refused.content  # the log keeps it
+
+
+def test_a_thinking_block_without_its_signature_is_never_sent_back() -> None:
+    s = run(2, spec())
+    cut = Turn(2, (ThinkingBlock(thinking="Let me think ab", signature=""),), "max_tokens", "m")
+    view = assemble(replace(s, current_turn=cut), TOOLS)
+    sent = [b for m in view.messages for b in m.content if isinstance(b, ThinkingBlock)]
+    assert [b.signature for b in sent] == ["sig-1=="]

@@ -146,7 +146,7 @@ def test_folding_a_prefix_then_the_rest_equals_folding_the_whole(data: st.DataOb
 
 
 def step(envelopes: list[Envelope[Any]], state: RunState, events: list[Event]) -> RunState:
-    """Append a batch as run_step does: the events, then the follow-ups they make due."""
+    """Append a batch as Runs.step does: the events, then the follow-ups they make due."""
     if not events:
         return state
     for batch in (events, "follow-ups"):

@@ -139,3 +139,24 @@ def test_an_event_without_secrets_and_the_runs_spec_come_back_as_the_same_object
     assert redact_event(created, R) is created
     env = Envelope(id="e", run_id="r", seq=2, type=clean.type, at=1.0, source="tools", data=clean)
     assert redact_envelope(env, R) is env
+
+
+def test_the_providers_blocks_go_back_untouched_and_cited_text_is_redacted() -> None:
+    from pydantic import TypeAdapter
+
+    from schemas.content import ContentBlock, ProviderBlock, TextBlock
+
+    r = redactor({"DEPLOY_TOKEN": "tok-9f8e7d6c5b4a"})
+    result = TypeAdapter(ContentBlock).validate_python(
+        {"type": "web_fetch_tool_result", "tool_use_id": "srv_1",
+         "content": {"type": "web_fetch_result", "url": "https://x", "retrieved_at": None,
+                     "content": {"type": "document", "source": {"type": "text", "data": "tok-9f8e7d6c5b4a"}}}}
+    )  # fmt: skip
+    assert isinstance(result, ProviderBlock) and r.block(result) is result
+    cited = TextBlock(
+        text="The token is tok-9f8e7d6c5b4a.",
+        citations=({"type": "char_location", "cited_text": "tok-9f8e7d6c5b4a", "document_index": 0},),
+    )
+    clean = r.block(cited)
+    assert isinstance(clean, TextBlock) and "tok-9f8e7d6c5b4a" not in clean.model_dump_json()
+    assert clean.citations is not None and clean.citations[0]["document_index"] == 0

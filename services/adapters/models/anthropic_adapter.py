@@ -2,42 +2,28 @@
 API. It is the only module that imports `anthropic`.
 
 Requests always stream (the SDK refuses non-streaming calls with a large
-max_tokens). Our content blocks go out as the API's own dicts, so thinking
-blocks and their signatures are sent back exactly as they came. Tool input
-JSON is collected from the raw `input_json_delta` fragments and parsed
-strictly, because the SDK's snapshot parses it in partial mode: a tool call
-cut off by max_tokens would otherwise look like a smaller, valid call. The
-retry policy is ours (the SDK's `max_retries` is 0) so that every retry is
-reported with the reply."""
+max_tokens). What is sent and how the reply is rebuilt from the stream's raw
+events is `anthropic_wire` (plain JSON, so every block goes back exactly as it
+came); here are the client, the error taxonomy and the retries. The retry
+policy is ours (the SDK's `max_retries` is 0) so that every retry is reported
+with the reply."""
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any, get_args
+from dataclasses import dataclass, replace
+from typing import Any
 
 import anthropic
 import httpx2
-from anthropic.lib.streaming import ParsedMessageStreamEvent
-from anthropic.types import Message as ApiMessage
 
-from events.types import StopReason
-from schemas.content import (
-    ContentBlock,
-    RedactedThinkingBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-    Usage,
-)
 from schemas.spec import AnthropicSettings
+from services.adapters.models.anthropic_wire import Incomplete, StreamLog, request_params, to_reply
 from services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 # SDK 2.x sends anthropic-version 2026-10-21, which refuses sampling parameters
 # (even at their defaults), and has no `temperature` argument any more
 NO_TEMPERATURE = (
@@ -72,40 +58,6 @@ class _Transient(Exception):
         self.what = what
         self.retry_after = retry_after
         super().__init__(what)
-
-
-@dataclass
-class _StreamLog:
-    """What the stream delivered that the SDK's snapshot does not keep: whether
-    the message started, and the raw input JSON of each tool_use block."""
-
-    started: bool = False
-    raw: dict[int, str] = field(default_factory=dict)
-    stopped: set[int] = field(default_factory=set)
-
-    def see(self, event: ParsedMessageStreamEvent[Any]) -> None:
-        if event.type == "message_start":
-            self.started = True
-        elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
-            self.raw[event.index] = self.raw.get(event.index, "") + event.delta.partial_json
-        elif event.type == "content_block_stop":
-            self.stopped.add(event.index)
-
-    def tool_input(
-        self, index: int, started_with: dict[str, Any], *, cut_off: bool
-    ) -> dict[str, Any] | None:
-        """The block's input, or None when its JSON did not arrive whole.
-        `cut_off`: max_tokens stopped the message inside this block."""
-        raw = self.raw.get(index, "")
-        if index not in self.stopped:
-            return None
-        if raw == "":
-            return None if cut_off else dict(started_with)
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
 
 
 class AnthropicAdapter:
@@ -157,95 +109,23 @@ class AnthropicAdapter:
                 self._sleep(wait)
 
     def _attempt(self, client: anthropic.Anthropic, params: dict[str, Any]) -> ModelReply:
-        log = _StreamLog()
+        log = StreamLog()
         try:
-            with client.messages.stream(**params) as stream:
+            with client.messages.create(**params, stream=True) as stream:
                 for event in stream:
-                    log.see(event)
-                if not log.started:
-                    raise _Transient("the stream ended before message_start")
-                final = stream.get_final_message()
+                    # the JSON as it came: blocks the SDK does not know are kept whole too
+                    log.see(event.to_dict(mode="json", warnings=False))
+            if log.message is None:
+                raise _Transient("the stream ended before message_start")
+            return to_reply(log)
+        except Incomplete as exc:
+            raise _Transient(str(exc)) from exc
         except anthropic.APIStatusError as exc:
             raise _status_failure(exc) from exc
         except anthropic.APIConnectionError as exc:
             raise _Transient(f"connection failed: {exc.message}") from exc
         except httpx2.TransportError as exc:  # the SDK does not wrap errors while reading a stream
             raise _Transient(f"stream broken: {exc!r}") from exc
-        return to_reply(final, log)
-
-
-def request_params(settings: AnthropicSettings, request: ModelRequest) -> dict[str, Any]:
-    """The keyword arguments of `messages.stream` for one request."""
-    params: dict[str, Any] = {
-        "model": settings.model,
-        "max_tokens": settings.max_tokens,
-        "messages": [
-            {"role": m.role, "content": [b.model_dump(mode="json") for b in m.content]}
-            for m in request.messages
-        ],
-    }
-    system = "\n\n".join(s for s in (settings.system, request.system) if s)
-    if system:
-        params["system"] = system
-    if request.tools:
-        params["tools"] = [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-            for t in request.tools
-        ]
-    if settings.thinking is not None:
-        params["thinking"] = dict(settings.thinking)
-    return params
-
-
-def to_reply(final: ApiMessage, log: _StreamLog) -> ModelReply:
-    stop = final.stop_reason
-    if stop is None:
-        raise _Transient("the stream ended before the message was complete")
-    if stop not in STOP_REASONS:
-        raise ModelError(f"unknown stop reason {stop!r}", retryable=False)
-    content: list[ContentBlock] = []
-    cut: list[tuple[str, str]] = []
-    last = len(final.content) - 1
-    for index, block in enumerate(final.content):
-        if block.type == "tool_use":
-            cut_off = stop == "max_tokens" and index == last
-            tool_input = log.tool_input(index, block.input, cut_off=cut_off)
-            if tool_input is None:
-                cut.append((block.id, log.raw.get(index, "")))
-            content.append(ToolUseBlock(id=block.id, name=block.name, input=tool_input or {}))
-        else:
-            content.append(_block(block))
-    return ModelReply(
-        content=tuple(content),
-        stop_reason=stop,
-        usage=_usage(final.usage),
-        model=final.model,
-        truncated_tool_use_ids=tuple(i for i, _ in cut),
-        truncated_tool_json=tuple(cut),
-    )
-
-
-def _block(block: Any) -> ContentBlock:
-    match block.type:
-        case "text":
-            return TextBlock(text=block.text)
-        case "thinking":
-            return ThinkingBlock(thinking=block.thinking, signature=block.signature)
-        case "redacted_thinking":
-            return RedactedThinkingBlock(data=block.data)
-        case other:
-            raise ModelError(
-                f"the model sent a {other!r} block, which we cannot keep", retryable=False
-            )
-
-
-def _usage(usage: anthropic.types.Usage) -> Usage:
-    return Usage(
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_input_tokens=usage.cache_read_input_tokens or 0,
-        cache_creation_input_tokens=usage.cache_creation_input_tokens or 0,
-    )
 
 
 def _status_failure(exc: anthropic.APIStatusError) -> Exception:

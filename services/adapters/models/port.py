@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from events.types import StopReason
 from schemas.content import ContentBlock, Message, Usage
@@ -18,6 +18,8 @@ class ModelRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...]
     context_tokens: int | None = None  # the view's own size estimate, when it was assembled
+    server_tools: tuple[dict[str, Any], ...] = ()  # the provider's tools, as the API defines them
+    model: str | None = None  # the model to ask, when not the adapter's own (a fallback)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,8 @@ class ModelReply:
     truncated_tool_use_ids: tuple[str, ...] = ()
     truncated_tool_json: tuple[tuple[str, str], ...] = ()  # (tool_use id, the raw partial JSON)
     retries: tuple[str, ...] = ()  # one line per retried attempt: what failed, how long we waited
+    stop_sequence: str | None = None  # which stop sequence fired
+    stop_details: dict[str, Any] | None = None  # the API's reasons (a refusal's category)
 
 
 class ModelError(Exception):

@@ -45,4 +45,6 @@ class ReplayAdapter:
             stop_reason=recorded.stop_reason,
             usage=recorded.usage,
             model=recorded.model,
+            stop_sequence=recorded.stop_sequence,
+            stop_details=recorded.stop_details,
         )

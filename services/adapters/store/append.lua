@@ -3,28 +3,38 @@
 -- streams: all or nothing, at the expected seq. The writer dispatches.
 -- KEYS: run stream, shard feed, shard runs index, shard live index, then one
 --       task-queue stream per command (all in the run's shard: one hash tag)
--- ARGV: expected_seq, run_id, at_ms, live (1|0), feed_maxlen, n events,
+-- ARGV: expected_seq, run_id, at_ms, live (1|0), feed_maxlen, n events, the id of the
+--       event at expected_seq ('' for none: then the length alone is checked),
 --       then (event_id, type, blob) per event, then one encoded message per command
 -- Entry ids are 0-<seq>, so XLEN is the run's seq and reads after a seq are O(log n).
 local expected = tonumber(ARGV[1])
 local run_id = ARGV[2]
 local n = tonumber(ARGV[6])
+local after_id = ARGV[7]
 local current = redis.call('XLEN', KEYS[1])
 if current ~= expected then
   if current > expected then
     -- a resend of an append that already landed (its reply was lost) is not a conflict;
     -- its commands were queued with it
     local first = redis.call('XRANGE', KEYS[1], '0-' .. (expected + 1), '0-' .. (expected + 1))
-    if #first == 1 and first[1][2][2] == ARGV[7] then
+    if #first == 1 and first[1][2][2] == ARGV[8] then
       return {'dup', expected + n}
     end
   end
   return {'conflict', current}
 end
+-- the log must end with the event the writer folded last, not only be as long:
+-- a state folded from an append that lost its race has the length of another log
+if expected > 0 and after_id ~= '' then
+  local last = redis.call('XRANGE', KEYS[1], '0-' .. expected, '0-' .. expected)
+  if #last ~= 1 or last[1][2][2] ~= after_id then
+    return {'conflict', current}
+  end
+end
 local last_type, last_id = '', ''
 for i = 0, n - 1 do
   local seq = expected + i + 1
-  local eid, etype, blob = ARGV[7 + 3 * i], ARGV[8 + 3 * i], ARGV[9 + 3 * i]
+  local eid, etype, blob = ARGV[8 + 3 * i], ARGV[9 + 3 * i], ARGV[10 + 3 * i]
   redis.call('XADD', KEYS[1], '0-' .. seq, 'id', eid, 'type', etype, 'e', blob)
   last_type, last_id = etype, eid
 end
@@ -38,7 +48,7 @@ if ARGV[4] == '1' then
 else
   redis.call('ZREM', KEYS[4], run_id)
 end
-local base = 7 + 3 * n
+local base = 8 + 3 * n
 for j = 5, #KEYS do
   redis.call('XADD', KEYS[j], '*', 'm', ARGV[base + j - 5])
 end

@@ -53,6 +53,7 @@ class MemoryEventStore:
         expected_seq: int,
         live: bool,
         messages: Sequence[Outgoing] = (),
+        expected_id: str = "",
     ) -> int:
         if not events:
             raise ValueError("nothing to append")
@@ -61,6 +62,8 @@ class MemoryEventStore:
             if len(log) != expected_seq:
                 if len(log) > expected_seq and log[expected_seq].id == events[0].id:
                     return expected_seq + len(events)  # a resend of an append that landed
+                raise ConcurrencyConflict(run_id, expected_seq, len(log))
+            if expected_id and expected_seq and log[expected_seq - 1].id != expected_id:
                 raise ConcurrencyConflict(run_id, expected_seq, len(log))
             log.extend(events)
             if live:

@@ -71,11 +71,14 @@ class EventStore(Protocol):
         expected_seq: int,
         live: bool,
         messages: Sequence[Outgoing] = (),
+        expected_id: str = "",
     ) -> int:
         """Append after `expected_seq`; return the new seq or raise ConcurrencyConflict.
 
         `live` says whether the run is live after these events (the sweeper's index).
-        `messages` are queued with the events, atomically: both or neither."""
+        `messages` are queued with the events, atomically: both or neither.
+        `expected_id`, when given, is the id of the event at `expected_seq`: a log of
+        that length that ends with another event is a conflict too."""
         ...
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:

@@ -32,11 +32,13 @@ class RedactingStore:
         expected_seq: int,
         live: bool,
         messages: Sequence[Outgoing] = (),
+        expected_id: str = "",
     ) -> int:
         stored = self.as_stored(run_id, events)
         return self._inner.append(
-            run_id, stored, expected_seq=expected_seq, live=live, messages=messages
-        )
+            run_id, stored, expected_seq=expected_seq, live=live, messages=messages,
+            expected_id=expected_id,
+        )  # fmt: skip
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
         """The events with their secrets redacted: what the log will hold (redacting

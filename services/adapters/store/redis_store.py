@@ -42,12 +42,13 @@ class RedisEventStore:
         expected_seq: int,
         live: bool,
         messages: Sequence[Outgoing] = (),
+        expected_id: str = "",
     ) -> int:
         if not events:
             raise ValueError("nothing to append")
         shard = self._keys.shard(run_id)
         argv: list[Any] = [expected_seq, run_id, _ms(events[-1].at), int(live), FEED_MAXLEN]
-        argv.append(len(events))
+        argv += [len(events), expected_id]
         for env in events:
             argv += [env.id, env.type, CODEC.encode(env)]
         argv += [m.data for m in messages]

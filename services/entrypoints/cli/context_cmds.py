@@ -12,13 +12,15 @@ from typing import Any
 from events.context_view import ContextView, canonical
 from events.fold import fold
 from events.types import ModelRequested
-from schemas.content import Message
+from schemas.content import Message, to_api
 from schemas.context import ContextDecision
 from schemas.envelope import Envelope
+from schemas.spec import AnthropicModel, RunSpec
+from services.adapters.models.anthropic_wire import request_params
 from services.adapters.tools.toolset import ToolSetError, load_toolset
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.session import Session
-from services.handlers.model import context_view
+from services.handlers.model import context_view, model_request
 from services.handlers.spec_check import tool_paths
 
 
@@ -42,7 +44,7 @@ def context(session: Session, run_id: str, *, turn: int, attempt: int | None, as
     view = context_view(toolset, state)
     verified = requested.context_hash == view.digest
     if as_json:
-        print(json.dumps(_as_json(requested, view, verified)))
+        print(json.dumps(_as_json(requested, view, verified, state.spec, run_id)))
     else:
         _print(requested, view, verified)
     if requested.context_hash is None:
@@ -77,6 +79,8 @@ def describe_decision(d: ContextDecision) -> str:
         else f"turns {d.first_turn}-{d.last_turn}"
     )
     match d.action:
+        case "withdrawn":
+            return f"withdrew {d.items} refused turn(s), {turns} (the log keeps them)"
         case "shortened":
             return f"shortened {d.items} tool results of {turns}: {d.chars_before:,} -> {d.chars_after:,} chars"
         case "omitted":
@@ -96,9 +100,17 @@ def _request_at(envs: list[Envelope[Any]], turn: int, attempt: int | None) -> in
     return found[-1] if found else None
 
 
-def _as_json(requested: ModelRequested, view: ContextView, verified: bool) -> dict[str, Any]:
+def _as_json(
+    requested: ModelRequested, view: ContextView, verified: bool, spec: RunSpec, run_id: str
+) -> dict[str, Any]:
+    wire = None
+    if isinstance(
+        spec.model, AnthropicModel
+    ):  # the body as the adapter sends it, breakpoints included
+        wire = request_params(spec.model.anthropic, model_request(run_id, requested, view))
     return {
         "turn": requested.turn,
+        "model": requested.model,
         "attempt": requested.attempt,
         "recorded_hash": requested.context_hash,
         "hash": view.digest,
@@ -107,17 +119,24 @@ def _as_json(requested: ModelRequested, view: ContextView, verified: bool) -> di
         "budget_tokens": view.budget_tokens,
         "decisions": [d.model_dump() for d in view.decisions],
         "request": json.loads(canonical(view.system, view.tools, view.messages)),
+        "wire": wire,
     }
 
 
 def _print(requested: ModelRequested, view: ContextView, verified: bool) -> None:
     check = "verified" if verified else "MISMATCH"
-    print(f"turn {requested.turn} (attempt {requested.attempt}): hash {view.digest[:16]}… {check}")
+    model = f" to {requested.model}" if requested.model else ""
+    print(
+        f"turn {requested.turn} (attempt {requested.attempt}){model}: hash {view.digest[:16]}… {check}"
+    )
     print(f"~{view.tokens:,} tokens of a {view.budget_tokens:,} token budget")
     for d in view.decisions:
         print(f"  {describe_decision(d)}")
     print(f"system: {view.system!r}")
     print(f"tools: {', '.join(t.name for t in view.tools) or '(none)'}")
+    if view.server_tools:
+        names = ", ".join(f"{t.get('name')} ({t.get('type')})" for t in view.server_tools)
+        print(f"server tools (the provider runs them): {names}")
     for m in view.messages:
         _print_message(m)
 
@@ -125,5 +144,5 @@ def _print(requested: ModelRequested, view: ContextView, verified: bool) -> None
 def _print_message(m: Message) -> None:
     print(f"--- {m.role}")
     for b in m.content:
-        body = b.model_dump(mode="json", exclude={"type"})
+        body = {k: v for k, v in to_api(b).items() if k != "type"}
         print(f"[{b.type}] {json.dumps(body, ensure_ascii=False)}")

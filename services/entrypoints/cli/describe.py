@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from events.model_step import refusal_details
 from events.types import (
     AcceptanceChecked,
     AcceptanceFailed,
@@ -39,7 +40,7 @@ from events.types import (
     ToolCallValidated,
     ToolCallWaiting,
 )
-from schemas.content import TextBlock
+from schemas.content import ProviderBlock, TextBlock
 from schemas.envelope import Envelope
 
 WIDTH = 100
@@ -60,11 +61,8 @@ def summary(e: Any) -> str:
         case ModelResponded():
             text = " ".join(b.text for b in e.content if isinstance(b, TextBlock))
             tokens = f"{e.usage.input_tokens}+{e.usage.output_tokens} tokens"
-            return _cut(
-                f"turn {e.turn} stop={e.stop_reason} {tokens} {text!r}"
-                if text
-                else f"turn {e.turn} stop={e.stop_reason} {tokens}"
-            )
+            said = f" {text!r}" if text else ""
+            return _cut(f"turn {e.turn} stop={e.stop_reason}{_why(e)} {tokens}{_provider(e)}{said}")
         case ToolCallProposed():
             return _cut(f"{e.call_id} {e.name}({_args(e.input)})")
         case ToolCallValidated():
@@ -126,3 +124,20 @@ def _args(args: dict[str, Any]) -> str:
 
 def _cut(text: str) -> str:
     return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
+
+
+def _why(e: ModelResponded) -> str:
+    """What the API said about the stop: its category and explanation, the sequence."""
+    if e.stop_sequence:
+        return f" ({e.stop_sequence!r})"
+    return refusal_details(e.stop_details)
+
+
+def _provider(e: ModelResponded) -> str:
+    """The server tools the provider ran in this reply (never run by our executor)."""
+    used = [
+        str(b.fields.get("name"))
+        for b in e.content
+        if isinstance(b, ProviderBlock) and b.is_server_tool_use
+    ]
+    return f" provider ran {', '.join(used)}" if used else ""
