@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from services.errors import ConfigError
 
 BROKERS = frozenset({"streams", "redis"})
+SANDBOX_MODES = frozenset({"on", "off"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,12 @@ class Settings:
     state_dir: str = ".agentledger"
     anthropic_api_key: str | None = field(default=None, repr=False)  # never in a log line
     anthropic_base_url: str | None = None  # None: the SDK's default, api.anthropic.com
+    sandbox: str = "on"  # "on": commands run under bubblewrap; "off": as the worker, unconfined
+    sandbox_cpu_s: int = 120  # CPU seconds per process of a sandboxed command
+    sandbox_memory_mb: int = 2048  # address space per process
+    sandbox_file_mb: int = 64  # largest file a command may write
+    sandbox_processes: int = 64  # processes of one command, all of its tree
+    sandbox_env: str = ""  # names (comma-separated) of worker variables passed into commands
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -53,6 +60,12 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_STATE_DIR": ("state_dir", str),
     "ANTHROPIC_API_KEY": ("anthropic_api_key", str),
     "ANTHROPIC_BASE_URL": ("anthropic_base_url", str),
+    "AGENTLEDGER_SANDBOX": ("sandbox", str),
+    "AGENTLEDGER_SANDBOX_CPU_S": ("sandbox_cpu_s", int),
+    "AGENTLEDGER_SANDBOX_MEMORY_MB": ("sandbox_memory_mb", int),
+    "AGENTLEDGER_SANDBOX_FILE_MB": ("sandbox_file_mb", int),
+    "AGENTLEDGER_SANDBOX_PROCESSES": ("sandbox_processes", int),
+    "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
 }
 
 
@@ -71,6 +84,7 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     if settings.shards < 1:
         raise ConfigError("AGENTLEDGER_SHARDS", "must be at least 1")
     _check_broker(settings)
+    _check_sandbox(settings)
     if not settings.prefix or any(c in settings.prefix for c in "{} "):
         raise ConfigError(
             "AGENTLEDGER_PREFIX", f"{settings.prefix!r} is empty or has braces/spaces"
@@ -87,6 +101,30 @@ def _check_broker(settings: Settings) -> None:
         raise ConfigError("AGENTLEDGER_BROKER_CLAIM_IDLE_S", "must be positive")
     if settings.broker_max_deliveries < 1:
         raise ConfigError("AGENTLEDGER_BROKER_MAX_DELIVERIES", "must be at least 1")
+
+
+def _check_sandbox(settings: Settings) -> None:
+    if settings.sandbox not in SANDBOX_MODES:
+        raise ConfigError(
+            "AGENTLEDGER_SANDBOX",
+            f"expected one of {sorted(SANDBOX_MODES)}, got {settings.sandbox!r}",
+        )
+    for var, name in (
+        ("AGENTLEDGER_SANDBOX_CPU_S", "sandbox_cpu_s"),
+        ("AGENTLEDGER_SANDBOX_MEMORY_MB", "sandbox_memory_mb"),
+        ("AGENTLEDGER_SANDBOX_FILE_MB", "sandbox_file_mb"),
+        ("AGENTLEDGER_SANDBOX_PROCESSES", "sandbox_processes"),
+    ):
+        if getattr(settings, name) < 1:
+            raise ConfigError(var, "must be at least 1")
+
+
+def sandbox_environ(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The worker variables the operator passes into sandboxed commands
+    (AGENTLEDGER_SANDBOX_ENV names them); unset ones are left out."""
+    env = os.environ if environ is None else environ
+    names = [n.strip() for n in settings.sandbox_env.split(",")]
+    return {n: env[n] for n in names if n and n in env}
 
 
 ALWAYS_SECRET = ("ANTHROPIC_API_KEY",)

@@ -14,6 +14,7 @@ from events.tool_step import Errored, Outcome, claim_call, record_outcome
 from events.types import Event, ToolCallStarted, ToolError
 from services.adapters.tools.registry import ToolContext
 from services.adapters.tools.runner import run_tool
+from services.adapters.tools.sandbox import policy_for
 from services.handlers.app import App
 from services.handlers.once import run_once
 from services.handlers.schedule import release_call
@@ -73,6 +74,7 @@ def _run(app: App, state: RunState, call_id: str) -> Outcome:
         tokens=dict(call.tokens or {}),
         op_key=call.op_key,
         outputs=lambda ref: _output_of(app, state.run_id, ref),
+        sandbox=policy_for(app.settings),
     )
     owner = f"{state.run_id}/{call_id}/{call.attempts}"
     return run_once(
