@@ -10,11 +10,11 @@ thread nobody captures. Threads a tool starts itself are not followed."""
 from __future__ import annotations
 
 import contextlib
-import io
 import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 KEEP_CHARS = 8000  # per stream and call, half from the start and half from the end
 
@@ -61,17 +61,19 @@ class Captured:
     stderr: Bounded = field(default_factory=Bounded)
 
 
-class _PerThread(io.TextIOBase):
-    """Stands in for sys.stdout or sys.stderr; writes go to the calling thread's capture."""
+class _PerThread:
+    """Stands in for sys.stdout or sys.stderr; writes go to the calling thread's
+    capture. Everything else (encoding, fileno, isatty…) is the real stream's."""
 
-    def __init__(self, real: io.TextIOBase, which: str):
+    def __init__(self, real: Any, which: str):
         self.real = real
         self._which = which
 
     def write(self, s: str) -> int:
         target = _captures.get(threading.get_ident())
         if target is None:
-            return self.real.write(s)
+            written = self.real.write(s)
+            return written if isinstance(written, int) else len(s)
         getattr(target, self._which).write(s)
         return len(s)
 
@@ -79,8 +81,8 @@ class _PerThread(io.TextIOBase):
         if threading.get_ident() not in _captures:
             self.real.flush()
 
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.real, name)  # encoding, fileno, isatty… of the real stream
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
 
 
 _captures: dict[int, Captured] = {}

@@ -164,3 +164,49 @@ def members(pid_ns: int) -> list[int]:
                 if os.stat(f"/proc/{entry}/ns/pid").st_ino == pid_ns:
                     found.append(int(entry))
     return found
+
+
+MARK = "agentledger-sandbox"
+REAP_EVERY_S = 10.0
+_last_reap = [0.0]
+
+
+def owner_mark() -> str:
+    """Carried in every sandbox's command line: this worker's pid and start time."""
+    return f"{MARK}:{os.getpid()}:{_start_time(os.getpid())}"
+
+
+def reap_orphans(*, force: bool = False) -> int:
+    """Kill what is left of sandboxes whose worker died (at most every
+    REAP_EVERY_S). A worker SIGKILLed while bwrap was still setting a sandbox up
+    leaves its init waiting forever, with no command yet: the lifeline cannot
+    help there. Only processes carrying the mark of a dead worker are touched."""
+    now = time.monotonic()
+    if not force and now - _last_reap[0] < REAP_EVERY_S:
+        return 0
+    _last_reap[0] = now
+    killed = 0
+    needle = MARK.encode() + b":"
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        at = cmdline.find(needle)
+        if at < 0:
+            continue
+        mark = cmdline[at:].split(b"\x00", 1)[0].decode(errors="replace")
+        _, pid, started = (mark.split(":") + ["", ""])[:3]
+        if pid.isdigit() and _start_time(int(pid)) != started:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry), signal.SIGKILL)
+                killed += 1
+    return killed
+
+
+def _start_time(pid: int) -> str:
+    stat = _read(Path(f"/proc/{pid}/stat"))
+    fields = stat.rpartition(")")[2].split()
+    return fields[19] if len(fields) > 19 else ""

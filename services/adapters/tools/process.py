@@ -19,7 +19,12 @@ from typing import IO, Any
 
 from services.adapters.tools import pids
 from services.adapters.tools.capture import Bounded
-from services.adapters.tools.sandbox import SandboxPolicy, command_line, environment
+from services.adapters.tools.sandbox import (
+    LIFELINE_PROCESSES,
+    SandboxPolicy,
+    command_line,
+    environment,
+)
 
 WATCH_S = 0.01  # how often a running command's process count is looked at
 OUTPUT_CHARS = 200_000  # per stream; the rest is counted and left out
@@ -92,7 +97,8 @@ class Process:
         if self.init_pid is None or self.pid_ns is None:
             return False
         count = pids.namespace_count(self.init_pid, self.pid_ns)
-        return count is not None and count - 1 > limit  # its init is not the command's
+        # bwrap's init and the lifeline's two are not the command's
+        return count is not None and count - 1 - LIFELINE_PROCESSES > limit
 
 
 def run_command(
@@ -110,11 +116,15 @@ def run_command(
     """Run `argv` to its end. `started(process)` is told of it as soon as it runs.
     Raises SandboxUnavailable (nothing ran) or subprocess.TimeoutExpired (killed)."""
     group = None
-    info_r = info_w = -1
+    info_r = info_w = life_r = life_w = -1
     if policy.enabled:
+        pids.reap_orphans()
         parent = pids.cgroup_parent()
-        group = pids.PidsCgroup.make(parent, policy.limits.processes + 2) if parent else None
+        # bwrap's two processes and the lifeline's two are not the command's
+        allowed = policy.limits.processes + 2 + LIFELINE_PROCESSES
+        group = pids.PidsCgroup.make(parent, allowed) if parent else None
         info_r, info_w = os.pipe()
+        life_r, life_w = os.pipe()  # the write end stays here, close-on-exec
         line = command_line(
             argv,
             policy=policy,
@@ -122,6 +132,7 @@ def run_command(
             cwd=cwd,
             network=network,
             info_fd=info_w,
+            lifeline_fd=life_r,
             cgroup_procs=str(group.procs) if group else None,
         )
     else:
@@ -135,21 +146,21 @@ def run_command(
             env=environment(policy, env),
             cwd="/" if policy.enabled else cwd,
             start_new_session=True,
-            pass_fds=(info_w,) if info_w >= 0 else (),
+            pass_fds=(info_w, life_r) if info_w >= 0 else (),
         )
     except BaseException:
         if group is not None:
             group.remove()
-        _close(info_r, info_w)
+        _close(info_r, info_w, life_r, life_w)
         raise
-    _close(info_w)
+    _close(info_w, life_r)
     process = Process(popen, group)
     if started is not None:
         started(process)
     try:
         return _follow(process, argv, info_r, input, timeout_s, policy)
     finally:
-        _close(info_r)
+        _close(info_r, life_w)
         if group is not None:
             group.remove()
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from services.adapters.tools import pids
 from services.settings import Settings, sandbox_environ
 
 INSTALL_HINT = (
@@ -176,7 +177,9 @@ def bwrap_flags(
     flags += ["--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     if workspace is not None:
         flags += ["--bind", workspace, workspace]
-    flags += ["--chdir", cwd, "--info-fd", str(info_fd)]
+    # the sandbox's own root is a tmpfs bwrap makes: read-only, or a command could
+    # fill the worker's memory through `/` or the folders around the workspace
+    flags += ["--remount-ro", "/", "--chdir", cwd, "--info-fd", str(info_fd)]
     return flags
 
 
@@ -200,6 +203,23 @@ def python_paths() -> tuple[str, ...]:
     return tuple(kept)
 
 
+# Inside the sandbox the command runs under this shell, which holds the read end
+# of a pipe whose only write end is the worker's. When the worker dies (even by
+# SIGKILL) the read sees EOF and everything in the sandbox is killed: bwrap's
+# --die-with-parent alone lets the sandbox's init outlive its parent now and then
+# (measured here). The command is started before SIGTERM is ignored, so a cancel
+# reaches it; the shell passes on its exit status.
+LIFELINE = (
+    "exec 8</proc/self/fd/{fd} 9<&0; "  # dash names fds 0-9 only: reopen it low
+    '"$@" <&9 8<&- 9<&- & c=$!; '
+    "trap '' TERM INT; "
+    "{{ read _ <&8; kill -9 -1; }} 9<&- & "
+    "exec 8<&- 9<&-; "
+    'wait "$c"'
+)
+LIFELINE_PROCESSES = 2  # the shell and its reader
+
+
 def command_line(
     argv: Sequence[str],
     *,
@@ -208,16 +228,17 @@ def command_line(
     cwd: str,
     network: bool,
     info_fd: int,
+    lifeline_fd: int,
     cgroup_procs: str | None,
 ) -> list[str]:
     """The full command: join the pids cgroup (a shell that writes its own pid,
-    then execs), set the limits, enter the sandbox, run `argv`."""
+    then execs), set the limits, enter the sandbox, run `argv` under the lifeline."""
     bwrap, prlimit = tools()
     line = [prlimit, *limit_flags(policy.limits), "--", bwrap]
     line += bwrap_flags(
         workspace=workspace, cwd=cwd, network=network, limits=policy.limits, info_fd=info_fd
     )
-    line += ["--", *argv]
+    line += ["--", "/bin/sh", "-c", LIFELINE.format(fd=lifeline_fd), pids.owner_mark(), *argv]
     if cgroup_procs is not None:
         join = 'echo $$ > "$1" || exit 125; shift; exec "$@"'
         line = ["/bin/sh", "-c", join, "sh", cgroup_procs, *line]

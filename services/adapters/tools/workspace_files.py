@@ -138,8 +138,12 @@ class WorkspaceFiles:
                 raise ToolFailure(
                     "permission_denied", f"{raw!r} cannot be opened: {exc.strerror}"
                 ) from None
-            with os.fdopen(fd, "rb") as f:
+            try:
                 self._regular(os.fstat(fd), raw)
+            except ToolFailure:
+                os.close(fd)
+                raise
+            with os.fdopen(fd, "rb") as f:
                 data = f.read(self.max_read_bytes + 1)
         try:
             text = data[: self.max_read_bytes].decode("utf-8")
