@@ -19,7 +19,9 @@ COMMAND_TIMEOUT_S = 60.0
 
 _script = Path(sys.executable).with_name("agentledger")
 # the installed console script when it belongs to this interpreter, else the module
-AGENTLEDGER = [str(_script)] if _script.exists() else [sys.executable, "-m", "services.entrypoints.cli.main"]
+AGENTLEDGER = (
+    [str(_script)] if _script.exists() else [sys.executable, "-m", "services.entrypoints.cli.main"]
+)
 
 
 def clean_environ(prefix: str) -> dict[str, str]:

@@ -317,3 +317,11 @@ def test_no_cgroup_is_left_behind(ws: Path) -> None:
     before = {p.name for p in parent.iterdir() if p.is_dir()}
     run(ws, ["true"])
     assert {p.name for p in parent.iterdir() if p.is_dir()} <= before
+
+
+def test_a_read_only_tools_commands_see_the_workspace_read_only(ws: Path) -> None:
+    (ws / "test_calc.py").write_text("original")
+    code = "open('test_calc.py', 'w').write('cheated')"
+    done = run_command(py(code), policy=POLICY, workspace=str(ws), cwd=str(ws), writable=False)
+    assert done.returncode == 1 and "Read-only file system" in done.stderr
+    assert (ws / "test_calc.py").read_text() == "original"

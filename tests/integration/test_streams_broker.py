@@ -299,7 +299,13 @@ def test_the_inventory_example_completes_on_either_broker(
         "AGENTLEDGER_BROKER": broker_kind,
         "AGENTLEDGER_STATE_DIR": str(tmp_path),
     }
-    args = [sys.executable, "-m", "services.entrypoints.cli.main", "run", "examples/inventory/spec.yaml"]
+    args = [
+        sys.executable,
+        "-m",
+        "services.entrypoints.cli.main",
+        "run",
+        "examples/inventory/spec.yaml",
+    ]
     done = subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert ": completed" in done.stdout

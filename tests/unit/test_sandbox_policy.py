@@ -8,8 +8,11 @@ import sys
 
 import pytest
 
+from events.tool_step import Succeeded
 from services.adapters.tools import sandbox
 from services.adapters.tools.context import ToolContext, ToolFailure
+from services.adapters.tools.registry import REGISTRY, tool
+from services.adapters.tools.runner import run_tool
 from services.adapters.tools.sandbox import (
     Limits,
     SandboxPolicy,
@@ -54,9 +57,19 @@ def test_the_network_is_shared_only_when_declared() -> None:
     assert "/etc/resolv.conf" not in pairs(flags(), "--ro-bind-try")
 
 
-def test_only_the_workspace_is_writable() -> None:
+def test_only_the_workspace_is_writable_and_not_for_a_read_only_tool() -> None:
     line = flags()
     assert pairs(line, "--bind") == ["/work/ws"]
+    read_only = bwrap_flags(
+        workspace="/work/ws",
+        cwd="/work/ws",
+        network=False,
+        limits=Limits(),
+        info_fd=9,
+        writable=False,
+    )
+    assert pairs(read_only, "--bind") == [] and "/work/ws" in pairs(read_only, "--ro-bind")
+    assert pairs(line, "--remount-ro") == ["/"]
     assert pairs(flags(workspace=None), "--bind") == []
     assert pairs(line, "--chdir") == ["/work/ws"]
 
@@ -153,3 +166,29 @@ def test_a_command_runs_only_in_a_folder_of_the_workspace(tmp_path: object) -> N
     assert caught.value.code == "permission_denied"
     with pytest.raises(TypeError):
         ctx.run("rm -rf /")  # type: ignore[arg-type]
+
+
+@tool(read_only=True, name="declares_read_only_sandbox_test")
+def _reads(ctx: ToolContext) -> dict:
+    """Says what its commands would get."""
+    return {"read_only": ctx.read_only, "network": ctx.network}
+
+
+@tool(network=True, name="declares_network_sandbox_test")
+def _fetches(ctx: ToolContext) -> dict:
+    """Says what its commands would get."""
+    return {"read_only": ctx.read_only, "network": ctx.network}
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("declares_read_only_sandbox_test", {"read_only": True, "network": False}),
+        ("declares_network_sandbox_test", {"read_only": False, "network": True}),
+    ],
+)
+def test_what_a_tool_declares_is_what_its_commands_get(name: str, expected: dict) -> None:
+    registered = REGISTRY.get(name)
+    assert registered is not None
+    outcome = run_tool(registered, {}, ToolContext("r", "c", None, "p", "t"), timeout_s=5)
+    assert isinstance(outcome, Succeeded) and outcome.output == expected

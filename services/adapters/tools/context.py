@@ -62,6 +62,7 @@ class ToolContext:
     processes: list[Process] = field(default_factory=list)
     sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)  # the operator's choice
     network: bool = False  # the tool declared it needs the network (`@tool(network=True)`)
+    read_only: bool = False  # a read-only tool: its commands see the workspace read-only
 
     def check_cancelled(self) -> None:
         if self.cancelled.is_set():
@@ -77,7 +78,7 @@ class ToolContext:
         input: str | None = None,
     ) -> Completed:
         """Run a command in the sandbox, in the workspace (or `cwd`, a folder of
-        it), with a minimal environment plus `env`. Returns its exit code and its
+        it; read-only for a read-only tool), with a minimal environment plus `env`. Returns its exit code and its
         output (each stream bounded); `.limit` names the sandbox limit that stopped
         it, if one did. Raises subprocess.TimeoutExpired after `timeout_s` (the
         command is killed first); ToolFailure when it cannot be sandboxed here."""
@@ -91,6 +92,7 @@ class ToolContext:
                 workspace=self.workspace,
                 cwd=workdir,
                 network=self.network,
+                writable=not self.read_only,
                 env=env,
                 input=input,
                 timeout_s=timeout_s,

@@ -56,8 +56,9 @@ def run_tool(
         return Errored(
             ToolError(code="invalid_arguments", message=what, retryable=False, fields=tuple(errors))
         )
-    if ctx.network != t.network:
-        ctx = dataclasses.replace(ctx, network=t.network)  # same cancel flag and processes
+    if (ctx.network, ctx.read_only) != (t.network, t.spec.read_only):
+        # what the tool declared; the same cancel flag and processes
+        ctx = dataclasses.replace(ctx, network=t.network, read_only=t.spec.read_only)
     box: dict[str, Outcome] = {}
     thread = threading.Thread(target=lambda: box.setdefault("o", _call(t, args, ctx)), daemon=True)
     thread.start()

@@ -1,7 +1,8 @@
 """The sandbox a subprocess tool or a command check runs in: what it is allowed,
 as a bubblewrap (`bwrap`) command line.
 
-Inside: the run's workspace read-write at its own path, the system (`/usr`, the
+Inside: the run's workspace read-write at its own path (read-only for a
+read-only tool), the system (`/usr`, the
 `/bin`-style links, a few files of `/etc`) and the worker's Python prefix
 read-only, a private `/tmp` (tmpfs, size-capped), fresh `/proc` and `/dev`, and
 nothing else — not the worker's home, its environment, the state folder or other
@@ -143,8 +144,10 @@ def bwrap_flags(
     network: bool,
     limits: Limits,
     info_fd: int,
+    writable: bool = True,
 ) -> list[str]:
-    """bwrap's options for one command (everything before `--`)."""
+    """bwrap's options for one command (everything before `--`). The workspace
+    is read-only for a read-only tool's commands (`writable=False`)."""
     flags = [
         "--unshare-user",
         "--unshare-pid",
@@ -176,7 +179,7 @@ def bwrap_flags(
     flags += ["--proc", "/proc", "--dev", "/dev"]
     flags += ["--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     if workspace is not None:
-        flags += ["--bind", workspace, workspace]
+        flags += ["--bind" if writable else "--ro-bind", workspace, workspace]
     # the sandbox's own root is a tmpfs bwrap makes: read-only, or a command could
     # fill the worker's memory through `/` or the folders around the workspace
     flags += ["--remount-ro", "/", "--chdir", cwd, "--info-fd", str(info_fd)]
@@ -227,6 +230,7 @@ def command_line(
     workspace: str | None,
     cwd: str,
     network: bool,
+    writable: bool,
     info_fd: int,
     lifeline_fd: int,
     cgroup_procs: str | None,
@@ -236,7 +240,12 @@ def command_line(
     bwrap, prlimit = tools()
     line = [prlimit, *limit_flags(policy.limits), "--", bwrap]
     line += bwrap_flags(
-        workspace=workspace, cwd=cwd, network=network, limits=policy.limits, info_fd=info_fd
+        workspace=workspace,
+        cwd=cwd,
+        network=network,
+        limits=policy.limits,
+        info_fd=info_fd,
+        writable=writable,
     )
     line += ["--", "/bin/sh", "-c", LIFELINE.format(fd=lifeline_fd), pids.owner_mark(), *argv]
     if cgroup_procs is not None:

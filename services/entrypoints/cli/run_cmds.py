@@ -111,7 +111,9 @@ def start_workers(session: Session, processes: int):  # type: ignore[no-untyped-
         return services.stop
     env = environ_for_children(session.settings)
     children = [
-        subprocess.Popen([sys.executable, "-m", "services.entrypoints.cli.main", "workers"], env=env)
+        subprocess.Popen(
+            [sys.executable, "-m", "services.entrypoints.cli.main", "workers"], env=env
+        )
         for _ in range(processes)
     ]
 
