@@ -7,7 +7,8 @@ anything else is refused with a coded error. The task is to fix the code, so
 configuration and whatever Python would run or load in their place (compiled
 files, site hooks); and a write is at most MAX_WRITE_BYTES. `run_tests` runs
 pytest with `ctx.run`, in the sandbox: whatever code the model wrote runs with
-the workspace and nothing else. Resource rules see the arguments only, so a
+the workspace (read-only: the tool is) and nothing else; `search_code` greps
+there, its arguments after `--`. Resource rules see the arguments only, so a
 file is named by its normalised path as given (`file:calc.py`)."""
 
 import posixpath
@@ -19,6 +20,7 @@ from services.tools import ToolContext, ToolFailure, WorkspaceFiles, tool
 MAX_READ_BYTES = 100_000
 MAX_WRITE_BYTES = 256_000
 OUTPUT_TAIL = 2_000
+MAX_MATCHES = 200
 TESTS_TIMEOUT_S = 50.0  # under the tool's own timeout, so we report it ourselves
 PROTECTED = (
     "test_*.py",
@@ -61,11 +63,36 @@ def run_tests(ctx: ToolContext) -> dict:
     except subprocess.TimeoutExpired:
         raise ToolFailure("timeout", f"pytest did not finish in {TESTS_TIMEOUT_S:g}s") from None
     output = done.stdout + done.stderr
+    if done.limit is not None:
+        tail = output[-OUTPUT_TAIL:]
+        raise ToolFailure(
+            "permission_denied", f"the sandbox stopped pytest at {done.limit}: {tail}"
+        )
     return {
         "exit_code": done.returncode,
         "passed": done.returncode == 0,
         "tail": output[-OUTPUT_TAIL:],
     }
+
+
+@tool(read_only=True, reads=lambda a: ["file:."], scope="files:read", timeout_s=20)
+def search_code(pattern: str, ctx: ToolContext, path: str = ".") -> dict:
+    """Lines of the workspace's files (under `path`) that contain `pattern`, a
+    plain string (grep -rnIF): at most MAX_MATCHES of them."""
+    files = _files(ctx)
+    where = "." if path in ("", ".", "./") else files.resolve(path).as_posix()
+    if where != "." and not (files.root / where).exists():
+        raise ToolFailure("not_found", f"no file or folder {path!r} in the workspace")
+    if not pattern or len(pattern) > 1000 or "\n" in pattern or "\x00" in pattern:
+        raise ToolFailure(
+            "invalid_arguments", "the pattern is empty, too long or has a line break or NUL"
+        )
+    # `--` ends grep's options: a pattern or a path that starts with '-' is data
+    done = ctx.run(["grep", "-rnIF", "--", pattern, where], timeout_s=15)
+    if done.returncode not in (0, 1):
+        raise ToolFailure("internal", f"grep failed ({done.returncode}): {done.stderr[-500:]}")
+    lines = done.stdout.splitlines()
+    return {"matches": lines[:MAX_MATCHES], "truncated": len(lines) > MAX_MATCHES}
 
 
 @tool(read_only=True, reads=lambda a: _file(a["path"]), scope="files:read", timeout_s=10)

@@ -212,6 +212,7 @@ def test_cpu_memory_and_file_size_are_limited(ws: Path) -> None:
     started = time.monotonic()
     spin = run(ws, py("while True: pass"), policy)
     assert spin.returncode != 0 and time.monotonic() - started < 10
+    assert spin.limit == "the CPU limit of 1 s"
     memory = run(ws, py("b = bytearray(600 * 1024 * 1024)"), policy)
     assert memory.returncode == 1 and "MemoryError" in memory.stderr
     big = run(ws, py("open('big', 'wb').write(b'x' * (2 * 1024 * 1024))"), policy)

@@ -95,7 +95,7 @@ def test_tmp_is_private_and_size_capped() -> None:
 
 def test_limits_become_prlimit_options() -> None:
     assert limit_flags(Limits(cpu_s=5, memory_mb=100, file_mb=1, processes=7, open_files=64)) == [
-        "--cpu=5",
+        "--cpu=5:6",
         f"--as={100 * 1024 * 1024}",
         f"--fsize={1024 * 1024}",
         "--nofile=64",

@@ -200,7 +200,10 @@ def _follow(
         raise subprocess.TimeoutExpired(list(argv), timeout_s or 0, out.text(), err.text())
     stderr = err.text()
     code = popen.returncode
-    if process.killed_for is not None:
+    if policy.enabled and code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
+        process.killed_for = f"the CPU limit of {policy.limits.cpu_s} s"
+        stderr += f"\n[sandbox: stopped at {process.killed_for}]"
+    elif process.killed_for is not None:
         stderr += f"\n[sandbox: stopped at {process.killed_for}]"
         code = -signal.SIGKILL
     return Completed(argv, code, out.text(), stderr, process.killed_for)

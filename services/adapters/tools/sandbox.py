@@ -128,7 +128,7 @@ def environment(policy: SandboxPolicy, extra: Mapping[str, str] | None) -> dict[
 def limit_flags(limits: Limits) -> list[str]:
     mb = 1024 * 1024
     return [
-        f"--cpu={limits.cpu_s}",
+        f"--cpu={limits.cpu_s}:{limits.cpu_s + 1}",  # SIGXCPU, then SIGKILL a second later
         f"--as={limits.memory_mb * mb}",
         f"--fsize={limits.file_mb * mb}",
         f"--nofile={limits.open_files}",
