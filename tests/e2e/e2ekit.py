@@ -32,6 +32,7 @@ def clean_environ(prefix: str) -> dict[str, str]:
     # the examples' own pytest runs need no plugins, and loading every plugin
     # installed next to this interpreter costs over a second per acceptance check
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["AGENTLEDGER_SANDBOX_ENV"] = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"  # into the sandbox, too
     return env
 
 
