@@ -49,12 +49,13 @@ def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
     """The command runs in the sandbox, like a tool's: the workspace read-write,
     no network, the sandbox's limits, and `check.timeout_s`."""
     what = f"command {check.command!r} exits 0"
-    cwd = s.workspace or s.base_dir or "/tmp"
+    workspace = s.workspace or s.base_dir
+    cwd = workspace or "/tmp"
     try:
         done = run_command(
             ["/bin/sh", "-c", check.command],
             policy=policy_for(app.settings),
-            workspace=cwd if cwd != "/tmp" else None,
+            workspace=workspace,
             cwd=cwd,
             timeout_s=check.timeout_s,
         )
@@ -88,6 +89,7 @@ def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
         s.workspace,
         s.spec.principal.id,
         s.spec.principal.tenant,
+        sandbox=policy_for(app.settings),
     )
     parsed, _ = registered.check(check.input)
     reads, _ = registered.resources(parsed, s.workspace) if parsed else ([], [])

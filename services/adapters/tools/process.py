@@ -76,11 +76,9 @@ class Process:
         return True
 
     def kill(self) -> None:
-        # the sandbox's init takes every process of its namespace with it
-        for pid in (self.init_pid,):
-            if pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        if self.init_pid is not None:  # the sandbox's init takes its whole namespace with it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.init_pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGKILL)
         if self.group is not None:
