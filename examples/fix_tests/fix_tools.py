@@ -8,8 +8,9 @@ configuration and whatever Python would run or load in their place (compiled
 files, site hooks); and a write is at most MAX_WRITE_BYTES. `run_tests` runs
 pytest with `ctx.run`, in the sandbox: whatever code the model wrote runs with
 the workspace (read-only: the tool is) and nothing else; `search_code` greps
-there, its arguments after `--`. Resource rules see the arguments only, so a
-file is named by its normalised path as given (`file:calc.py`)."""
+there, its arguments after `--`. A file is named by the workspace and its
+normalised path as given (`file:/…/workspaces/r-…/calc.py`): two runs' copies are
+two resources, and a write in one is not replayed for the other by the ledger."""
 
 import posixpath
 import subprocess
@@ -38,8 +39,8 @@ PROTECTED = (
 )
 
 
-def _file(path: str) -> list[str]:
-    return [f"file:{posixpath.normpath(path)}"]
+def _file(path: str, workspace: str | None) -> list[str]:
+    return [f"file:{posixpath.join(workspace or '', posixpath.normpath(path).lstrip('/'))}"]
 
 
 def _files(ctx: ToolContext) -> WorkspaceFiles:
@@ -52,7 +53,7 @@ def _files(ctx: ToolContext) -> WorkspaceFiles:
     )
 
 
-@tool(read_only=True, reads=lambda a: ["file:."], scope="tests:run", timeout_s=60)
+@tool(read_only=True, reads=lambda a, ws: _file(".", ws), scope="tests:run", timeout_s=60)
 def run_tests(ctx: ToolContext) -> dict:
     """Run `python -m pytest -q` in the workspace; returns its exit code and the tail of its output."""
     # a read-only tool leaves no files behind, and plugins installed next to the
@@ -75,7 +76,7 @@ def run_tests(ctx: ToolContext) -> dict:
     }
 
 
-@tool(read_only=True, reads=lambda a: ["file:."], scope="files:read", timeout_s=20)
+@tool(read_only=True, reads=lambda a, ws: _file(".", ws), scope="files:read", timeout_s=20)
 def search_code(pattern: str, ctx: ToolContext, path: str = ".") -> dict:
     """Lines of the workspace's files (under `path`) that contain `pattern`, a
     plain string (grep -rnIF): at most MAX_MATCHES of them."""
@@ -95,14 +96,14 @@ def search_code(pattern: str, ctx: ToolContext, path: str = ".") -> dict:
     return {"matches": lines[:MAX_MATCHES], "truncated": len(lines) > MAX_MATCHES}
 
 
-@tool(read_only=True, reads=lambda a: _file(a["path"]), scope="files:read", timeout_s=10)
+@tool(read_only=True, reads=lambda a, ws: _file(a["path"], ws), scope="files:read", timeout_s=10)
 def read_file(path: str, ctx: ToolContext) -> dict:
     """Read a UTF-8 text file of the workspace; `path` is relative to the workspace."""
     read = _files(ctx).read_text(path)
     return {"path": read.path, "content": read.text, "truncated": read.truncated}
 
 
-@tool(writes=lambda a: _file(a["path"]), scope="files:write", timeout_s=10)
+@tool(writes=lambda a, ws: _file(a["path"], ws), scope="files:write", timeout_s=10)
 def write_file(path: str, content: str, ctx: ToolContext) -> dict:
     """Replace (or create) a text file of the workspace with `content`, atomically.
     Tests and test settings are protected: fix the code."""
