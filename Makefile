@@ -1,9 +1,10 @@
 # agentledger: `make run` runs the main job end to end, `make test` runs the tests.
-# Both install what they need first (pip, into the current Python).
+# Both install what they need first (pip, into the current Python; bubblewrap, the
+# sandbox of subprocess tools and command checks, with apt-get when it is missing).
 PYTHON ?= python3
 STAMP := .agentledger/.installed
 
-.PHONY: install run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean
+.PHONY: install sandbox run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -11,19 +12,31 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: install
+# bwrap (bubblewrap) and prlimit (util-linux) must be on PATH unless AGENTLEDGER_SANDBOX=off.
+# Idempotent: nothing happens when bwrap is there; as root with apt-get it is installed.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
+	  else \
+	    echo "bubblewrap is missing: sudo apt-get install -y bubblewrap (or set AGENTLEDGER_SANDBOX=off)" >&2; exit 1; \
+	  fi; }
+	@command -v bwrap >/dev/null && command -v prlimit >/dev/null
+
+run: install sandbox
 	agentledger run examples/inventory/spec.yaml
 
-test: install
+test: install sandbox
 	$(PYTHON) -m pytest -q tests
 
 test-unit: install
 	$(PYTHON) -m pytest tests/unit
 
-test-integration: install
+test-integration: install sandbox
 	$(PYTHON) -m pytest tests/integration
 
-test-e2e: install
+test-e2e: install sandbox
 	$(PYTHON) -m pytest tests/e2e
 
 lint: install

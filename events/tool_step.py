@@ -79,14 +79,27 @@ def claimable(call: Call) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Printed:
+    """What a tool wrote to its stdout and stderr while it ran (bounded; None: nothing)."""
+
+    stdout: str | None = None
+    stderr: str | None = None
+
+
+NOTHING_PRINTED = Printed()
+
+
+@dataclass(frozen=True, slots=True)
 class Succeeded:
     output: Any
     replay_of: str | None = None  # the same operation's earlier attempt: not run again
+    printed: Printed = NOTHING_PRINTED
 
 
 @dataclass(frozen=True, slots=True)
 class Errored:
     error: ToolError
+    printed: Printed = NOTHING_PRINTED
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,14 +155,28 @@ def record_outcome(
     if isinstance(outcome, Stopped) and s.status is RunStatus.RUNNING_TOOLS:
         outcome = Errored(_stopped_by_itself)  # nobody asked it to: a failure, told as such
     match outcome:
-        case Succeeded(output, replay_of):
+        case Succeeded(output, replay_of, printed):
             return [
                 ToolCallSucceeded(
-                    call_id=call_id, output=output, replay_of=replay_of, **times, **resolved
+                    call_id=call_id,
+                    output=output,
+                    replay_of=replay_of,
+                    stdout=printed.stdout,
+                    stderr=printed.stderr,
+                    **times,
+                    **resolved,
                 )
             ]
-        case Errored(error):
-            return [ToolCallFailed(call_id=call_id, error=error, **times)]
+        case Errored(error, printed):
+            return [
+                ToolCallFailed(
+                    call_id=call_id,
+                    error=error,
+                    stdout=printed.stdout,
+                    stderr=printed.stderr,
+                    **times,
+                )
+            ]
         case TimedOut(after_s):
             if call.read_only:
                 error = ToolError(

@@ -212,6 +212,8 @@ class ToolCallSucceeded(_Event):
     replay_of: str | None = Field(
         default=None, description="the same operation was done before (run/call): not run again"
     )
+    stdout: str | None = Field(default=None, description="what the tool printed (bounded)")
+    stderr: str | None = Field(default=None, description="what the tool wrote to stderr (bounded)")
 
 
 class ToolCallFailed(_Event):
@@ -220,6 +222,8 @@ class ToolCallFailed(_Event):
     error: ToolError
     started_at: float | None = None
     finished_at: float
+    stdout: str | None = Field(default=None, description="what the tool printed (bounded)")
+    stderr: str | None = Field(default=None, description="what the tool wrote to stderr (bounded)")
 
 
 class ToolCallOutcomeUnknown(_Event):

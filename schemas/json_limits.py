@@ -4,7 +4,7 @@ message, however nested, can make a parser recurse until it fails."""
 
 from __future__ import annotations
 
-MAX_MESSAGE_BYTES = 1 << 20  # 1 MiB
+MAX_MESSAGE_BYTES = 8 << 20  # 8 MiB by default; AGENTLEDGER_INBOX_MAX_BYTES sets it
 MAX_DEPTH = 64
 
 

@@ -1,10 +1,13 @@
 """The tool API for tool authors: `@tool` on a plain function registers it.
 
-    from services.tools import ToolContext, ToolFailure, tool
+    from services.tools import ToolContext, ToolFailure, WorkspaceFiles, tool
 
-This module only re-exports; the registry lives in `services.adapters.tools`."""
+`ctx.run([...])` runs a command in the sandbox; `WorkspaceFiles` reads and writes
+files strictly inside the run's workspace. This module only re-exports; the
+registry lives in `services.adapters.tools`."""
 
 from services.adapters.tools.context import Lookup, ToolCancelled, ToolContext, ToolFailure
 from services.adapters.tools.registry import tool
+from services.adapters.tools.workspace_files import WorkspaceFiles
 
-__all__ = ["Lookup", "ToolCancelled", "ToolContext", "ToolFailure", "tool"]
+__all__ = ["Lookup", "ToolCancelled", "ToolContext", "ToolFailure", "WorkspaceFiles", "tool"]

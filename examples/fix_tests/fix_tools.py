@@ -1,25 +1,27 @@
 """File and test tools for the fix_tests example, confined to the run's workspace.
 
-Every path is resolved (symlinks included) against the workspace and refused
-with `permission_denied` when it lands outside it. The task is to fix the code,
-so `write_file` also refuses the tests and pytest's configuration: a model must
-not pass the acceptance check by editing what it checks. Resource rules see the
-arguments only, not the workspace, so a file is named by its normalised path as
-given (`file:calc.py`); the tool body is what enforces confinement."""
+Files go through `WorkspaceFiles`: a path is relative and plain, resolved
+(symlinks included) inside the workspace, opened without following links;
+anything else is refused with a coded error. The task is to fix the code, so
+`write_file` also refuses, case-insensitively, the tests, pytest's
+configuration and whatever Python would run or load in their place (compiled
+files, site hooks); and a write is at most MAX_WRITE_BYTES. `run_tests` runs
+pytest with `ctx.run`, in the sandbox: whatever code the model wrote runs with
+the workspace (read-only: the tool is) and nothing else; `search_code` greps
+there, its arguments after `--`. A file is named by the workspace and its
+normalised path as given (`file:/…/workspaces/r-…/calc.py`): two runs' copies are
+two resources, and a write in one is not replayed for the other by the ledger."""
 
-import fnmatch
-import hashlib
-import os
 import posixpath
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-from services.tools import ToolContext, ToolFailure, tool
+from services.tools import ToolContext, ToolFailure, WorkspaceFiles, tool
 
-MAX_READ_CHARS = 100_000
+MAX_READ_BYTES = 100_000
+MAX_WRITE_BYTES = 256_000
 OUTPUT_TAIL = 2_000
+MAX_MATCHES = 200
 TESTS_TIMEOUT_S = 50.0  # under the tool's own timeout, so we report it ourselves
 PROTECTED = (
     "test_*.py",
@@ -29,49 +31,44 @@ PROTECTED = (
     "pyproject.toml",
     "setup.cfg",
     "tox.ini",
+    "__pycache__",  # a compiled test would be run instead of its source
+    "*.pyc",
+    "*.pth",  # site hooks run at interpreter start
+    "sitecustomize.py",
+    "usercustomize.py",
 )
 
 
-def _file(path: str) -> list[str]:
-    return [f"file:{posixpath.normpath(path)}"]
+def _file(path: str, workspace: str | None) -> list[str]:
+    return [f"file:{posixpath.join(workspace or '', posixpath.normpath(path).lstrip('/'))}"]
 
 
-def _workspace(ctx: ToolContext) -> Path:
-    if not ctx.workspace:
-        raise ToolFailure("not_found", "this run has no workspace")
-    return Path(ctx.workspace).resolve()
+def _files(ctx: ToolContext) -> WorkspaceFiles:
+    return WorkspaceFiles.of(
+        ctx,
+        protected=PROTECTED,
+        why_protected="tests and test settings are not to be changed; fix the code",
+        max_write_bytes=MAX_WRITE_BYTES,
+        max_read_bytes=MAX_READ_BYTES,
+    )
 
 
-def _inside(ctx: ToolContext, path: str) -> tuple[Path, Path]:
-    """The workspace and the resolved target; refuses anything that leaves the workspace."""
-    if not path or "\x00" in path:
-        raise ToolFailure("invalid_arguments", f"{path!r} is not a usable path")
-    root = _workspace(ctx)
-    target = (root / path).resolve()
-    if not target.is_relative_to(root):
-        raise ToolFailure("permission_denied", f"{path!r} is outside the workspace")
-    return root, target
-
-
-@tool(read_only=True, reads=lambda a: ["file:."], scope="tests:run", timeout_s=60)
+@tool(read_only=True, reads=lambda a, ws: _file(".", ws), scope="tests:run", timeout_s=60)
 def run_tests(ctx: ToolContext) -> dict:
     """Run `python -m pytest -q` in the workspace; returns its exit code and the tail of its output."""
-    root = _workspace(ctx)
     # a read-only tool leaves no files behind, and plugins installed next to the
     # worker (pytest-benchmark writes .benchmarks/) are not the workspace's business
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q"],
-            cwd=root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TESTS_TIMEOUT_S,
-        )
+        done = ctx.run([sys.executable, "-m", "pytest", "-q"], env=env, timeout_s=TESTS_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         raise ToolFailure("timeout", f"pytest did not finish in {TESTS_TIMEOUT_S:g}s") from None
     output = done.stdout + done.stderr
+    if done.limit is not None:
+        tail = output[-OUTPUT_TAIL:]
+        raise ToolFailure(
+            "permission_denied", f"the sandbox stopped pytest at {done.limit}: {tail}"
+        )
     return {
         "exit_code": done.returncode,
         "passed": done.returncode == 0,
@@ -79,48 +76,36 @@ def run_tests(ctx: ToolContext) -> dict:
     }
 
 
-@tool(read_only=True, reads=lambda a: _file(a["path"]), scope="files:read", timeout_s=10)
+@tool(read_only=True, reads=lambda a, ws: _file(".", ws), scope="files:read", timeout_s=20)
+def search_code(pattern: str, ctx: ToolContext, path: str = ".") -> dict:
+    """Lines of the workspace's files (under `path`) that contain `pattern`, a
+    plain string (grep -rnIF): at most MAX_MATCHES of them."""
+    files = _files(ctx)
+    where = "." if path in ("", ".", "./") else files.resolve(path).as_posix()
+    if where != "." and not (files.root / where).exists():
+        raise ToolFailure("not_found", f"no file or folder {path!r} in the workspace")
+    if not pattern or len(pattern) > 1000 or "\n" in pattern or "\x00" in pattern:
+        raise ToolFailure(
+            "invalid_arguments", "the pattern is empty, too long or has a line break or NUL"
+        )
+    # `--` ends grep's options: a pattern or a path that starts with '-' is data
+    done = ctx.run(["grep", "-rnIF", "--", pattern, where], timeout_s=15)
+    if done.returncode not in (0, 1):
+        raise ToolFailure("internal", f"grep failed ({done.returncode}): {done.stderr[-500:]}")
+    lines = done.stdout.splitlines()
+    return {"matches": lines[:MAX_MATCHES], "truncated": len(lines) > MAX_MATCHES}
+
+
+@tool(read_only=True, reads=lambda a, ws: _file(a["path"], ws), scope="files:read", timeout_s=10)
 def read_file(path: str, ctx: ToolContext) -> dict:
     """Read a UTF-8 text file of the workspace; `path` is relative to the workspace."""
-    root, target = _inside(ctx, path)
-    if not target.exists():
-        raise ToolFailure("not_found", f"no file {path!r} in the workspace")
-    if not target.is_file():
-        raise ToolFailure("invalid_arguments", f"{path!r} is not a file")
-    try:
-        text = target.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ToolFailure("invalid_arguments", f"{path!r} is not UTF-8 text") from None
-    return {
-        "path": target.relative_to(root).as_posix(),
-        "content": text[:MAX_READ_CHARS],
-        "truncated": len(text) > MAX_READ_CHARS,
-    }
+    read = _files(ctx).read_text(path)
+    return {"path": read.path, "content": read.text, "truncated": read.truncated}
 
 
-@tool(writes=lambda a: _file(a["path"]), scope="files:write", timeout_s=10)
+@tool(writes=lambda a, ws: _file(a["path"], ws), scope="files:write", timeout_s=10)
 def write_file(path: str, content: str, ctx: ToolContext) -> dict:
-    """Replace (or create) a text file of the workspace with `content`, atomically."""
-    root, target = _inside(ctx, path)
-    if any(fnmatch.fnmatch(target.name, p) for p in PROTECTED):
-        raise ToolFailure("permission_denied", f"{path!r} is a test or test setting: fix the code")
-    if target.is_dir():
-        raise ToolFailure("invalid_arguments", f"{path!r} is a folder")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    data = content.encode("utf-8")
-    # write beside the target and rename: a crash never leaves a half-written file
-    mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".write-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return {
-        "path": target.relative_to(root).as_posix(),
-        "bytes": len(data),
-        "sha256": hashlib.sha256(data).hexdigest(),
-    }
+    """Replace (or create) a text file of the workspace with `content`, atomically.
+    Tests and test settings are protected: fix the code."""
+    written = _files(ctx).write_text(path, content)
+    return {"path": written.path, "bytes": written.bytes, "sha256": written.sha256}

@@ -15,8 +15,10 @@ from events.acceptance_step import contains
 from events.state import RunState
 from events.tool_step import Succeeded
 from schemas.spec import CommandCheck, FileCheck, PythonCheck, ToolCheck
+from services.adapters.tools.process import run_command
 from services.adapters.tools.registry import ToolContext
 from services.adapters.tools.runner import run_tool
+from services.adapters.tools.sandbox import SandboxUnavailable, policy_for
 from services.handlers.app import App
 
 TAIL = 2000
@@ -34,7 +36,7 @@ class Verdict:
 def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
     match check:
         case CommandCheck():
-            return _command(s, check)
+            return _command(app, s, check)
         case ToolCheck():
             return _tool(app, s, check)
         case FileCheck():
@@ -43,27 +45,33 @@ def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
             return _python(app, s, check)
 
 
-def _command(s: RunState, check: CommandCheck) -> Verdict:
+def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
+    """The command runs in the sandbox, like a tool's: the workspace read-write,
+    no network, the sandbox's limits, and `check.timeout_s`."""
     what = f"command {check.command!r} exits 0"
-    cwd = s.workspace or s.base_dir
+    workspace = s.workspace or s.base_dir
+    cwd = workspace or "/tmp"
     try:
-        done = subprocess.run(
-            check.command,
-            shell=True,
+        done = run_command(
+            ["/bin/sh", "-c", check.command],
+            policy=policy_for(app.settings),
+            workspace=workspace,
             cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=check.timeout_s,
+            timeout_s=check.timeout_s,
         )
     except subprocess.TimeoutExpired:
         return Verdict(what, False, {"reason": f"no exit within {check.timeout_s:g}s", "cwd": cwd})
+    except SandboxUnavailable as exc:
+        return Verdict(what, False, {"reason": str(exc), "cwd": cwd})
     evidence: dict[str, Any] = {
         "exit_code": done.returncode,
         "stdout_tail": done.stdout[-TAIL:],
         "stderr_tail": done.stderr[-TAIL:],
         "cwd": cwd,
     }
-    if done.returncode != 0:
+    if done.limit is not None:
+        evidence["reason"] = f"stopped at {done.limit}"
+    elif done.returncode != 0:
         evidence["reason"] = f"exit code {done.returncode}"
     return Verdict(what, done.returncode == 0, evidence)
 
@@ -81,6 +89,7 @@ def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
         s.workspace,
         s.spec.principal.id,
         s.spec.principal.tenant,
+        sandbox=policy_for(app.settings),
     )
     parsed, _ = registered.check(check.input)
     reads, _ = registered.resources(parsed, s.workspace) if parsed else ([], [])

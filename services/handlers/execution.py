@@ -13,6 +13,7 @@ from events.tool_step import Errored, Outcome
 from events.types import ToolError
 from services.adapters.tools.context import ToolContext
 from services.adapters.tools.runner import run_tool
+from services.adapters.tools.sandbox import policy_for
 from services.handlers.app import App
 from services.handlers.once import run_once
 
@@ -33,6 +34,7 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
         tokens=dict(call.tokens or {}),
         op_key=call.op_key,
         outputs=lambda ref: _output_of(app, state.run_id, ref),
+        sandbox=policy_for(app.settings),
     )
     owner = f"{state.run_id}/{call.call_id}/{call.attempts}"
     with LeaseKeeper(app, call.lock_request):

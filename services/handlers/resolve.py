@@ -6,6 +6,7 @@ from __future__ import annotations
 from events.idempotency import request_hash
 from events.resolution_step import Finding, needs_resolution, resolve_unknown
 from services.adapters.tools.context import Lookup, ToolContext
+from services.adapters.tools.sandbox import policy_for
 from services.handlers.app import App
 from services.secrets import redactor_for
 
@@ -24,7 +25,7 @@ def handle_resolve_call(app: App, run_id: str, call_id: str) -> None:
     if registered is not None and registered.lookup is not None:
         ctx = ToolContext(
             run_id, call_id, state.workspace, state.spec.principal.id,
-            state.spec.principal.tenant, op_key=call.op_key,
+            state.spec.principal.tenant, op_key=call.op_key, sandbox=policy_for(app.settings),
         )  # fmt: skip
         try:
             found, why = registered.lookup(call.op_key, call.input, ctx), ""

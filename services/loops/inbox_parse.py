@@ -21,12 +21,11 @@ class Rejected(Exception):
         super().__init__(reason)
 
 
-def parse(fields: dict[bytes, bytes]) -> RunRequested | Control:
+def parse(fields: dict[bytes, bytes], *, max_bytes: int = MAX_MESSAGE_BYTES) -> RunRequested | Control:
     raw = fields.get(b"message")
     if raw is None:
         raise Rejected("no 'message' field")
-    if len(raw) > MAX_MESSAGE_BYTES:
-        raise Rejected(f"message is {len(raw):,} bytes; the limit is {MAX_MESSAGE_BYTES:,}")
+    check_size(raw, max_bytes)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -51,6 +50,11 @@ def parse(fields: dict[bytes, bytes]) -> RunRequested | Control:
         ]
         more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
         raise Rejected("; ".join(problems) + more) from None
+
+
+def check_size(raw: bytes, max_bytes: int) -> None:
+    if len(raw) > max_bytes:
+        raise Rejected(f"message is {len(raw):,} bytes; the limit is {max_bytes:,}")
 
 
 _TYPES = (

@@ -90,7 +90,7 @@ class Intake:
         cause = f"{part}/{entry_id.decode()}"
         reason: str | None = None
         try:
-            message = parse(fields)
+            message = parse(fields, max_bytes=self._app.settings.inbox_max_bytes)
             if isinstance(message, RunRequested):
                 self.accept(message, causation_id=cause)
             else:

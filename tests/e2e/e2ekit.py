@@ -19,7 +19,9 @@ COMMAND_TIMEOUT_S = 60.0
 
 _script = Path(sys.executable).with_name("agentledger")
 # the installed console script when it belongs to this interpreter, else the module
-AGENTLEDGER = [str(_script)] if _script.exists() else [sys.executable, "-m", "services.entrypoints.cli.main"]
+AGENTLEDGER = (
+    [str(_script)] if _script.exists() else [sys.executable, "-m", "services.entrypoints.cli.main"]
+)
 
 
 def clean_environ(prefix: str) -> dict[str, str]:
@@ -30,6 +32,7 @@ def clean_environ(prefix: str) -> dict[str, str]:
     # the examples' own pytest runs need no plugins, and loading every plugin
     # installed next to this interpreter costs over a second per acceptance check
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env["AGENTLEDGER_SANDBOX_ENV"] = "PYTEST_DISABLE_PLUGIN_AUTOLOAD"  # into the sandbox, too
     return env
 
 

@@ -97,3 +97,15 @@ def test_a_model_that_only_claims_success_does_not_complete_the_run(
     timeline = cli("tail", "--run", summary["run_id"]).stdout
     assert any("AcceptanceChecked" in line and "FAIL" in line for line in timeline.splitlines())
     assert "return a - b" in (cli.workspace(summary["run_id"]) / "calc.py").read_text()
+
+
+def test_a_second_fix_run_in_the_same_folder_writes_its_own_copy(fixed: Ran) -> None:
+    """Files are named with their workspace: the ledger does not replay the first
+    run's write for the second run's copy (it would, with `file:calc.py`)."""
+    code, summary = fixed.cli.run_json(fixed.example / "spec.yaml")
+    assert code == 0, summary
+    copy = fixed.cli.workspace(summary["run_id"])
+    assert "return a + b" in (copy / "calc.py").read_text()
+    events = fixed.cli.events(summary["run_id"])
+    [write] = [e for e in of_type(events, "ToolCallSucceeded") if e["call_id"] == "w1"]
+    assert write["replay_of"] is None

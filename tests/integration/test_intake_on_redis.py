@@ -58,7 +58,7 @@ def bad_entries(good: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[st
     return {
         "not JSON": ({"message": "{'spec': nope"}, ["not JSON"]),
         "nested too deep": ({"message": nested}, ["nested 100000 deep", "limit is 64"]),
-        "too big": ({"message": "x" * (MAX_MESSAGE_BYTES + 1)}, ["the limit is 1,048,576"]),
+        "too big": ({"message": "x" * (MAX_MESSAGE_BYTES + 1)}, ["the limit is 8,388,608"]),
         "not UTF-8": ({"message": b"\xff\xfe{}"}, ["not UTF-8"]),
         "not an object": ({"message": "[1, 2]"}, ["a JSON list, not an object"]),
         "an unknown type": ({"message": '{"type": "DropTables"}'}, ["unknown message type"]),

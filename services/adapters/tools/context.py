@@ -1,18 +1,20 @@
 """What a running tool gets besides its arguments: the run's ids and workspace,
-a cancel flag to poll, and `run()` for subprocesses, which the executor can
-SIGTERM and then SIGKILL when the run is cancelled."""
+a cancel flag to poll, and `run()` for subprocesses, which run in the sandbox
+(`sandbox.py`) and which the executor can SIGTERM and then SIGKILL when the run
+is cancelled."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from events.types import ErrorCode
+from services.adapters.tools.process import Completed, Process, run_command
+from services.adapters.tools.sandbox import SandboxPolicy, SandboxUnavailable
 
 
 class ToolFailure(Exception):
@@ -57,37 +59,59 @@ class ToolContext:
     tokens: dict[str, int] = field(default_factory=dict)  # fencing token per locked resource
     op_key: str | None = None  # a write's operation key: pass it on so the service can dedupe
     outputs: Callable[[str], Any] | None = None  # a call id of this run -> its full output
-    processes: list[subprocess.Popen[Any]] = field(default_factory=list)
+    processes: list[Process] = field(default_factory=list)
+    sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)  # the operator's choice
+    network: bool = False  # the tool declared it needs the network (`@tool(network=True)`)
+    read_only: bool = False  # a read-only tool: its commands see the workspace read-only
 
     def check_cancelled(self) -> None:
         if self.cancelled.is_set():
             raise ToolCancelled(self.call_id)
 
     def run(
-        self, args: list[str], *, timeout_s: float | None = None, **popen: Any
-    ) -> subprocess.CompletedProcess[str]:
-        """Run a command in its own process group; the executor may signal it."""
-        popen.setdefault("cwd", self.workspace)
-        proc = subprocess.Popen(
-            args,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-            **popen,
-        )
-        self.processes.append(proc)
-        out, err = proc.communicate(timeout=timeout_s)
-        return subprocess.CompletedProcess(args, proc.returncode, out, err)
+        self,
+        args: Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        input: str | None = None,
+    ) -> Completed:
+        """Run a command in the sandbox, in the workspace (or `cwd`, a folder of
+        it; read-only for a read-only tool), with a minimal environment plus `env`. Returns its exit code and its
+        output (each stream bounded); `.limit` names the sandbox limit that stopped
+        it, if one did. Raises subprocess.TimeoutExpired after `timeout_s` (the
+        command is killed first); ToolFailure when it cannot be sandboxed here."""
+        if isinstance(args, str) or not args or not all(isinstance(a, str) for a in args):
+            raise TypeError("ctx.run takes a non-empty list of strings")
+        workdir = self._workdir(cwd)
+        try:
+            return run_command(
+                args,
+                policy=self.sandbox,
+                workspace=self.workspace,
+                cwd=workdir,
+                network=self.network,
+                writable=not self.read_only,
+                env=env,
+                input=input,
+                timeout_s=timeout_s,
+                started=self.processes.append,
+            )
+        except SandboxUnavailable as exc:
+            raise ToolFailure("internal", str(exc)) from None
+
+    def _workdir(self, cwd: str | None) -> str:
+        if self.workspace is None:
+            if cwd is not None:
+                raise ToolFailure("invalid_arguments", "this run has no workspace to run in")
+            return "/tmp"
+        root = Path(self.workspace).resolve()
+        target = (root / (cwd or ".")).resolve()
+        if not target.is_relative_to(root) or not target.is_dir():
+            raise ToolFailure("permission_denied", f"cwd {cwd!r} is not a folder of the workspace")
+        return str(target)
 
     def signal_processes(self, sig: signal.Signals) -> int:
-        """Send `sig` to every live process group the tool started; how many got it."""
-        sent = 0
-        for proc in self.processes:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, sig)
-                    sent += 1
-                except ProcessLookupError:
-                    pass  # it ended between poll and kill
-        return sent
+        """Send `sig` to every command the tool started that still runs; how many got it."""
+        return sum(1 for proc in self.processes if proc.signal(sig))

@@ -39,6 +39,7 @@ class RegisteredTool:
     key_fields: tuple[str, ...] | None = None
     lookup: LookupFn | None = None
     output_cap: int | None = None
+    network: bool = False  # its commands (ctx.run) may reach the network
 
     def op_key(
         self, args: dict[str, Any], tenant: str, writes: Sequence[str], *, run_id: str
@@ -122,10 +123,13 @@ def tool(
     key_fields: Sequence[str] | None = None,
     lookup: LookupFn | None = None,
     output_cap: int | None = 4000,
+    network: bool = False,
     name: str | None = None,
     description: str | None = None,
 ) -> Any:
-    """Register a function as a tool. Use bare (`@tool`) or with options."""
+    """Register a function as a tool. Use bare (`@tool`) or with options.
+    `network=True` lets the commands it runs with `ctx.run` reach the network;
+    without it they are cut off (a network namespace of their own)."""
 
     def register(f: Callable[..., Any]) -> Callable[..., Any]:
         model, ctx_param = _args_model(f)
@@ -151,6 +155,7 @@ def tool(
                 key_fields=tuple(key_fields) if key_fields else None,
                 lookup=lookup,
                 output_cap=output_cap,
+                network=network,
             )
         )
         return f

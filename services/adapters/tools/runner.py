@@ -7,10 +7,15 @@ finish. When the run is cancelled the tool's cancel flag is set and its
 subprocesses get SIGTERM; whatever still runs after the grace period gets
 SIGKILL. A tool that stopped by itself is `cancelled`; one that had to be
 killed is `force_terminated`; a thread that would not stop is reported as
-still running (its outcome unknown)."""
+still running (its outcome unknown).
+
+What the tool prints goes to the call's own capture, never to the worker's
+output, and is recorded on its outcome (bounded); its commands (`ctx.run`) run
+in the sandbox, with the network only when the tool declares `network=True`."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import threading
@@ -18,10 +23,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from events.tool_step import Errored, Outcome, StillRunning, Stopped, Succeeded, TimedOut
+from events.tool_step import (
+    Errored,
+    Outcome,
+    Printed,
+    StillRunning,
+    Stopped,
+    Succeeded,
+    TimedOut,
+)
 from events.types import ToolError
 from schemas.codec import pack
 from schemas.errors import InvalidEvent
+from services.adapters.tools.capture import Captured, capturing
 from services.adapters.tools.registry import RegisteredTool, ToolCancelled, ToolContext, ToolFailure
 
 POLL_S = 0.05
@@ -42,6 +56,9 @@ def run_tool(
         return Errored(
             ToolError(code="invalid_arguments", message=what, retryable=False, fields=tuple(errors))
         )
+    if (ctx.network, ctx.read_only) != (t.network, t.spec.read_only):
+        # what the tool declared; the same cancel flag and processes
+        ctx = dataclasses.replace(ctx, network=t.network, read_only=t.spec.read_only)
     box: dict[str, Outcome] = {}
     thread = threading.Thread(target=lambda: box.setdefault("o", _call(t, args, ctx)), daemon=True)
     thread.start()
@@ -84,6 +101,16 @@ def _stop(
 
 
 def _call(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
+    with capturing() as captured:
+        outcome = _outcome(t, args, ctx)
+    printed = _printed(captured)
+    match outcome:
+        case Succeeded() | Errored() if printed.stdout or printed.stderr:
+            return dataclasses.replace(outcome, printed=printed)
+    return outcome
+
+
+def _outcome(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
     try:
         output = t.call(args, ctx)
     except ToolFailure as f:
@@ -103,3 +130,10 @@ def _call(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outcome:
         message = f"output cannot be recorded as JSON: {exc}"
         return Errored(ToolError(code="internal", message=message, retryable=False))
     return Succeeded(output)
+
+
+def _printed(captured: Captured) -> Printed:
+    return Printed(
+        stdout=captured.stdout.text() or None,
+        stderr=captured.stderr.text() or None,
+    )
