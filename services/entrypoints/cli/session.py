@@ -1,14 +1,17 @@
-"""What every CLI command opens: settings, a Redis (found or started), the store."""
+"""What every CLI command opens: settings, a Redis (located, maybe started:
+`services.adapters.redis.locate`), the store. The command says once, on
+stderr, which Redis it uses when that is not REDIS_URL."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import redis
 
-from services.adapters.redis.local_server import PrivateRedis, find_or_start
+from services.adapters.redis.locate import Located, locate
 from services.adapters.store.redis_store import RedisEventStore
 from services.bootstrap import redis_client
 from services.keys import Keys
@@ -21,18 +24,18 @@ class Session:
     client: redis.Redis
     keys: Keys
     store: RedisEventStore
-    private: PrivateRedis | None
+    located: Located
 
 
 @contextmanager
-def open_session(settings: Settings) -> Iterator[Session]:
-    url, private = find_or_start(settings.redis_url, settings.state_dir, settings.probe_url)
-    settings = settings.with_(redis_url=url)
-    client = redis_client(url)
+def open_session(settings: Settings, *, may_start: bool) -> Iterator[Session]:
+    found = locate(settings, may_start=may_start)
+    if (notice := found.notice()) is not None:
+        print(f"agentledger: {notice}", file=sys.stderr, flush=True)
+    settings = settings.with_(redis_url=found.url)
+    client = redis_client(found.url)
     keys = Keys(settings.prefix, settings.shards)
     try:
-        yield Session(settings, client, keys, RedisEventStore(client, keys), private)
+        yield Session(settings, client, keys, RedisEventStore(client, keys), found)
     finally:
         client.close()
-        if private is not None:
-            private.stop()
