@@ -3,7 +3,6 @@ submit (publish only) and workers (the pools of one or more processes)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -16,35 +15,48 @@ from events.fold import apply
 from events.state import RunState
 from events.status import RunStatus
 from events.types import ApprovalRequested
-from schemas.inbox import RunRequested
+from schemas.errors import InvalidSpec
+from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
 from services.adapters.tools.registry import REGISTRY
 from services.bootstrap import Services, build_services
 from services.clock import new_run_id
-from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli import exit_codes, interrupts
+from services.entrypoints.cli.children import die_with_parent
+from services.entrypoints.cli.control_cmds import user_name
 from services.entrypoints.cli.describe import line
+from services.entrypoints.cli.inbox_watch import Liveness, intake_liveness, rejected_reason
 from services.entrypoints.cli.inspect_cmds import run_summary
 from services.entrypoints.cli.redacted import RunRedactors
+from services.entrypoints.cli.reply import emit, say
 from services.entrypoints.cli.session import Session
-from services.entrypoints.cli.spec_file import load_spec_file
+from services.entrypoints.cli.spec_file import load_spec_file, with_lines
 from services.handlers.spec_check import check_spec
 from services.loops.intake import publish
 from services.secrets import redactor_for
-from services.settings import Settings, environ_for_children
+from services.settings import Settings, environ_for_children, masked
+
+CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
 
 
-def prepare(spec_path: str, settings: Settings) -> RunRequested:
-    """Load and check the spec (InvalidSpec on any problem) and build the request,
-    before any Redis is touched."""
-    spec, base_dir = load_spec_file(spec_path)
-    return request_for(spec, base_dir, settings)
+def prepare(spec_path: str) -> tuple[RunSpec, str]:
+    """Load and check the spec file before any Redis is touched: InvalidSpec with
+    every problem, each with its line."""
+    spec, base_dir, lines = load_spec_file(spec_path)
+    try:
+        check_spec(spec, base_dir, REGISTRY)
+    except InvalidSpec as exc:
+        raise InvalidSpec.of(with_lines(list(exc.problems), lines), source=spec_path) from None
+    return spec, base_dir
 
 
 def request_for(spec: RunSpec, base_dir: str | None, settings: Settings) -> RunRequested:
     """A request for a new run of `spec` (checked; its workspace copied if it asks)."""
     run_id = new_run_id()
     check_spec(spec, base_dir, REGISTRY)
-    workspace = str(Path(base_dir, spec.workspace).resolve()) if spec.workspace else None
+    if spec.workspace and base_dir is None and not Path(spec.workspace).is_absolute():
+        raise InvalidSpec("workspace", f"{spec.workspace!r} is relative, and there is no spec folder")
+    workspace = str(Path(base_dir or "/", spec.workspace).resolve()) if spec.workspace else None
     if workspace and spec.copy_workspace:
         copy = Path(settings.state_dir, "workspaces", run_id).resolve()
         # copy links as links: following them would put files from outside the
@@ -56,34 +68,90 @@ def request_for(spec: RunSpec, base_dir: str | None, settings: Settings) -> RunR
     )
 
 
-def submit(session: Session, request: RunRequested) -> int:
-    publish(session.client, session.keys, request)
-    print(request.run_id)
+def submit(session: Session, request: RunRequested, *, as_json: bool) -> int:
+    now_ms = int(time.time() * 1000)
+    if intake_liveness(session.client, session.keys, now_ms=now_ms) is Liveness.NONE:
+        say(
+            f"no intake reads the inbox on {session.located.url} (prefix "
+            f"{session.settings.prefix!r}) yet: the run waits until `agentledger workers` start there"
+        )
+    entry_id = publish(session.client, session.keys, request)
+    if as_json:
+        emit({"run_id": request.run_id, "entry_id": entry_id})
+    else:
+        print(request.run_id)
     return 0
 
 
 def run(session: Session, request: RunRequested, *, as_json: bool, processes: int) -> int:
+    """Run on embedded workers and follow. The first SIGINT/SIGTERM asks the run to
+    cancel and waits for it to end (within its cancel grace); a second stops at once.
+    Either way the workers stop gracefully, and the exit code is 130."""
     run_id = request.run_id
     assert run_id is not None
     stop_workers = start_workers(session, processes)
+    interrupted = False
     try:
-        publish(session.client, session.keys, request)
-        state = follow(session, run_id, quiet=as_json)
+        entry_id = publish(session.client, session.keys, request)
+        with interrupts.graceful() as asked:
+            state = follow(session, run_id, entry_id, quiet=as_json, until=asked)
+            if asked.is_set() and not _settled(state):
+                interrupted = True
+                state = _cancel_and_wait(session, run_id, entry_id, state, quiet=as_json)
     finally:
-        stop_workers()
+        with interrupts.shielded("stopping the workers (they finish what they hold)"):
+            stop_workers()
+    if state is None:  # refused by the intake, or interrupted before it took the request
+        return exit_codes.INTERRUPTED if interrupted else exit_codes.USAGE
     redact = redactor_for(state.spec)
     if as_json:
-        print(json.dumps(redact.value(run_summary(state))))
+        emit(redact.value({**run_summary(state), **({"interrupted": True} if interrupted else {})}))
     else:
         print(f"\nrun {run_id}: {state.status}  {redact.text(state.detail)}")
         if state.status is RunStatus.AWAITING_HUMAN:
             print(f"  the run waits for a human; see `agentledger status {run_id}`")
+    if interrupted:
+        return exit_codes.INTERRUPTED
     return exit_codes.for_status(state.status)
 
 
-def follow(session: Session, run_id: str, *, quiet: bool) -> RunState:
-    """Print the timeline until the run ends or waits for a human."""
-    state: RunState | None = None
+def _settled(state: RunState | None) -> bool:
+    return state is not None and (state.status.terminal or state.status is RunStatus.AWAITING_HUMAN)
+
+
+def _cancel_and_wait(
+    session: Session, run_id: str, entry_id: str, state: RunState | None, *, quiet: bool
+) -> RunState | None:
+    """Ask the run to cancel (through the inbox, after its request) and follow it
+    until it ends or its cancel grace (plus a margin) is over."""
+    grace = (state.spec.policies.cancel_grace_s if state else 5.0) + CANCEL_MARGIN_S
+    say(f"interrupted: cancelling run {run_id} (up to {grace:g}s); interrupt again to stop now")
+    reason = "the agentledger run command was interrupted"
+    publish(session.client, session.keys, RunCancelRequested(run_id=run_id, by=user_name(), reason=reason))
+    deadline = threading.Event()
+    timer = threading.Timer(grace, deadline.set)
+    timer.start()
+    try:
+        final = follow(session, run_id, entry_id, quiet=quiet, until=deadline, state=state)
+    finally:
+        timer.cancel()
+    if not _settled(final):
+        status = final.status if final else "not created"
+        say(f"run {run_id} did not end within {grace:g}s (it is {status}); workers on this Redis finish it")
+    return final
+
+
+def follow(
+    session: Session,
+    run_id: str,
+    entry_id: str,
+    *,
+    quiet: bool,
+    until: threading.Event,
+    state: RunState | None = None,
+) -> RunState | None:
+    """Print the timeline until the run ends or waits for a human, or `until` is
+    set; None when the intake refused the request (the reason is said)."""
     key = session.keys.run(run_id)
     redactors = RunRedactors(session.store)
     while True:
@@ -96,11 +164,12 @@ def follow(session: Session, run_id: str, *, quiet: bool) -> RunState:
                         f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}",
                         flush=True,
                     )
-        if state is not None and (
-            state.status.terminal or state.status is RunStatus.AWAITING_HUMAN
-        ):
+        if _settled(state) or until.is_set():
             return state
-        session.client.xread({key: f"0-{state.seq if state else 0}"}, block=1000)
+        if state is None and (reason := rejected_reason(session.client, session.keys, entry_id)):
+            say(f"refused: {reason}")
+            return None
+        session.client.xread({key: f"0-{state.seq if state else 0}"}, block=250)
 
 
 def start_workers(session: Session, processes: int):  # type: ignore[no-untyped-def]
@@ -110,8 +179,14 @@ def start_workers(session: Session, processes: int):  # type: ignore[no-untyped-
         services.start()
         return services.stop
     env = environ_for_children(session.settings)
+    # a session of their own: Ctrl-C in a terminal reaches only us, and we stop them
+    # in order; they die with us if we are killed; their notes go to our stderr
     children = [
-        subprocess.Popen([sys.executable, "-m", "services.entrypoints.cli.main", "workers"], env=env)
+        subprocess.Popen(
+            [sys.executable, "-m", "services.entrypoints.cli.main", "workers"],
+            env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr,
+            start_new_session=True, preexec_fn=die_with_parent,
+        )  # fmt: skip
         for _ in range(processes)
     ]
 
@@ -136,7 +211,7 @@ def workers(session: Session, *, processes: int, queues: list[str] | None) -> in
     services: Services = build_services(session.settings, session.client)
     services.start(queues=set(queues) if queues else None)
     print(
-        f"agentledger workers up on {session.settings.redis_url} (prefix {session.settings.prefix!r})",
+        f"agentledger workers up on {masked(session.settings.redis_url or '')} (prefix {session.settings.prefix!r})",
         flush=True,
     )
     _wait_for_signal()
