@@ -32,6 +32,7 @@ from services.entrypoints.cli.reply import emit, say
 from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.spec_file import load_spec_file, with_lines
 from services.handlers.spec_check import check_spec
+from services.handlers.steps import load
 from services.loops.intake import publish
 from services.secrets import redactor_for
 from services.settings import Settings, environ_for_children, masked
@@ -90,14 +91,12 @@ def run(session: Session, request: RunRequested, *, as_json: bool, processes: in
     run_id = request.run_id
     assert run_id is not None
     stop_workers = start_workers(session, processes)
-    interrupted = False
     try:
-        entry_id = publish(session.client, session.keys, request)
-        with interrupts.graceful() as asked:
-            state = follow(session, run_id, entry_id, quiet=as_json, until=asked)
-            if asked.is_set() and not _settled(state):
-                interrupted = True
-                state = _cancel_and_wait(session, run_id, entry_id, state, quiet=as_json)
+        state, interrupted = _publish_and_follow(session, request, quiet=as_json)
+    except interrupts.Interrupted:  # the second signal: stop following at once
+        state, interrupted = load(session.store, run_id), True
+        left = state.status if state else "not created"
+        say(f"stopped at once: run {run_id} is left {left}; workers on this Redis take it on")
     finally:
         with interrupts.shielded("stopping the workers (they finish what they hold)"):
             stop_workers()
@@ -110,9 +109,21 @@ def run(session: Session, request: RunRequested, *, as_json: bool, processes: in
         print(f"\nrun {run_id}: {state.status}  {redact.text(state.detail)}")
         if state.status is RunStatus.AWAITING_HUMAN:
             print(f"  the run waits for a human; see `agentledger status {run_id}`")
-    if interrupted:
-        return exit_codes.INTERRUPTED
-    return exit_codes.for_status(state.status)
+    return exit_codes.INTERRUPTED if interrupted else exit_codes.for_status(state.status)
+
+
+def _publish_and_follow(
+    session: Session, request: RunRequested, *, quiet: bool
+) -> tuple[RunState | None, bool]:
+    """The run's state when following ends, and whether a signal ended it."""
+    run_id = request.run_id
+    assert run_id is not None
+    entry_id = publish(session.client, session.keys, request)
+    with interrupts.graceful() as asked:
+        state = follow(session, run_id, entry_id, quiet=quiet, until=asked)
+        if not asked.is_set() or _settled(state):
+            return state, False
+        return _cancel_and_wait(session, run_id, entry_id, state, quiet=quiet), True
 
 
 def _settled(state: RunState | None) -> bool:
