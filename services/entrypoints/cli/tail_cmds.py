@@ -17,7 +17,7 @@ from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.redacted import RunRedactors
-from services.entrypoints.cli.reply import fail
+from services.entrypoints.cli.reply import fail, say
 from services.entrypoints.cli.session import Session
 
 BATCH = 500
@@ -52,6 +52,7 @@ def tail(
     else:
         cursors = _ends(session)
     if follow:
+        say("following new events" + ("" if from_start else " (--from-start: the history first)"))
         _follow_feeds(session, cursors, show)
     return 0
 
