@@ -1,6 +1,8 @@
 # agentledger: `make run` runs the main job end to end, `make test` runs the tests.
-# Both install what they need first (pip, into the current Python).
+# Both install what they need first (pip, into $(PYTHON)); every tool runs through
+# $(PYTHON) -m, so `make run PYTHON=venv/bin/python` works without activating the venv.
 PYTHON ?= python3
+AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
 .PHONY: install run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-smoke clean
@@ -12,7 +14,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: install
-	agentledger run examples/inventory/spec.yaml
+	$(AGENTLEDGER) run examples/inventory/spec.yaml
 
 test: install
 	$(PYTHON) -m pytest -q tests
@@ -27,9 +29,9 @@ test-e2e: install
 	$(PYTHON) -m pytest tests/e2e
 
 lint: install
-	ruff check .
-	lint-imports
-	mypy events schemas
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+	$(PYTHON) -m mypy events schemas
 
 schemas: install
 	$(PYTHON) -m schemas.export
