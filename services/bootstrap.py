@@ -19,6 +19,7 @@ from services.adapters.locks.redis_locks import LockService
 from services.adapters.models.port import ModelAdapter
 from services.adapters.models.replay import ReplayAdapter
 from services.adapters.models.scripted import ScriptedAdapter
+from services.adapters.redis.client import redis_client as redis_client  # re-exported
 from services.adapters.store.port import EventStore
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.store.redis_store import RedisEventStore
@@ -34,10 +35,6 @@ from services.secrets import redactor_for
 from services.settings import Settings
 
 log = logging.getLogger(__name__)
-
-
-def redis_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
 
 
 _ADAPTERS: dict[tuple[str, Settings], ModelAdapter] = {}

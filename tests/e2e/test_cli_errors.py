@@ -46,10 +46,17 @@ def test_a_bad_setting_exits_2_naming_the_variable(
     cli: Cli, variable: str, value: str, says: str
 ) -> None:
     cli.env[variable] = value
-    for command in (["runs"], ["status", "r-1"], ["workers"]):
+    done = cli("runs")
+    assert done.returncode == 2, done.stderr
+    assert f"bad configuration: {variable}: " in done.stderr and says in done.stderr
+    no_traceback(done)
+
+
+def test_a_bad_setting_stops_every_kind_of_command_before_it_starts(cli: Cli) -> None:
+    cli.env["REDIS_URL"] = "garbage"
+    for command in (["status", "r-1", "--json"], ["workers"], ["cancel", "r-1"]):
         done = cli(*command)
-        assert done.returncode == 2, done.stderr
-        assert f"bad configuration: {variable}: " in done.stderr and says in done.stderr
+        assert done.returncode == 2 and "REDIS_URL" in done.stderr, done.stderr
         no_traceback(done)
 
 

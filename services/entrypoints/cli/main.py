@@ -13,17 +13,7 @@ from pathlib import Path
 import redis
 
 from schemas.errors import InvalidSpec
-from services.entrypoints.cli import (
-    context_cmds,
-    control_cmds,
-    exit_codes,
-    inspect_cmds,
-    interrupts,
-    local_cmds,
-    rerun_cmds,
-    run_cmds,
-    tail_cmds,
-)
+from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.parser import parser
 from services.entrypoints.cli.reply import fail
 from services.entrypoints.cli.session import Session, open_session
@@ -58,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         return fail(exit_codes.USAGE, "in use", message, as_json)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         where = masked(settings.redis_url) if settings and settings.redis_url else "Redis"
-        return fail(exit_codes.NO_REDIS, "lost Redis", f"lost the connection to {where}: {exc}", as_json)
+        return fail(
+            exit_codes.NO_REDIS, "lost Redis", f"lost the connection to {where}: {exc}", as_json
+        )
     except (interrupts.Interrupted, KeyboardInterrupt):
         print("agentledger: interrupted", file=sys.stderr)
         return exit_codes.INTERRUPTED
@@ -67,13 +59,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as exc:  # a bug: one line here, the traceback in the state folder
         kept = _keep_traceback(settings)
-        return fail(exit_codes.BUG, "internal error", f"{type(exc).__name__}: {exc} ({kept})", as_json)
+        return fail(
+            exit_codes.BUG, "internal error", f"{type(exc).__name__}: {exc} ({kept})", as_json
+        )
 
 
 def _command(args: argparse.Namespace, settings: Settings) -> int:
+    # each command imports what it needs: a read needs no worker pools (dramatiq, SDKs)
     as_json = bool(args.json)
     if args.command == "local":
+        from services.entrypoints.cli import local_cmds
+
         return local_cmds.local(settings, args.action, force=args.force, as_json=as_json)
+    if args.command in ("run", "submit", "workers"):
+        from services.entrypoints.cli import run_cmds
     prepared = run_cmds.prepare(args.spec) if args.command in ("run", "submit") else None
     with open_session(settings, may_start=args.command in MAY_START) as session:
         match args.command:
@@ -91,27 +90,41 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.cli import inspect_cmds
+
     match args.command:
         case "status":
             return inspect_cmds.status(session, args.run_id, as_json=as_json)
         case "runs":
             return inspect_cmds.runs(session, inspect_cmds.RunsQuery.of(args), as_json=as_json)
         case "tail":
+            from services.entrypoints.cli import tail_cmds
+
             return tail_cmds.tail(
                 session, run_id=args.run_id, types=args.types, follow=args.follow,
                 from_start=args.from_start, as_json=as_json,
             )  # fmt: skip
         case "replay" if args.rerun:
+            from services.entrypoints.cli import rerun_cmds
+
             return rerun_cmds.rerun(session, args.run_id, as_json=as_json)
         case "replay":
             return inspect_cmds.replay(session, args.run_id, as_json=as_json)
         case "context":
+            from services.entrypoints.cli import context_cmds
+
             return context_cmds.context(
                 session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=as_json
             )
         case "raw":  # JSON lines already
+            from services.entrypoints.cli import context_cmds
+
             return context_cmds.raw(session, args.run_id, after_seq=args.after)
-    text = str(getattr(args, "reason", None) or getattr(args, "note", None) or getattr(args, "text", ""))
+    from services.entrypoints.cli import control_cmds
+
+    text = str(
+        getattr(args, "reason", None) or getattr(args, "note", None) or getattr(args, "text", "")
+    )
     message = control_cmds.build(
         args.command, args.run_id, call_id=getattr(args, "call_id", None), text=text, by=args.by
     )

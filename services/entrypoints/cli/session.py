@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import redis
 
+from services.adapters.redis.client import redis_client
 from services.adapters.redis.locate import Located, locate
 from services.adapters.store.redis_store import RedisEventStore
-from services.bootstrap import redis_client
 from services.keys import Keys
 from services.settings import Settings
 
