@@ -1,7 +1,10 @@
 # agentledger: `make run` runs the main job end to end, `make test` runs the tests.
-# Both install what they need first (pip, into the current Python; bubblewrap, the
-# sandbox of subprocess tools and command checks, with apt-get when it is missing).
+# Both install what they need first (pip, into $(PYTHON); bubblewrap, the sandbox of
+# subprocess tools and command checks, with apt-get when it is missing). Every tool
+# runs through $(PYTHON) -m, so `make run PYTHON=venv/bin/python` works without
+# activating the venv.
 PYTHON ?= python3
+AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
 .PHONY: install sandbox run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean
@@ -25,7 +28,7 @@ sandbox:
 	@command -v bwrap >/dev/null && command -v prlimit >/dev/null
 
 run: install sandbox
-	agentledger run examples/inventory/spec.yaml
+	$(AGENTLEDGER) run examples/inventory/spec.yaml
 
 test: install sandbox
 	$(PYTHON) -m pytest -q tests
@@ -40,9 +43,9 @@ test-e2e: install sandbox
 	$(PYTHON) -m pytest tests/e2e
 
 lint: install
-	ruff check .
-	lint-imports
-	mypy events schemas
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+	$(PYTHON) -m mypy events schemas
 
 schemas: install
 	$(PYTHON) -m schemas.export

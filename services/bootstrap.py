@@ -22,6 +22,7 @@ from services.adapters.locks.redis_locks import RedisLocks
 from services.adapters.models.port import ModelAdapter
 from services.adapters.models.replay import ReplayAdapter
 from services.adapters.models.scripted import ScriptedAdapter
+from services.adapters.redis.client import redis_client as redis_client  # re-exported
 from services.adapters.redis.directory import Directory
 from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.store.redacting import RedactingStore
@@ -31,7 +32,7 @@ from services.clock import SystemClock, worker_name
 from services.entrypoints.actors import declare_actors
 from services.handlers.app import App
 from services.handlers.runs import Runs
-from services.keys import Keys
+from services.keys import Keys, keys_for
 from services.loops.intake import Intake
 from services.loops.sweeper import run_sweeper
 from services.secrets import redactor_for
@@ -47,14 +48,6 @@ local n = tonumber(ARGV[1])
 if n > m then redis.call('HSET', KEYS[1], 'shards', n); m = n end
 return m
 """
-
-
-def redis_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
-
-
-def keys_for(settings: Settings) -> Keys:
-    return Keys(settings.prefix, settings.shards, inbox_partitions=settings.inbox_partitions)
 
 
 def shards_ever(client: redis.Redis, keys: Keys) -> range:

@@ -39,3 +39,14 @@ class TooContended(ServiceError):
 
 class RedisUnavailable(ServiceError):
     retryable = True
+
+
+class ServiceBusy(ServiceError):
+    """The local Redis service still has clients (a run, workers, a tail): not stopped."""
+
+    def __init__(self, clients: int):
+        self.clients = clients
+        super().__init__(
+            f"{clients} other connection{'s are' if clients != 1 else ' is'} open to it "
+            "(a run, workers or a tail)"
+        )

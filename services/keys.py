@@ -15,6 +15,10 @@ import hashlib
 import re
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from services.settings import Settings
 
 _SUFFIX = re.compile(r"\.s(\d{1,4})$")
 LOCK_PARTS = ("req", "order", "holders", "tokens", "leases", "seq")
@@ -103,3 +107,7 @@ class Keys:
     def meta(self) -> str:
         """Hash: facts of the deployment (the largest shard count ever used)."""
         return f"{self.prefix}:meta"
+
+
+def keys_for(settings: Settings) -> Keys:
+    return Keys(settings.prefix, settings.shards, inbox_partitions=settings.inbox_partitions)

@@ -1,21 +1,36 @@
-"""One frozen settings object, read at the edge. Nothing else reads os.environ."""
+"""One frozen settings object, read at the edge. Nothing else reads os.environ.
+
+Every value is checked here: a bad one is a ConfigError naming the variable
+(the CLI prints it and exits 2), never a traceback later."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from schemas.json_limits import MAX_MESSAGE_BYTES
 from services.errors import ConfigError
 
 SANDBOX_MODES = frozenset({"on", "off"})
+NO_PROBE = "off"  # AGENTLEDGER_PROBE_URL=off: never try the default address
+
+
+def user_state_dir(environ: Mapping[str, str] | None = None) -> str:
+    """The per-user state home: $XDG_STATE_HOME/agentledger, else ~/.local/state/agentledger."""
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME") or os.path.join(
+        env.get("HOME") or os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "agentledger")
 
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    redis_url: str | None = None  # None: the CLI finds or starts a server
-    probe_url: str = "redis://127.0.0.1:6379/0"  # used when it answers and REDIS_URL is unset
+    redis_url: str | None = None  # None: the CLI finds one (probe, then the local service)
+    probe_url: str | None = "redis://127.0.0.1:6379/0"  # used when it answers; None: never
     prefix: str = "al"
     shards: int = 16  # for new runs; a run's shard is in its id
     inbox_partitions: int = 4
@@ -31,7 +46,8 @@ class Settings:
     worker_threads: int = 8
     broker_claim_idle_s: float = 3.0  # a delivered message idle this long moves to another worker
     broker_max_deliveries: int = 3  # deliveries (kills included) before it is dead-lettered
-    state_dir: str = ".agentledger"
+    # the local Redis service's data, its workspace copies: one folder per user
+    state_dir: str = field(default_factory=user_state_dir)
     anthropic_api_key: str | None = field(default=None, repr=False)  # never in a log line
     anthropic_base_url: str | None = None  # None: the SDK's default, api.anthropic.com
     sandbox: str = "on"  # "on": commands run under bubblewrap; "off": as the worker, unconfined
@@ -73,6 +89,16 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SANDBOX_PROCESSES": ("sandbox_processes", int),
     "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
 }
+# numbers that must be positive (> 0) or at least zero, by variable
+_POSITIVE = (
+    "AGENTLEDGER_SHARDS", "AGENTLEDGER_INBOX_PARTITIONS", "AGENTLEDGER_MEMBER_TTL_S",
+    "AGENTLEDGER_INBOX_MAX_BYTES", "AGENTLEDGER_LEASE_S", "AGENTLEDGER_SWEEP_INTERVAL_S",
+    "AGENTLEDGER_LOCK_LEASE_S", "AGENTLEDGER_MODEL_LEASE_S", "AGENTLEDGER_ACCEPTANCE_LEASE_S",
+    "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
+    "AGENTLEDGER_BROKER_MAX_DELIVERIES",
+)  # fmt: skip
+_NOT_NEGATIVE = ("AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S")
+_KIND = {int: "a whole number", float: "a number", str: "text"}
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
@@ -80,24 +106,91 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     values: dict[str, object] = {}
     for var, (name, kind) in _ENV.items():
         raw = env.get(var)
-        if raw is None or raw == "":
+        if raw is None or raw.strip() == "":
             continue
         try:
-            values[name] = kind(raw)
+            values[name] = kind(raw.strip())
         except ValueError:
-            raise ConfigError(var, f"expected {kind.__name__}, got {raw!r}") from None
+            raise ConfigError(var, f"expected {_KIND[kind]}, got {raw!r}") from None
+    _check_numbers(values)
+    if "state_dir" in values:
+        values["state_dir"] = os.path.abspath(os.path.expanduser(str(values["state_dir"])))
+    else:
+        values["state_dir"] = user_state_dir(env)
+    if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
+        values["probe_url"] = None
     settings = Settings(**values)  # type: ignore[arg-type]
     if not 1 <= settings.shards <= 4096:
         raise ConfigError("AGENTLEDGER_SHARDS", "must be between 1 and 4096")
     if not 1 <= settings.inbox_partitions <= 1024:
         raise ConfigError("AGENTLEDGER_INBOX_PARTITIONS", "must be between 1 and 1024")
+    if settings.redis_url is not None:
+        check_redis_url("REDIS_URL", settings.redis_url)
+    if settings.probe_url is not None:
+        check_redis_url("AGENTLEDGER_PROBE_URL", settings.probe_url)
     _check_broker(settings)
     _check_sandbox(settings)
     if not settings.prefix or any(c in settings.prefix for c in "{} "):
         raise ConfigError(
             "AGENTLEDGER_PREFIX", f"{settings.prefix!r} is empty or has braces/spaces"
         )
+    if Path(settings.state_dir).exists() and not Path(settings.state_dir).is_dir():
+        raise ConfigError("AGENTLEDGER_STATE_DIR", f"{settings.state_dir!r} is not a folder")
     return settings
+
+
+def _check_numbers(values: Mapping[str, object]) -> None:
+    for var in (*_POSITIVE, *_NOT_NEGATIVE):
+        value = values.get(_ENV[var][0])
+        if not isinstance(value, int | float):
+            continue
+        if value != value or value in (float("inf"), float("-inf")):  # nan, inf
+            raise ConfigError(var, f"expected a finite number, got {value!r}")
+        if var in _POSITIVE and value <= 0:
+            raise ConfigError(var, f"must be more than 0, got {value!r}")
+        if value < 0:
+            raise ConfigError(var, f"must not be negative, got {value!r}")
+
+
+_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def check_redis_url(var: str, url: str) -> None:
+    """A URL redis-py can use, with a numeric port and database: else ConfigError
+    naming `var` (the password, if any, left out of the message)."""
+    shown = masked(url)
+    if not url.startswith(_SCHEMES):
+        raise ConfigError(
+            var, f"{shown!r} is not a Redis URL (redis://host:port/db, rediss://… or unix://…)"
+        )
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ConfigError(var, f"{shown!r}: the port is not a number from 0 to 65535") from None
+    if parts.scheme != "unix" and not parts.hostname:
+        raise ConfigError(var, f"{shown!r} names no host (e.g. redis://127.0.0.1:6379/0)")
+    if port == 0:
+        raise ConfigError(var, f"{shown!r}: port 0 is not a port a server listens on")
+    db_texts = parse_qs(parts.query).get("db", [])
+    if parts.scheme != "unix" and parts.path not in ("", "/"):
+        db_texts.append(parts.path.lstrip("/"))
+    for text in db_texts:
+        if not text.isdigit():
+            raise ConfigError(var, f"{shown!r}: the database {text!r} is not a number (0, 1, …)")
+
+
+def masked(url: str) -> str:
+    """`url` with its password replaced by ***, for messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        user = parts.username or ""
+        host = parts.netloc.rsplit("@", 1)[1]
+        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+    except ValueError:
+        return url
 
 
 def _check_broker(settings: Settings) -> None:
@@ -151,4 +244,6 @@ def environ_for_children(settings: Settings) -> dict[str, str]:
         value = getattr(settings, name)
         if value is not None:
             env[var] = str(value)
+    if settings.probe_url is None:
+        env["AGENTLEDGER_PROBE_URL"] = NO_PROBE
     return env

@@ -21,10 +21,10 @@ from typing import Any
 import redis
 
 from schemas.inbox import RunRequested
+from services.adapters.redis.client import redis_client
 from services.adapters.redis.local_server import PrivateRedis, start_server
 from services.adapters.store.redis_store import RedisEventStore
-from services.bootstrap import keys_for, redis_client
-from services.keys import Keys
+from services.keys import Keys, keys_for
 from services.loops.intake import publish
 from services.settings import Settings, environ_for_children
 

@@ -1,8 +1,10 @@
 """Fixtures of the end-to-end tests. Each test runs the CLI in its own empty
-folder (so `.agentledger/` lands there) with its own key prefix, all under one
-prefix per test session whose keys are deleted at the end. The CLI finds its
-Redis as it would for a user: REDIS_URL, else 127.0.0.1:6379 when it answers
-(shared: never flushed), else a private server under the test's folder."""
+folder, with a state folder of its own (`<folder>/state`) and its own key
+prefix, all under one prefix per test session whose keys are deleted at the
+end. The CLI finds its Redis as it would for a user: REDIS_URL, else
+127.0.0.1:6379 when it answers (shared: never flushed), else the local Redis
+service of the test's state folder, stopped when the test (or, for a module's
+CLI, the session) is over."""
 
 from __future__ import annotations
 
@@ -30,15 +32,22 @@ def _delete_session_keys() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def make_cli() -> Callable[[Path], Cli]:
+def make_cli() -> Iterator[Callable[[Path], Cli]]:
     """A CLI working in `folder` under a key prefix no other test uses."""
+    made: list[Cli] = []
 
     def make(folder: Path) -> Cli:
-        return Cli(cwd=folder, env=clean_environ(f"{SESSION_PREFIX}-{next(_numbers)}"))
+        prefix = f"{SESSION_PREFIX}-{next(_numbers)}"
+        made.append(Cli(cwd=folder, env=clean_environ(prefix, folder / "state")))
+        return made[-1]
 
-    return make
+    yield make
+    for cli in made:
+        cli.stop_local_service()
 
 
 @pytest.fixture
-def cli(tmp_path: Path, make_cli: Callable[[Path], Cli]) -> Cli:
-    return make_cli(tmp_path)
+def cli(tmp_path: Path, make_cli: Callable[[Path], Cli]) -> Iterator[Cli]:
+    made = make_cli(tmp_path)
+    yield made
+    made.stop_local_service()

@@ -14,6 +14,8 @@ from typing import Any
 
 import redis
 
+from services.adapters.redis.local_service import LocalService
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 COMMAND_TIMEOUT_S = 60.0
 
@@ -24,11 +26,13 @@ AGENTLEDGER = (
 )
 
 
-def clean_environ(prefix: str) -> dict[str, str]:
-    """This process's environment without any agentledger setting but the prefix;
-    REDIS_URL is kept, so the suite runs against the Redis the user chose."""
+def clean_environ(prefix: str, state_dir: Path) -> dict[str, str]:
+    """This process's environment without any agentledger setting but the prefix
+    and a state folder of the test's own (never the user's); REDIS_URL is kept,
+    so the suite runs against the Redis the user chose."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
     env["AGENTLEDGER_PREFIX"] = prefix
+    env["AGENTLEDGER_STATE_DIR"] = str(state_dir)
     # the examples' own pytest runs need no plugins, and loading every plugin
     # installed next to this interpreter costs over a second per acceptance check
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -68,8 +72,16 @@ class Cli:
         assert done.returncode == 0, done.stderr
         return [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
 
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.env["AGENTLEDGER_STATE_DIR"])
+
     def workspace(self, run_id: str) -> Path:
-        return self.cwd / ".agentledger" / "workspaces" / run_id
+        return self.state_dir / "workspaces" / run_id
+
+    def stop_local_service(self) -> None:
+        """Stop the local Redis service of this CLI's state folder, if one started."""
+        LocalService(self.state_dir).stop(force=True)
 
 
 def copy_example(name: str, into: Path) -> Path:
@@ -82,6 +94,22 @@ def copy_example(name: str, into: Path) -> Path:
 
 def types(events: list[dict[str, Any]]) -> list[str]:
     return [e["type"] for e in events]
+
+
+# Events whose presence depends on scheduling, not on what the run did: a call
+# waits for a lock when the previous call's release has not landed yet, and a
+# model claim a busy machine let expire is claimed again (attempt 2).
+INCIDENTAL = frozenset({"ToolCallWaiting"})
+
+
+def essential(events: list[dict[str, Any]]) -> list[str]:
+    """The event types that must be there, in order, however the steps were scheduled."""
+    return [
+        e["type"]
+        for e in events
+        if e["type"] not in INCIDENTAL
+        and not (e["type"] == "ModelRequested" and e["data"]["attempt"] > 1)
+    ]
 
 
 def of_type(events: list[dict[str, Any]], type_: str) -> list[dict[str, Any]]:

@@ -1,8 +1,11 @@
-"""A spec with a mistake is refused before anything is recorded: exit code 2,
-the field named on stderr, no run in the log and no workspace copy."""
+"""A spec with mistakes is refused before anything is recorded: exit code 2,
+every problem at once on stderr (with `--json`, also as a list on stdout),
+each with its field, a plain reason and its line in the file; no run in the
+log and no workspace copy."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,19 +45,24 @@ def acceptance_tool_that_writes(spec: Spec) -> None:
     }
 
 
+def a_number_for_a_script(spec: Spec) -> None:
+    spec["model"] = {"scripted": 5}
+
+
 @pytest.mark.parametrize(
     ("mistake", "field", "reason"),
     [
-        (unknown_top_level_key, "budget", "Extra inputs are not permitted"),
-        (unknown_nested_key, "principal.scope", "Extra inputs are not permitted"),
+        (unknown_top_level_key, "budget", "unknown key (did you mean 'budgets'?"),
+        (unknown_nested_key, "principal.scope", "unknown key (did you mean 'scopes'?"),
         (
             turn_with_tool_use_and_end_turn,
-            "model.scripted",
-            "exactly one of 'tool_use', 'end_turn' or 'refusal'",
+            "model.scripted.0",
+            "a scripted turn has exactly one of 'tool_use', 'end_turn' or 'refusal'",
         ),
-        (zero_max_turns, "budgets.max_turns", "greater than or equal to 1"),
+        (zero_max_turns, "budgets.max_turns", "should be greater than or equal to 1; got 0"),
         (missing_tool_module, "tools.0", "'no_such_tools'"),
         (acceptance_tool_that_writes, "acceptance.1.tool", "not read-only"),
+        (a_number_for_a_script, "model.scripted", "a scripted model is a list of turns"),
     ],
     ids=lambda v: v.__name__ if callable(v) else None,
 )
@@ -69,13 +77,51 @@ def test_a_bad_spec_exits_2_naming_the_field_and_records_nothing(
     done = cli("run", example / "bad.yaml")
 
     assert done.returncode == 2, done.stdout + done.stderr
-    assert f"invalid spec: {field}" in done.stderr
-    assert reason in done.stderr
+    assert f"invalid spec: {example / 'bad.yaml'}:" in done.stderr
+    [said] = [ln for ln in done.stderr.splitlines() if f": {field}: " in ln]
+    assert reason in said
+    assert "Input should be" not in done.stderr
     assert "Traceback" not in done.stderr
     assert done.stdout == ""
     assert cli.runs() == []
-    workspaces = tmp_path / ".agentledger" / "workspaces"
+    workspaces = cli.state_dir / "workspaces"
     assert not workspaces.exists() or not any(workspaces.iterdir())
+
+
+def test_every_problem_is_named_at_once_with_its_line(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text(
+        "task: count\n"  # line 1
+        "budget: {max_turns: 3}\n"  # 2: unknown key
+        "model:\n"  # 3
+        "  scripted: 5\n"  # 4: not a list of turns
+        "policies: {on_refusal: ignore}\n"  # 5: not one of escalate, fail
+        "task: count again\n"  # 6: given twice
+    )
+
+    done = cli("run", "--json", tmp_path / "bad.yaml")
+
+    assert done.returncode == 2
+    error = json.loads(done.stdout)
+    assert error["error"] == "invalid spec" and error["exit_code"] == 2
+    found = {(p["field"], p["line"]) for p in error["problems"]}
+    assert found == {
+        ("principal", 1),  # required; the line of the mapping that lacks it
+        ("budget", 2),
+        ("model.scripted", 4),
+        ("policies.on_refusal", 5),
+        ("task", 6),
+    }
+    assert "5 problems" in done.stderr
+    assert "line 5: policies.on_refusal: should be 'escalate' or 'fail'; got 'ignore'" in done.stderr
+    assert "given twice (lines 1 and 6)" in done.stderr
+
+
+def test_a_yaml_error_names_the_file_and_the_line(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "broken.yaml").write_text("task: fine\nprincipal: {id: a\nmodel: x\n")
+    done = cli("submit", tmp_path / "broken.yaml")
+    assert done.returncode == 2
+    assert f"{tmp_path / 'broken.yaml'}:3: not valid YAML" in done.stderr
+    assert "<unicode string>" not in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_spec_file_that_does_not_exist_exits_2(cli: Cli) -> None:

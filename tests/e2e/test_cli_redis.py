@@ -1,13 +1,20 @@
-"""Where the CLI finds its Redis: a private server when nothing answers on the
-probe address, and a clear refusal when REDIS_URL points at nothing."""
+"""Where the CLI finds its Redis: the local Redis service of the user's state
+folder when nothing answers on the probe address — started on first need by
+`run` or a read-only command, outliving every command, found from any folder,
+stopped only by `agentledger local stop` — and a clear refusal when REDIS_URL
+points at nothing or a command may not start a Redis."""
 
 from __future__ import annotations
 
+import json
 import socket
+import subprocess
+import time
 from pathlib import Path
 
+import pytest
 import redis
-from e2ekit import Cli, copy_example
+from e2ekit import AGENTLEDGER, Cli, copy_example
 
 from services.adapters.redis.local_server import DEFAULT_URL, answers
 
@@ -18,31 +25,107 @@ def unused_url() -> str:
         return f"redis://127.0.0.1:{s.getsockname()[1]}/0"
 
 
-def test_with_nothing_on_the_probe_address_a_private_server_keeps_the_log(
-    cli: Cli, tmp_path: Path
-) -> None:
+@pytest.fixture
+def local(cli: Cli) -> Cli:
+    """A CLI that finds no Redis but its local service (nothing on the probe address)."""
     cli.env.pop("REDIS_URL", None)
     cli.env["AGENTLEDGER_PROBE_URL"] = unused_url()
+    return cli
+
+
+def local_status(cli: Cli) -> dict:
+    done = cli("local", "status", "--json")
+    return json.loads(done.stdout)
+
+
+def test_the_local_service_outlives_run_and_every_folder_finds_the_run(
+    local: Cli, tmp_path: Path
+) -> None:
     example = copy_example("inventory", tmp_path)
 
-    code, summary = cli.run_json(example / "spec.yaml")
+    done = local("run", "--json", example / "spec.yaml")
 
-    assert code == 0, summary
-    data = tmp_path / ".agentledger" / "redis"
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    assert "using the local Redis service" in done.stderr and "started it" in done.stderr
+    status = local_status(local)
+    assert status["running"] and status["state_dir"] == str(local.state_dir)
+    data = local.state_dir / "redis"
     assert any(p.name.startswith("appendonly") for p in data.iterdir())  # AOF on
-    assert not (data / "url").exists()  # the server was stopped with the command
-    # a later command starts it again from its AOF and finds the run
-    assert cli.runs() == [summary["run_id"]]
-    assert cli("replay", summary["run_id"]).returncode == 0
+    # from any other folder, the same service and the same runs
+    elsewhere = Cli(cwd=example / "ws", env=local.env)
+    listed = elsewhere("runs")
+    assert listed.stdout.split()[0] == run_id, listed.stderr
+    assert "(running;" in listed.stderr
     if answers(DEFAULT_URL):  # and the shared server got none of its keys
         shared = redis.Redis.from_url(DEFAULT_URL)
-        assert not list(shared.scan_iter(match=f"{cli.env['AGENTLEDGER_PREFIX']}:*"))
+        assert not list(shared.scan_iter(match=f"{local.env['AGENTLEDGER_PREFIX']}:*"))
         shared.close()
+
+
+def test_after_local_stop_a_read_command_starts_it_again_from_its_aof(
+    local: Cli, tmp_path: Path
+) -> None:
+    example = copy_example("inventory", tmp_path)
+    run_id = json.loads(local("run", "--json", example / "spec.yaml").stdout)["run_id"]
+
+    stopped = local("local", "stop")
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout, stopped.stderr
+    assert not local_status(local)["running"]
+    assert local("replay", run_id).returncode == 0  # started again, the log intact
+    assert local_status(local)["running"]
+
+
+def test_submit_workers_and_controls_never_start_a_redis(local: Cli, tmp_path: Path) -> None:
+    example = copy_example("inventory", tmp_path)
+    for args in (["submit", example / "spec.yaml"], ["workers"], ["cancel", "r-1"]):
+        done = local(*args)
+
+        assert done.returncode == 10, done.stdout + done.stderr
+        assert "never starts one" in done.stderr and "agentledger local start" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert not local_status(local)["running"]
+
+
+def test_commands_started_together_share_one_server(local: Cli) -> None:
+    procs = [
+        subprocess.Popen([*AGENTLEDGER, "runs"], cwd=local.cwd, env=local.env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]  # fmt: skip
+    outcomes = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outcomes
+    urls = {err.split("at ", 1)[1].split()[0] for _, err in outcomes}
+    assert len(urls) == 1
+    assert sum("started it" in err for _, err in outcomes) == 1
+
+
+def test_local_stop_refuses_while_a_tail_follows_and_force_ends_the_tail_cleanly(
+    local: Cli,
+) -> None:
+    assert local("local", "start").returncode == 0
+    tail = subprocess.Popen([*AGENTLEDGER, "tail", "--follow"], cwd=local.cwd, env=local.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while local_status(local)["other_clients"] < 1:
+            assert time.monotonic() < deadline, "the tail never connected"
+            time.sleep(0.1)
+        refused = local("local", "stop")
+        assert refused.returncode == 2 and "in use" in refused.stderr
+        assert local_status(local)["running"]
+
+        assert local("local", "stop", "--force").returncode == 0
+        _, err = tail.communicate(timeout=20)
+    finally:
+        tail.kill()
+    assert tail.returncode == 10, err
+    assert "lost the connection" in err and "Traceback" not in err
 
 
 def test_a_redis_url_where_nothing_answers_exits_10_without_a_traceback(cli: Cli) -> None:
     cli.env["REDIS_URL"] = unused_url()
     done = cli("runs")
     assert done.returncode == 10
-    assert "no Redis" in done.stderr
+    assert "no Redis" in done.stderr and "REDIS_URL" in done.stderr
     assert "Traceback" not in done.stderr

@@ -27,7 +27,6 @@ from schemas.envelope import Envelope
 from schemas.spec import RunSpec
 from services.adapters.store.memory import MemoryEventStore
 from services.adapters.store.port import EventStore, Outgoing
-from services.bootstrap import keys_for
 from services.errors import ConcurrencyConflict
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
@@ -35,7 +34,7 @@ from services.handlers.call import handle_drive_call
 from services.handlers.model import handle_request_model
 from services.handlers.resolve import handle_resolve_call
 from services.handlers.runs import Runs
-from services.keys import Keys
+from services.keys import Keys, keys_for
 
 TOOL_MODULE = "it_counting_tools"
 EXECUTIONS = "executions.log"

@@ -16,7 +16,8 @@ import redis
 from events.types import Event, ModelRequested, ModelResponded, RunCreated, RunFailed
 from schemas.content import TextBlock, ThinkingBlock
 from schemas.spec import RunSpec
-from services.entrypoints.cli import context_cmds, inspect_cmds
+from services.adapters.redis.locate import Located, Origin
+from services.entrypoints.cli import context_cmds, inspect_cmds, tail_cmds
 from services.entrypoints.cli.session import Session
 from services.handlers.app import App
 from services.handlers.runs import envelopes
@@ -64,7 +65,8 @@ def stored_bytes(client: redis.Redis, keys: Keys, run_id: str) -> bytes:
 
 @pytest.fixture
 def session(settings: Settings, client: redis.Redis, keys: Keys, app: App) -> Session:
-    return Session(settings, client, keys, app.store, None)  # type: ignore[arg-type]
+    found = Located(settings.redis_url or "", Origin.REDIS_URL, settings.state_dir)
+    return Session(settings, client, keys, app.store, found)  # type: ignore[arg-type]
 
 
 @pytest.fixture(autouse=True)
@@ -85,6 +87,9 @@ def test_by_default_secrets_are_redacted_before_anything_reaches_redis(
     assert reply.content[1] == TextBlock(text=f"the token is [REDACTED:{VAR}]")
 
 
+EVERY = {"types": None, "from_start": False}  # every event type; no --from-start
+
+
 def test_a_spec_that_keeps_secrets_keeps_them_but_tail_and_status_print_them_redacted(
     app: App, client: redis.Redis, keys: Keys, session: Session, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -92,8 +97,8 @@ def test_a_spec_that_keeps_secrets_keeps_them_but_tail_and_status_print_them_red
     assert stored_bytes(client, keys, "run-kept").count(VALUE.encode()) == 3
     printed: list[str] = []
     for show in (
-        lambda: inspect_cmds.tail(session, run_id="run-kept", follow=False, as_json=False),
-        lambda: inspect_cmds.tail(session, run_id="run-kept", follow=False, as_json=True),
+        lambda: tail_cmds.tail(session, run_id="run-kept", follow=False, as_json=False, **EVERY),
+        lambda: tail_cmds.tail(session, run_id="run-kept", follow=False, as_json=True, **EVERY),
         lambda: inspect_cmds.status(session, "run-kept", as_json=False),
         lambda: inspect_cmds.status(session, "run-kept", as_json=True),
     ):

@@ -1,7 +1,10 @@
 """The scripted model: plays the spec's turns in order, one per model request.
 Turn N of the script answers the request for the run's turn N, so a re-driven
 request after a crash gets the same turn (and so does a request whose context
-view left older turns out)."""
+view left older turns out). A request past the script's last turn (after a
+denial or failed checks the script did not plan for) is a model error that
+retrying cannot fix: the run ends `failed` saying so, instead of the model
+inventing turns until the turn budget runs out."""
 
 from __future__ import annotations
 
@@ -10,9 +13,7 @@ import time
 
 from schemas.content import TextBlock, ToolUseBlock, Usage
 from schemas.spec import ScriptedModel
-from services.adapters.models.port import ModelReply, ModelRequest
-
-EXHAUSTED = "(the script has no more turns)"
+from services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
 
 class ScriptedAdapter:
@@ -26,7 +27,7 @@ class ScriptedAdapter:
     def respond(self, request: ModelRequest) -> ModelReply:
         done = request.turn - 1
         if done >= len(self._script.scripted):
-            return self._reply((TextBlock(text=EXHAUSTED),), "end_turn", request)
+            raise ModelError(exhausted(len(self._script.scripted), request.turn), retryable=False)
         turn = self._script.scripted[done]
         if turn.delay_s and self._sleep:
             time.sleep(turn.delay_s)
@@ -50,3 +51,11 @@ class ScriptedAdapter:
         said = len(json.dumps([b.model_dump() for b in content]))
         usage = Usage(input_tokens=seen, output_tokens=max(1, said // 4))
         return ModelReply(content=content, stop_reason=stop_reason, usage=usage, model="scripted")
+
+
+def exhausted(turns: int, asked: int) -> str:
+    plural = "turn" if turns == 1 else "turns"
+    return (
+        f"the scripted model has no turn {asked}: its script has {turns} {plural}, all played "
+        "(the run went on after the script's last turn, e.g. after a denial or failed checks)"
+    )

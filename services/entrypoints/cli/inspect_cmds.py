@@ -1,32 +1,53 @@
-"""Read-only commands: status, runs, tail, replay. What they print is redacted
-(`services.entrypoints.cli.redacted`); `agentledger raw` is the one way to the stored bytes."""
+"""Read-only commands: status, runs, replay (`tail` is `tail_cmds`). What they
+print is redacted (`services.entrypoints.cli.redacted`); `agentledger raw` is
+the one way to the stored bytes."""
 
 from __future__ import annotations
 
-import json
-import sys
+import argparse
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from events.errors import CoreError
 from events.fold import apply
 from events.state import RunState
+from events.status import RunStatus
 from events.types import CODEC
 from schemas.errors import InvalidEvent
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
-from services.entrypoints.cli.redacted import RunRedactors
+from services.entrypoints.cli.parser import BadOption
+from services.entrypoints.cli.reply import emit, fail, say
+from services.entrypoints.cli.run_index import Page, page_of_runs, parse_time
 from services.entrypoints.cli.session import Session
+from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
+
+
+def iso(at: float | None) -> str | None:
+    """An event time as ISO 8601 UTC, to the millisecond."""
+    if at is None:
+        return None
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def run_summary(state: RunState) -> dict[str, Any]:
     calls = [c for t in state.turns for c in t.calls]
+    ended = state.updated_at if state.status.terminal else None
     return {
         "run_id": state.run_id,
         "status": str(state.status),
         "detail": state.detail,
+        "task": state.spec.task,
+        "principal": state.spec.principal.id,
+        "created_at": iso(state.created_at),
+        "updated_at": iso(state.updated_at),
+        "ended_at": iso(ended),
+        "duration_s": round((ended or state.updated_at) - state.created_at, 3),
         "turns": state.turns_used,
         "usage": state.usage.model_dump(),
+        "cost_usd": round(state.cost_usd, 6),
         "tool_calls": [
             {"call_id": c.call_id, "name": c.name, "status": str(c.status)} for c in calls
         ],
@@ -36,13 +57,15 @@ def run_summary(state: RunState) -> dict[str, Any]:
 def status(session: Session, run_id: str, *, as_json: bool) -> int:
     state = session.load(run_id)
     if state is None:
-        print(f"agentledger: no run {run_id!r}", file=sys.stderr)
-        return exit_codes.USAGE
+        return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}", as_json)
     summary = redactor_for(state.spec).value(run_summary(state))
     if as_json:
-        print(json.dumps(summary))
+        emit(summary)
     else:
         print(f"run {state.run_id}: {state.status}  (seq {state.seq}, {state.turns_used} turns)")
+        print(f"  task: {summary['task']!r}  principal: {summary['principal']}")
+        took = f"{summary['duration_s']:.1f}s" + ("" if state.status.terminal else " so far")
+        print(f"  created {summary['created_at']}, {took}; cost ${summary['cost_usd']:.4f}")
         if summary["detail"]:
             print(f"  {summary['detail']}")
         for call in summary["tool_calls"]:
@@ -50,61 +73,61 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     return exit_codes.for_status(state.status)
 
 
-def runs(session: Session, *, limit: int) -> int:
-    for entry in session.store.runs(limit=limit):
-        state = session.load(entry.run_id)
-        status = state.status if state else "?"
-        task = redactor_for(state.spec).text(state.spec.task) if state else ""
-        print(f"{entry.run_id}  {status!s:<17} {task[:60]!r}")
+@dataclass(frozen=True, slots=True)
+class RunsQuery:
+    statuses: frozenset[RunStatus]
+    since: float | None
+    until: float | None
+    limit: int
+    page: str | None
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> RunsQuery:
+        """From the arguments of `runs`; BadOption naming the option it cannot use."""
+        names = {n.strip() for s in args.statuses or [] for n in s.split(",") if n.strip()}
+        unknown = sorted(n for n in names if n not in RunStatus._value2member_map_)
+        if unknown:
+            known = ", ".join(s.value for s in RunStatus)
+            raise BadOption("--status", f"no status {unknown[0]!r}; the statuses are {known}")
+        try:
+            since = parse_time(args.since) if args.since else None
+            until = parse_time(args.until) if args.until else None
+        except ValueError as exc:
+            raise BadOption("--since/--until", str(exc)) from None
+        limit = max(1, args.limit)
+        return cls(frozenset(RunStatus(n) for n in names), since, until, limit, args.page)
+
+
+def runs(session: Session, query: RunsQuery, *, as_json: bool) -> int:
+    page = page_of_runs(
+        session.client, session.keys,
+        lambda ids: cache_for(session.store).load_many(ids),
+        statuses=query.statuses, since=query.since, until=query.until,
+        limit=query.limit, token=query.page,
+    )  # fmt: skip
+    rows = [redactor_for(s.spec).value(run_summary(s)) for s in page.states]
+    if as_json:
+        emit({"runs": rows, "next_page": page.next_token})
+        return 0
+    for row in rows:
+        print(
+            f"{row['run_id']}  {row['status']:<17} {row['created_at']}  {row['duration_s']:>8.1f}s"
+            f"  ${row['cost_usd']:<8.4f} {row['task'][:50]!r}"
+        )
+    _say_next(page)
     return 0
 
 
-def tail(session: Session, *, run_id: str | None, follow: bool, as_json: bool) -> int:
-    redactors = RunRedactors(session.store)
-
-    def show(env: Any) -> None:
-        text = env.model_dump_json() if as_json else line(env, with_run=run_id is None)
-        print(redactors.text(env, text), flush=True)
-
-    if run_id is not None:
-        return _tail_run(session, run_id, follow, show)
-    streams = {session.keys.feed(s): "0-0" for s in range(session.keys.shards)}
-    block = 1000 if follow else None
-    while True:
-        reply = session.client.xread(streams, count=500, block=block)
-        if not reply:
-            if not follow:
-                return 0
-            continue
-        for stream, entries in reply:
-            for entry_id, fields in entries:
-                streams[stream.decode()] = entry_id.decode()
-                run, seq = fields[b"run"].decode(), int(fields[b"seq"])
-                for env in session.store.read(run, after_seq=seq - 1)[:1]:
-                    show(env)
+def _say_next(page: Page) -> None:
+    if page.next_token:
+        say(f"more runs: agentledger runs --page {page.next_token} (with the same options)")
 
 
-def _tail_run(session: Session, run_id: str, follow: bool, show: Any) -> int:
-    seq = 0
-    key = session.keys.run(run_id)
-    if not session.client.exists(key):
-        print(f"agentledger: no run {run_id!r}", file=sys.stderr)
-        return exit_codes.USAGE
-    while True:
-        for env in session.store.read(run_id, after_seq=seq):
-            show(env)
-            seq = env.seq
-        if not follow:
-            return 0
-        session.client.xread({key: f"0-{seq}"}, block=1000)
-
-
-def replay(session: Session, run_id: str) -> int:
+def replay(session: Session, run_id: str, *, as_json: bool) -> int:
     """Re-fold the raw log entry by entry: seq continuity, decoding, legality."""
-    entries = session.client.xrange(session.keys.run(run_id))
+    entries: Any = session.client.xrange(session.keys.run(run_id))
     if not entries:
-        print(f"agentledger: no run {run_id!r}", file=sys.stderr)
-        return exit_codes.USAGE
+        return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}", as_json)
     state: RunState | None = None
     for entry_id, fields in entries:
         try:
@@ -115,9 +138,19 @@ def replay(session: Session, run_id: str) -> int:
                 )
             state = apply(state, env)
         except (InvalidEvent, CoreError) as exc:
-            print(f"BROKEN at entry {entry_id.decode()}: {exc}")
-            return 1
-        print(line(env))
+            if as_json:
+                emit({"run_id": run_id, "ok": False, "events": state.seq if state else 0,
+                      "broken": {"entry": entry_id.decode(), "reason": str(exc)}})  # fmt: skip
+            else:
+                print(f"BROKEN at entry {entry_id.decode()}: {exc}")
+            return exit_codes.CHECK_FAILED
+        if not as_json:
+            print(line(env))
     assert state is not None
-    print(f"log ok: {state.seq} events, no gaps, every transition legal; status {state.status}")
+    if as_json:
+        emit({"run_id": run_id, "ok": True, "events": state.seq, "status": str(state.status),
+              "broken": None})  # fmt: skip
+    else:
+        print(f"log ok: {state.seq} events, no gaps, every transition legal; status {state.status}")
     return 0
+

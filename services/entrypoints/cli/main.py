@@ -1,188 +1,154 @@
-"""`agentledger`: argument parsing and the exit code; the work is in the commands."""
+"""`agentledger`: parse the arguments, open a session on the right Redis, hand
+over to the command, and turn every failure a user can cause into a message
+and an exit code (`exit_codes`) — never a traceback."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+import traceback
+from pathlib import Path
 
-from events.commands import Pool
-from events.types import DEFAULT_QUEUE
+import redis
+
 from schemas.errors import InvalidSpec
-from services.bootstrap import ALL_POOLS
-from services.entrypoints.cli import (
-    context_cmds,
-    control_cmds,
-    exit_codes,
-    inspect_cmds,
-    rerun_cmds,
-    run_cmds,
-)
+from services.entrypoints.cli import exit_codes, interrupts
+from services.entrypoints.cli.parser import parser
+from services.entrypoints.cli.reply import fail
 from services.entrypoints.cli.session import Session, open_session
-from services.entrypoints.cli.spec_file import load_spec_file
-from services.errors import ConfigError, RedisUnavailable
+from services.errors import ConfigError, RedisUnavailable, ServiceBusy
 from services.secrets import install_log_filter
-from services.settings import from_env
+from services.settings import Settings, from_env, masked, user_state_dir
 
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agentledger", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run a spec end to end on embedded workers and follow it")
-    r.add_argument("spec")
-    r.add_argument("--json", action="store_true", help="print one final JSON object")
-    r.add_argument("--processes", type=int, default=0, help="worker processes (0: threads here)")
-    r.add_argument("--queue", help="join this shared task queue (default: a private one)")
-    s = sub.add_parser("submit", help="publish a spec to a task queue; print the run id")
-    s.add_argument("spec")
-    s.add_argument("--queue", help="the task queue (default: the spec's, else 'default')")
-    s.add_argument(
-        "--unserved", action="store_true", help="publish even if no worker ever served it"
-    )
-    w = sub.add_parser("workers", help="serve a task queue with a tool set until SIGTERM")
-    w.add_argument("--tools", nargs="*", default=[], metavar="MODULE", help="the tool modules")
-    w.add_argument(
-        "--tool-path", action="append", default=[], metavar="DIR", help="where to find them"
-    )
-    w.add_argument("--queue", default=DEFAULT_QUEUE, help="the task queue (default: 'default')")
-    w.add_argument("--processes", type=int, default=1)
-    w.add_argument(
-        "--pools",
-        type=_pools,
-        default=list(ALL_POOLS),
-        help="comma-separated pools to run (default: model,tools,accept)",
-    )
-    ts = sub.add_parser("toolset", help="print the fingerprint of a tool set's code")
-    ts.add_argument("--tools", nargs="*", default=[], metavar="MODULE")
-    ts.add_argument("--tool-path", action="append", default=[], metavar="DIR")
-    st = sub.add_parser("status", help="a run's state")
-    st.add_argument("run_id")
-    st.add_argument("--json", action="store_true")
-    rs = sub.add_parser("runs", help="the newest runs")
-    rs.add_argument("--limit", type=int, default=20)
-    t = sub.add_parser("tail", help="events, one a line")
-    t.add_argument("--run", dest="run_id")
-    t.add_argument("--follow", "-f", action="store_true")
-    t.add_argument("--json", action="store_true", help="print envelopes as JSON")
-    rp = sub.add_parser("replay", help="re-fold a run's log and check it")
-    rp.add_argument("run_id")
-    rp.add_argument(
-        "--rerun", action="store_true", help="run the spec again on the recorded replies; diff"
-    )
-    rp.add_argument("--json", action="store_true", help="with --rerun: one JSON report")
-    cx = sub.add_parser("context", help="what the model saw at a turn, rebuilt and verified")
-    cx.add_argument("run_id")
-    cx.add_argument("--turn", type=int, required=True)
-    cx.add_argument("--attempt", type=int, help="this claim of the turn (default: the last)")
-    cx.add_argument("--json", action="store_true")
-    rw = sub.add_parser("raw", help="the log's entries as stored: NOT redacted")
-    rw.add_argument("run_id")
-    rw.add_argument("--after", type=int, default=0, help="only entries after this seq")
-    for name, help_, needs_call, text in _CONTROLS:
-        c = sub.add_parser(name, help=help_)
-        c.add_argument("run_id")
-        if needs_call:
-            c.add_argument("call_id")
-        c.add_argument(text, nargs="?" if text != "text" else None, default="")
-        c.add_argument("--by", help="who says so (default: the user name)")
-    return p
-
-
-# (command, help, takes a call id, name of its free-text argument)
-_CONTROLS = (
-    ("cancel", "ask a run to stop: running tools get a cancel signal", False, "reason"),
-    ("approve", "approve a call awaiting approval", True, "note"),
-    ("deny", "deny a call awaiting approval; the model is told", True, "note"),
-    ("reply", "guidance for a run awaiting a human; it goes to the model", False, "text"),
-    ("resume", "let a run awaiting a human go on", False, "note"),
-    ("abort", "end a run awaiting a human as failed", False, "note"),
-)
-
-
-def _pools(text: str) -> list[Pool]:
-    try:
-        return [Pool(p.strip()) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: pools are {', '.join(str(p) for p in Pool)}"
-        ) from None
+# the commands that may start the local Redis service; submit, workers and the
+# controls never do (a run or a message nobody will ever read)
+MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw"})
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    level = getattr(logging, args.log_level.upper())
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     install_log_filter()
+    interrupts.install()
+    as_json = bool(getattr(args, "json", False))
+    settings: Settings | None = None
     try:
         settings = from_env()
-        if args.command == "toolset":
-            return run_cmds.print_toolset(args.tools, args.tool_path)
-        if args.command in ("run", "submit"):
-            load_spec_file(args.spec)  # a bad spec is refused before any Redis is touched
-        with open_session(settings) as session:
-            return _dispatch(args, session)
+        return _command(args, settings)
     except InvalidSpec as exc:
-        print(f"agentledger: invalid spec: {exc}", file=sys.stderr)
-        return exit_codes.USAGE
+        return fail(exit_codes.USAGE, "invalid spec", exc.render(), as_json, problems=exc.as_list())
     except ConfigError as exc:
-        print(f"agentledger: bad configuration: {exc}", file=sys.stderr)
-        return exit_codes.USAGE
+        return fail(exit_codes.USAGE, "bad configuration", str(exc), as_json, variable=exc.name)
     except RedisUnavailable as exc:
-        print(f"agentledger: no Redis: {exc}", file=sys.stderr)
-        return exit_codes.INTERNAL
-    except KeyboardInterrupt:
-        return 130
+        return fail(exit_codes.NO_REDIS, "no Redis", str(exc), as_json)
+    except ServiceBusy as exc:
+        message = f"the local Redis service is in use: {exc}; `agentledger local stop --force` stops it anyway"
+        return fail(exit_codes.USAGE, "in use", message, as_json)
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        where = masked(settings.redis_url) if settings and settings.redis_url else "Redis"
+        return fail(
+            exit_codes.NO_REDIS, "lost Redis", f"lost the connection to {where}: {exc}", as_json
+        )
+    except (interrupts.Interrupted, KeyboardInterrupt):
+        print("agentledger: interrupted", file=sys.stderr)
+        return exit_codes.INTERRUPTED
+    except BrokenPipeError:  # `agentledger tail | head`: the reader left, which is fine
+        sys.stdout = open("/dev/null", "w")  # noqa: SIM115 -- nothing more may reach the pipe
+        return 0
+    except Exception as exc:  # a bug: one line here, the traceback in the state folder
+        kept = _keep_traceback(settings)
+        return fail(
+            exit_codes.BUG, "internal error", f"{type(exc).__name__}: {exc} ({kept})", as_json
+        )
 
 
-def _dispatch(args: argparse.Namespace, session: Session) -> int:
+def _command(args: argparse.Namespace, settings: Settings) -> int:
+    # each command imports what it needs: a read needs no worker pools (dramatiq, SDKs)
+    as_json = bool(args.json)
+    if args.command == "local":
+        from services.entrypoints.cli import local_cmds
+
+        return local_cmds.local(settings, args.action, force=args.force, as_json=as_json)
+    if args.command == "toolset":
+        from services.entrypoints.cli import run_cmds
+
+        return run_cmds.print_toolset(args.tools, args.tool_path, as_json=as_json)
+    if args.command in ("run", "submit", "workers"):
+        from services.entrypoints.cli import run_cmds
+    # a bad spec is refused, every problem with its line, before any Redis is touched
+    prepared = run_cmds.prepare(args.spec, args.command) if args.command in ("run", "submit") else None
+    with open_session(settings, may_start=args.command in MAY_START) as session:
+        match args.command:
+            case "run":
+                assert prepared is not None
+                return run_cmds.run(
+                    session, prepared, as_json=as_json, processes=args.processes, queue=args.queue
+                )
+            case "submit":
+                assert prepared is not None
+                return run_cmds.submit(
+                    session, prepared, queue=args.queue, unserved_ok=args.unserved, as_json=as_json
+                )
+            case "workers":
+                return run_cmds.workers(
+                    session, modules=args.tools, paths=args.tool_path, queue=args.queue,
+                    processes=args.processes, pools=args.pools,
+                )  # fmt: skip
+        return _read_or_control(args, session, as_json)
+
+
+def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.cli import inspect_cmds
+
     match args.command:
-        case "run":
-            return run_cmds.run(
-                session, args.spec, as_json=args.json, processes=args.processes, queue=args.queue
-            )
-        case "submit":
-            return run_cmds.submit(session, args.spec, queue=args.queue, unserved_ok=args.unserved)
-        case "workers":
-            return run_cmds.workers(
-                session,
-                modules=args.tools,
-                paths=args.tool_path,
-                queue=args.queue,
-                processes=args.processes,
-                pools=args.pools,
-            )
         case "status":
-            return inspect_cmds.status(session, args.run_id, as_json=args.json)
+            return inspect_cmds.status(session, args.run_id, as_json=as_json)
         case "runs":
-            return inspect_cmds.runs(session, limit=args.limit)
+            return inspect_cmds.runs(session, inspect_cmds.RunsQuery.of(args), as_json=as_json)
         case "tail":
-            return inspect_cmds.tail(
-                session, run_id=args.run_id, follow=args.follow, as_json=args.json
-            )
+            from services.entrypoints.cli import tail_cmds
+
+            return tail_cmds.tail(
+                session, run_id=args.run_id, types=args.types, follow=args.follow,
+                from_start=args.from_start, as_json=as_json,
+            )  # fmt: skip
         case "replay" if args.rerun:
-            return rerun_cmds.rerun(session, args.run_id, as_json=args.json)
+            from services.entrypoints.cli import rerun_cmds
+
+            return rerun_cmds.rerun(session, args.run_id, as_json=as_json)
         case "replay":
-            return inspect_cmds.replay(session, args.run_id)
+            return inspect_cmds.replay(session, args.run_id, as_json=as_json)
         case "context":
+            from services.entrypoints.cli import context_cmds
+
             return context_cmds.context(
-                session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=args.json
+                session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=as_json
             )
-        case "raw":
+        case "raw":  # JSON lines already
+            from services.entrypoints.cli import context_cmds
+
             return context_cmds.raw(session, args.run_id, after_seq=args.after)
-        case "cancel" | "approve" | "deny" | "reply" | "resume" | "abort":
-            text = (
-                getattr(args, "reason", None)
-                or getattr(args, "note", None)
-                or getattr(args, "text", "")
-            )
-            message = control_cmds.build(
-                args.command,
-                args.run_id,
-                call_id=getattr(args, "call_id", None),
-                text=text,
-                by=args.by,
-            )
-            return control_cmds.send(session, message)
-    return exit_codes.USAGE
+    from services.entrypoints.cli import control_cmds
+
+    text = str(
+        getattr(args, "reason", None) or getattr(args, "note", None) or getattr(args, "text", "")
+    )
+    message = control_cmds.build(
+        args.command, args.run_id, call_id=getattr(args, "call_id", None), text=text, by=args.by
+    )
+    return control_cmds.send(session, message, as_json=as_json)
+
+
+def _keep_traceback(settings: Settings | None) -> str:
+    folder = Path(settings.state_dir if settings else user_state_dir())
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "last-error.txt").write_text(traceback.format_exc())
+    except OSError:
+        return "--log-level debug shows more"
+    return f"the traceback is in {folder / 'last-error.txt'}"
 
 
 if __name__ == "__main__":

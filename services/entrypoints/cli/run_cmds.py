@@ -1,10 +1,10 @@
 """Commands that start work: run (embedded: a private task queue served by workers
-in this process or its children, follows the run to its end), submit (publish
-to a shared task queue) and workers (the pools of one tool set, on one queue)."""
+in this process or its children; follows the run to its end), submit (publish
+to a shared task queue), workers (the pools of one tool set on one queue) and
+toolset (the fingerprint a publisher names)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -13,30 +13,75 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from events.commands import Pool
 from events.fold import apply
 from events.state import RunState
 from events.status import RunStatus
 from events.types import DEFAULT_QUEUE, ApprovalRequested
-from schemas.errors import InvalidSpec
-from schemas.inbox import RunRequested
+from schemas.errors import InvalidSpec, SpecProblem
+from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
 from services.adapters.redis.directory import Directory
 from services.adapters.tools.toolset import ToolSet, ToolSetError, fingerprint_of, load_toolset
 from services.bootstrap import ALL_POOLS, Services, build_services
 from services.clock import new_run_id
-from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli import exit_codes, interrupts
+from services.entrypoints.cli.children import die_with_parent
+from services.entrypoints.cli.control_cmds import user_name
 from services.entrypoints.cli.describe import line
+from services.entrypoints.cli.inbox_watch import Liveness, intake_liveness, rejected_reason
 from services.entrypoints.cli.inspect_cmds import run_summary
 from services.entrypoints.cli.redacted import RunRedactors
+from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
-from services.entrypoints.cli.spec_file import load_spec_file
-from services.handlers.spec_check import check_spec, tool_paths
+from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, with_lines
+from services.handlers.spec_check import spec_problems, tool_paths
+from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
 from services.secrets import redactor_for
-from services.settings import Settings, environ_for_children
+from services.settings import Settings, environ_for_children, masked
+
+CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A spec file read and checked, before any Redis is touched."""
+
+    spec: RunSpec
+    base_dir: str
+    lines: SpecLines
+    source: str
+    toolset: ToolSet | None  # `run` loads the spec's tool modules; `submit` does not
+    fingerprint: str
+
+    def refuse(self, problems: list[SpecProblem]) -> InvalidSpec:
+        return InvalidSpec.of(with_lines(problems, self.lines), source=self.source)
+
+
+def prepare(spec_path: str, command: str) -> Prepared:
+    """Load and check the spec file: InvalidSpec with every problem, each with its line.
+    `run` imports the spec's tool modules (they run here); `submit` only hashes them."""
+    spec, base_dir, lines = load_spec_file(spec_path)
+    paths = tool_paths(spec, base_dir)
+    problems: list[SpecProblem] = []
+    toolset, fingerprint = None, ""
+    try:
+        if command == "run":
+            toolset = load_toolset(spec.tools, paths)
+            fingerprint = toolset.fingerprint
+        else:
+            fingerprint = fingerprint_of(spec.tools, paths)
+    except ToolSetError as exc:
+        index = spec.tools.index(exc.module) if exc.module in spec.tools else 0
+        problems.append(SpecProblem(f"tools.{index}", exc.reason))
+    problems += spec_problems(spec, base_dir, toolset=toolset)
+    prepared = Prepared(spec, base_dir, lines, spec_path, toolset, fingerprint)
+    if problems:
+        raise prepared.refuse(problems)
+    return prepared
 
 
 def private_queue() -> str:
@@ -48,83 +93,159 @@ def toolset_of(spec: RunSpec, base_dir: str | None) -> ToolSet:
     try:
         return load_toolset(spec.tools, tool_paths(spec, base_dir))
     except ToolSetError as exc:
-        raise InvalidSpec(f"tools.{_index(spec, exc.module)}", exc.reason) from None
+        index = spec.tools.index(exc.module) if exc.module in spec.tools else 0
+        raise InvalidSpec(f"tools.{index}", exc.reason) from None
 
 
 def request_for(
     spec: RunSpec, base_dir: str | None, settings: Settings, *, queue: str, toolset: str
 ) -> RunRequested:
     """A request for a new run of `spec` (its workspace copied if it asks)."""
-    shard = uuid.uuid4().int % settings.shards
-    run_id = new_run_id(shard)
-    workspace = str(Path(base_dir, spec.workspace).resolve()) if spec.workspace and base_dir else None
+    run_id = new_run_id(uuid.uuid4().int % settings.shards)
+    if spec.workspace and base_dir is None and not Path(spec.workspace).is_absolute():
+        raise InvalidSpec("workspace", f"{spec.workspace!r} is relative, and there is no spec folder")
+    workspace = str(Path(base_dir or "/", spec.workspace).resolve()) if spec.workspace else None
     if workspace and spec.copy_workspace:
         copy = Path(settings.state_dir, "workspaces", run_id).resolve()
         # copy links as links: following them would put files from outside the
         # workspace inside the copy (and loop forever on a link to an ancestor)
         shutil.copytree(workspace, copy, symlinks=True)
         workspace = str(copy)
-    return RunRequested(
+    request = RunRequested(
         run_id=run_id, request_id=run_id, spec=spec, base_dir=base_dir, workspace=workspace,
         queue=queue, toolset=toolset,
     )  # fmt: skip
+    try:
+        check_size(request.model_dump_json().encode(), settings.inbox_max_bytes)
+    except Rejected as exc:
+        raise InvalidSpec("", f"{exc.reason} (AGENTLEDGER_INBOX_MAX_BYTES)") from None
+    return request
 
 
-def run(
-    session: Session, spec_path: str, *, as_json: bool, processes: int, queue: str | None
+def submit(
+    session: Session, prepared: Prepared, *, queue: str | None, unserved_ok: bool, as_json: bool
 ) -> int:
-    spec, base_dir = load_spec_file(spec_path)
-    toolset = toolset_of(spec, base_dir)
-    check_spec(spec, base_dir, toolset=toolset)
-    queue = queue or private_queue()
-    stop_workers = start_workers(session, toolset, spec, base_dir, queue=queue, processes=processes)
-    try:
-        request = request_for(spec, base_dir, session.settings, queue=queue, toolset=toolset.fingerprint)
-        assert request.run_id is not None
-        publish(session.client, session.keys, request)
-        state = follow(session, request.run_id, quiet=as_json)
-    finally:
-        stop_workers()
-    redact = redactor_for(state.spec)
-    if as_json:
-        print(json.dumps(redact.value(run_summary(state))))
-    else:
-        print(f"\nrun {state.run_id}: {state.status}  {redact.text(state.detail)}")
-        if state.status is RunStatus.AWAITING_HUMAN:
-            print(f"  the run waits for a human; see `agentledger status {state.run_id}`")
-    return exit_codes.for_status(state.status)
-
-
-def submit(session: Session, spec_path: str, *, queue: str | None, unserved_ok: bool) -> int:
-    spec, base_dir = load_spec_file(spec_path)
+    spec, fingerprint = prepared.spec, prepared.fingerprint
     queue = queue or spec.queue or DEFAULT_QUEUE
-    try:
-        fingerprint = fingerprint_of(spec.tools, tool_paths(spec, base_dir))
-    except ToolSetError as exc:
-        raise InvalidSpec(f"tools.{_index(spec, exc.module)}", exc.reason) from None
     directory = Directory(session.client, session.keys, member_ttl_s=session.settings.member_ttl_s)
     manifest = directory.manifest(queue, fingerprint)
     what = f"queue {queue!r} with tool set {fingerprint} ({', '.join(spec.tools) or 'no modules'})"
     if manifest is None and not unserved_ok:
-        print(
-            f"agentledger: no worker has ever served {what}: start one with `agentledger "
-            f"workers --queue {queue} --tools {' '.join(spec.tools)}` (from the folder that has "
-            "this code), or pass --unserved to publish anyway",
-            file=sys.stderr,
+        message = (
+            f"no worker has ever served {what}: start one with `agentledger workers --queue "
+            f"{queue} --tools {' '.join(spec.tools)}` (from the folder that has this code), or "
+            "pass --unserved to publish anyway"
         )
-        return exit_codes.USAGE
-    check_spec(spec, base_dir, manifest=manifest)
+        return fail(exit_codes.USAGE, "unserved", message, as_json)
+    if manifest is not None and (problems := spec_problems(spec, prepared.base_dir, manifest=manifest)):
+        raise prepared.refuse(problems)
     if manifest is not None and not directory.live(queue, fingerprint):
-        print(f"agentledger: no worker serves {what} right now; the run waits for one", file=sys.stderr)
-    request = request_for(spec, base_dir, session.settings, queue=queue, toolset=fingerprint)
-    publish(session.client, session.keys, request)
-    print(request.run_id)
+        say(f"no worker serves {what} right now; the run waits for one")
+    if intake_liveness(session.client, session.keys, ttl_s=session.settings.member_ttl_s) is Liveness.NONE:
+        say(
+            f"no intake reads the inbox on {session.located.url} (prefix "
+            f"{session.settings.prefix!r}) yet: the run waits until `agentledger workers` start there"
+        )
+    request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
+    entry_id = publish(session.client, session.keys, request)
+    if as_json:
+        emit({"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint})
+    else:
+        print(request.run_id)
     return 0
 
 
-def follow(session: Session, run_id: str, *, quiet: bool) -> RunState:
-    """Print the timeline until the run ends or waits for a human."""
-    state: RunState | None = None
+def run(
+    session: Session, prepared: Prepared, *, as_json: bool, processes: int, queue: str | None
+) -> int:
+    """Run on embedded workers and follow. The first SIGINT/SIGTERM asks the run to
+    cancel and waits for it to end (within its cancel grace); a second stops at once.
+    Either way the workers stop gracefully, and the exit code is 130."""
+    assert prepared.toolset is not None
+    spec, toolset = prepared.spec, prepared.toolset
+    queue = queue or private_queue()
+    request = request_for(
+        spec, prepared.base_dir, session.settings, queue=queue, toolset=toolset.fingerprint
+    )
+    run_id = request.run_id
+    assert run_id is not None
+    stop_workers = start_workers(
+        session, toolset, spec, prepared.base_dir, queue=queue, processes=processes
+    )
+    try:
+        state, interrupted = _publish_and_follow(session, request, quiet=as_json)
+    except interrupts.Interrupted:  # the second signal: stop following at once
+        state, interrupted = session.load(run_id), True
+        left = state.status if state else "not created"
+        say(f"stopped at once: run {run_id} is left {left}; `agentledger workers --queue {queue} "
+            f"--tools {' '.join(spec.tools)}` would take it on")  # fmt: skip
+    finally:
+        with interrupts.shielded("stopping the workers (they finish what they hold)"):
+            stop_workers()
+    if state is None:  # refused by the intake, or interrupted before it took the request
+        return exit_codes.INTERRUPTED if interrupted else exit_codes.USAGE
+    redact = redactor_for(state.spec)
+    if as_json:
+        emit(redact.value({**run_summary(state), **({"interrupted": True} if interrupted else {})}))
+    else:
+        print(f"\nrun {run_id}: {state.status}  {redact.text(state.detail)}")
+        if state.status is RunStatus.AWAITING_HUMAN:
+            print(f"  the run waits for a human; see `agentledger status {run_id}`")
+    return exit_codes.INTERRUPTED if interrupted else exit_codes.for_status(state.status)
+
+
+def _publish_and_follow(
+    session: Session, request: RunRequested, *, quiet: bool
+) -> tuple[RunState | None, bool]:
+    """The run's state when following ends, and whether a signal ended it."""
+    run_id = request.run_id
+    assert run_id is not None
+    entry_id = publish(session.client, session.keys, request)
+    with interrupts.graceful() as asked:
+        state = follow(session, run_id, entry_id, quiet=quiet, until=asked)
+        if not asked.is_set() or _settled(state):
+            return state, False
+        return _cancel_and_wait(session, run_id, entry_id, state, quiet=quiet), True
+
+
+def _settled(state: RunState | None) -> bool:
+    return state is not None and (state.status.terminal or state.status is RunStatus.AWAITING_HUMAN)
+
+
+def _cancel_and_wait(
+    session: Session, run_id: str, entry_id: str, state: RunState | None, *, quiet: bool
+) -> RunState | None:
+    """Ask the run to cancel (through the inbox, after its request) and follow it
+    until it ends or its cancel grace (plus a margin) is over."""
+    grace = (state.spec.policies.cancel_grace_s if state else 5.0) + CANCEL_MARGIN_S
+    say(f"interrupted: cancelling run {run_id} (up to {grace:g}s); interrupt again to stop now")
+    reason = "the agentledger run command was interrupted"
+    cancel = RunCancelRequested(run_id=run_id, by=user_name(), reason=reason)
+    publish(session.client, session.keys, cancel)
+    deadline = threading.Event()
+    timer = threading.Timer(grace, deadline.set)
+    timer.start()
+    try:
+        final = follow(session, run_id, entry_id, quiet=quiet, until=deadline, state=state)
+    finally:
+        timer.cancel()
+    if not _settled(final):
+        status = final.status if final else "not created"
+        say(f"run {run_id} did not end within {grace:g}s (it is {status})")
+    return final
+
+
+def follow(
+    session: Session,
+    run_id: str,
+    entry_id: str,
+    *,
+    quiet: bool,
+    until: threading.Event,
+    state: RunState | None = None,
+) -> RunState | None:
+    """Print the timeline until the run ends or waits for a human, or `until` is
+    set; None when the intake refused the request (the reason is said)."""
     key = session.keys.run(run_id)
     redactors = RunRedactors(session.store)
     while True:
@@ -137,11 +258,12 @@ def follow(session: Session, run_id: str, *, quiet: bool) -> RunState:
                         f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}",
                         flush=True,
                     )
-        if state is not None and (
-            state.status.terminal or state.status is RunStatus.AWAITING_HUMAN
-        ):
+        if _settled(state) or until.is_set():
             return state
-        session.client.xread({key: f"0-{state.seq if state else 0}"}, block=1000)
+        if state is None and (reason := rejected_reason(session.client, session.keys, entry_id)):
+            say(f"refused: {reason}")
+            return None
+        session.client.xread({key: f"0-{state.seq if state else 0}"}, block=250)
 
 
 def start_workers(
@@ -173,9 +295,18 @@ def worker_args(modules: Sequence[str], paths: Sequence[str], queue: str) -> lis
 
 
 def spawn_workers(settings: Settings, args: list[str], processes: int) -> Callable[[], None]:
+    """Worker processes in a session of their own (Ctrl-C in a terminal reaches only
+    us, and we stop them in order); they die with us if we are killed; their notes
+    go to our stderr."""
     env = environ_for_children(settings)
     command = [sys.executable, "-m", "services.entrypoints.cli.main", *args]
-    children = [subprocess.Popen(command, env=env) for _ in range(processes)]
+    children = [
+        subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr,
+            start_new_session=True, preexec_fn=die_with_parent,
+        )  # fmt: skip
+        for _ in range(processes)
+    ]
 
     def stop() -> None:
         for child in children:
@@ -196,29 +327,27 @@ def workers(
     paths: Sequence[str],
     queue: str,
     processes: int,
-    pools: Sequence[Pool] = ALL_POOLS,
+    pools: Sequence[str] = tuple(str(p) for p in ALL_POOLS),
 ) -> int:
     try:
         toolset = load_toolset(modules, paths)
     except ToolSetError as exc:
-        print(f"agentledger: {exc}", file=sys.stderr)
-        return exit_codes.USAGE
+        return fail(exit_codes.USAGE, "bad tool set", str(exc), False)
     if processes > 1:
-        args = worker_args(modules, paths, queue)
-        args += ["--pools", ",".join(str(p) for p in pools)]
+        args = [*worker_args(modules, paths, queue), "--pools", ",".join(pools)]
         stop = spawn_workers(session.settings, args, processes)
         _wait_for_signal()
         stop()
         return 0
     services: Services = build_services(
-        session.settings, session.client, toolset, queue=queue, pools=pools
-    )
+        session.settings, session.client, toolset, queue=queue,
+        pools=[p for p in ALL_POOLS if str(p) in pools],
+    )  # fmt: skip
     services.start()
     print(
-        f"agentledger workers up on {session.settings.redis_url} (prefix "
+        f"agentledger workers up on {masked(session.settings.redis_url or '')} (prefix "
         f"{session.settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
-        f"({', '.join(toolset.modules) or 'built-in tools only'}), pools "
-        f"{', '.join(str(p) for p in pools)}",
+        f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}",
         flush=True,
     )
     _wait_for_signal()
@@ -226,18 +355,17 @@ def workers(
     return 0
 
 
-def print_toolset(modules: Sequence[str], paths: Sequence[str]) -> int:
+def print_toolset(modules: Sequence[str], paths: Sequence[str], *, as_json: bool) -> int:
     """The fingerprint outside publishers name in a RunRequested's `toolset`."""
     try:
-        print(fingerprint_of(modules, paths))
+        fingerprint = fingerprint_of(modules, paths)
     except ToolSetError as exc:
-        print(f"agentledger: {exc}", file=sys.stderr)
-        return exit_codes.USAGE
+        return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
+    if as_json:
+        emit({"toolset": fingerprint, "modules": sorted(set(modules))})
+    else:
+        print(fingerprint)
     return 0
-
-
-def _index(spec: RunSpec, module: str) -> int:
-    return spec.tools.index(module) if module in spec.tools else 0
 
 
 def _wait_for_signal() -> None:

@@ -1,7 +1,10 @@
-"""What every CLI command opens: settings, a Redis (found or started), the store."""
+"""What every CLI command opens: settings, a Redis (located, maybe started:
+`services.adapters.redis.locate`), the store. The command says once, on
+stderr, which Redis it uses when that is not REDIS_URL."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -9,11 +12,11 @@ from dataclasses import dataclass
 import redis
 
 from events.state import RunState
-from services.adapters.redis.local_server import PrivateRedis, find_or_start
+from services.adapters.redis.client import redis_client
+from services.adapters.redis.locate import Located, locate
 from services.adapters.store.redis_store import RedisEventStore
-from services.bootstrap import keys_for, redis_client
 from services.handlers.state_cache import cache_for
-from services.keys import Keys
+from services.keys import Keys, keys_for
 from services.settings import Settings
 
 
@@ -23,21 +26,21 @@ class Session:
     client: redis.Redis
     keys: Keys
     store: RedisEventStore
-    private: PrivateRedis | None
+    located: Located
 
     def load(self, run_id: str) -> RunState | None:
         return cache_for(self.store).load(run_id)
 
 
 @contextmanager
-def open_session(settings: Settings) -> Iterator[Session]:
-    url, private = find_or_start(settings.redis_url, settings.state_dir, settings.probe_url)
-    settings = settings.with_(redis_url=url)
-    client = redis_client(url)
+def open_session(settings: Settings, *, may_start: bool) -> Iterator[Session]:
+    found = locate(settings, may_start=may_start)
+    if (notice := found.notice()) is not None:
+        print(f"agentledger: {notice}", file=sys.stderr, flush=True)
+    settings = settings.with_(redis_url=found.url)
+    client = redis_client(found.url)
     keys = keys_for(settings)
     try:
-        yield Session(settings, client, keys, RedisEventStore(client, keys), private)
+        yield Session(settings, client, keys, RedisEventStore(client, keys), found)
     finally:
         client.close()
-        if private is not None:
-            private.stop()

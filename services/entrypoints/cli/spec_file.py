@@ -1,4 +1,6 @@
-"""Reading a run spec file (YAML): every problem becomes InvalidSpec naming the field."""
+"""Reading a run spec file (YAML). Every problem becomes one InvalidSpec naming
+the file, with all problems found at once, each with its field path, a plain
+reason and its line: YAML syntax, keys given twice, the schema's errors."""
 
 from __future__ import annotations
 
@@ -8,31 +10,115 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from schemas.errors import InvalidSpec
+from schemas.errors import InvalidSpec, SpecProblem
 from schemas.spec import RunSpec
+from services.entrypoints.cli.spec_errors import problems_of
 
 
-def load_spec_file(path: str) -> tuple[RunSpec, str]:
-    """The spec and the absolute folder its relative paths resolve from."""
+class SpecLines:
+    """The line each part of a spec file starts on, from YAML's node tree."""
+
+    def __init__(self, root: yaml.Node | None):
+        self._root = root
+
+    def line(self, field: str) -> int | None:
+        """The line of `field` (a dotted path); for a key that is not there, the
+        line of the mapping that lacks it."""
+        node = self._root
+        line = node.start_mark.line + 1 if node is not None else None
+        for part in field.split(".") if field else []:
+            child, key_line = _child(node, part) if node is not None else (None, None)
+            if child is None:
+                break
+            node, line = child, key_line
+        return line
+
+
+def load_spec_file(path: str) -> tuple[RunSpec, str, SpecLines]:
+    """The spec, the absolute folder its relative paths resolve from, and its lines."""
     file = Path(path)
     try:
         text = file.read_text()
     except OSError as exc:
-        raise InvalidSpec("", f"cannot read {path!r}: {exc.strerror}") from None
-    try:
-        data: Any = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise InvalidSpec("", f"{path}: not valid YAML: {exc}") from None
+        raise InvalidSpec("", f"cannot read it: {exc.strerror}", source=path) from None
+    except UnicodeDecodeError:
+        raise InvalidSpec("", "not a text file (UTF-8)", source=path) from None
+    root, data = _load_yaml(text, path)
     if not isinstance(data, dict):
-        raise InvalidSpec("", f"{path}: a spec is a mapping, got {type(data).__name__}")
-    return parse_spec(data), str(file.resolve().parent)
+        shown = "nothing" if data is None else f"a {type(data).__name__}"
+        raise InvalidSpec("", f"a spec is a mapping of keys (task, principal, model, …), got {shown}", source=path)
+    lines = SpecLines(root)
+    problems = _duplicate_keys(root)
+    try:
+        spec = RunSpec.model_validate(data)
+    except ValidationError as exc:
+        problems += problems_of(exc)
+        spec = None
+    if problems or spec is None:
+        raise InvalidSpec.of(with_lines(problems, lines), source=path)
+    return spec, str(file.resolve().parent), lines
 
 
 def parse_spec(data: dict[str, Any]) -> RunSpec:
+    """A spec from a mapping (no file): every schema problem at once."""
     try:
         return RunSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise InvalidSpec(where, f"{err['msg']}{more}") from None
+        raise InvalidSpec.of(problems_of(exc)) from None
+
+
+def with_lines(problems: list[SpecProblem], lines: SpecLines) -> list[SpecProblem]:
+    """The problems with their lines, in the order of the file."""
+    placed = [SpecProblem(p.field, p.reason, p.line or lines.line(p.field)) for p in problems]
+    return sorted(placed, key=lambda p: p.line or 0)
+
+
+def _load_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        return root, (loader.construct_document(root) if root is not None else None)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        context = exc.context or ""
+        if exc.context_mark and exc.problem_mark and exc.context_mark.line != mark.line:
+            context += f" (from line {exc.context_mark.line + 1})"
+        what = " ".join(x for x in (context, exc.problem) if x)
+        problem = SpecProblem("", f"not valid YAML: {what}", mark.line + 1 if mark else None)
+        raise InvalidSpec.of([problem], source=path) from None
+    except yaml.YAMLError as exc:
+        raise InvalidSpec("", f"not valid YAML: {exc}", source=path) from None
+    finally:
+        loader.dispose()
+
+
+def _child(node: yaml.Node, part: str) -> tuple[yaml.Node | None, int | None]:
+    """The node under `part` and the line of its key (mappings) or item (sequences)."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == part:
+                return value, key.start_mark.line + 1
+    if isinstance(node, yaml.SequenceNode) and part.isdigit() and int(part) < len(node.value):
+        item = node.value[int(part)]
+        return item, item.start_mark.line + 1
+    return None, None
+
+
+def _duplicate_keys(node: yaml.Node | None, path: str = "") -> list[SpecProblem]:
+    """A key given twice in one mapping: YAML keeps the last silently, a typo's way
+    of changing what a run does."""
+    found: list[SpecProblem] = []
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else str(key.value)
+            line = key.start_mark.line + 1
+            field = f"{path}.{name}" if path else name
+            if name in seen:
+                found.append(SpecProblem(field, f"given twice (lines {seen[name]} and {line})", line))
+            seen.setdefault(name, line)
+            found += _duplicate_keys(value, field)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            found += _duplicate_keys(item, f"{path}.{i}" if path else str(i))
+    return found

@@ -1,0 +1,85 @@
+"""Which Redis a command uses: REDIS_URL when set (it must answer); else the
+probe address (127.0.0.1:6379) when something answers there; else the local
+Redis service of the user's state folder — running already, or started now
+when the command may start it (`run` and the read-only commands; `submit`,
+`workers` and the controls never do: a run written to a Redis no worker
+watches would wait for nobody)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import redis
+
+from services.adapters.redis.local_server import answers
+from services.adapters.redis.local_service import LocalService
+from services.errors import ConfigError, RedisUnavailable
+from services.settings import Settings, masked
+
+
+class Origin(StrEnum):
+    REDIS_URL = "REDIS_URL"
+    PROBE = "probe"
+    LOCAL = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    url: str
+    origin: Origin
+    state_dir: str
+    started: bool = False
+
+    def notice(self) -> str | None:
+        """What the command says on stderr about its Redis: nothing for REDIS_URL."""
+        match self.origin:
+            case Origin.REDIS_URL:
+                return None
+            case Origin.PROBE:
+                return f"using the Redis at {masked(self.url)} (REDIS_URL is unset; it answers there)"
+            case Origin.LOCAL:
+                how = "started it" if self.started else "running"
+                return (
+                    f"using the local Redis service at {self.url} ({how}; data in "
+                    f"{self.state_dir}; `agentledger local stop` stops it)"
+                )
+
+
+def locate(settings: Settings, *, may_start: bool) -> Located:
+    if settings.redis_url:
+        check_reachable("REDIS_URL", settings.redis_url)
+        return Located(settings.redis_url, Origin.REDIS_URL, settings.state_dir)
+    if settings.probe_url and answers(settings.probe_url):
+        check_reachable("AGENTLEDGER_PROBE_URL", settings.probe_url)
+        return Located(settings.probe_url, Origin.PROBE, settings.state_dir)
+    service = LocalService(settings.state_dir)
+    url = service.running_url()
+    if url is not None:
+        return Located(url, Origin.LOCAL, settings.state_dir)
+    if not may_start:
+        probe = f"nothing answers at {masked(settings.probe_url)}, " if settings.probe_url else ""
+        raise RedisUnavailable(
+            f"REDIS_URL is unset, {probe}and the local Redis service (data in "
+            f"{settings.state_dir}) is not running; this command never starts one. "
+            "Start it with `agentledger local start` (or `agentledger run` a spec), "
+            "or set REDIS_URL"
+        )
+    url, started = service.start()
+    return Located(url, Origin.LOCAL, settings.state_dir, started=started)
+
+
+def check_reachable(var: str, url: str) -> None:
+    """The server at `url` answers a PING: else RedisUnavailable (nothing there)
+    or ConfigError naming `var` (it answered, and refused: password, database)."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=5.0)
+    try:
+        client.ping()
+    except redis.AuthenticationError as exc:
+        raise ConfigError(var, f"{masked(url)!r}: the server refused the login: {exc}") from None
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        raise RedisUnavailable(f"nothing answers at {var} {masked(url)!r} ({exc})") from None
+    except redis.ResponseError as exc:  # e.g. SELECT of a database the server does not have
+        raise ConfigError(var, f"{masked(url)!r}: the server refused it: {exc}") from None
+    finally:
+        client.close()

@@ -1,0 +1,84 @@
+"""What a publisher on the CLI can learn about the inbox: whether an intake is
+reading it (`intake_liveness`, the one place that judges it: the intakes'
+membership heartbeats), whether an entry was taken, what the intake said about
+it, and taking back an entry no intake has read (so a message nobody took
+never acts later by surprise). Entry ids are `partition/stream id`, as
+`publish` returns them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+import redis
+
+from services.keys import Keys
+from services.loops.intake import GROUP
+
+_WITHDRAW = """
+-- XDEL an inbox entry unless the intake group has read it. KEYS: inbox; ARGV: group, entry id
+local last = nil
+for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  local f = {}
+  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
+  if f['name'] == ARGV[1] then last = f['last-delivered-id'] end
+end
+local function parts(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+if last ~= nil then
+  local lm, ls = parts(last)
+  local em, es = parts(ARGV[2])
+  if lm > em or (lm == em and ls >= es) then return 0 end
+end
+return redis.call('XDEL', KEYS[1], ARGV[2])
+"""
+
+
+class Liveness(StrEnum):
+    LIVE = "live"  # an intake heartbeated within the membership ttl
+    NONE = "none"  # no intake is alive on this Redis and prefix
+
+
+def intake_liveness(client: redis.Redis, keys: Keys, *, ttl_s: float) -> Liveness:
+    """Live when some intake heartbeated within `ttl_s` (Redis's own clock)."""
+    now_s, now_us = client.time()
+    now_ms = now_s * 1000 + now_us // 1000
+    live = client.zrangebyscore(keys.members("intake"), now_ms - ttl_s * 1000, "+inf")
+    return Liveness.LIVE if live else Liveness.NONE
+
+
+def taken(client: redis.Redis, keys: Keys, entry_id: str) -> bool:
+    """The intake group has read the entry (or it is gone)."""
+    part, stream_id = _split(entry_id)
+    for group in client.xinfo_groups(keys.inbox(part)):
+        if group["name"].decode() == GROUP:
+            return _id(group["last-delivered-id"].decode()) >= _id(stream_id)
+    return False
+
+
+def withdraw(client: redis.Redis, keys: Keys, entry_id: str) -> bool:
+    """Delete the entry if no intake has read it yet; True when it was deleted."""
+    part, stream_id = _split(entry_id)
+    return bool(client.eval(_WITHDRAW, 1, keys.inbox(part), GROUP, stream_id))
+
+
+def rejected_reason(client: redis.Redis, keys: Keys, entry_id: str) -> str | None:
+    """Why the intake refused the entry, if it did (its rejection comes after it)."""
+    part, stream_id = _split(entry_id)
+    rejected: Any = client.xrange(keys.rejected(part), min=stream_id, count=1000)
+    for _, fields in rejected:
+        if fields.get(b"entry_id", b"").decode() == entry_id:
+            return str(fields.get(b"reason", b"").decode())
+    return None
+
+
+def _split(entry_id: str) -> tuple[int, str]:
+    part, _, stream_id = entry_id.partition("/")
+    return int(part), stream_id
+
+
+def _id(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)

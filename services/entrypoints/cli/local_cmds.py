@@ -1,0 +1,40 @@
+"""`agentledger local status|start|stop`: the local Redis service of this
+user's state folder (`services.adapters.redis.local_service`)."""
+
+from __future__ import annotations
+
+from services.adapters.redis.local_service import LocalService, ServiceStatus
+from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli.reply import emit
+from services.settings import Settings
+
+
+def local(settings: Settings, action: str, *, force: bool, as_json: bool) -> int:
+    service = LocalService(settings.state_dir)
+    match action:
+        case "start":
+            _, started = service.start()
+            return _report(service.status(), "started" if started else "already running", as_json)
+        case "stop":
+            stopped = service.stop(force=force)  # ServiceBusy while clients are connected
+            return _report(service.status(), "stopped" if stopped else "was not running", as_json)
+    status = service.status()
+    _report(status, None, as_json)
+    return 0 if status.running else exit_codes.NO_REDIS
+
+
+def _report(status: ServiceStatus, what: str | None, as_json: bool) -> int:
+    if as_json:
+        emit({**status.as_dict(), **({"action": what} if what else {})})
+        return 0
+    head = f"local Redis service: {what}" if what else "local Redis service"
+    if status.running:
+        print(
+            f"{head}\n  running at {status.url} (pid {status.pid}, redis {status.version}, "
+            f"up {status.uptime_s}s)\n  {status.keys} keys; {status.other_clients} other clients "
+            f"connected\n  data in {status.state_dir}/redis (AOF, appendfsync everysec)"
+        )
+    else:
+        data = "an AOF from earlier" if status.has_data else "no data yet"
+        print(f"{head}\n  not running; {data} in {status.state_dir}/redis")
+    return 0

@@ -1,0 +1,147 @@
+"""The arguments of `agentledger` and each of its commands. Every command takes
+`--json` (one JSON object on stdout, or JSON lines for a stream)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from importlib.metadata import PackageNotFoundError, version
+
+from schemas.spec import QUEUE_PATTERN
+from services.errors import ConfigError
+
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+# (command, help, takes a call id, name of its free-text argument)
+CONTROLS = (
+    ("cancel", "ask a run to stop: running tools get a cancel signal", False, "reason"),
+    ("approve", "approve a call awaiting approval", True, "note"),
+    ("deny", "deny a call awaiting approval; the model is told", True, "note"),
+    ("reply", "guidance for a run awaiting a human; it goes to the model", False, "text"),
+    ("resume", "let a run awaiting a human go on", False, "note"),
+    ("abort", "end a run awaiting a human as failed", False, "note"),
+)
+
+
+class BadOption(ConfigError):
+    """An option whose value the command cannot use (exit 2, the option named)."""
+
+
+def package_version() -> str:
+    try:
+        return version("agentledger")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agentledger", description="Tool-using AI agents on an event log.")
+    p.add_argument("--version", action="version", version=f"agentledger {package_version()}")
+    p.add_argument(
+        "--log-level", choices=LOG_LEVELS, default="warning", help="of the log lines on stderr"
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help_, description=help_)
+        c.add_argument("--json", action="store_true", help="machine output on stdout")
+        return c
+
+    r = command("run", "run a spec end to end on embedded workers and follow it")
+    r.add_argument("spec")
+    r.add_argument("--processes", type=_count, default=0, help="worker processes (0: threads here)")
+    r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
+    s = command("submit", "publish a spec to a task queue; print the run id")
+    s.add_argument("spec")
+    s.add_argument("--queue", type=_queue, help="the task queue (default: the spec's, else 'default')")
+    s.add_argument("--unserved", action="store_true", help="publish even if no worker ever served it")
+    w = command("workers", "serve a task queue with a tool set until SIGTERM")
+    _toolset(w)
+    w.add_argument("--queue", type=_queue, default="default", help="the task queue (default: 'default')")
+    w.add_argument("--processes", type=_count, default=1)
+    w.add_argument(
+        "--pools", type=_pools, default=list(POOLS), metavar="POOL,…",
+        help="the pools to run (default: model,tools,accept)",
+    )  # fmt: skip
+    _toolset(command("toolset", "print the fingerprint of a tool set's code"))
+    command("status", "a run's state").add_argument("run_id")
+    _runs(command("runs", "the runs, newest first"))
+    t = command("tail", "events one a line, in time order across runs")
+    t.add_argument("--run", dest="run_id", help="only this run (its whole log, then new events)")
+    t.add_argument(
+        "--type", dest="types", action="append", metavar="TYPE",
+        help="only events of this type (repeat, or comma-separated)",
+    )  # fmt: skip
+    t.add_argument("--follow", "-f", action="store_true", help="keep printing new events")
+    t.add_argument(
+        "--from-start", action="store_true", help="with --follow: print the history first"
+    )
+    rp = command("replay", "re-fold a run's log and check it")
+    rp.add_argument("run_id")
+    rp.add_argument(
+        "--rerun", action="store_true", help="run the spec again on the recorded replies; diff"
+    )
+    cx = command("context", "what the model saw at a turn, rebuilt and verified")
+    cx.add_argument("run_id")
+    cx.add_argument("--turn", type=_count, required=True)
+    cx.add_argument("--attempt", type=_count, help="this claim of the turn (default: the last)")
+    rw = command("raw", "the log's entries as stored (JSON lines): NOT redacted")
+    rw.add_argument("run_id")
+    rw.add_argument("--after", type=_count, default=0, help="only entries after this seq")
+    for name, help_, needs_call, text in CONTROLS:
+        c = command(name, help_)
+        c.add_argument("run_id")
+        if needs_call:
+            c.add_argument("call_id")
+        c.add_argument(text, nargs="?" if text != "text" else None, default="")
+        c.add_argument("--by", help="who says so (default: the user name)")
+    local = command("local", "the local Redis service of this user's state folder")
+    local.add_argument("action", choices=("status", "start", "stop"))
+    local.add_argument("--force", action="store_true", help="stop: even with clients connected")
+    return p
+
+
+POOLS = ("model", "tools", "accept")
+_QUEUE = re.compile(QUEUE_PATTERN)
+
+
+def _toolset(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--tools", nargs="*", default=[], metavar="MODULE", help="the tool modules")
+    c.add_argument(
+        "--tool-path", action="append", default=[], metavar="DIR", help="where to find them"
+    )
+
+
+def _pools(text: str) -> list[str]:
+    pools = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in pools if p not in POOLS]
+    if unknown or not pools:
+        raise argparse.ArgumentTypeError(f"{text!r}: the pools are {', '.join(POOLS)}")
+    return pools
+
+
+def _queue(text: str) -> str:
+    if not _QUEUE.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a queue name is letters, digits, '.', '_' or '-' (at most 64)"
+        )
+    return text
+
+
+def _runs(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--status", dest="statuses", action="append", metavar="STATUS",
+                   help="only runs in this status (repeat, or comma-separated)")  # fmt: skip
+    c.add_argument("--since", metavar="TIME", help="created at or after: ISO time, epoch, or 2h/30m/7d ago")
+    c.add_argument("--until", metavar="TIME", help="created before this time")
+    c.add_argument("--limit", type=_count, default=20, help="at most this many (default 20)")
+    c.add_argument("--page", metavar="TOKEN", help="the next page: the token the last page gave")
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
+    return n

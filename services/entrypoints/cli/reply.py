@@ -1,0 +1,27 @@
+"""How commands answer: results on stdout (text, or JSON with `--json`: one
+object, or one object a line for streams); notes and errors on stderr,
+prefixed `agentledger:`. With `--json` an error is also one object on stdout,
+so a script reading stdout always gets JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def emit(obj: Any) -> None:
+    """One JSON object on a line of its own, flushed (streams are read as they come)."""
+    print(json.dumps(obj, ensure_ascii=False, default=str), flush=True)
+
+
+def say(text: str) -> None:
+    print(f"agentledger: {text}", file=sys.stderr, flush=True)
+
+
+def fail(code: int, kind: str, message: str, as_json: bool, **extra: Any) -> int:
+    """Report a failure the user can act on; returns the exit code."""
+    say(f"{kind}: {message}")
+    if as_json:
+        emit({"error": kind, "message": message, "exit_code": code, **extra})
+    return code

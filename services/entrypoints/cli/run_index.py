@@ -1,0 +1,104 @@
+"""Pages of the runs index for `agentledger runs`: newest first, across the
+shards' `runs` sorted sets (score: creation time in ms), filtered by creation
+time and status, with a page token (`<ms>:<run id>`, the last run shown) that
+continues exactly after it, ties in the same millisecond included."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import redis
+
+from events.state import RunState
+from events.status import RunStatus
+from services.entrypoints.cli.parser import BadOption
+from services.keys import Keys
+
+Position = tuple[float, str]  # (created ms, run id); the order is by both, descending
+_AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    states: list[RunState]
+    next_token: str | None  # None: nothing more
+
+
+def page_of_runs(
+    client: redis.Redis,
+    keys: Keys,
+    load: Callable[[Sequence[str]], Sequence[RunState | None]],
+    *,
+    statuses: frozenset[RunStatus],
+    since: float | None,
+    until: float | None,
+    limit: int,
+    token: str | None,
+) -> Page:
+    cursor = _token(token) if token else ((until * 1000) if until else math.inf, "")
+    floor = since * 1000 if since else -math.inf
+    batch_size = max(limit + 1, 50)
+    found: list[tuple[Position, RunState]] = []
+    while len(found) <= limit:
+        batch, exhausted = _older_than(client, keys, cursor, floor, batch_size)
+        for position, state in zip(batch, load([run for _, run in batch]), strict=True):
+            cursor = position
+            if state is not None and (not statuses or state.status in statuses):
+                found.append((position, state))
+                if len(found) > limit:
+                    break
+        if exhausted:
+            break
+    more = len(found) > limit
+    shown = found[:limit]
+    next_token = f"{int(shown[-1][0][0])}:{shown[-1][0][1]}" if more and shown else None
+    return Page([s for _, s in shown], next_token)
+
+
+def _older_than(
+    client: redis.Redis, keys: Keys, cursor: Position, floor: float, n: int
+) -> tuple[list[Position], bool]:
+    """Up to n runs before `cursor` (newest first) and whether none are left."""
+    top = "+inf" if cursor[0] == math.inf else str(cursor[0])
+    bottom = "-inf" if floor == -math.inf else str(floor)
+    pipe = client.pipeline(transaction=False)
+    for shard in range(keys.shards):
+        pipe.zrevrangebyscore(keys.runs(shard), top, bottom, start=0, num=n, withscores=True)
+    replies = pipe.execute()
+    rows = [(float(score), run.decode()) for reply in replies for run, score in reply]
+    older = sorted((r for r in rows if r < cursor), reverse=True)
+    exhausted = all(len(reply) < n for reply in replies)
+    return older[:n], exhausted and len(older) <= n
+
+
+def _token(text: str) -> Position:
+    ms, _, run = text.partition(":")
+    try:
+        return float(int(ms)), run
+    except ValueError:
+        raise BadOption("--page", f"{text!r} is not a page token (it looks like 1764583200123:r-…)") from None
+
+
+def parse_time(text: str, *, now: float | None = None) -> float:
+    """Seconds since the epoch from an ISO time (local time when it names no zone),
+    seconds since the epoch, or an age such as 30m, 2h, 7d (that long ago)."""
+    text = text.strip()
+    if (age := _AGE.match(text)) is not None:
+        return (time.time() if now is None else now) - float(age[1]) * _UNIT_S[age[2]]
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise ValueError(
+            f"cannot read {text!r} as a time: give an ISO time (2026-12-01T10:00), "
+            "seconds since the epoch, or an age such as 30m, 2h or 7d"
+        ) from None

@@ -1,0 +1,87 @@
+"""Settings come from the environment once, and every bad value is refused
+naming its variable: the CLI turns that into a message and exit code 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.errors import ConfigError
+from services.settings import environ_for_children, from_env, masked, user_state_dir
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("garbage", "is not a Redis URL"),
+        ("http://127.0.0.1:6379/0", "is not a Redis URL"),
+        ("redis://127.0.0.1:abc/0", "the port is not a number"),
+        ("redis://127.0.0.1:99999/0", "the port is not a number"),
+        ("redis://127.0.0.1:6379/abc", "the database 'abc' is not a number"),
+        ("redis://127.0.0.1:6379/-1", "the database '-1' is not a number"),
+        ("redis://127.0.0.1:6379/0?db=x", "the database 'x' is not a number"),
+        ("redis://", "names no host"),
+    ],
+)
+def test_a_bad_redis_url_is_refused_naming_the_variable(url: str, says: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        from_env({"REDIS_URL": url})
+    assert err.value.name == "REDIS_URL"
+    assert says in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://127.0.0.1:6379/0", "redis://h:1", "rediss://h:6380/2", "unix:///tmp/r.sock?db=1"]
+)
+def test_good_redis_urls_are_taken(url: str) -> None:
+    assert from_env({"REDIS_URL": url}).redis_url == url
+
+
+def test_a_password_in_a_bad_url_is_not_repeated() -> None:
+    with pytest.raises(ConfigError) as err:
+        from_env({"REDIS_URL": "redis://user:hunter2@h:x/0"})
+    assert "hunter2" not in str(err.value)
+    assert masked("redis://:hunter2@h:1/0") == "redis://:***@h:1/0"
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "says"),
+    [
+        ("AGENTLEDGER_SHARDS", "eight", "expected a whole number"),
+        ("AGENTLEDGER_SHARDS", "0", "must be more than 0"),
+        ("AGENTLEDGER_LEASE_S", "-1", "must be more than 0"),
+        ("AGENTLEDGER_LEASE_S", "nan", "finite"),
+        ("AGENTLEDGER_LEDGER_KEEP_S", "-5", "must not be negative"),
+        ("AGENTLEDGER_WORKER_THREADS", "1.5", "expected a whole number"),
+        ("AGENTLEDGER_PREFIX", "a b", "braces/spaces"),
+        ("AGENTLEDGER_PROBE_URL", "localhost", "is not a Redis URL"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_the_variable(var: str, value: str, says: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        from_env({var: value})
+    assert err.value.name == var
+    assert says in str(err.value)
+
+
+def test_the_state_folder_is_per_user_by_default() -> None:
+    assert from_env({"HOME": "/home/u"}).state_dir == "/home/u/.local/state/agentledger"
+    assert user_state_dir({"XDG_STATE_HOME": "/x/state"}) == "/x/state/agentledger"
+
+
+def test_a_relative_state_folder_is_made_absolute(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.chdir(tmp_path)
+    assert from_env({"AGENTLEDGER_STATE_DIR": "st"}).state_dir == str(tmp_path / "st")
+
+
+def test_a_state_folder_that_is_a_file_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ConfigError) as err:
+        from_env({"AGENTLEDGER_STATE_DIR": str(tmp_path / "f")})
+    assert err.value.name == "AGENTLEDGER_STATE_DIR"
+
+
+def test_the_probe_can_be_switched_off_and_children_inherit_that() -> None:
+    settings = from_env({"AGENTLEDGER_PROBE_URL": "off"})
+    assert settings.probe_url is None
+    assert environ_for_children(settings)["AGENTLEDGER_PROBE_URL"] == "off"
+    assert from_env(environ_for_children(settings)).probe_url is None
