@@ -32,7 +32,7 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = (
     ("aws_access_key_id", ("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
     (
         "github_token",
-        ("gh", "github_pat_"),
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})"),
     ),
     ("slack_token", ("xox",), re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}")),
@@ -58,6 +58,17 @@ class Redactor:
     (value, name) pairs, longest value first; it never shows in a repr."""
 
     values: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    def finds(self, s: str) -> bool:
+        """Whether `text` would change anything in `s`: one scan, no copy. A whole
+        event's JSON is asked first; only one that holds something is walked."""
+        if any(value in s for value, _ in self.values):
+            return True
+        low = s.lower()
+        return any(
+            any(t in low for t in triggers) and pattern.search(s) is not None
+            for _, triggers, pattern in PATTERNS
+        )
 
     def text(self, s: str) -> str:
         for value, name in self.values:
@@ -123,12 +134,11 @@ def redactor(secrets: Mapping[str, str]) -> Redactor:
 def redact_event(e: Event, r: Redactor) -> Event:
     """The event with its secrets replaced; the same object when it holds none.
     A run's spec (RunCreated) is what its author wrote and is kept as it is."""
-    match e:
-        case RunCreated():
-            return e
-        case ModelResponded():
-            content = tuple(r.block(b) for b in e.content)
-            return e if content == e.content else e.model_copy(update={"content": content})
+    if isinstance(e, RunCreated) or not r.finds(e.model_dump_json()):
+        return e  # the common case: nothing in it to redact, found in one scan
+    if isinstance(e, ModelResponded):
+        content = tuple(r.block(b) for b in e.content)
+        return e if content == e.content else e.model_copy(update={"content": content})
     data = e.model_dump()
     clean = r.value(data)
     return e if clean == data else type(e).model_validate(clean)

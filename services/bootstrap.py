@@ -56,6 +56,8 @@ def shards_ever(client: redis.Redis, keys: Keys) -> range:
 
 
 _ADAPTERS: dict[tuple[str, Settings], ModelAdapter] = {}
+_BY_OBJECT: dict[tuple[int, Settings], tuple[ModelSpec, ModelAdapter]] = {}  # no re-dump per call
+MAX_BY_OBJECT = 1024
 
 
 def model_for(
@@ -64,10 +66,16 @@ def model_for(
     """One adapter per distinct model spec (and settings), made on first use.
     The replay model reads the recorded run from `store`."""
     settings = settings or Settings()
+    seen = _BY_OBJECT.get((id(spec), settings))
+    if seen is not None and seen[0] is spec:
+        return seen[1]
     key = (spec.model_dump_json(), settings)
     adapter = _ADAPTERS.get(key)
     if adapter is None:
         adapter = _ADAPTERS[key] = _make_adapter(spec, settings, store)
+    if len(_BY_OBJECT) >= MAX_BY_OBJECT:
+        _BY_OBJECT.clear()
+    _BY_OBJECT[(id(spec), settings)] = (spec, adapter)  # holding spec keeps its id unique
     return adapter
 
 

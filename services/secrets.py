@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from functools import lru_cache
 
 from events.redact import Redactor, redactor
 from schemas.spec import RunSpec
@@ -16,7 +17,14 @@ from services.settings import read_secrets
 def redactor_for(spec: RunSpec) -> Redactor:
     values = read_secrets(spec.secrets)
     LOG_FILTER.learn(values)
-    return redactor(values)
+    return _redactor(tuple(sorted(values.items())))
+
+
+@lru_cache(maxsize=256)
+def _redactor(values: tuple[tuple[str, str], ...]) -> Redactor:
+    """One redactor per set of secret values (the environment is read each time,
+    so a changed value gets a redactor of its own)."""
+    return redactor(dict(values))
 
 
 class RedactingFilter(logging.Filter):

@@ -3,8 +3,10 @@
 A run's state is the fold of its log and nothing else; this module only says
 where folding may start. Each process keeps the states it folded last (a
 bounded LRU, each with the seq and id of the last event folded), and every
-SNAPSHOT_EVERY events (or a SNAPSHOT_SHARE-th of the log, if more) a snapshot
-of the state goes into the store. A load asks the store, in one call, for the
+SNAPSHOT_EVERY events a snapshot of the state goes into the store: data
+through the codec (`events.snapshot`), a small header plus the pages of past
+turns that filled up since the last one, so writing one costs the same at
+turn 2000 as at turn 20, and a new process loads only the header. A load asks the store, in one call, for the
 events after the cached state *and* whether the log still holds the event the
 cached state ends with; the store answers with a newer snapshot when it has
 one that still matches the log, and with the whole log when neither matches
@@ -15,62 +17,53 @@ are not read back."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
-import events
-import schemas
+from events import snapshot
 from events.fold import fold
+from events.snapshot import PAGE_TURNS
 from events.state import RunState
+from schemas.codec import pack, unpack
 from schemas.envelope import Envelope
+from schemas.errors import InvalidEvent
+from schemas.spec import RunSpec
 from services.adapters.store.port import EventStore, Head, Snapshot, Tail
 
-SNAPSHOT_EVERY = 50  # events between two snapshots of a run…
-SNAPSHOT_SHARE = 16  # …or a 16th of its log, if more: a snapshot costs the state's size
+SNAPSHOT_EVERY = 50  # events between two snapshots of a run
 CACHED_RUNS = 1024  # folded states kept per process (and per store)
 log = logging.getLogger(__name__)
 
 
-def _code_version() -> str:
-    """Snapshots are pickles of the fold's own classes (see `encode`), so only the
-    code that wrote one may read it: any change to events/ or schemas/ makes
-    the snapshots of the old code invisible (they are folded past, not read)."""
-    digest = hashlib.sha256()
-    for package in (events, schemas):
-        for path in sorted(Path(package.__file__).parent.glob("*.py")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    return f"pickle{pickle.HIGHEST_PROTOCOL}-{digest.hexdigest()[:16]}"
+VERSION = f"codec{snapshot.VERSION}"  # the snapshot format; another is folded past, not read
 
 
-VERSION = _code_version()
+def encode(state: RunState, *, pages_saved: int, with_spec: bool) -> Snapshot:
+    """The snapshot of `state` (the header, the pages not saved yet, the spec if asked)."""
+    head = snapshot.header(state)
+    head["tail"] = snapshot.tail_turns(state)
+    pages = {n: pack(page) for n, page in snapshot.pages(state, first=pages_saved).items()}
+    spec = pack(state.spec.model_dump(mode="json")) if with_spec else None
+    return Snapshot(state.seq, state.last_event_id, VERSION, pack(head), spec, pages)
 
 
-# Why pickle: a snapshot is an internal cache of our own frozen dataclasses,
-# written and read only by agentledger processes of the same code version, in
-# the Redis that holds the authoritative log next to it. Whoever can write the
-# snapshot key can rewrite the log itself, so unpickling trusts no one new.
-# Pickle restores the whole state (history, pydantic content blocks) in one C
-# call, with no codec to keep in step with every state class; and a snapshot
-# is never believed on its own: the store hands it out only while the log
-# still holds the event it was folded up to.
-def encode(state: RunState) -> bytes:
-    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+def decode(snap: Snapshot, run_id: str, store: EventStore) -> RunState:
+    """The state a snapshot stands for; its past turns are read when first needed."""
+    head = unpack(snap.state)
+    if not isinstance(head, dict) or snap.spec is None:
+        raise InvalidEvent("a snapshot without its header or spec", field="snapshot")
+    spec = RunSpec.model_validate(unpack(snap.spec))
 
+    def read_pages(n: int) -> list[list[snapshot.Record]]:
+        return [unpack(blob) for blob in store.snapshot_pages(run_id, n)]
 
-def decode(blob: bytes) -> RunState:
-    state = pickle.loads(blob)
-    if not isinstance(state, RunState):
-        raise TypeError(f"a snapshot holds a {type(state).__name__}")
-    return state
+    return snapshot.restore(head, spec=spec, tail=head.pop("tail"), read_pages=read_pages)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +71,8 @@ class Folded:
     state: RunState
     event_id: str  # the id of the event at state.seq
     snapshot_seq: int  # the newest snapshot the store holds, as last seen
+    pages_saved: int = 0  # full pages of past turns this process knows are stored
+    spec_saved: bool = False
 
 
 class StateCache:
@@ -157,6 +152,8 @@ class StateCache:
         if state is None:
             self.forget(run_id)
             return None
+        if base is not None and tail.snapshot is not None:  # what the snapshot holds is stored
+            self._put(run_id, Folded(base, base_id, tail.snapshot_seq, len(base.history) // PAGE_TURNS, True))
         self._keep(run_id, state, events[-1].id if events else base_id, tail.snapshot_seq)
         return state
 
@@ -181,13 +178,16 @@ class StateCache:
         self._keep(run_id, state, event_id, held.snapshot_seq if held else 0)
 
     def _keep(self, run_id: str, state: RunState, event_id: str, snapshot_seq: int) -> None:
-        # the state holds every turn, so writing a snapshot grows with the run; spacing them
-        # by a share of the log keeps that cost per event flat, and the tail a new process
-        # folds after the snapshot a share of the log
-        if state.seq - snapshot_seq >= max(self._every, state.seq // SNAPSHOT_SHARE):
-            self._store.save_snapshot(run_id, Snapshot(state.seq, event_id, VERSION, encode(state)))
-            snapshot_seq = state.seq
-        self._put(run_id, Folded(state, event_id, snapshot_seq))
+        held = self.get(run_id)
+        same_run = held is not None and held.state.created_at == state.created_at
+        pages_saved = held.pages_saved if held and same_run else 0
+        spec_saved = held.spec_saved if held and same_run else False
+        if state.seq - snapshot_seq >= self._every:
+            snap = encode(state, pages_saved=pages_saved, with_spec=not spec_saved)
+            self._store.save_snapshot(run_id, snap)
+            snapshot_seq, spec_saved = state.seq, True
+            pages_saved = len(state.history) // PAGE_TURNS
+        self._put(run_id, Folded(state, event_id, snapshot_seq, pages_saved, spec_saved))
 
     def _base(
         self, run_id: str, held: Folded | None, tail: Tail
@@ -195,7 +195,7 @@ class StateCache:
         """The state `tail.events` fold onto, the id of its last event, and the events."""
         if tail.snapshot is not None:
             try:
-                state = decode(tail.snapshot.state)
+                state = decode(tail.snapshot, run_id, self._store)
                 if state.seq != tail.base or state.run_id != run_id:
                     raise ValueError(f"holds {state.run_id!r} at seq {state.seq}")
                 return state, tail.snapshot.event_id, tail.events

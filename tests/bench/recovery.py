@@ -13,7 +13,7 @@ import signal
 import time
 from typing import Any
 
-from events.commands import Queue
+from events.commands import Pool as CommandPool
 from schemas.spec import ScriptedTurn
 from services.adapters.broker.streams_queue import GROUP
 from tests.bench.harness import Bench, BenchError, Follower, Pool
@@ -63,19 +63,24 @@ def _await_hold(bench: Bench, pool: Pool, run_id: str, holding: str) -> tuple[in
             if holding == "tool" and e.type == "ToolCallStarted" and e.data.call_id == f"c{DIE_AT}":
                 return e.seq, int(e.data.worker.rsplit(":", 1)[1])
             if holding == "model" and e.type == "ModelRequested" and e.data.turn == DIE_AT:
-                return e.seq, _model_consumer_pid(bench, pool)
+                return e.seq, _model_consumer_pid(bench, pool, run_id)
         time.sleep(0.005)
     raise BenchError(f"run {run_id!r} never reached turn {DIE_AT}'s {holding} call")
 
 
-def _model_consumer_pid(bench: Bench, pool: Pool) -> int:
-    pending: Any = bench.client.xpending_range(
-        pool.keys.queue(Queue.MODEL), GROUP, min="-", max="+", count=10
+def _model_consumer_pid(bench: Bench, pool: Pool, run_id: str) -> int:
+    created = bench.store(pool.keys.prefix).read(run_id)[0].data
+    stream = pool.keys.queue(
+        pool.keys.shard(run_id), created.queue, created.toolset, CommandPool.MODEL
     )
-    pids = {int(p["consumer"].decode().split(":")[1]) for p in pending}
-    if len(pids) != 1 or not pids <= set(pool.pids):
-        raise BenchError(f"the model call is held by {pids}, not one of {pool.pids}")
-    return pids.pop()
+    pending: Any = bench.client.xpending_range(stream, GROUP, min="-", max="+", count=10)
+    if not pending:
+        raise BenchError(f"no model message of {run_id!r} is pending on {stream!r}")
+    newest = pending[-1]  # acks ride on a consumer's next read: older entries may still show
+    pid = int(newest["consumer"].decode().split(":")[1])
+    if pid not in pool.pids:
+        raise BenchError(f"the model call is held by {pid}, not one of {pool.pids}")
+    return pid
 
 
 def _await_after(store: Any, run_id: str, seq: int, *, timeout_s: float) -> float:

@@ -33,3 +33,14 @@ def test_a_tiny_bench_keeps_its_ratios(tmp_path: Path) -> None:
     assert run["ms_per_call"] / hop_ms < MAX_OVERHEAD_IN_HOPS, (run["ms_per_call"], hop_ms)
     assert run["commands"] < MAX_COMMANDS_PER_CALL, run["by_command"]
     assert run["round_trips"] < MAX_ROUND_TRIPS_PER_CALL, run["by_command"]
+
+
+def test_every_bench_module_imports() -> None:
+    """`make bench` runs modules the tiny bench does not: a rename elsewhere must fail here."""
+    import importlib
+    import pkgutil
+
+    import tests.bench
+
+    for info in pkgutil.iter_modules(tests.bench.__path__):
+        importlib.import_module(f"tests.bench.{info.name}")

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-import pickle
 
-from events.history import History
+from events.history import History, Pages
 
 
 class _LosesTheRace(list[object]):
@@ -42,11 +41,23 @@ def test_an_append_that_loses_the_race_for_its_slot_copies_instead() -> None:
     assert list(mine) == ["a", "b"]
 
 
-def test_a_pickled_history_holds_only_its_own_prefix() -> None:
-    older = History(["a"])
-    older.append("b")
+def test_a_restored_history_reads_its_past_only_when_asked_and_only_once() -> None:
+    reads: list[int] = []
 
-    restored = pickle.loads(pickle.dumps(older))
+    def load() -> list[str]:
+        reads.append(1)
+        return ["a", "b"]
 
-    assert list(restored) == ["a"] and restored._items == ["a"]
-    assert list(restored.append("c")) == ["a", "c"]
+    restored = History.unread(Pages(2, load))
+    later = restored.append("c").append("d")  # a step on the current turn: nothing read
+    assert (len(later), reads) == (4, [])
+    assert later.extends(restored) and reads == []
+
+    assert list(later) == ["a", "b", "c", "d"] and reads == [1]
+    assert list(restored) == ["a", "b"] and later.item(0) == "a" and reads == [1]
+
+
+def test_a_restored_history_read_newest_first_stops_without_reading_what_it_skips() -> None:
+    restored = History.unread(Pages(2, lambda: ["a", "b"])).append("c")
+    newest = reversed(restored)
+    assert next(newest) == "c"  # the current end: no read of the past yet

@@ -20,9 +20,10 @@ class ScriptedAdapter:
     def __init__(self, script: ScriptedModel, *, sleep: bool = True):
         self._script = script
         self._sleep = sleep
+        self._lease_s = max((t.delay_s for t in script.scripted), default=0.0) + 2.0
 
     def claim_lease_s(self) -> float:
-        return max(t.delay_s for t in self._script.scripted) + 2.0
+        return self._lease_s
 
     def respond(self, request: ModelRequest) -> ModelReply:
         done = request.turn - 1

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from schemas.envelope import Envelope
+from schemas.errors import InvalidEvent
 from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
 from services.errors import ConcurrencyConflict
 
@@ -106,8 +108,21 @@ class MemoryEventStore:
     def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
         with self._lock:
             kept = self._snapshots.get(run_id)
-            if kept is None or kept.version != snapshot.version or kept.seq < snapshot.seq:
-                self._snapshots[run_id] = snapshot
+            same = kept is not None and kept.version == snapshot.version
+            pages = {**(kept.pages if kept and same else {})}
+            for n, blob in snapshot.pages.items():
+                pages.setdefault(n, blob)
+            spec = kept.spec if kept and same and kept.spec else snapshot.spec
+            head = snapshot if not same or kept is None or kept.seq < snapshot.seq else kept
+            self._snapshots[run_id] = replace(head, spec=spec, pages=pages)
+
+    def snapshot_pages(self, run_id: str, count: int) -> list[bytes]:
+        with self._lock:
+            kept = self._snapshots.get(run_id)
+            pages = kept.pages if kept else {}
+            if any(n not in pages for n in range(count)):
+                raise InvalidEvent(f"snapshot of {run_id!r} lacks pages", field="snapshot")
+            return [pages[n] for n in range(count)]
 
     def runs(self, *, limit: int = 50) -> list[RunIndexEntry]:
         with self._lock:

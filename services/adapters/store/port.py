@@ -4,14 +4,16 @@ the tail after a state the caller already folded, checked against the log.
 Appends are idempotent on the first event's id: a resent append whose reply
 was lost returns the same result instead of writing twice.
 
-Snapshots are opaque bytes to the store (`services.handlers.state_cache` makes them);
-the store only keeps the newest one per run and hands it out when the entry
-at its seq still holds the event it was folded up to."""
+Snapshots are opaque bytes to the store (`services.handlers.state_cache` makes them
+with `events.snapshot`): a header, the run's spec (stored once) and pages of past
+turns (each written once, read only on demand). The store keeps the newest
+header per run and hands it out when the entry at its seq still holds the event
+it was folded up to."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from schemas.envelope import Envelope
@@ -35,8 +37,10 @@ class RunIndexEntry:
 class Snapshot:
     seq: int
     event_id: str  # the id of the event at `seq`: a snapshot is used only while the log agrees
-    version: str  # the code that wrote it; a snapshot of another version is ignored
-    state: bytes
+    version: str  # the snapshot format; a snapshot of another version is ignored
+    state: bytes  # the header
+    spec: bytes | None = None  # written with a run's first snapshot (kept once); read back
+    pages: Mapping[int, bytes] = field(default_factory=dict)  # full pages to write, once each
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +97,12 @@ class EventStore(Protocol):
         ...
 
     def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
-        """Keep `snapshot` unless one of the same version at a seq as high is kept."""
+        """Keep `snapshot` unless one of the same version at a seq as high is kept; its
+        spec and pages are kept in any case when none are there yet."""
+        ...
+
+    def snapshot_pages(self, run_id: str, count: int) -> list[bytes]:
+        """The first `count` pages of past turns of the run's snapshot."""
         ...
 
     def runs(self, *, limit: int = 50) -> list[RunIndexEntry]:

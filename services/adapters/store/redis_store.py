@@ -97,8 +97,21 @@ class RedisEventStore:
         raise NoScriptError("tail.lua was not loaded")
 
     def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
-        args = [snapshot.version, snapshot.seq, snapshot.event_id, snapshot.state, SNAPSHOT_TTL_MS]
+        args: list[Any] = [snapshot.version, snapshot.seq, snapshot.event_id, snapshot.state]
+        args += [SNAPSHOT_TTL_MS, snapshot.spec or b""]
+        for n, blob in sorted(snapshot.pages.items()):
+            args += [n, blob]
         self._snapshot(keys=[self._keys.snapshot(run_id)], args=args)
+
+    def snapshot_pages(self, run_id: str, count: int) -> list[bytes]:
+        if count == 0:
+            return []
+        fields = [f"page:{n}" for n in range(count)]
+        found = self._r.hmget(self._keys.snapshot(run_id), fields)
+        missing = [f for f, blob in zip(fields, found, strict=True) if blob is None]
+        if missing:
+            raise InvalidEvent(f"snapshot of {run_id!r} lacks {missing[0]}", field="snapshot")
+        return list(found)
 
     def runs(self, *, limit: int = 50) -> list[RunIndexEntry]:
         pipe = self._r.pipeline(transaction=False)
@@ -128,9 +141,11 @@ def _tail_args(head: Head, version: str) -> list[Any]:
 
 
 def _tail(reply: list[Any], version: str) -> Tail:
-    base, state, snap_seq, snap_id, entries = reply
+    base, state, snap_seq, snap_id, entries, spec = reply
     events = [_decode(eid, dict(zip(flat[::2], flat[1::2], strict=True))) for eid, flat in entries]
-    snapshot = None if state is None else Snapshot(int(base), snap_id.decode(), version, state)
+    snapshot = (
+        None if state is None else Snapshot(int(base), snap_id.decode(), version, state, spec)
+    )
     return Tail(int(base), events, snapshot, int(snap_seq))
 
 

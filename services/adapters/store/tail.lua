@@ -6,7 +6,8 @@
 -- log that is gone).
 -- KEYS: run stream, run snapshot (hash: v, seq, id, state)
 -- ARGV: the caller's seq (0: none), the id of the event at that seq, snapshot version
--- Returns {base, snapshot state or false, stored snapshot seq, its event id, entries after base}
+-- Returns {base, snapshot state or false, stored snapshot seq, its event id, entries after base,
+--          the snapshot's spec or false}
 local held, held_id, version = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 
 local function holds(seq, event_id)
@@ -33,6 +34,9 @@ elseif holds(held, held_id) then
 elseif snapshot_holds() then
   base, from_snapshot = snap_seq, true
 end
-local state = false
-if from_snapshot then state = redis.call('HGET', KEYS[2], 'state') end
-return {base, state, snap_seq, snap[3], redis.call('XRANGE', KEYS[1], '0-' .. (base + 1), '+')}
+local state, spec = false, false
+if from_snapshot then
+  local got = redis.call('HMGET', KEYS[2], 'state', 'spec')
+  state, spec = got[1], got[2]
+end
+return {base, state, snap_seq, snap[3], redis.call('XRANGE', KEYS[1], '0-' .. (base + 1), '+'), spec}

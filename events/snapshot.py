@@ -1,0 +1,169 @@
+"""Snapshots as data: a folded state written as plain records (through the msgpack
+codec by the shell), versioned like events, and bounded in size. A snapshot is
+a cache of the fold, never the truth: it is used only while the log still holds
+the event it was folded up to.
+
+What a snapshot holds: a header — every scalar of the state and the current
+turn — and the past turns by reference, in pages of PAGE_TURNS turns. A full
+page never changes, so it is written once and the header names how many there
+are; the spec is the run's RunCreated and is stored once, beside them. A new
+process loads the header (small, whatever the run's length) and reads the
+pages only when a decision asks for past turns (`History.unread`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from events.history import History, Pages
+from events.state import Call, Check, RunState, Turn
+from events.status import CallStatus, RunStatus
+from events.types import ToolError
+from schemas.content import ContentBlock, Usage
+from schemas.spec import RunSpec
+
+VERSION = 1
+PAGE_TURNS = 16
+Record = dict[str, Any]
+Upgrade = Callable[[Record], Record]
+UPGRADES: Mapping[int, Upgrade] = {}  # version v -> its record as version v + 1 reads it
+_BLOCK: TypeAdapter[ContentBlock] = TypeAdapter(ContentBlock)
+
+_SCALARS = (
+    "run_id", "workspace", "created_at", "base_dir", "request_id", "queue", "toolset", "seq",
+    "last_event_id", "updated_at", "cost_usd", "counting_from_turn", "cancel_requested_at",
+    "cancel_by", "model_attempts", "model_claim_deadline", "acceptance_attempts",
+    "acceptance_claim_deadline", "detail", "escalated_for",
+)  # fmt: skip
+_CALL_PLAIN = tuple(
+    f for f in Call.__dataclass_fields__ if f not in ("status", "reads", "writes", "error")
+)
+
+
+class SnapshotError(ValueError):
+    """A snapshot record this code cannot read (a newer version, a broken record)."""
+
+
+def header(s: RunState) -> Record:
+    """Everything of the state but the spec and the past turns' content."""
+    record: Record = {f: getattr(s, f) for f in _SCALARS}
+    record.update(
+        v=VERSION,
+        status=str(s.status),
+        turns=len(s.history),
+        current_turn=_turn(s.current_turn) if s.current_turn else None,
+        usage=s.usage.model_dump(),
+        checks=[_check(c) for c in s.checks],
+    )
+    return record
+
+
+def pages(s: RunState, *, first: int) -> dict[int, list[Record]]:
+    """The full pages of the state's past turns from page `first` on."""
+    full = len(s.history) // PAGE_TURNS
+    return {
+        p: [_turn(s.history.item(i)) for i in range(p * PAGE_TURNS, (p + 1) * PAGE_TURNS)]
+        for p in range(first, full)
+    }
+
+
+def tail_turns(s: RunState) -> list[Record]:
+    """The past turns after the last full page (kept in the header's sidecar)."""
+    start = len(s.history) // PAGE_TURNS * PAGE_TURNS
+    return [_turn(s.history.item(i)) for i in range(start, len(s.history))]
+
+
+def restore(
+    record: Record,
+    *,
+    spec: RunSpec,
+    tail: list[Record],
+    read_pages: Callable[[int], list[list[Record]]],
+) -> RunState:
+    """The state a header stands for. `read_pages(n)` reads the first n pages; it is
+    called only when a decision asks for past turns."""
+    record = _upgraded(record)
+    turns = int(record["turns"])
+    full = turns // PAGE_TURNS
+    if len(tail) != turns - full * PAGE_TURNS:
+        raise SnapshotError(f"{len(tail)} turns after {full} pages, not {turns - full * PAGE_TURNS}")
+    rest = [_turn_of(t) for t in tail]
+
+    def load() -> list[Turn]:
+        read = read_pages(full)
+        if len(read) != full:
+            raise SnapshotError(f"{len(read)} pages of {full}")
+        return [_turn_of(t) for page in read for t in page] + rest
+
+    history: History[Turn] = History.unread(Pages(turns, load)) if full else History(rest)
+    current = record["current_turn"]
+    return RunState(
+        **{f: record[f] for f in _SCALARS},
+        status=RunStatus(record["status"]),
+        spec=spec,
+        history=history,
+        current_turn=_turn_of(current) if current is not None else None,
+        usage=Usage.model_validate(record["usage"]),
+        checks=tuple(Check(**c) for c in record["checks"]),
+    )
+
+
+def _upgraded(record: Record) -> Record:
+    v = int(record.get("v", 0))
+    if v > VERSION:
+        raise SnapshotError(f"snapshot version {v} is newer than this reader knows ({VERSION})")
+    while v < VERSION:
+        step = UPGRADES.get(v)
+        if step is None:
+            raise SnapshotError(f"no upgrade from snapshot version {v}")
+        record, v = step(record), v + 1
+    return record
+
+
+def _turn(t: Turn) -> Record:
+    return {
+        "index": t.index,
+        "content": [b.model_dump(mode="json") for b in t.content],
+        "stop_reason": t.stop_reason,
+        "model": t.model,
+        "calls": [_call(c) for c in t.calls],
+        "feedback": t.feedback,
+    }
+
+
+def _turn_of(r: Record) -> Turn:
+    return Turn(
+        index=r["index"],
+        content=tuple(_BLOCK.validate_python(b) for b in r["content"]),
+        stop_reason=r["stop_reason"],
+        model=r["model"],
+        calls=tuple(_call_of(c) for c in r["calls"]),
+        feedback=r["feedback"],
+    )
+
+
+def _call(c: Call) -> Record:
+    record: Record = {f: getattr(c, f) for f in _CALL_PLAIN}
+    record.update(
+        status=str(c.status),
+        reads=list(c.reads),
+        writes=list(c.writes),
+        error=c.error.model_dump(mode="json") if c.error else None,
+    )
+    return record
+
+
+def _call_of(r: Record) -> Call:
+    return Call(
+        **{f: r[f] for f in _CALL_PLAIN},
+        status=CallStatus(r["status"]),
+        reads=tuple(r["reads"]),
+        writes=tuple(r["writes"]),
+        error=ToolError.model_validate(r["error"]) if r["error"] else None,
+    )
+
+
+def _check(c: Check) -> Record:
+    return {f: getattr(c, f) for f in Check.__dataclass_fields__}

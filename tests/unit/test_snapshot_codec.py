@@ -1,0 +1,73 @@
+"""Snapshots are data: every journey's state survives header + pages + msgpack
+exactly; the header stays small however long the run; a restored state reads
+its past turns only when a decision asks for them; a newer format is refused."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from journeys import JOURNEYS
+from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, use
+
+from events import snapshot
+from events.snapshot import PAGE_TURNS, SnapshotError, header, pages, restore, tail_turns
+from events.state import RunState
+from events.tool_step import Succeeded
+from schemas.codec import pack, unpack
+
+
+def round_trip(s: RunState) -> tuple[RunState, list[int]]:
+    """The state restored from its snapshot through msgpack, and how often its pages
+    were read."""
+    head = unpack(pack(header(s)))
+    tail = unpack(pack(tail_turns(s)))
+    stored = {n: pack(p) for n, p in pages(s, first=0).items()}
+    reads: list[int] = []
+
+    def read_pages(n: int) -> list[list[dict[str, Any]]]:
+        reads.append(n)
+        return [unpack(stored[i]) for i in range(n)]
+
+    return restore(head, spec=s.spec, tail=tail, read_pages=read_pages), reads
+
+
+@pytest.mark.parametrize("journey", sorted(JOURNEYS))
+def test_every_journeys_state_survives_its_snapshot(journey: str) -> None:
+    state = JOURNEYS[journey][0]().s
+    restored, _ = round_trip(state)
+    assert restored == state
+
+
+def long_run(turns: int) -> Log:
+    log = Log.created(max_turns=turns + 2)
+    for i in range(turns):
+        do_model_turn(log, use(f"c{i}", path=f"f{i}"))
+        do_validate(log, f"c{i}")
+        do_claim(log, f"c{i}")
+        do_finish(log, f"c{i}", Succeeded(output={"i": i, "text": "x" * 50}))
+    return log
+
+
+def test_a_long_runs_header_stays_small_and_its_past_is_read_only_on_demand() -> None:
+    short, long = long_run(3).s, long_run(3 * PAGE_TURNS + 5).s
+    assert len(pack(header(long))) < 2 * len(pack(header(short))) + 2000
+    restored, reads = round_trip(long)
+    assert len(restored.history) == len(long.history) and reads == []
+    assert restored.current_turn == long.current_turn and reads == []
+    assert list(restored.history) == list(long.history) and reads == [3]
+    list(restored.history)
+    assert reads == [3], "read once"
+
+
+def test_only_the_pages_that_filled_up_since_are_written_again() -> None:
+    s = long_run(2 * PAGE_TURNS + 1).s
+    assert sorted(pages(s, first=0)) == [0, 1]
+    assert pages(s, first=2) == {}
+
+
+def test_a_snapshot_of_a_newer_format_is_refused_not_misread() -> None:
+    s = long_run(1).s
+    head = header(s) | {"v": snapshot.VERSION + 1}
+    with pytest.raises(SnapshotError, match="newer"):
+        restore(head, spec=s.spec, tail=tail_turns(s), read_pages=lambda n: [])
