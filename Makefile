@@ -50,10 +50,17 @@ lint: install
 schemas: install
 	$(PYTHON) -m schemas.export
 
-bench: install
+BENCH_STAMP := .agentledger/.bench-installed
+
+# the peers the bench runs beside agentledger (the `bench` extra)
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
+	@touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(PYTHON) -m tests.bench
 
-bench-quick: install
+bench-quick: $(BENCH_STAMP)
 	$(PYTHON) -m tests.bench --quick
 
 bench-claude: install

@@ -27,7 +27,7 @@ import dramatiq
 
 from services.errors import ConfigError, RedisUnavailable
 from services.settings import Settings, from_env
-from tests.bench import floor, ours, peers, recovery, report, state_load
+from tests.bench import embedded, floor, ours, peers, recovery, report, state_load
 from tests.bench.harness import Bench, BenchError, private_bench
 from tests.bench.plan import PLANS, WINDOW, Plan
 
@@ -37,7 +37,7 @@ OUT = Path("bench-results", "bench.json")
 def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], list[str]]:
     tag = f"bench-{os.getpid()}"
     raw: dict[str, Any] = {"floor": [], "ours": [], "peers": {k: [] for k in peers.PEERS}}
-    raw.update({"concurrent_1p": [], "concurrent_2p": [], "kills": []})
+    raw.update({"concurrent_1p": [], "concurrent_2p": [], "kills": [], "embedded": []})
     notes: list[str] = []
     with private_bench(settings, tmp, "everysec") as bench:
         raw["redis"] = bench.client.info("server")["redis_version"]
@@ -47,6 +47,7 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
             seq = ours.sequential(bench, f"{base}-seq", plan.calls, plan.runs, plan.concurrent)
             raw["concurrent_1p"].append(seq.pop("concurrent"))
             raw["ours"].append(seq)
+            raw["embedded"].append(embedded.measure(bench, f"{base}-run", plan.calls, tmp))
             if rep <= plan.peer_reps:
                 _peers(raw, plan, rep)
             raw["concurrent_2p"].append(ours.concurrent(bench, f"{base}-2p", *plan.concurrent, 2))

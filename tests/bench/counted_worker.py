@@ -1,11 +1,14 @@
 """A worker process for the benchmark: `agentledger workers`, plus a count of
 what it costs. Every Redis command this process sends is counted (a pipeline's
 commands one by one, and each pipeline or single command as one round trip),
+the thread CPU time of each message is added to its pool (model, tools,
+accept; the rest of the process's CPU is the broker, heartbeats and loops),
 and every 50 ms the counts and the process's CPU time are written to a file,
 which the benchmark reads before and after a workload. Commands run inside our
 Lua scripts are not sent, so they are not counted here.
 
-Run as `python -m tests.bench.counted_worker COUNTS_FILE`."""
+Run as `python -m tests.bench.counted_worker COUNTS_FILE` (the bench's workers),
+or `… COUNTS_FILE run SPEC` (any agentledger command, counted the same way)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import os
 import resource
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -26,8 +30,13 @@ WRITE_EVERY_S = 0.05
 class Counts:
     def __init__(self) -> None:
         self.commands: Counter[str] = Counter()
+        self.pool_cpu_s: Counter[str] = Counter()  # thread CPU of the messages each pool ran
         self.round_trips = 0
         self._lock = threading.Lock()
+
+    def ran(self, pool: str, cpu_s: float) -> None:
+        with self._lock:
+            self.pool_cpu_s[pool] += cpu_s
 
     def add(self, names: list[Any]) -> None:
         with self._lock:
@@ -43,6 +52,7 @@ class Counts:
                 "cpu_s": usage.ru_utime + usage.ru_stime,
                 "round_trips": self.round_trips,
                 "commands": dict(self.commands),
+                "pool_cpu_s": dict(self.pool_cpu_s),
             }
 
 
@@ -64,6 +74,19 @@ def install() -> None:
     AbstractConnection.send_command = send_command  # type: ignore[method-assign]
     AbstractConnection.pack_commands = pack_commands  # type: ignore[method-assign]
 
+    from dramatiq.worker import WorkerThread
+
+    process = WorkerThread.process_message
+
+    def process_message(self: WorkerThread, message: Any) -> Any:
+        started = time.thread_time()  # this thread's CPU: the message's own work
+        try:
+            return process(self, message)
+        finally:  # dramatiq queue names are `<pool>.<queue>.<toolset>`
+            COUNTS.ran(message.queue_name.split(".", 1)[0], time.thread_time() - started)
+
+    WorkerThread.process_message = process_message  # type: ignore[method-assign]
+
 
 def write_forever(path: Path) -> None:
     scratch = path.with_suffix(".tmp")
@@ -79,9 +102,13 @@ def main() -> int:
     from services.entrypoints.cli.main import main as agentledger
     from tests.bench.plan import QUEUE, TOOLS_DIR, TOOLS_MODULE
 
-    return agentledger(
-        ["workers", "--tools", TOOLS_MODULE, "--tool-path", TOOLS_DIR, "--queue", QUEUE]
-    )
+    command = sys.argv[2:] or [
+        "workers", "--tools", TOOLS_MODULE, "--tool-path", TOOLS_DIR, "--queue", QUEUE
+    ]  # fmt: skip
+    try:
+        return agentledger(command)
+    finally:
+        Path(sys.argv[1]).write_text(json.dumps(COUNTS.snapshot()))  # the last counts
 
 
 if __name__ == "__main__":

@@ -38,6 +38,9 @@ ENDINGS = frozenset(
 DURABILITY = {"everysec": "Redis AOF everysec", "always": "Redis AOF always"}
 
 
+POOLS = ("model", "tools", "accept")  # the pools a worker's CPU is split by
+
+
 class BenchError(Exception):
     """A measurement could not be taken (a run did not end, or ended wrong)."""
 
@@ -50,19 +53,26 @@ class Cost:
     redis_cpu_s: float = 0.0
     round_trips: int = 0
     commands: Counter[str] = field(default_factory=Counter)
+    pool_cpu_s: Counter[str] = field(default_factory=Counter)
 
     def __sub__(self, other: Cost) -> Cost:
         commands = Counter(self.commands)
         commands.subtract(other.commands)
+        pools = Counter(self.pool_cpu_s)
+        pools.subtract(other.pool_cpu_s)
         return Cost(
             self.cpu_s - other.cpu_s,
             self.redis_cpu_s - other.redis_cpu_s,
             self.round_trips - other.round_trips,
             +commands,
+            pools,
         )
 
     def per(self, n: int) -> dict[str, Any]:
+        pools = {f"cpu_ms_{p}": self.pool_cpu_s.get(p, 0.0) * 1000 / n for p in POOLS}
+        pools["cpu_ms_other"] = self.cpu_s * 1000 / n - sum(pools.values())
         return {
+            **pools,
             "cpu_ms": self.cpu_s * 1000 / n,
             "redis_cpu_ms": self.redis_cpu_s * 1000 / n,
             "round_trips": self.round_trips / n,
@@ -93,6 +103,7 @@ class Pool:
                 total.cpu_s += counts["cpu_s"]
                 total.round_trips += counts["round_trips"]
                 total.commands.update(counts["commands"])
+                total.pool_cpu_s.update(counts.get("pool_cpu_s", {}))
         return total
 
 

@@ -57,6 +57,12 @@ def rows(raw: dict[str, Any], plan: Plan, durability: str) -> list[Row]:
                 _col([r["long_run"] for r in reps], key),
             )
 
+    embedded = raw.get("embedded", [])
+    run_cmd = "`agentledger run` (embedded, following)"
+    for key, measure, unit in EMBEDDED:
+        add("W1", measure.format(calls=plan.calls, cmd=run_cmd), OURS, durability, unit,
+            _col(embedded, key))  # fmt: skip
+
     reads = [r["parallel_reads"] for r in raw["ours"] if "parallel_reads" in r]
     if reads:
         what = f"{reads[0]['reads']} independent reads of {READ_S:g} s in one turn"
@@ -139,17 +145,33 @@ FLOOR = [  # key, measure, system, durability ("": the run's)
     ("dramatiq_hop_ms", "dramatiq hop, stock RedisBroker (polls)", "dramatiq", ""),
     ("streams_hop_ms", "dramatiq hop, our StreamsBroker", OURS, ""),
 ]
+POOL_CPU = [
+    ("cpu_ms_model", "worker CPU, model pool", "ms cpu"),
+    ("cpu_ms_tools", "worker CPU, tools pool", "ms cpu"),
+    ("cpu_ms_accept", "worker CPU, accept pool", "ms cpu"),
+    ("cpu_ms_other", "worker CPU, broker and loops", "ms cpu"),
+]
 COSTS = [
     ("round_trips", "Redis round trips", "count"),
     ("commands", "Redis commands", "count"),
     ("cpu_ms", "worker CPU", "ms cpu"),
+    *POOL_CPU,
     ("redis_cpu_ms", "redis-server CPU", "ms cpu"),
+]
+EMBEDDED = [
+    ("ms_per_call", "ms per tool call, {cmd}, 1 run x {calls} calls", "ms/call"),
+    ("growth", "growth ratio, {cmd}", "ratio"),
+    ("start_s", "start-up to the run created, {cmd}", "s"),
+    ("round_trips", "Redis round trips per tool call, {cmd}", "count"),
+    ("cpu_ms", "CPU per tool call, {cmd}", "ms cpu"),
 ]
 W3 = [
     ("calls_per_s", "tool calls/s", "calls/s"),
     ("p50_turn_ms", "p50 turn latency", "ms"),
     ("p99_turn_ms", "p99 turn latency", "ms"),
     ("cpu_ms", "worker CPU per call", "ms cpu"),
+    *((k, f"{m} per call", u) for k, m, u in POOL_CPU),
+    ("round_trips", "Redis round trips per call", "count"),
     ("commands", "Redis commands per call", "count"),
 ]
 W5 = [

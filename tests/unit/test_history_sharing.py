@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-
 from events.history import History, Pages
 
 

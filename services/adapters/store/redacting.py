@@ -38,7 +38,7 @@ class RedactingStore:
     ) -> int:
         last_run, last = getattr(self._last, "batch", ("", ()))
         same = last_run == run_id and len(last) == len(events)
-        same = same and all(a is b for a, b in zip(last, events))
+        same = same and all(a is b for a, b in zip(last, events, strict=True))
         stored = list(events) if same else self.as_stored(run_id, events)
         self._last.batch = ("", ())
         return self._inner.append(

@@ -44,6 +44,7 @@ from services.secrets import redactor_for
 from services.settings import Settings, environ_for_children, masked
 
 CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
+FOLLOW_GATHER_S = 0.02  # after printing what came, wait this long for more before the next read
 
 
 @dataclass(frozen=True)
@@ -249,20 +250,25 @@ def follow(
     key = session.keys.run(run_id)
     redactors = RunRedactors(session.store)
     while True:
-        for env in session.store.read(run_id, after_seq=state.seq if state else 0):
+        printed = []
+        batch = session.store.read(run_id, after_seq=state.seq if state else 0)
+        for env in batch:
             state = apply(state, env)
             if not quiet:
-                print(redactors.text(env, line(env)), flush=True)
+                printed.append(redactors.text(env, line(env)))
                 if isinstance(env.data, ApprovalRequested):
-                    print(
-                        f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}",
-                        flush=True,
+                    printed.append(
+                        f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}"
                     )
+        if printed:
+            print("\n".join(printed), flush=True)
         if _settled(state) or until.is_set():
             return state
         if state is None and (reason := rejected_reason(session.client, session.keys, entry_id)):
             say(f"refused: {reason}")
             return None
+        if batch and until.wait(FOLLOW_GATHER_S):  # let a few steps gather: fewer wake-ups
+            continue
         session.client.xread({key: f"0-{state.seq if state else 0}"}, block=250)
 
 
