@@ -8,6 +8,7 @@ core and the contracts never are; a lost connection or a lost race is."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import dramatiq
 
@@ -32,7 +33,9 @@ def declare_actors(
 ) -> list[str]:
     """Declare the actors of `pools`; return the dramatiq queue names they read."""
     names = {pool: broker.route(Route(str(pool), queue, toolset)) for pool in pools}
-    options = {"broker": broker, "retry_when": retry_when, "min_backoff": 200, "max_backoff": 5000}
+    options: dict[str, Any] = {
+        "broker": broker, "retry_when": retry_when, "min_backoff": 200, "max_backoff": 5000
+    }  # fmt: skip
 
     if Pool.MODEL in names:
 

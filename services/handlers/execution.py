@@ -59,7 +59,8 @@ def _output_of(app: App, run_id: str, call_id: str) -> object | None:
     for turn in state.turns if state else ():
         call = turn.call(call_id)
         if call is not None and call.output is not None:
-            return call.output
+            found: object = call.output
+            return found
     return None
 
 

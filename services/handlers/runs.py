@@ -80,7 +80,7 @@ def envelopes(
             type=e.type,
             at=at,
             source=source,
-            causation_id=causation_id,
+            causation_id=EventId(causation_id) if causation_id else None,
             v=1,
             data=e,
         )

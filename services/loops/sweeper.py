@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import logging
 import threading
+from functools import partial
 
 from events.dispatch import due_commands, new_commands
 from events.errors import CoreError
 from events.lock_step import record_lease_expired
+from events.state import RunState
 from events.ticks import on_tick
+from events.types import Event
 from schemas.errors import SchemaError
 from services.adapters.broker.membership import Membership
+from services.adapters.locks.port import Holder
 from services.errors import UnknownRun
 from services.handlers.app import App
 
@@ -58,7 +62,7 @@ def expire_leases(app: App) -> int:
         try:
             app.runs.step(
                 holder.run_id,
-                lambda s, h=holder: record_lease_expired(s, h.call_id, request=h.request_id),
+                partial(_lease_expired, holder=holder),
                 source=SOURCE,
             )
         except (CoreError, SchemaError, UnknownRun) as exc:
@@ -73,3 +77,7 @@ def run_sweeper(
     while not stop.wait(app.settings.sweep_interval_s):
         membership.beat()
         sweep_once(app, membership.owned(shards))
+
+
+def _lease_expired(s: RunState, *, holder: Holder) -> list[Event]:
+    return record_lease_expired(s, holder.call_id, request=holder.request_id)

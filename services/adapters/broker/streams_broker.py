@@ -151,5 +151,5 @@ class StreamsBroker(dramatiq.Broker):
         deadline = None if timeout is None else time.monotonic() + timeout / 1000
         while sum(self.stream(route, s).size() for s in self.shards) > 0:
             if deadline is not None and time.monotonic() >= deadline:
-                raise QueueJoinTimeout(queue_name)
+                raise QueueJoinTimeout(queue_name)  # type: ignore[no-untyped-call]
             time.sleep(interval / 1000)

@@ -236,7 +236,7 @@ def _as_broker_errors() -> Iterator[None]:
     try:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise ConnectionClosed(exc) from None
+        raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
 
 
 def _text(value: bytes | str) -> str:

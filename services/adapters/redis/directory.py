@@ -38,7 +38,7 @@ class Directory:
         self._r.hset(self._keys.toolsets(queue), toolset, json.dumps(manifest, sort_keys=True))
 
     def toolsets(self, queue: str) -> dict[str, dict[str, Any]]:
-        raw = self._r.hgetall(self._keys.toolsets(queue))
+        raw: dict[bytes, bytes] = self._r.hgetall(self._keys.toolsets(queue))  # type: ignore[assignment]
         return {k.decode(): json.loads(v) for k, v in raw.items()}
 
     def manifest(self, queue: str, toolset: str) -> dict[str, Any] | None:
@@ -55,4 +55,5 @@ class Directory:
         now_s, now_us = self._r.time()
         now_ms = now_s * 1000 + now_us // 1000
         key = self._keys.members(group(queue, toolset, pool))
-        return [m.decode() for m in self._r.zrangebyscore(key, now_ms - self._ttl_ms, "+inf")]
+        members: list[bytes] = self._r.zrangebyscore(key, now_ms - self._ttl_ms, "+inf")  # type: ignore[assignment]
+        return [m.decode() for m in members]

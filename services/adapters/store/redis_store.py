@@ -68,7 +68,7 @@ class RedisEventStore:
         return list(events)  # written as given
 
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
-        entries = self._r.xrange(self._keys.run(run_id), f"0-{after_seq + 1}", "+")
+        entries: Any = self._r.xrange(self._keys.run(run_id), f"0-{after_seq + 1}", "+")
         return [_decode(entry_id, fields) for entry_id, fields in entries]
 
     def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:
@@ -107,7 +107,7 @@ class RedisEventStore:
         if count == 0:
             return []
         fields = [f"page:{n}" for n in range(count)]
-        found = self._r.hmget(self._keys.snapshot(run_id), fields)
+        found: list[Any] = self._r.hmget(self._keys.snapshot(run_id), fields)
         missing = [f for f, blob in zip(fields, found, strict=True) if blob is None]
         if missing:
             raise InvalidEvent(f"snapshot of {run_id!r} lacks {missing[0]}", field="snapshot")

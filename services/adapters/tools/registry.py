@@ -10,7 +10,7 @@ import inspect
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_type_hints
+from typing import Any, Literal, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -108,6 +108,33 @@ class ToolRegistry:
 
 
 REGISTRY = ToolRegistry()
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@overload
+def tool(fn: F) -> F: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    *,
+    read_only: bool = ...,
+    reads: Resources | None = ...,
+    writes: Resources | None = ...,
+    scope: str | None = ...,
+    timeout_s: float = ...,
+    approval: Approval = ...,
+    max_concurrency: int | None = ...,
+    key_fields: Sequence[str] | None = ...,
+    lookup: LookupFn | None = ...,
+    output_cap: int | None = ...,
+    network: bool = ...,
+    name: str | None = ...,
+    description: str | None = ...,
+) -> Callable[[F], F]: ...
 
 
 def tool(

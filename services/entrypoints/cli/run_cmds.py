@@ -333,8 +333,9 @@ def workers(
     paths: Sequence[str],
     queue: str,
     processes: int,
-    pools: Sequence[str] = tuple(str(p) for p in ALL_POOLS),
+    pools: Sequence[str] = (),
 ) -> int:
+    pools = pools or [str(pool) for pool in ALL_POOLS]
     try:
         toolset = load_toolset(modules, paths)
     except ToolSetError as exc:
