@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import dramatiq
 import redis
+from dramatiq.middleware import Middleware, Retries, ShutdownNotifications, TimeLimit
 
 from events.commands import Pool
 from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
@@ -48,6 +49,13 @@ local n = tonumber(ARGV[1])
 if n > m then redis.call('HSET', KEYS[1], 'shards', n); m = n end
 return m
 """
+
+
+def worker_middleware() -> list[Middleware]:
+    """What the actors use of dramatiq's middleware: time limits, shutdown notices
+    (a tool told to stop), retries with back-off. Not age limits, callbacks or
+    pipelines: each message would pay for their hooks and no actor uses them."""
+    return [TimeLimit(), ShutdownNotifications(), Retries()]
 
 
 def shards_ever(client: redis.Redis, keys: Keys) -> range:
@@ -215,6 +223,7 @@ def build_services(
         claim_idle_ms=int(settings.broker_claim_idle_s * 1000),
         max_deliveries=settings.broker_max_deliveries,
         member_ttl_s=settings.member_ttl_s,
+        middleware=worker_middleware(),
     )
     dramatiq.set_broker(broker)
     directory = Directory(client, keys, member_ttl_s=settings.member_ttl_s)
