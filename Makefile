@@ -30,8 +30,9 @@ sandbox:
 run: install sandbox
 	$(AGENTLEDGER) run examples/inventory/spec.yaml
 
+# three test processes on two cores: most of the suite waits on Redis and child processes
 test: install sandbox
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -n 3 tests
 
 test-unit: install
 	$(PYTHON) -m pytest tests/unit
