@@ -75,7 +75,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
         from services.entrypoints.cli import run_cmds
 
         return run_cmds.print_toolset(args.tools, args.tool_path, as_json=as_json)
-    if args.command in ("run", "submit", "workers"):
+    if args.command in ("run", "submit", "workers") and not getattr(args, "list", False):
         from services.entrypoints.cli import run_cmds
     # a bad spec is refused, every problem with its line, before any Redis is touched
     prepared = run_cmds.prepare(args.spec, args.command) if args.command in ("run", "submit") else None
@@ -91,6 +91,10 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
                 return run_cmds.submit(
                     session, prepared, queue=args.queue, unserved_ok=args.unserved, as_json=as_json
                 )
+            case "workers" if args.list:
+                from services.entrypoints.cli import pool_cmds
+
+                return pool_cmds.list_workers(session, as_json=as_json)
             case "workers":
                 return run_cmds.workers(
                     session, modules=args.tools, paths=args.tool_path, queue=args.queue,
@@ -126,6 +130,12 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
             return context_cmds.context(
                 session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=as_json
             )
+        case "dead-letters":
+            from services.entrypoints.cli import pool_cmds
+
+            if args.redrive:
+                return pool_cmds.redrive(session, args.redrive, as_json=as_json)
+            return pool_cmds.show_dead_letters(session, queue=args.queue, as_json=as_json)
         case "raw":  # JSON lines already
             from services.entrypoints.cli import context_cmds
 

@@ -63,6 +63,10 @@ def parser() -> argparse.ArgumentParser:
         "--pools", type=_pools, default=list(POOLS), metavar="POOL,…",
         help="the pools to run (default: model,tools,accept)",
     )  # fmt: skip
+    w.add_argument("--list", action="store_true", help="list the live workers instead; serve nothing")
+    dl = command("dead-letters", "messages a task queue gave up on; re-drive one")
+    dl.add_argument("--queue", type=_queue, help="only this task queue")
+    dl.add_argument("--redrive", metavar="HANDLE", help="put this dead letter back on its queue")
     _toolset(command("toolset", "print the fingerprint of a tool set's code"))
     command("status", "a run's state").add_argument("run_id")
     _runs(command("runs", "the runs, newest first"))
