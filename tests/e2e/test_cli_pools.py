@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import redis
-from e2ekit import Cli, copy_example, start_workers, stop_workers
+from e2ekit import AGENTLEDGER, Cli, copy_example, start_workers, stop_workers
 
 
 def _json_lines(text: str) -> list[dict[str, Any]]:
@@ -100,3 +100,17 @@ def test_workers_list_with_no_workers_says_so(cli: Cli, tmp_path: Path) -> None:
     done = cli("workers", "--list")
     assert done.returncode == 0 and done.stdout.strip() == "no live workers"
     assert _json_lines(cli("workers", "--list", "--json").stdout) == []
+
+
+def test_workers_json_says_up_as_one_object(cli: Cli) -> None:
+    example = copy_example("inventory", cli.cwd)
+    args = ["workers", "--json", "--tools", "inventory_tools", "--tool-path", str(example)]
+    proc = subprocess.Popen([*AGENTLEDGER, *args], cwd=cli.cwd, env=cli.env, text=True,
+                            stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        up = json.loads(proc.stdout.readline())
+        assert up["workers"] == "up" and up["queue"] == "default"
+        assert up["modules"] == ["inventory_tools"] and up["pid"] == proc.pid
+    finally:
+        stop_workers([proc])

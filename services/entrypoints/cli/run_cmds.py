@@ -5,6 +5,7 @@ toolset (the fingerprint a publisher names)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -104,7 +105,9 @@ def request_for(
     """A request for a new run of `spec` (its workspace copied if it asks)."""
     run_id = new_run_id(uuid.uuid4().int % settings.shards)
     if spec.workspace and base_dir is None and not Path(spec.workspace).is_absolute():
-        raise InvalidSpec("workspace", f"{spec.workspace!r} is relative, and there is no spec folder")
+        raise InvalidSpec(
+            "workspace", f"{spec.workspace!r} is relative, and there is no spec folder"
+        )
     workspace = str(Path(base_dir or "/", spec.workspace).resolve()) if spec.workspace else None
     if workspace and spec.copy_workspace:
         copy = Path(settings.state_dir, "workspaces", run_id).resolve()
@@ -138,19 +141,28 @@ def submit(
             "pass --unserved to publish anyway"
         )
         return fail(exit_codes.USAGE, "unserved", message, as_json)
-    if manifest is not None and (problems := spec_problems(spec, prepared.base_dir, manifest=manifest)):
+    if manifest is not None and (
+        problems := spec_problems(spec, prepared.base_dir, manifest=manifest)
+    ):
         raise prepared.refuse(problems)
     if manifest is not None and not directory.live(queue, fingerprint):
         say(f"no worker serves {what} right now; the run waits for one")
-    if intake_liveness(session.client, session.keys, ttl_s=session.settings.member_ttl_s) is Liveness.NONE:
+    if (
+        intake_liveness(session.client, session.keys, ttl_s=session.settings.member_ttl_s)
+        is Liveness.NONE
+    ):
         say(
             f"no intake reads the inbox on {session.located.url} (prefix "
             f"{session.settings.prefix!r}) yet: the run waits until `agentledger workers` start there"
         )
-    request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
+    request = request_for(
+        spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint
+    )
     entry_id = publish(session.client, session.keys, request)
     if as_json:
-        emit({"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint})
+        emit(
+            {"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint}
+        )
     else:
         print(request.run_id)
     return 0
@@ -308,8 +320,12 @@ def spawn_workers(settings: Settings, args: list[str], processes: int) -> Callab
     command = [sys.executable, "-m", "services.entrypoints.cli.main", *args]
     children = [
         subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr,
-            start_new_session=True, preexec_fn=die_with_parent,
+            command,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=sys.stderr,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
         )  # fmt: skip
         for _ in range(processes)
     ]
@@ -334,12 +350,13 @@ def workers(
     queue: str,
     processes: int,
     pools: Sequence[str] = (),
+    as_json: bool = False,
 ) -> int:
     pools = pools or [str(pool) for pool in ALL_POOLS]
     try:
         toolset = load_toolset(modules, paths)
     except ToolSetError as exc:
-        return fail(exit_codes.USAGE, "bad tool set", str(exc), False)
+        return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
     if processes > 1:
         args = [*worker_args(modules, paths, queue), "--pools", ",".join(pools)]
         stop = spawn_workers(session.settings, args, processes)
@@ -351,12 +368,19 @@ def workers(
         pools=[p for p in ALL_POOLS if str(p) in pools],
     )  # fmt: skip
     services.start()
-    print(
-        f"agentledger workers up on {masked(session.settings.redis_url or '')} (prefix "
-        f"{session.settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
-        f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}",
-        flush=True,
-    )
+    if as_json:
+        emit({
+            "workers": "up", "redis": masked(session.settings.redis_url or ""),
+            "prefix": session.settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
+            "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
+        })  # fmt: skip
+    else:
+        print(
+            f"agentledger workers up on {masked(session.settings.redis_url or '')} (prefix "
+            f"{session.settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
+            f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}",
+            flush=True,
+        )
     _wait_for_signal()
     services.stop()
     return 0
