@@ -78,9 +78,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
     if args.command in ("run", "submit", "workers") and not getattr(args, "list", False):
         from services.entrypoints.cli import run_cmds
     # a bad spec is refused, every problem with its line, before any Redis is touched
-    prepared = (
-        run_cmds.prepare(args.spec, args.command) if args.command in ("run", "submit") else None
-    )
+    prepared = run_cmds.prepare(args.spec, args.command) if args.command in ("run", "submit") else None
     with open_session(settings, may_start=args.command in MAY_START) as session:
         match args.command:
             case "run":

@@ -105,9 +105,7 @@ def request_for(
     """A request for a new run of `spec` (its workspace copied if it asks)."""
     run_id = new_run_id(uuid.uuid4().int % settings.shards)
     if spec.workspace and base_dir is None and not Path(spec.workspace).is_absolute():
-        raise InvalidSpec(
-            "workspace", f"{spec.workspace!r} is relative, and there is no spec folder"
-        )
+        raise InvalidSpec("workspace", f"{spec.workspace!r} is relative, and there is no spec folder")
     workspace = str(Path(base_dir or "/", spec.workspace).resolve()) if spec.workspace else None
     if workspace and spec.copy_workspace:
         copy = Path(settings.state_dir, "workspaces", run_id).resolve()
@@ -141,28 +139,19 @@ def submit(
             "pass --unserved to publish anyway"
         )
         return fail(exit_codes.USAGE, "unserved", message, as_json)
-    if manifest is not None and (
-        problems := spec_problems(spec, prepared.base_dir, manifest=manifest)
-    ):
+    if manifest is not None and (problems := spec_problems(spec, prepared.base_dir, manifest=manifest)):
         raise prepared.refuse(problems)
     if manifest is not None and not directory.live(queue, fingerprint):
         say(f"no worker serves {what} right now; the run waits for one")
-    if (
-        intake_liveness(session.client, session.keys, ttl_s=session.settings.member_ttl_s)
-        is Liveness.NONE
-    ):
+    if intake_liveness(session.client, session.keys, ttl_s=session.settings.member_ttl_s) is Liveness.NONE:
         say(
             f"no intake reads the inbox on {session.located.url} (prefix "
             f"{session.settings.prefix!r}) yet: the run waits until `agentledger workers` start there"
         )
-    request = request_for(
-        spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint
-    )
+    request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
     entry_id = publish(session.client, session.keys, request)
     if as_json:
-        emit(
-            {"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint}
-        )
+        emit({"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint})
     else:
         print(request.run_id)
     return 0
@@ -320,12 +309,8 @@ def spawn_workers(settings: Settings, args: list[str], processes: int) -> Callab
     command = [sys.executable, "-m", "services.entrypoints.cli.main", *args]
     children = [
         subprocess.Popen(
-            command,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=sys.stderr,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
+            command, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr,
+            start_new_session=True, preexec_fn=die_with_parent,
         )  # fmt: skip
         for _ in range(processes)
     ]
