@@ -6,7 +6,6 @@ log into memory."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import Counter
@@ -34,6 +33,7 @@ from services.handlers.model import handle_request_model
 from services.handlers.resolve import handle_resolve_call
 from services.handlers.runs import Runs
 from services.keys import Keys, keys_for
+from tests.contracts.commands import decoded
 
 TOOL_MODULE = "it_counting_tools"
 EXECUTIONS = "executions.log"
@@ -302,20 +302,6 @@ def in_threads(*targets: Callable[[], None]) -> None:
     assert not any(t.is_alive() for t in threads), "a racer did not finish"
     if errors:
         raise errors[0]
-
-
-def decoded(messages: Sequence[Outgoing]) -> list[Command]:
-    """The commands the messages carry (the dramatiq message's actor and args)."""
-    actors: dict[str, Callable[..., Command]] = {
-        "request_model": RequestModel,
-        "drive_call": DriveCall,
-        "resolve_call": ResolveCall,
-        "run_acceptance": RunAcceptance,
-    }
-    return [
-        actors[m["actor_name"]](*m["args"])
-        for m in (json.loads(o.data) for o in messages)
-    ]
 
 
 def capturing(app: App, clock: Any = None) -> tuple[App, list[Command]]:
