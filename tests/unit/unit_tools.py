@@ -9,7 +9,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from services.tools import ToolContext, ToolFailure, tool
+from services.tools import ToolCancelled, ToolContext, ToolFailure, tool
 
 RAN: Counter[str] = Counter()  # call id -> executions
 GATES: dict[str, threading.Event] = {}
@@ -59,3 +59,12 @@ def kv_delete(key: str, ctx: ToolContext) -> dict[str, Any]:
     """Delete a key (a person approves every delete)."""
     _enter(ctx, "")
     return {"key": key, "deleted": True}
+
+
+@tool(writes=lambda a: [f"kv:{a['key']}"])
+def kv_slow_write(key: str, ctx: ToolContext) -> dict[str, Any]:
+    """A write that goes on until it is told to stop, and then stops."""
+    _enter(ctx, "")
+    if ctx.cancelled.wait(HELD_S):
+        raise ToolCancelled()
+    return {"key": key, "written": "slowly"}
