@@ -23,7 +23,7 @@ from typing import Any
 import unit_tools
 
 from events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
-from events.state import RunState
+from events.state import Call, RunState
 from events.types import RunCreated
 from schemas.envelope import Envelope
 from schemas.spec import ModelSpec, RunSpec, ScriptedModel
@@ -207,6 +207,11 @@ class Unit:
         state = self.app.runs.load(run_id)
         assert state is not None, f"no run {run_id!r}"
         return state
+
+    def call_of(self, run_id: str, call_id: str) -> Call:
+        found = self.state(run_id).call(call_id)
+        assert found is not None, f"no call {call_id!r} in run {run_id!r}'s turn"
+        return found
 
     def types(self, run_id: str) -> list[str]:
         return [e.type for e in self.memory.read(run_id)]

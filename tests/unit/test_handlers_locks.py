@@ -9,6 +9,7 @@ a test can look at the runs while they run."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import unit_tools
@@ -28,11 +29,11 @@ def unit(tmp_path: Path) -> Unit:
     return new_unit(tmp_path / "ws", lock_lease_s=600.0)  # no lease runs out unless a test says
 
 
-def write(call_id: str, key: str = "k", **args: str) -> dict[str, object]:
+def write(call_id: str, key: str = "k", **args: str) -> dict[str, Any]:
     return {"tool_use": [call(call_id, "kv_write", key=key, value=call_id, **args)]}
 
 
-def ready(unit: Unit, run_id: str, *turns: dict[str, object], **budgets: object) -> None:
+def ready(unit: Unit, run_id: str, *turns: dict[str, Any], **budgets: Any) -> None:
     """A run whose model proposed its first turn's calls; what was dispatched, taken."""
     unit.create(run_id, spec(*turns, DONE, **budgets))
     unit.deliver(RequestModel(run_id))
@@ -97,7 +98,7 @@ def test_reads_of_two_runs_share_a_key_and_neither_waits(unit: Unit) -> None:
 
     unit.deliver(DriveCall("run-b", "b1"))
 
-    assert unit.state("run-b").call("b1").status is CallStatus.SUCCEEDED
+    assert unit.call_of("run-b", "b1").status is CallStatus.SUCCEEDED
     unit_tools.gate("a1").set()
     holder.join()
     assert unit.sent == []
@@ -111,9 +112,9 @@ def test_a_cancelled_run_lets_the_next_waiter_in_while_its_running_call_ends(
     ready(unit, "run-b", write("b1"))
     holder = unit.start(DriveCall("run-a", "a0"))
     unit.wait_for(lambda: unit_tools.RAN["a0"] == 1, why="a0 runs")
-    assert unit.state("run-a").call("a1").status is CallStatus.SCHEDULED  # granted, no room yet
+    assert unit.call_of("run-a", "a1").status is CallStatus.SCHEDULED  # granted, no room yet
     unit.deliver(DriveCall("run-b", "b1"))
-    assert unit.state("run-b").call("b1").status is CallStatus.WAITING
+    assert unit.call_of("run-b", "b1").status is CallStatus.WAITING
 
     unit.app.runs.step(
         "run-a", lambda s: controls.cancel(s, by="alice", source="test"), source="intake"
@@ -121,7 +122,7 @@ def test_a_cancelled_run_lets_the_next_waiter_in_while_its_running_call_ends(
 
     assert unit.sent == [DriveCall("run-b", "b1")], "told at the cancel, not when a0 ends"
     unit.deliver(DriveCall("run-b", "b1"))
-    assert unit.state("run-b").call("b1").status is CallStatus.SUCCEEDED
+    assert unit.call_of("run-b", "b1").status is CallStatus.SUCCEEDED
     assert unit.state("run-a").status is RunStatus.CANCELLING  # a0 still runs
     unit_tools.gate("a0").set()
     holder.join()
@@ -147,7 +148,7 @@ def test_a_run_that_times_out_holding_a_lock_hands_it_on_through_the_sweeper(
     assert unit.state("run-a").status is RunStatus.TIMEOUT
     assert unit.appends_to("run-a")[-1] == ("RunTimedOut",)
     assert unit.sent == [DriveCall("run-b", "b1")], "told by the step that ended run-a"
-    unit.drive(until=lambda u: u.state("run-b").call("b1").status is CallStatus.SUCCEEDED)
+    unit.drive(until=lambda u: u.call_of("run-b", "b1").status is CallStatus.SUCCEEDED)
     unit_tools.gate("a0").set()
     holder.join()
     assert unit_tools.RAN == {"a0": 1, "b1": 1}
@@ -175,7 +176,7 @@ def test_a_waiting_call_of_a_run_that_ends_leaves_the_queue_and_the_next_waiter_
     holder.join()
     assert unit.sent == [DriveCall("run-c", "c1")], "the lock skips the run that ended"
     unit.deliver(DriveCall("run-c", "c1"))
-    assert unit.state("run-c").call("c1").status is CallStatus.SUCCEEDED
+    assert unit.call_of("run-c", "c1").status is CallStatus.SUCCEEDED
     assert unit_tools.RAN == {"a1": 1, "c1": 1}
     assert unit.foreign_appends() == []
 

@@ -7,6 +7,7 @@ write runs at most once per operation key, across runs too."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import unit_tools
@@ -26,7 +27,7 @@ def unit(tmp_path: Path) -> Unit:
     return new_unit(tmp_path / "ws", lock_lease_s=600.0)
 
 
-def ready(unit: Unit, run_id: str, *calls: dict[str, object]) -> None:
+def ready(unit: Unit, run_id: str, *calls: dict[str, Any]) -> None:
     unit.create(run_id, spec({"tool_use": list(calls)}, DONE))
     unit.deliver(RequestModel(run_id))
     unit.take()
@@ -35,7 +36,9 @@ def ready(unit: Unit, run_id: str, *calls: dict[str, object]) -> None:
 def unknown_while_running(unit: Unit) -> None:
     """run-a's write a1 runs (held at its gate) past its claim's deadline; the sweeper
     finds the claim ran out."""
-    unit.clock.advance(unit.state("run-a").call("a1").claim_deadline - unit.clock.now() + 0.001)
+    deadline = unit.call_of("run-a", "a1").claim_deadline
+    assert deadline is not None, "a1 is claimed"
+    unit.clock.advance(deadline - unit.clock.now() + 0.001)
     sweep_once(unit.app, [0])
 
 
@@ -148,5 +151,5 @@ def test_the_same_business_key_with_another_request_is_refused_as_a_conflict(
     failed = unit.memory.read("run-b")[-1].data
     assert isinstance(failed, ToolCallFailed) and failed.error.code == "conflict"
     assert "run-a/a1/1" in failed.error.message and not failed.error.retryable
-    assert unit.state("run-b").call("b1").status is CallStatus.FAILED
+    assert unit.call_of("run-b", "b1").status is CallStatus.FAILED
     assert unit_tools.RAN == {"a1": 1}

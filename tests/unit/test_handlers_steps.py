@@ -84,7 +84,7 @@ def test_one_drive_call_validates_the_turn_takes_its_locks_and_claims_in_one_app
     )
     assert step.queued == (DriveCall("run-a", "c2"),), "the other call is dispatched with it"
     assert (outcome.types, outcome.queued) == (("ToolCallSucceeded",), ())
-    assert unit.state("run-a").call("c1").status is CallStatus.SUCCEEDED
+    assert unit.call_of("run-a", "c1").status is CallStatus.SUCCEEDED
     assert unit_tools.RAN == {"c1": 1}
 
 
@@ -190,7 +190,7 @@ def test_a_call_that_needs_approval_waits_for_it_and_runs_once_approved(unit: Un
     assert unit.store.appends[-1].queued == (DriveCall("run-a", "c1"),)
     assert step.state.status is RunStatus.RUNNING_TOOLS
     unit.drive(until=lambda u: u.state("run-a").status is RunStatus.REQUESTING_MODEL)
-    assert unit.state("run-a").call("c1").status is CallStatus.SUCCEEDED
+    assert unit.call_of("run-a", "c1").status is CallStatus.SUCCEEDED
     assert unit_tools.RAN == {"c1": 1}
 
 
