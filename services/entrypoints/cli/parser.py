@@ -85,6 +85,8 @@ def parser() -> argparse.ArgumentParser:
     cx.add_argument("run_id")
     cx.add_argument("--turn", type=_count, required=True)
     cx.add_argument("--attempt", type=_count, help="this claim of the turn (default: the last)")
+    tr = command("trace", "a run's spans from its log: invoke_agent, chat, execute_tool")
+    tr.add_argument("run_id")
     rw = command("raw", "the log's entries as stored (JSON lines): NOT redacted")
     rw.add_argument("run_id")
     rw.add_argument("--after", type=_count, default=0, help="only entries after this seq")
