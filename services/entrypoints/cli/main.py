@@ -23,7 +23,7 @@ from services.settings import Settings, from_env, masked, user_state_dir
 
 # the commands that may start the local Redis service; submit, workers and the
 # controls never do (a run or a message nobody will ever read)
-MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw", "trace"})
+MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw", "trace", "ui"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,6 +126,10 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
             return context_cmds.context(
                 session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=as_json
             )
+        case "ui":
+            from services.entrypoints.web.server import serve
+
+            return serve(session, host=args.host, port=args.port, publisher=args.publisher)
         case "trace":
             from services.entrypoints.cli import trace_cmds
 
