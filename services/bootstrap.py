@@ -8,6 +8,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import dramatiq
 import redis
@@ -148,6 +149,8 @@ class Services:
     worker: dramatiq.Worker | None = None
     stop_flag: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
+    tracing: Any = None  # services.adapters.tracing.otel.Tracing, when traces are exported
+    trace_export: Any = None  # its loop (services.loops.trace_export.TraceExport)
 
     def start(self, *, loops: bool = True) -> None:
         toolset = self.app.toolset
@@ -178,6 +181,21 @@ class Services:
         shards = self.broker.shards
         self._spawn("intake", lambda: intake.run(self.stop_flag))
         self._spawn("sweeper", lambda: run_sweeper(self.app, sweep, shards, self.stop_flag))
+        if self.app.settings.otlp_traces:
+            self._start_trace_export(shards)
+
+    def _start_trace_export(self, shards: range) -> None:
+        """OTEL_EXPORTER_OTLP_* set: the runs' spans go out live, with the model SDK's."""
+        from services.adapters.tracing.otel import install  # the SDK only when asked for
+        from services.loops.trace_export import TraceExport
+
+        self.tracing = install()
+        export = TraceExport(
+            self.client, self.broker.keys, RedisEventStore(self.client, self.broker.keys),
+            self.tracing, shards=shards, consumer=self.broker.worker_id,
+        )  # fmt: skip
+        self.trace_export = export
+        self._spawn("traces", lambda: export.run(self.stop_flag))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         def guarded() -> None:
@@ -201,6 +219,9 @@ class Services:
             thread.join(timeout=5)
         if self.worker is not None:
             self.worker.stop(timeout=5000)
+        if self.tracing is not None:  # what the last steps ended, before the process goes
+            self.trace_export.once()
+            self.tracing.flush()
         self.broker.leave()
 
 

@@ -56,6 +56,9 @@ class Settings:
     sandbox_file_mb: int = 64  # largest file a command may write
     sandbox_processes: int = 64  # processes of one command, all of its tree
     sandbox_env: str = ""  # names (comma-separated) of worker variables passed into commands
+    # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT set: workers send the runs' spans over OTLP/HTTP
+    # (the exporter reads the OTEL_* variables itself)
+    otlp_traces: bool = False
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -101,6 +104,13 @@ _NOT_NEGATIVE = ("AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S")
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 
 
+def otlp_traces_wanted(env: Mapping[str, str]) -> bool:
+    """The standard OpenTelemetry variables name an OTLP endpoint and do not switch traces off."""
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    off = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+    return bool(endpoint and endpoint.strip()) and not off and env.get("OTEL_TRACES_EXPORTER", "otlp").strip() != "none"
+
+
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}
@@ -119,6 +129,7 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         values["state_dir"] = user_state_dir(env)
     if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
         values["probe_url"] = None
+    values["otlp_traces"] = otlp_traces_wanted(env)
     settings = Settings(**values)  # type: ignore[arg-type]
     if not 1 <= settings.shards <= 4096:
         raise ConfigError("AGENTLEDGER_SHARDS", "must be between 1 and 4096")

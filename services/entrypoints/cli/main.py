@@ -23,7 +23,7 @@ from services.settings import Settings, from_env, masked, user_state_dir
 
 # the commands that may start the local Redis service; submit, workers and the
 # controls never do (a run or a message nobody will ever read)
-MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw"})
+MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw", "trace", "ui"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,6 +136,14 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
             if args.redrive:
                 return pool_cmds.redrive(session, args.redrive, as_json=as_json)
             return pool_cmds.show_dead_letters(session, queue=args.queue, as_json=as_json)
+        case "ui":
+            from services.entrypoints.web.server import serve
+
+            return serve(session, host=args.host, port=args.port, publisher=args.publisher)
+        case "trace":
+            from services.entrypoints.cli import trace_cmds
+
+            return trace_cmds.trace(session, args.run_id, as_json=as_json)
         case "raw":  # JSON lines already
             from services.entrypoints.cli import context_cmds
 

@@ -89,6 +89,8 @@ def parser() -> argparse.ArgumentParser:
     cx.add_argument("run_id")
     cx.add_argument("--turn", type=_count, required=True)
     cx.add_argument("--attempt", type=_count, help="this claim of the turn (default: the last)")
+    tr = command("trace", "a run's spans from its log: invoke_agent, chat, execute_tool")
+    tr.add_argument("run_id")
     rw = command("raw", "the log's entries as stored (JSON lines): NOT redacted")
     rw.add_argument("run_id")
     rw.add_argument("--after", type=_count, default=0, help="only entries after this seq")
@@ -99,6 +101,13 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("call_id")
         c.add_argument(text, nargs="?" if text != "text" else None, default="")
         c.add_argument("--by", help="who says so (default: the user name)")
+    ui = command("ui", "the web view: runs, live timelines, approvals and replies")
+    ui.add_argument("--port", type=_port, default=8765, help="0: a free port (default 8765)")
+    ui.add_argument("--host", default="127.0.0.1", help="the address to listen on (default loopback)")
+    ui.add_argument(
+        "--as", dest="publisher", metavar="NAME",
+        help="act as this publisher: approve, deny, reply, resume, abort (default: read-only)",
+    )  # fmt: skip
     local = command("local", "the local Redis service of this user's state folder")
     local.add_argument("action", choices=("status", "start", "stop"))
     local.add_argument("--force", action="store_true", help="stop: even with clients connected")
@@ -139,6 +148,13 @@ def _runs(c: argparse.ArgumentParser) -> None:
     c.add_argument("--until", metavar="TIME", help="created before this time")
     c.add_argument("--limit", type=_count, default=20, help="at most this many (default 20)")
     c.add_argument("--page", metavar="TOKEN", help="the next page: the token the last page gave")
+
+
+def _port(text: str) -> int:
+    n = _count(text)
+    if n > 65535:
+        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {n}")
+    return n
 
 
 def _count(text: str) -> int:
