@@ -85,6 +85,10 @@ class RegisteredTool:
                     else None
                 )
 
+    def offered_to(self, asked: tuple[str, ...] | list[str]) -> bool:
+        """Is it offered to a run whose spec's `tools:` are `asked`? Module tools always are."""
+        return True
+
     def call(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         if self.context_param:
             return self.fn(**args, **{self.context_param: ctx})

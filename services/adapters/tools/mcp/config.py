@@ -9,16 +9,16 @@ import yaml
 from pydantic import ValidationError
 
 from schemas.mcp_servers import McpServersFile
-from services.errors import ServiceError
+from services.errors import ConfigError
 
 
-class McpConfigError(ServiceError):
+class McpConfigError(ConfigError):
     """A servers file that cannot be read or does not say what it must."""
 
     def __init__(self, path: str, reason: str):
         self.path = path
         self.reason = reason
-        super().__init__(f"MCP servers file {path!r}: {reason}")
+        super().__init__(f"--mcp {path}", reason)
 
 
 def load_servers_file(path: str) -> McpServersFile:

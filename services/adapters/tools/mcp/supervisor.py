@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO, Any, Literal
+from typing import Any, Literal, TextIO, cast
 
 import anyio
 import mcp_types as types
@@ -59,7 +59,7 @@ class Supervisor:
         policy: SandboxPolicy,
         loop: AsyncLoop,
         on_state: Callable[[Supervisor], None] = lambda s: None,
-        errlog: IO[str] | None = None,
+        errlog: TextIO | None = None,
         ping_s: float = 1.0,
         ping_timeout_s: float = 5.0,
         backoff_s: float = 0.2,
@@ -79,6 +79,7 @@ class Supervisor:
         self._poke: asyncio.Event | None = None
         self._restart_reason: str | None = None
         self._up = threading.Event()
+        self._first = threading.Event()
         self._task: concurrent.futures.Future[None] | None = None
 
     def start(self) -> Supervisor:
@@ -87,6 +88,11 @@ class Supervisor:
 
     def wait_up(self, timeout_s: float) -> bool:
         return self._up.wait(timeout_s)
+
+    def wait_first(self, timeout_s: float) -> bool:
+        """Wait for the first start to end, up or down; whether it is up."""
+        self._first.wait(timeout_s)
+        return self.state == "up"
 
     def call(self, remote: str, args: dict[str, Any], meta: dict[str, Any]) -> concurrent.futures.Future[types.CallToolResult]:
         """Send a tools/call; cancelling the future sends notifications/cancelled."""
@@ -101,6 +107,9 @@ class Supervisor:
         if self._task is not None:
             self._loop.loop.call_soon_threadsafe(self._task.cancel)
 
+    def _closed(self) -> bool:
+        return self.state == "closed"  # set from another thread by close()
+
     def _ask_restart(self, reason: str) -> None:
         self._restart_reason = reason
         if self._poke is not None:
@@ -114,7 +123,8 @@ class Supervisor:
         assert task is not None
         self._in_flight[task] = None
         try:
-            return await session.call_tool(remote, args, meta=meta)  # type: ignore[arg-type]
+            sent_meta = cast(types.RequestParamsMeta, meta)  # a TypedDict open to our own keys
+            return await session.call_tool(remote, args, meta=sent_meta)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 self._mark_down("the connection closed")
@@ -135,7 +145,7 @@ class Supervisor:
             began = time.monotonic()
             reason = await self._session_once()
             self._down(reason)
-            if self.state == "closed":
+            if self._closed():
                 return
             if time.monotonic() - began > 30:
                 delay = self._backoff  # it ran a good while: start again quickly
@@ -195,12 +205,13 @@ class Supervisor:
         for task in list(self._in_flight):
             self._in_flight[task] = lost
             task.cancel()
-        log.warning("MCP server %r (%s) is down: %s", self.name, self.workspace or "-", reason)
         if self._announced != self.state:
+            log.warning("MCP server %r (%s) is down: %s", self.name, self.workspace or "-", reason)
             self._announce()
 
     def _announce(self) -> None:
         self._announced = self.state
+        self._first.set()
         self._on_state(self)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import IO
+from typing import TextIO
 
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -44,7 +44,7 @@ def stdio_command(
 
 @asynccontextmanager
 async def connect(
-    config: McpServer, *, workspace: str | None, policy: SandboxPolicy, errlog: IO[str] | None
+    config: McpServer, *, workspace: str | None, policy: SandboxPolicy, errlog: TextIO | None
 ) -> AsyncIterator[tuple[object, object]]:
     """The (read, write) streams of a session with the server."""
     if config.url is not None:
