@@ -4,6 +4,7 @@ of one tool set from one Settings object."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -151,6 +152,7 @@ class Services:
     threads: list[threading.Thread] = field(default_factory=list)
     tracing: Any = None  # services.adapters.tracing.otel.Tracing, when traces are exported
     trace_export: Any = None  # its loop (services.loops.trace_export.TraceExport)
+    retool_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, *, loops: bool = True) -> None:
         toolset = self.app.toolset
@@ -168,6 +170,30 @@ class Services:
         self.worker.start()
         if loops:
             self._start_loops()
+
+    def retool(self, toolset: ToolSet) -> None:
+        """Serve the task queue with another tool set (an MCP server went down or
+        came back): the handlers see it at once; the pools stop taking the old
+        fingerprint's commands (finishing what they hold) and take the new one's."""
+        with self.retool_lock:
+            if self.stop_flag.is_set():
+                return
+            if self.worker is None or toolset.fingerprint == self.app.toolset.fingerprint:
+                self.app = dataclasses.replace(self.app, toolset=toolset)
+                return
+            self.app = dataclasses.replace(self.app, toolset=toolset)
+            self.worker.stop(timeout=30_000)
+            self.directory.register(self.queue, toolset.fingerprint, toolset.manifest())
+            names = declare_actors(
+                self.broker, lambda: self.app, queue=self.queue, toolset=toolset.fingerprint,
+                pools=self.pools,
+            )  # fmt: skip
+            threads = self.app.settings.worker_threads
+            self.worker = dramatiq.Worker(
+                self.broker, queues=set(names), worker_threads=threads, worker_timeout=100
+            )
+            self.worker.start()
+            log.warning("serving tool set %s (MCP servers changed)", toolset.fingerprint)
 
     def _start_loops(self) -> None:
         keys = self.broker.keys
@@ -217,8 +243,9 @@ class Services:
         self.stop_flag.set()
         for thread in self.threads:
             thread.join(timeout=5)
-        if self.worker is not None:
-            self.worker.stop(timeout=5000)
+        with self.retool_lock:
+            if self.worker is not None:
+                self.worker.stop(timeout=5000)
         if self.tracing is not None:  # what the last steps ended, before the process goes
             self.trace_export.once()
             self.tracing.flush()

@@ -104,4 +104,4 @@ def model_request(run_id: str, claimed: ModelRequested, view: ContextView) -> Mo
 
 def context_view(toolset: ToolSet, s: RunState) -> ContextView:
     """What the model is shown at this point of the run (also `agentledger context`)."""
-    return assemble(s, toolset.specs, redactor_for(s.spec))
+    return assemble(s, toolset.offered(s.spec.tools), redactor_for(s.spec))

@@ -78,7 +78,11 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
     if args.command in ("run", "submit", "workers") and not getattr(args, "list", False):
         from services.entrypoints.cli import run_cmds
     # a bad spec is refused, every problem with its line, before any Redis is touched
-    prepared = run_cmds.prepare(args.spec, args.command) if args.command in ("run", "submit") else None
+    prepared = (
+        run_cmds.prepare(args.spec, args.command, mcp=args.mcp, settings=settings)
+        if args.command in ("run", "submit")
+        else None
+    )
     with open_session(settings, may_start=args.command in MAY_START) as session:
         match args.command:
             case "run":
@@ -98,7 +102,8 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
             case "workers":
                 return run_cmds.workers(
                     session, modules=args.tools, paths=args.tool_path, queue=args.queue,
-                    processes=args.processes, pools=args.pools, as_json=as_json,
+                    processes=args.processes, pools=args.pools, mcp=args.mcp,
+                    as_json=as_json,
                 )  # fmt: skip
         return _read_or_control(args, session, as_json)
 

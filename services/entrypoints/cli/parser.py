@@ -51,10 +51,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("spec")
     r.add_argument("--processes", type=_count, default=0, help="worker processes (0: threads here)")
     r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
+    _mcp(r)
     s = command("submit", "publish a spec to a task queue; print the run id")
     s.add_argument("spec")
     s.add_argument("--queue", type=_queue, help="the task queue (default: the spec's, else 'default')")
     s.add_argument("--unserved", action="store_true", help="publish even if no worker ever served it")
+    _mcp(s)
     w = command("workers", "serve a task queue with a tool set until SIGTERM")
     _toolset(w)
     w.add_argument("--queue", type=_queue, default="default", help="the task queue (default: 'default')")
@@ -63,6 +65,7 @@ def parser() -> argparse.ArgumentParser:
         "--pools", type=_pools, default=list(POOLS), metavar="POOL,…",
         help="the pools to run (default: model,tools,accept)",
     )  # fmt: skip
+    _mcp(w)
     w.add_argument("--list", action="store_true", help="list the live workers instead; serve nothing")
     dl = command("dead-letters", "messages a task queue gave up on; re-drive one")
     dl.add_argument("--queue", type=_queue, help="only this task queue")
@@ -123,6 +126,10 @@ def _toolset(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--tool-path", action="append", default=[], metavar="DIR", help="where to find them"
     )
+
+
+def _mcp(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--mcp", metavar="FILE", help="the MCP servers file (YAML): their tools join the tool set")
 
 
 def _pools(text: str) -> list[str]:

@@ -9,7 +9,6 @@ import json
 import sys
 from typing import Any
 
-
 # characters that are line breaks to some readers (Python's str.splitlines, JavaScript
 # before ES2019) though JSON allows them raw: escaped, so one object stays one line
 _LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})

@@ -16,8 +16,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from events.fold import apply
+from events.mcp_policy import is_mcp_ask, modules_of
 from events.state import RunState
 from events.status import RunStatus
 from events.types import DEFAULT_QUEUE, ApprovalRequested
@@ -58,32 +60,60 @@ class Prepared:
     source: str
     toolset: ToolSet | None  # `run` loads the spec's tool modules; `submit` does not
     fingerprint: str
+    base: ToolSet | None = None  # the modules' tool set, without the MCP servers
+    hub: Any = None  # the MCP servers `run` started (an McpHub), or None
+    mcp: str | None = None  # the servers file
 
     def refuse(self, problems: list[SpecProblem]) -> InvalidSpec:
         return InvalidSpec.of(with_lines(problems, self.lines), source=self.source)
 
 
-def prepare(spec_path: str, command: str) -> Prepared:
+def prepare(
+    spec_path: str, command: str, *, mcp: str | None = None, settings: Settings | None = None
+) -> Prepared:
     """Load and check the spec file: InvalidSpec with every problem, each with its line.
-    `run` imports the spec's tool modules (they run here); `submit` only hashes them."""
+    `run` imports the spec's tool modules (they run here); `submit` only hashes them.
+    With `mcp`, the servers file's servers are started: their tools and versions
+    are part of the tool set (`submit` stops them again once it knows the fingerprint)."""
     spec, base_dir, lines = load_spec_file(spec_path)
     paths = tool_paths(spec, base_dir)
+    modules = modules_of(spec.tools)
     problems: list[SpecProblem] = []
-    toolset, fingerprint = None, ""
+    toolset, fingerprint, base, hub = None, "", None, None
     try:
-        if command == "run":
-            toolset = load_toolset(spec.tools, paths)
+        if command == "run" or mcp:
+            base = toolset = load_toolset(modules, paths)
             fingerprint = toolset.fingerprint
         else:
-            fingerprint = fingerprint_of(spec.tools, paths)
+            fingerprint = fingerprint_of(modules, paths)
     except ToolSetError as exc:
         index = spec.tools.index(exc.module) if exc.module in spec.tools else 0
         problems.append(SpecProblem(f"tools.{index}", exc.reason))
+    if mcp and base is not None:
+        from services.entrypoints.cli.mcp_servers import start_hub
+
+        hub = start_hub(mcp, settings or Settings())
+        toolset = hub.toolset(base)
+        fingerprint = toolset.fingerprint
+    problems += mcp_ask_problems(spec, hub)
     problems += spec_problems(spec, base_dir, toolset=toolset)
-    prepared = Prepared(spec, base_dir, lines, spec_path, toolset, fingerprint)
+    if command != "run" and hub is not None:
+        hub.close()
+        hub, toolset = None, None
+    prepared = Prepared(spec, base_dir, lines, spec_path, toolset, fingerprint, base, hub, mcp)
     if problems:
+        if hub is not None:
+            hub.close()
         raise prepared.refuse(problems)
     return prepared
+
+
+def mcp_ask_problems(spec: RunSpec, hub: Any) -> list[SpecProblem]:
+    if not any(is_mcp_ask(e) for e in spec.tools):
+        return []
+    from services.entrypoints.cli.mcp_servers import ask_problems
+
+    return ask_problems(spec, hub)
 
 
 def private_queue() -> str:
@@ -93,7 +123,7 @@ def private_queue() -> str:
 
 def toolset_of(spec: RunSpec, base_dir: str | None) -> ToolSet:
     try:
-        return load_toolset(spec.tools, tool_paths(spec, base_dir))
+        return load_toolset(modules_of(spec.tools), tool_paths(spec, base_dir))
     except ToolSetError as exc:
         index = spec.tools.index(exc.module) if exc.module in spec.tools else 0
         raise InvalidSpec(f"tools.{index}", exc.reason) from None
@@ -172,8 +202,9 @@ def run(
     run_id = request.run_id
     assert run_id is not None
     stop_workers = start_workers(
-        session, toolset, spec, prepared.base_dir, queue=queue, processes=processes
-    )
+        session, toolset, spec, prepared.base_dir, queue=queue, processes=processes,
+        prepared=prepared,
+    )  # fmt: skip
     try:
         state, interrupted = _publish_and_follow(session, request, quiet=as_json)
     except interrupts.Interrupted:  # the second signal: stop following at once
@@ -281,23 +312,42 @@ def start_workers(
     *,
     queue: str,
     processes: int,
+    prepared: Prepared | None = None,
 ) -> Callable[[], None]:
     """Worker pools for the spec's tool set on `queue`, in this process (processes=0)
-    or in child processes."""
+    or in child processes (which start the MCP servers of their own)."""
+    hub = prepared.hub if prepared is not None else None
     if processes <= 0:
         services = build_services(session.settings, session.client, toolset, queue=queue)
         services.start()
-        return services.stop
-    args = worker_args(spec.tools, tool_paths(spec, base_dir), queue)
+        if hub is not None and prepared is not None and prepared.base is not None:
+            from services.entrypoints.cli.mcp_servers import follow_servers
+
+            follow_servers(services, hub, prepared.base)
+
+        def stop() -> None:
+            services.stop()
+            if hub is not None:
+                hub.close()
+
+        return stop
+    mcp = prepared.mcp if prepared is not None else None
+    args = worker_args(modules_of(spec.tools), tool_paths(spec, base_dir), queue, mcp=mcp)
+    if hub is not None:
+        hub.close()  # the children start their own
     return spawn_workers(session.settings, args, processes)
 
 
-def worker_args(modules: Sequence[str], paths: Sequence[str], queue: str) -> list[str]:
+def worker_args(
+    modules: Sequence[str], paths: Sequence[str], queue: str, *, mcp: str | None = None
+) -> list[str]:
     args = ["workers", "--queue", queue]
     if modules:
         args += ["--tools", *modules]
     for path in paths:
         args += ["--tool-path", path]
+    if mcp:
+        args += ["--mcp", str(Path(mcp).resolve())]
     return args
 
 
@@ -335,24 +385,33 @@ def workers(
     queue: str,
     processes: int,
     pools: Sequence[str] = (),
+    mcp: str | None = None,
     as_json: bool = False,
 ) -> int:
     pools = pools or [str(pool) for pool in ALL_POOLS]
     try:
-        toolset = load_toolset(modules, paths)
+        toolset = base = load_toolset(modules, paths)
     except ToolSetError as exc:
         return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
     if processes > 1:
-        args = [*worker_args(modules, paths, queue), "--pools", ",".join(pools)]
+        args = [*worker_args(modules, paths, queue, mcp=mcp), "--pools", ",".join(pools)]
         stop = spawn_workers(session.settings, args, processes)
         _wait_for_signal()
         stop()
         return 0
+    hub = None
+    if mcp:
+        from services.entrypoints.cli.mcp_servers import follow_servers, start_hub
+
+        hub = start_hub(mcp, session.settings)
+        toolset = hub.toolset(base)
     services: Services = build_services(
         session.settings, session.client, toolset, queue=queue,
         pools=[p for p in ALL_POOLS if str(p) in pools],
     )  # fmt: skip
     services.start()
+    if hub is not None:
+        follow_servers(services, hub, base)
     if as_json:
         emit({
             "workers": "up", "redis": masked(session.settings.redis_url or ""),
@@ -368,6 +427,8 @@ def workers(
         )
     _wait_for_signal()
     services.stop()
+    if hub is not None:
+        hub.close()
     return 0
 
 
