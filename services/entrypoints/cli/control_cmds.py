@@ -19,6 +19,7 @@ from services.entrypoints.cli.inbox_watch import (
     taken,
     withdraw,
 )
+from services.entrypoints.cli.publisher_cmds import signer_for
 from services.entrypoints.cli.reply import emit, fail
 from services.entrypoints.cli.session import Session
 from services.loops.intake import publish
@@ -27,14 +28,16 @@ TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox
 WAIT_S = 10.0  # for its verdict, once it took the message
 
 
-def send(session: Session, message: inbox.Control, *, as_json: bool) -> int:
+def send(session: Session, message: inbox.Control, *, as_json: bool, as_: str | None = None) -> int:
+    """Sign it as `as_` (default: the embedded run's own publisher), publish, and wait."""
     run_id = message.run_id
     if not session.client.exists(session.keys.run(run_id)):
         return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent", as_json)
+    signer = signer_for(session.settings, as_)
     ttl_s = session.settings.member_ttl_s
     if intake_liveness(session.client, session.keys, ttl_s=ttl_s) is Liveness.NONE:
         return _no_intake(session, as_json, sent=False)
-    entry_id = publish(session.client, session.keys, message)
+    entry_id = publish(session.client, session.keys, message, signer=signer)
     deadline = time.monotonic() + TAKE_S
     while not taken(session.client, session.keys, entry_id):
         if time.monotonic() > deadline and withdraw(session.client, session.keys, entry_id):
