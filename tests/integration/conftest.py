@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from itkit import TOOL_MODULE, delete_prefix, write_tool_module
+from itkit import PUBLISHER, TOOL_MODULE, delete_prefix, file_publisher, write_tool_module
 
+from services.adapters.publishers import publishers_file
+from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.local_server import answers, start_server
 from services.adapters.tools.toolset import ToolSet, load_toolset
 from services.bootstrap import build_app
@@ -50,8 +52,17 @@ def prefix(client: redis.Redis) -> Iterator[str]:
 
 
 @pytest.fixture
-def settings(redis_url: str, prefix: str) -> Settings:
-    return Settings(redis_url=redis_url, prefix=prefix)
+def settings(redis_url: str, prefix: str, tmp_path: Path) -> Settings:
+    # the test's own publishers file (never the user's), with one publisher granted everything
+    publishers = tmp_path / "publishers.yaml"
+    file_publisher(publishers)
+    return Settings(redis_url=redis_url, prefix=prefix, publishers_file=str(publishers))
+
+
+@pytest.fixture
+def signer(settings: Settings) -> Signer:
+    """Signs as the test publisher (granted every principal, scope and queue)."""
+    return publishers_file.signer(settings.publishers_path, PUBLISHER)
 
 
 @pytest.fixture
