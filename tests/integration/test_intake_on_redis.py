@@ -20,23 +20,13 @@ from events.status import RunStatus
 from schemas.inbox import RunRequested
 from schemas.json_limits import MAX_MESSAGE_BYTES
 from schemas.publishers import GrantedPrincipal, Publisher
-from services.adapters.broker.membership import Membership
 from services.adapters.publishers.publishers_file import Signer
-from services.adapters.redis.directory import Directory
 from services.handlers.app import App
 from services.keys import Keys
 from services.loops.inbox_auth import Granted
 from services.loops.intake import GROUP, KEEP_FIELD_BYTES, Intake, publish
 
 TTL_S = 2.0
-
-
-@pytest.fixture
-def intake(app: App, client: redis.Redis, keys: Keys) -> Intake:
-    directory = Directory(client, keys, member_ttl_s=TTL_S)
-    directory.register(QUEUE, app.toolset.fingerprint, app.toolset.manifest())
-    membership = Membership(client, keys.members("intake"), app.worker, ttl_s=TTL_S)
-    return Intake(app, client, keys, directory, membership)
 
 
 def request(app: App, run_id: str, spec: Any, workspace: Path, **more: Any) -> RunRequested:
