@@ -59,6 +59,12 @@ class Settings:
     # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT set: workers send the runs' spans over OTLP/HTTP
     # (the exporter reads the OTEL_* variables itself)
     otlp_traces: bool = False
+    publishers_file: str | None = None  # None: publishers.yaml in the state folder
+
+    @property
+    def publishers_path(self) -> str:
+        """The publishers file: who may publish to the inbox, and what each may ask for."""
+        return self.publishers_file or os.path.join(self.state_dir, "publishers.yaml")
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -91,6 +97,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SANDBOX_FILE_MB": ("sandbox_file_mb", int),
     "AGENTLEDGER_SANDBOX_PROCESSES": ("sandbox_processes", int),
     "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
+    "AGENTLEDGER_PUBLISHERS": ("publishers_file", str),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -127,6 +134,8 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         values["state_dir"] = os.path.abspath(os.path.expanduser(str(values["state_dir"])))
     else:
         values["state_dir"] = user_state_dir(env)
+    if "publishers_file" in values:
+        values["publishers_file"] = os.path.abspath(os.path.expanduser(str(values["publishers_file"])))
     if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
         values["probe_url"] = None
     values["otlp_traces"] = otlp_traces_wanted(env)
@@ -246,6 +255,13 @@ def read_secrets(names: Iterable[str], environ: Mapping[str, str] | None = None)
     listed = [n.strip() for n in env.get("AGENTLEDGER_SECRETS", "").split(",")]
     declared = dict.fromkeys([*names, *listed, *ALWAYS_SECRET])
     return {name: env[name] for name in declared if name and env.get(name)}
+
+
+def read_key_variable(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A publisher's key kept in a variable (`key_env` in the publishers file);
+    None when it is unset or empty. Never logged."""
+    env = os.environ if environ is None else environ
+    return env.get(name) or None
 
 
 def environ_for_children(settings: Settings) -> dict[str, str]:

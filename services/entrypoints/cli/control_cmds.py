@@ -22,6 +22,7 @@ from services.entrypoints.cli.inbox_watch import (
     taken,
     withdraw,
 )
+from services.entrypoints.cli.publisher_cmds import signer_for
 from services.entrypoints.cli.reply import emit, fail
 from services.entrypoints.cli.session import Session
 from services.loops.intake import publish
@@ -46,14 +47,14 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
     """Publish a control to the inbox as `publisher` (None: the CLI's own identity)
     and wait for the intake's verdict. The one path for every control, the web
     view's buttons included."""
-    _ = publisher  # the inbox is not signed yet; with publisher identities this names the signer
     run_id = message.run_id
     if not session.client.exists(session.keys.run(run_id)):
         return Verdict(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent")
+    signer = signer_for(session.settings, publisher)
     ttl_s = session.settings.member_ttl_s
     if intake_liveness(session.client, session.keys, ttl_s=ttl_s) is Liveness.NONE:
         return _no_intake(session, sent=False)
-    entry_id = publish(session.client, session.keys, message)
+    entry_id = publish(session.client, session.keys, message, signer=signer)
     deadline = time.monotonic() + TAKE_S
     while not taken(session.client, session.keys, entry_id):
         if time.monotonic() > deadline and withdraw(session.client, session.keys, entry_id):

@@ -71,6 +71,16 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
         from services.entrypoints.cli import local_cmds
 
         return local_cmds.local(settings, args.action, force=args.force, as_json=as_json)
+    if args.command == "publishers":
+        from services.entrypoints.cli import publisher_cmds
+
+        if args.action == "add":
+            principals = [p for given in args.principal for p in given.split(",") if p.strip()]
+            return publisher_cmds.add(
+                settings, args.name, principals=principals, scopes=args.scopes,
+                queues=args.queues, as_json=as_json,
+            )  # fmt: skip
+        return publisher_cmds.list_(settings, as_json=as_json)
     if args.command == "toolset":
         from services.entrypoints.cli import run_cmds
 
@@ -88,13 +98,15 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
             case "run":
                 assert prepared is not None
                 return run_cmds.run(
-                    session, prepared, as_json=as_json, processes=args.processes, queue=args.queue
-                )
+                    session, prepared, as_json=as_json, processes=args.processes, queue=args.queue,
+                    as_=args.as_,
+                )  # fmt: skip
             case "submit":
                 assert prepared is not None
                 return run_cmds.submit(
-                    session, prepared, queue=args.queue, unserved_ok=args.unserved, as_json=as_json
-                )
+                    session, prepared, queue=args.queue, unserved_ok=args.unserved,
+                    as_json=as_json, as_=args.as_,
+                )  # fmt: skip
             case "workers" if args.list:
                 from services.entrypoints.cli import pool_cmds
 
@@ -161,7 +173,7 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
     message = control_cmds.build(
         args.command, args.run_id, call_id=getattr(args, "call_id", None), text=text, by=args.by
     )
-    return control_cmds.send(session, message, as_json=as_json)
+    return control_cmds.send(session, message, as_json=as_json, publisher=args.as_)
 
 
 def _keep_traceback(settings: Settings | None) -> str:

@@ -7,6 +7,7 @@ import argparse
 import re
 from importlib.metadata import PackageNotFoundError, version
 
+from schemas.publishers import PUBLISHER_NAME_PATTERN
 from schemas.spec import QUEUE_PATTERN
 from services.errors import ConfigError
 
@@ -52,11 +53,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--processes", type=_count, default=0, help="worker processes (0: threads here)")
     r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
     _mcp(r)
+    _signer(r, "sign as this publisher (default: the embedded run's own, for private queues)")
     s = command("submit", "publish a spec to a task queue; print the run id")
     s.add_argument("spec")
     s.add_argument("--queue", type=_queue, help="the task queue (default: the spec's, else 'default')")
     s.add_argument("--unserved", action="store_true", help="publish even if no worker ever served it")
     _mcp(s)
+    _signer(s, "the publisher to sign as (required; `agentledger publishers add` files one)")
     w = command("workers", "serve a task queue with a tool set until SIGTERM")
     _toolset(w)
     w.add_argument("--queue", type=_queue, default="default", help="the task queue (default: 'default')")
@@ -104,6 +107,7 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("call_id")
         c.add_argument(text, nargs="?" if text != "text" else None, default="")
         c.add_argument("--by", help="who says so (default: the user name)")
+        _signer(c, "sign as this publisher (default: the embedded run's own)")
     ui = command("ui", "the web view: runs, live timelines, approvals and replies")
     ui.add_argument("--port", type=_port, default=8765, help="0: a free port (default 8765)")
     ui.add_argument("--host", default="127.0.0.1", help="the address to listen on (default loopback)")
@@ -114,7 +118,39 @@ def parser() -> argparse.ArgumentParser:
     local = command("local", "the local Redis service of this user's state folder")
     local.add_argument("action", choices=("status", "start", "stop"))
     local.add_argument("--force", action="store_true", help="stop: even with clients connected")
+    _publishers(command("publishers", "who may publish to the inbox, and what each may ask for"))
     return p
+
+
+def _signer(c: argparse.ArgumentParser, help_: str) -> None:
+    c.add_argument("--as", dest="as_", metavar="PUBLISHER", help=help_)
+
+
+def _publishers(c: argparse.ArgumentParser) -> None:
+    actions = c.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="file a publisher with a new key; print the key once")
+    add.add_argument("name", type=_publisher_name)
+    add.add_argument(
+        "--principal", action="append", required=True, metavar="ID@TENANT",
+        help="a principal it may act for (repeat, or comma-separated; '*' matches any)",
+    )  # fmt: skip
+    add.add_argument("--scopes", type=_list, default=[], metavar="A,B", help="scopes it may grant")
+    add.add_argument("--queues", type=_list, default=[], metavar="Q,…", help="default: 'default'")
+    actions.add_parser("list", help="the publishers and their grants (never their keys)")
+    for a in actions.choices.values():
+        a.add_argument("--json", action="store_true", help="machine output on stdout")
+
+
+def _list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _publisher_name(text: str) -> str:
+    if not re.match(PUBLISHER_NAME_PATTERN, text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a publisher name is letters, digits, '.', '_' or '-' (at most 64)"
+        )
+    return text
 
 
 POOLS = ("model", "tools", "accept")

@@ -26,6 +26,7 @@ from events.types import DEFAULT_QUEUE, ApprovalRequested
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
+from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.directory import Directory
 from services.adapters.tools.toolset import ToolSet, ToolSetError, fingerprint_of, load_toolset
 from services.bootstrap import ALL_POOLS, Services, build_services
@@ -36,6 +37,7 @@ from services.entrypoints.cli.control_cmds import user_name
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.inbox_watch import Liveness, intake_liveness, rejected_reason
 from services.entrypoints.cli.inspect_cmds import run_summary
+from services.entrypoints.cli.publisher_cmds import check_grant, signer_for
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
@@ -155,10 +157,24 @@ def request_for(
 
 
 def submit(
-    session: Session, prepared: Prepared, *, queue: str | None, unserved_ok: bool, as_json: bool
+    session: Session,
+    prepared: Prepared,
+    *,
+    queue: str | None,
+    unserved_ok: bool,
+    as_json: bool,
+    as_: str | None = None,
 ) -> int:
     spec, fingerprint = prepared.spec, prepared.fingerprint
     queue = queue or spec.queue or DEFAULT_QUEUE
+    if as_ is None:
+        message = (
+            "submit signs the request as a publisher: pass --as NAME (`agentledger publishers "
+            "add NAME --principal ID@TENANT --scopes A,B` files one and prints its key)"
+        )
+        return fail(exit_codes.USAGE, "no publisher", message, as_json)
+    signer = signer_for(session.settings, as_)
+    check_grant(session.settings, signer, spec.principal, queue)
     directory = Directory(session.client, session.keys, member_ttl_s=session.settings.member_ttl_s)
     manifest = directory.manifest(queue, fingerprint)
     what = f"queue {queue!r} with tool set {fingerprint} ({', '.join(spec.tools) or 'no modules'})"
@@ -179,7 +195,7 @@ def submit(
             f"{session.settings.prefix!r}) yet: the run waits until `agentledger workers` start there"
         )
     request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
-    entry_id = publish(session.client, session.keys, request)
+    entry_id = publish(session.client, session.keys, request, signer=signer)
     if as_json:
         emit({"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint})
     else:
@@ -188,7 +204,13 @@ def submit(
 
 
 def run(
-    session: Session, prepared: Prepared, *, as_json: bool, processes: int, queue: str | None
+    session: Session,
+    prepared: Prepared,
+    *,
+    as_json: bool,
+    processes: int,
+    queue: str | None,
+    as_: str | None = None,
 ) -> int:
     """Run on embedded workers and follow. The first SIGINT/SIGTERM asks the run to
     cancel and waits for it to end (within its cancel grace); a second stops at once.
@@ -196,6 +218,8 @@ def run(
     assert prepared.toolset is not None
     spec, toolset = prepared.spec, prepared.toolset
     queue = queue or private_queue()
+    signer = signer_for(session.settings, as_)  # without --as: its own, filed on first need
+    check_grant(session.settings, signer, spec.principal, queue)
     request = request_for(
         spec, prepared.base_dir, session.settings, queue=queue, toolset=toolset.fingerprint
     )
@@ -206,7 +230,7 @@ def run(
         prepared=prepared,
     )  # fmt: skip
     try:
-        state, interrupted = _publish_and_follow(session, request, quiet=as_json)
+        state, interrupted = _publish_and_follow(session, request, signer, quiet=as_json)
     except interrupts.Interrupted:  # the second signal: stop following at once
         state, interrupted = session.load(run_id), True
         left = state.status if state else "not created"
@@ -228,17 +252,17 @@ def run(
 
 
 def _publish_and_follow(
-    session: Session, request: RunRequested, *, quiet: bool
+    session: Session, request: RunRequested, signer: Signer, *, quiet: bool
 ) -> tuple[RunState | None, bool]:
     """The run's state when following ends, and whether a signal ended it."""
     run_id = request.run_id
     assert run_id is not None
-    entry_id = publish(session.client, session.keys, request)
+    entry_id = publish(session.client, session.keys, request, signer=signer)
     with interrupts.graceful() as asked:
         state = follow(session, run_id, entry_id, quiet=quiet, until=asked)
         if not asked.is_set() or _settled(state):
             return state, False
-        return _cancel_and_wait(session, run_id, entry_id, state, quiet=quiet), True
+        return _cancel_and_wait(session, run_id, entry_id, state, signer, quiet=quiet), True
 
 
 def _settled(state: RunState | None) -> bool:
@@ -246,7 +270,13 @@ def _settled(state: RunState | None) -> bool:
 
 
 def _cancel_and_wait(
-    session: Session, run_id: str, entry_id: str, state: RunState | None, *, quiet: bool
+    session: Session,
+    run_id: str,
+    entry_id: str,
+    state: RunState | None,
+    signer: Signer,
+    *,
+    quiet: bool,
 ) -> RunState | None:
     """Ask the run to cancel (through the inbox, after its request) and follow it
     until it ends or its cancel grace (plus a margin) is over."""
@@ -254,7 +284,7 @@ def _cancel_and_wait(
     say(f"interrupted: cancelling run {run_id} (up to {grace:g}s); interrupt again to stop now")
     reason = "the agentledger run command was interrupted"
     cancel = RunCancelRequested(run_id=run_id, by=user_name(), reason=reason)
-    publish(session.client, session.keys, cancel)
+    publish(session.client, session.keys, cancel, signer=signer)
     deadline = threading.Event()
     timer = threading.Timer(grace, deadline.set)
     timer.start()
