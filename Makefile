@@ -46,7 +46,7 @@ test-e2e: install sandbox
 lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-	$(PYTHON) -m mypy events schemas
+	$(PYTHON) -m mypy events schemas services
 
 schemas: install
 	$(PYTHON) -m schemas.export
