@@ -2,11 +2,19 @@
 over to the command, and turn every failure a user can cause into a message
 and an exit code (`exit_codes`) — never a traceback."""
 
+# ruff: noqa: E402 (the imports after the start-up signal handlers are on purpose)
 from __future__ import annotations
+
+import signal
+import sys
+
+# Interrupted while still importing (a slow start on a busy machine): exit 130
+# quietly, as the command would once running; main() installs the real handlers.
+for _sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(_sig, lambda *_: sys.exit(130))
 
 import argparse
 import logging
-import sys
 import traceback
 from pathlib import Path
 
