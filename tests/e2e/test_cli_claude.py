@@ -110,7 +110,7 @@ def workers(cli: Cli, inventory: Path) -> Iterator[Callable[[], subprocess.Popen
     stop_workers(procs)
 
 
-def wait_for(cli: Cli, run_id: str, event_type: str, timeout_s: float = 30) -> list[dict[str, Any]]:
+def wait_for(cli: Cli, run_id: str, event_type: str, timeout_s: float = 120) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         events = cli.events(run_id)

@@ -118,10 +118,9 @@ def on_private(cli: Cli, private_redis: PrivateRedis) -> Cli:
 def test_a_control_for_an_unknown_run_says_no_run_at_once_and_sends_nothing(
     on_private: Cli,
 ) -> None:
-    started = time.monotonic()
     done = on_private("cancel", "r-nope")
-    assert done.returncode == 2 and "no run 'r-nope'" in done.stderr
-    assert time.monotonic() - started < 5  # not the old 10 s wait
+    # refused before publishing (not after the old 10 s wait for a verdict)
+    assert done.returncode == 2 and "no run 'r-nope'; nothing was sent" in done.stderr
     assert inbox_length(on_private) == 0
     no_traceback(done)
 

@@ -303,7 +303,7 @@ def test_a_killed_workers_message_moves_on_within_seconds_and_dies_after_n_kills
         killed_at = kill(workers, first_pid, prefix)
         second_pid, started_at = next_start(client, prefix)
         kill(workers, second_pid, prefix)  # max_deliveries = 2 kills
-        assert wait_for(lambda: dead_letters(sender, name), timeout=10)
+        assert wait_for(lambda: dead_letters(sender, name), timeout=60)  # a replacement must start
     finally:
         for proc in workers.values():
             proc.kill()
