@@ -36,6 +36,7 @@ from services.adapters.store.memory import MemoryEventStore
 from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.tools.toolset import ToolSet, load_toolset
+from services.errors import ConcurrencyConflict
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
 from services.handlers.call import handle_drive_call
@@ -107,12 +108,14 @@ class Append:
 
 
 class RecordingStore:
-    """The store as the app sees it, recording every append that lands."""
+    """The store as the app sees it, recording every append that lands (and
+    counting those refused with a ConcurrencyConflict)."""
 
     def __init__(self, inner: EventStore, doing: threading.local):
         self._inner = inner
         self._doing = doing
         self.appends: list[Append] = []
+        self.conflicts = 0  # appends refused: the log had moved on
         self._lock = threading.Lock()
 
     def append(
@@ -125,10 +128,15 @@ class RecordingStore:
         messages: Sequence[Outgoing] = (),
         expected_id: str = "",
     ) -> int:
-        seq = self._inner.append(
-            run_id, events, expected_seq=expected_seq, live=live, messages=messages,
-            expected_id=expected_id,
-        )  # fmt: skip
+        try:
+            seq = self._inner.append(
+                run_id, events, expected_seq=expected_seq, live=live, messages=messages,
+                expected_id=expected_id,
+            )  # fmt: skip
+        except ConcurrencyConflict:
+            with self._lock:
+                self.conflicts += 1
+            raise
         by = getattr(self._doing, "command", None)
         with self._lock:
             self.appends.append(

@@ -98,6 +98,8 @@ def test_a_running_call_of_a_cancelled_run_is_told_to_stop_and_the_run_ends_with
     unit.clock.advance(1.0)  # the call's watch on its run looks again
     running.join()
 
+    assert unit.store.conflicts == 1, "the outcome was decided again on the cancelled run"
+
     assert unit.appends_to("run-a")[-2:] == [
         ("RunCancelRequested",),
         ("ToolCallCancelled", "RunCancelled"),
@@ -153,3 +155,30 @@ def test_the_same_business_key_with_another_request_is_refused_as_a_conflict(
     assert "run-a/a1/1" in failed.error.message and not failed.error.retryable
     assert unit.call_of("run-b", "b1").status is CallStatus.FAILED
     assert unit_tools.RAN == {"a1": 1}
+
+
+def test_two_calls_of_a_turn_ending_in_either_order_both_have_their_outcomes_recorded(
+    unit: Unit,
+) -> None:
+    ready(
+        unit,
+        "run-a",
+        call("a1", "kv_write", key="k1", value="1", at="a1"),
+        call("a2", "kv_write", key="k2", value="2", at="a2"),
+    )
+    first = unit.start(DriveCall("run-a", "a1"))
+    unit.wait_for(lambda: unit_tools.RAN["a1"] == 1, why="a1 runs")
+    [second_command] = unit.take()  # dispatched with a1's claim
+    second = unit.start(second_command)
+    unit.wait_for(lambda: unit_tools.RAN["a2"] == 1, why="a2 runs")
+
+    unit_tools.gate("a2").set()  # the later call ends first
+    second.join()
+    unit_tools.gate("a1").set()
+    first.join()
+
+    assert unit.store.conflicts == 1, "a1's handler held the state of its own claim"
+    assert unit.appends_to("run-a")[-2:] == [("ToolCallSucceeded",), ("ToolCallSucceeded",)]
+    assert [unit.call_of("run-a", c).status for c in ("a1", "a2")] == [CallStatus.SUCCEEDED] * 2
+    assert unit.store.appends[-1].queued == (RequestModel("run-a"),)
+    assert unit_tools.RAN == {"a1": 1, "a2": 1}
