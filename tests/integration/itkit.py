@@ -87,6 +87,34 @@ def write_tool_module(folder: Path) -> Path:
     return path
 
 
+PUBLISHER = "it-publisher"
+
+
+def file_publisher(
+    path: Path, name: str = PUBLISHER, *, principals: Sequence[str] = ("*@*",),
+    scopes: Sequence[str] = ("*",), queues: Sequence[str] = ("*",),
+) -> str:
+    """File a publisher in the publishers file at `path` (granted everything by
+    default); returns its key."""
+    from schemas.publishers import GrantedPrincipal
+    from services.adapters.publishers import publishers_file
+
+    granted = [GrantedPrincipal(id=p.split("@")[0], tenant=p.split("@")[1]) for p in principals]
+    return publishers_file.add(str(path), name, principals=granted, scopes=scopes, queues=queues)
+
+
+def signed(fields: dict[str, Any], signer: Any) -> dict[str, Any]:
+    """An inbox entry's fields with its publisher and signature added (over its
+    `message`, whatever that holds)."""
+    from schemas.signature import sign
+
+    raw = fields.get("message")
+    if raw is None:
+        return {**fields, "publisher": signer.name}
+    data = raw if isinstance(raw, bytes) else str(raw).encode()
+    return {**fields, "publisher": signer.name, "signature": sign(signer.key, data)}
+
+
 def delete_prefix(client: redis.Redis, prefix: str) -> int:
     """Delete every key under `prefix:` (SCAN + DEL; never FLUSH a shared server)."""
     found = list(client.scan_iter(match=f"{prefix}:*", count=1000))
