@@ -18,7 +18,8 @@ from services.adapters.store.port import EventStore, Head, Snapshot, Tail
 from services.handlers.runs import Runs
 from services.handlers.state_cache import SNAPSHOT_EVERY, VERSION, StateCache
 from services.keys import Keys
-from tests.contracts.envelopes import T0, ManualClock, batch
+from tests.contracts.clock import ManualClock
+from tests.contracts.envelopes import T0, batch
 
 
 class Spy:

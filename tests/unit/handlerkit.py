@@ -46,8 +46,9 @@ from services.handlers.runs import Runs
 from services.keys import Keys
 from services.secrets import redactor_for
 from services.settings import Settings
+from tests.contracts.clock import ManualClock
 from tests.contracts.commands import decoded
-from tests.contracts.envelopes import T0, ManualClock
+from tests.contracts.envelopes import T0
 
 QUEUE = "unit"
 POLL_S = 0.005
