@@ -66,6 +66,8 @@ def toolset() -> ToolSet:
 def new_unit(workspace: Path, **options: Any) -> Unit:
     """A fresh app over empty adapters; the tools' counts and gates start afresh."""
     unit_tools.RAN.clear()
+    unit_tools.COMMITTED.clear()
+    unit_tools.STALL.clear()
     for g in unit_tools.GATES.values():
         g.set()  # a call a failed test left at its gate goes on and ends
     unit_tools.GATES.clear()
