@@ -1,5 +1,5 @@
 """Envelopes for the store contract and the store tests: seq 1 is a RunCreated,
-later ones ModelRequested; and a clock that moves only when told."""
+later ones ModelRequested."""
 
 from __future__ import annotations
 
@@ -46,16 +46,3 @@ def batch(run_id: str, first_seq: int, n: int, *, at: float = T0) -> list[Envelo
         )
         for seq in range(first_seq, first_seq + n)
     ]
-
-
-class ManualClock:
-    """A clock that stands still until `advance` moves it (the unit tier's clock)."""
-
-    def __init__(self, start: float = T0):
-        self._now = start
-
-    def now(self) -> float:
-        return self._now
-
-    def advance(self, seconds: float) -> None:
-        self._now += seconds

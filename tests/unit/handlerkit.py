@@ -36,6 +36,7 @@ from services.adapters.store.memory import MemoryEventStore
 from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.tools.toolset import ToolSet, load_toolset
+from services.errors import ConcurrencyConflict
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
 from services.handlers.call import handle_drive_call
@@ -45,8 +46,9 @@ from services.handlers.runs import Runs
 from services.keys import Keys
 from services.secrets import redactor_for
 from services.settings import Settings
+from tests.contracts.clock import ManualClock
 from tests.contracts.commands import decoded
-from tests.contracts.envelopes import T0, ManualClock
+from tests.contracts.envelopes import T0
 
 QUEUE = "unit"
 POLL_S = 0.005
@@ -64,6 +66,8 @@ def toolset() -> ToolSet:
 def new_unit(workspace: Path, **options: Any) -> Unit:
     """A fresh app over empty adapters; the tools' counts and gates start afresh."""
     unit_tools.RAN.clear()
+    unit_tools.COMMITTED.clear()
+    unit_tools.STALL.clear()
     for g in unit_tools.GATES.values():
         g.set()  # a call a failed test left at its gate goes on and ends
     unit_tools.GATES.clear()
@@ -107,12 +111,14 @@ class Append:
 
 
 class RecordingStore:
-    """The store as the app sees it, recording every append that lands."""
+    """The store as the app sees it, recording every append that lands (and
+    counting those refused with a ConcurrencyConflict)."""
 
     def __init__(self, inner: EventStore, doing: threading.local):
         self._inner = inner
         self._doing = doing
         self.appends: list[Append] = []
+        self.conflicts = 0  # appends refused: the log had moved on
         self._lock = threading.Lock()
 
     def append(
@@ -125,10 +131,15 @@ class RecordingStore:
         messages: Sequence[Outgoing] = (),
         expected_id: str = "",
     ) -> int:
-        seq = self._inner.append(
-            run_id, events, expected_seq=expected_seq, live=live, messages=messages,
-            expected_id=expected_id,
-        )  # fmt: skip
+        try:
+            seq = self._inner.append(
+                run_id, events, expected_seq=expected_seq, live=live, messages=messages,
+                expected_id=expected_id,
+            )  # fmt: skip
+        except ConcurrencyConflict:
+            with self._lock:
+                self.conflicts += 1
+            raise
         by = getattr(self._doing, "command", None)
         with self._lock:
             self.appends.append(

@@ -201,3 +201,31 @@ def test_conflicting_writes_of_one_turn_run_in_the_order_the_model_proposed_them
     ]  # fmt: skip
     assert unit.sent == [DriveCall("run-a", "w2")], "its own run is told like any other"
     assert tokens(unit, "run-a", "w2")["kv:k"] > tokens(unit, "run-a", "w1")["kv:k"]
+
+
+def test_a_holder_whose_lease_ran_out_loses_the_lock_to_the_waiter_told_by_a_command(
+    tmp_path: Path,
+) -> None:
+    unit = new_unit(tmp_path / "ws", lock_lease_s=60.0)  # nobody renews within a test
+    ready(unit, "run-a", write("a1", at="a1"))
+    ready(unit, "run-b", write("b1"))
+    holder = unit.start(DriveCall("run-a", "a1"))
+    unit.wait_for(lambda: unit_tools.RAN["a1"] == 1, why="a1 runs")
+    unit.deliver(DriveCall("run-b", "b1"))
+    unit.clock.advance(61.0)
+    for run_id in ("run-a", "run-b"):  # neither is idle: the sweeper only ends leases
+        unit.app.store.touch(run_id, at=unit.clock.now())
+
+    sweep_once(unit.app, [0])
+
+    expiry = unit.store.appends[-1]
+    assert (expiry.run_id, expiry.types, expiry.by) == ("run-a", ("ToolCallLeaseExpired",), None)
+    assert unit.sent == [DriveCall("run-b", "b1")]
+    unit.deliver(DriveCall("run-b", "b1"))
+    assert unit.call_of("run-b", "b1").status is CallStatus.SUCCEEDED
+    assert tokens(unit, "run-b", "b1")["kv:k"] > tokens(unit, "run-a", "a1")["kv:k"]
+    unit_tools.gate("a1").set()
+    holder.join()
+    # what a1 did is recorded as it happened; its lower token is what a target refuses
+    assert unit.appends_to("run-a")[-1] == ("ToolCallSucceeded",)
+    assert unit.foreign_appends() == []

@@ -14,7 +14,7 @@ import unit_tools
 from handlerkit import Unit, call, new_unit, spec
 
 from events import controls
-from events.commands import DriveCall, RequestModel
+from events.commands import DriveCall, RequestModel, ResolveCall
 from events.status import CallStatus, RunStatus
 from events.types import RunCancelled, ToolCallFailed, ToolCallSucceeded
 from services.loops.sweeper import sweep_once
@@ -98,6 +98,8 @@ def test_a_running_call_of_a_cancelled_run_is_told_to_stop_and_the_run_ends_with
     unit.clock.advance(1.0)  # the call's watch on its run looks again
     running.join()
 
+    assert unit.store.conflicts == 1, "the outcome was decided again on the cancelled run"
+
     assert unit.appends_to("run-a")[-2:] == [
         ("RunCancelRequested",),
         ("ToolCallCancelled", "RunCancelled"),
@@ -153,3 +155,83 @@ def test_the_same_business_key_with_another_request_is_refused_as_a_conflict(
     assert "run-a/a1/1" in failed.error.message and not failed.error.retryable
     assert unit.call_of("run-b", "b1").status is CallStatus.FAILED
     assert unit_tools.RAN == {"a1": 1}
+
+
+def test_two_calls_of_a_turn_ending_in_either_order_both_have_their_outcomes_recorded(
+    unit: Unit,
+) -> None:
+    ready(
+        unit,
+        "run-a",
+        call("a1", "kv_write", key="k1", value="1", at="a1"),
+        call("a2", "kv_write", key="k2", value="2", at="a2"),
+    )
+    first = unit.start(DriveCall("run-a", "a1"))
+    unit.wait_for(lambda: unit_tools.RAN["a1"] == 1, why="a1 runs")
+    [second_command] = unit.take()  # dispatched with a1's claim
+    second = unit.start(second_command)
+    unit.wait_for(lambda: unit_tools.RAN["a2"] == 1, why="a2 runs")
+
+    unit_tools.gate("a2").set()  # the later call ends first
+    second.join()
+    unit_tools.gate("a1").set()
+    first.join()
+
+    assert unit.store.conflicts == 1, "a1's handler held the state of its own claim"
+    assert unit.appends_to("run-a")[-2:] == [("ToolCallSucceeded",), ("ToolCallSucceeded",)]
+    assert [unit.call_of("run-a", c).status for c in ("a1", "a2")] == [CallStatus.SUCCEEDED] * 2
+    assert unit.store.appends[-1].queued == (RequestModel("run-a"),)
+    assert unit_tools.RAN == {"a1": 1, "a2": 1}
+
+
+def test_a_write_of_unknown_outcome_that_its_target_says_happened_is_recorded_by_lookup(
+    unit: Unit,
+) -> None:
+    ready(unit, "run-a", call("a1", "kv_commit", key="k", value="1"))
+    unit_tools.STALL["k"] = "after"  # it commits, then does not answer
+    running = unit.start(DriveCall("run-a", "a1"))
+    unit.wait_for(lambda: unit_tools.RAN["a1"] == 1, why="a1 runs")
+
+    unknown_while_running(unit)
+
+    unknown = unit.store.appends[-1]
+    assert unknown.types == ("ToolCallOutcomeUnknown",), "a resolvable write asks its target"
+    assert unknown.queued == (ResolveCall("run-a", "a1"),)
+    unit.drive(until=lambda u: u.state("run-a").status is RunStatus.REQUESTING_MODEL)
+    resolved = unit.store.appends[-1]
+    assert (resolved.types, resolved.by) == (("ToolCallSucceeded",), ResolveCall("run-a", "a1"))
+    succeeded = unit.memory.read("run-a")[-1].data
+    assert isinstance(succeeded, ToolCallSucceeded) and succeeded.resolved_by == "lookup"
+    assert succeeded.output == {"key": "k", "committed": "1"}
+    appended = len(unit.store.appends)
+    unit_tools.gate("a1").set()
+    running.join()
+    assert len(unit.store.appends) == appended, "the late answer adds nothing"
+    assert unit_tools.RAN == {"a1": 1}
+
+
+def test_a_write_its_target_says_never_happened_runs_again_under_the_same_key(
+    unit: Unit,
+) -> None:
+    ready(unit, "run-a", call("a1", "kv_commit", key="k", value="1"))
+    unit_tools.STALL["k"] = "before"  # it stalls before committing
+    running = unit.start(DriveCall("run-a", "a1"))
+    unit.wait_for(lambda: unit_tools.RAN["a1"] == 1, why="a1 runs")
+    unknown_while_running(unit)
+
+    unit.deliver(ResolveCall("run-a", "a1"))
+
+    confirmed = unit.store.appends[-1]
+    assert confirmed.types == ("ToolCallConfirmedNotDone",)
+    assert confirmed.queued == (DriveCall("run-a", "a1"),)
+    unit.take()
+    unit.deliver(DriveCall("run-a", "a1"))
+    assert unit.call_of("run-a", "a1").status is CallStatus.SUCCEEDED
+    assert unit.call_of("run-a", "a1").attempts == 2
+    assert list(unit_tools.COMMITTED.values()) == [{"key": "k", "committed": "1"}]
+    appended = len(unit.store.appends)
+    unit_tools.gate("a1").set()  # the first attempt gives up, long after it was superseded
+    running.join()
+    assert len(unit.store.appends) == appended, "a superseded attempt's outcome adds nothing"
+    assert unit.call_of("run-a", "a1").status is CallStatus.SUCCEEDED
+    assert unit_tools.RAN == {"a1": 2}

@@ -222,3 +222,17 @@ def test_a_failed_check_sends_the_run_back_to_the_model_with_the_feedback(unit: 
     assert last.queued == (RequestModel("run-a"),)
     checked = unit.memory.read("run-a")[-2].data
     assert isinstance(checked, AcceptanceChecked) and not checked.passed
+
+
+def test_a_tool_failing_with_an_unknown_error_code_is_recorded_as_an_internal_failure(
+    unit: Unit,
+) -> None:
+    unit.create("run-a", spec({"tool_use": [call("c1", "kv_odd_failure", key="k")]}, DONE))
+    unit.deliver(RequestModel("run-a"))
+
+    unit.deliver(DriveCall("run-a", "c1"))
+
+    failed = unit.memory.read("run-a")[-1].data
+    assert isinstance(failed, ToolCallFailed)
+    assert failed.error.code == "internal" and "'on_fire'" in failed.error.message
+    assert unit.store.appends[-1].queued == (RequestModel("run-a"),)

@@ -12,7 +12,7 @@ import pytest
 from services.adapters.ledger.memory_ledger import MemoryLedger
 from services.adapters.ledger.port import Ledger
 from services.adapters.locks.memory_locks import MemoryLocks
-from tests.contracts.envelopes import ManualClock
+from tests.contracts.clock import ManualClock
 from tests.contracts.locks_and_ledger import LEASE_S, LedgerContract, LocksContract
 
 

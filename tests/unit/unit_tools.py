@@ -9,7 +9,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from services.tools import ToolCancelled, ToolContext, ToolFailure, tool
+from services.tools import Lookup, ToolCancelled, ToolContext, ToolFailure, tool
 
 RAN: Counter[str] = Counter()  # call id -> executions
 GATES: dict[str, threading.Event] = {}
@@ -54,6 +54,13 @@ def kv_refuse(key: str, ctx: ToolContext) -> dict[str, Any]:
     raise ToolFailure("conflict", f"{key} is locked by its owner", retryable=False)
 
 
+@tool(writes=lambda a: [f"kv:{a['key']}"])
+def kv_odd_failure(key: str, ctx: ToolContext) -> dict[str, Any]:
+    """A write that fails with an error code no model is told of."""
+    _enter(ctx, "")
+    raise ToolFailure("on_fire", f"{key} is on fire")  # type: ignore[arg-type]
+
+
 @tool(writes=lambda a: [f"kv:{a['key']}"], approval="always")
 def kv_delete(key: str, ctx: ToolContext) -> dict[str, Any]:
     """Delete a key (a person approves every delete)."""
@@ -68,3 +75,30 @@ def kv_slow_write(key: str, ctx: ToolContext) -> dict[str, Any]:
     if ctx.cancelled.wait(HELD_S):
         raise ToolCancelled()
     return {"key": key, "written": "slowly"}
+
+
+COMMITTED: dict[str, Any] = {}  # op key -> result: the target's own record of what happened
+STALL: dict[str, str] = {}  # key -> "before" or "after" the commit: the next call stalls there
+
+
+def lookup_commit(op_key: str, args: dict[str, Any], ctx: ToolContext) -> Lookup:
+    """Asks the target itself whether the operation happened."""
+    found = COMMITTED.get(op_key)
+    return Lookup(done=True, result=found) if found is not None else Lookup(done=False)
+
+
+@tool(writes=lambda a: [f"kv:{a['key']}"], lookup=lookup_commit)
+def kv_commit(key: str, value: str, ctx: ToolContext) -> dict[str, Any]:
+    """A write its target can be asked about. A call told to stall waits at the gate
+    named after its call id: before committing it then gives up, after it answers."""
+    RAN[ctx.call_id] += 1
+    stall = STALL.pop(key, "")
+    if stall == "before":
+        gate(ctx.call_id).wait(HELD_S)
+        raise ToolFailure("internal", "gave up before committing", retryable=True)
+    assert ctx.op_key is not None
+    result = {"key": key, "committed": value}
+    COMMITTED[ctx.op_key] = result
+    if stall == "after":
+        gate(ctx.call_id).wait(HELD_S)
+    return result

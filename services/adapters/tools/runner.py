@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from events.tool_step import (
     Errored,
     Outcome,
@@ -124,10 +126,7 @@ def _outcome(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outco
     try:
         output = t.call(args, ctx)
     except ToolFailure as f:
-        error = ToolError(
-            code=f.code, message=f.message, retryable=f.retryable, retry_after_s=f.retry_after_s
-        )
-        return Errored(error)
+        return Errored(_failure(f))
     except ToolCancelled:
         return Stopped(time.time(), killed=False)
     except Exception as exc:  # a tool's own bug is an outcome the model is told about
@@ -140,6 +139,16 @@ def _outcome(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outco
         message = f"output cannot be recorded as JSON: {exc}"
         return Errored(ToolError(code="internal", message=message, retryable=False))
     return Succeeded(output)
+
+
+def _failure(f: ToolFailure) -> ToolError:
+    try:
+        return ToolError(
+            code=f.code, message=f.message, retryable=f.retryable, retry_after_s=f.retry_after_s
+        )
+    except ValidationError:  # an error code (or message) outside the vocabulary: the tool's bug
+        message = f"the tool failed with an error the log cannot hold: {f.code!r}: {f.message!r}"
+        return ToolError(code="internal", message=message, retryable=False)
 
 
 def _printed(captured: Captured) -> Printed:
