@@ -9,7 +9,8 @@ with — and refuses with 403 when it was started without one (read-only)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,13 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.entrypoints.cli import control_cmds, exit_codes
 from services.entrypoints.cli.session import Session
 from services.entrypoints.web import views
 
+log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
 BLOCK_MS = 1000  # a stream's wait for news; then it says it is alive
 ACTIONS = {  # action: (needs a call id, needs text)
@@ -33,9 +36,12 @@ ACTIONS = {  # action: (needs a call id, needs text)
 HTTP_OF = {exit_codes.USAGE: 409, exit_codes.NO_WORKERS: 503}
 
 
-def make_app(session: Session, *, publisher: str | None) -> Starlette:
-    web = _Web(session, publisher)
-    return Starlette(routes=[
+def make_app(
+    session: Session, *, publisher: str | None, stopping: Callable[[], bool] = lambda: False
+) -> ASGIApp:
+    """`stopping` says the server is shutting down: the streams end (within BLOCK_MS)."""
+    web = _Web(session, publisher, stopping)
+    return _OneLineErrors(Starlette(routes=[
         Route("/", web.page("index.html")),
         Route("/runs/{run_id}", web.page("run.html")),
         Route("/api/config", web.config),
@@ -45,7 +51,21 @@ def make_app(session: Session, *, publisher: str | None) -> Starlette:
         Route("/api/runs/{run_id}/stream", web.run_stream),
         Route("/api/runs/{run_id}/control", web.control, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ])  # fmt: skip
+    ]))  # fmt: skip
+
+
+class _OneLineErrors:
+    """A bug while serving is one log line, never a traceback on the terminal
+    (Starlette has sent the 500 already; it re-raises for the server to log)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except Exception as exc:  # noqa: BLE001 -- reported, and the request already answered
+            log.error("internal error serving %s: %s: %s", scope.get("path"), type(exc).__name__, exc)
 
 
 def _sse(event: str, data: Any, *, id_: int | None = None) -> str:
@@ -59,9 +79,10 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
 
 
 class _Web:
-    def __init__(self, session: Session, publisher: str | None) -> None:
+    def __init__(self, session: Session, publisher: str | None, stopping: Callable[[], bool]) -> None:
         self.s = session
         self.publisher = publisher
+        self.stopping = stopping
 
     def page(self, name: str) -> Any:
         async def serve(_: Request) -> Response:
@@ -95,12 +116,14 @@ class _Web:
 
         async def events() -> AsyncIterator[str]:
             cursors = await anyio.to_thread.run_sync(self._feed_ends)
-            while True:
+            while not self.stopping():
                 rows = await anyio.to_thread.run_sync(
                     lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
                 )
                 yield _sse("runs", rows)
                 while not await anyio.to_thread.run_sync(self._feeds_moved, cursors):
+                    if self.stopping():
+                        return
                     yield ": alive\n\n"
 
         return _stream(events())
@@ -143,7 +166,7 @@ class _Web:
 
         async def events() -> AsyncIterator[str]:
             seq = after
-            while True:
+            while not self.stopping():
                 found = await anyio.to_thread.run_sync(self._read, run_id, seq)
                 if found is not None:
                     view, lines = found
@@ -152,6 +175,8 @@ class _Web:
                     seq = max([seq, *(i["seq"] for i in lines)])
                     yield _sse("state", view, id_=seq)
                 while not await anyio.to_thread.run_sync(self._run_moved, run_id, seq):
+                    if self.stopping():
+                        return
                     yield ": alive\n\n"
 
         return _stream(events())

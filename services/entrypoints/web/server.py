@@ -24,9 +24,12 @@ def serve(session: Session, *, host: str, port: int, publisher: str | None) -> i
     bound = sock.getsockname()[1]
     mode = f"acting as {publisher!r}" if publisher else "read-only (--as NAME to act)"
     print(f"agentledger ui on http://{host}:{bound}/ ({mode}); Ctrl-C stops it", flush=True)
+    server: uvicorn.Server | None = None
+    app = make_app(session, publisher=publisher, stopping=lambda: bool(server and server.should_exit))
     config = uvicorn.Config(
-        make_app(session, publisher=publisher), log_level=logging.WARNING,
-        timeout_graceful_shutdown=2, access_log=False, lifespan="off",
+        app, log_level=logging.WARNING, timeout_graceful_shutdown=5, access_log=False,
+        lifespan="off",
     )  # fmt: skip
-    uvicorn.Server(config).run(sockets=[sock])
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
     return 0
