@@ -7,17 +7,14 @@ redis-server on a free port; the screenshot is kept (its path is printed)."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from e2ekit import AGENTLEDGER, Cli, clean_environ, copy_example, start_workers, stop_workers
+from e2ekit import Cli, clean_environ, copy_example, start_workers, stop_workers
+from webkit import post, start_ui
 
 from services.adapters.redis.local_server import PrivateRedis, start_server
 
@@ -59,27 +56,6 @@ def redis_server(tmp_path: Path) -> Iterator[PrivateRedis]:
 def cli(tmp_path: Path, redis_server: PrivateRedis) -> Cli:
     env = clean_environ(f"ui-{uuid.uuid4().hex[:8]}", tmp_path / "state") | {"REDIS_URL": redis_server.url}
     return Cli(cwd=tmp_path, env=env)
-
-
-def start_ui(cli: Cli, *args: str) -> tuple[subprocess.Popen[str], str]:
-    err = (cli.cwd / f"ui{'-as' if args else ''}.err").open("w")
-    proc = subprocess.Popen(
-        [*AGENTLEDGER, "ui", "--port", "0", *args], cwd=cli.cwd, env=cli.env, text=True,
-        stdout=subprocess.PIPE, stderr=err,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    assert "agentledger ui on http://" in line, f"the view did not start: {line!r} (exit {proc.poll()})"
-    return proc, line.split(" on ", 1)[1].split()[0]
-
-
-def post(url: str, body: dict[str, str]) -> tuple[int, dict[str, str]]:
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=20) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 @pytest.fixture

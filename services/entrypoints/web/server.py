@@ -21,6 +21,7 @@ def serve(session: Session, *, host: str, port: int, publisher: str | None) -> i
     except OSError as exc:
         sock.close()
         raise BadOption("--port", f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(128)  # connecting works from the moment the address is printed
     bound = sock.getsockname()[1]
     mode = f"acting as {publisher!r}" if publisher else "read-only (--as NAME to act)"
     print(f"agentledger ui on http://{host}:{bound}/ ({mode}); Ctrl-C stops it", flush=True)
