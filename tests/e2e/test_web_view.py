@@ -137,3 +137,34 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
     for name in ("ui-as.err", "ui.err"):  # stopped while its streams were open: no traceback
         said = (tmp_path / name).read_text()
         assert "Traceback" not in said and "Error" not in said, said
+
+
+def test_a_run_awaiting_a_human_gets_a_reply_box_and_abort_ends_it_failed(
+    cli: Cli, browser: object, tmp_path: Path
+) -> None:
+    steering = copy_example("steering", tmp_path)
+    workers = start_workers(cli, tools=["steer_tools"], tool_path=steering)
+    acting, url = start_ui(cli, "--as", "bob")
+    try:
+        done = cli("submit", steering / "repeat.yaml")  # three identical failures: a human is asked
+        assert done.returncode == 0, done.stderr
+        run_id = done.stdout.strip()
+        page = browser.new_page()  # type: ignore[attr-defined]
+        page.goto(f"{url}runs/{run_id}")
+        box = page.locator(".wait.human")
+        box.wait_for(timeout=TIMEOUT_MS)
+        assert "3 identical `not_found`" in box.inner_text()
+        for name in ("Reply", "Resume", "Abort"):
+            assert box.get_by_role("button", name=name).is_enabled()
+        box.get_by_role("button", name="Reply").click()  # no text: refused, nothing sent
+        page.wait_for_function("document.querySelector('#notice').className === 'error'", timeout=TIMEOUT_MS)
+        box.get_by_role("button", name="Abort").click()
+        page.wait_for_function(
+            "document.querySelector('#status').textContent === 'failed'", timeout=TIMEOUT_MS
+        )
+        assert page.locator('#timeline .line[data-type="RunAborted"]').inner_text().endswith("by bob")
+        assert page.locator(".wait.human").count() == 0
+    finally:
+        acting.terminate()
+        acting.wait(timeout=15)
+        stop_workers([workers])
