@@ -93,3 +93,18 @@ def test_a_bad_port_is_refused_by_the_parser(served: tuple[Cli, str]) -> None:
 
 
 
+
+
+def test_a_control_from_another_site_or_not_as_json_is_refused(served: tuple[Cli, str]) -> None:
+    url = f"{served[1]}api/runs/r-x/control"
+    plain = urllib.request.Request(url, b'{"action": "resume"}', {"Content-Type": "text/plain"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(plain, timeout=20)
+    assert refused.value.code == 415
+    other = urllib.request.Request(
+        url, b'{"action": "resume"}',
+        {"Content-Type": "application/json", "Origin": "http://evil.example"},
+    )  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as cross:
+        urllib.request.urlopen(other, timeout=20)
+    assert cross.value.code == 403 and json.loads(cross.value.read())["error"] == "cross-site"

@@ -104,7 +104,10 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
         )
         assert page.evaluate("window.__same_page === true")  # it grew live, not by reloading
         assert lines.count() > first_seen
-        assert "ApprovalGranted" in page.locator("#notice").inner_text()
+        page.wait_for_function(  # the intake's verdict, which may come after the run moved on
+            "document.querySelector('#notice').textContent.includes('ApprovalGranted')",
+            timeout=TIMEOUT_MS,
+        )
         shown = [lines.nth(i).inner_text() for i in range(lines.count())]
         tail = cli("tail", "--run", run_id)
         assert shown == tail.stdout.splitlines()  # the very lines `tail` prints

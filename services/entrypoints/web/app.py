@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from starlette.applications import Starlette
@@ -29,6 +30,7 @@ from services.entrypoints.web import views
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
 BLOCK_MS = 1000  # a stream's wait for news; then it says it is alive
+LIST_EVERY_S = 0.5
 ACTIONS = {  # action: (needs a call id, needs text)
     "approve": (True, False), "deny": (True, False), "reply": (False, True),
     "resume": (False, False), "abort": (False, False), "cancel": (False, False),
@@ -52,6 +54,20 @@ def make_app(
         Route("/api/runs/{run_id}/control", web.control, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]))  # fmt: skip
+
+
+def _cross_site(request: Request) -> Response | None:
+    """A control comes from this view's own page: JSON (so another site's page
+    cannot send it without a CORS preflight, which is never granted) and, when
+    the browser names its origin, from this host."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return JSONResponse({"error": "bad request", "message": "send the control as application/json"},
+                            status_code=415)  # fmt: skip
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+        return JSONResponse({"error": "cross-site", "message": f"a control from {origin!r} is refused"},
+                            status_code=403)  # fmt: skip
+    return None
 
 
 class _OneLineErrors:
@@ -121,6 +137,7 @@ class _Web:
                     lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
                 )
                 yield _sse("runs", rows)
+                await anyio.sleep(LIST_EVERY_S)  # a busy system: the list at most this often
                 while not await anyio.to_thread.run_sync(self._feeds_moved, cursors):
                     if self.stopping():
                         return
@@ -190,6 +207,8 @@ class _Web:
                 "error": "read-only",
                 "message": "this view is read-only: start it with `agentledger ui --as NAME` to act",
             }, status_code=403)  # fmt: skip
+        if (refused := _cross_site(request)) is not None:
+            return refused
         try:
             body = await request.json()
             action, call_id, text = body["action"], body.get("call_id"), str(body.get("text") or "")
