@@ -108,3 +108,19 @@ def test_a_control_from_another_site_or_not_as_json_is_refused(served: tuple[Cli
     with pytest.raises(urllib.error.HTTPError) as cross:
         urllib.request.urlopen(other, timeout=20)
     assert cross.value.code == 403 and json.loads(cross.value.read())["error"] == "cross-site"
+
+
+def test_with_json_the_view_says_where_it_listens_as_one_object(served: tuple[Cli, str]) -> None:
+    cli, _ = served
+    proc = subprocess.Popen(
+        [*AGENTLEDGER, "ui", "--port", "0", "--json"], cwd=cli.cwd, env=cli.env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        said = json.loads(proc.stdout.readline())
+        assert said["read_only"] is True and said["publisher"] is None
+        assert get(f"{said['url']}api/config")[1] == {"publisher": None, "read_only": True}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
