@@ -7,7 +7,7 @@ PYTHON ?= python3
 AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
-.PHONY: install sandbox run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean
+.PHONY: install sandbox browser run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -27,11 +27,24 @@ sandbox:
 	  fi; }
 	@command -v bwrap >/dev/null && command -v prlimit >/dev/null
 
+# chromium (Debian's), for the web view's browser test (Playwright drives it through
+# executable_path; it never downloads a browser of its own). Idempotent; as root with
+# apt-get it is installed, otherwise the test skips saying how to install it.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -q chromium >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+	    echo "could not install chromium: the browser test will skip" >&2; \
+	  else \
+	    echo "chromium is missing (sudo apt-get install -y chromium): the browser test will skip" >&2; \
+	  fi; }
+
 run: install sandbox
 	$(AGENTLEDGER) run examples/inventory/spec.yaml
 
 # three test processes on two cores: most of the suite waits on Redis and child processes
-test: install sandbox
+test: install sandbox browser
 	$(PYTHON) -m pytest -q -n 3 tests
 
 test-unit: install
@@ -40,7 +53,7 @@ test-unit: install
 test-integration: install sandbox
 	$(PYTHON) -m pytest tests/integration
 
-test-e2e: install sandbox
+test-e2e: install sandbox browser
 	$(PYTHON) -m pytest tests/e2e
 
 lint: install

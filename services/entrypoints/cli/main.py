@@ -164,7 +164,9 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
         case "ui":
             from services.entrypoints.web.server import serve
 
-            return serve(session, host=args.host, port=args.port, publisher=args.publisher)
+            return serve(
+                session, host=args.host, port=args.port, publisher=args.publisher, as_json=as_json
+            )
         case "trace":
             from services.entrypoints.cli import trace_cmds
 

@@ -9,9 +9,11 @@ with — and refuses with 403 when it was started without one (read-only)."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from starlette.applications import Starlette
@@ -19,13 +21,16 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.entrypoints.cli import control_cmds, exit_codes
 from services.entrypoints.cli.session import Session
 from services.entrypoints.web import views
 
+log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
 BLOCK_MS = 1000  # a stream's wait for news; then it says it is alive
+LIST_EVERY_S = 0.5
 ACTIONS = {  # action: (needs a call id, needs text)
     "approve": (True, False), "deny": (True, False), "reply": (False, True),
     "resume": (False, False), "abort": (False, False), "cancel": (False, False),
@@ -33,9 +38,12 @@ ACTIONS = {  # action: (needs a call id, needs text)
 HTTP_OF = {exit_codes.USAGE: 409, exit_codes.NO_WORKERS: 503}
 
 
-def make_app(session: Session, *, publisher: str | None) -> Starlette:
-    web = _Web(session, publisher)
-    return Starlette(routes=[
+def make_app(
+    session: Session, *, publisher: str | None, stopping: Callable[[], bool] = lambda: False
+) -> ASGIApp:
+    """`stopping` says the server is shutting down: the streams end (within BLOCK_MS)."""
+    web = _Web(session, publisher, stopping)
+    return _OneLineErrors(Starlette(routes=[
         Route("/", web.page("index.html")),
         Route("/runs/{run_id}", web.page("run.html")),
         Route("/api/config", web.config),
@@ -45,7 +53,35 @@ def make_app(session: Session, *, publisher: str | None) -> Starlette:
         Route("/api/runs/{run_id}/stream", web.run_stream),
         Route("/api/runs/{run_id}/control", web.control, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ])  # fmt: skip
+    ]))  # fmt: skip
+
+
+def _cross_site(request: Request) -> Response | None:
+    """A control comes from this view's own page: JSON (so another site's page
+    cannot send it without a CORS preflight, which is never granted) and, when
+    the browser names its origin, from this host."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        return JSONResponse({"error": "bad request", "message": "send the control as application/json"},
+                            status_code=415)  # fmt: skip
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != request.headers.get("host"):
+        return JSONResponse({"error": "cross-site", "message": f"a control from {origin!r} is refused"},
+                            status_code=403)  # fmt: skip
+    return None
+
+
+class _OneLineErrors:
+    """A bug while serving is one log line, never a traceback on the terminal
+    (Starlette has sent the 500 already; it re-raises for the server to log)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except Exception as exc:  # noqa: BLE001 -- reported, and the request already answered
+            log.error("internal error serving %s: %s: %s", scope.get("path"), type(exc).__name__, exc)
 
 
 def _sse(event: str, data: Any, *, id_: int | None = None) -> str:
@@ -59,9 +95,10 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
 
 
 class _Web:
-    def __init__(self, session: Session, publisher: str | None) -> None:
+    def __init__(self, session: Session, publisher: str | None, stopping: Callable[[], bool]) -> None:
         self.s = session
         self.publisher = publisher
+        self.stopping = stopping
 
     def page(self, name: str) -> Any:
         async def serve(_: Request) -> Response:
@@ -95,12 +132,15 @@ class _Web:
 
         async def events() -> AsyncIterator[str]:
             cursors = await anyio.to_thread.run_sync(self._feed_ends)
-            while True:
+            while not self.stopping():
                 rows = await anyio.to_thread.run_sync(
                     lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
                 )
                 yield _sse("runs", rows)
+                await anyio.sleep(LIST_EVERY_S)  # a busy system: the list at most this often
                 while not await anyio.to_thread.run_sync(self._feeds_moved, cursors):
+                    if self.stopping():
+                        return
                     yield ": alive\n\n"
 
         return _stream(events())
@@ -143,7 +183,7 @@ class _Web:
 
         async def events() -> AsyncIterator[str]:
             seq = after
-            while True:
+            while not self.stopping():
                 found = await anyio.to_thread.run_sync(self._read, run_id, seq)
                 if found is not None:
                     view, lines = found
@@ -152,6 +192,8 @@ class _Web:
                     seq = max([seq, *(i["seq"] for i in lines)])
                     yield _sse("state", view, id_=seq)
                 while not await anyio.to_thread.run_sync(self._run_moved, run_id, seq):
+                    if self.stopping():
+                        return
                     yield ": alive\n\n"
 
         return _stream(events())
@@ -165,6 +207,8 @@ class _Web:
                 "error": "read-only",
                 "message": "this view is read-only: start it with `agentledger ui --as NAME` to act",
             }, status_code=403)  # fmt: skip
+        if (refused := _cross_site(request)) is not None:
+            return refused
         try:
             body = await request.json()
             action, call_id, text = body["action"], body.get("call_id"), str(body.get("text") or "")

@@ -1,0 +1,126 @@
+"""`agentledger ui`'s JSON side, as a script (or the page) calls it: bad input
+gets a clear error naming what is wrong, an unknown run is 404, and a port in
+use is refused by the command with exit 2 — never a traceback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from e2ekit import AGENTLEDGER, Cli, clean_environ
+from webkit import post, start_ui
+
+from services.adapters.redis.local_server import PrivateRedis, start_server
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]]:
+    folder = tmp_path_factory.mktemp("web_api")
+    server: PrivateRedis = start_server(folder / "redis")
+    env = clean_environ(f"uiapi-{uuid.uuid4().hex[:8]}", folder / "state") | {"REDIS_URL": server.url}
+    cli = Cli(cwd=folder, env=env)
+    proc, url = start_ui(cli, "--as", "ops")
+    yield cli, url
+    proc.terminate()
+    proc.wait(timeout=15)
+    server.stop()
+
+
+def get(url: str) -> tuple[int, Any]:
+    try:
+        with urllib.request.urlopen(url, timeout=20) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def test_the_config_says_who_the_view_acts_as(served: tuple[Cli, str]) -> None:
+    assert get(f"{served[1]}api/config") == (200, {"publisher": "ops", "read_only": False})
+
+
+def test_an_unknown_status_filter_is_400_naming_the_statuses(served: tuple[Cli, str]) -> None:
+    code, body = get(f"{served[1]}api/runs?status=done")
+    assert code == 400 and "no status 'done'" in body["message"] and "completed" in body["message"]
+    assert get(f"{served[1]}api/runs?status=completed") == (200, {"runs": []})
+
+
+def test_an_unknown_run_is_404_for_its_page_data_stream_and_controls(served: tuple[Cli, str]) -> None:
+    url = served[1]
+    assert get(f"{url}api/runs/r-nope")[0] == 404
+    assert get(f"{url}api/runs/r-nope/stream")[0] == 404
+    code, body = post(f"{url}api/runs/r-nope/control", {"action": "resume"})
+    assert (code, body["error"]) == (404, "no run")
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"action": "launch"}, "the actions are approve, deny, reply, resume, abort, cancel"),
+        ({"action": "approve"}, "approve needs a call_id"),
+        ({"action": "reply", "text": "  "}, "reply needs a text"),
+    ],
+)
+def test_a_bad_control_is_400_saying_what_is_missing(served: tuple[Cli, str], body: dict[str, str], says: str) -> None:
+    code, reply = post(f"{served[1]}api/runs/r-x/control", body)
+    assert code == 400 and says in reply["message"]
+
+
+def test_a_port_in_use_exits_2_naming_the_option(served: tuple[Cli, str]) -> None:
+    cli, _ = served
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*AGENTLEDGER, "ui", "--port", str(port)], cwd=cli.cwd, env=cli.env,
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"--port: cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_bad_port_is_refused_by_the_parser(served: tuple[Cli, str]) -> None:
+    done = served[0]("ui", "--port", "70000")
+    assert done.returncode == 2 and "a port is at most 65535" in done.stderr
+
+
+
+
+
+def test_a_control_from_another_site_or_not_as_json_is_refused(served: tuple[Cli, str]) -> None:
+    url = f"{served[1]}api/runs/r-x/control"
+    plain = urllib.request.Request(url, b'{"action": "resume"}', {"Content-Type": "text/plain"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(plain, timeout=20)
+    assert refused.value.code == 415
+    other = urllib.request.Request(
+        url, b'{"action": "resume"}',
+        {"Content-Type": "application/json", "Origin": "http://evil.example"},
+    )  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as cross:
+        urllib.request.urlopen(other, timeout=20)
+    assert cross.value.code == 403 and json.loads(cross.value.read())["error"] == "cross-site"
+
+
+def test_with_json_the_view_says_where_it_listens_as_one_object(served: tuple[Cli, str]) -> None:
+    cli, _ = served
+    proc = subprocess.Popen(
+        [*AGENTLEDGER, "ui", "--port", "0", "--json"], cwd=cli.cwd, env=cli.env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        said = json.loads(proc.stdout.readline())
+        assert said["read_only"] is True and said["publisher"] is None
+        assert get(f"{said['url']}api/config")[1] == {"publisher": None, "read_only": True}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
