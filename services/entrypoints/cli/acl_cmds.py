@@ -25,7 +25,7 @@ def acl(settings: Settings, session: Session | None, *, as_json: bool) -> int:
         command = user.setuser(passwords[user.role])
         row = {"user": user.name, "password": passwords[user.role], "command": shlex.join(command)}
         if session is not None:
-            session.client.execute_command(*command)
+            session.client.execute_command(*command)  # type: ignore[no-untyped-call]
             row["url"] = _url_as(session.located.url, user.name, passwords[user.role])
         rows[user.role] = row
     if as_json:
