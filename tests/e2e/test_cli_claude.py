@@ -133,7 +133,7 @@ def test_after_a_refusal_and_a_reply_the_refused_turn_is_not_sent_again(
         wait_for(cli, run_id, "RunEscalated")
         shown = json.loads(cli("status", run_id, "--json").stdout)
         assert "category 'cyber': This request was refused due to policy." in shown["detail"]
-        assert cli("reply", run_id, "Only count the public stock.").returncode == 0
+        assert cli("reply", "--as", cli.publisher(), run_id, "Only count the public stock.").returncode == 0
         events = wait_for(cli, run_id, "RunCompleted")
         first, second = api.bodies()
     refused = of_type(events, "ModelResponded")[0]

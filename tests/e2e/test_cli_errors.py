@@ -134,7 +134,7 @@ def test_a_control_with_no_workers_ever_says_so_at_once_and_sends_nothing(
     assert "no intake reads the inbox" in submitted.stderr  # submit says so, and queues
     run_id = submitted.stdout.strip()
     # the run is not created yet: the control must name that
-    refused = on_private("cancel", run_id)
+    refused = on_private("cancel", "--as", on_private.publisher(), run_id)
     assert refused.returncode == 2 and "no run" in refused.stderr
     assert inbox_length(on_private) == 1
 
@@ -160,7 +160,7 @@ def test_a_control_when_the_workers_have_stopped_says_so_at_once_and_sends_nothi
     time.sleep(2.5)  # the intakes' heartbeats are older than the membership ttl (2 s)
 
     started = time.monotonic()
-    done = on_private("approve", run_id, "p1", "--json")
+    done = on_private("approve", "--as", on_private.publisher(), run_id, "p1", "--json")
 
     assert done.returncode == 11, done.stderr
     assert time.monotonic() - started < 8

@@ -88,6 +88,13 @@ def test_submit_as_a_publisher_runs_to_completion_and_a_forged_request_is_reject
     assert created["spec"]["principal"]["scopes"] == ["stock:read", "stock:write"]
     assert events[-1]["type"] == "RunCompleted"
 
+    unsigned_control = cli("cancel", run_id)  # no --as and no embedded run's publisher here
+    assert unsigned_control.returncode == 2 and "pass --as NAME" in unsigned_control.stderr
+    add(cli, "bobs", "--principal", "bob@shop-1")
+    not_granted = cli("cancel", "--as", "bobs", run_id)
+    assert not_granted.returncode == 2
+    assert "not granted: 'bobs' may not control runs of principal alice@shop-1" in not_granted.stderr
+
     # forged: billing-svc's name, another key; straight to the inbox as any XADD can
     client = cli.redis()
     keys = Keys(cli.env["AGENTLEDGER_PREFIX"], 16)

@@ -92,7 +92,7 @@ def test_a_refusal_goes_to_a_human_with_exit_6(cli, steering):
 def test_cancel_during_a_cooperative_tool_records_cancelled_with_both_times(cli, steering, workers):
     run_id = submit(cli, steering / "cancel_cooperative.yaml")
     wait_for(cli, run_id, "ToolCallStarted")
-    assert cli("cancel", run_id, "enough").returncode == 0
+    assert cli("cancel", "--as", cli.publisher(), run_id, "enough").returncode == 0
     events = wait_for(cli, run_id, "RunCancelled")
     [requested] = [e for e in events if e["type"] == "RunCancelRequested"]
     [stopped] = of_type(events, "ToolCallCancelled")
@@ -108,7 +108,7 @@ def test_cancel_during_a_subprocess_that_ignores_sigterm_force_terminates_it(
     run_id = submit(cli, steering / "cancel_stubborn.yaml")
     wait_for(cli, run_id, "ToolCallStarted")
     time.sleep(0.3)  # let the subprocess start and set its trap
-    assert cli("cancel", run_id).returncode == 0
+    assert cli("cancel", "--as", cli.publisher(), run_id).returncode == 0
     events = wait_for(cli, run_id, "RunCancelled")
     [killed] = of_type(events, "ToolCallForceTerminated")
     grace = 1.0
@@ -122,9 +122,9 @@ def test_cancel_during_a_subprocess_that_ignores_sigterm_force_terminates_it(
 def test_an_approved_call_runs_and_a_wrong_call_id_is_refused(cli, steering, workers):
     run_id = submit(cli, steering / "approval.yaml")
     wait_for(cli, run_id, "ApprovalRequested")
-    refused = cli("approve", run_id, "nope")
+    refused = cli("approve", "--as", cli.publisher(), run_id, "nope")
     assert refused.returncode == 2 and "no call 'nope'" in refused.stderr
-    assert cli("approve", run_id, "p1", "ok", "--by", "bob").returncode == 0
+    assert cli("approve", "--as", cli.publisher(), run_id, "p1", "ok", "--by", "bob").returncode == 0
     wait_for(cli, run_id, "RunCompleted")
     [granted] = of_type(cli.events(run_id), "ApprovalGranted")
     assert granted["by"] == "bob"
@@ -133,7 +133,7 @@ def test_an_approved_call_runs_and_a_wrong_call_id_is_refused(cli, steering, wor
 def test_a_denied_call_never_runs_and_the_model_is_told(cli, steering, workers):
     run_id = submit(cli, steering / "approval.yaml")
     wait_for(cli, run_id, "ApprovalRequested")
-    assert cli("deny", run_id, "p1", "not today").returncode == 0
+    assert cli("deny", "--as", cli.publisher(), run_id, "p1", "not today").returncode == 0
     events = wait_for(cli, run_id, "ModelRequested")
     assert "ToolCallStarted" not in types(events)
     assert not (cli.workspace(run_id) / "note.txt").exists()
@@ -150,7 +150,7 @@ def test_a_denied_call_never_runs_and_the_model_is_told(cli, steering, workers):
 def test_a_human_reply_lets_a_repeating_run_go_on(cli, steering, workers):
     run_id = submit(cli, steering / "repeat.yaml")
     wait_for(cli, run_id, "RunEscalated")
-    assert cli("reply", run_id, "the file is called README.txt").returncode == 0
+    assert cli("reply", "--as", cli.publisher(), run_id, "the file is called README.txt").returncode == 0
     wait_for(cli, run_id, "HumanReplied")
     deadline = time.monotonic() + 20
     while status(cli, run_id)[1]["status"] not in ("completed", "failed", "awaiting_human"):
@@ -160,13 +160,13 @@ def test_a_human_reply_lets_a_repeating_run_go_on(cli, steering, workers):
     # counting started afresh: r4 failed once more without escalating, then the script ended
     assert final["status"] == "completed"
     assert [c["status"] for c in final["tool_calls"]] == ["failed"] * 4
-    assert cli("abort", run_id).returncode == 2  # not awaiting a human any more
+    assert cli("abort", "--as", cli.publisher(), run_id).returncode == 2  # not awaiting a human any more
 
 
 def test_abort_ends_a_run_awaiting_a_human_as_failed(cli, steering, workers):
     run_id = submit(cli, steering / "refusal.yaml")
     wait_for(cli, run_id, "RunEscalated")
-    assert cli("abort", run_id, "no point").returncode == 0
+    assert cli("abort", "--as", cli.publisher(), run_id, "no point").returncode == 0
     code, summary = status(cli, run_id)
     assert (code, summary["status"]) == (1, "failed")
     assert summary["detail"].startswith("aborted by ") and summary["detail"].endswith(": no point")

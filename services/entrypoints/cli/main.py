@@ -17,6 +17,7 @@ import argparse
 import logging
 import traceback
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import redis
 
@@ -54,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     except ServiceBusy as exc:
         message = f"the local Redis service is in use: {exc}; `agentledger local stop --force` stops it anyway"
         return fail(exit_codes.USAGE, "in use", message, as_json)
+    except redis.exceptions.NoPermissionError as exc:
+        user = urlsplit(settings.redis_url or "").username if settings else None
+        message = f"the Redis user {user or 'default'!r} may not do this: {exc}"
+        return fail(exit_codes.USAGE, "not permitted", message, as_json)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         where = masked(settings.redis_url) if settings and settings.redis_url else "Redis"
         return fail(
@@ -89,6 +94,13 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
                 queues=args.queues, as_json=as_json,
             )  # fmt: skip
         return publisher_cmds.list_(settings, as_json=as_json)
+    if args.command == "acl":
+        from services.entrypoints.cli import acl_cmds
+
+        if not args.apply:
+            return acl_cmds.acl(settings, None, as_json=as_json)
+        with open_session(settings, may_start=False) as session:
+            return acl_cmds.acl(settings, session, as_json=as_json)
     if args.command == "toolset":
         from services.entrypoints.cli import run_cmds
 

@@ -119,6 +119,8 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("action", choices=("status", "start", "stop"))
     local.add_argument("--force", action="store_true", help="stop: even with clients connected")
     _publishers(command("publishers", "who may publish to the inbox, and what each may ask for"))
+    a = command("acl", "Redis ACL users for the roles (publisher, workers, ops) of this prefix")
+    a.add_argument("--apply", action="store_true", help="run them on the Redis REDIS_URL names")
     return p
 
 

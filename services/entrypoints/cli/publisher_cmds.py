@@ -54,10 +54,20 @@ def list_(settings: Settings, *, as_json: bool) -> int:
     return 0
 
 
-def signer_for(settings: Settings, name: str | None) -> Signer:
-    """The publisher `--as` names; without it, the embedded run's own `local` one."""
+def signer_for(settings: Settings, name: str | None, *, file_local: bool = False) -> Signer:
+    """The publisher `--as` names; without it, the embedded run's own `local` one
+    (filed here only by the embedded run itself: `file_local`)."""
     path = settings.publishers_path
-    return publishers_file.signer(path, name) if name else publishers_file.local_signer(path)
+    if name:
+        return publishers_file.signer(path, name)
+    if file_local:
+        return publishers_file.local_signer(path)
+    if publishers_file.LOCAL not in publishers_file.read(path).publishers:
+        raise ConfigError(
+            "--as", f"no publisher to sign with: pass --as NAME (the embedded run's own "
+            f"{publishers_file.LOCAL!r} publisher is not in {path!r})",
+        )  # fmt: skip
+    return publishers_file.signer(path, publishers_file.LOCAL)
 
 
 def check_grant(settings: Settings, signer: Signer, principal: Principal, queue: str) -> None:

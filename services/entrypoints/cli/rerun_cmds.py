@@ -51,7 +51,7 @@ def rerun(session: Session, run_id: str, *, as_json: bool) -> int:
         )
     stop_workers = start_workers(session, toolset, spec, created.base_dir, queue=queue, processes=0)
     try:
-        signer = signer_for(session.settings, None)  # a private queue: the embedded run's own
+        signer = signer_for(session.settings, None, file_local=True)  # a private queue
         publish(session.client, session.keys, request, signer=signer)
         state = _until_settled(session, request.run_id)
     finally:

@@ -218,7 +218,7 @@ def run(
     assert prepared.toolset is not None
     spec, toolset = prepared.spec, prepared.toolset
     queue = queue or private_queue()
-    signer = signer_for(session.settings, as_)  # without --as: its own, filed on first need
+    signer = signer_for(session.settings, as_, file_local=True)  # its own, filed on first need
     check_grant(session.settings, signer, spec.principal, queue)
     request = request_for(
         spec, prepared.base_dir, session.settings, queue=queue, toolset=toolset.fingerprint
