@@ -56,6 +56,8 @@ class Settings:
     sandbox_file_mb: int = 64  # largest file a command may write
     sandbox_processes: int = 64  # processes of one command, all of its tree
     sandbox_env: str = ""  # names (comma-separated) of worker variables passed into commands
+    # prometheus_client's multiprocess folder: set, every worker process keeps its metrics there
+    metrics_dir: str | None = None
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -88,6 +90,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SANDBOX_FILE_MB": ("sandbox_file_mb", int),
     "AGENTLEDGER_SANDBOX_PROCESSES": ("sandbox_processes", int),
     "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
+    "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (

@@ -16,6 +16,7 @@ import logging
 import os
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -58,9 +59,16 @@ def publish(client: redis.Redis, keys: Keys, message: RunRequested | Control) ->
 
 class Intake:
     def __init__(
-        self, app: App, client: redis.Redis, keys: Keys, directory: Directory, membership: Membership
+        self,
+        app: App,
+        client: redis.Redis,
+        keys: Keys,
+        directory: Directory,
+        membership: Membership,
+        on_rejected: Callable[[], None] | None = None,  # told of each rejection (metrics)
     ):
         self._app = app
+        self._on_rejected = on_rejected
         self._r = client
         self._keys = keys
         self._directory = directory
@@ -190,6 +198,8 @@ class Intake:
                     if len(v) > KEEP_FIELD_BYTES:  # what was cut away is said, not kept
                         moved[f"size:{name}"] = len(v)
                 pipe.xadd(self._keys.rejected(part), moved, maxlen=100_000, approximate=True)
+                if self._on_rejected is not None:
+                    self._on_rejected()
             pipe.xack(self._keys.inbox(part), GROUP, entry_id)
             pipe.xdel(self._keys.inbox(part), entry_id)
             pipe.execute()

@@ -5,7 +5,6 @@ and an exit code (`exit_codes`) — never a traceback."""
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 import traceback
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import redis
 
 from schemas.errors import InvalidSpec
+from services import structured_logs
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.parser import parser
 from services.entrypoints.cli.reply import fail
@@ -28,8 +28,7 @@ MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "ra
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    level = getattr(logging, args.log_level.upper())
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    structured_logs.configure(args.log_level, args.log_format)
     install_log_filter()
     interrupts.install()
     as_json = bool(getattr(args, "json", False))
@@ -94,7 +93,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
             case "workers":
                 return run_cmds.workers(
                     session, modules=args.tools, paths=args.tool_path, queue=args.queue,
-                    processes=args.processes, pools=args.pools,
+                    processes=args.processes, pools=args.pools, metrics_port=args.metrics_port,
                 )  # fmt: skip
         return _read_or_control(args, session, as_json)
 

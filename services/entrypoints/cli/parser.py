@@ -11,6 +11,7 @@ from schemas.spec import QUEUE_PATTERN
 from services.errors import ConfigError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
 
 # (command, help, takes a call id, name of its free-text argument)
 CONTROLS = (
@@ -40,6 +41,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--log-level", choices=LOG_LEVELS, default="warning", help="of the log lines on stderr"
     )
+    p.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text",
+        help="of the log lines on stderr: json is one object a line with run, call, pool, worker",
+    )  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help_: str) -> argparse.ArgumentParser:
@@ -51,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("spec")
     r.add_argument("--processes", type=_count, default=0, help="worker processes (0: threads here)")
     r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
+    _log_format(r)
     s = command("submit", "publish a spec to a task queue; print the run id")
     s.add_argument("spec")
     s.add_argument("--queue", type=_queue, help="the task queue (default: the spec's, else 'default')")
@@ -63,6 +69,11 @@ def parser() -> argparse.ArgumentParser:
         "--pools", type=_pools, default=list(POOLS), metavar="POOL,…",
         help="the pools to run (default: model,tools,accept)",
     )  # fmt: skip
+    w.add_argument(
+        "--metrics-port", type=_port, metavar="PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free one)",
+    )  # fmt: skip
+    _log_format(w)
     _toolset(command("toolset", "print the fingerprint of a tool set's code"))
     command("status", "a run's state").add_argument("run_id")
     _runs(command("runs", "the runs, newest first"))
@@ -110,6 +121,21 @@ def _toolset(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--tool-path", action="append", default=[], metavar="DIR", help="where to find them"
     )
+
+
+def _log_format(c: argparse.ArgumentParser) -> None:
+    # SUPPRESS: when not given here, the value before the command stands
+    c.add_argument(
+        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS,
+        help="of the log lines on stderr (text or json)",
+    )  # fmt: skip
+
+
+def _port(text: str) -> int:
+    port = _count(text)
+    if port > 65535:
+        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {port}")
+    return port
 
 
 def _pools(text: str) -> list[str]:

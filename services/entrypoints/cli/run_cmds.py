@@ -23,10 +23,12 @@ from events.types import DEFAULT_QUEUE, ApprovalRequested
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
+from services.adapters.metrics.scrape import Served
 from services.adapters.redis.directory import Directory
 from services.adapters.tools.toolset import ToolSet, ToolSetError, fingerprint_of, load_toolset
 from services.bootstrap import ALL_POOLS, Services, build_services
 from services.clock import new_run_id
+from services.entrypoints import operations
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.children import die_with_parent
 from services.entrypoints.cli.control_cmds import user_name
@@ -42,6 +44,7 @@ from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
 from services.secrets import redactor_for
 from services.settings import Settings, environ_for_children, masked
+from services.structured_logs import child_args
 
 CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
 FOLLOW_GATHER_S = 0.02  # after printing what came, wait this long for more before the next read
@@ -300,30 +303,36 @@ def worker_args(modules: Sequence[str], paths: Sequence[str], queue: str) -> lis
     return args
 
 
-def spawn_workers(settings: Settings, args: list[str], processes: int) -> Callable[[], None]:
+def spawn_workers(
+    settings: Settings, args: list[str], processes: int, *, env: dict[str, str] | None = None
+) -> Children:
     """Worker processes in a session of their own (Ctrl-C in a terminal reaches only
     us, and we stop them in order); they die with us if we are killed; their notes
-    go to our stderr."""
-    env = environ_for_children(settings)
-    command = [sys.executable, "-m", "services.entrypoints.cli.main", *args]
-    children = [
+    go to our stderr, in our log level and format."""
+    environ = {**environ_for_children(settings), **(env or {})}
+    command = [sys.executable, "-m", "services.entrypoints.cli.main", *child_args(), *args]
+    return Children([
         subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr,
+            command, env=environ, stdin=subprocess.DEVNULL, stdout=sys.stderr,
             start_new_session=True, preexec_fn=die_with_parent,
-        )  # fmt: skip
+        )
         for _ in range(processes)
-    ]
+    ])  # fmt: skip
 
-    def stop() -> None:
-        for child in children:
+
+@dataclass
+class Children:
+    procs: list[subprocess.Popen[bytes]]
+
+    def __call__(self) -> None:
+        """Stop them: SIGTERM, then SIGKILL whoever is still there after 15 s."""
+        for child in self.procs:
             child.send_signal(signal.SIGTERM)
-        for child in children:
+        for child in self.procs:
             try:
                 child.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 child.kill()
-
-    return stop
 
 
 def workers(
@@ -334,31 +343,79 @@ def workers(
     queue: str,
     processes: int,
     pools: Sequence[str] = (),
+    metrics_port: int | None = None,
 ) -> int:
     pools = pools or [str(pool) for pool in ALL_POOLS]
     try:
         toolset = load_toolset(modules, paths)
     except ToolSetError as exc:
         return fail(exit_codes.USAGE, "bad tool set", str(exc), False)
+    served = [Served(queue, toolset.fingerprint, pool) for pool in pools]
     if processes > 1:
-        args = [*worker_args(modules, paths, queue), "--pools", ",".join(pools)]
+        return _parent(session, modules, paths, queue, processes, pools, metrics_port, served)
+    settings = session.settings
+    instruments = None
+    if metrics_port is not None or settings.metrics_dir:
+        from services.adapters.metrics.instruments import Instruments
+
+        instruments = Instruments()
+    services: Services = build_services(
+        settings, session.client, toolset, queue=queue,
+        pools=[p for p in ALL_POOLS if str(p) in pools], instruments=instruments,
+    )  # fmt: skip
+    services.start()
+    beat = operations.Beat(services, settings.metrics_dir).start() if settings.metrics_dir else None
+    ops = (
+        operations.serve_one(services, session.client, metrics_port, served)
+        if metrics_port is not None else None
+    )  # fmt: skip
+    print(
+        f"agentledger workers up on {masked(settings.redis_url or '')} (prefix "
+        f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
+        f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}"
+        + (f", metrics on port {ops.port}" if ops else ""),
+        flush=True,
+    )
+    _wait_for_signal()
+    if ops is not None:
+        ops.stop()
+    services.stop()
+    if beat is not None:
+        beat.stop()
+    return 0
+
+
+def _parent(
+    session: Session,
+    modules: Sequence[str],
+    paths: Sequence[str],
+    queue: str,
+    processes: int,
+    pools: Sequence[str],
+    metrics_port: int | None,
+    served: list[Served],
+) -> int:
+    """N worker processes; with a metrics port, this process serves their metrics."""
+    args = [*worker_args(modules, paths, queue), "--pools", ",".join(pools)]
+    if metrics_port is None:
         stop = spawn_workers(session.settings, args, processes)
         _wait_for_signal()
         stop()
         return 0
-    services: Services = build_services(
-        session.settings, session.client, toolset, queue=queue,
-        pools=[p for p in ALL_POOLS if str(p) in pools],
-    )  # fmt: skip
-    services.start()
-    print(
-        f"agentledger workers up on {masked(session.settings.redis_url or '')} (prefix "
-        f"{session.settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
-        f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}",
-        flush=True,
+    folder, clean = operations.metrics_dir(session.settings)
+    children = spawn_workers(
+        session.settings, args, processes, env={"PROMETHEUS_MULTIPROC_DIR": folder}
     )
-    _wait_for_signal()
-    services.stop()
+    try:
+        ops = operations.serve_parent(
+            session.settings, session.client, children.procs, folder, metrics_port, served
+        )
+        print(f"agentledger workers: {processes} processes, metrics on port {ops.port}", flush=True)
+        _wait_for_signal()
+        ops.stop()
+    finally:
+        children()
+        clean()
     return 0
 
 
