@@ -59,12 +59,24 @@ class Instruments:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.transitions = Counter(
-            "run_transitions", "run status changes", ["from_status", "to_status"], namespace=NS, registry=r
+            "run_transitions",
+            "run status changes",
+            ["from_status", "to_status"],
+            namespace=NS,
+            registry=r,
         )
-        self.terminal = Counter("runs_ended", "runs that reached a terminal state", ["status"], namespace=NS, registry=r)
-        self.events = Counter("events_appended", "events appended, by type", ["type"], namespace=NS, registry=r)
-        self.tokens = Counter("model_tokens", "model tokens", ["model", "kind"], namespace=NS, registry=r)
-        self.cost = Counter("model_cost_usd", "model cost in US dollars", ["model"], namespace=NS, registry=r)
+        self.terminal = Counter(
+            "runs_ended", "runs that reached a terminal state", ["status"], namespace=NS, registry=r
+        )
+        self.events = Counter(
+            "events_appended", "events appended, by type", ["type"], namespace=NS, registry=r
+        )
+        self.tokens = Counter(
+            "model_tokens", "model tokens", ["model", "kind"], namespace=NS, registry=r
+        )
+        self.cost = Counter(
+            "model_cost_usd", "model cost in US dollars", ["model"], namespace=NS, registry=r
+        )
         self.tool_calls = Counter(
             "tool_calls", "tool call outcomes", ["tool", "outcome"], namespace=NS, registry=r
         )
@@ -97,7 +109,9 @@ class Instruments:
         except Exception:  # a metric is never worth a step
             log.exception("metrics: could not count a step of run %r", after.run_id)
 
-    def _observe(self, before: RunState | None, after: RunState, batch: Sequence[Envelope[Any]]) -> None:
+    def _observe(
+        self, before: RunState | None, after: RunState, batch: Sequence[Envelope[Any]]
+    ) -> None:
         was = before.status if before else None
         if was is not after.status:
             self._child(self.transitions, str(was or "none"), str(after.status)).inc()

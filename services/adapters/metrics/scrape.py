@@ -108,7 +108,9 @@ class RedisCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         r = self.reading()
-        runs = GaugeMetricFamily(f"{NS}_runs", "runs by status (live ones folded; ended counted)", labels=["status"])
+        runs = GaugeMetricFamily(
+            f"{NS}_runs", "runs by status (live ones folded; ended counted)", labels=["status"]
+        )
         for status, n in sorted(r.runs.items()):
             runs.add_metric([status], n)
         yield runs
@@ -122,7 +124,9 @@ class RedisCollector(Collector):
             for name, family in families.items():
                 family.add_metric([served.queue, served.pool], values[name])
         yield from families.values()
-        rejected = GaugeMetricFamily(f"{NS}_inbox_rejected_entries", "entries kept in the rejected inbox streams")
+        rejected = GaugeMetricFamily(
+            f"{NS}_inbox_rejected_entries", "entries kept in the rejected inbox streams"
+        )
         rejected.add_metric([], r.rejected)
         yield rejected
 

@@ -17,7 +17,13 @@ Check = Callable[[], str | None]  # None: healthy; else what is wrong
 
 class OpsServer:
     def __init__(
-        self, registry: CollectorRegistry, *, port: int, live: Check, ready: Check, host: str = "0.0.0.0"
+        self,
+        registry: CollectorRegistry,
+        *,
+        port: int,
+        live: Check,
+        ready: Check,
+        host: str = "0.0.0.0",
     ) -> None:
         handler = _handler(registry, live, ready)
         self.httpd = ThreadingHTTPServer((host, port), handler)
@@ -36,7 +42,9 @@ class OpsServer:
         self.httpd.server_close()
 
 
-def _handler(registry: CollectorRegistry, live: Check, ready: Check) -> type[BaseHTTPRequestHandler]:
+def _handler(
+    registry: CollectorRegistry, live: Check, ready: Check
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 -- the http.server name
             path = self.path.split("?", 1)[0]
