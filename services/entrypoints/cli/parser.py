@@ -131,13 +131,6 @@ def _log_format(c: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _port(text: str) -> int:
-    port = _count(text)
-    if port > 65535:
-        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {port}")
-    return port
-
-
 def _pools(text: str) -> list[str]:
     pools = [p.strip() for p in text.split(",") if p.strip()]
     unknown = [p for p in pools if p not in POOLS]
@@ -161,6 +154,13 @@ def _runs(c: argparse.ArgumentParser) -> None:
     c.add_argument("--until", metavar="TIME", help="created before this time")
     c.add_argument("--limit", type=_count, default=20, help="at most this many (default 20)")
     c.add_argument("--page", metavar="TOKEN", help="the next page: the token the last page gave")
+
+
+def _port(text: str) -> int:
+    n = _count(text)
+    if n > 65535:
+        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {n}")
+    return n
 
 
 def _count(text: str) -> int:
