@@ -13,6 +13,7 @@ serves them all; otherwise in this process."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +36,7 @@ from schemas.envelope import Envelope
 
 log = logging.getLogger(__name__)
 NS = "agentledger"
+FLUSH_S = 0.5  # how stale a scrape may be: the tallies reach prometheus_client this often
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 TOOL_OUTCOMES: dict[type[Any], str] = {
     ToolCallSucceeded: "succeeded",
@@ -86,18 +88,59 @@ class Instruments:
         self.rejected = Counter(
             "inbox_rejected", "inbox entries the intake rejected", namespace=NS, registry=r
         )
-        self.rejected_inc = self.rejected.inc
         self.step_seconds = Histogram(
             "step_seconds", "wall time of one worker step", ["pool", "actor", "outcome"],
             namespace=NS, registry=r, buckets=STEP_BUCKETS,
         )  # fmt: skip
+        # the hot path only adds to these; `flush` (a thread, every FLUSH_S) hands them on
+        self._counts: dict[tuple[Any, ...], float] = {}
+        self._observed: list[tuple[tuple[str, str, str], float]] = []
+        self._lock = threading.Lock()
         self._children: dict[tuple[Any, ...], Any] = {}  # labels() is slow: keep the children
+        self._stop = threading.Event()
 
-    def _child(self, metric: Any, *labels: str) -> Any:
-        key = (id(metric), *labels)
+    def count(self, metric: Any, labels: tuple[str, ...], n: float = 1.0) -> None:
+        key = (metric, labels)
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0.0) + n
+
+    def rejected_inc(self) -> None:
+        self.count(self.rejected, ())
+
+    def time_step(self, labels: tuple[str, str, str], seconds: float) -> None:
+        with self._lock:
+            self._observed.append((labels, seconds))
+
+    def flush(self) -> None:
+        """Hand what was tallied to prometheus_client (its values, or its files)."""
+        with self._lock:
+            counts, self._counts = self._counts, {}
+            observed, self._observed = self._observed, []
+        for (metric, labels), n in counts.items():
+            self._child(metric, labels).inc(n)
+        for labels, seconds in observed:
+            self._child(self.step_seconds, labels).observe(seconds)
+
+    def start(self) -> Instruments:
+        threading.Thread(target=self._flush_forever, name="agentledger-metrics-flush", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.flush()
+
+    def _flush_forever(self) -> None:
+        while not self._stop.wait(FLUSH_S):
+            try:
+                self.flush()
+            except Exception:  # a metric is never worth the thread
+                log.exception("metrics: could not flush")
+
+    def _child(self, metric: Any, labels: tuple[str, ...]) -> Any:
+        key = (id(metric), labels)
         child = self._children.get(key)
         if child is None:
-            child = self._children[key] = metric.labels(*labels)
+            child = self._children[key] = metric.labels(*labels) if labels else metric
         return child
 
     def observe_step(
@@ -112,27 +155,28 @@ class Instruments:
     def _observe(
         self, before: RunState | None, after: RunState, batch: Sequence[Envelope[Any]]
     ) -> None:
+        count = self.count
         was = before.status if before else None
         if was is not after.status:
-            self._child(self.transitions, str(was or "none"), str(after.status)).inc()
+            count(self.transitions, (str(was or "none"), str(after.status)))
             if after.status.terminal and not (was and was.terminal):
-                self._child(self.terminal, str(after.status)).inc()
+                count(self.terminal, (str(after.status),))
         model = ""
         for env in batch:
             data = env.data
-            self._child(self.events, env.type).inc()
+            count(self.events, (env.type,))
             if isinstance(data, ModelResponded):
                 model = data.model
                 for kind, field_name in TOKEN_KINDS:
                     if n := getattr(data.usage, field_name):
-                        self._child(self.tokens, model, kind).inc(n)
+                        count(self.tokens, (model, kind), n)
             elif (outcome := TOOL_OUTCOMES.get(type(data))) is not None:
-                self._child(self.tool_calls, _tool(before, after, data.call_id), outcome).inc()
+                count(self.tool_calls, (_tool(before, after, data.call_id), outcome))
             elif isinstance(data, ToolCallWaiting):
-                self._child(self.lock_waits, _tool(before, after, data.call_id)).inc()
+                count(self.lock_waits, (_tool(before, after, data.call_id),))
         spent = after.cost_usd - (before.cost_usd if before else 0.0)
         if spent > 0:
-            self._child(self.cost, model or "unknown").inc(spent)
+            count(self.cost, (model or "unknown",), spent)
 
     def step_timer(self) -> Middleware:
         return StepTimer(self)
@@ -168,9 +212,6 @@ class StepTimer(Middleware):
         route = getattr(broker, "routes", {}).get(message.queue_name)
         pool = route.pool if route is not None else "unknown"
         outcome = "ok" if exception is None else "error"
-        child = self.instruments._child(
-            self.instruments.step_seconds, pool, message.actor_name, outcome
-        )
-        child.observe(time.perf_counter() - t0)
+        self.instruments.time_step((pool, message.actor_name, outcome), time.perf_counter() - t0)
 
     after_skip_message = after_process_message

@@ -358,7 +358,7 @@ def workers(
     if metrics_port is not None or settings.metrics_dir:
         from services.adapters.metrics.instruments import Instruments
 
-        instruments = Instruments()
+        instruments = Instruments().start()
     services: Services = build_services(
         settings, session.client, toolset, queue=queue,
         pools=[p for p in ALL_POOLS if str(p) in pools], instruments=instruments,
@@ -382,6 +382,8 @@ def workers(
     services.stop()
     if beat is not None:
         beat.stop()
+    if instruments is not None:
+        instruments.stop()  # the last tallies, into the files a parent reads
     return 0
 
 
