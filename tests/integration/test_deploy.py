@@ -30,6 +30,7 @@ import pytest
 import redis
 import yaml
 
+from services.adapters.broker.streams_queue import GROUP, StreamQueue
 from services.adapters.redis.local_server import answers, free_port, start_server
 from services.entrypoints.cli.parser import parser
 
@@ -293,3 +294,25 @@ def test_every_stream_and_group_a_scaler_names_exists_once_the_pools_start(
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def test_redis_can_tell_the_lag_after_our_acks_delete_entries(
+    private_redis: tuple[str, bool],
+) -> None:
+    """What lagCount reads stays known: an ack deletes only delivered entries."""
+    url, has_lag = private_redis
+    if not has_lag:
+        pytest.skip("needs redis-server 7+ (consumer-group lag); none on this machine")
+    client = redis.Redis.from_url(url)
+    queue = StreamQueue(client, "lagcheck:{0}:q", claim_idle_ms=3000, max_deliveries=3)
+    queue.ensure_group()
+    for i in range(3):
+        queue.push(b"m%d" % i)
+    delivered = client.xreadgroup(GROUP, "c1", {queue.stream: ">"}, count=2)
+    with client.pipeline(transaction=False) as pipe:
+        for entry_id, _ in delivered[0][1]:
+            queue.ack_commands(pipe, entry_id.decode())
+        pipe.execute()
+    (group,) = client.xinfo_groups(queue.stream)
+    assert (group["lag"], group["pending"]) == (1, 0)
+    client.delete(queue.stream)
