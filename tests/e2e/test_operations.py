@@ -209,3 +209,21 @@ def test_json_log_lines_name_run_call_pool_and_worker_and_hide_secrets(
     assert len({r["run_id"] for r in wrote}) == RUNS
     rejected = [r for r in records if "rejected" in r["message"]]
     assert rejected and rejected[0]["run_id"] is None  # the intake's own line: no run
+
+
+def test_run_logs_json_lines_too(private_redis: PrivateRedis, tmp_path: Path) -> None:
+    """The embedded `run --log-format json`: its pools' records name run, call and pool."""
+    env = clean_environ(f"opsrun{uuid.uuid4().hex[:8]}", tmp_path / "state")
+    env |= {"REDIS_URL": private_redis.url, "AGENTLEDGER_SANDBOX": "off", "OPS_SECRET": SECRET}
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    (tmp_path / "ops_tools.py").write_text((TOOLS / "ops_tools.py").read_text())
+    done = subprocess.run(
+        [*AGENTLEDGER, "run", "spec.yaml", "--json", "--log-format", "json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    records = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    (wrote,) = [r for r in records if r["logger"] == "ops_tools"]
+    assert (wrote["run_id"], wrote["call_id"], wrote["pool"]) == (run_id, "c2", "tools")
+    assert SECRET not in done.stderr
