@@ -30,8 +30,9 @@ sandbox:
 run: install sandbox
 	$(AGENTLEDGER) run examples/inventory/spec.yaml
 
+# three test processes on two cores: most of the suite waits on Redis and child processes
 test: install sandbox
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -n 3 tests
 
 test-unit: install
 	$(PYTHON) -m pytest tests/unit
@@ -45,7 +46,7 @@ test-e2e: install sandbox
 lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-	$(PYTHON) -m mypy events schemas
+	$(PYTHON) -m mypy events schemas services
 
 schemas: install
 	$(PYTHON) -m schemas.export

@@ -1,15 +1,37 @@
-"""Follow-ups that any batch of events can make due, appended in the same batch:
+"""Decide, then settle: a step's batch is the events its decision returned, then
+the follow-ups the state they lead to makes due, appended together. Follow-ups:
 a cancelled run whose last running call has stopped is cancelled; a run whose
 last steps repeat the same failure K times goes to a human; a run that waits for
 a human only because a write's outcome was unknown goes on once that outcome is
-known (its result came late, or its lookup found it)."""
+known (its result came late, or its lookup found it).
+
+`settle_batch` is the rule the step engine (`services.handlers.runs`) applies to
+every batch; the fold it is given is the writer's (envelopes as they will be
+stored), so follow-ups are decided on the state the log will hold."""
 
 from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 
 from events.repeat import failing_streak
 from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.types import Event, RunCancelled, RunEscalated, RunResumed
+
+FoldOn = Callable[[RunState, Sequence[Event]], RunState]
+
+
+def settle_batch(
+    s: RunState, decided: Sequence[Event], fold_on: FoldOn
+) -> tuple[list[Event], RunState]:
+    """The batch for `decided` (made on `s`) and the state it leads to: the decided
+    events folded, then the follow-ups that state makes due, folded too. An illegal
+    event raises from `fold_on` before anything is written."""
+    after = fold_on(s, decided)
+    follow_ups = settle(after)
+    if follow_ups:
+        after = fold_on(after, follow_ups)
+    return [*decided, *follow_ups], after
 
 
 def settle(s: RunState) -> list[Event]:

@@ -123,7 +123,15 @@ class StillRunning:
     requested_at: float
 
 
-Outcome = Succeeded | Errored | TimedOut | Stopped | StillRunning
+@dataclass(frozen=True, slots=True)
+class Lost:
+    """The call was sent and its answer can never come: the server serving it died
+    or was restarted mid-call. Whether it happened is unknown."""
+
+    reason: str
+
+
+Outcome = Succeeded | Errored | TimedOut | Stopped | StillRunning | Lost
 
 _stopped_by_itself = ToolError(
     code="internal",
@@ -206,6 +214,8 @@ def record_outcome(
             ]
         case StillRunning(requested_at):
             reason = f"asked to stop at {requested_at:.3f} and still running after the grace period"
+            return unknown_outcome(s, call, reason, at=finished_at)
+        case Lost(reason):
             return unknown_outcome(s, call, reason, at=finished_at)
 
 

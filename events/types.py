@@ -73,6 +73,11 @@ class RunCreated(_Event):
     base_dir: str | None = Field(default=None, description="folder the spec's paths resolve from")
     queue: str = Field(default=DEFAULT_QUEUE, min_length=1, description="the task queue")
     toolset: str = Field(default="", description="fingerprint of the tool set that serves it")
+    publisher: str | None = Field(
+        default=None,
+        description="who published the request; the spec's principal holds only the scopes "
+        "its grant allows",
+    )
 
 
 class ModelRequested(_Event):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from schemas.envelope import Envelope
 from schemas.inbox import InboxMessage
+from schemas.publishers import PublishersFile
 from schemas.spec import RunSpec
 
 HERE = Path(__file__).parent
@@ -28,6 +29,7 @@ def documents() -> dict[str, dict[str, Any]]:
         "inbox_message.schema.json": TypeAdapter(InboxMessage).json_schema(),
         "run_spec.schema.json": RunSpec.model_json_schema(),
         "envelope.schema.json": Envelope[_AnyEvent].model_json_schema(),
+        "publishers.schema.json": PublishersFile.model_json_schema(),
     }
 
 

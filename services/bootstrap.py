@@ -4,11 +4,12 @@ of one tool set from one Settings object."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import redis
@@ -159,6 +160,9 @@ class Services:
     instruments: Instruments | None = None  # metrics, when they are on
     stop_flag: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
+    tracing: Any = None  # services.adapters.tracing.otel.Tracing, when traces are exported
+    trace_export: Any = None  # its loop (services.loops.trace_export.TraceExport)
+    retool_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, *, loops: bool = True) -> None:
         toolset = self.app.toolset
@@ -177,6 +181,30 @@ class Services:
         if loops:
             self._start_loops()
 
+    def retool(self, toolset: ToolSet) -> None:
+        """Serve the task queue with another tool set (an MCP server went down or
+        came back): the handlers see it at once; the pools stop taking the old
+        fingerprint's commands (finishing what they hold) and take the new one's."""
+        with self.retool_lock:
+            if self.stop_flag.is_set():
+                return
+            if self.worker is None or toolset.fingerprint == self.app.toolset.fingerprint:
+                self.app = dataclasses.replace(self.app, toolset=toolset)
+                return
+            self.app = dataclasses.replace(self.app, toolset=toolset)
+            self.worker.stop(timeout=30_000)
+            self.directory.register(self.queue, toolset.fingerprint, toolset.manifest())
+            names = declare_actors(
+                self.broker, lambda: self.app, queue=self.queue, toolset=toolset.fingerprint,
+                pools=self.pools,
+            )  # fmt: skip
+            threads = self.app.settings.worker_threads
+            self.worker = dramatiq.Worker(
+                self.broker, queues=set(names), worker_threads=threads, worker_timeout=100
+            )
+            self.worker.start()
+            log.warning("serving tool set %s (MCP servers changed)", toolset.fingerprint)
+
     def _start_loops(self) -> None:
         keys = self.broker.keys
         ttl = self.app.settings.member_ttl_s
@@ -184,12 +212,27 @@ class Services:
         intake = Intake(
             self.app, self.client, keys, self.directory,
             Membership(self.client, keys.members("intake"), me, ttl_s=ttl),
-            self.instruments.rejected_inc if self.instruments is not None else None,
+            on_rejected=self.instruments.rejected_inc if self.instruments is not None else None,
         )  # fmt: skip
         sweep = Membership(self.client, keys.members("sweep"), me, ttl_s=ttl)
         shards = self.broker.shards
         self._spawn("intake", lambda: intake.run(self.stop_flag))
         self._spawn("sweeper", lambda: run_sweeper(self.app, sweep, shards, self.stop_flag))
+        if self.app.settings.otlp_traces:
+            self._start_trace_export(shards)
+
+    def _start_trace_export(self, shards: range) -> None:
+        """OTEL_EXPORTER_OTLP_* set: the runs' spans go out live, with the model SDK's."""
+        from services.adapters.tracing.otel import install  # the SDK only when asked for
+        from services.loops.trace_export import TraceExport
+
+        self.tracing = install()
+        export = TraceExport(
+            self.client, self.broker.keys, RedisEventStore(self.client, self.broker.keys),
+            self.tracing, shards=shards, consumer=self.broker.worker_id,
+        )  # fmt: skip
+        self.trace_export = export
+        self._spawn("traces", lambda: export.run(self.stop_flag))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         def guarded() -> None:
@@ -222,8 +265,12 @@ class Services:
         self.stop_flag.set()
         for thread in self.threads:
             thread.join(timeout=5)
-        if self.worker is not None:
-            self.worker.stop(timeout=5000)
+        with self.retool_lock:
+            if self.worker is not None:
+                self.worker.stop(timeout=5000)
+        if self.tracing is not None:  # what the last steps ended, before the process goes
+            self.trace_export.once()
+            self.tracing.flush()
         self.broker.leave()
 
 

@@ -56,6 +56,15 @@ class Settings:
     sandbox_file_mb: int = 64  # largest file a command may write
     sandbox_processes: int = 64  # processes of one command, all of its tree
     sandbox_env: str = ""  # names (comma-separated) of worker variables passed into commands
+    # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT set: workers send the runs' spans over OTLP/HTTP
+    # (the exporter reads the OTEL_* variables itself)
+    otlp_traces: bool = False
+    publishers_file: str | None = None  # None: publishers.yaml in the state folder
+
+    @property
+    def publishers_path(self) -> str:
+        """The publishers file: who may publish to the inbox, and what each may ask for."""
+        return self.publishers_file or os.path.join(self.state_dir, "publishers.yaml")
     # prometheus_client's multiprocess folder: set, every worker process keeps its metrics there
     metrics_dir: str | None = None
 
@@ -90,6 +99,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SANDBOX_FILE_MB": ("sandbox_file_mb", int),
     "AGENTLEDGER_SANDBOX_PROCESSES": ("sandbox_processes", int),
     "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
+    "AGENTLEDGER_PUBLISHERS": ("publishers_file", str),
     "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
@@ -102,6 +112,13 @@ _POSITIVE = (
 )  # fmt: skip
 _NOT_NEGATIVE = ("AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S")
 _KIND = {int: "a whole number", float: "a number", str: "text"}
+
+
+def otlp_traces_wanted(env: Mapping[str, str]) -> bool:
+    """The standard OpenTelemetry variables name an OTLP endpoint and do not switch traces off."""
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    off = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
+    return bool(endpoint and endpoint.strip()) and not off and env.get("OTEL_TRACES_EXPORTER", "otlp").strip() != "none"
 
 
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
@@ -120,8 +137,11 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         values["state_dir"] = os.path.abspath(os.path.expanduser(str(values["state_dir"])))
     else:
         values["state_dir"] = user_state_dir(env)
+    if "publishers_file" in values:
+        values["publishers_file"] = os.path.abspath(os.path.expanduser(str(values["publishers_file"])))
     if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
         values["probe_url"] = None
+    values["otlp_traces"] = otlp_traces_wanted(env)
     settings = Settings(**values)  # type: ignore[arg-type]
     if not 1 <= settings.shards <= 4096:
         raise ConfigError("AGENTLEDGER_SHARDS", "must be between 1 and 4096")
@@ -238,6 +258,13 @@ def read_secrets(names: Iterable[str], environ: Mapping[str, str] | None = None)
     listed = [n.strip() for n in env.get("AGENTLEDGER_SECRETS", "").split(",")]
     declared = dict.fromkeys([*names, *listed, *ALWAYS_SECRET])
     return {name: env[name] for name in declared if name and env.get(name)}
+
+
+def read_key_variable(name: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """A publisher's key kept in a variable (`key_env` in the publishers file);
+    None when it is unset or empty. Never logged."""
+    env = os.environ if environ is None else environ
+    return env.get(name) or None
 
 
 def environ_for_children(settings: Settings) -> dict[str, str]:

@@ -21,7 +21,7 @@ def findings(toolset: ToolSet, s: RunState) -> dict[str, Finding]:
 
 def finding(toolset: ToolSet, call: Call, s: RunState) -> Finding:
     t = toolset.get(call.name)
-    if t is None:
+    if t is None or not t.offered_to(s.spec.tools):
         return Finding(tool=None)
     args, errors = t.check(call.input)
     if errors:

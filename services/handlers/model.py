@@ -20,6 +20,7 @@ from events.state import RunState
 from events.types import Event, ModelRequested
 from services.adapters.models.port import ModelError, ModelRequest
 from services.adapters.tools.toolset import ToolSet
+from services.adapters.tracing.current import model_request_context
 from services.handlers.app import App
 from services.secrets import redactor_for
 
@@ -51,7 +52,8 @@ def handle_request_model(app: App, run_id: str) -> None:
     request = model_request(run_id, claimed, views[claimed.attempt])
     adapter = app.model_for(step.state.spec.model)
     try:
-        reply = adapter.respond(request)
+        with model_request_context(run_id, claimed.turn, claimed.attempt):  # the SDK's span: a child
+            reply = adapter.respond(request)
     except ModelError as exc:
         if exc.retryable:
             raise  # the claim expires and the sweeper re-drives the turn
@@ -102,4 +104,4 @@ def model_request(run_id: str, claimed: ModelRequested, view: ContextView) -> Mo
 
 def context_view(toolset: ToolSet, s: RunState) -> ContextView:
     """What the model is shown at this point of the run (also `agentledger context`)."""
-    return assemble(s, toolset.specs, redactor_for(s.spec))
+    return assemble(s, toolset.offered(s.spec.tools), redactor_for(s.spec))

@@ -2,8 +2,8 @@
 
 A decision is a pure function of the folded state returning events. The new
 events are folded onto the state before they are saved, so an illegal one
-raises and is never written; the follow-ups they make due (`events.settle`) go
-in the same batch. Saving is one round trip: the store's script appends the
+raises and is never written; the follow-ups they make due go in the same batch
+(decide, then settle: `events.settle.settle_batch`). Saving is one round trip: the store's script appends the
 batch at the expected seq *and* queues the commands the batch made due
 (`events.dispatch.new_commands`), both or neither — the writer dispatches.
 After it, the lock requests the run gave up (`events.lock_step`) are released
@@ -30,7 +30,7 @@ import redis
 from events.dispatch import new_commands
 from events.fold import fold
 from events.lock_step import released_requests
-from events.settle import settle
+from events.settle import settle_batch
 from events.state import RunState
 from events.types import Event, RunCreated
 from schemas.envelope import Envelope
@@ -190,19 +190,24 @@ class Runs:
         source: str,
         causation_id: str | None,
     ) -> tuple[list[Envelope[Any]], RunState]:
+        """Decide, then settle (`events.settle`): the envelopes of the decided events and
+        of the follow-ups they make due, as the store will write them, and the state
+        they fold to (an illegal event raises before anything is written)."""
         at = self.clock.now()
-        batch = envelopes(
-            run_id, events, after_seq=state.seq, at=at, source=source, causation_id=causation_id
-        )
-        batch = self.store.as_stored(run_id, batch)  # the state we go on with is the log's
-        new_state = fold(batch, state)  # raises IllegalTransition before anything is written
-        assert new_state is not None
-        if follow_ups := settle(new_state):  # made due by this batch: same append
-            more = envelopes(run_id, follow_ups, after_seq=new_state.seq, at=at, source=source)
-            more = self.store.as_stored(run_id, more)
-            new_state = fold(more, new_state)
-            assert new_state is not None
-            batch += more
+        batch: list[Envelope[Any]] = []
+
+        def fold_on(s: RunState, more: Sequence[Event]) -> RunState:
+            cause = causation_id if not batch else None  # follow-ups are caused by the batch
+            stored = self.store.as_stored(
+                run_id,
+                envelopes(run_id, more, after_seq=s.seq, at=at, source=source, causation_id=cause),
+            )  # the state we go on with is the log's
+            folded = fold(stored, s)
+            assert folded is not None
+            batch.extend(stored)
+            return folded
+
+        _, new_state = settle_batch(state, events, fold_on)
         return batch, new_state
 
     def _save(

@@ -1,8 +1,12 @@
 """The intake: reads the inbox partitions this process owns, where any system
-publishes task events (JSON in the entry's `message` field). A valid
-RunRequested becomes the run's first event, bound to its task queue and tool
-set; a control is appended to its run if it fits the run's state; anything
-else goes to the rejected stream with its reason and the original fields.
+publishes task events (JSON in the entry's `message` field, signed by its
+publisher: `publisher` and `signature`). An entry whose signature is not its
+publisher's is refused unread. A valid RunRequested within its publisher's
+grant becomes the run's first event, bound to its task queue and tool set, the
+run holding only the scopes the grant allows; a control, from a publisher
+granted the run's principal, is appended to its run if it fits the run's
+state; anything else goes to the rejected stream with its reason and the
+original fields.
 
 Every entry ends acked after one try, and is deleted from the inbox: created,
 an idempotent no-op (the same request again), or rejected. A bad entry never
@@ -17,24 +21,28 @@ import os
 import random
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import redis
 
 from events import controls
 from events.errors import ControlRefused, CoreError
+from events.grants import REPLAYED, control_refusal, held_scopes, request_refusal
 from events.state import RunState
 from events.types import DEFAULT_QUEUE, Event, RunCreated
 from schemas import inbox
 from schemas.errors import InvalidSpec, SchemaError
 from schemas.inbox import Control, RunRequested
+from schemas.signature import entry as signed_entry
 from services.adapters.broker.membership import Membership
+from services.adapters.publishers.publishers_file import Registry, Signer
 from services.adapters.redis.directory import Directory
 from services.clock import new_run_id
 from services.errors import ConcurrencyConflict, ServiceError
 from services.handlers.app import App
 from services.handlers.spec_check import check_spec
 from services.keys import Keys
+from services.loops.inbox_auth import Granted, authenticate
 from services.loops.inbox_parse import Rejected, parse
 
 GROUP = "intake"
@@ -47,13 +55,16 @@ KEEP_FIELD_BYTES = 1 << 20  # of each original field kept with a rejection
 log = logging.getLogger(__name__)
 
 
-def publish(client: redis.Redis, keys: Keys, message: RunRequested | Control) -> str:
-    """What any publisher does: one XADD of the message as JSON, to a partition
-    chosen by its request id (or at random)."""
+def publish(
+    client: redis.Redis, keys: Keys, message: RunRequested | Control, *, signer: Signer
+) -> str:
+    """What any publisher does: one XADD of the message as JSON, signed with its
+    key, to a partition chosen by its request id (or at random)."""
     key = getattr(message, "request_id", None) or getattr(message, "run_id", None)
     n = keys.inbox_partitions
     part = int(hashlib.sha256(key.encode()).hexdigest(), 16) % n if key else random.randrange(n)
-    entry = client.xadd(keys.inbox(part), {"message": message.model_dump_json()})
+    fields = signed_entry(signer.name, signer.key, message.model_dump_json().encode())
+    entry = cast(bytes, client.xadd(keys.inbox(part), fields))  # type: ignore[arg-type]
     return f"{part}/{entry.decode()}"
 
 
@@ -65,9 +76,11 @@ class Intake:
         keys: Keys,
         directory: Directory,
         membership: Membership,
+        publishers: Registry | None = None,
         on_rejected: Callable[[], None] | None = None,  # told of each rejection (metrics)
     ):
         self._app = app
+        self._publishers = publishers or Registry(app.settings.publishers_path)
         self._on_rejected = on_rejected
         self._r = client
         self._keys = keys
@@ -84,9 +97,12 @@ class Intake:
             threading.Event().wait(block_ms / 1000)
             return 0
         streams = {self._keys.inbox(p): ">" for p in self._owned}
-        reply = self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms)  # type: ignore[arg-type]
+        reply = cast(
+            list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]] | None,
+            self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms),  # type: ignore[arg-type]
+        )
         handled = 0
-        for stream, entries in reply or []:  # type: ignore[union-attr]
+        for stream, entries in reply or []:
             part = self._part_of(stream)
             for entry_id, fields in entries:
                 self.handle(part, entry_id, fields or {})
@@ -98,11 +114,13 @@ class Intake:
         cause = f"{part}/{entry_id.decode()}"
         reason: str | None = None
         try:
-            message = parse(fields, max_bytes=self._app.settings.inbox_max_bytes)
+            max_bytes = self._app.settings.inbox_max_bytes
+            by = authenticate(fields, self._publishers, max_bytes=max_bytes)
+            message = parse(fields, max_bytes=max_bytes)
             if isinstance(message, RunRequested):
-                self.accept(message, causation_id=cause)
+                self.accept(message, by, causation_id=cause)
             else:
-                self.control(message, causation_id=cause)
+                self.control(message, by, causation_id=cause)
         except Rejected as r:
             reason = r.reason
         except (redis.ConnectionError, redis.TimeoutError):
@@ -115,11 +133,14 @@ class Intake:
         self._finish(part, entry_id, fields, reason)
         return reason
 
-    def control(self, message: Control, *, causation_id: str | None = None) -> None:
-        """Append what a person or system said to a run, if it fits the run's state."""
+    def control(self, message: Control, by: Granted, *, causation_id: str | None = None) -> None:
+        """Append what a person or system said to a run, if its publisher is granted
+        the run's principal and it fits the run's state."""
         state = self._app.runs.load(message.run_id)
         if state is None:
             raise Rejected(f"no run {message.run_id!r}")
+        if (refusal := control_refusal(by.name, by.grant, state.spec.principal)) is not None:
+            raise Rejected(refusal)
         try:
             self._app.runs.step(
                 message.run_id,
@@ -131,10 +152,15 @@ class Intake:
         except ControlRefused as exc:
             raise Rejected(exc.reason) from None
 
-    def accept(self, message: RunRequested, *, causation_id: str | None = None) -> str:
-        """Create the run (bound to its task queue and tool set); returns its id."""
+    def accept(self, message: RunRequested, by: Granted, *, causation_id: str | None = None) -> str:
+        """Create the run (bound to its task queue and tool set, holding the scopes
+        its spec asks for that the grant allows); returns its id."""
         spec = message.spec
         queue = message.queue or spec.queue or DEFAULT_QUEUE
+        if (refusal := request_refusal(by.name, by.grant, spec.principal, queue)) is not None:
+            raise Rejected(refusal)
+        held = held_scopes(spec.principal.scopes, by.grant)
+        spec = spec.model_copy(update={"principal": spec.principal.model_copy(update={"scopes": held})})
         toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
         try:
             check_spec(spec, message.base_dir, manifest=self._directory.manifest(queue, toolset))
@@ -143,9 +169,10 @@ class Intake:
         shard = random.randrange(self._keys.shards)
         run_id = message.run_id or new_run_id(shard)
         if message.request_id is not None:
-            run_id = self._claim_request(message, run_id)
+            run_id = self._claim_request(message, by.name, run_id)
         created = RunCreated(
             spec=spec,
+            publisher=by.name,
             request_id=message.request_id,
             workspace=message.workspace or _resolve(spec.workspace, message.base_dir),
             base_dir=message.base_dir,
@@ -169,20 +196,23 @@ class Intake:
             raise Rejected(f"unknown tool set: no worker has served {what}; name one in 'toolset'")
         raise Rejected(f"ambiguous tool set: {what} is served by {found}; name one in 'toolset'")
 
-    def _claim_request(self, message: RunRequested, run_id: str) -> str:
+    def _claim_request(self, message: RunRequested, publisher: str, run_id: str) -> str:
         """The run a request id names: this one if it is new, the one it named before if
-        the same request comes again; a different request under it is refused."""
+        the same publisher sends the same request again; a different request (or another
+        publisher's) under it is refused as replayed."""
         assert message.request_id is not None
-        digest = hashlib.sha256(message.model_dump_json(exclude={"run_id"}).encode()).hexdigest()
+        content = f"{publisher}\n{message.model_dump_json(exclude={'run_id'})}"
+        digest = hashlib.sha256(content.encode()).hexdigest()
         key = self._keys.request(message.request_id)
         value = f"{run_id} {digest}"
         if self._r.set(key, value, nx=True):
             return run_id
-        kept = (self._r.get(key) or b"").decode().split(" ")
+        kept = (cast(bytes | None, self._r.get(key)) or b"").decode().split(" ")
         if len(kept) == 2 and kept[1] == digest:
             return kept[0]  # the same request again: the same run (created, or created now)
         raise Rejected(
-            f"request_id {message.request_id!r} names run {kept[0]!r} already, for another request"
+            f"{REPLAYED}: request_id {message.request_id!r} names run {kept[0]!r} already, "
+            "for another request"
         )
 
     def _finish(
@@ -210,11 +240,17 @@ class Intake:
         n = 0
         for part in self._owned:
             stream = self._keys.inbox(part)
-            reply = self._r.xautoclaim(stream, GROUP, self._app.worker, min_idle_ms, "0-0", count=50)
-            for entry_id, fields in reply[1] if reply else []:
+            reply = cast(
+                list[Any] | None,
+                self._r.xautoclaim(stream, GROUP, self._app.worker, min_idle_ms, "0-0", count=50),
+            )
+            claimed = cast(list[tuple[bytes, dict[bytes, bytes]]], reply[1] if reply else [])
+            for entry_id, fields in claimed:
                 n += 1
-                pending = self._r.xpending_range(stream, GROUP, entry_id, entry_id, 1)
-                times = pending[0]["times_delivered"] if pending else 1
+                pending = cast(
+                    list[dict[str, Any]], self._r.xpending_range(stream, GROUP, entry_id, entry_id, 1)
+                )
+                times = int(pending[0]["times_delivered"]) if pending else 1
                 if not fields:
                     self._finish(part, entry_id, {}, None)  # trimmed away: nothing left to do
                 elif times > MAX_DELIVERIES:

@@ -21,6 +21,9 @@ from typing import Any
 import redis
 
 from schemas.inbox import RunRequested
+from schemas.publishers import GrantedPrincipal
+from services.adapters.publishers import publishers_file
+from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.client import redis_client
 from services.adapters.redis.local_server import PrivateRedis, start_server
 from services.adapters.store.redis_store import RedisEventStore
@@ -39,6 +42,9 @@ DURABILITY = {"everysec": "Redis AOF everysec", "always": "Redis AOF always"}
 
 
 POOLS = ("model", "tools", "accept")  # the pools a worker's CPU is split by
+
+
+BENCH_PUBLISHER = "bench"
 
 
 class BenchError(Exception):
@@ -124,6 +130,15 @@ class Bench:
     def keys(self, prefix: str) -> Keys:
         return keys_for(self.settings.with_(prefix=prefix))
 
+    @property
+    def signer(self) -> Signer:
+        """The bench's publisher (every principal, scope and queue), filed on first use."""
+        path = self.settings.publishers_path
+        if BENCH_PUBLISHER not in publishers_file.read(path).publishers:
+            everyone = [GrantedPrincipal(id="*", tenant="*")]
+            publishers_file.add(path, BENCH_PUBLISHER, principals=everyone, scopes=["*"], queues=["*"])
+        return publishers_file.signer(path, BENCH_PUBLISHER)
+
     def store(self, prefix: str) -> RedisEventStore:
         return RedisEventStore(self.client, self.keys(prefix))
 
@@ -175,7 +190,8 @@ def private_bench(settings: Settings, tmp: Path, fsync: str) -> Iterator[Bench]:
     server = start_server(tmp / f"redis-{fsync}", fsync=fsync)
     client = redis_client(server.url)
     try:
-        yield Bench(server, client, settings.with_(redis_url=server.url), tmp, fsync)
+        own = settings.with_(redis_url=server.url, publishers_file=str(tmp / "publishers.yaml"))
+        yield Bench(server, client, own, tmp, fsync)
     finally:
         client.close()
         server.stop()
@@ -184,8 +200,9 @@ def private_bench(settings: Settings, tmp: Path, fsync: str) -> Iterator[Bench]:
 class Follower:
     """Tails the shard feeds of a prefix from now on; says when watched runs end."""
 
-    def __init__(self, client: redis.Redis, keys: Keys):
+    def __init__(self, client: redis.Redis, keys: Keys, signer: Signer):
         self._r = client
+        self._signer = signer
         self._store = RedisEventStore(client, keys)
         self._cursors: dict[Any, Any] = {}
         for shard in range(keys.shards):
@@ -196,7 +213,7 @@ class Follower:
     def submit(self, keys: Keys, requests: list[RunRequested]) -> dict[str, float]:
         published = {}
         for request in requests:
-            publish(self._r, keys, request)
+            publish(self._r, keys, request, signer=self._signer)
             published[str(request.run_id)] = time.time()
         return published
 

@@ -21,7 +21,7 @@ def sequential(
 ) -> dict[str, Any]:
     """W1, then (when asked) W2 and W3 on the same worker process."""
     with bench.workers(prefix, 1) as pool:
-        follow = Follower(bench.client, pool.keys)
+        follow = Follower(bench.client, pool.keys, bench.signer)
         _warm_up(pool, follow, 2)
         result = {"long_run": _long_run(bench, pool, follow, calls)}
         if runs:
@@ -80,7 +80,7 @@ def concurrent(
     """W3: `runs` runs of `calls` calls submitted at once to `processes` worker processes
     (started with the `workers` options `extra`)."""
     with bench.workers(prefix, processes, extra) as pool:
-        follow = Follower(bench.client, pool.keys)
+        follow = Follower(bench.client, pool.keys, bench.signer)
         _warm_up(pool, follow, 4 * processes)
         return _concurrent(bench, pool, follow, runs, calls)
 

@@ -37,7 +37,7 @@ def measure(bench: Bench, prefix: str, holding: str) -> dict[str, Any]:
     request = request_for(spec)
     run_id = str(request.run_id)
     with bench.workers(prefix, 2) as pool:
-        follow = Follower(bench.client, pool.keys)
+        follow = Follower(bench.client, pool.keys, bench.signer)
         follow.submit(pool.keys, [request])
         store = bench.store(prefix)
         seq, pid = _await_hold(bench, pool, run_id, holding)

@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 
+from services.adapters.redis.local_server import DEFAULT_URL, answers
 from services.adapters.redis.local_service import LocalService
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -71,6 +72,28 @@ class Cli:
         done = self("runs")
         assert done.returncode == 0, done.stderr
         return [line.split()[0] for line in done.stdout.splitlines() if line.strip()]
+
+    def publisher(self, name: str = "e2e") -> str:
+        """A publisher granted every principal, scope and queue, filed (once) with
+        `publishers add` as a user files one; its name, for `submit --as`."""
+        listed = self("publishers", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        if name not in json.loads(listed.stdout)["publishers"]:
+            added = self(
+                "publishers", "add", name, "--principal", "*@*", "--scopes", "*", "--queues", "*"
+            )
+            assert added.returncode == 0, added.stderr
+        return name
+
+    def redis(self) -> redis.Redis:
+        """A client of the Redis this CLI uses (as it finds one: REDIS_URL, the
+        default address, else its local service, started if need be)."""
+        url = self.env.get("REDIS_URL")
+        if url is None:
+            url = DEFAULT_URL if answers(DEFAULT_URL) else None
+        if url is None:
+            url, _ = LocalService(self.state_dir).start()
+        return redis.Redis.from_url(url)
 
     @property
     def state_dir(self) -> Path:

@@ -127,7 +127,7 @@ def test_after_a_refusal_and_a_reply_the_refused_turn_is_not_sent_again(
         on_standin(cli, api)
         api.play(Transcript.named("refusal_stop_details"), Streamed((Text("A1: 3 available."),)))
         workers()
-        done = cli("submit", spec(inventory))
+        done = cli("submit", "--as", cli.publisher(), spec(inventory))
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         wait_for(cli, run_id, "RunEscalated")

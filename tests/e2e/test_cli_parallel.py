@@ -200,7 +200,7 @@ def test_two_runs_writing_the_same_file_serialize(
     example = copy_example("parallel", cli.cwd)
     run_ids = []
     for spec in ("cross_a.yaml", "cross_b.yaml"):  # both wait in the inbox: they start together
-        done = cli("submit", "--unserved", example / spec)
+        done = cli("submit", "--as", cli.publisher(), "--unserved", example / spec)
         assert done.returncode == 0, done.stderr
         run_ids.append(done.stdout.strip())
     start_workers()

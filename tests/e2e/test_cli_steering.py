@@ -28,7 +28,7 @@ def workers(cli: Cli, steering: Path) -> Iterator[subprocess.Popen[str]]:
 
 
 def submit(cli: Cli, spec: Path) -> str:
-    done = cli("submit", spec)
+    done = cli("submit", "--as", cli.publisher(), spec)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import redis
-from e2ekit import AGENTLEDGER, clean_environ
+from e2ekit import AGENTLEDGER, Cli, clean_environ
 
 from services.adapters.redis.local_server import PrivateRedis, start_server
 
@@ -96,6 +96,7 @@ def operated(
     env |= {"REDIS_URL": private_redis.url, "AGENTLEDGER_SANDBOX": "off", "OPS_SECRET": SECRET}
     (folder / "spec.yaml").write_text(SPEC)
     (folder / "ops_tools.py").write_text((TOOLS / "ops_tools.py").read_text())
+    publisher = Cli(folder, env).publisher()
     workers = subprocess.Popen(
         [*AGENTLEDGER, "--log-format", "json", "--log-level", "info", "workers", "--processes", "2",
          "--tools", "ops_tools", "--tool-path", str(folder), "--metrics-port", "0"],
@@ -116,7 +117,7 @@ def operated(
         client.xadd(f"{prefix}:{{in0}}:inbox", {"message": b"not json"})
         for _ in range(RUNS):
             done = subprocess.run(
-                [*AGENTLEDGER, "submit", "spec.yaml", "--json"], cwd=folder, env=env,
+                [*AGENTLEDGER, "submit", "--as", publisher, "spec.yaml", "--json"], cwd=folder, env=env,
                 capture_output=True, text=True, timeout=60,
             )  # fmt: skip
             assert done.returncode == 0, done.stderr

@@ -11,13 +11,18 @@ from pathlib import Path
 
 import pytest
 import redis
-from itkit import TOOL_MODULE, delete_prefix, write_tool_module
+from itkit import PUBLISHER, QUEUE, TOOL_MODULE, delete_prefix, file_publisher, write_tool_module
 
+from services.adapters.broker.membership import Membership
+from services.adapters.publishers import publishers_file
+from services.adapters.publishers.publishers_file import Signer
+from services.adapters.redis.directory import Directory
 from services.adapters.redis.local_server import answers, start_server
 from services.adapters.tools.toolset import ToolSet, load_toolset
 from services.bootstrap import build_app
 from services.handlers.app import App
 from services.keys import Keys
+from services.loops.intake import Intake
 from services.settings import Settings
 
 SHARED_URL = "redis://127.0.0.1:6379/0"
@@ -50,8 +55,17 @@ def prefix(client: redis.Redis) -> Iterator[str]:
 
 
 @pytest.fixture
-def settings(redis_url: str, prefix: str) -> Settings:
-    return Settings(redis_url=redis_url, prefix=prefix)
+def settings(redis_url: str, prefix: str, tmp_path: Path) -> Settings:
+    # the test's own publishers file (never the user's), with one publisher granted everything
+    publishers = tmp_path / "publishers.yaml"
+    file_publisher(publishers)
+    return Settings(redis_url=redis_url, prefix=prefix, publishers_file=str(publishers))
+
+
+@pytest.fixture
+def signer(settings: Settings) -> Signer:
+    """Signs as the test publisher (granted every principal, scope and queue)."""
+    return publishers_file.signer(settings.publishers_path, PUBLISHER)
 
 
 @pytest.fixture
@@ -81,3 +95,12 @@ def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
     return ws
+
+
+@pytest.fixture
+def intake(app: App, client: redis.Redis, keys: Keys) -> Intake:
+    """An intake on the test's prefix; the test queue's tool set registered."""
+    directory = Directory(client, keys, member_ttl_s=2.0)
+    directory.register(QUEUE, app.toolset.fingerprint, app.toolset.manifest())
+    membership = Membership(client, keys.members("intake"), app.worker, ttl_s=2.0)
+    return Intake(app, client, keys, directory, membership)

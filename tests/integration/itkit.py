@@ -6,10 +6,8 @@ log into memory."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -22,7 +20,7 @@ from events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAc
 from events.dispatch import due_commands
 from events.state import RunState
 from events.status import RunStatus
-from events.types import Event, ModelRequested, RunCreated
+from events.types import RunCreated
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec
 from services.adapters.store.memory import MemoryEventStore
@@ -35,6 +33,7 @@ from services.handlers.model import handle_request_model
 from services.handlers.resolve import handle_resolve_call
 from services.handlers.runs import Runs
 from services.keys import Keys, keys_for
+from tests.contracts.commands import decoded
 
 TOOL_MODULE = "it_counting_tools"
 EXECUTIONS = "executions.log"
@@ -86,6 +85,34 @@ def write_tool_module(folder: Path) -> Path:
     path = folder / f"{TOOL_MODULE}.py"
     path.write_text(TOOL_SOURCE)
     return path
+
+
+PUBLISHER = "it-publisher"
+
+
+def file_publisher(
+    path: Path, name: str = PUBLISHER, *, principals: Sequence[str] = ("*@*",),
+    scopes: Sequence[str] = ("*",), queues: Sequence[str] = ("*",),
+) -> str:
+    """File a publisher in the publishers file at `path` (granted everything by
+    default); returns its key."""
+    from schemas.publishers import GrantedPrincipal
+    from services.adapters.publishers import publishers_file
+
+    granted = [GrantedPrincipal(id=p.split("@")[0], tenant=p.split("@")[1]) for p in principals]
+    return publishers_file.add(str(path), name, principals=granted, scopes=scopes, queues=queues)
+
+
+def signed(fields: dict[str, Any], signer: Any) -> dict[str, Any]:
+    """An inbox entry's fields with its publisher and signature added (over its
+    `message`, whatever that holds)."""
+    from schemas.signature import sign
+
+    raw = fields.get("message")
+    if raw is None:
+        return {**fields, "publisher": signer.name}
+    data = raw if isinstance(raw, bytes) else str(raw).encode()
+    return {**fields, "publisher": signer.name, "signature": sign(signer.key, data)}
 
 
 def delete_prefix(client: redis.Redis, prefix: str) -> int:
@@ -303,60 +330,6 @@ def in_threads(*targets: Callable[[], None]) -> None:
     assert not any(t.is_alive() for t in threads), "a racer did not finish"
     if errors:
         raise errors[0]
-
-
-# Envelopes for the store tests: seq 1 is a RunCreated, later ones ModelRequested.
-
-T0 = 1_700_000_000.0
-CONTRACT_SPEC = RunSpec.model_validate(
-    {
-        "task": "contract",
-        "principal": {"id": "alice", "tenant": "acme"},
-        "model": {"scripted": [{"end_turn": "done"}]},
-    }
-)
-
-
-def envelope(run_id: str, seq: int, event: Event, *, at: float = T0) -> Envelope[Any]:
-    return Envelope[Any](
-        id=uuid.uuid4().hex,
-        run_id=run_id,
-        seq=seq,
-        type=event.type,
-        at=at,
-        source="contract",
-        causation_id=None if seq == 1 else f"cause-{seq}",
-        data=event,
-    )
-
-
-def batch(run_id: str, first_seq: int, n: int, *, at: float = T0) -> list[Envelope[Any]]:
-    """`n` events from `first_seq` on; seq 1 is the RunCreated."""
-    return [
-        envelope(
-            run_id,
-            seq,
-            RunCreated(spec=CONTRACT_SPEC, request_id="req")
-            if seq == 1
-            else ModelRequested(turn=1, attempt=seq - 1, deadline_at=at + 30),
-            at=at + seq / 1000,
-        )
-        for seq in range(first_seq, first_seq + n)
-    ]
-
-
-def decoded(messages: Sequence[Outgoing]) -> list[Command]:
-    """The commands the messages carry (the dramatiq message's actor and args)."""
-    actors: dict[str, Callable[..., Command]] = {
-        "request_model": RequestModel,
-        "drive_call": DriveCall,
-        "resolve_call": ResolveCall,
-        "run_acceptance": RunAcceptance,
-    }
-    return [
-        actors[m["actor_name"]](*m["args"])
-        for m in (json.loads(o.data) for o in messages)
-    ]
 
 
 def capturing(app: App, clock: Any = None) -> tuple[App, list[Command]]:

@@ -14,26 +14,19 @@ from typing import Any
 
 import pytest
 import redis
-from itkit import QUEUE, scripted_spec
+from itkit import PUBLISHER, QUEUE, scripted_spec, signed
 
 from events.status import RunStatus
 from schemas.inbox import RunRequested
 from schemas.json_limits import MAX_MESSAGE_BYTES
-from services.adapters.broker.membership import Membership
-from services.adapters.redis.directory import Directory
+from schemas.publishers import GrantedPrincipal, Publisher
+from services.adapters.publishers.publishers_file import Signer
 from services.handlers.app import App
 from services.keys import Keys
+from services.loops.inbox_auth import Granted
 from services.loops.intake import GROUP, KEEP_FIELD_BYTES, Intake, publish
 
 TTL_S = 2.0
-
-
-@pytest.fixture
-def intake(app: App, client: redis.Redis, keys: Keys) -> Intake:
-    directory = Directory(client, keys, member_ttl_s=TTL_S)
-    directory.register(QUEUE, app.toolset.fingerprint, app.toolset.manifest())
-    membership = Membership(client, keys.members("intake"), app.worker, ttl_s=TTL_S)
-    return Intake(app, client, keys, directory, membership)
 
 
 def request(app: App, run_id: str, spec: Any, workspace: Path, **more: Any) -> RunRequested:
@@ -50,6 +43,12 @@ def good(app: App, tools_dir: Path, workspace: Path, run_id: str) -> dict[str, A
 
 def with_spec(message: dict[str, Any], **changes: Any) -> dict[str, str]:
     return {"message": json.dumps({**message, "spec": {**message["spec"], **changes}})}
+
+
+def everything(name: str = PUBLISHER) -> Granted:
+    """A publisher granted every principal, scope and queue (for direct calls)."""
+    return Granted(name, Publisher(key="0" * 64, principals=(GrantedPrincipal(id="*", tenant="*"),),
+                                   scopes=("*",), queues=("*",)))
 
 
 def bad_entries(good: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[str]]]:
@@ -103,11 +102,12 @@ def poll_until(intake: Intake, n: int) -> None:
 )  # fmt: skip
 def test_a_malformed_entry_is_rejected_with_its_reason_and_the_next_good_one_accepted(
     kind: str, app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path,
-    workspace: Path,
+    workspace: Path, signer: Signer,
 ) -> None:  # fmt: skip
     fields, reason_names = bad_entries(good(app, tools_dir, workspace, "run-bad"))[kind]
-    bad_id = client.xadd(keys.inbox(0), fields)
-    client.xadd(keys.inbox(0), {"message": json.dumps(good(app, tools_dir, workspace, "run-good"))})
+    bad_id = client.xadd(keys.inbox(0), signed(fields, signer))
+    good_fields = {"message": json.dumps(good(app, tools_dir, workspace, "run-good"))}
+    client.xadd(keys.inbox(0), signed(good_fields, signer))
 
     poll_until(intake, 2)
 
@@ -116,7 +116,9 @@ def test_a_malformed_entry_is_rejected_with_its_reason_and_the_next_good_one_acc
     assert all(name in reason for name in reason_names), reason
     assert moved[b"entry_id"] == b"0/" + bad_id
     kept = {k.decode().removeprefix("field:"): v for k, v in moved.items() if k.startswith(b"field:")}
-    original = {k: v if isinstance(v, bytes) else v.encode() for k, v in fields.items()}
+    original = {
+        k: v if isinstance(v, bytes) else v.encode() for k, v in signed(fields, signer).items()
+    }
     assert kept == {k: v[:KEEP_FIELD_BYTES] for k, v in original.items()}
     for k, v in original.items():  # a field too big to keep is cut, and its size said
         assert moved.get(f"size:{k}".encode()) == (str(len(v)).encode() if len(v) > KEEP_FIELD_BYTES else None)
@@ -128,19 +130,20 @@ def test_a_malformed_entry_is_rejected_with_its_reason_and_the_next_good_one_acc
 
 
 def test_the_same_request_again_is_a_no_op_and_another_under_its_id_is_rejected(
-    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path
+    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path,
+    signer: Signer,
 ) -> None:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
     first = request(app, "run-1", spec, workspace)
-    publish(client, keys, first)
-    publish(client, keys, first)
+    publish(client, keys, first, signer=signer)
+    publish(client, keys, first, signer=signer)
     other = spec.model_copy(update={"task": "something else"})
-    publish(client, keys, first.model_copy(update={"spec": other, "run_id": "run-2"}))
+    publish(client, keys, first.model_copy(update={"spec": other, "run_id": "run-2"}), signer=signer)
 
     poll_until(intake, 3)
 
     [moved] = rejected(client, keys)
-    assert "request_id 'run-1' names run 'run-1' already" in moved[b"reason"].decode()
+    assert moved[b"reason"].decode().startswith("replayed: request_id 'run-1' names run 'run-1' already")
     assert [e.type for e in app.store.read("run-1")] == ["RunCreated"]
     assert app.runs.load("run-2") is None
 
@@ -149,15 +152,16 @@ def test_a_request_that_names_no_tool_set_is_bound_to_the_one_its_queue_serves(
     app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path
 ) -> None:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
-    run_id = intake.accept(request(app, "run-b", spec, workspace))
+    run_id = intake.accept(request(app, "run-b", spec, workspace), everything())
     assert app.runs.load(run_id).toolset == app.toolset.fingerprint  # type: ignore[union-attr]
 
 
 def test_an_entry_taken_by_an_intake_that_died_is_handled_by_another(
-    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path
+    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path,
+    signer: Signer,
 ) -> None:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
-    entry = publish(client, keys, request(app, "run-orphan", spec, workspace))
+    entry = publish(client, keys, request(app, "run-orphan", spec, workspace), signer=signer)
     part = int(entry.split("/")[0])
     # another intake read it and died before acknowledging it
     client.xreadgroup(GROUP, "dead-intake", {keys.inbox(part): ">"}, count=10)
@@ -170,10 +174,11 @@ def test_an_entry_taken_by_an_intake_that_died_is_handled_by_another(
 
 
 def test_an_entry_that_keeps_killing_intakes_is_rejected_as_poison(
-    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path
+    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path,
+    signer: Signer,
 ) -> None:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
-    entry = publish(client, keys, request(app, "run-p", spec, workspace))
+    entry = publish(client, keys, request(app, "run-p", spec, workspace), signer=signer)
     part = int(entry.split("/")[0])
     client.xreadgroup(GROUP, "dead-1", {keys.inbox(part): ">"}, count=10)
     for dead in ("dead-2", "dead-3"):  # each takes it over, and dies too

@@ -13,7 +13,6 @@ import pytest
 import redis
 from itkit import (
     MirroredStore,
-    batch,
     call,
     create_run,
     drive,
@@ -30,6 +29,7 @@ from services.adapters.store.redis_store import RedisEventStore
 from services.errors import ConcurrencyConflict
 from services.handlers.app import App
 from services.keys import Keys
+from tests.contracts.envelopes import batch
 
 
 def feed_rows(client: redis.Redis, keys: Keys, run_id: str) -> list[tuple[str, int, int, str]]:

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 import redis
-from itkit import batch
 
 from events.fold import fold
 from services.adapters.broker.outbox import Outbox
@@ -21,6 +20,7 @@ from services.adapters.store.redis_store import RedisEventStore
 from services.handlers.runs import Runs
 from services.handlers.state_cache import SNAPSHOT_EVERY, VERSION, StateCache
 from services.keys import Keys
+from tests.contracts.envelopes import batch
 
 
 @pytest.fixture(params=["memory", "redis"])

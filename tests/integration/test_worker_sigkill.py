@@ -21,11 +21,13 @@ from events.state import RunState
 from events.status import RunStatus
 from events.types import ModelRequested
 from schemas.inbox import RunRequested
+from services.adapters.publishers.publishers_file import Signer
 from services.adapters.store.redis_store import RedisEventStore
 from services.adapters.tools.toolset import ToolSet
 from services.handlers.state_cache import cache_for
 from services.keys import Keys
 from services.loops.intake import publish
+from services.settings import Settings
 
 RECOVERY_LIMIT_S = 15.0
 MODEL_DELAY_S = 1.5
@@ -72,8 +74,11 @@ class Workers:
 
 
 @pytest.fixture
-def workers(redis_url: str, prefix: str, tmp_path: Path, tools_dir: Path) -> Iterator[Workers]:
+def workers(
+    redis_url: str, prefix: str, tmp_path: Path, tools_dir: Path, settings: Settings
+) -> Iterator[Workers]:
     env = {
+        "AGENTLEDGER_PUBLISHERS": settings.publishers_path,
         **os.environ,
         "REDIS_URL": redis_url,
         "AGENTLEDGER_PREFIX": prefix,
@@ -110,6 +115,7 @@ def test_a_run_survives_its_worker_killed_mid_model_call_and_no_tool_runs_twice(
     tools_dir: Path,
     toolset: ToolSet,
     workspace: Path,
+    signer: Signer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     store = RedisEventStore(client, keys)
@@ -136,7 +142,7 @@ def test_a_run_survives_its_worker_killed_mid_model_call_and_no_tool_runs_twice(
     publish(client, keys, RunRequested(
         run_id="run-kill", request_id="run-kill", spec=spec, base_dir=str(workspace.parent),
         workspace=str(workspace), queue=QUEUE, toolset=toolset.fingerprint,
-    ))  # fmt: skip
+    ), signer=signer)  # fmt: skip
 
     def second_model_call_in_flight() -> RunState | None:
         s = cache_for(store).load("run-kill")

@@ -4,4 +4,4 @@ so their checks explain themselves when they fail."""
 
 import pytest
 
-pytest.register_assert_rewrite("runlog", "journeys", "strategies")
+pytest.register_assert_rewrite("runlog", "journeys", "strategies", "handlerkit")

@@ -6,7 +6,7 @@ transition tests prove that each table row is exercised.
 
 `Log.decide` is load → decide → append as `services.handlers.runs.Runs.step` does it:
 the decision's events, then in the same batch the follow-ups they make due
-(`events.settle`: a cancelled run with nothing left running is cancelled, a
+(`events.settle.settle_batch`: a cancelled run with nothing left running is cancelled, a
 streak of identical failures goes to a human). `Log.append` writes events by
 hand, with no follow-ups. The log carries a clock (`now`) that stamps each
 envelope; the `do_*` helpers move it and drive a run the way the workers do."""
@@ -22,7 +22,7 @@ from events import controls
 from events.acceptance_step import CheckResult, record_acceptance, start_acceptance
 from events.fold import apply
 from events.model_step import record_model_reply, request_model
-from events.settle import settle
+from events.settle import settle_batch
 from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import Outcome, Succeeded, claim_call, record_outcome
@@ -148,8 +148,13 @@ class Log:
         """Append a batch as Runs.step does: the events, then the follow-ups they make due."""
         if not events:
             return []
-        self.append(*events)
-        return [*events, *self.append(*settle(self.s))]
+
+        def fold_on(_: RunState, more: Sequence[Event]) -> RunState:
+            self.append(*more)
+            return self.s
+
+        batch, _ = settle_batch(self.s, events, fold_on)
+        return batch
 
     def decide(
         self, decision: Callable[..., list[Event]], *args: Any, **kwargs: Any

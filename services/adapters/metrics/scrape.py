@@ -2,7 +2,7 @@
 every worker's hot path): runs by status from the shard indexes (the `live`
 sets' runs folded, the rest counted as ended), and per task-queue pool the
 lag and pending entries of its consumer group, the delayed messages and the
-dead letters, summed over the shards; the rejected inbox entries. Read at most
+dead letters, summed over the shards and the tool sets that served it; the rejected inbox entries. Read at most
 once per `min_interval_s` (concurrent scrapes share one reading)."""
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ MAX_LIVE_FOLDED = 5000  # live runs folded per scrape; beyond that they count as
 
 @dataclass(frozen=True, slots=True)
 class Served:
-    """One pool of a task queue for one tool set: the streams a worker reads."""
+    """One pool of a task queue: the streams of every tool set that ever served it
+    (the directory's `toolsets` hash), since a backlog of old code is a backlog too."""
 
     queue: str
-    toolset: str
     pool: str
 
 
@@ -88,7 +88,12 @@ class RedisCollector(Collector):
         return Reading(runs, [(s, self._queue(s, shards)) for s in self.served], rejected)
 
     def _queue(self, served: Served, shards: range) -> dict[str, int]:
-        streams = [self.keys.queue(s, served.queue, served.toolset, served.pool) for s in shards]
+        toolsets = [_text(t) for t in self.client.hkeys(self.keys.toolsets(served.queue))]
+        streams = [
+            self.keys.queue(s, served.queue, toolset, served.pool)
+            for toolset in sorted(toolsets)
+            for s in shards
+        ]
         with self.client.pipeline(transaction=False) as pipe:
             for stream in streams:
                 pipe.xinfo_groups(stream)

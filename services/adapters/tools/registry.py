@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from events.idempotency import operation_key
+from events.tool_step import Outcome
 from events.types import FieldError
 from schemas.spec import Principal, ToolSpec
 from services.adapters.tools.context import Lookup, ToolCancelled, ToolContext, ToolFailure
@@ -84,10 +85,31 @@ class RegisteredTool:
                     else None
                 )
 
+    def offered_to(self, asked: tuple[str, ...] | list[str]) -> bool:
+        """Is it offered to a run whose spec's `tools:` are `asked`? Module tools always are."""
+        return True
+
     def call(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         if self.context_param:
             return self.fn(**args, **{self.context_param: ctx})
         return self.fn(**args)
+
+
+class ExternalTool(RegisteredTool):
+    """A tool served by something outside this process (an MCP server): it runs
+    the call itself, with the timeout, the stop watch and the grace, and says
+    what happened. Validation, resources, approval and op keys are as above."""
+
+    def execute(
+        self,
+        args: dict[str, Any],
+        ctx: ToolContext,
+        *,
+        timeout_s: float,
+        stop_requested: Callable[[], float | None],
+        grace_s: float,
+    ) -> Outcome:
+        raise NotImplementedError
 
 
 class ToolRegistry:

@@ -37,7 +37,13 @@ from events.types import ToolError
 from schemas.codec import pack
 from schemas.errors import InvalidEvent
 from services.adapters.tools.capture import Captured, capturing
-from services.adapters.tools.registry import RegisteredTool, ToolCancelled, ToolContext, ToolFailure
+from services.adapters.tools.registry import (
+    ExternalTool,
+    RegisteredTool,
+    ToolCancelled,
+    ToolContext,
+    ToolFailure,
+)
 
 POLL_S = 0.05
 
@@ -56,6 +62,10 @@ def run_tool(
         what = "; ".join(f"{e.loc}: {e.msg}" for e in errors)
         return Errored(
             ToolError(code="invalid_arguments", message=what, retryable=False, fields=tuple(errors))
+        )
+    if isinstance(t, ExternalTool):
+        return t.execute(
+            args, ctx, timeout_s=timeout_s, stop_requested=stop_requested, grace_s=grace_s
         )
     if (ctx.network, ctx.read_only) != (t.network, t.spec.read_only):
         # what the tool declared; the same cancel flag and processes

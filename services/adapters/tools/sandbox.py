@@ -143,11 +143,13 @@ def bwrap_flags(
     cwd: str,
     network: bool,
     limits: Limits,
-    info_fd: int,
+    info_fd: int | None,
     writable: bool = True,
+    read_only_paths: Sequence[str] = (),
 ) -> list[str]:
     """bwrap's options for one command (everything before `--`). The workspace
-    is read-only for a read-only tool's commands (`writable=False`)."""
+    is read-only for a read-only tool's commands (`writable=False`);
+    `read_only_paths` are more folders seen read-only (an MCP server's code)."""
     flags = [
         "--unshare-user",
         "--unshare-pid",
@@ -180,10 +182,12 @@ def bwrap_flags(
     flags += ["--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp"]
     if workspace is not None:
         flags += ["--bind" if writable else "--ro-bind", workspace, workspace]
+    for path in read_only_paths:
+        flags += ["--ro-bind", path, path]
     # the sandbox's own root is a tmpfs bwrap makes: read-only, or a command could
     # fill the worker's memory through `/` or the folders around the workspace
-    flags += ["--remount-ro", "/", "--chdir", cwd, "--info-fd", str(info_fd)]
-    return flags
+    flags += ["--remount-ro", "/", "--chdir", cwd]
+    return flags + (["--info-fd", str(info_fd)] if info_fd is not None else [])
 
 
 @functools.cache

@@ -55,6 +55,10 @@ class ToolSet:
         defined, then the built-in ones."""
         return tuple(t.spec for t in self.tools.values())
 
+    def offered(self, asked: tuple[str, ...] | list[str]) -> tuple[ToolSpec, ...]:
+        """What a run whose spec's `tools:` are `asked` is offered (MCP tools only when asked)."""
+        return tuple(t.spec for t in self.tools.values() if t.offered_to(asked))
+
     def manifest(self) -> dict[str, Any]:
         """What other processes may know of this tool set without its code."""
         return {

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import getpass
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from schemas import inbox
+from schemas.envelope import Envelope
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.inbox_watch import (
@@ -19,6 +22,7 @@ from services.entrypoints.cli.inbox_watch import (
     taken,
     withdraw,
 )
+from services.entrypoints.cli.publisher_cmds import signer_for
 from services.entrypoints.cli.reply import emit, fail
 from services.entrypoints.cli.session import Session
 from services.loops.intake import publish
@@ -27,53 +31,77 @@ TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox
 WAIT_S = 10.0  # for its verdict, once it took the message
 
 
-def send(session: Session, message: inbox.Control, *, as_json: bool) -> int:
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What became of a control: `code` 0 and the events the intake appended, or
+    the exit code with the kind and reason of the failure (nothing was appended)."""
+
+    code: int
+    kind: str = ""
+    message: str = ""
+    entry_id: str | None = None
+    events: tuple[Envelope[Any], ...] = ()
+
+
+def deliver(session: Session, message: inbox.Control, *, publisher: str | None = None) -> Verdict:
+    """Publish a control to the inbox as `publisher` (None: the CLI's own identity)
+    and wait for the intake's verdict. The one path for every control, the web
+    view's buttons included."""
     run_id = message.run_id
     if not session.client.exists(session.keys.run(run_id)):
-        return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent", as_json)
+        return Verdict(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent")
+    signer = signer_for(session.settings, publisher)
     ttl_s = session.settings.member_ttl_s
     if intake_liveness(session.client, session.keys, ttl_s=ttl_s) is Liveness.NONE:
-        return _no_intake(session, as_json, sent=False)
-    entry_id = publish(session.client, session.keys, message)
+        return _no_intake(session, sent=False)
+    entry_id = publish(session.client, session.keys, message, signer=signer)
     deadline = time.monotonic() + TAKE_S
     while not taken(session.client, session.keys, entry_id):
         if time.monotonic() > deadline and withdraw(session.client, session.keys, entry_id):
-            return _no_intake(session, as_json, sent=True)
+            return _no_intake(session, sent=True)
         time.sleep(0.05)
-    return _verdict(session, message, entry_id, as_json)
+    return _verdict(session, message, entry_id)
 
 
-def _verdict(session: Session, message: inbox.Control, entry_id: str, as_json: bool) -> int:
+def send(
+    session: Session, message: inbox.Control, *, as_json: bool, publisher: str | None = None
+) -> int:
+    verdict = deliver(session, message, publisher=publisher)
+    if verdict.code != 0:
+        return fail(verdict.code, verdict.kind, verdict.message, as_json)
+    if as_json:
+        emit({
+            "run_id": message.run_id, "control": message.type, "entry_id": verdict.entry_id,
+            "events": [e.model_dump(mode="json") for e in verdict.events],
+        })  # fmt: skip
+    else:
+        for env in verdict.events:
+            print(line(env))
+    return 0
+
+
+def _verdict(session: Session, message: inbox.Control, entry_id: str) -> Verdict:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         if (reason := rejected_reason(session.client, session.keys, entry_id)) is not None:
-            return fail(exit_codes.USAGE, "refused", reason, as_json)
+            return Verdict(exit_codes.USAGE, "refused", reason, entry_id)
         appended = [e for e in session.store.read(message.run_id) if e.causation_id == entry_id]
         if appended:
-            if as_json:
-                emit({
-                    "run_id": message.run_id, "control": message.type, "entry_id": entry_id,
-                    "events": [e.model_dump(mode="json") for e in appended],
-                })  # fmt: skip
-            else:
-                for env in appended:
-                    print(line(env))
-            return 0
+            return Verdict(0, entry_id=entry_id, events=tuple(appended))
         time.sleep(0.1)
-    return fail(
+    return Verdict(
         exit_codes.NO_WORKERS, "no verdict",
         f"an intake took {entry_id} but recorded nothing within {WAIT_S:g}s; it may still act on it",
-        as_json,
+        entry_id,
     )  # fmt: skip
 
 
-def _no_intake(session: Session, as_json: bool, *, sent: bool) -> int:
+def _no_intake(session: Session, *, sent: bool) -> Verdict:
     where = f"{session.located.url} (prefix {session.settings.prefix!r})"
     what = f"nothing took the message within {TAKE_S:g}s; it was withdrawn" if sent else "nothing was sent"
-    return fail(
+    return Verdict(
         exit_codes.NO_WORKERS, "no workers",
         f"no intake reads the inbox on {where}: start `agentledger workers` there; {what}",
-        as_json,
     )  # fmt: skip
 
 

@@ -23,7 +23,7 @@ from services.settings import Settings, from_env, masked, user_state_dir
 
 # the commands that may start the local Redis service; submit, workers and the
 # controls never do (a run or a message nobody will ever read)
-MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw"})
+MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw", "trace", "ui"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,30 +70,51 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
         from services.entrypoints.cli import local_cmds
 
         return local_cmds.local(settings, args.action, force=args.force, as_json=as_json)
+    if args.command == "publishers":
+        from services.entrypoints.cli import publisher_cmds
+
+        if args.action == "add":
+            principals = [p for given in args.principal for p in given.split(",") if p.strip()]
+            return publisher_cmds.add(
+                settings, args.name, principals=principals, scopes=args.scopes,
+                queues=args.queues, as_json=as_json,
+            )  # fmt: skip
+        return publisher_cmds.list_(settings, as_json=as_json)
     if args.command == "toolset":
         from services.entrypoints.cli import run_cmds
 
         return run_cmds.print_toolset(args.tools, args.tool_path, as_json=as_json)
-    if args.command in ("run", "submit", "workers"):
+    if args.command in ("run", "submit", "workers") and not getattr(args, "list", False):
         from services.entrypoints.cli import run_cmds
     # a bad spec is refused, every problem with its line, before any Redis is touched
-    prepared = run_cmds.prepare(args.spec, args.command) if args.command in ("run", "submit") else None
+    prepared = (
+        run_cmds.prepare(args.spec, args.command, mcp=args.mcp, settings=settings)
+        if args.command in ("run", "submit")
+        else None
+    )
     with open_session(settings, may_start=args.command in MAY_START) as session:
         match args.command:
             case "run":
                 assert prepared is not None
                 return run_cmds.run(
-                    session, prepared, as_json=as_json, processes=args.processes, queue=args.queue
-                )
+                    session, prepared, as_json=as_json, processes=args.processes, queue=args.queue,
+                    as_=args.as_,
+                )  # fmt: skip
             case "submit":
                 assert prepared is not None
                 return run_cmds.submit(
-                    session, prepared, queue=args.queue, unserved_ok=args.unserved, as_json=as_json
-                )
+                    session, prepared, queue=args.queue, unserved_ok=args.unserved,
+                    as_json=as_json, as_=args.as_,
+                )  # fmt: skip
+            case "workers" if args.list:
+                from services.entrypoints.cli import pool_cmds
+
+                return pool_cmds.list_workers(session, as_json=as_json)
             case "workers":
                 return run_cmds.workers(
                     session, modules=args.tools, paths=args.tool_path, queue=args.queue,
-                    processes=args.processes, pools=args.pools, metrics_port=args.metrics_port,
+                    processes=args.processes, pools=args.pools, mcp=args.mcp,
+                    as_json=as_json, metrics_port=args.metrics_port,
                 )  # fmt: skip
         return _read_or_control(args, session, as_json)
 
@@ -125,6 +146,20 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
             return context_cmds.context(
                 session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=as_json
             )
+        case "dead-letters":
+            from services.entrypoints.cli import pool_cmds
+
+            if args.redrive:
+                return pool_cmds.redrive(session, args.redrive, as_json=as_json)
+            return pool_cmds.show_dead_letters(session, queue=args.queue, as_json=as_json)
+        case "ui":
+            from services.entrypoints.web.server import serve
+
+            return serve(session, host=args.host, port=args.port, publisher=args.publisher)
+        case "trace":
+            from services.entrypoints.cli import trace_cmds
+
+            return trace_cmds.trace(session, args.run_id, as_json=as_json)
         case "raw":  # JSON lines already
             from services.entrypoints.cli import context_cmds
 
@@ -137,7 +172,7 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
     message = control_cmds.build(
         args.command, args.run_id, call_id=getattr(args, "call_id", None), text=text, by=args.by
     )
-    return control_cmds.send(session, message, as_json=as_json)
+    return control_cmds.send(session, message, as_json=as_json, publisher=args.as_)
 
 
 def _keep_traceback(settings: Settings | None) -> str:

@@ -7,6 +7,7 @@ import argparse
 import re
 from importlib.metadata import PackageNotFoundError, version
 
+from schemas.publishers import PUBLISHER_NAME_PATTERN
 from schemas.spec import QUEUE_PATTERN
 from services.errors import ConfigError
 
@@ -56,11 +57,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("spec")
     r.add_argument("--processes", type=_count, default=0, help="worker processes (0: threads here)")
     r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
+    _mcp(r)
+    _signer(r, "sign as this publisher (default: the embedded run's own, for private queues)")
     _log_format(r)
     s = command("submit", "publish a spec to a task queue; print the run id")
     s.add_argument("spec")
     s.add_argument("--queue", type=_queue, help="the task queue (default: the spec's, else 'default')")
     s.add_argument("--unserved", action="store_true", help="publish even if no worker ever served it")
+    _mcp(s)
+    _signer(s, "the publisher to sign as (required; `agentledger publishers add` files one)")
     w = command("workers", "serve a task queue with a tool set until SIGTERM")
     _toolset(w)
     w.add_argument("--queue", type=_queue, default="default", help="the task queue (default: 'default')")
@@ -69,6 +74,11 @@ def parser() -> argparse.ArgumentParser:
         "--pools", type=_pools, default=list(POOLS), metavar="POOL,…",
         help="the pools to run (default: model,tools,accept)",
     )  # fmt: skip
+    _mcp(w)
+    w.add_argument("--list", action="store_true", help="list the live workers instead; serve nothing")
+    dl = command("dead-letters", "messages a task queue gave up on; re-drive one")
+    dl.add_argument("--queue", type=_queue, help="only this task queue")
+    dl.add_argument("--redrive", metavar="HANDLE", help="put this dead letter back on its queue")
     w.add_argument(
         "--metrics-port", type=_port, metavar="PORT",
         help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free one)",
@@ -96,6 +106,8 @@ def parser() -> argparse.ArgumentParser:
     cx.add_argument("run_id")
     cx.add_argument("--turn", type=_count, required=True)
     cx.add_argument("--attempt", type=_count, help="this claim of the turn (default: the last)")
+    tr = command("trace", "a run's spans from its log: invoke_agent, chat, execute_tool")
+    tr.add_argument("run_id")
     rw = command("raw", "the log's entries as stored (JSON lines): NOT redacted")
     rw.add_argument("run_id")
     rw.add_argument("--after", type=_count, default=0, help="only entries after this seq")
@@ -106,10 +118,50 @@ def parser() -> argparse.ArgumentParser:
             c.add_argument("call_id")
         c.add_argument(text, nargs="?" if text != "text" else None, default="")
         c.add_argument("--by", help="who says so (default: the user name)")
+        _signer(c, "sign as this publisher (default: the embedded run's own)")
+    ui = command("ui", "the web view: runs, live timelines, approvals and replies")
+    ui.add_argument("--port", type=_port, default=8765, help="0: a free port (default 8765)")
+    ui.add_argument("--host", default="127.0.0.1", help="the address to listen on (default loopback)")
+    ui.add_argument(
+        "--as", dest="publisher", metavar="NAME",
+        help="act as this publisher: approve, deny, reply, resume, abort (default: read-only)",
+    )  # fmt: skip
     local = command("local", "the local Redis service of this user's state folder")
     local.add_argument("action", choices=("status", "start", "stop"))
     local.add_argument("--force", action="store_true", help="stop: even with clients connected")
+    _publishers(command("publishers", "who may publish to the inbox, and what each may ask for"))
     return p
+
+
+def _signer(c: argparse.ArgumentParser, help_: str) -> None:
+    c.add_argument("--as", dest="as_", metavar="PUBLISHER", help=help_)
+
+
+def _publishers(c: argparse.ArgumentParser) -> None:
+    actions = c.add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = actions.add_parser("add", help="file a publisher with a new key; print the key once")
+    add.add_argument("name", type=_publisher_name)
+    add.add_argument(
+        "--principal", action="append", required=True, metavar="ID@TENANT",
+        help="a principal it may act for (repeat, or comma-separated; '*' matches any)",
+    )  # fmt: skip
+    add.add_argument("--scopes", type=_list, default=[], metavar="A,B", help="scopes it may grant")
+    add.add_argument("--queues", type=_list, default=[], metavar="Q,…", help="default: 'default'")
+    actions.add_parser("list", help="the publishers and their grants (never their keys)")
+    for a in actions.choices.values():
+        a.add_argument("--json", action="store_true", help="machine output on stdout")
+
+
+def _list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _publisher_name(text: str) -> str:
+    if not re.match(PUBLISHER_NAME_PATTERN, text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a publisher name is letters, digits, '.', '_' or '-' (at most 64)"
+        )
+    return text
 
 
 POOLS = ("model", "tools", "accept")
@@ -121,6 +173,10 @@ def _toolset(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--tool-path", action="append", default=[], metavar="DIR", help="where to find them"
     )
+
+
+def _mcp(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--mcp", metavar="FILE", help="the MCP servers file (YAML): their tools join the tool set")
 
 
 def _log_format(c: argparse.ArgumentParser) -> None:

@@ -9,10 +9,14 @@ import json
 import sys
 from typing import Any
 
+# characters that are line breaks to some readers (Python's str.splitlines, JavaScript
+# before ES2019) though JSON allows them raw: escaped, so one object stays one line
+_LINE_BREAKS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
 
 def emit(obj: Any) -> None:
     """One JSON object on a line of its own, flushed (streams are read as they come)."""
-    print(json.dumps(obj, ensure_ascii=False, default=str), flush=True)
+    print(json.dumps(obj, ensure_ascii=False, default=str).translate(_LINE_BREAKS), flush=True)
 
 
 def say(text: str) -> None:

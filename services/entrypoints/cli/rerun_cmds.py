@@ -19,6 +19,7 @@ from schemas.envelope import Envelope
 from schemas.errors import InvalidSpec
 from schemas.spec import ReplayModel, ReplaySettings, RunSpec
 from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli.publisher_cmds import signer_for
 from services.entrypoints.cli.run_cmds import private_queue, request_for, start_workers, toolset_of
 from services.entrypoints.cli.session import Session
 from services.loops.intake import publish
@@ -50,7 +51,8 @@ def rerun(session: Session, run_id: str, *, as_json: bool) -> int:
         )
     stop_workers = start_workers(session, toolset, spec, created.base_dir, queue=queue, processes=0)
     try:
-        publish(session.client, session.keys, request)
+        signer = signer_for(session.settings, None)  # a private queue: the embedded run's own
+        publish(session.client, session.keys, request, signer=signer)
         state = _until_settled(session, request.run_id)
     finally:
         stop_workers()

@@ -5,6 +5,7 @@ toolset (the fingerprint a publisher names)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -15,8 +16,10 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from events.fold import apply
+from events.mcp_policy import is_mcp_ask, modules_of
 from events.state import RunState
 from events.status import RunStatus
 from events.types import DEFAULT_QUEUE, ApprovalRequested
@@ -24,6 +27,7 @@ from schemas.errors import InvalidSpec, SpecProblem
 from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
 from services.adapters.metrics.scrape import Served
+from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.directory import Directory
 from services.adapters.tools.toolset import ToolSet, ToolSetError, fingerprint_of, load_toolset
 from services.bootstrap import ALL_POOLS, Services, build_services
@@ -35,6 +39,7 @@ from services.entrypoints.cli.control_cmds import user_name
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.inbox_watch import Liveness, intake_liveness, rejected_reason
 from services.entrypoints.cli.inspect_cmds import run_summary
+from services.entrypoints.cli.publisher_cmds import check_grant, signer_for
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
@@ -60,32 +65,60 @@ class Prepared:
     source: str
     toolset: ToolSet | None  # `run` loads the spec's tool modules; `submit` does not
     fingerprint: str
+    base: ToolSet | None = None  # the modules' tool set, without the MCP servers
+    hub: Any = None  # the MCP servers `run` started (an McpHub), or None
+    mcp: str | None = None  # the servers file
 
     def refuse(self, problems: list[SpecProblem]) -> InvalidSpec:
         return InvalidSpec.of(with_lines(problems, self.lines), source=self.source)
 
 
-def prepare(spec_path: str, command: str) -> Prepared:
+def prepare(
+    spec_path: str, command: str, *, mcp: str | None = None, settings: Settings | None = None
+) -> Prepared:
     """Load and check the spec file: InvalidSpec with every problem, each with its line.
-    `run` imports the spec's tool modules (they run here); `submit` only hashes them."""
+    `run` imports the spec's tool modules (they run here); `submit` only hashes them.
+    With `mcp`, the servers file's servers are started: their tools and versions
+    are part of the tool set (`submit` stops them again once it knows the fingerprint)."""
     spec, base_dir, lines = load_spec_file(spec_path)
     paths = tool_paths(spec, base_dir)
+    modules = modules_of(spec.tools)
     problems: list[SpecProblem] = []
-    toolset, fingerprint = None, ""
+    toolset, fingerprint, base, hub = None, "", None, None
     try:
-        if command == "run":
-            toolset = load_toolset(spec.tools, paths)
+        if command == "run" or mcp:
+            base = toolset = load_toolset(modules, paths)
             fingerprint = toolset.fingerprint
         else:
-            fingerprint = fingerprint_of(spec.tools, paths)
+            fingerprint = fingerprint_of(modules, paths)
     except ToolSetError as exc:
         index = spec.tools.index(exc.module) if exc.module in spec.tools else 0
         problems.append(SpecProblem(f"tools.{index}", exc.reason))
+    if mcp and base is not None:
+        from services.entrypoints.cli.mcp_servers import start_hub
+
+        hub = start_hub(mcp, settings or Settings())
+        toolset = hub.toolset(base)
+        fingerprint = toolset.fingerprint
+    problems += mcp_ask_problems(spec, hub)
     problems += spec_problems(spec, base_dir, toolset=toolset)
-    prepared = Prepared(spec, base_dir, lines, spec_path, toolset, fingerprint)
+    if command != "run" and hub is not None:
+        hub.close()
+        hub, toolset = None, None
+    prepared = Prepared(spec, base_dir, lines, spec_path, toolset, fingerprint, base, hub, mcp)
     if problems:
+        if hub is not None:
+            hub.close()
         raise prepared.refuse(problems)
     return prepared
+
+
+def mcp_ask_problems(spec: RunSpec, hub: Any) -> list[SpecProblem]:
+    if not any(is_mcp_ask(e) for e in spec.tools):
+        return []
+    from services.entrypoints.cli.mcp_servers import ask_problems
+
+    return ask_problems(spec, hub)
 
 
 def private_queue() -> str:
@@ -95,7 +128,7 @@ def private_queue() -> str:
 
 def toolset_of(spec: RunSpec, base_dir: str | None) -> ToolSet:
     try:
-        return load_toolset(spec.tools, tool_paths(spec, base_dir))
+        return load_toolset(modules_of(spec.tools), tool_paths(spec, base_dir))
     except ToolSetError as exc:
         index = spec.tools.index(exc.module) if exc.module in spec.tools else 0
         raise InvalidSpec(f"tools.{index}", exc.reason) from None
@@ -127,10 +160,24 @@ def request_for(
 
 
 def submit(
-    session: Session, prepared: Prepared, *, queue: str | None, unserved_ok: bool, as_json: bool
+    session: Session,
+    prepared: Prepared,
+    *,
+    queue: str | None,
+    unserved_ok: bool,
+    as_json: bool,
+    as_: str | None = None,
 ) -> int:
     spec, fingerprint = prepared.spec, prepared.fingerprint
     queue = queue or spec.queue or DEFAULT_QUEUE
+    if as_ is None:
+        message = (
+            "submit signs the request as a publisher: pass --as NAME (`agentledger publishers "
+            "add NAME --principal ID@TENANT --scopes A,B` files one and prints its key)"
+        )
+        return fail(exit_codes.USAGE, "no publisher", message, as_json)
+    signer = signer_for(session.settings, as_)
+    check_grant(session.settings, signer, spec.principal, queue)
     directory = Directory(session.client, session.keys, member_ttl_s=session.settings.member_ttl_s)
     manifest = directory.manifest(queue, fingerprint)
     what = f"queue {queue!r} with tool set {fingerprint} ({', '.join(spec.tools) or 'no modules'})"
@@ -151,7 +198,7 @@ def submit(
             f"{session.settings.prefix!r}) yet: the run waits until `agentledger workers` start there"
         )
     request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
-    entry_id = publish(session.client, session.keys, request)
+    entry_id = publish(session.client, session.keys, request, signer=signer)
     if as_json:
         emit({"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint})
     else:
@@ -160,7 +207,13 @@ def submit(
 
 
 def run(
-    session: Session, prepared: Prepared, *, as_json: bool, processes: int, queue: str | None
+    session: Session,
+    prepared: Prepared,
+    *,
+    as_json: bool,
+    processes: int,
+    queue: str | None,
+    as_: str | None = None,
 ) -> int:
     """Run on embedded workers and follow. The first SIGINT/SIGTERM asks the run to
     cancel and waits for it to end (within its cancel grace); a second stops at once.
@@ -168,16 +221,19 @@ def run(
     assert prepared.toolset is not None
     spec, toolset = prepared.spec, prepared.toolset
     queue = queue or private_queue()
+    signer = signer_for(session.settings, as_)  # without --as: its own, filed on first need
+    check_grant(session.settings, signer, spec.principal, queue)
     request = request_for(
         spec, prepared.base_dir, session.settings, queue=queue, toolset=toolset.fingerprint
     )
     run_id = request.run_id
     assert run_id is not None
     stop_workers = start_workers(
-        session, toolset, spec, prepared.base_dir, queue=queue, processes=processes
-    )
+        session, toolset, spec, prepared.base_dir, queue=queue, processes=processes,
+        prepared=prepared,
+    )  # fmt: skip
     try:
-        state, interrupted = _publish_and_follow(session, request, quiet=as_json)
+        state, interrupted = _publish_and_follow(session, request, signer, quiet=as_json)
     except interrupts.Interrupted:  # the second signal: stop following at once
         state, interrupted = session.load(run_id), True
         left = state.status if state else "not created"
@@ -199,17 +255,17 @@ def run(
 
 
 def _publish_and_follow(
-    session: Session, request: RunRequested, *, quiet: bool
+    session: Session, request: RunRequested, signer: Signer, *, quiet: bool
 ) -> tuple[RunState | None, bool]:
     """The run's state when following ends, and whether a signal ended it."""
     run_id = request.run_id
     assert run_id is not None
-    entry_id = publish(session.client, session.keys, request)
+    entry_id = publish(session.client, session.keys, request, signer=signer)
     with interrupts.graceful() as asked:
         state = follow(session, run_id, entry_id, quiet=quiet, until=asked)
         if not asked.is_set() or _settled(state):
             return state, False
-        return _cancel_and_wait(session, run_id, entry_id, state, quiet=quiet), True
+        return _cancel_and_wait(session, run_id, entry_id, state, signer, quiet=quiet), True
 
 
 def _settled(state: RunState | None) -> bool:
@@ -217,7 +273,13 @@ def _settled(state: RunState | None) -> bool:
 
 
 def _cancel_and_wait(
-    session: Session, run_id: str, entry_id: str, state: RunState | None, *, quiet: bool
+    session: Session,
+    run_id: str,
+    entry_id: str,
+    state: RunState | None,
+    signer: Signer,
+    *,
+    quiet: bool,
 ) -> RunState | None:
     """Ask the run to cancel (through the inbox, after its request) and follow it
     until it ends or its cancel grace (plus a margin) is over."""
@@ -225,7 +287,7 @@ def _cancel_and_wait(
     say(f"interrupted: cancelling run {run_id} (up to {grace:g}s); interrupt again to stop now")
     reason = "the agentledger run command was interrupted"
     cancel = RunCancelRequested(run_id=run_id, by=user_name(), reason=reason)
-    publish(session.client, session.keys, cancel)
+    publish(session.client, session.keys, cancel, signer=signer)
     deadline = threading.Event()
     timer = threading.Timer(grace, deadline.set)
     timer.start()
@@ -283,23 +345,42 @@ def start_workers(
     *,
     queue: str,
     processes: int,
+    prepared: Prepared | None = None,
 ) -> Callable[[], None]:
     """Worker pools for the spec's tool set on `queue`, in this process (processes=0)
-    or in child processes."""
+    or in child processes (which start the MCP servers of their own)."""
+    hub = prepared.hub if prepared is not None else None
     if processes <= 0:
         services = build_services(session.settings, session.client, toolset, queue=queue)
         services.start()
-        return services.stop
-    args = worker_args(spec.tools, tool_paths(spec, base_dir), queue)
+        if hub is not None and prepared is not None and prepared.base is not None:
+            from services.entrypoints.cli.mcp_servers import follow_servers
+
+            follow_servers(services, hub, prepared.base)
+
+        def stop() -> None:
+            services.stop()
+            if hub is not None:
+                hub.close()
+
+        return stop
+    mcp = prepared.mcp if prepared is not None else None
+    args = worker_args(modules_of(spec.tools), tool_paths(spec, base_dir), queue, mcp=mcp)
+    if hub is not None:
+        hub.close()  # the children start their own
     return spawn_workers(session.settings, args, processes)
 
 
-def worker_args(modules: Sequence[str], paths: Sequence[str], queue: str) -> list[str]:
+def worker_args(
+    modules: Sequence[str], paths: Sequence[str], queue: str, *, mcp: str | None = None
+) -> list[str]:
     args = ["workers", "--queue", queue]
     if modules:
         args += ["--tools", *modules]
     for path in paths:
         args += ["--tool-path", path]
+    if mcp:
+        args += ["--mcp", str(Path(mcp).resolve())]
     return args
 
 
@@ -343,43 +424,64 @@ def workers(
     queue: str,
     processes: int,
     pools: Sequence[str] = (),
+    mcp: str | None = None,
+    as_json: bool = False,
     metrics_port: int | None = None,
 ) -> int:
     pools = pools or [str(pool) for pool in ALL_POOLS]
     try:
-        toolset = load_toolset(modules, paths)
+        toolset = base = load_toolset(modules, paths)
     except ToolSetError as exc:
-        return fail(exit_codes.USAGE, "bad tool set", str(exc), False)
-    served = [Served(queue, toolset.fingerprint, pool) for pool in pools]
+        return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
+    served = [Served(queue, pool) for pool in pools]
     if processes > 1:
-        return _parent(session, modules, paths, queue, processes, pools, metrics_port, served)
+        args = [*worker_args(modules, paths, queue, mcp=mcp), "--pools", ",".join(pools)]
+        return _parent(session, args, processes, metrics_port, served)
     settings = session.settings
     instruments = None
     if metrics_port is not None or settings.metrics_dir:
         from services.adapters.metrics.instruments import Instruments
 
         instruments = Instruments().start()
+    hub = None
+    if mcp:
+        from services.entrypoints.cli.mcp_servers import follow_servers, start_hub
+
+        hub = start_hub(mcp, settings)
+        toolset = hub.toolset(base)
     services: Services = build_services(
         settings, session.client, toolset, queue=queue,
         pools=[p for p in ALL_POOLS if str(p) in pools], instruments=instruments,
     )  # fmt: skip
     services.start()
+    if hub is not None:
+        follow_servers(services, hub, base)
     beat = operations.Beat(services, settings.metrics_dir).start() if settings.metrics_dir else None
     ops = (
         operations.serve_one(services, session.client, metrics_port, served)
         if metrics_port is not None else None
     )  # fmt: skip
-    print(
-        f"agentledger workers up on {masked(settings.redis_url or '')} (prefix "
-        f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
-        f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}"
-        + (f", metrics on port {ops.port}" if ops else ""),
-        flush=True,
-    )
+    if as_json:
+        emit({
+            "workers": "up", "redis": masked(settings.redis_url or ""),
+            "prefix": settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
+            "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
+            **({"metrics_port": ops.port} if ops else {}),
+        })  # fmt: skip
+    else:
+        print(
+            f"agentledger workers up on {masked(settings.redis_url or '')} (prefix "
+            f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
+            f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}"
+            + (f", metrics on port {ops.port}" if ops else ""),
+            flush=True,
+        )
     _wait_for_signal()
     if ops is not None:
         ops.stop()
     services.stop()
+    if hub is not None:
+        hub.close()
     if beat is not None:
         beat.stop()
     if instruments is not None:
@@ -389,16 +491,12 @@ def workers(
 
 def _parent(
     session: Session,
-    modules: Sequence[str],
-    paths: Sequence[str],
-    queue: str,
+    args: list[str],
     processes: int,
-    pools: Sequence[str],
     metrics_port: int | None,
     served: list[Served],
 ) -> int:
     """N worker processes; with a metrics port, this process serves their metrics."""
-    args = [*worker_args(modules, paths, queue), "--pools", ",".join(pools)]
     if metrics_port is None:
         stop = spawn_workers(session.settings, args, processes)
         _wait_for_signal()

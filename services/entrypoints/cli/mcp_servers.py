@@ -1,0 +1,50 @@
+"""The CLI's side of `--mcp FILE`: start the servers of the file, check what a
+run spec asks of them, and keep the workers' tool set in step with the servers
+that are up (a server that goes down takes its tools and its part of the
+fingerprint with it until it is back)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from events.mcp_policy import unknown_asks
+from schemas.errors import SpecProblem
+from schemas.spec import RunSpec
+from services.adapters.tools.mcp.config import load_servers_file
+from services.adapters.tools.mcp.hub import McpHub
+from services.adapters.tools.sandbox import policy_for
+from services.adapters.tools.toolset import ToolSet
+from services.bootstrap import Services
+from services.settings import Settings
+
+
+def start_hub(path: str, settings: Settings) -> McpHub:
+    """The file's servers, started; a server that does not start is said on stderr
+    (its tools are not offered until it is up)."""
+    file = load_servers_file(path)
+    scratch = Path(settings.state_dir, "mcp", str(os.getpid()))
+    scratch.mkdir(parents=True, exist_ok=True)
+    hub = McpHub(file, policy=policy_for(settings), scratch_dir=str(scratch))
+    for name, why in hub.start().items():
+        print(f"agentledger: MCP server {name!r} is not up: {why}", file=sys.stderr)
+    return hub
+
+
+def ask_problems(spec: RunSpec, hub: McpHub | None) -> list[SpecProblem]:
+    """The spec's MCP asks (`mcp:<server>`, `<server>__<tool>`) nothing answers."""
+    offered = hub.offered() if hub is not None else {}
+    problems: list[SpecProblem] = []
+    for index, reason in unknown_asks(spec.tools, offered):
+        entry = spec.tools[index]
+        server = entry.removeprefix("mcp:").split("__")[0]
+        if hub is not None and server in hub.file.servers and server not in offered:
+            reason = f"MCP server {server!r} is not up: {hub.why_down(server)}"
+        problems.append(SpecProblem(f"tools.{index}", reason))
+    return problems
+
+
+def follow_servers(services: Services, hub: McpHub, base: ToolSet) -> None:
+    """Re-serve the task queue under the new fingerprint whenever the servers change."""
+    hub.on_change(lambda: services.retool(hub.toolset(base)))

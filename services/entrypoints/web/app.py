@@ -1,0 +1,189 @@
+"""The web view's routes. Pages are static HTML and one script (no build step);
+their data comes from `/api/…` as JSON, and live from server-sent event streams:
+the runs list whenever a shard feed moves, a run's timeline as its log grows
+(each event's `tail` line, the SSE id its seq, so a reconnect resumes). The
+buttons post to `/api/runs/{id}/control`, which publishes through the CLI's own
+control path (`control_cmds.deliver`) as the publisher the view was started
+with — and refuses with 403 when it was started without one (read-only)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from services.entrypoints.cli import control_cmds, exit_codes
+from services.entrypoints.cli.session import Session
+from services.entrypoints.web import views
+
+STATIC = Path(__file__).with_name("static")
+BLOCK_MS = 1000  # a stream's wait for news; then it says it is alive
+ACTIONS = {  # action: (needs a call id, needs text)
+    "approve": (True, False), "deny": (True, False), "reply": (False, True),
+    "resume": (False, False), "abort": (False, False), "cancel": (False, False),
+}  # fmt: skip
+HTTP_OF = {exit_codes.USAGE: 409, exit_codes.NO_WORKERS: 503}
+
+
+def make_app(session: Session, *, publisher: str | None) -> Starlette:
+    web = _Web(session, publisher)
+    return Starlette(routes=[
+        Route("/", web.page("index.html")),
+        Route("/runs/{run_id}", web.page("run.html")),
+        Route("/api/config", web.config),
+        Route("/api/runs", web.runs),
+        Route("/api/runs/stream", web.runs_stream),
+        Route("/api/runs/{run_id}", web.run),
+        Route("/api/runs/{run_id}/stream", web.run_stream),
+        Route("/api/runs/{run_id}/control", web.control, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ])  # fmt: skip
+
+
+def _sse(event: str, data: Any, *, id_: int | None = None) -> str:
+    head = f"id: {id_}\n" if id_ is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
+
+
+def _stream(events: AsyncIterator[str]) -> StreamingResponse:
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+
+class _Web:
+    def __init__(self, session: Session, publisher: str | None) -> None:
+        self.s = session
+        self.publisher = publisher
+
+    def page(self, name: str) -> Any:
+        async def serve(_: Request) -> Response:
+            return FileResponse(STATIC / name, media_type="text/html")
+
+        return serve
+
+    async def config(self, _: Request) -> Response:
+        return JSONResponse({"publisher": self.publisher, "read_only": self.publisher is None})
+
+    def _query(self, request: Request) -> tuple[Any, str, int]:
+        q = request.query_params
+        limit = int(q.get("limit", "50")) if q.get("limit", "50").isdigit() else 50
+        return views.statuses(q.get("status", "")), q.get("q", ""), max(1, min(limit, 500))
+
+    async def runs(self, request: Request) -> Response:
+        try:
+            status, text, limit = self._query(request)
+        except ValueError as exc:
+            return JSONResponse({"error": "bad status", "message": str(exc)}, status_code=400)
+        rows = await anyio.to_thread.run_sync(
+            lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
+        )
+        return JSONResponse({"runs": rows})
+
+    async def runs_stream(self, request: Request) -> Response:
+        try:
+            status, text, limit = self._query(request)
+        except ValueError as exc:
+            return JSONResponse({"error": "bad status", "message": str(exc)}, status_code=400)
+
+        async def events() -> AsyncIterator[str]:
+            cursors = await anyio.to_thread.run_sync(self._feed_ends)
+            while True:
+                rows = await anyio.to_thread.run_sync(
+                    lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
+                )
+                yield _sse("runs", rows)
+                while not await anyio.to_thread.run_sync(self._feeds_moved, cursors):
+                    yield ": alive\n\n"
+
+        return _stream(events())
+
+    def _feed_ends(self) -> dict[str, str]:
+        pipe = self.s.client.pipeline(transaction=False)
+        feeds = [self.s.keys.feed(n) for n in range(self.s.keys.shards)]
+        for feed in feeds:
+            pipe.xrevrange(feed, count=1)
+        return {f: (last[0][0].decode() if last else "0-0") for f, last in zip(feeds, pipe.execute(), strict=True)}
+
+    def _feeds_moved(self, cursors: dict[str, str]) -> bool:
+        reply: Any = self.s.client.xread(cursors, count=1000, block=BLOCK_MS)  # type: ignore[arg-type]
+        for stream, entries in reply or []:
+            cursors[stream.decode()] = entries[-1][0].decode()
+        return bool(reply)
+
+    async def run(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        found = await anyio.to_thread.run_sync(self._read, run_id, 0)
+        if found is None:
+            return JSONResponse({"error": "no run", "message": f"no run {run_id!r}"}, status_code=404)
+        view, lines = found
+        return JSONResponse({"view": view, "timeline": lines})
+
+    def _read(self, run_id: str, after: int) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        envelopes = self.s.store.read(run_id)
+        state = self.s.load(run_id)
+        if not envelopes or state is None:
+            return None
+        new = [e for e in envelopes if e.seq > after]
+        return views.run_view(state, envelopes), views.timeline(new, state)
+
+    async def run_stream(self, request: Request) -> Response:
+        run_id = request.path_params["run_id"]
+        last = request.headers.get("last-event-id") or request.query_params.get("after", "0")
+        after = int(last) if last.isdigit() else 0
+        if not await anyio.to_thread.run_sync(self.s.client.exists, self.s.keys.run(run_id)):
+            return JSONResponse({"error": "no run", "message": f"no run {run_id!r}"}, status_code=404)
+
+        async def events() -> AsyncIterator[str]:
+            seq = after
+            while True:
+                found = await anyio.to_thread.run_sync(self._read, run_id, seq)
+                if found is not None:
+                    view, lines = found
+                    for item in lines:
+                        yield _sse("line", item, id_=item["seq"])
+                    seq = max([seq, *(i["seq"] for i in lines)])
+                    yield _sse("state", view, id_=seq)
+                while not await anyio.to_thread.run_sync(self._run_moved, run_id, seq):
+                    yield ": alive\n\n"
+
+        return _stream(events())
+
+    def _run_moved(self, run_id: str, seq: int) -> bool:
+        return bool(self.s.client.xread({self.s.keys.run(run_id): f"0-{seq}"}, count=1, block=BLOCK_MS))
+
+    async def control(self, request: Request) -> Response:
+        if self.publisher is None:
+            return JSONResponse({
+                "error": "read-only",
+                "message": "this view is read-only: start it with `agentledger ui --as NAME` to act",
+            }, status_code=403)  # fmt: skip
+        try:
+            body = await request.json()
+            action, call_id, text = body["action"], body.get("call_id"), str(body.get("text") or "")
+            needs_call, needs_text = ACTIONS[action]
+        except (ValueError, KeyError, TypeError):
+            known = ", ".join(ACTIONS)
+            return JSONResponse({"error": "bad request",
+                                 "message": f"send JSON {{action, call_id?, text?}}; the actions are {known}"},
+                                status_code=400)  # fmt: skip
+        if (needs_call and not call_id) or (needs_text and not text.strip()):
+            what = "a call_id" if needs_call and not call_id else "a text"
+            return JSONResponse({"error": "bad request", "message": f"{action} needs {what}"}, status_code=400)
+        run_id = request.path_params["run_id"]
+        message = control_cmds.build(action, run_id, call_id=call_id, text=text, by=self.publisher)
+        verdict = await anyio.to_thread.run_sync(
+            lambda: control_cmds.deliver(self.s, message, publisher=self.publisher)
+        )
+        if verdict.code != 0:
+            status = 404 if verdict.kind == "no run" else HTTP_OF.get(verdict.code, 500)
+            return JSONResponse({"error": verdict.kind, "message": verdict.message}, status_code=status)
+        return JSONResponse({"run_id": run_id, "control": message.type, "entry_id": verdict.entry_id,
+                             "events": [e.type for e in verdict.events]})  # fmt: skip

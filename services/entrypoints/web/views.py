@@ -1,0 +1,105 @@
+"""What the web view shows, as JSON-ready values: the runs list (the rows `agentledger
+runs` prints) and one run's page: its summary, timeline lines (`describe.line`,
+as `tail` prints them), calls, the locks they hold and waited for, acceptance
+evidence, what waits for a person. Everything passes the run's redactor."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from events.state import RunState
+from events.status import CallStatus, RunStatus
+from events.types import ApprovalRequested, ToolCallScheduled, ToolCallWaiting
+from schemas.envelope import Envelope
+from services.entrypoints.cli.describe import line
+from services.entrypoints.cli.inspect_cmds import iso, run_summary
+from services.entrypoints.cli.run_index import page_of_runs
+from services.entrypoints.cli.session import Session
+from services.handlers.state_cache import cache_for
+from services.secrets import redactor_for
+
+HOLDING = (CallStatus.SCHEDULED, CallStatus.STARTED)
+
+
+def statuses(text: str) -> frozenset[RunStatus]:
+    """A comma list of statuses from a query string; ValueError naming an unknown one."""
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = sorted(n for n in names if n not in RunStatus._value2member_map_)
+    if unknown:
+        known = ", ".join(s.value for s in RunStatus)
+        raise ValueError(f"no status {unknown[0]!r}; the statuses are {known}")
+    return frozenset(RunStatus(n) for n in names)
+
+
+def runs_list(session: Session, *, status: frozenset[RunStatus], text: str, limit: int) -> list[dict[str, Any]]:
+    """The newest runs (filtered by status, and by text in their id or task)."""
+    page = page_of_runs(
+        session.client, session.keys, lambda ids: cache_for(session.store).load_many(ids),
+        statuses=status, since=None, until=None, limit=limit if not text else max(limit, 500),
+        token=None,
+    )  # fmt: skip
+    rows = [redactor_for(s.spec).value(run_summary(s)) for s in page.states]
+    wanted = text.strip().lower()
+    if wanted:
+        rows = [r for r in rows if wanted in r["run_id"].lower() or wanted in r["task"].lower()]
+    return rows[:limit]
+
+
+def timeline(envelopes: Sequence[Envelope[Any]], state: RunState) -> list[dict[str, Any]]:
+    redactor = redactor_for(state.spec)
+    return [{"seq": e.seq, "type": e.type, "line": redactor.text(line(e))} for e in envelopes]
+
+
+def run_view(state: RunState, envelopes: Sequence[Envelope[Any]]) -> dict[str, Any]:
+    """The run's page apart from its timeline; `envelopes` is its whole log."""
+    waited: dict[str, set[str]] = {}
+    held: dict[str, dict[str, int]] = {}
+    asked: dict[str, str] = {}
+    for env in envelopes:
+        match env.data:
+            case ToolCallWaiting(call_id=call_id, waiting_for=resources):
+                waited.setdefault(call_id, set()).update(resources)
+            case ToolCallScheduled(call_id=call_id, tokens=tokens):
+                held[call_id] = dict(tokens)
+            case ApprovalRequested(call_id=call_id, reason=reason):
+                asked[call_id] = reason
+    calls: list[dict[str, Any]] = [
+        {
+            "call_id": c.call_id, "turn": c.turn, "name": c.name, "input": c.input,
+            "status": str(c.status), "read_only": c.read_only,
+            "reads": list(c.reads), "writes": list(c.writes),
+            "locks_held": held.get(c.call_id, {}) if c.status in HOLDING else {},
+            "locks_waited": sorted(waited.get(c.call_id, ())),
+            "output": c.output if c.status is CallStatus.SUCCEEDED else None,
+            "error": c.error.message if c.error else None,
+        }
+        for t in state.turns for c in t.calls
+    ]  # fmt: skip
+    pending = [
+        {"call_id": c["call_id"], "name": c["name"], "input": c["input"],
+         "reason": asked.get(c["call_id"], ""),
+         "expires_at": iso(_call_expiry(state, c["call_id"]))}
+        for c in calls if c["status"] == CallStatus.AWAITING_APPROVAL
+    ]  # fmt: skip
+    view = {
+        "summary": run_summary(state),
+        "calls": calls,
+        "checks": [
+            {"index": k.index, "check": k.check, "passed": k.passed, "evidence": k.evidence,
+             "checked_at": iso(k.checked_at)}
+            for k in state.checks
+        ],  # fmt: skip
+        "pending_approvals": pending,
+        "awaiting_human": (
+            {"reason": state.escalated_for, "detail": state.detail}
+            if state.status is RunStatus.AWAITING_HUMAN else None
+        ),  # fmt: skip
+        "seq": state.seq,
+    }
+    return dict(redactor_for(state.spec).value(view))
+
+
+def _call_expiry(state: RunState, call_id: str) -> float | None:
+    call = state.call(call_id)
+    return call.approval_expires_at if call else None

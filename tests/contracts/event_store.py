@@ -1,0 +1,283 @@
+"""The event store contract: one suite that every adapter of the port passes —
+the in-memory one in the unit tier, the Redis one (on a real redis-server) in
+the integration tier: appends at an expected seq, reads, the run indexes, and
+tails read after a folded state or a snapshot, checked against the log.
+
+A tier subclasses `EventStoreContract` and gives three fixtures: `store` (a new,
+empty adapter), `queued` (the messages an append queued on a stream, read where
+that adapter keeps them) and `stream` (a task-queue stream name of its keys)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from services.adapters.store.port import EventStore, Head, Outgoing, Snapshot
+from services.errors import ConcurrencyConflict
+from tests.contracts.envelopes import T0, batch
+
+
+def new_run(store: EventStore, n: int = 1, *, at: float = T0, live: bool = True) -> str:
+    run_id = f"run-{uuid.uuid4().hex[:8]}"
+    store.append(run_id, batch(run_id, 1, n, at=at), expected_seq=0, live=live)
+    return run_id
+
+
+V1 = "v1"
+
+
+def snap(seq: int, event_id: str, *, version: str = V1, state: bytes = b"state") -> Snapshot:
+    return Snapshot(seq, event_id, version, state + str(seq).encode())
+
+
+class EventStoreContract:
+    def test_appended_envelopes_are_read_back_equal_and_in_order(self, store: EventStore) -> None:
+        first, second = batch("run-a", 1, 3), batch("run-a", 4, 2)
+
+        assert store.append("run-a", first, expected_seq=0, live=True) == 3
+        assert store.append("run-a", second, expected_seq=3, live=True) == 5
+
+        assert store.read("run-a") == first + second
+
+    def test_reading_after_a_seq_returns_only_the_later_events(self, store: EventStore) -> None:
+        events = batch("run-a", 1, 5)
+        store.append("run-a", events, expected_seq=0, live=True)
+
+        assert store.read("run-a", after_seq=2) == events[2:]
+        assert store.read("run-a", after_seq=5) == []
+
+    def test_an_unknown_run_reads_as_an_empty_log(self, store: EventStore) -> None:
+        assert store.read("no-such-run") == []
+
+    def test_an_empty_batch_is_refused(self, store: EventStore) -> None:
+        with pytest.raises(ValueError):
+            store.append("run-a", [], expected_seq=0, live=True)
+
+    def test_appending_at_a_stale_seq_raises_a_conflict_carrying_both_seqs(
+        self, store: EventStore
+    ) -> None:
+        store.append("run-a", batch("run-a", 1, 3), expected_seq=0, live=True)
+
+        with pytest.raises(ConcurrencyConflict) as caught:
+            store.append("run-a", batch("run-a", 2, 1), expected_seq=1, live=True)
+
+        assert (caught.value.run_id, caught.value.expected_seq, caught.value.actual_seq) == (
+            "run-a",
+            1,
+            3,
+        )
+        assert [e.seq for e in store.read("run-a")] == [1, 2, 3]
+
+    def test_appending_ahead_of_the_log_is_a_conflict_too(self, store: EventStore) -> None:
+        store.append("run-a", batch("run-a", 1, 1), expected_seq=0, live=True)
+
+        with pytest.raises(ConcurrencyConflict) as caught:
+            store.append("run-a", batch("run-a", 5, 1), expected_seq=4, live=True)
+
+        assert (caught.value.expected_seq, caught.value.actual_seq) == (4, 1)
+
+    def test_resending_a_batch_that_landed_returns_its_seq_and_writes_nothing_twice(
+        self,
+        store: EventStore,
+    ) -> None:
+        """redis-py may resend a script whose reply was lost: same event ids, same seq."""
+        store.append("run-a", batch("run-a", 1, 2), expected_seq=0, live=True)
+        sent = batch("run-a", 3, 3)
+        assert store.append("run-a", sent, expected_seq=2, live=True) == 5
+
+        assert store.append("run-a", sent, expected_seq=2, live=True) == 5
+
+        assert store.read("run-a")[2:] == sent
+        assert len(store.read("run-a")) == 5
+
+    def test_a_different_batch_at_a_stale_seq_is_a_conflict_not_a_resend(
+        self, store: EventStore
+    ) -> None:
+        store.append("run-a", batch("run-a", 1, 2), expected_seq=0, live=True)
+        store.append("run-a", batch("run-a", 3, 1), expected_seq=2, live=True)
+
+        with pytest.raises(ConcurrencyConflict):
+            store.append("run-a", batch("run-a", 3, 1), expected_seq=2, live=True)
+
+    def test_an_append_onto_a_log_of_the_right_length_but_another_end_is_a_conflict(
+        self,
+        store: EventStore,
+    ) -> None:
+        """A writer that folded from an append that lost its race holds a state whose
+        length another log may have: naming the event it folded last tells them apart."""
+        first = batch("run-a", 1, 2)
+        store.append("run-a", first, expected_seq=0, live=True)
+        forked = batch("run-a", 2, 1)  # what the writer believed seq 2 was
+        with pytest.raises(ConcurrencyConflict):
+            store.append(
+                "run-a", batch("run-a", 3, 1), expected_seq=2, expected_id=forked[0].id, live=True
+            )
+        seq = store.append(
+            "run-a", batch("run-a", 3, 1), expected_seq=2, expected_id=first[1].id, live=True
+        )
+        assert seq == 3 and len(store.read("run-a")) == 3
+
+    def test_an_append_queues_its_messages_only_when_it_lands(
+        self, store: EventStore, queued: Callable[[str], list[bytes]], stream: str
+    ) -> None:
+        store.append("run-a", batch("run-a", 1, 1), expected_seq=0, live=True,
+                     messages=[Outgoing(stream, b"m1")])  # fmt: skip
+        with pytest.raises(ConcurrencyConflict):
+            store.append("run-a", batch("run-a", 2, 1), expected_seq=0, live=True,
+                         messages=[Outgoing(stream, b"m2")])  # fmt: skip
+        assert queued(stream) == [b"m1"]
+
+    def test_runs_are_listed_newest_first(self, store: EventStore) -> None:
+        created = [new_run(store, at=T0 + i) for i in range(4)]
+
+        assert [e.run_id for e in store.runs()] == created[::-1]
+        assert [e.run_id for e in store.runs(limit=2)] == created[:1:-1]
+        assert store.runs()[0].created_at == pytest.approx(T0 + 3, abs=0.01)
+
+    def test_live_runs_idle_since_a_time_are_found_until_touched(self, store: EventStore) -> None:
+        old, recent = new_run(store, at=T0), new_run(store, at=T0 + 100)
+
+        assert store.idle_live_runs(idle_since=T0 + 50) == [old]
+        assert set(store.idle_live_runs(idle_since=T0 + 150)) == {old, recent}
+
+        store.touch(old, at=T0 + 200)
+
+        assert store.idle_live_runs(idle_since=T0 + 150) == [recent]
+
+    def test_progress_on_a_run_counts_as_activity(self, store: EventStore) -> None:
+        run_id = new_run(store, at=T0)
+
+        store.append(run_id, batch(run_id, 2, 1, at=T0 + 100), expected_seq=1, live=True)
+
+        assert store.idle_live_runs(idle_since=T0 + 50) == []
+
+    def test_appending_with_live_false_takes_the_run_out_of_the_live_index(
+        self, store: EventStore
+    ) -> None:
+        run_id = new_run(store, at=T0)
+
+        store.append(run_id, batch(run_id, 2, 1, at=T0), expected_seq=1, live=False)
+        store.touch(run_id, at=T0 + 1)  # touching an ended run must not bring it back
+
+        assert store.idle_live_runs(idle_since=T0 + 1_000) == []
+        assert [e.run_id for e in store.runs()] == [run_id]
+
+    def test_a_run_created_not_live_never_enters_the_live_index(self, store: EventStore) -> None:
+        new_run(store, at=T0, live=False)
+
+        assert store.idle_live_runs(idle_since=T0 + 1_000) == []
+
+    def test_a_head_at_nothing_reads_the_whole_log_from_nothing(self, store: EventStore) -> None:
+        events = batch("run-a", 1, 4)
+        store.append("run-a", events, expected_seq=0, live=True)
+
+        [tail] = store.read_tails([Head("run-a")], snapshot_version=V1)
+
+        assert (tail.base, tail.events, tail.snapshot, tail.snapshot_seq) == (0, events, None, 0)
+
+    def test_a_head_the_log_still_holds_reads_only_the_events_after_it(
+        self, store: EventStore
+    ) -> None:
+        events = batch("run-a", 1, 5)
+        store.append("run-a", events, expected_seq=0, live=True)
+
+        [tail] = store.read_tails([Head("run-a", 3, events[2].id)], snapshot_version=V1)
+        [current] = store.read_tails([Head("run-a", 5, events[4].id)], snapshot_version=V1)
+
+        assert (tail.base, tail.events, tail.snapshot) == (3, events[3:], None)
+        assert (current.base, current.events) == (5, [])
+
+    def test_a_head_whose_event_is_not_in_the_log_reads_the_whole_log(
+        self, store: EventStore
+    ) -> None:
+        """A stream deleted and made again holds other events at the same seqs."""
+        events = batch("run-a", 1, 5)
+        store.append("run-a", events, expected_seq=0, live=True)
+
+        [other_id] = store.read_tails([Head("run-a", 3, "not-that-event")], snapshot_version=V1)
+        [past_end] = store.read_tails([Head("run-a", 9, "gone")], snapshot_version=V1)
+
+        assert (other_id.base, other_id.events) == (0, events)
+        assert (past_end.base, past_end.events) == (0, events)
+
+    def test_a_newer_snapshot_that_matches_the_log_comes_with_the_events_after_it(
+        self,
+        store: EventStore,
+    ) -> None:
+        events = batch("run-a", 1, 6)
+        store.append("run-a", events, expected_seq=0, live=True)
+        store.save_snapshot("run-a", snap(4, events[3].id))
+
+        [cold] = store.read_tails([Head("run-a")], snapshot_version=V1)
+        [behind] = store.read_tails([Head("run-a", 2, events[1].id)], snapshot_version=V1)
+        [ahead] = store.read_tails([Head("run-a", 5, events[4].id)], snapshot_version=V1)
+
+        assert (cold.base, cold.events, cold.snapshot) == (4, events[4:], snap(4, events[3].id))
+        assert (behind.base, behind.snapshot) == (4, snap(4, events[3].id))
+        assert (ahead.base, ahead.events, ahead.snapshot, ahead.snapshot_seq) == (
+            5,
+            events[5:],
+            None,
+            4,
+        )
+
+    def test_a_snapshot_the_log_no_longer_holds_is_ignored(self, store: EventStore) -> None:
+        events = batch("run-a", 1, 6)
+        store.append("run-a", events, expected_seq=0, live=True)
+        store.save_snapshot("run-a", snap(4, "an-event-of-a-deleted-log"))
+
+        [cold] = store.read_tails([Head("run-a")], snapshot_version=V1)
+        [held] = store.read_tails([Head("run-a", 2, events[1].id)], snapshot_version=V1)
+
+        assert (cold.base, cold.events, cold.snapshot) == (0, events, None)
+        assert (held.base, held.events, held.snapshot) == (2, events[2:], None)
+
+    def test_when_the_head_is_gone_a_matching_snapshot_is_the_fallback(
+        self, store: EventStore
+    ) -> None:
+        events = batch("run-a", 1, 6)
+        store.append("run-a", events, expected_seq=0, live=True)
+        store.save_snapshot("run-a", snap(2, events[1].id))
+
+        [tail] = store.read_tails([Head("run-a", 5, "not-that-event")], snapshot_version=V1)
+
+        assert (tail.base, tail.events, tail.snapshot) == (2, events[2:], snap(2, events[1].id))
+
+    def test_a_snapshot_of_another_version_is_invisible(self, store: EventStore) -> None:
+        events = batch("run-a", 1, 6)
+        store.append("run-a", events, expected_seq=0, live=True)
+        store.save_snapshot("run-a", snap(4, events[3].id, version="old-code"))
+
+        [tail] = store.read_tails([Head("run-a")], snapshot_version=V1)
+
+        assert (tail.base, tail.snapshot, tail.snapshot_seq) == (0, None, 0)
+
+    def test_an_older_snapshot_never_replaces_a_newer_one_of_the_same_version(
+        self,
+        store: EventStore,
+    ) -> None:
+        events = batch("run-a", 1, 6)
+        store.append("run-a", events, expected_seq=0, live=True)
+        store.save_snapshot("run-a", snap(4, events[3].id))
+
+        store.save_snapshot("run-a", snap(2, events[1].id))
+        [kept] = store.read_tails([Head("run-a")], snapshot_version=V1)
+        store.save_snapshot("run-a", snap(3, events[2].id, version="new-code"))
+        [replaced] = store.read_tails([Head("run-a")], snapshot_version="new-code")
+
+        assert kept.snapshot == snap(4, events[3].id)
+        assert replaced.snapshot == snap(3, events[2].id, version="new-code")
+
+    def test_many_heads_are_answered_in_order_each_on_its_own_run(self, store: EventStore) -> None:
+        a, b = batch("run-a", 1, 3), batch("run-b", 1, 2)
+        store.append("run-a", a, expected_seq=0, live=True)
+        store.append("run-b", b, expected_seq=0, live=True)
+
+        tails = store.read_tails(
+            [Head("run-b", 1, b[0].id), Head("no-such-run"), Head("run-a", 3, "x")],
+            snapshot_version=V1,
+        )
+
+        assert [(t.base, t.events) for t in tails] == [(1, b[1:]), (0, []), (0, a)]

@@ -1,0 +1,141 @@
+"""The contract every lock table and every idempotency ledger keeps, written once
+and run against the in-memory adapters (in the unit tier) and the Redis ones
+(in the integration tier): what one passes, the other passes.
+
+A tier subclasses `LocksContract` with the fixtures `locks` (a new, empty table
+with a lease of LEASE_S), `now` (the table's own time) and `let_time_pass`
+(seconds go by on the table's clock: a manual clock moves, Redis's `TIME` is
+waited for); and `LedgerContract` with `ledger` (a new ledger keeping done
+operations the given seconds) and `let_time_pass`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from events.lock_step import LockAsk
+from events.locks import Mode
+from services.adapters.ledger.port import Ledger
+from services.adapters.locks.port import Locks
+from services.adapters.store.port import Outgoing
+
+LEASE_S = 0.3
+R, W = Mode.READ, Mode.WRITE
+Wait = Callable[[float], None]
+
+
+def ask(run: str, call: str, **keys: Mode) -> LockAsk:
+    return LockAsk(
+        run, call, f"{run}/{call}/1.0", {k.replace("_", ":"): m for k, m in keys.items()}
+    )
+
+
+class LocksContract:
+    def test_a_free_request_is_granted_at_once_with_a_token_per_key(
+        self, locks: Locks, now: Callable[[], float]
+    ) -> None:
+        asked_at = now()
+        [g] = locks.enqueue([ask("r1", "c1", stock_A1=W, stock_B2=R)], [None]).grants
+        assert set(g.grant.tokens) == {"stock:A1", "stock:B2"}
+        assert (g.holder.run_id, g.holder.call_id) == ("r1", "c1")
+        assert asked_at + LEASE_S <= g.grant.lease_until <= now() + LEASE_S
+
+    def test_reads_share_and_a_write_waits_then_is_told_when_let_through(
+        self, locks: Locks
+    ) -> None:
+        notice = Outgoing("somewhere", b"wake up")
+        assert locks.enqueue([ask("r1", "a", k=R), ask("r2", "b", k=R)], [None, None]).grants
+        assert locks.enqueue([ask("r3", "w", k=W)], [notice]).grants == []
+        assert locks.release(["r1/a/1.0"]).grants == []  # the other read still holds it
+        reply = locks.release(["r2/b/1.0"])
+        assert [g.holder.request_id for g in reply.grants] == ["r3/w/1.0"]
+        assert reply.notices() == [notice]
+
+    def test_a_request_for_two_keys_waits_whole_while_one_is_held(self, locks: Locks) -> None:
+        locks.enqueue([ask("r1", "a", x=W)], [None])
+        assert locks.enqueue([ask("r2", "b", x=W, y=W)], [None]).grants == []
+        assert [g.holder.call_id for g in locks.enqueue([ask("r3", "c", y=W)], [None]).grants] == []
+        assert [g.holder.call_id for g in locks.release(["r1/a/1.0"]).grants] == ["b"]
+
+    def test_a_request_asked_again_learns_the_grant_it_holds(self, locks: Locks) -> None:
+        first = locks.enqueue([ask("r1", "a", x=W)], [None]).grants
+        again = locks.enqueue([ask("r1", "a", x=W)], [None]).grants
+        assert [g.grant.tokens for g in again] == [g.grant.tokens for g in first]
+
+    def test_tokens_grow_with_every_grant_of_a_key(self, locks: Locks) -> None:
+        tokens = []
+        for i in range(3):
+            [g] = locks.enqueue([ask("r", f"c{i}", x=W)], [None]).grants
+            tokens.append(g.grant.tokens["x"])
+            locks.release([g.holder.request_id])
+        assert tokens == sorted(set(tokens))
+
+    def test_a_holder_that_stops_renewing_loses_its_lock_to_the_next(
+        self, locks: Locks, let_time_pass: Wait
+    ) -> None:
+        locks.enqueue([ask("r1", "a", x=W)], [None])
+        locks.enqueue([ask("r2", "b", x=W)], [None])
+        for _ in range(3):  # renewing keeps it past its first lease
+            let_time_pass(LEASE_S / 3)
+            assert locks.renew("r1/a/1.0")
+            assert locks.expire().expired == []
+        let_time_pass(LEASE_S + 0.05)
+        reply = locks.expire()
+        assert [(h.run_id, h.call_id) for h in reply.expired] == [("r1", "a")]
+        assert [g.holder.call_id for g in reply.grants] == ["b"]
+        assert not locks.renew("r1/a/1.0"), "a lost lease is not renewed"
+
+    def test_a_release_of_an_unknown_request_changes_nothing(self, locks: Locks) -> None:
+        locks.enqueue([ask("r1", "a", x=W)], [None])
+        assert locks.release(["nobody/x/1.0"]).grants == []
+        assert locks.enqueue([ask("r2", "b", x=W)], [None]).grants == []
+
+    def test_a_release_of_a_waiting_request_takes_it_out_of_the_queue(self, locks: Locks) -> None:
+        locks.enqueue([ask("r1", "a", x=W)], [None])
+        locks.enqueue([ask("r2", "b", x=W)], [Outgoing("r2-queue", b"b")])
+        locks.enqueue([ask("r3", "c", x=W)], [Outgoing("r3-queue", b"c")])
+        assert locks.release(["r2/b/1.0"]).grants == []  # the waiter gave up (its run ended)
+        reply = locks.release(["r1/a/1.0"])
+        assert [g.holder.call_id for g in reply.grants] == ["c"]
+        assert reply.notices() == [Outgoing("r3-queue", b"c")]
+
+
+class LedgerContract:
+    def test_a_done_operation_is_replayed_and_another_request_under_its_key_refused(
+        self, ledger: Callable[[float], Ledger]
+    ) -> None:
+        led = ledger(60)
+        assert led.begin("op", "req", "r/c1/1", now=1.0).action == "run"
+        assert led.begin("op", "req", "r/c2/1", now=2.0).action == "in_progress"
+        led.finish("op", "req", "r/c1/1", {"ok": 1}, now=3.0)
+        replay = led.begin("op", "req", "r/c3/1", now=4.0)
+        assert (replay.action, replay.owner, replay.result) == ("replay", "r/c1/1", {"ok": 1})
+        assert led.begin("op", "other", "r/c4/1", now=5.0).action == "conflict"
+
+    def test_a_pending_operation_says_since_when_and_who_owns_it(
+        self, ledger: Callable[[float], Ledger]
+    ) -> None:
+        led = ledger(60)
+        led.begin("op", "req", "r/c1/1", now=10.0)
+        pending = led.begin("op", "req", "r/c2/1", now=12.0)
+        assert (pending.action, pending.owner, pending.since) == ("in_progress", "r/c1/1", 10.0)
+
+    def test_an_abandoned_pending_operation_may_run_again_and_a_done_one_stays(
+        self, ledger: Callable[[float], Ledger]
+    ) -> None:
+        led = ledger(60)
+        led.begin("a", "req", "r/c1/1", now=1.0)
+        led.abandon("a")
+        assert led.begin("a", "req", "r/c2/1", now=2.0).action == "run"
+        led.finish("a", "req", "r/c2/1", 1, now=3.0)
+        led.abandon("a")
+        assert led.begin("a", "req", "r/c3/1", now=4.0).action == "replay"
+
+    def test_a_done_operation_is_forgotten_after_its_keep_time(
+        self, ledger: Callable[[float], Ledger], let_time_pass: Wait
+    ) -> None:
+        led = ledger(1)
+        led.begin("k", "req", "r/c1/1", now=1.0)
+        led.finish("k", "req", "r/c1/1", 1, now=2.0)
+        assert led.begin("k", "req", "r/c2/1", now=2.5).action == "replay"
+        let_time_pass(1.2)
+        assert led.begin("k", "req", "r/c2/1", now=3.0).action == "run"

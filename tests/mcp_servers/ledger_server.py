@@ -1,0 +1,99 @@
+"""An MCP server written with the `mcp` SDK, for the tests: a small order book
+kept in a JSON file in its folder (the workspace, or the folder given), so what
+a write did can be checked from outside and looked up by operation key.
+
+Tools: `get_order` (read), `place_order` (write; keeps the `agentledger/op_key`
+it was sent under), `order_done` (the lookup: was an op key done?), `slow`
+(sleeps; counts starts in `slow.count` so a test sees it began), `fail`
+(an isError result), `mystery` (not listed by the tests' servers files),
+`wipe` (annotated destructive). Run: `python ledger_server.py stdio|http FOLDER [PORT]`."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+
+FOLDER = Path(sys.argv[2] if len(sys.argv) > 2 else ".").resolve()
+BOOK = FOLDER / "orders.json"
+server = MCPServer("ledger", version="1.2.3", log_level="ERROR")
+
+
+def _book() -> dict[str, Any]:
+    return json.loads(BOOK.read_text()) if BOOK.exists() else {}
+
+
+def _op_key(ctx: Context) -> str | None:
+    meta = ctx.request_context.meta
+    found = meta.get("agentledger/op_key") if isinstance(meta, dict) else getattr(meta, "agentledger/op_key", None)
+    return found if isinstance(found, str) else None
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def get_order(order_id: str) -> str:
+    """The order's quantity, or 'none'."""
+    found = _book().get(order_id)
+    return json.dumps(found) if found else "none"
+
+
+@server.tool()
+def place_order(order_id: str, qty: int, ctx: Context) -> str:
+    """Place (or replace) an order."""
+    book = _book()
+    book[order_id] = {"qty": qty, "op_key": _op_key(ctx), "times": book.get(order_id, {}).get("times", 0) + 1}
+    BOOK.write_text(json.dumps(book))
+    return f"placed {order_id} x{qty}"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def order_done(op_key: str) -> str:
+    """Was a write with this operation key done? {"done": bool, "result": ...}"""
+    for order_id, order in _book().items():
+        if order.get("op_key") == op_key:
+            return json.dumps({"done": True, "result": f"placed {order_id} x{order['qty']}"})
+    return json.dumps({"done": False})
+
+
+@server.tool()
+def slow(seconds: float, order_id: str = "slow") -> str:
+    """Sleep, then place an order of 1."""
+    count = FOLDER / "slow.count"
+    count.write_text(str(int(count.read_text() or 0) + 1 if count.exists() else 1))
+    time.sleep(seconds)
+    book = _book()
+    book[order_id] = {"qty": 1}
+    BOOK.write_text(json.dumps(book))
+    return "slept"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+def fail(why: str) -> str:
+    """Always fails."""
+    raise ToolError(f"not found: {why}")
+
+
+@server.tool()
+def mystery() -> str:
+    """A tool the servers file does not list."""
+    return "?"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True, destructiveHint=True))
+def wipe() -> str:
+    """Says it is read-only and destructive at once."""
+    BOOK.unlink(missing_ok=True)
+    return "wiped"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "http":
+        port = int(sys.argv[3]) if len(sys.argv) > 3 else 8931
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run("stdio")

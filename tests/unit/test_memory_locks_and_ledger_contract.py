@@ -1,0 +1,42 @@
+"""The lock table and ledger contracts (`tests.contracts.locks_and_ledger`) on the
+in-memory adapters, the ones the handler tests run on, with a clock that moves
+only when the suite lets time pass; the Redis adapters pass the same suites in
+the integration tier."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from services.adapters.ledger.memory_ledger import MemoryLedger
+from services.adapters.ledger.port import Ledger
+from services.adapters.locks.memory_locks import MemoryLocks
+from tests.contracts.envelopes import ManualClock
+from tests.contracts.locks_and_ledger import LEASE_S, LedgerContract, LocksContract
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def let_time_pass(clock: ManualClock) -> Callable[[float], None]:
+    return clock.advance
+
+
+class TestMemoryLocks(LocksContract):
+    @pytest.fixture
+    def locks(self, clock: ManualClock) -> MemoryLocks:
+        return MemoryLocks(clock, lease_s=LEASE_S)
+
+    @pytest.fixture
+    def now(self, clock: ManualClock) -> Callable[[], float]:
+        return clock.now
+
+
+class TestMemoryLedger(LedgerContract):
+    @pytest.fixture
+    def ledger(self, clock: ManualClock) -> Callable[[float], Ledger]:
+        return lambda keep_s: MemoryLedger(clock, keep_s=keep_s)

@@ -1,0 +1,70 @@
+"""Tools of the handler unit tests, loaded as a worker's tool set. Each counts
+its executions here, at the tool's side (`RAN`), and a call may be held at a
+named gate (`GATES`) until the test opens it, so a test can look at a run while
+one of its calls is running."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from services.tools import ToolCancelled, ToolContext, ToolFailure, tool
+
+RAN: Counter[str] = Counter()  # call id -> executions
+GATES: dict[str, threading.Event] = {}
+HELD_S = 10.0  # a gate never opened fails the test, not the machine
+
+
+def gate(name: str) -> threading.Event:
+    return GATES.setdefault(name, threading.Event())
+
+
+def _enter(ctx: ToolContext, at: str) -> None:
+    RAN[ctx.call_id] += 1
+    if at and not gate(at).wait(HELD_S):
+        raise ToolFailure("internal", f"gate {at!r} was never opened")
+
+
+@tool(read_only=True, reads=lambda a: [f"kv:{a['key']}"])
+def kv_read(key: str, ctx: ToolContext, at: str = "") -> dict[str, Any]:
+    """Read a key."""
+    _enter(ctx, at)
+    return {"key": key, "value": "v"}
+
+
+@tool(writes=lambda a: [f"kv:{a['key']}"], timeout_s=5.0)
+def kv_write(key: str, value: str, ctx: ToolContext, at: str = "") -> dict[str, Any]:
+    """Write a key."""
+    _enter(ctx, at)
+    return {"key": key, "written": value}
+
+
+@tool(writes=lambda a: [f"order:{a['order']}"], key_fields=["order"])
+def place_order(order: str, qty: int, ctx: ToolContext) -> dict[str, Any]:
+    """Place an order (its business key is the order id)."""
+    _enter(ctx, "")
+    return {"order": order, "qty": qty, "placed": True}
+
+
+@tool(writes=lambda a: [f"kv:{a['key']}"])
+def kv_refuse(key: str, ctx: ToolContext) -> dict[str, Any]:
+    """A write the target refuses."""
+    _enter(ctx, "")
+    raise ToolFailure("conflict", f"{key} is locked by its owner", retryable=False)
+
+
+@tool(writes=lambda a: [f"kv:{a['key']}"], approval="always")
+def kv_delete(key: str, ctx: ToolContext) -> dict[str, Any]:
+    """Delete a key (a person approves every delete)."""
+    _enter(ctx, "")
+    return {"key": key, "deleted": True}
+
+
+@tool(writes=lambda a: [f"kv:{a['key']}"])
+def kv_slow_write(key: str, ctx: ToolContext) -> dict[str, Any]:
+    """A write that goes on until it is told to stop, and then stops."""
+    _enter(ctx, "")
+    if ctx.cancelled.wait(HELD_S):
+        raise ToolCancelled()
+    return {"key": key, "written": "slowly"}
