@@ -6,7 +6,9 @@ log lines (run, call, pool and worker on every record; secrets redacted)."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import subprocess
 import time
 import urllib.error
@@ -228,3 +230,29 @@ def test_run_logs_json_lines_too(private_redis: PrivateRedis, tmp_path: Path) ->
     (wrote,) = [r for r in records if r["logger"] == "ops_tools"]
     assert (wrote["run_id"], wrote["call_id"], wrote["pool"]) == (run_id, "c2", "tools")
     assert SECRET not in done.stderr
+
+
+def test_liveness_fails_when_a_worker_process_dies(
+    private_redis: PrivateRedis, tmp_path: Path
+) -> None:
+    env = clean_environ(f"opslive{uuid.uuid4().hex[:8]}", tmp_path / "state")
+    env |= {"REDIS_URL": private_redis.url, "AGENTLEDGER_SANDBOX": "off"}
+    parent = subprocess.Popen(
+        [*AGENTLEDGER, "workers", "--processes", "2", "--metrics-port", "0"],
+        cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert parent.stdout is not None
+        said = re.search(r"metrics on port (\d+)", parent.stdout.readline())
+        assert said, "the workers did not start"
+        port = int(said.group(1))
+        until("ready", lambda: get(port, "/readyz") == (200, "ok\n"))
+        children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
+        assert len(children) == 2
+        os.kill(int(children[0]), signal.SIGKILL)
+        status, text = until("liveness to fail", lambda: (r := get(port, "/healthz"))[0] == 503 and r)
+        assert f"worker process {children[0]} exited" in text
+        assert get(port, "/readyz")[0] == 503
+    finally:
+        parent.terminate()
+        parent.wait(timeout=30)
