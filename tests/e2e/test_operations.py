@@ -40,6 +40,7 @@ model:
         - {id: c2, name: ops_logged_write, input: {key: k}}
       delay_s: 0.8
     - end_turn: "done"
+      delay_s: 1.5      # each run is live for over 3 s: longer than a scrape's 2 s cache
 """
 
 
