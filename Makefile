@@ -7,7 +7,7 @@ PYTHON ?= python3
 AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
-.PHONY: install sandbox browser run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean
+.PHONY: install sandbox browser run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean deploy-scalers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -82,6 +82,10 @@ bench-claude: install
 
 bench-smoke: install
 	$(PYTHON) -m pytest tests/integration/test_bench_smoke.py
+
+# deploy/kubernetes/scaledobjects.yaml from workers.yaml and config.yaml (the streams the pools read)
+deploy-scalers: install
+	$(PYTHON) deploy/kubernetes/render_scalers.py
 
 clean:
 	rm -rf .agentledger build *.egg-info

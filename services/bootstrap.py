@@ -9,7 +9,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import redis
@@ -34,12 +34,16 @@ from services.adapters.tools.toolset import ToolSet
 from services.clock import SystemClock, worker_name
 from services.entrypoints.actors import declare_actors
 from services.handlers.app import App
-from services.handlers.runs import Runs
+from services.handlers.runs import Observe, Runs
 from services.keys import Keys, keys_for
 from services.loops.intake import Intake
 from services.loops.sweeper import run_sweeper
 from services.secrets import redactor_for
 from services.settings import Settings
+from services.structured_logs import context_middleware, set_worker
+
+if TYPE_CHECKING:  # prometheus_client is imported only when metrics are on
+    from services.adapters.metrics.instruments import Instruments
 
 log = logging.getLogger(__name__)
 ALL_POOLS = (Pool.MODEL, Pool.TOOLS, Pool.ACCEPT)
@@ -111,7 +115,12 @@ def _make_adapter(spec: ModelSpec, settings: Settings, store: EventStore | None)
 
 
 def build_app(
-    settings: Settings, client: redis.Redis, toolset: ToolSet, *, worker: str | None = None
+    settings: Settings,
+    client: redis.Redis,
+    toolset: ToolSet,
+    *,
+    worker: str | None = None,
+    observe: Observe | None = None,
 ) -> App:
     keys = keys_for(settings)
     store = RedactingStore(RedisEventStore(client, keys), redactor_for)
@@ -124,7 +133,7 @@ def build_app(
 
     return App(
         settings=settings,
-        runs=Runs(store, clock, outbox, locks, push),
+        runs=Runs(store, clock, outbox, locks, push, observe),
         clock=clock,
         toolset=toolset,
         model_for=lambda spec: model_for(spec, settings, store),
@@ -148,6 +157,7 @@ class Services:
     queue: str
     pools: tuple[Pool, ...]
     worker: dramatiq.Worker | None = None
+    instruments: Instruments | None = None  # metrics, when they are on
     stop_flag: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     tracing: Any = None  # services.adapters.tracing.otel.Tracing, when traces are exported
@@ -202,6 +212,7 @@ class Services:
         intake = Intake(
             self.app, self.client, keys, self.directory,
             Membership(self.client, keys.members("intake"), me, ttl_s=ttl),
+            on_rejected=self.instruments.rejected_inc if self.instruments is not None else None,
         )  # fmt: skip
         sweep = Membership(self.client, keys.members("sweep"), me, ttl_s=ttl)
         shards = self.broker.shards
@@ -239,6 +250,17 @@ class Services:
         thread.start()
         self.threads.append(thread)
 
+    def problem(self) -> str | None:
+        """None while every thread this process needs is alive; else which is not."""
+        if self.worker is None:
+            return "the worker pools are not started"
+        dead = [q for q, c in self.worker.consumers.items() if not c.is_alive()]
+        dead += [t.name for t in self.worker.workers if not t.is_alive()]
+        dead += [t.name for t in self.threads if not t.is_alive()]
+        if self.stop_flag.is_set():
+            return "stopping"
+        return f"not running: {', '.join(sorted(dead))}" if dead else None
+
     def stop(self) -> None:
         self.stop_flag.set()
         for thread in self.threads:
@@ -259,10 +281,15 @@ def build_services(
     *,
     queue: str,
     pools: Iterable[Pool] = ALL_POOLS,
+    instruments: Instruments | None = None,
 ) -> Services:
+    """`instruments`: count every step (metrics)."""
     keys = keys_for(settings)
     worker = worker_name()
-    app = build_app(settings, client, toolset, worker=worker)
+    set_worker(worker)
+    observe = instruments.observe_step if instruments is not None else None
+    app = build_app(settings, client, toolset, worker=worker, observe=observe)
+    extra = [*context_middleware(), *([instruments.step_timer()] if instruments is not None else [])]
     broker = StreamsBroker(
         client,
         keys,
@@ -271,9 +298,9 @@ def build_services(
         claim_idle_ms=int(settings.broker_claim_idle_s * 1000),
         max_deliveries=settings.broker_max_deliveries,
         member_ttl_s=settings.member_ttl_s,
-        middleware=worker_middleware(),
+        middleware=[*worker_middleware(), *extra],
     )
     dramatiq.set_broker(broker)
     directory = Directory(client, keys, member_ttl_s=settings.member_ttl_s)
-    return Services(app, client, broker, directory, queue, tuple(pools))
+    return Services(app, client, broker, directory, queue, tuple(pools), instruments=instruments)
 

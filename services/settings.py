@@ -65,6 +65,8 @@ class Settings:
     def publishers_path(self) -> str:
         """The publishers file: who may publish to the inbox, and what each may ask for."""
         return self.publishers_file or os.path.join(self.state_dir, "publishers.yaml")
+    # prometheus_client's multiprocess folder: set, every worker process keeps its metrics there
+    metrics_dir: str | None = None
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -98,6 +100,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SANDBOX_PROCESSES": ("sandbox_processes", int),
     "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
     "AGENTLEDGER_PUBLISHERS": ("publishers_file", str),
+    "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (

@@ -47,6 +47,8 @@ OUTAGE_PAUSE_S = 0.25
 _ENVELOPE = Envelope[Any]  # looked up once: pydantic's generic lookup is slow
 log = logging.getLogger(__name__)
 Decide = Callable[[RunState], Sequence[Event]]
+# told of every append that landed: the state before, after, and the events (metrics)
+Observe = Callable[[RunState | None, RunState, Sequence[Envelope[Any]]], None]
 T = TypeVar("T")
 
 
@@ -96,8 +98,10 @@ class Runs:
         outbox: Outbox,
         locks: Locks,
         send: Callable[[Sequence[Outgoing]], None],
+        observe: Observe | None = None,
     ):
         self.store = store
+        self.observe = observe
         self.clock = clock
         self._outbox = outbox
         self._locks = locks
@@ -221,6 +225,8 @@ class Runs:
         with cache.expecting(run_id, after, batch[-1].id):
             self._append(run_id, batch, before, after, messages, outage_s)
             cache.appended(run_id, after, batch[-1].id)
+        if self.observe is not None:
+            self.observe(before, after, batch)
         if released := released_requests(before, after):
             self._send(self._locks.release(released).notices())
 

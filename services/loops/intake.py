@@ -20,6 +20,7 @@ import logging
 import os
 import random
 import threading
+from collections.abc import Callable
 from typing import Any, cast
 
 import redis
@@ -76,9 +77,11 @@ class Intake:
         directory: Directory,
         membership: Membership,
         publishers: Registry | None = None,
+        on_rejected: Callable[[], None] | None = None,  # told of each rejection (metrics)
     ):
         self._app = app
         self._publishers = publishers or Registry(app.settings.publishers_path)
+        self._on_rejected = on_rejected
         self._r = client
         self._keys = keys
         self._directory = directory
@@ -225,6 +228,8 @@ class Intake:
                     if len(v) > KEEP_FIELD_BYTES:  # what was cut away is said, not kept
                         moved[f"size:{name}"] = len(v)
                 pipe.xadd(self._keys.rejected(part), moved, maxlen=100_000, approximate=True)
+                if self._on_rejected is not None:
+                    self._on_rejected()
             pipe.xack(self._keys.inbox(part), GROUP, entry_id)
             pipe.xdel(self._keys.inbox(part), entry_id)
             pipe.execute()

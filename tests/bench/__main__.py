@@ -32,12 +32,14 @@ from tests.bench.harness import Bench, BenchError, private_bench
 from tests.bench.plan import PLANS, WINDOW, Plan
 
 OUT = Path("bench-results", "bench.json")
+METRICS = ("--metrics-port", "0")  # W3 again with Prometheus metrics on: their cost
 
 
 def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], list[str]]:
     tag = f"bench-{os.getpid()}"
     raw: dict[str, Any] = {"floor": [], "ours": [], "peers": {k: [] for k in peers.PEERS}}
     raw.update({"concurrent_1p": [], "concurrent_2p": [], "kills": [], "embedded": []})
+    raw["concurrent_1p_metrics"] = []
     notes: list[str] = []
     with private_bench(settings, tmp, "everysec") as bench:
         raw["redis"] = bench.client.info("server")["redis_version"]
@@ -51,6 +53,9 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
             if rep <= plan.peer_reps:
                 _peers(raw, plan, rep)
             raw["concurrent_2p"].append(ours.concurrent(bench, f"{base}-2p", *plan.concurrent, 2))
+            raw["concurrent_1p_metrics"].append(
+                ours.concurrent(bench, f"{base}-1pm", *plan.concurrent, 1, METRICS)
+            )
             _progress(raw, rep, plan)
         template = bench.store(f"{tag}-r1-seq").read(raw["ours"][0]["long_run"]["run_id"])
         raw["state_load"] = state_load.measure(

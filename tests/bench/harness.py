@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -143,8 +143,9 @@ class Bench:
         return RedisEventStore(self.client, self.keys(prefix))
 
     @contextmanager
-    def workers(self, prefix: str, count: int) -> Iterator[Pool]:
-        """`count` worker processes on `prefix`, ready on entry, stopped on exit."""
+    def workers(self, prefix: str, count: int, extra: Sequence[str] = ()) -> Iterator[Pool]:
+        """`count` worker processes on `prefix`, ready on entry, stopped on exit;
+        `extra`: more options of `agentledger workers` (`--metrics-port 0`)."""
         env = environ_for_children(self.settings.with_(prefix=prefix))
         procs: list[subprocess.Popen[bytes]] = []
         logs, counts = [], []
@@ -160,6 +161,7 @@ class Bench:
                                 "-m",
                                 "tests.bench.counted_worker",
                                 str(counts[-1]),
+                                *(_workers_command(extra) if extra else []),
                             ],
                             env=env,
                             cwd=REPO_ROOT,
@@ -175,6 +177,12 @@ class Bench:
             raise BenchError(f"{exc}\n{_tails(logs)}") from None
         finally:
             stop(procs)
+
+
+def _workers_command(extra: Sequence[str]) -> list[str]:
+    from tests.bench.plan import QUEUE, TOOLS_DIR, TOOLS_MODULE
+
+    return ["workers", "--tools", TOOLS_MODULE, "--tool-path", TOOLS_DIR, "--queue", QUEUE, *extra]
 
 
 @contextmanager

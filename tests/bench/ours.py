@@ -8,6 +8,7 @@ turn ends when its ToolCallSucceeded is appended."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from statistics import median
 from typing import Any
 
@@ -73,9 +74,12 @@ def _many_runs(pool: Pool, follow: Follower, runs: int) -> dict[str, Any]:
     return {"ms_per_run": wall_s / runs * 1000, **(pool.cost() - before).per(runs)}
 
 
-def concurrent(bench: Bench, prefix: str, runs: int, calls: int, processes: int) -> dict[str, Any]:
-    """W3: `runs` runs of `calls` calls submitted at once to `processes` worker processes."""
-    with bench.workers(prefix, processes) as pool:
+def concurrent(
+    bench: Bench, prefix: str, runs: int, calls: int, processes: int, extra: Sequence[str] = ()
+) -> dict[str, Any]:
+    """W3: `runs` runs of `calls` calls submitted at once to `processes` worker processes
+    (started with the `workers` options `extra`)."""
+    with bench.workers(prefix, processes, extra) as pool:
         follow = Follower(bench.client, pool.keys, bench.signer)
         _warm_up(pool, follow, 4 * processes)
         return _concurrent(bench, pool, follow, runs, calls)

@@ -103,6 +103,12 @@ def rows(raw: dict[str, Any], plan: Plan, durability: str) -> list[Row]:
                 unit,
                 _col(raw[f"concurrent_{p}p"], key),
             )
+    if raw.get("concurrent_1p_metrics"):
+        with_metrics = _col(raw["concurrent_1p_metrics"], "calls_per_s")
+        add("W3", f"tool calls/s, {runs} runs x {calls} calls, 1 process, --metrics-port on",
+            OURS, durability, "calls/s", with_metrics)  # fmt: skip
+        add("W3", "metrics cost: calls/s with metrics / without, 1 process", OURS, durability,
+            "ratio", [m / b for b, m in zip(_col(raw["concurrent_1p"], "calls_per_s"), with_metrics, strict=True)])  # fmt: skip
     one, two = (_col(raw[f"concurrent_{p}p"], "calls_per_s") for p in (1, 2))
     add(
         "W3",

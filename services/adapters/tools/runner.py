@@ -15,6 +15,7 @@ in the sandbox, with the network only when the tool declares `network=True`."""
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import json
 import signal
@@ -72,7 +73,10 @@ def run_tool(
         # what the tool declared; the same cancel flag and processes
         ctx = dataclasses.replace(ctx, network=t.network, read_only=t.spec.read_only)
     box: dict[str, Outcome] = {}
-    thread = threading.Thread(target=lambda: box.setdefault("o", _call(t, args, ctx)), daemon=True)
+    context = contextvars.copy_context()  # the caller's log context (run, call, pool) goes along
+    thread = threading.Thread(
+        target=lambda: box.setdefault("o", context.run(_call, t, args, ctx)), daemon=True
+    )
     thread.start()
     deadline = time.monotonic() + timeout_s
     while thread.is_alive() and time.monotonic() < deadline:

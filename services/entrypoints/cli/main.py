@@ -14,7 +14,6 @@ for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda *_: sys.exit(130))
 
 import argparse
-import logging
 import traceback
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -22,6 +21,7 @@ from urllib.parse import urlsplit
 import redis
 
 from schemas.errors import InvalidSpec
+from services import structured_logs
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.parser import parser
 from services.entrypoints.cli.reply import fail
@@ -37,8 +37,7 @@ MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "ra
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    level = getattr(logging, args.log_level.upper())
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    structured_logs.configure(args.log_level, args.log_format)
     install_log_filter()
     interrupts.install()
     as_json = bool(getattr(args, "json", False))
@@ -135,7 +134,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
                 return run_cmds.workers(
                     session, modules=args.tools, paths=args.tool_path, queue=args.queue,
                     processes=args.processes, pools=args.pools, mcp=args.mcp,
-                    as_json=as_json,
+                    as_json=as_json, metrics_port=args.metrics_port,
                 )  # fmt: skip
         return _read_or_control(args, session, as_json)
 

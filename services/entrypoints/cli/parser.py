@@ -12,6 +12,7 @@ from schemas.spec import QUEUE_PATTERN
 from services.errors import ConfigError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
 
 # (command, help, takes a call id, name of its free-text argument)
 CONTROLS = (
@@ -41,6 +42,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--log-level", choices=LOG_LEVELS, default="warning", help="of the log lines on stderr"
     )
+    p.add_argument(
+        "--log-format", choices=LOG_FORMATS, default="text",
+        help="of the log lines on stderr: json is one object a line with run, call, pool, worker",
+    )  # fmt: skip
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help_: str) -> argparse.ArgumentParser:
@@ -54,6 +59,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
     _mcp(r)
     _signer(r, "sign as this publisher (default: the embedded run's own, for private queues)")
+    _log_format(r)
     s = command("submit", "publish a spec to a task queue; print the run id")
     s.add_argument("spec")
     s.add_argument("--queue", type=_queue, help="the task queue (default: the spec's, else 'default')")
@@ -73,6 +79,11 @@ def parser() -> argparse.ArgumentParser:
     dl = command("dead-letters", "messages a task queue gave up on; re-drive one")
     dl.add_argument("--queue", type=_queue, help="only this task queue")
     dl.add_argument("--redrive", metavar="HANDLE", help="put this dead letter back on its queue")
+    w.add_argument(
+        "--metrics-port", type=_port, metavar="PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free one)",
+    )  # fmt: skip
+    _log_format(w)
     _toolset(command("toolset", "print the fingerprint of a tool set's code"))
     command("status", "a run's state").add_argument("run_id")
     _runs(command("runs", "the runs, newest first"))
@@ -168,6 +179,14 @@ def _toolset(c: argparse.ArgumentParser) -> None:
 
 def _mcp(c: argparse.ArgumentParser) -> None:
     c.add_argument("--mcp", metavar="FILE", help="the MCP servers file (YAML): their tools join the tool set")
+
+
+def _log_format(c: argparse.ArgumentParser) -> None:
+    # SUPPRESS: when not given here, the value before the command stands
+    c.add_argument(
+        "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS,
+        help="of the log lines on stderr (text or json)",
+    )  # fmt: skip
 
 
 def _pools(text: str) -> list[str]:

@@ -26,11 +26,13 @@ from events.types import DEFAULT_QUEUE, ApprovalRequested
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
+from services.adapters.metrics.scrape import Served
 from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.directory import Directory
 from services.adapters.tools.toolset import ToolSet, ToolSetError, fingerprint_of, load_toolset
 from services.bootstrap import ALL_POOLS, Services, build_services
 from services.clock import new_run_id
+from services.entrypoints import operations
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.children import die_with_parent
 from services.entrypoints.cli.control_cmds import user_name
@@ -47,6 +49,7 @@ from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
 from services.secrets import redactor_for
 from services.settings import Settings, environ_for_children, masked
+from services.structured_logs import child_args
 
 CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
 FOLLOW_GATHER_S = 0.02  # after printing what came, wait this long for more before the next read
@@ -381,30 +384,36 @@ def worker_args(
     return args
 
 
-def spawn_workers(settings: Settings, args: list[str], processes: int) -> Callable[[], None]:
+def spawn_workers(
+    settings: Settings, args: list[str], processes: int, *, env: dict[str, str] | None = None
+) -> Children:
     """Worker processes in a session of their own (Ctrl-C in a terminal reaches only
     us, and we stop them in order); they die with us if we are killed; their notes
-    go to our stderr."""
-    env = environ_for_children(settings)
-    command = [sys.executable, "-m", "services.entrypoints.cli.main", *args]
-    children = [
+    go to our stderr, in our log level and format."""
+    environ = {**environ_for_children(settings), **(env or {})}
+    command = [sys.executable, "-m", "services.entrypoints.cli.main", *child_args(), *args]
+    return Children([
         subprocess.Popen(
-            command, env=env, stdin=subprocess.DEVNULL, stdout=sys.stderr,
+            command, env=environ, stdin=subprocess.DEVNULL, stdout=sys.stderr,
             start_new_session=True, preexec_fn=die_with_parent,
-        )  # fmt: skip
+        )
         for _ in range(processes)
-    ]
+    ])  # fmt: skip
 
-    def stop() -> None:
-        for child in children:
+
+@dataclass
+class Children:
+    procs: list[subprocess.Popen[bytes]]
+
+    def __call__(self) -> None:
+        """Stop them: SIGTERM, then SIGKILL whoever is still there after 15 s."""
+        for child in self.procs:
             child.send_signal(signal.SIGTERM)
-        for child in children:
+        for child in self.procs:
             try:
                 child.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 child.kill()
-
-    return stop
 
 
 def workers(
@@ -417,48 +426,96 @@ def workers(
     pools: Sequence[str] = (),
     mcp: str | None = None,
     as_json: bool = False,
+    metrics_port: int | None = None,
 ) -> int:
     pools = pools or [str(pool) for pool in ALL_POOLS]
     try:
         toolset = base = load_toolset(modules, paths)
     except ToolSetError as exc:
         return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
+    served = [Served(queue, pool) for pool in pools]
     if processes > 1:
         args = [*worker_args(modules, paths, queue, mcp=mcp), "--pools", ",".join(pools)]
-        stop = spawn_workers(session.settings, args, processes)
-        _wait_for_signal()
-        stop()
-        return 0
+        return _parent(session, args, processes, metrics_port, served)
+    settings = session.settings
+    instruments = None
+    if metrics_port is not None or settings.metrics_dir:
+        from services.adapters.metrics.instruments import Instruments
+
+        instruments = Instruments().start()
     hub = None
     if mcp:
         from services.entrypoints.cli.mcp_servers import follow_servers, start_hub
 
-        hub = start_hub(mcp, session.settings)
+        hub = start_hub(mcp, settings)
         toolset = hub.toolset(base)
     services: Services = build_services(
-        session.settings, session.client, toolset, queue=queue,
-        pools=[p for p in ALL_POOLS if str(p) in pools],
+        settings, session.client, toolset, queue=queue,
+        pools=[p for p in ALL_POOLS if str(p) in pools], instruments=instruments,
     )  # fmt: skip
     services.start()
     if hub is not None:
         follow_servers(services, hub, base)
+    beat = operations.Beat(services, settings.metrics_dir).start() if settings.metrics_dir else None
+    ops = (
+        operations.serve_one(services, session.client, metrics_port, served)
+        if metrics_port is not None else None
+    )  # fmt: skip
     if as_json:
         emit({
-            "workers": "up", "redis": masked(session.settings.redis_url or ""),
-            "prefix": session.settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
+            "workers": "up", "redis": masked(settings.redis_url or ""),
+            "prefix": settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
             "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
+            **({"metrics_port": ops.port} if ops else {}),
         })  # fmt: skip
     else:
         print(
-            f"agentledger workers up on {masked(session.settings.redis_url or '')} (prefix "
-            f"{session.settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
-            f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}",
+            f"agentledger workers up on {masked(settings.redis_url or '')} (prefix "
+            f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
+            f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}"
+            + (f", metrics on port {ops.port}" if ops else ""),
             flush=True,
         )
     _wait_for_signal()
+    if ops is not None:
+        ops.stop()
     services.stop()
     if hub is not None:
         hub.close()
+    if beat is not None:
+        beat.stop()
+    if instruments is not None:
+        instruments.stop()  # the last tallies, into the files a parent reads
+    return 0
+
+
+def _parent(
+    session: Session,
+    args: list[str],
+    processes: int,
+    metrics_port: int | None,
+    served: list[Served],
+) -> int:
+    """N worker processes; with a metrics port, this process serves their metrics."""
+    if metrics_port is None:
+        stop = spawn_workers(session.settings, args, processes)
+        _wait_for_signal()
+        stop()
+        return 0
+    folder, clean = operations.metrics_dir(session.settings)
+    children = spawn_workers(
+        session.settings, args, processes, env={"PROMETHEUS_MULTIPROC_DIR": folder}
+    )
+    try:
+        ops = operations.serve_parent(
+            session.settings, session.client, children.procs, folder, metrics_port, served
+        )
+        print(f"agentledger workers: {processes} processes, metrics on port {ops.port}", flush=True)
+        _wait_for_signal()
+        ops.stop()
+    finally:
+        children()
+        clean()
     return 0
 
 

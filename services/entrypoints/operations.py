@@ -1,0 +1,153 @@
+"""Metrics and health for `agentledger workers`. One process: its own counters
+plus what a scrape reads from Redis, served on `--metrics-port`. With
+`--processes N` the parent serves: it gives its children a prometheus_client
+multiprocess folder (`PROMETHEUS_MULTIPROC_DIR`: ours, made and removed here,
+unless the environment names one, which is emptied first), each child counts
+into it and beats a health file there, and the parent adds them up.
+
+Liveness (`/healthz`): every worker process alive, its pools' threads alive,
+its beat fresh. Readiness (`/readyz`): that, every process has beaten once,
+and Redis answers."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from services.adapters.metrics.scrape import RedisCollector, Served
+from services.adapters.metrics.server import OpsServer
+from services.adapters.store.redis_store import RedisEventStore
+from services.bootstrap import Services, shards_ever
+from services.handlers.state_cache import cache_for
+from services.keys import keys_for
+from services.settings import Settings
+
+BEAT_S = 1.0
+SILENT_S = 15.0  # a process whose beat is older than this is not alive
+FIRST_BEAT_S = 60.0  # how long a new process may take to beat the first time
+
+
+def metrics_dir(settings: Settings) -> tuple[str, Callable[[], None]]:
+    """The multiprocess folder for children, and how to clean it up after them."""
+    if settings.metrics_dir:
+        folder = Path(settings.metrics_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        for old in [*folder.glob("*.db"), *folder.glob("health-*")]:
+            old.unlink(missing_ok=True)  # values of processes before ours would add up
+        return str(folder), lambda: None
+    made = tempfile.mkdtemp(prefix="agentledger-metrics-")
+    return made, lambda: shutil.rmtree(made, ignore_errors=True)
+
+
+def redis_collector(
+    settings: Settings, client: redis.Redis, served: Sequence[Served]
+) -> RedisCollector:
+    keys = keys_for(settings)
+    shards = shards_ever(client, keys)
+    cache = cache_for(RedisEventStore(client, keys))
+    return RedisCollector(client, keys, lambda: shards, served, cache.load_many)
+
+
+def redis_problem(client: redis.Redis) -> str | None:
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return f"Redis does not answer: {exc}"
+    return None
+
+
+def serve_one(
+    services: Services, client: redis.Redis, port: int, served: Sequence[Served]
+) -> OpsServer:
+    """The operations port of a single worker process."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    settings = services.app.settings
+    if settings.metrics_dir:  # the values live in the folder: read them from there
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=settings.metrics_dir)  # type: ignore[no-untyped-call]
+    else:
+        assert services.instruments is not None
+        registry = services.instruments.registry
+    registry.register(redis_collector(settings, client, served))
+
+    def ready() -> str | None:
+        return services.problem() or redis_problem(client)
+
+    return OpsServer(registry, port=port, live=services.problem, ready=ready).start()
+
+
+@dataclass
+class Beat:
+    """A child's health file, beaten every second with its problem or 'ok'."""
+
+    services: Services
+    folder: str
+    stop_flag: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> Beat:
+        threading.Thread(target=self._run, name="agentledger-health", daemon=True).start()
+        return self
+
+    def _run(self) -> None:
+        path = Path(self.folder, f"health-{os.getpid()}")
+        while not self.stop_flag.is_set():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(self.services.problem() or "ok")
+            tmp.replace(path)
+            self.stop_flag.wait(BEAT_S)
+        path.unlink(missing_ok=True)
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+
+
+def serve_parent(
+    settings: Settings,
+    client: redis.Redis,
+    children: Sequence[subprocess.Popen[bytes]],
+    folder: str,
+    port: int,
+    served: Sequence[Served],
+) -> OpsServer:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry, path=folder)  # type: ignore[no-untyped-call]
+    registry.register(redis_collector(settings, client, served))
+    started = time.monotonic()
+
+    def problem(*, first_beat_s: float) -> str | None:
+        for child in children:
+            if (code := child.poll()) is not None:
+                return f"worker process {child.pid} exited ({code})"
+            beat = Path(folder, f"health-{child.pid}")
+            try:
+                age, said = time.time() - beat.stat().st_mtime, beat.read_text()
+            except FileNotFoundError:
+                if time.monotonic() - started > first_beat_s:
+                    return f"worker process {child.pid} never beat"
+                continue
+            if age > SILENT_S:
+                return f"worker process {child.pid} silent for {age:.0f}s"
+            if said != "ok":
+                return f"worker process {child.pid}: {said}"
+        return None
+
+    def ready() -> str | None:
+        return problem(first_beat_s=0.0) or redis_problem(client)
+
+    return OpsServer(
+        registry, port=port, live=lambda: problem(first_beat_s=FIRST_BEAT_S), ready=ready
+    ).start()

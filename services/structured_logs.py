@@ -1,0 +1,89 @@
+"""Log lines as JSON (`--log-format json`): one object a line on stderr with the
+time, level, logger, message and, on every record, the run id, call id, pool
+and worker it was written for (null when none). The ids come from context
+variables a dramatiq middleware sets around each message (a worker thread has
+its own context), so no call site passes them. Redaction is the same filter
+as for text (`services.secrets`): the message and the traceback are redacted
+before this formatter sees them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from contextvars import ContextVar
+from typing import Any
+
+from dramatiq.middleware import Middleware
+
+LOG_FORMATS = ("text", "json")
+TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
+RUN_ID: ContextVar[str | None] = ContextVar("agentledger_run_id", default=None)
+CALL_ID: ContextVar[str | None] = ContextVar("agentledger_call_id", default=None)
+POOL: ContextVar[str | None] = ContextVar("agentledger_pool", default=None)
+_WORKER: list[str | None] = [None]  # this process's worker name, once it has one
+_CHOSEN = {"level": "warning", "format": "text"}  # what `configure` was told: children get it too
+
+
+def set_worker(name: str) -> None:
+    _WORKER[0] = name
+
+
+class JsonLines(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "at": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "run_id": getattr(record, "run_id", None) or RUN_ID.get(),
+            "call_id": getattr(record, "call_id", None) or CALL_ID.get(),
+            "pool": getattr(record, "pool", None) or POOL.get(),
+            "worker": _WORKER[0],
+            "thread": record.threadName,
+        }
+        if record.exc_info and not record.exc_text:  # the redacting filter sets it first
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            out["traceback"] = record.exc_text
+        return json.dumps(out, default=str)
+
+
+class LogContext(Middleware):
+    """Sets the run id, call id and pool of the message a worker thread runs."""
+
+    def before_process_message(self, broker: Any, message: Any) -> None:
+        args = message.args
+        route = getattr(broker, "routes", {}).get(message.queue_name)
+        RUN_ID.set(str(args[0]) if args else None)
+        CALL_ID.set(str(args[1]) if len(args) > 1 else None)
+        POOL.set(route.pool if route is not None else None)
+
+    def after_process_message(
+        self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
+    ) -> None:
+        RUN_ID.set(None)
+        CALL_ID.set(None)
+        POOL.set(None)
+
+    after_skip_message = after_process_message
+
+
+def configure(level: str, log_format: str) -> None:
+    """The root logger's one handler on stderr, at the level and in the format asked."""
+    _CHOSEN.update(level=level, format=log_format)
+    logging.basicConfig(level=getattr(logging, level.upper()), format=TEXT_FORMAT)
+    if log_format == "json":
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonLines())
+
+
+def child_args() -> list[str]:
+    """The options that give a child `agentledger` process our logging."""
+    return ["--log-level", _CHOSEN["level"], "--log-format", _CHOSEN["format"]]
+
+
+def context_middleware() -> list[Middleware]:
+    """The middleware the chosen format needs: the ids only matter in JSON lines."""
+    return [LogContext()] if _CHOSEN["format"] == "json" else []

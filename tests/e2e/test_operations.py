@@ -1,0 +1,259 @@
+"""Operations as an operator sees them: `agentledger workers --processes 2
+--metrics-port 0` on a private redis-server, scraped over HTTP while runs move
+(every metric family, with values the runs explain), its probes, and its JSON
+log lines (run, call, pool and worker on every record; secrets redacted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from e2ekit import AGENTLEDGER, Cli, clean_environ
+
+from services.adapters.redis.local_server import PrivateRedis, start_server
+
+TOOLS = Path(__file__).with_name("ops_tools")
+SECRET = "hunter2-" + uuid.uuid4().hex[:10]
+RUNS = 3
+SPEC = """
+task: "read slowly, then write the same key"
+tools: [ops_tools]
+secrets: [OPS_SECRET]
+principal: {id: ops, tenant: t}
+budgets: {max_turns: 4, prices: {scripted: {input: 3.0, output: 15.0}}}
+model:
+  scripted:
+    - tool_use:
+        - {id: c1, name: ops_slow_read, input: {key: k, delay_s: 1.0}}
+        - {id: c2, name: ops_logged_write, input: {key: k}}
+      delay_s: 0.8
+    - end_turn: "done"
+      delay_s: 1.5      # each run is live for over 3 s: longer than a scrape's 2 s cache
+"""
+
+
+@pytest.fixture(scope="module")
+def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateRedis]:
+    server = start_server(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+def until(what: str, check: Callable[[], Any], timeout_s: float = 45.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as reply:
+            return reply.status, reply.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def samples(text: str) -> dict[str, float]:
+    """`name{labels}` -> value, labels as printed (sorted by prometheus_client)."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, value = line.rsplit(" ", 1)
+            out[key] = float(value)
+    return out
+
+
+def total(found: dict[str, float], name: str, **labels: str) -> float:
+    """The sum of a metric's samples whose labels include these."""
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    return sum(
+        v for k, v in found.items()
+        if (k == name or k.startswith(name + "{")) and all(w in k for w in want)
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def operated(
+    private_redis: PrivateRedis, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """Workers with metrics, RUNS runs submitted and one garbage inbox entry; what
+    was scraped while they ran and after, and the workers' stderr once stopped."""
+    folder = tmp_path_factory.mktemp("ops")
+    prefix = f"ops{uuid.uuid4().hex[:8]}"
+    env = clean_environ(prefix, folder / "state")
+    env |= {"REDIS_URL": private_redis.url, "AGENTLEDGER_SANDBOX": "off", "OPS_SECRET": SECRET}
+    (folder / "spec.yaml").write_text(SPEC)
+    (folder / "ops_tools.py").write_text((TOOLS / "ops_tools.py").read_text())
+    publisher = Cli(folder, env).publisher()
+    workers = subprocess.Popen(
+        [*AGENTLEDGER, "--log-format", "json", "--log-level", "info", "workers", "--processes", "2",
+         "--tools", "ops_tools", "--tool-path", str(folder), "--metrics-port", "0"],
+        cwd=folder, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert workers.stdout is not None
+        first = workers.stdout.readline()
+        said = re.search(r"metrics on port (\d+)", first)
+        if not said:
+            workers.kill()
+            raise AssertionError(
+                f"the workers did not start: {first!r}: {workers.communicate()[1]}"
+            )
+        port = int(said.group(1))
+        until("ready", lambda: get(port, "/readyz")[0] == 200)
+        client = redis.Redis.from_url(private_redis.url)
+        client.xadd(f"{prefix}:{{in0}}:inbox", {"message": b"not json"})
+        for _ in range(RUNS):
+            done = subprocess.run(
+                [*AGENTLEDGER, "submit", "--as", publisher, "spec.yaml", "--json"], cwd=folder, env=env,
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr
+
+        def live_seen() -> dict[str, float] | None:
+            found = samples(get(port, "/metrics")[1])
+            live = total(found, "agentledger_runs") - total(
+                found, "agentledger_runs", status="ended"
+            )
+            return found if live > 0 else None
+
+        during = until("a scrape with a live run", live_seen)
+        after = until(
+            f"{RUNS} runs ended",
+            lambda: (
+                (f := samples(get(port, "/metrics")[1]))
+                and total(f, "agentledger_runs", status="ended") == RUNS
+                and total(f, "agentledger_runs_ended_total") == RUNS
+                and f
+            ),
+        )
+        probes = {path: get(port, path) for path in ("/healthz", "/readyz", "/nothing")}
+    finally:
+        workers.terminate()
+        _, stderr = workers.communicate(timeout=30)
+    yield {"during": during, "after": after, "probes": probes, "stderr": stderr}
+
+
+def test_a_scrape_during_the_runs_shows_them_live(operated: dict[str, Any]) -> None:
+    during = operated["during"]
+    statuses = ("requesting_model", "validating", "running_tools", "accepting")
+    assert sum(total(during, "agentledger_runs", status=s) for s in statuses) >= 1
+
+
+def test_every_metric_counts_what_the_runs_did(operated: dict[str, Any]) -> None:
+    m = operated["after"]
+    assert total(m, "agentledger_runs_ended_total", status="completed") == RUNS
+    assert (
+        total(
+            m, "agentledger_run_transitions_total", from_status="none", to_status="requesting_model"
+        )
+        == RUNS
+    )
+    assert total(m, "agentledger_run_transitions_total", to_status="completed") == RUNS
+    assert total(m, "agentledger_events_appended_total", type="RunCreated") == RUNS
+    assert total(m, "agentledger_model_tokens_total", kind="input", model="scripted") > 0
+    assert total(m, "agentledger_model_tokens_total", kind="output", model="scripted") > 0
+    assert 0 < total(m, "agentledger_model_cost_usd_total", model="scripted") < 0.1
+    for tool in ("ops_slow_read", "ops_logged_write"):
+        assert total(m, "agentledger_tool_calls_total", tool=tool, outcome="succeeded") == RUNS
+    # the write waits for the slow read's lock on the same key, in each run
+    assert total(m, "agentledger_lock_waits_total", tool="ops_logged_write") == RUNS
+    assert total(m, "agentledger_inbox_rejected_total") == 1
+    assert total(m, "agentledger_inbox_rejected_entries") == 1
+    # two model requests a run, each a step of the model pool; the tools and accept pools too
+    assert total(m, "agentledger_step_seconds_count", pool="model", outcome="ok") >= 2 * RUNS
+    assert total(m, "agentledger_step_seconds_count", pool="tools") >= 2 * RUNS
+    assert total(m, "agentledger_step_seconds_count", pool="accept") >= RUNS
+    assert total(m, "agentledger_step_seconds_sum", pool="tools") >= 1.0 * RUNS  # the slow reads
+    for pool in ("model", "tools", "accept"):
+        for name in ("queue_lag", "queue_pending", "queue_delayed", "dead_letters"):
+            key = f'agentledger_{name}{{pool="{pool}",queue="default"}}'
+            assert m[key] == 0, key  # all done, none dead
+
+
+def test_the_probes_answer(operated: dict[str, Any]) -> None:
+    probes = operated["probes"]
+    assert probes["/healthz"] == (200, "ok\n")
+    assert probes["/readyz"] == (200, "ok\n")
+    assert probes["/nothing"][0] == 404
+
+
+def test_json_log_lines_name_run_call_pool_and_worker_and_hide_secrets(
+    operated: dict[str, Any],
+) -> None:
+    stderr = operated["stderr"]
+    assert SECRET not in stderr and "sk-ant-api03-abcdefghijklmnop" not in stderr
+    records = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    for record in records:
+        assert {"at", "level", "logger", "message", "run_id", "call_id", "pool", "worker"} <= set(
+            record
+        )
+        assert record["worker"], record
+    wrote = [r for r in records if r["logger"] == "ops_tools"]
+    assert len(wrote) == RUNS
+    for record in wrote:
+        assert record["run_id"].startswith("r-") and record["call_id"] == "c2", record
+        assert record["pool"] == "tools" and record["level"] == "warning"
+        assert "[REDACTED:OPS_SECRET]" in record["message"]
+    assert len({r["run_id"] for r in wrote}) == RUNS
+    rejected = [r for r in records if "rejected" in r["message"]]
+    assert rejected and rejected[0]["run_id"] is None  # the intake's own line: no run
+
+
+def test_run_logs_json_lines_too(private_redis: PrivateRedis, tmp_path: Path) -> None:
+    """The embedded `run --log-format json`: its pools' records name run, call and pool."""
+    env = clean_environ(f"opsrun{uuid.uuid4().hex[:8]}", tmp_path / "state")
+    env |= {"REDIS_URL": private_redis.url, "AGENTLEDGER_SANDBOX": "off", "OPS_SECRET": SECRET}
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    (tmp_path / "ops_tools.py").write_text((TOOLS / "ops_tools.py").read_text())
+    done = subprocess.run(
+        [*AGENTLEDGER, "run", "spec.yaml", "--json", "--log-format", "json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    records = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+    (wrote,) = [r for r in records if r["logger"] == "ops_tools"]
+    assert (wrote["run_id"], wrote["call_id"], wrote["pool"]) == (run_id, "c2", "tools")
+    assert SECRET not in done.stderr
+
+
+def test_liveness_fails_when_a_worker_process_dies(
+    private_redis: PrivateRedis, tmp_path: Path
+) -> None:
+    env = clean_environ(f"opslive{uuid.uuid4().hex[:8]}", tmp_path / "state")
+    env |= {"REDIS_URL": private_redis.url, "AGENTLEDGER_SANDBOX": "off"}
+    parent = subprocess.Popen(
+        [*AGENTLEDGER, "workers", "--processes", "2", "--metrics-port", "0"],
+        cwd=tmp_path, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert parent.stdout is not None
+        said = re.search(r"metrics on port (\d+)", parent.stdout.readline())
+        assert said, "the workers did not start"
+        port = int(said.group(1))
+        until("ready", lambda: get(port, "/readyz") == (200, "ok\n"))
+        children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
+        assert len(children) == 2
+        os.kill(int(children[0]), signal.SIGKILL)
+        status, text = until("liveness to fail", lambda: (r := get(port, "/healthz"))[0] == 503 and r)
+        assert f"worker process {children[0]} exited" in text
+        assert get(port, "/readyz")[0] == 503
+    finally:
+        parent.terminate()
+        parent.wait(timeout=30)

@@ -1,0 +1,343 @@
+"""deploy/ checked offline: the Kubernetes manifests against the official schemas
+(kubernetes-validate's bundled OpenAPI, strict: unknown fields refused), the KEDA
+objects against KEDA's own CRD schemas and its redis-streams scaler's metadata
+names, the compose file against the compose specification's schema (all
+vendored: tests/integration/deploy_schemas/SOURCES.md), every command they run
+against our CLI's parser — and, on a private redis-server, every stream and
+consumer group a scaler names exists once the pools the Deployments describe
+have started, with a lag Redis can tell (what lagCount reads; Redis 7+, which
+the test uses when the machine has one)."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import redis
+import yaml
+
+from schemas.publishers import PublishersFile
+from services.adapters.broker.streams_queue import GROUP, StreamQueue
+from services.adapters.publishers.publishers_file import key_of
+from services.adapters.redis.local_server import answers, free_port, start_server
+from services.entrypoints.cli.parser import parser
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "kubernetes"
+SCHEMAS = Path(__file__).with_name("deploy_schemas")
+K8S_VERSION = "1.37.0"
+KEDA_KINDS = {
+    "ScaledObject": "keda.sh_scaledobjects.v1alpha1.json",
+    "TriggerAuthentication": "keda.sh_triggerauthentications.v1alpha1.json",
+}
+# redisStreamsMetadata + redisConnectionInfo (trigger metadata), KEDA at the vendored commit
+REDIS_STREAMS_METADATA = {
+    "pendingEntriesCount", "streamLength", "lagCount", "stream", "consumerGroup", "databaseIndex",
+    "activationLagCount", "enableTLS", "address", "addresses", "username", "password",
+    "sentinelUsername", "sentinelPassword", "sentinelMaster", "host", "hosts", "port", "ports",
+    "unsafeSsl", "addressFromEnv", "hostFromEnv", "portFromEnv", "usernameFromEnv", "passwordFromEnv",
+}  # fmt: skip
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (path.name, doc)
+        for path in sorted(K8S.glob("*.yaml"))
+        for doc in yaml.safe_load_all(path.read_text())
+        if doc
+    ]
+
+
+def render_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("render_scalers", K8S / "render_scalers.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def strict(schema: Any) -> Any:
+    """A CRD schema as `kubectl --validate=strict` applies it: unknown fields refused."""
+    if isinstance(schema, dict):
+        out = {k: strict(v) for k, v in schema.items()}
+        if "properties" in out and "additionalProperties" not in out:
+            if not out.get("x-kubernetes-preserve-unknown-fields"):
+                out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict(v) for v in schema]
+    return schema
+
+
+def keda_validator(kind: str) -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(strict(json.loads((SCHEMAS / KEDA_KINDS[kind]).read_text())))
+
+
+def scaled_objects() -> list[dict[str, Any]]:
+    return [doc for _, doc in documents() if doc["kind"] == "ScaledObject"]
+
+
+def test_every_kubernetes_manifest_validates_against_the_official_schema() -> None:
+    kinds = set()
+    for name, doc in documents():
+        kinds.add(doc["kind"])
+        if doc["kind"] in KEDA_KINDS:
+            errors = list(keda_validator(doc["kind"]).iter_errors(doc))
+            assert not errors, (
+                f"{name}: {doc['kind']}: {errors[0].message} at {list(errors[0].path)}"
+            )
+        else:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+    assert {"Namespace", "ConfigMap", "Secret", "StatefulSet", "Service", "Deployment",
+            "PersistentVolumeClaim", "ScaledObject", "TriggerAuthentication"} <= kinds  # fmt: skip
+
+
+def test_the_validators_refuse_what_is_wrong() -> None:
+    """The checks above can fail: an unknown field, a wrong type, a bad KEDA field."""
+    (_, deployment), *_ = [(n, d) for n, d in documents() if d["kind"] == "Deployment"]
+    bad = copy.deepcopy(deployment)
+    bad["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGett"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, K8S_VERSION, strict=True)
+    bad = copy.deepcopy(deployment)
+    bad["spec"]["replicas"] = "two"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, K8S_VERSION, strict=True)
+    scaled = copy.deepcopy(scaled_objects()[0])
+    scaled["spec"]["minReplicas"] = 1
+    assert list(keda_validator("ScaledObject").iter_errors(scaled))
+
+
+def test_each_worker_pool_has_a_deployment_with_probes_and_a_scaled_object() -> None:
+    deployments = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "Deployment"}
+    scalers = {s["spec"]["scaleTargetRef"]["name"]: s for s in scaled_objects()}
+    for pool in ("model", "tools", "accept"):
+        name = f"agentledger-{pool}"
+        (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
+        args = parser().parse_args(container["args"])
+        assert (args.command, args.pools, args.metrics_port) == ("workers", [pool], 9100)
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert name in scalers, f"no ScaledObject for {name}"
+    assert "agentledger-ui" in deployments
+    (ui,) = deployments["agentledger-ui"]["spec"]["template"]["spec"]["containers"]
+    args = parser().parse_args(ui["args"])
+    assert (args.command, args.host, args.port) == ("ui", "0.0.0.0", 8080)
+
+
+def test_every_scaler_is_a_redis_streams_trigger_keda_understands() -> None:
+    for scaled in scaled_objects():
+        triggers = scaled["spec"]["triggers"]
+        names = [t["name"] for t in triggers]
+        formula = scaled["spec"]["advanced"]["scalingModifiers"]["formula"]
+        assert sorted(formula.split(" + ")) == sorted(names) and len(set(names)) == len(names)
+        for t in triggers:
+            meta = t["metadata"]
+            assert t["type"] == "redis-streams"
+            assert set(meta) <= REDIS_STREAMS_METADATA, set(meta) - REDIS_STREAMS_METADATA
+            assert meta["consumerGroup"] == "workers"
+            assert len({"lagCount", "pendingEntriesCount"} & set(meta)) == 1
+            assert int(meta.get("lagCount") or meta["pendingEntriesCount"]) > 0
+
+
+def test_the_publishers_file_is_valid_and_its_keys_come_from_the_secret() -> None:
+    """The ConfigMap's publishers file as the intake reads it; every key_env in the
+    Secret, as a placeholder the intake refuses (not hex): no known key ever runs."""
+    config = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "ConfigMap"}
+    (secret,) = [d for _, d in documents() if d["kind"] == "Secret"]
+    text = config["agentledger-publishers"]["data"]["publishers.yaml"]
+    publishers = PublishersFile.model_validate(yaml.safe_load(text)).publishers
+    assert publishers
+    for publisher in publishers.values():
+        assert publisher.key is None and publisher.key_env in secret["stringData"]
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv(publisher.key_env, secret["stringData"][publisher.key_env])
+            assert key_of(publisher) is None
+    mounted = config["agentledger-settings"]["data"]["AGENTLEDGER_PUBLISHERS"]
+    for _, doc in documents():
+        if doc["kind"] == "Deployment":
+            (container,) = doc["spec"]["template"]["spec"]["containers"]
+            mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+            assert str(Path(mounts["publishers"], "publishers.yaml")) == mounted
+
+
+def test_the_rendered_scalers_are_up_to_date() -> None:
+    render = render_module()
+    assert (K8S / "scaledobjects.yaml").read_text() == render.render(), (
+        "deploy/kubernetes/scaledobjects.yaml is stale: make deploy-scalers"
+    )
+
+
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "compose.yaml").read_text())  # type: ignore[no-any-return]
+
+
+def compose_validator() -> jsonschema.Draft7Validator:
+    return jsonschema.Draft7Validator(json.loads((SCHEMAS / "compose-spec.json").read_text()))
+
+
+def test_the_compose_file_validates_against_the_compose_specification() -> None:
+    errors = list(compose_validator().iter_errors(compose()))
+    assert not errors, f"{errors[0].message} at {list(errors[0].path)}"
+    bad = compose()
+    bad["services"]["redis"]["restartt"] = "always"
+    assert list(compose_validator().iter_errors(bad))
+
+
+def test_compose_runs_redis_with_aof_each_pool_and_the_web_view() -> None:
+    services = compose()["services"]
+    assert "--appendonly" in services["redis"]["command"]
+    assert (
+        services["redis"]["command"][services["redis"]["command"].index("--appendonly") + 1]
+        == "yes"
+    )
+    for pool in ("model", "tools", "accept"):
+        args = parser().parse_args(services[pool]["command"])
+        assert (args.command, args.pools) == ("workers", [pool])
+        assert args.metrics_port == 9100 and args.log_format == "json"
+    args = parser().parse_args(services["ui"]["command"])
+    assert (args.command, args.host, args.port) == ("ui", "0.0.0.0", 8080)
+
+
+def test_the_dockerfile_copies_what_exists() -> None:
+    for line in (DEPLOY / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            *sources, _ = line.split()[1:]
+            for source in sources:
+                assert (ROOT / source).exists(), source
+
+
+def redis7() -> str | None:
+    """A redis-server of version 7 or later (consumer-group lag, what lagCount reads)."""
+    for candidate in (
+        shutil.which("redis-server"),
+        "/usr/bin/redis-server",
+        "/usr/local/bin/redis-server",
+    ):
+        if candidate and Path(candidate).exists():
+            out = subprocess.run([candidate, "--version"], capture_output=True, text=True).stdout
+            found = re.search(r"v=(\d+)\.", out)
+            if found and int(found.group(1)) >= 7:
+                return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, bool]]:
+    """A private redis-server (7+ when the machine has one): its URL, and whether it
+    reports consumer-group lag."""
+    binary = redis7()
+    if binary is None:
+        server = start_server(tmp_path_factory.mktemp("redis"))
+        yield server.url, False
+        server.stop()
+        return
+    port = free_port()
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path_factory.mktemp("redis7"))],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"redis://127.0.0.1:{port}/0"
+    deadline = time.monotonic() + 10
+    while not answers(url, timeout=0.2):
+        assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+        time.sleep(0.05)
+    yield url, True
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def test_every_stream_and_group_a_scaler_names_exists_once_the_pools_start(
+    private_redis: tuple[str, bool], tmp_path: Path
+) -> None:
+    url, has_lag = private_redis
+    render = render_module()
+    settings = render.settings()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
+    env |= {
+        "REDIS_URL": url, "AGENTLEDGER_SHARDS": settings["AGENTLEDGER_SHARDS"],
+        "AGENTLEDGER_PREFIX": settings["AGENTLEDGER_PREFIX"], "AGENTLEDGER_SANDBOX": "off",
+        "AGENTLEDGER_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(ROOT),
+    }  # fmt: skip
+    procs = []
+    try:
+        for _, args in render.worker_deployments():  # as each Deployment runs them
+            args = [a.replace("/app/", f"{ROOT}/", 1) if a.startswith("/app/") else a for a in args]
+            args = ["0" if a == "9100" else a for a in args]  # any free metrics port
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "services.entrypoints.cli.main", *args],
+                env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE,
+            )  # fmt: skip
+            procs.append(proc)
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert "workers up" in line, f"{args}: {line!r} (exit {proc.poll()})"
+        client = redis.Redis.from_url(url, decode_responses=True)
+        wanted = [
+            (t["metadata"]["stream"], t["metadata"]["consumerGroup"])
+            for scaled in scaled_objects()
+            for t in scaled["spec"]["triggers"]
+        ]
+        assert len(wanted) == 3 * 2 * int(settings["AGENTLEDGER_SHARDS"])
+
+        def missing() -> list[tuple[str, str]]:
+            gone = []
+            for stream, group in wanted:
+                try:
+                    groups = {g["name"]: g for g in client.xinfo_groups(stream)}
+                except redis.ResponseError:  # no such key
+                    groups = {}
+                if group not in groups or (has_lag and groups[group].get("lag") is None):
+                    gone.append((stream, group))
+            return gone
+
+        deadline = time.monotonic() + 30
+        while (gone := missing()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not gone, f"streams or groups the scalers watch that no worker reads: {gone}"
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def test_redis_can_tell_the_lag_after_our_acks_delete_entries(
+    private_redis: tuple[str, bool],
+) -> None:
+    """What lagCount reads stays known: an ack deletes only delivered entries."""
+    url, has_lag = private_redis
+    if not has_lag:
+        pytest.skip("needs redis-server 7+ (consumer-group lag); none on this machine")
+    client = redis.Redis.from_url(url)
+    queue = StreamQueue(client, "lagcheck:{0}:q", claim_idle_ms=3000, max_deliveries=3)
+    queue.ensure_group()
+    for i in range(3):
+        queue.push(b"m%d" % i)
+    delivered = client.xreadgroup(GROUP, "c1", {queue.stream: ">"}, count=2)
+    with client.pipeline(transaction=False) as pipe:
+        for entry_id, _ in delivered[0][1]:
+            queue.ack_commands(pipe, entry_id.decode())
+        pipe.execute()
+    (group,) = client.xinfo_groups(queue.stream)
+    assert (group["lag"], group["pending"]) == (1, 0)
+    client.delete(queue.stream)
