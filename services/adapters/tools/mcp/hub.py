@@ -53,6 +53,7 @@ class McpHub:
         self.file = file
         self._policy = policy
         self._scratch = Path(scratch_dir or tempfile.mkdtemp(prefix="agentledger-mcp-"))
+        self._scratch.mkdir(parents=True, exist_ok=True)
         self._ping = (ping_s, ping_timeout_s)
         self._loop = AsyncLoop()
         self._lock = threading.Lock()
