@@ -79,10 +79,10 @@ async def slow(seconds: float, order_id: str = "slow") -> str:
 
 
 @server.tool()
-def crash(order_id: str) -> str:
+def crash(order_id: str, ctx: Context) -> str:
     """Place an order of 1, then die before answering."""
     book = _book()
-    book[order_id] = {"qty": 1, "times": book.get(order_id, {}).get("times", 0) + 1}
+    book[order_id] = {"qty": 1, "op_key": _op_key(ctx), "times": book.get(order_id, {}).get("times", 0) + 1}
     BOOK.write_text(json.dumps(book))
     os._exit(1)
 
