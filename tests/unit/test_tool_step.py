@@ -11,9 +11,9 @@ from events.ticks import on_tick
 from events.tool_step import (
     MAX_READ_ATTEMPTS,
     Errored,
+    Lost,
     Stopped,
     Succeeded,
-    Lost,
     TimedOut,
     claim_call,
     record_outcome,
