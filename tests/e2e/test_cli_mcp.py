@@ -39,10 +39,14 @@ def use(call_id: str, name: str, **args: Any) -> dict[str, Any]:
     return {"id": call_id, "name": name, "input": args}
 
 
+STDERR: dict[str, str] = {}  # the last run's, by test
+
+
 def run_json(cli: Cli, spec: Path, servers: Path) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     done = cli("run", "--json", spec, "--mcp", servers)
     assert done.stdout.strip(), f"no summary; stderr:\n{done.stderr}"
     assert "Traceback" not in done.stderr, done.stderr
+    STDERR["last"] = done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     return done.returncode, summary, cli.events(summary["run_id"])
 
@@ -134,6 +138,8 @@ def test_a_server_dying_mid_write_leaves_it_unknown_and_a_lookup_resolves_it(cli
     [unknown] = of_type(events, "ToolCallOutcomeUnknown")
     assert "went down mid-call" in unknown["reason"] or "closed the connection" in unknown["reason"]
     assert json.loads((tmp_path / "ws" / "orders.json").read_text())["K"]["times"] == 1  # never re-run
+    # while the server was down the workers served the smaller tool set, then the whole one again
+    assert STDERR["last"].count("(MCP servers changed)") >= 2, STDERR["last"]
 
 
 def test_a_server_dying_mid_write_without_a_lookup_waits_for_a_human(cli: Cli, tmp_path: Path) -> None:
@@ -185,3 +191,32 @@ def test_a_spec_asking_for_a_server_the_file_lacks_is_refused_with_its_line(cli:
     bad.write_text("servers: {x: {command: [a], url: 'http://127.0.0.1:1/'}}")
     done = cli("run", spec, "--mcp", bad)
     assert done.returncode == 2 and "exactly one of `command`" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_workers_with_a_servers_file_serve_runs_submitted_for_the_same_fingerprint(
+    cli: Cli, tmp_path: Path
+) -> None:
+    turns = [{"tool_use": [use("p1", "ledger__place_order", order_id="W", qty=4)]}, {"end_turn": "placed"}]
+    spec, servers = setup(tmp_path, {"ledger": ledger_stdio()}, turns, tools=["mcp:ledger"])
+    workers = subprocess.Popen(
+        [*AGENTLEDGER, "workers", "--queue", "mcpq", "--mcp", str(servers)],
+        cwd=cli.cwd, env=cli.env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert workers.stdout is not None
+        up = workers.stdout.readline()
+        assert "workers up" in up, (up, workers.poll())
+        done = cli("submit", "--json", spec, "--queue", "mcpq", "--mcp", servers)
+        assert done.returncode == 0, done.stderr
+        submitted = json.loads(done.stdout.strip().splitlines()[-1])
+        assert f"tool set {submitted['toolset']}" in up  # the same servers, the same fingerprint
+        run_id = submitted["run_id"]
+        wait_for(lambda: cli("status", run_id).returncode == 0, 120, "the run completing")
+    finally:
+        workers.terminate()
+        try:
+            workers.wait(30)
+        except subprocess.TimeoutExpired:
+            workers.kill()
+            workers.wait()
+    assert json.loads((tmp_path / "ws" / "orders.json").read_text())["W"]["qty"] == 4
