@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ : the sha
 
 from mcp_servers.kit import fs_server, ledger_stdio, wait_for  # noqa: E402
 
+BIG = "0123456789" * 900 + "tail-of-the-big-file"
 PRINCIPAL = {"id": "alice", "tenant": "t1", "scopes": ["fs:read", "fs:write", "orders:read", "orders:write"]}
 
 
@@ -28,7 +29,7 @@ def setup(folder: Path, servers: dict[str, Any], turns: list[Any], *, tools: lis
     (folder / "servers.yaml").write_text(yaml.safe_dump({"servers": servers}))
     spec = {
         "task": "work through MCP", "workspace": "./ws", "tools": tools, "principal": PRINCIPAL,
-        "budgets": {"max_turns": 8}, "model": {"scripted": turns},
+        "budgets": {"max_turns": 10}, "model": {"scripted": turns},
         "policies": {"cancel_grace_s": 1.0},
     }  # fmt: skip
     (folder / "spec.yaml").write_text(yaml.safe_dump(spec))
@@ -66,6 +67,8 @@ def test_reads_and_writes_through_the_filesystem_server_are_serialised_and_each_
             use("r1", "fs__read_text_file", path="notes.txt"),
         ]},
         {"tool_use": [use("r2", "fs__read_text_file", path=f"{ws}/notes.txt"), use("l1", "fs__list_directory", path=str(ws))]},
+        {"tool_use": [use("w3", "fs__write_file", path="big.txt", content=BIG), use("r3", "fs__read_text_file", path="big.txt")]},
+        {"tool_use": [use("o1", "read_output", ref="r3", offset=6000)]},
         {"end_turn": "wrote notes.txt"},
     ]  # fmt: skip
     spec, servers = setup(tmp_path, {"fs": fs_server()}, turns, tools=["mcp:fs"])
@@ -87,6 +90,10 @@ def test_reads_and_writes_through_the_filesystem_server_are_serialised_and_each_
     validated = {e["call_id"]: e for e in of_type(events, "ToolCallValidated")}
     assert validated["w1"]["writes"] == validated["w2"]["writes"] == [f"file:{ws}/notes.txt"]
     assert validated["w1"]["op_key"] and validated["r1"]["op_key"] is None
+    # the output cap and read_output, as for every tool: the log keeps it whole
+    assert validated["r3"]["output_cap"] == 4000
+    outputs = {e["call_id"]: e["output"] for e in of_type(events, "ToolCallSucceeded")}
+    assert outputs["r3"] == BIG and "tail-of-the-big-file" in outputs["o1"]
 
 
 def test_path_escapes_are_refused_before_anything_is_sent(cli: Cli, tmp_path: Path) -> None:

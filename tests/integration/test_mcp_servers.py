@@ -142,11 +142,18 @@ def test_a_server_killed_mid_call_loses_the_call_restarts_and_is_withdrawn_while
     assert run(tool(ledger, "ledger__get_order"), {"order_id": "slow"}, ctx(ws)) == Succeeded("none")
 
 
+def test_a_server_that_hangs_is_restarted_and_its_call_lost(ledger: McpHub, ws: Path) -> None:
+    outcome = run(tool(ledger, "ledger__freeze"), {"seconds": 600}, ctx(ws))
+    assert isinstance(outcome, Lost) and "ping" in outcome.reason, outcome
+    wait_for(lambda: "ledger" in ledger.up(), what="the server coming back")
+    assert run(tool(ledger, "ledger__get_order"), {"order_id": "A"}, ctx(ws)) == Succeeded("none")
+
+
 def test_a_cancelled_write_sends_notifications_cancelled_then_its_server_is_stopped(ledger: McpHub, ws: Path) -> None:
     slow = tool(ledger, "ledger__slow")
     asked = threading.Event()
     started = lambda: (ws / "slow.count").exists() and asked.set()  # noqa: E731
-    outcome = run(slow, {"seconds": 60, "order_id": "x"}, ctx(ws), stop_requested=lambda: 1.0 if started() or asked.is_set() else None, grace_s=0.5)
+    outcome = run(slow, {"seconds": 60, "order_id": "x"}, ctx(ws), stop_requested=lambda: 1.0 if started() or asked.is_set() else None, grace_s=1.0)
     assert isinstance(outcome, Stopped) and outcome.killed  # a write: the server was stopped
     wait_for(lambda: (ws / "cancelled.txt").exists(), what="the server seeing the cancel")
     assert "x" not in json.loads((ws / "orders.json").read_text() if (ws / "orders.json").exists() else "{}")

@@ -44,6 +44,7 @@ LEDGER_POLICY: dict[str, Any] = {
     "crash": {"writes": ["order:{order_id}"]},
     "order_done": {"read_only": True},
     "fail": {"read_only": True},
+    "freeze": {"read_only": True},
     "wipe": {"read_only": True},
 }  # fmt: skip
 

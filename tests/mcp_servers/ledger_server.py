@@ -5,7 +5,7 @@ a write did can be checked from outside and looked up by operation key.
 Tools: `get_order` (read), `place_order` (write; keeps the `agentledger/op_key`
 it was sent under), `order_done` (the lookup: was an op key done?), `slow`
 (sleeps; counts starts in `slow.count` so a test sees it began), `crash` (writes, then
-dies before answering), `fail`
+dies before answering), `freeze` (hangs the whole server), `fail`
 (an isError result), `mystery` (not listed by the tests' servers files),
 `wipe` (annotated destructive). Run: `python ledger_server.py stdio|http FOLDER [PORT]`."""
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,13 @@ async def slow(seconds: float, order_id: str = "slow") -> str:
     book[order_id] = {"qty": 1}
     BOOK.write_text(json.dumps(book))
     return "slept"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def freeze(seconds: float) -> str:
+    """Block the server's whole event loop: it answers nothing, pings included."""
+    time.sleep(seconds)
+    return "thawed"
 
 
 @server.tool()
