@@ -86,6 +86,9 @@ def test_a_servers_tools_join_the_tool_set_and_its_fingerprint_with_the_operator
     assert {"ledger__get_order", "ledger__place_order", "ledger__mystery"} <= set(names)
     assert toolset.fingerprint != BASE.fingerprint
     assert toolset.fingerprint == ledger.toolset(BASE).fingerprint  # stable while nothing changes
+    offered = [t.name for t in toolset.offered(["ledger__get_order"])]
+    assert offered == ["ledger__get_order", "read_output"]  # a run sees only what its spec asks
+    assert len(toolset.offered(["mcp:ledger"])) == len(names) + 1 and toolset.offered([]) == BASE.specs
     get, place, mystery, wipe = (tool(ledger, f"ledger__{n}") for n in ("get_order", "place_order", "mystery", "wipe"))
     assert get.spec.read_only and get.spec.scope == "orders:read"
     assert not place.spec.read_only and place.approval_reason({}, None) is None  # type: ignore[arg-type]
