@@ -154,9 +154,11 @@ def test_a_server_that_hangs_is_restarted_and_its_call_lost(ledger: McpHub, ws: 
 
 def test_a_cancelled_write_sends_notifications_cancelled_then_its_server_is_stopped(ledger: McpHub, ws: Path) -> None:
     slow = tool(ledger, "ledger__slow")
-    asked = threading.Event()
-    started = lambda: (ws / "slow.count").exists() and asked.set()  # noqa: E731
-    outcome = run(slow, {"seconds": 60, "order_id": "x"}, ctx(ws), stop_requested=lambda: 1.0 if started() or asked.is_set() else None, grace_s=1.0)
+    began = ws / "slow.count"  # the server writes it when the call starts: then the run cancels
+    outcome = run(
+        slow, {"seconds": 60, "order_id": "x"}, ctx(ws),
+        stop_requested=lambda: 1.0 if began.exists() else None, grace_s=1.0,
+    )  # fmt: skip
     assert isinstance(outcome, Stopped) and outcome.killed  # a write: the server was stopped
     wait_for(lambda: (ws / "cancelled.txt").exists(), what="the server seeing the cancel")
     assert "x" not in json.loads((ws / "orders.json").read_text() if (ws / "orders.json").exists() else "{}")
