@@ -7,7 +7,7 @@ PYTHON ?= python3
 AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
-.PHONY: install sandbox browser run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean deploy-scalers
+.PHONY: install sandbox browser mcp-servers run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean deploy-scalers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -40,20 +40,29 @@ browser:
 	    echo "chromium is missing (sudo apt-get install -y chromium): the browser test will skip" >&2; \
 	  fi; }
 
+# The npm reference MCP servers the MCP tests run against, into a cache folder (the tests
+# install them there themselves when missing, and skip with a note where npm is absent).
+MCP_NPM_CACHE ?= $(HOME)/.cache/agentledger-tests/mcp-npm
+mcp-servers:
+	@if command -v npm >/dev/null 2>&1; then \
+	  mkdir -p $(MCP_NPM_CACHE) && npm install --silent --no-audit --no-fund --prefix $(MCP_NPM_CACHE) \
+	    @modelcontextprotocol/server-filesystem @modelcontextprotocol/server-everything; \
+	else echo "npm is missing: the MCP reference-server tests will be skipped" >&2; fi
+
 run: install sandbox
 	$(AGENTLEDGER) run examples/inventory/spec.yaml
 
 # three test processes on two cores: most of the suite waits on Redis and child processes
-test: install sandbox browser
+test: install sandbox browser mcp-servers
 	$(PYTHON) -m pytest -q -n 3 tests
 
 test-unit: install
 	$(PYTHON) -m pytest tests/unit
 
-test-integration: install sandbox
+test-integration: install sandbox mcp-servers
 	$(PYTHON) -m pytest tests/integration
 
-test-e2e: install sandbox browser
+test-e2e: install sandbox browser mcp-servers
 	$(PYTHON) -m pytest tests/e2e
 
 lint: install

@@ -193,6 +193,8 @@ class Services:
                 return
             self.app = dataclasses.replace(self.app, toolset=toolset)
             self.worker.stop(timeout=30_000)
+            for actor in list(self.broker.actors):  # declared again below, on the new queues
+                self.broker.actors.pop(actor)
             self.directory.register(self.queue, toolset.fingerprint, toolset.manifest())
             names = declare_actors(
                 self.broker, lambda: self.app, queue=self.queue, toolset=toolset.fingerprint,

@@ -4,18 +4,21 @@ a write did can be checked from outside and looked up by operation key.
 
 Tools: `get_order` (read), `place_order` (write; keeps the `agentledger/op_key`
 it was sent under), `order_done` (the lookup: was an op key done?), `slow`
-(sleeps; counts starts in `slow.count` so a test sees it began), `fail`
+(sleeps; counts starts in `slow.count` so a test sees it began), `crash` (writes, then
+dies before answering), `freeze` (hangs the whole server), `fail`
 (an isError result), `mystery` (not listed by the tests' servers files),
 `wipe` (annotated destructive). Run: `python ledger_server.py stdio|http FOLDER [PORT]`."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -61,15 +64,35 @@ def order_done(op_key: str) -> str:
 
 
 @server.tool()
-def slow(seconds: float, order_id: str = "slow") -> str:
-    """Sleep, then place an order of 1."""
+async def slow(seconds: float, order_id: str = "slow") -> str:
+    """Sleep, then place an order of 1. A cancel (notifications/cancelled) is noted in cancelled.txt."""
     count = FOLDER / "slow.count"
     count.write_text(str(int(count.read_text() or 0) + 1 if count.exists() else 1))
-    time.sleep(seconds)
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        (FOLDER / "cancelled.txt").write_text(order_id)
+        raise
     book = _book()
     book[order_id] = {"qty": 1}
     BOOK.write_text(json.dumps(book))
     return "slept"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def freeze(seconds: float) -> str:
+    """Block the server's whole event loop: it answers nothing, pings included."""
+    time.sleep(seconds)
+    return "thawed"
+
+
+@server.tool()
+def crash(order_id: str, ctx: Context) -> str:
+    """Place an order of 1, then die before answering."""
+    book = _book()
+    book[order_id] = {"qty": 1, "op_key": _op_key(ctx), "times": book.get(order_id, {}).get("times", 0) + 1}
+    BOOK.write_text(json.dumps(book))
+    os._exit(1)
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

@@ -11,6 +11,7 @@ from events.ticks import on_tick
 from events.tool_step import (
     MAX_READ_ATTEMPTS,
     Errored,
+    Lost,
     Stopped,
     Succeeded,
     TimedOut,
@@ -152,6 +153,23 @@ def test_a_write_timing_out_has_an_unknown_outcome_and_waits_for_a_human() -> No
     assert "write_file(w)" in events[1].detail  # type: ignore[union-attr]
     assert log.s.status is R.AWAITING_HUMAN
     assert log.s.call("w").status is C.OUTCOME_UNKNOWN  # type: ignore[union-attr]
+
+
+def test_a_write_whose_server_died_mid_call_is_unknown_and_waits_for_a_human() -> None:
+    log = running(use("w", "write_file"))
+    do_claim(log, "w")
+    events = do_finish(log, "w", Lost("MCP server 'fs' went down mid-call"))
+    assert [type(e) for e in events] == [ToolCallOutcomeUnknown, RunEscalated]
+    assert events[0].reason == "MCP server 'fs' went down mid-call"  # type: ignore[union-attr]
+    assert log.s.call("w").status is C.OUTCOME_UNKNOWN  # type: ignore[union-attr]
+
+
+def test_a_read_whose_server_died_mid_call_may_be_tried_again() -> None:
+    log = running(use("a"))
+    do_claim(log, "a")
+    events = do_finish(log, "a", Lost("gone"))
+    assert [type(e) for e in events] == [ToolCallOutcomeUnknown]
+    assert log.s.status is R.RUNNING_TOOLS
 
 
 def test_no_claim_expires_before_its_deadline() -> None:

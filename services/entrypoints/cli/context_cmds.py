@@ -11,6 +11,7 @@ from typing import Any
 
 from events.context_view import ContextView, canonical
 from events.fold import fold
+from events.mcp_policy import modules_of
 from events.types import ModelRequested
 from schemas.content import Message, to_api
 from schemas.context import ContextDecision
@@ -37,7 +38,8 @@ def context(session: Session, run_id: str, *, turn: int, attempt: int | None, as
     state = fold(envs[:at])
     assert state is not None
     try:
-        toolset = load_toolset(state.spec.tools, tool_paths(state.spec, state.base_dir))
+        modules = modules_of(state.spec.tools)  # MCP servers are not started to show a view
+        toolset = load_toolset(modules, tool_paths(state.spec, state.base_dir))
     except ToolSetError as exc:
         print(f"agentledger: cannot rebuild the view: {exc}", file=sys.stderr)
         return exit_codes.CHECK_FAILED

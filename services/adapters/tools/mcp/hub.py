@@ -32,9 +32,8 @@ from schemas.spec import ToolSpec
 from services.adapters.tools.mcp.loop import AsyncLoop
 from services.adapters.tools.mcp.supervisor import ServerDown, Supervisor
 from services.adapters.tools.mcp.tool import McpTool, make_tool
-from services.adapters.tools.registry import RegisteredTool
 from services.adapters.tools.sandbox import SandboxPolicy
-from services.adapters.tools.toolset import FINGERPRINT_CHARS, ToolSet
+from services.adapters.tools.toolset import BUILTIN, FINGERPRINT_CHARS, ToolSet
 
 log = logging.getLogger(__name__)
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -53,6 +52,7 @@ class McpHub:
         self.file = file
         self._policy = policy
         self._scratch = Path(scratch_dir or tempfile.mkdtemp(prefix="agentledger-mcp-"))
+        self._scratch.mkdir(parents=True, exist_ok=True)
         self._ping = (ping_s, ping_timeout_s)
         self._loop = AsyncLoop()
         self._lock = threading.Lock()
@@ -108,18 +108,20 @@ class McpHub:
         up = sorted(self.up())
         if not up:
             return base
-        tools: dict[str, RegisteredTool] = dict(base.tools)
+        tools = {n: t for n, t in base.tools.items() if t.module != BUILTIN}
+        builtin = {n: t for n, t in base.tools.items() if t.module == BUILTIN}
         described: list[Any] = [base.fingerprint]
         for name in up:
             sup = self._catalog[name]
             assert sup.catalog is not None
             for tool in self._tools_of(name, sup.config, sup.catalog.tools):
-                if tool.spec.name in tools:
-                    log.warning("MCP tool %r hides nothing: a tool of that name exists", tool.spec.name)
+                if tool.spec.name in tools or tool.spec.name in builtin:
+                    log.warning("MCP tool %r is left out: a tool of that name exists", tool.spec.name)
                     continue
                 tools[tool.spec.name] = tool
             described.append(_descriptor(name, sup))
         digest = hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode())
+        tools.update(builtin)  # offered last, as in every tool set
         return ToolSet(base.modules, digest.hexdigest()[:FINGERPRINT_CHARS], tools)
 
     def offered(self) -> dict[str, list[str]]:

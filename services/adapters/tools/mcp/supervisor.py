@@ -78,6 +78,7 @@ class Supervisor:
         self._in_flight: dict[asyncio.Task[Any], str | None] = {}  # task -> why it was lost
         self._poke: asyncio.Event | None = None
         self._restart_reason: str | None = None
+        self._ending: str | None = None  # why the session is being left
         self._up = threading.Event()
         self._first = threading.Event()
         self._task: concurrent.futures.Future[None] | None = None
@@ -127,9 +128,10 @@ class Supervisor:
             return await session.call_tool(remote, args, meta=sent_meta)
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._mark_down("the connection closed")
-                self._ask_restart("the connection closed")
-                raise CallLost(f"MCP server {self.name!r} closed the connection mid-call") from None
+                why = self._ending or "it closed the connection"
+                self._mark_down(why)
+                self._ask_restart(why)
+                raise CallLost(f"MCP server {self.name!r} went down mid-call ({why}); the call was sent") from None
             raise
         except asyncio.CancelledError:
             lost = self._in_flight.get(task)
@@ -167,10 +169,12 @@ class Supervisor:
                     self._session = session
                     self._poke = asyncio.Event()
                     self._restart_reason = None
+                    self._ending = None
                     self.state, self.last_error = "up", ""
                     self._up.set()
                     self._announce()
-                    return await self._watch(session)
+                    self._ending = await self._watch(session)
+                    return self._ending  # leaving the session: calls still in flight are lost
         except Exception as exc:  # whatever ended the session: it is down, say why
             return _describe(exc)
 

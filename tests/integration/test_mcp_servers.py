@@ -1,0 +1,225 @@
+"""MCP servers as a tool source, against real servers: the SDK server written in
+the tests (`tests/mcp_servers/ledger_server.py`) over stdio in the sandbox and
+over streamable HTTP on loopback, and the npm reference servers
+(server-everything, server-filesystem). Through the hub and the tools it makes,
+as the executor uses them (`run_tool`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ : the shared MCP kit
+
+from mcp_servers.kit import (  # noqa: E402
+    HttpLedger,
+    fs_server,
+    ledger_stdio,
+    npm_server,
+    pids_serving,
+    wait_for,
+)
+
+from events.tool_step import Errored, Lost, Stopped, Succeeded, TimedOut  # noqa: E402
+from schemas.mcp_servers import McpServersFile  # noqa: E402
+from services.adapters.tools.context import ToolContext  # noqa: E402
+from services.adapters.tools.mcp.hub import McpHub  # noqa: E402
+from services.adapters.tools.mcp.tool import McpTool  # noqa: E402
+from services.adapters.tools.runner import run_tool  # noqa: E402
+from services.adapters.tools.sandbox import SandboxPolicy  # noqa: E402
+from services.adapters.tools.toolset import load_toolset  # noqa: E402
+
+BASE = load_toolset([])
+
+
+def hub_of(tmp_path: Path, **servers: Any) -> McpHub:
+    hub = McpHub(
+        McpServersFile.model_validate({"servers": servers}), policy=SandboxPolicy(),
+        scratch_dir=str(tmp_path / "scratch"), ping_s=0.2, ping_timeout_s=3.0,
+    )  # fmt: skip
+    down = hub.start(90)
+    assert not down, down
+    return hub
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    folder = tmp_path / "ws"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[McpHub]:
+    hub = hub_of(tmp_path, ledger=ledger_stdio())
+    yield hub
+    hub.close()
+
+
+def ctx(ws: Path | None, call_id: str = "c1", op_key: str | None = None) -> ToolContext:
+    return ToolContext("r1", call_id, str(ws) if ws else None, "alice", "t1", op_key=op_key)
+
+
+def tool(hub: McpHub, name: str) -> McpTool:
+    found = hub.toolset(BASE).get(name)
+    assert isinstance(found, McpTool), f"no MCP tool {name!r}"
+    return found
+
+
+def run(t: McpTool, args: dict[str, Any], c: ToolContext, timeout_s: float = 60, **kw: Any) -> Any:
+    return run_tool(t, args, c, timeout_s=timeout_s, **kw)
+
+
+def test_a_servers_tools_join_the_tool_set_and_its_fingerprint_with_the_operators_policy(
+    ledger: McpHub,
+) -> None:
+    toolset = ledger.toolset(BASE)
+    names = [n for n in toolset.names if n.startswith("ledger__")]
+    assert {"ledger__get_order", "ledger__place_order", "ledger__mystery"} <= set(names)
+    assert toolset.fingerprint != BASE.fingerprint
+    assert toolset.fingerprint == ledger.toolset(BASE).fingerprint  # stable while nothing changes
+    offered = [t.name for t in toolset.offered(["ledger__get_order"])]
+    assert offered == ["ledger__get_order", "read_output"]  # a run sees only what its spec asks
+    assert len(toolset.offered(["mcp:ledger"])) == len(names) + 1 and toolset.offered([]) == BASE.specs
+    get, place, mystery, wipe = (tool(ledger, f"ledger__{n}") for n in ("get_order", "place_order", "mystery", "wipe"))
+    assert get.spec.read_only and get.spec.scope == "orders:read"
+    assert not place.spec.read_only and place.approval_reason({}, None) is None  # type: ignore[arg-type]
+    assert not mystery.spec.read_only and "not listed" in (mystery.approval_reason({}, None) or "")  # type: ignore[arg-type]
+    assert not wipe.spec.read_only and wipe.resources({}, "/w")[1] == ["mcp:ledger"]  # destructive
+
+
+def test_arguments_are_checked_against_the_input_schema_before_anything_is_sent(
+    ledger: McpHub, ws: Path
+) -> None:
+    place = tool(ledger, "ledger__place_order")
+    _, errors = place.check({"order_id": 7})
+    assert {e.loc for e in errors} == {"order_id", "(input)"}  # wrong type; qty missing
+    outcome = run(place, {"order_id": 7}, ctx(ws))
+    assert isinstance(outcome, Errored) and outcome.error.code == "invalid_arguments"
+    assert not (ws / "orders.json").exists()
+
+
+def test_a_write_is_sent_with_its_operation_key_and_the_lookup_finds_it(ledger: McpHub, ws: Path) -> None:
+    place = tool(ledger, "ledger__place_order")
+    outcome = run(place, {"order_id": "A", "qty": 2}, ctx(ws, op_key="k-1"))
+    assert outcome == Succeeded("placed A x2")
+    assert json.loads((ws / "orders.json").read_text())["A"]["op_key"] == "k-1"
+    assert place.lookup is not None
+    found = place.lookup("k-1", {"order_id": "A", "qty": 2}, ctx(ws))
+    assert found.done is True and found.result == "placed A x2"
+    assert place.lookup("k-2", {}, ctx(ws)).done is False
+
+
+def test_is_error_results_map_to_our_error_codes(ledger: McpHub, ws: Path) -> None:
+    outcome = run(tool(ledger, "ledger__fail"), {"why": "order Z"}, ctx(ws))
+    assert isinstance(outcome, Errored)
+    assert outcome.error.code == "not_found" and "order Z" in outcome.error.message
+
+
+def test_a_server_killed_mid_call_loses_the_call_restarts_and_is_withdrawn_while_down(
+    ledger: McpHub, ws: Path
+) -> None:
+    before = ledger.toolset(BASE).fingerprint
+    changes: list[str] = []
+    ledger.on_change(lambda: changes.append(ledger.toolset(BASE).fingerprint))
+    slow = tool(ledger, "ledger__slow")
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.setdefault("o", run(slow, {"seconds": 60}, ctx(ws))))
+    thread.start()
+    wait_for(lambda: (ws / "slow.count").exists(), what="the slow call starting")
+    [pid] = pids_serving(ws)
+    os.kill(pid, signal.SIGKILL)
+    thread.join(30)
+    assert isinstance(box["o"], Lost), box
+    wait_for(lambda: len(changes) >= 2, what="the server going down and coming back")
+    assert changes[0] == BASE.fingerprint  # its tools withdrawn while it was down
+    assert changes[-1] == before
+    assert run(tool(ledger, "ledger__get_order"), {"order_id": "slow"}, ctx(ws)) == Succeeded("none")
+
+
+def test_a_server_that_hangs_is_restarted_and_its_call_lost(ledger: McpHub, ws: Path) -> None:
+    outcome = run(tool(ledger, "ledger__freeze"), {"seconds": 600}, ctx(ws))
+    assert isinstance(outcome, Lost) and "ping" in outcome.reason, outcome
+    wait_for(lambda: "ledger" in ledger.up(), what="the server coming back")
+    assert run(tool(ledger, "ledger__get_order"), {"order_id": "A"}, ctx(ws)) == Succeeded("none")
+
+
+def test_a_cancelled_write_sends_notifications_cancelled_then_its_server_is_stopped(ledger: McpHub, ws: Path) -> None:
+    slow = tool(ledger, "ledger__slow")
+    began = ws / "slow.count"  # the server writes it when the call starts: then the run cancels
+    outcome = run(
+        slow, {"seconds": 60, "order_id": "x"}, ctx(ws),
+        stop_requested=lambda: 1.0 if began.exists() else None, grace_s=1.0,
+    )  # fmt: skip
+    assert isinstance(outcome, Stopped) and outcome.killed  # a write: the server was stopped
+    wait_for(lambda: (ws / "cancelled.txt").exists(), what="the server seeing the cancel")
+    assert "x" not in json.loads((ws / "orders.json").read_text() if (ws / "orders.json").exists() else "{}")
+
+
+def test_a_call_that_times_out_is_a_timeout(ledger: McpHub, ws: Path) -> None:
+    outcome = run(tool(ledger, "ledger__slow"), {"seconds": 60}, ctx(ws), timeout_s=1.0)
+    assert outcome == TimedOut(after_s=1.0)
+    wait_for(lambda: (ws / "cancelled.txt").exists(), what="the server seeing the cancel")
+
+
+def test_a_server_that_dies_answering_leaves_its_write_unknown(ledger: McpHub, ws: Path) -> None:
+    outcome = run(tool(ledger, "ledger__crash"), {"order_id": "C"}, ctx(ws))
+    assert isinstance(outcome, Lost)
+    assert json.loads((ws / "orders.json").read_text())["C"]["times"] == 1  # it did happen
+
+
+def test_a_streamable_http_server_serves_the_same_tools(tmp_path: Path) -> None:
+    server = HttpLedger(tmp_path)
+    hub = hub_of(tmp_path, remote={"url": server.url, "tools": {"get_order": {"read_only": True}}})
+    try:
+        toolset = hub.toolset(BASE)
+        assert "remote__get_order" in toolset.names and toolset.fingerprint != BASE.fingerprint
+        place = tool(hub, "remote__place_order")
+        assert run(place, {"order_id": "H", "qty": 1}, ctx(None, op_key="h")) == Succeeded("placed H x1")
+        assert json.loads((tmp_path / "orders.json").read_text())["H"]["op_key"] == "h"
+    finally:
+        hub.close()
+        server.stop()
+
+
+def test_the_reference_everything_server_answers_and_its_binary_output_is_summarised(tmp_path: Path, ws: Path) -> None:
+    hub = hub_of(tmp_path, ev=npm_server("server-everything", "stdio"))
+    try:
+        assert run(tool(hub, "ev__get-sum"), {"a": 2, "b": 3}, ctx(ws)) == Succeeded("The sum of 2 and 3 is 5.")
+        image = run(tool(hub, "ev__get-tiny-image"), {}, ctx(ws))
+        assert isinstance(image, Succeeded)
+        blocks = image.output["content"]
+        assert any(b.get("type") == "image" and b["base64_chars"] > 0 for b in blocks)
+        assert "base64," not in json.dumps(image.output) and "data" not in blocks[0]
+        bad = run(tool(hub, "ev__get-sum"), {"a": "two"}, ctx(ws))
+        assert isinstance(bad, Errored) and bad.error.code == "invalid_arguments"
+    finally:
+        hub.close()
+
+
+def test_the_reference_filesystem_server_writes_inside_the_workspace_and_refuses_escapes(
+    tmp_path: Path, ws: Path
+) -> None:
+    hub = hub_of(tmp_path, fs=fs_server())
+    try:
+        write = tool(hub, "fs__write_file")
+        assert isinstance(run(write, {"path": str(ws / "a.txt"), "content": "hi"}, ctx(ws)), Succeeded)
+        assert (ws / "a.txt").read_text() == "hi"
+        read = tool(hub, "fs__read_text_file")
+        assert run(read, {"path": str(ws / "a.txt")}, ctx(ws)) == Succeeded("hi")
+        assert write.resources({"path": "a.txt", "content": ""}, str(ws))[1] == [f"file:{ws}/a.txt"]
+        with pytest.raises(ValueError, match="outside the workspace"):
+            read.resources({"path": "../secret.txt"}, str(ws))
+        (tmp_path / "secret.txt").write_text("s3cret")
+        escaped = run(read, {"path": str(tmp_path / "secret.txt")}, ctx(ws))  # past our check: the server and the sandbox
+        assert isinstance(escaped, Errored) and escaped.error.code == "permission_denied"
+    finally:
+        hub.close()
