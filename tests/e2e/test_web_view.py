@@ -72,10 +72,10 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
     steering = copy_example("steering", tmp_path)
     (steering / "ui.yaml").write_text(SPEC)
     workers = start_workers(cli, tools=["steer_tools"], tool_path=steering)
-    acting, url = start_ui(cli, "--as", "alice")
+    acting, url = start_ui(cli, "--as", cli.publisher("alice"))
     watching, ro_url = start_ui(cli)
     try:
-        done = cli("submit", steering / "ui.yaml")
+        done = cli("submit", "--as", "alice", steering / "ui.yaml")
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         page = browser.new_page()  # type: ignore[attr-defined]
@@ -147,9 +147,9 @@ def test_a_run_awaiting_a_human_gets_a_reply_box_and_abort_ends_it_failed(
 ) -> None:
     steering = copy_example("steering", tmp_path)
     workers = start_workers(cli, tools=["steer_tools"], tool_path=steering)
-    acting, url = start_ui(cli, "--as", "bob")
+    acting, url = start_ui(cli, "--as", cli.publisher("bob"))
     try:
-        done = cli("submit", steering / "repeat.yaml")  # three identical failures: a human is asked
+        done = cli("submit", "--as", "bob", steering / "repeat.yaml")  # three identical failures: a human is asked
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         page = browser.new_page()  # type: ignore[attr-defined]
