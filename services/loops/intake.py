@@ -28,7 +28,9 @@ from schemas import inbox
 from schemas.errors import InvalidSpec, SchemaError
 from schemas.inbox import Control, RunRequested
 from services.adapters.broker.membership import Membership
+from services.adapters.redis.client import is_cluster
 from services.adapters.redis.directory import Directory
+from services.adapters.redis.slot_reads import SlotReads
 from services.clock import new_run_id
 from services.errors import ConcurrencyConflict, ServiceError
 from services.handlers.app import App
@@ -66,6 +68,7 @@ class Intake:
         self._directory = directory
         self._membership = membership
         self._owned: list[int] = []
+        self._slot_reads = SlotReads(client, GROUP, app.worker) if is_cluster(client) else None
         for part in range(keys.inbox_partitions):
             _ensure_group(client, keys.inbox(part))
 
@@ -75,8 +78,7 @@ class Intake:
         if not self._owned:
             threading.Event().wait(block_ms / 1000)
             return 0
-        streams = {self._keys.inbox(p): ">" for p in self._owned}
-        reply = self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms)  # type: ignore[arg-type]
+        reply = self._read(block_ms)
         handled = 0
         for stream, entries in reply or []:  # type: ignore[union-attr]
             part = self._part_of(stream)
@@ -84,6 +86,14 @@ class Intake:
                 self.handle(part, entry_id, fields or {})
                 handled += 1
         return handled
+
+    def _read(self, block_ms: int) -> Any:
+        """One XREADGROUP over the owned partitions; on a cluster one per partition (slot)."""
+        if self._slot_reads is not None:
+            streams = [self._keys.inbox(p) for p in self._owned]
+            return self._slot_reads.read(streams, count=READ_COUNT, block_ms=block_ms)
+        streams = {self._keys.inbox(p): ">" for p in self._owned}
+        return self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms)  # type: ignore[arg-type]
 
     def handle(self, part: int, entry_id: bytes, fields: dict[bytes, bytes]) -> str | None:
         """Turn one entry into its outcome and ack it; the rejection reason, if any."""
@@ -223,7 +233,7 @@ class Intake:
 
     def _part_of(self, stream: bytes | str) -> int:
         name = stream.decode() if isinstance(stream, bytes) else stream
-        return next(p for p in self._owned if self._keys.inbox(p) == name)
+        return next(p for p in range(self._keys.inbox_partitions) if self._keys.inbox(p) == name)
 
 
 def _ensure_group(client: redis.Redis, stream: str) -> None:

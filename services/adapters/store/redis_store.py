@@ -89,7 +89,9 @@ class RedisEventStore:
         for _ in range(2):
             pipe = self._r.pipeline(transaction=False)
             for head in heads:
-                pipe.evalsha(self._tail.sha, 2, *self._tail_keys(head), *_tail_args(head, version))
+                # a plain command: a cluster pipeline refuses pipe.evalsha, not EVALSHA (by node)
+                keys = self._tail_keys(head)
+                pipe.execute_command("EVALSHA", self._tail.sha, 2, *keys, *_tail_args(head, version))
             try:
                 return pipe.execute()
             except NoScriptError:
