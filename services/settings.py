@@ -56,6 +56,7 @@ class Settings:
     sandbox_file_mb: int = 64  # largest file a command may write
     sandbox_processes: int = 64  # processes of one command, all of its tree
     sandbox_env: str = ""  # names (comma-separated) of worker variables passed into commands
+    replica_acks: int = 0  # appends, claims and ledger writes WAIT for this many replicas
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -88,6 +89,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SANDBOX_FILE_MB": ("sandbox_file_mb", int),
     "AGENTLEDGER_SANDBOX_PROCESSES": ("sandbox_processes", int),
     "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
+    "AGENTLEDGER_REPLICA_ACKS": ("replica_acks", int),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -97,7 +99,7 @@ _POSITIVE = (
     "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES",
 )  # fmt: skip
-_NOT_NEGATIVE = ("AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S")
+_NOT_NEGATIVE = ("AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS")
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 
 
