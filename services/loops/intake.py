@@ -30,6 +30,7 @@ from schemas.inbox import Control, RunRequested
 from services.adapters.broker.membership import Membership
 from services.adapters.redis.client import is_cluster
 from services.adapters.redis.directory import Directory
+from services.adapters.redis.replicas import NotReplicated
 from services.adapters.redis.slot_reads import SlotReads
 from services.clock import new_run_id
 from services.errors import ConcurrencyConflict, ServiceError
@@ -107,7 +108,7 @@ class Intake:
                 self.control(message, causation_id=cause)
         except Rejected as r:
             reason = r.reason
-        except (redis.ConnectionError, redis.TimeoutError):
+        except (redis.ConnectionError, redis.TimeoutError, NotReplicated):
             raise  # not the entry's fault: it stays pending and is handled again
         except (CoreError, SchemaError, ServiceError) as exc:  # e.g. the run's log is broken
             reason = f"{type(exc).__name__}: {exc}"

@@ -35,6 +35,13 @@ class Node:
     def role(self) -> str:
         return str(self.client().info("replication")["role"])
 
+    def restart(self) -> None:
+        """Start the node again from its folder (nodes.conf, AOF): it rejoins the
+        cluster, as a replica of whoever took its slots over."""
+        self.process = subprocess.Popen(
+            self.process.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL  # type: ignore[arg-type]
+        )
+
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGKILL)
