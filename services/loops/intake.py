@@ -81,7 +81,7 @@ class Intake:
             return 0
         reply = self._read(block_ms)
         handled = 0
-        for stream, entries in reply or []:  # type: ignore[union-attr]
+        for stream, entries in reply or []:
             part = self._part_of(stream)
             for entry_id, fields in entries:
                 self.handle(part, entry_id, fields or {})
@@ -91,10 +91,10 @@ class Intake:
     def _read(self, block_ms: int) -> Any:
         """One XREADGROUP over the owned partitions; on a cluster one per partition (slot)."""
         if self._slot_reads is not None:
-            streams = [self._keys.inbox(p) for p in self._owned]
-            return self._slot_reads.read(streams, count=READ_COUNT, block_ms=block_ms)
-        streams = {self._keys.inbox(p): ">" for p in self._owned}
-        return self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms)  # type: ignore[arg-type]
+            partitions = [self._keys.inbox(p) for p in self._owned]
+            return self._slot_reads.read(partitions, count=READ_COUNT, block_ms=block_ms)
+        streams: Any = {self._keys.inbox(p): ">" for p in self._owned}
+        return self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms)
 
     def handle(self, part: int, entry_id: bytes, fields: dict[bytes, bytes]) -> str | None:
         """Turn one entry into its outcome and ack it; the rejection reason, if any."""

@@ -45,8 +45,8 @@ class ReplicaAcks:
         for _ in range(2):
             try:
                 with node.pipeline(transaction=False) as pipe:
-                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-                    pipe.execute_command("WAIT", self.replicas, self.timeout_ms)
+                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
+                    pipe.execute_command("WAIT", self.replicas, self.timeout_ms)  # type: ignore[no-untyped-call]
                     reply, acked = pipe.execute()
             except NoScriptError:
                 node.script_load(script.script)

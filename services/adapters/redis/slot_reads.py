@@ -104,9 +104,7 @@ def _fields(flat: Any) -> dict[bytes, bytes]:
     return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
-def read_each(
-    client: redis.Redis, cursors: dict[str, str], *, count: int, block_ms: int
-) -> Batch:
+def read_each(client: redis.Redis, cursors: dict[str, str], *, count: int, block_ms: int) -> Batch:
     """XREAD of several streams after their cursors: one command on a plain Redis
     (blocking up to block_ms); on a cluster one per stream (each in one slot),
     pipelined, pausing up to block_ms (at most 0.2 s) when all were empty."""

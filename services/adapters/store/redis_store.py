@@ -93,7 +93,9 @@ class RedisEventStore:
             for head in heads:
                 # a plain command: a cluster pipeline refuses pipe.evalsha, not EVALSHA (by node)
                 keys = self._tail_keys(head)
-                pipe.execute_command("EVALSHA", self._tail.sha, 2, *keys, *_tail_args(head, version))
+                pipe.execute_command(
+                    "EVALSHA", self._tail.sha, 2, *keys, *_tail_args(head, version)
+                )  # type: ignore[no-untyped-call]
             try:
                 return pipe.execute()
             except NoScriptError:

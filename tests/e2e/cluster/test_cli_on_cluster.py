@@ -11,7 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from e2ekit import AGENTLEDGER, Cli, copy_example, start_workers, stop_workers, types
+from e2ekit import AGENTLEDGER, Cli, copy_example, stop_workers, types
 
 RUNS = int(os.environ.get("AGENTLEDGER_CLUSTER_E2E_RUNS", "12"))  # the target: 200
 

@@ -39,7 +39,9 @@ class Node:
         """Start the node again from its folder (nodes.conf, AOF): it rejoins the
         cluster, as a replica of whoever took its slots over."""
         self.process = subprocess.Popen(
-            self.process.args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL  # type: ignore[arg-type]
+            self.process.args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # type: ignore[arg-type]
         )
 
     def kill(self) -> None:
@@ -147,7 +149,9 @@ def start_cluster(
                     return False
             if replicas:
                 links = [n.client().info("replication") for n in cluster.nodes]
-                up = sum(1 for i in links if i["role"] == "slave" and i["master_link_status"] == "up")
+                up = sum(
+                    1 for i in links if i["role"] == "slave" and i["master_link_status"] == "up"
+                )
                 return up == masters * replicas
             return True
 
