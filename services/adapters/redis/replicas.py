@@ -5,12 +5,14 @@ script is called as it always was: no WAIT, no extra round trip.
 
 On a cluster the pipeline goes to the master of the script's slot (WAIT counts
 the replicas of the server it is sent to, for the writes of its connection).
-Fewer acknowledgements than asked within the timeout raise `NotReplicated`
-(retryable: the write is there, a retry finds it and waits again); a slot
+While fewer replicas than asked have the write (one is away: a failover, a
+restart), WAIT is sent again on the same connection, up to PATIENCE_S; then
+`NotReplicated` (retryable: the write is on the master). A slot
 that moved (a failover) is learnt again and reported as a lost connection."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +23,8 @@ from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 from services.adapters.redis.client import node_client, refresh
 from services.errors import ServiceError
 
-WAIT_TIMEOUT_MS = 2000
+WAIT_TIMEOUT_MS = 1000  # one WAIT
+PATIENCE_S = 15.0  # WAITs again this long before a write counts as not replicated
 
 
 class NotReplicated(ServiceError):
@@ -33,10 +36,18 @@ class NotReplicated(ServiceError):
 
 
 class ReplicaAcks:
-    def __init__(self, client: redis.Redis, replicas: int, *, timeout_ms: int = WAIT_TIMEOUT_MS):
+    def __init__(
+        self,
+        client: redis.Redis,
+        replicas: int,
+        *,
+        timeout_ms: int = WAIT_TIMEOUT_MS,
+        patience_s: float = PATIENCE_S,
+    ):
         self._client = client
         self.replicas = replicas
         self.timeout_ms = timeout_ms
+        self.patience_s = patience_s
 
     def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         if self.replicas <= 0:
@@ -44,20 +55,47 @@ class ReplicaAcks:
         node = node_client(self._client, keys[0])
         for _ in range(2):
             try:
-                with node.pipeline(transaction=False) as pipe:
-                    pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)  # type: ignore[no-untyped-call]
-                    pipe.execute_command("WAIT", self.replicas, self.timeout_ms)  # type: ignore[no-untyped-call]
-                    reply, acked = pipe.execute()
+                return self._call_and_wait(node, script, keys, args)
             except NoScriptError:
                 node.script_load(script.script)
-                continue
             except (MovedError, AskError, TryAgainError) as exc:
                 refresh(self._client)
                 raise redis.ConnectionError(f"the slot of {keys[0]!r} moved: {exc}") from None
             except (redis.ConnectionError, redis.TimeoutError):
                 refresh(self._client)
                 raise
-            if int(acked) < self.replicas:
-                raise NotReplicated(keys[0], self.replicas, int(acked))
-            return reply
         raise NoScriptError("the script could not be loaded")
+
+    def _call_and_wait(
+        self, node: redis.Redis, script: Script, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """EVALSHA and WAIT in one round trip on one connection; while too few
+        replicas have it (one was away: a failover, a restart), WAIT again on
+        that connection — its offset is the write's — up to `patience_s`."""
+        pool = node.connection_pool
+        conn: Any = pool.get_connection()
+        try:
+            conn.send_packed_command(
+                conn.pack_commands(
+                    [
+                        ("EVALSHA", script.sha, len(keys), *keys, *args),
+                        ("WAIT", self.replicas, self.timeout_ms),
+                    ]
+                )
+            )
+            try:
+                reply = conn.read_response()
+            finally:
+                acked = conn.read_response()  # the WAIT's reply, read whatever the first was
+            deadline = time.monotonic() + self.patience_s
+            while int(acked) < self.replicas and time.monotonic() < deadline:
+                conn.send_command("WAIT", self.replicas, self.timeout_ms)
+                acked = conn.read_response()
+        except BaseException:
+            conn.disconnect()
+            raise
+        finally:
+            pool.release(conn)
+        if int(acked) < self.replicas:
+            raise NotReplicated(keys[0], self.replicas, int(acked))
+        return reply

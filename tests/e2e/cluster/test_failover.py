@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from clusterkit import LocalCluster, start_cluster
+from clusterkit import LocalCluster, Node, start_cluster
 from e2ekit import Cli, copy_example, stop_workers
 from test_cli_on_cluster import start_workers_n, submit, wait_all
 
@@ -78,6 +78,15 @@ def submit_retrying(cli: Cli, spec: Path, timeout_s: float = 30.0) -> str:
         if time.monotonic() > deadline:
             return submit(cli, spec)
         time.sleep(0.2)
+
+
+def promote_then_restart(client: redis.Redis, victim: Node) -> float:
+    """The time a replica took the dead master's slots over; then the dead node is
+    started again, as an operator would, and rejoins as the new master's replica
+    (until then REPLICA_ACKS=1 holds that shard's writes back: they wait, retried)."""
+    at = wait_promoted(client, victim.port)
+    victim.restart()
+    return at
 
 
 def wait_promoted(client: redis.Redis, victim_port: int, timeout_s: float = 30.0) -> float:
