@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 import redis
 from clusterkit import LocalCluster
-
 from itkit import TOOL_MODULE, create_run
 
 from schemas.spec import RunSpec
