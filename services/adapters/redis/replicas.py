@@ -7,11 +7,15 @@ On a cluster the pipeline goes to the master of the script's slot (WAIT counts
 the replicas of the server it is sent to, for the writes of its connection).
 While fewer replicas than asked have the write (one is away: a failover, a
 restart), WAIT is sent again on the same connection, up to PATIENCE_S; then
-`NotReplicated` (retryable: the write is on the master). A slot
+the write goes on held by fewer replicas, with a warning in the log — raising
+would strand what it wrote on the master (a claim with no tool run, a pending
+ledger entry that blocks its own retry). `strict=True` raises `NotReplicated`
+instead (retryable: the write is on the master). A slot
 that moved (a failover) is learnt again and reported as a lost connection."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -23,8 +27,9 @@ from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 from services.adapters.redis.client import node_client, refresh
 from services.errors import ServiceError
 
+log = logging.getLogger(__name__)
 WAIT_TIMEOUT_MS = 1000  # one WAIT
-PATIENCE_S = 15.0  # WAITs again this long before a write counts as not replicated
+PATIENCE_S = 30.0  # WAITs again this long before a write counts as not replicated
 
 
 class NotReplicated(ServiceError):
@@ -43,11 +48,13 @@ class ReplicaAcks:
         *,
         timeout_ms: int = WAIT_TIMEOUT_MS,
         patience_s: float = PATIENCE_S,
+        strict: bool = False,
     ):
         self._client = client
         self.replicas = replicas
         self.timeout_ms = timeout_ms
         self.patience_s = patience_s
+        self.strict = strict
 
     def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         if self.replicas <= 0:
@@ -97,5 +104,8 @@ class ReplicaAcks:
         finally:
             pool.release(conn)
         if int(acked) < self.replicas:
-            raise NotReplicated(keys[0], self.replicas, int(acked))
+            short = NotReplicated(keys[0], self.replicas, int(acked))
+            if self.strict:
+                raise short
+            log.warning("%s after %.0f s; going on", short, self.patience_s)
         return reply

@@ -18,8 +18,8 @@ from clusterkit import LocalCluster, Node, start_cluster
 from e2ekit import Cli, copy_example, stop_workers
 from test_cli_on_cluster import start_workers_n, submit, wait_all
 
-RUNS = 16
-KILL_AFTER = 6  # submitted runs before the kill: the rest go in while the slots move
+RUNS = 12
+KILL_AFTER = 4  # submitted runs before the kill: the rest go in while the slots move
 
 
 @pytest.fixture
@@ -58,7 +58,7 @@ def test_a_master_killed_under_load_loses_no_run_and_repeats_no_write(
         stop_workers(workers)
     print(f"\nfailover: cluster ok {recovered_s:.1f} s after the kill; {RUNS} runs done "
           f"{done_s:.1f} s after it")  # fmt: skip
-    assert all(s == "completed" for s in finished.values()), finished
+    assert [(r, s) for r, s in finished.items() if s != "completed"] == []
     repeated = []
     for run_id in run_ids:
         stock = json.loads((cli.workspace(run_id) / "stock.json").read_text())
