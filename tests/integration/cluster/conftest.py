@@ -13,6 +13,7 @@ import redis
 from clusterkit import LocalCluster, start_cluster
 
 from services.adapters.redis.client import is_cluster, redis_client
+from services.adapters.redis.local_server import start_server
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +36,13 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
     assert is_cluster(c), "the client of a cluster node must be the cluster client"
     yield c
     c.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url_plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A plain (not cluster) redis-server of our own, beside the cluster."""
+    server = start_server(tmp_path_factory.mktemp("plain"))
+    try:
+        yield server.url
+    finally:
+        server.stop()
