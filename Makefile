@@ -86,6 +86,11 @@ bench: $(BENCH_STAMP)
 bench-quick: $(BENCH_STAMP)
 	$(PYTHON) -m tests.bench --quick
 
+.PHONY: bench-cluster
+# W3 on a local 3-master Redis Cluster beside one Redis (about a minute)
+bench-cluster: install
+	$(PYTHON) -m tests.bench.cluster_row
+
 bench-claude: install
 	$(PYTHON) -m tests.bench.claude_view
 

@@ -123,7 +123,9 @@ def build_app(
     observe: Observe | None = None,
 ) -> App:
     keys = keys_for(settings)
-    store = RedactingStore(RedisEventStore(client, keys), redactor_for)
+    store = RedactingStore(
+        RedisEventStore(client, keys, replica_acks=settings.replica_acks), redactor_for
+    )
     outbox = Outbox(keys)
     locks = RedisLocks(client, keys.locks(0), lease_s=settings.lock_lease_s)
     clock = SystemClock()
@@ -139,7 +141,9 @@ def build_app(
         model_for=lambda spec: model_for(spec, settings, store),
         worker=worker or worker_name(),
         locks=locks,
-        ledger=RedisLedger(client, keys, keep_s=settings.ledger_keep_s),
+        ledger=RedisLedger(
+            client, keys, keep_s=settings.ledger_keep_s, replica_acks=settings.replica_acks
+        ),
         outbox=outbox,
         send=push,
     )

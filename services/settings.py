@@ -67,6 +67,7 @@ class Settings:
         return self.publishers_file or os.path.join(self.state_dir, "publishers.yaml")
     # prometheus_client's multiprocess folder: set, every worker process keeps its metrics there
     metrics_dir: str | None = None
+    replica_acks: int = 0  # appends, claims and ledger writes WAIT for this many replicas
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -101,6 +102,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
     "AGENTLEDGER_PUBLISHERS": ("publishers_file", str),
     "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),
+    "AGENTLEDGER_REPLICA_ACKS": ("replica_acks", int),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -110,7 +112,7 @@ _POSITIVE = (
     "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES",
 )  # fmt: skip
-_NOT_NEGATIVE = ("AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S")
+_NOT_NEGATIVE = ("AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS")
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 
 

@@ -12,8 +12,9 @@ def _load(ctx: ToolContext) -> tuple[Path, dict]:
 
 
 def _record(args: dict, workspace: str | None) -> list[str]:
-    """The stock record a call touches: this store's SKU (resources name real objects)."""
-    return [f"stock:{Path(workspace or '.', 'stock.json')}#{args['sku']}"]
+    """The stock record a call touches, named logically (the SKU), not by where
+    this host keeps the file: calls from every host on the same SKU meet in the lock table."""
+    return [f"stock:{args['sku']}"]
 
 
 @tool(read_only=True, reads=_record, scope="stock:read")

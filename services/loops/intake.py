@@ -36,7 +36,10 @@ from schemas.inbox import Control, RunRequested
 from schemas.signature import entry as signed_entry
 from services.adapters.broker.membership import Membership
 from services.adapters.publishers.publishers_file import Registry, Signer
+from services.adapters.redis.client import is_cluster
 from services.adapters.redis.directory import Directory
+from services.adapters.redis.replicas import NotReplicated
+from services.adapters.redis.slot_reads import SlotReads
 from services.clock import new_run_id
 from services.errors import ConcurrencyConflict, ServiceError
 from services.handlers.app import App
@@ -87,6 +90,7 @@ class Intake:
         self._directory = directory
         self._membership = membership
         self._owned: list[int] = []
+        self._slot_reads = SlotReads(client, GROUP, app.worker) if is_cluster(client) else None
         for part in range(keys.inbox_partitions):
             _ensure_group(client, keys.inbox(part))
 
@@ -96,11 +100,7 @@ class Intake:
         if not self._owned:
             threading.Event().wait(block_ms / 1000)
             return 0
-        streams = {self._keys.inbox(p): ">" for p in self._owned}
-        reply = cast(
-            list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]] | None,
-            self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms),  # type: ignore[arg-type]
-        )
+        reply = self._read(block_ms)
         handled = 0
         for stream, entries in reply or []:
             part = self._part_of(stream)
@@ -108,6 +108,14 @@ class Intake:
                 self.handle(part, entry_id, fields or {})
                 handled += 1
         return handled
+
+    def _read(self, block_ms: int) -> Any:
+        """One XREADGROUP over the owned partitions; on a cluster one per partition (slot)."""
+        if self._slot_reads is not None:
+            partitions = [self._keys.inbox(p) for p in self._owned]
+            return self._slot_reads.read(partitions, count=READ_COUNT, block_ms=block_ms)
+        streams: Any = {self._keys.inbox(p): ">" for p in self._owned}
+        return self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms)
 
     def handle(self, part: int, entry_id: bytes, fields: dict[bytes, bytes]) -> str | None:
         """Turn one entry into its outcome and ack it; the rejection reason, if any."""
@@ -123,7 +131,7 @@ class Intake:
                 self.control(message, by, causation_id=cause)
         except Rejected as r:
             reason = r.reason
-        except (redis.ConnectionError, redis.TimeoutError):
+        except (redis.ConnectionError, redis.TimeoutError, NotReplicated):
             raise  # not the entry's fault: it stays pending and is handled again
         except (CoreError, SchemaError, ServiceError) as exc:  # e.g. the run's log is broken
             reason = f"{type(exc).__name__}: {exc}"
@@ -269,7 +277,7 @@ class Intake:
 
     def _part_of(self, stream: bytes | str) -> int:
         name = stream.decode() if isinstance(stream, bytes) else stream
-        return next(p for p in self._owned if self._keys.inbox(p) == name)
+        return next(p for p in range(self._keys.inbox_partitions) if self._keys.inbox(p) == name)
 
 
 def _ensure_group(client: redis.Redis, stream: str) -> None:

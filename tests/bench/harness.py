@@ -24,8 +24,9 @@ from schemas.inbox import RunRequested
 from schemas.publishers import GrantedPrincipal
 from services.adapters.publishers import publishers_file
 from services.adapters.publishers.publishers_file import Signer
-from services.adapters.redis.client import redis_client
+from services.adapters.redis.client import is_cluster, redis_client
 from services.adapters.redis.local_server import PrivateRedis, start_server
+from services.adapters.redis.slot_reads import read_each
 from services.adapters.store.redis_store import RedisEventStore
 from services.keys import Keys, keys_for
 from services.loops.intake import publish
@@ -117,7 +118,7 @@ class Pool:
 class Bench:
     """One private Redis and the settings the workers get."""
 
-    server: PrivateRedis
+    server: PrivateRedis | Any  # anything with the `url` of the Redis (a local cluster)
     client: redis.Redis
     settings: Settings
     log_dir: Path
@@ -224,8 +225,8 @@ class Follower:
         while waiting:
             if time.monotonic() > deadline:
                 raise BenchError(f"{len(waiting)} runs not ended after {timeout_s:g}s")
-            reply: Any = self._r.xread(self._cursors, count=1000, block=200)
-            for stream, entries in reply or []:
+            reply = read_each(self._r, self._cursors, count=1000, block_ms=200)
+            for stream, entries in reply:
                 self._cursors[stream.decode()] = entries[-1][0].decode()
                 for _, fields in entries:
                     if fields[b"type"].decode() in ENDINGS:
@@ -241,6 +242,11 @@ class Follower:
 
 
 def _redis_cpu_s(client: redis.Redis) -> float:
+    """The server's CPU time; a cluster's: its masters' together."""
+    if is_cluster(client):
+        found: Any = client.info("cpu", target_nodes="primaries")  # type: ignore[call-arg]
+        per_node = found.values() if isinstance(found, dict) and "used_cpu_sys" not in found else [found]
+        return sum(float(c["used_cpu_sys"]) + float(c["used_cpu_user"]) for c in per_node)
     cpu: Any = client.info("cpu")
     return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
 

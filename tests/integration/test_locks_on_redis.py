@@ -226,12 +226,13 @@ import redis
 from events.lock_step import LockAsk
 from events.locks import Mode
 from services.adapters.locks.redis_locks import RedisLocks
+from services.adapters.redis.client import redis_client
 from services.clock import SystemClock
 from services.handlers.execution import LeaseKeeper
 from services.keys import Keys
 
 url, prefix, lease_s, resource, fence_key = sys.argv[1:6]
-client = redis.Redis.from_url(url)
+client = redis_client(url)  # the cluster client where url is a cluster node
 locks = RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=float(lease_s))
 reply = locks.enqueue([LockAsk("holder", "c1", "holder/c1/1.0", {resource: Mode.WRITE})], [None])
 grant = reply.grants[0].grant

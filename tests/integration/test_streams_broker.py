@@ -28,6 +28,7 @@ from dramatiq.brokers.redis import RedisBroker
 from dramatiq.message import Message
 
 from services.adapters.broker.streams_broker import Route, StreamsBroker
+from services.adapters.redis.client import redis_client
 from services.keys import Keys
 
 URL = "redis://127.0.0.1:6379/0"
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def client() -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(URL, socket_timeout=30)
+    client = redis_client(URL)  # the cluster client where URL is a cluster node
     yield client
     client.close()
 
@@ -344,7 +345,7 @@ def test_shards_move_to_the_live_processes_and_each_message_runs_once(
 
 def _victim_worker(url: str, prefix: str) -> None:
     """A worker process whose `hold` actor records its start and then hangs."""
-    client = redis.Redis.from_url(url, socket_timeout=30)
+    client = redis_client(url)
     broker = make_broker(client, prefix)
 
     @dramatiq.actor(broker=broker, queue_name=queue(broker, "victim"), actor_name="hold")

@@ -1,6 +1,7 @@
 """The dramatiq Consumer of one pool of a task queue: it reads the streams of the
 shards this process owns (`membership`), with one blocking XREADGROUP over all
-of them; acks ride on the next read (a redelivered message is a no-op, so an
+of them (on Redis Cluster, where they sit in several slots: one per stream, all
+out at once — `SlotReads`); acks ride on the next read (a redelivered message is a no-op, so an
 ack a kill lost costs nothing); a tick — heartbeat, ownership, promotion of due
 delayed messages, our own entries re-claimed, idle ones taken over — runs at
 least every quarter of the claim idle time, pipelined over the owned streams.
@@ -27,6 +28,8 @@ from redis.exceptions import NoScriptError
 
 from services.adapters.broker.membership import Membership
 from services.adapters.broker.streams_queue import GROUP, TICK_LUA, Entry, StreamQueue, tick_reply
+from services.adapters.redis.client import is_cluster
+from services.adapters.redis.slot_reads import SlotReads
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +66,8 @@ class StreamsConsumer(Consumer):
         self.tick_s = claim_idle_ms / 4 / 1000  # heartbeat, ownership, takeovers
         self._owned: list[StreamQueue] = []
         self._by_stream: dict[str, StreamQueue] = {}
+        self._seen: dict[str, StreamQueue] = {}  # every stream read: a late reply finds its queue
+        self._slot_reads = SlotReads(client, GROUP, self.name) if is_cluster(client) else None
         self._ready: deque[StreamMessage] = deque()
         self._held: dict[str, StreamQueue] = {}  # entry id -> where it came from
         self._acks: list[tuple[StreamQueue, str]] = []
@@ -92,6 +97,9 @@ class StreamsConsumer(Consumer):
         self._read(free)
 
     def _read(self, count: int) -> None:
+        if self._slot_reads is not None:
+            self._read_per_slot(count)
+            return
         streams = {q.stream: ">" for q in self._owned}
         by_stream = dict(self._by_stream)
         with self.client.pipeline(transaction=False) as pipe:
@@ -112,11 +120,29 @@ class StreamsConsumer(Consumer):
             entries += [(queue, (_text(eid), fields[b"m"], 1)) for eid, fields in batch]
         self._accept(entries)
 
+    def _read_per_slot(self, count: int) -> None:
+        assert self._slot_reads is not None
+        self._flush_acks()
+        streams = [q.stream for q in self._owned]
+        try:
+            reply = self._slot_reads.read(streams, count=count, block_ms=self._block_ms())
+        except redis.ResponseError as exc:
+            if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
+                raise
+            self._next_tick = 0.0
+            return
+        entries: list[tuple[StreamQueue, Entry]] = []
+        for stream, batch in reply:
+            queue = self._seen[_text(stream)]
+            entries += [(queue, (_text(eid), fields[b"m"], 1)) for eid, fields in batch]
+        self._accept(entries)
+
     def _tick(self) -> None:
         self.membership.beat()
         owned = [self._stream_of(s) for s in self.membership.owned(self._shards())]
         self._owned = owned
         self._by_stream = {q.stream: q for q in owned}
+        self._seen.update(self._by_stream)
         self._next_tick = time.monotonic() + self.tick_s
         # what we hold we keep alive, owned or not (ownership moves; a message does not)
         with self._lock:
@@ -222,6 +248,8 @@ class StreamsConsumer(Consumer):
         self._release([i for _, ids in by_queue.values() for i in ids])
 
     def close(self) -> None:
+        if self._slot_reads is not None:
+            self._slot_reads.close()
         unread, self._ready = list(self._ready), deque()
         try:
             self._flush_acks()

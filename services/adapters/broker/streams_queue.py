@@ -137,7 +137,8 @@ class StreamQueue:
         script = self._scripts["tick"]
         keys = [self.stream, self.delayed, self.dead]
         if pipe is not None:
-            return pipe.evalsha(script.sha, len(keys), *keys, *args)
+            # as a plain command: a cluster pipeline refuses pipe.evalsha, not EVALSHA itself
+            return pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         return tick_reply(script(keys=keys, args=args))
 
     @property

@@ -13,14 +13,18 @@ from typing import Any
 import redis
 
 from services.adapters.ledger.port import Verdict
+from services.adapters.redis.replicas import ReplicaAcks
 from services.keys import Keys
 
 _SCRIPT = files("services.adapters.ledger").joinpath("ledger.lua").read_text()
 
 
 class RedisLedger:
-    def __init__(self, client: redis.Redis, keys: Keys, *, keep_s: float = 30 * 86400):
+    def __init__(
+        self, client: redis.Redis, keys: Keys, *, keep_s: float = 30 * 86400, replica_acks: int = 0
+    ):
         self._script = client.register_script(_SCRIPT)
+        self._acks = ReplicaAcks(client, replica_acks)
         self._keys = keys
         self._keep_s = int(keep_s)  # a done operation is replayed for this long (0: forever)
 
@@ -36,8 +40,9 @@ class RedisLedger:
                 return Verdict("replay", owner_, json.loads(result))
             case ["conflict", owner_]:
                 return Verdict("conflict", owner_)
-            case ["in_progress", owner_, since]:
-                return Verdict("in_progress", owner_, since=float(since))
+            case ["in_progress", owner_, started, redis_now]:
+                # the age by Redis's clock, as a time on the caller's: no clock skew between hosts
+                return Verdict("in_progress", owner_, since=now - (float(redis_now) - float(started)))
         raise RuntimeError(f"ledger script replied {reply!r}")
 
     def finish(self, op_key: str, request: str, owner: str, result: Any, *, now: float) -> None:
@@ -51,4 +56,4 @@ class RedisLedger:
         self, op: str, op_key: str, request: str, owner: str, now: float, result: str = ""
     ) -> Any:
         key = self._keys.ledger(op_key)
-        return self._script(keys=[key], args=[op, request, owner, repr(now), result, self._keep_s])
+        return self._acks.call(self._script, [key], [op, request, owner, repr(now), result, self._keep_s])

@@ -15,6 +15,7 @@ from redis.exceptions import NoScriptError
 from events.types import CODEC
 from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
+from services.adapters.redis.replicas import ReplicaAcks
 from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
 from services.errors import ConcurrencyConflict
 from services.keys import Keys
@@ -27,9 +28,10 @@ SNAPSHOT_TTL_MS = 7 * 24 * 3600 * 1000  # a cache: an idle run's snapshot may go
 
 
 class RedisEventStore:
-    def __init__(self, client: redis.Redis, keys: Keys):
+    def __init__(self, client: redis.Redis, keys: Keys, *, replica_acks: int = 0):
         self._r = client
         self._keys = keys
+        self._acks = ReplicaAcks(client, replica_acks)  # 0: the append is the only round trip
         self._append = client.register_script(_APPEND)
         self._tail = client.register_script(_TAIL)
         self._snapshot = client.register_script(_SNAPSHOT)
@@ -59,7 +61,7 @@ class RedisEventStore:
             self._keys.live(shard),
             *(m.stream for m in messages),
         ]
-        verdict, seq = self._append(keys=keys, args=argv)
+        verdict, seq = self._acks.call(self._append, keys, argv)
         if verdict == b"conflict":
             raise ConcurrencyConflict(run_id, expected_seq, int(seq))
         return int(seq)
@@ -89,7 +91,11 @@ class RedisEventStore:
         for _ in range(2):
             pipe = self._r.pipeline(transaction=False)
             for head in heads:
-                pipe.evalsha(self._tail.sha, 2, *self._tail_keys(head), *_tail_args(head, version))
+                # a plain command: a cluster pipeline refuses pipe.evalsha, not EVALSHA (by node)
+                keys = self._tail_keys(head)
+                pipe.execute_command(
+                    "EVALSHA", self._tail.sha, 2, *keys, *_tail_args(head, version)
+                )  # type: ignore[no-untyped-call]
             try:
                 return pipe.execute()
             except NoScriptError:

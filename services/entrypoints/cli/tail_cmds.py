@@ -13,6 +13,7 @@ from typing import Any
 
 from events.types import CODEC, EVENT_TYPES
 from schemas.envelope import Envelope
+from services.adapters.redis.slot_reads import read_each
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.parser import BadOption
@@ -106,7 +107,7 @@ def _ends(session: Session) -> dict[str, str]:
 
 def _follow_feeds(session: Session, cursors: dict[str, str], show: Show) -> None:
     while True:
-        reply: Any = session.client.xread(cursors, count=BATCH, block=1000)  # type: ignore[arg-type]
+        reply = read_each(session.client, cursors, count=BATCH, block_ms=1000)
         batches: list[list[Envelope[Any]]] = []
         for stream, entries in reply or []:
             cursors[stream.decode()] = entries[-1][0].decode()

@@ -1,0 +1,3 @@
+"""Idempotent writes on the cluster: operation keys, the ledger, late outcomes."""
+
+from test_idempotency_on_redis import *  # noqa: F403
