@@ -213,7 +213,7 @@ def test_workers_with_a_servers_file_serve_runs_submitted_for_the_same_fingerpri
         assert workers.stdout is not None
         up = workers.stdout.readline()
         assert "workers up" in up, (up, workers.poll())
-        done = cli("submit", "--json", spec, "--queue", "mcpq", "--mcp", servers)
+        done = cli("submit", "--as", cli.publisher(), "--json", spec, "--queue", "mcpq", "--mcp", servers)
         assert done.returncode == 0, done.stderr
         submitted = json.loads(done.stdout.strip().splitlines()[-1])
         assert f"tool set {submitted['toolset']}" in up  # the same servers, the same fingerprint

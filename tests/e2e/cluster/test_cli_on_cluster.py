@@ -99,7 +99,7 @@ def start_workers_n(cli: Cli, example: Path, *, processes: int) -> list[subproce
 
 
 def submit(cli: Cli, spec: Path) -> str:
-    done = cli("submit", spec)
+    done = cli("submit", "--as", cli.publisher(), spec)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

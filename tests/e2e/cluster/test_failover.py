@@ -69,9 +69,10 @@ def test_a_master_killed_under_load_loses_no_run_and_repeats_no_write(
 
 def submit_retrying(cli: Cli, spec: Path, timeout_s: float = 30.0) -> str:
     """`submit` while the slots move may be refused for a moment: a user tries again."""
+    publisher = cli.publisher()
     deadline = time.monotonic() + timeout_s
     while True:
-        done = cli("submit", spec)
+        done = cli("submit", "--as", publisher, spec)
         if done.returncode == 0:
             return done.stdout.strip()
         assert "Traceback" not in done.stderr, done.stderr
