@@ -37,6 +37,7 @@ from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, with_lines
+from services.entrypoints.cli.supervise import Supervisor
 from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
@@ -342,9 +343,9 @@ def workers(
         return fail(exit_codes.USAGE, "bad tool set", str(exc), False)
     if processes > 1:
         args = [*worker_args(modules, paths, queue), "--pools", ",".join(pools)]
-        stop = spawn_workers(session.settings, args, processes)
-        _wait_for_signal()
-        stop()
+        supervisor = Supervisor(session.settings, args, processes)
+        supervisor.keep_alive(_signalled())
+        supervisor.stop()
         return 0
     services: Services = build_services(
         session.settings, session.client, toolset, queue=queue,
@@ -376,8 +377,14 @@ def print_toolset(modules: Sequence[str], paths: Sequence[str], *, as_json: bool
 
 
 def _wait_for_signal() -> None:
+    done = _signalled()
+    while not done.wait(0.5):
+        time.sleep(0)
+
+
+def _signalled() -> threading.Event:
+    """Set on SIGTERM or SIGINT."""
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    while not done.wait(0.5):
-        time.sleep(0)
+    return done

@@ -1,0 +1,411 @@
+"""The chaos scenarios. Each starts its own private redis-server and workers,
+injects its fault, waits for every run to end or wait for a person, and
+returns its figures (checked against the issue's zeros by `Figures.expect`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from schemas.inbox import RunRequested
+from services.adapters.tools.toolset import fingerprint_of
+from tests.chaos.kit import (
+    QUEUE,
+    TOOL_MODULE,
+    Cluster,
+    cluster,
+    retrying,
+    spec,
+    submit,
+    use,
+    write_inbox,
+    write_tool_module,
+)
+from tests.chaos.tally import Figures, read_runs, wait_settled
+
+
+@dataclass(frozen=True)
+class Size:
+    runs: int = 200
+    kills: int = 40
+    processes: int = 3
+    garbage: int = 5000
+    valid: int = 50
+    outage_s: float = 4.0
+    drain_s: float = 180.0
+
+
+def _workload(i: int, tools_dir: Path, *, delay_s: float = 0.02) -> list[dict[str, object]]:
+    """One read and three writes over two turns, then the end."""
+    return [
+        {"tool_use": [use("r1", "chaos_read", key="a"), use("w1", "chaos_write", key="a", value=str(i), delay_s=delay_s)]},
+        {"tool_use": [use("w2", "chaos_write", key="b", value="x", delay_s=delay_s), use("w3", "chaos_write", key="c", value="y", delay_s=delay_s)]},
+        {"end_turn": f"done {i}"},
+    ]  # fmt: skip
+
+
+def _submit_runs(c: Cluster, n: int, tools_dir: Path, tag: str) -> dict[str, Path]:
+    client = c.client()
+    workspaces: dict[str, Path] = {}
+    for i in range(n):
+        run_id = f"{tag}-{i:04d}"
+        ws = c.tmp / "ws" / run_id
+        ws.mkdir(parents=True)
+        request = RunRequested(
+            run_id=run_id, request_id=run_id, spec=spec(_workload(i, tools_dir), tools_dir),
+            base_dir=str(c.tmp), workspace=str(ws), queue=QUEUE,
+        )  # fmt: skip
+        retrying(lambda r=request, k=i: submit(client, c.keys, r, k))  # type: ignore[misc]
+        workspaces[run_id] = ws
+    client.close()
+    return workspaces
+
+
+def _finish(f: Figures, c: Cluster, workspaces: dict[str, Path], faults: list[float], size: Size, began: float) -> Figures:
+    client = c.client()
+    store = c.store(client)
+    wait_settled(store, workspaces, timeout_s=size.drain_s)
+    f.elapsed_s = time.monotonic() - began
+    records = read_runs(client, store, workspaces)
+    client.close()
+    f.count(records).recovery(records, faults)
+    f.zeros()
+    return f
+
+
+def worker_kills(tmp: Path, size: Size) -> Figures:
+    """N runs while child processes of `agentledger workers --processes P` are
+    SIGKILLed at random (the supervisor starts them again)."""
+    f = Figures("worker SIGKILLs", runs=size.runs)
+    with cluster(tmp, "kills") as c:
+        tools = write_tool_module(c.tmp / "tools")
+        pool = c.workers(tools, processes=size.processes)
+        began = time.monotonic()
+        workspaces = _submit_runs(c, size.runs, tools, "k")
+        client = c.client()
+        store = c.store(client)
+        rng = random.Random(9)
+        faults: list[float] = []
+        # spread the kills over the time the runs take: a kill every ~gap seconds
+        gap = max(0.2, 1.2 * size.runs / max(1, size.kills) / 40)
+        while len(faults) < size.kills:
+            time.sleep(rng.uniform(0.5, 1.5) * gap)
+            children = pool.children()
+            if not children:
+                continue
+            os.kill(rng.choice(children), signal.SIGKILL)
+            faults.append(time.time())
+            if not wait_settled(store, workspaces, timeout_s=0):  # all ended: kill no more
+                break
+        client.close()
+        f.kills = len(faults)
+        f.extra["restarts"] = pool.restarts()
+        _finish(f, c, workspaces, faults, size, began)
+        f.expect(f"runs sent to a human: {dict(f.to_human)}", not f.to_human)
+        f.expect(f"not all completed: {dict(f.ended)}", f.ended.get("completed", 0) == size.runs)
+    return f
+
+
+def redis_restart(tmp: Path, size: Size) -> Figures:
+    """Redis SIGKILLed while runs are under way, started again from its AOF."""
+    f = Figures("Redis SIGKILL + restart from AOF", runs=size.runs // 2)
+    with cluster(tmp, "aof") as c:
+        tools = write_tool_module(c.tmp / "tools")
+        c.workers(tools, processes=size.processes)
+        began = time.monotonic()
+        workspaces = _submit_runs(c, f.runs, tools, "a")
+        client = c.client()
+        store = c.store(client)
+        _until_some_done(store, workspaces, share=0.3)
+        client.close()
+        killed = time.time()
+        c.redis.kill()
+        c.redis.start()
+        f.kills = 1
+        f.extra["redis_down_s"] = round(time.time() - killed, 2)
+        _finish(f, c, workspaces, [killed], size, began)
+        f.expect(f"runs sent to a human: {dict(f.to_human)}", not f.to_human)
+    return f
+
+
+def redis_outage(tmp: Path, size: Size) -> Figures:
+    """Redis frozen (SIGSTOP) for a few seconds with every worker alive: the
+    workers hold their outcomes and record them when it is back."""
+    f = Figures(f"Redis outage {size.outage_s:g}s, workers alive", runs=size.runs // 2)
+    with cluster(tmp, "outage") as c:
+        tools = write_tool_module(c.tmp / "tools")
+        c.workers(tools, processes=size.processes)
+        began = time.monotonic()
+        workspaces = _submit_runs(c, f.runs, tools, "o")
+        client = c.client()
+        _until_some_done(c.store(client), workspaces, share=0.2)
+        client.close()
+        stopped = time.time()
+        c.redis.pause(size.outage_s)
+        f.extra["outage_s"] = size.outage_s
+        _finish(f, c, workspaces, [stopped], size, began)
+        f.expect(f"runs sent to a human by the outage: {dict(f.to_human)}", not f.to_human)
+        f.expect(f"not all completed: {dict(f.ended)}", f.ended.get("completed", 0) == f.runs)
+    return f
+
+
+def _until_some_done(store: object, workspaces: dict[str, Path], *, share: float) -> None:
+    """Until `share` of the runs ended (the fault then lands among live ones)."""
+    want = int(len(workspaces) * share)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        left = wait_settled(store, workspaces, timeout_s=0)  # type: ignore[arg-type]
+        if len(workspaces) - len(left) >= want:
+            return
+        time.sleep(0.1)
+
+
+def lock_holder_stopped(tmp: Path, size: Size) -> Figures:
+    """A worker SIGSTOPped while its write holds a lock shared with another run:
+    the lock passes on after its lease, and the frozen holder's late write is
+    refused by its stale fencing token."""
+    f = Figures("SIGSTOPped lock holder", runs=2)
+    with cluster(tmp, "sigstop") as c:
+        tools = write_tool_module(c.tmp / "tools")
+        c.workers(tools, processes=2)
+        store_file = str(c.tmp / "shared-store.json")
+        client = c.client()
+        store = c.store(client)
+        began = time.monotonic()
+        workspaces = {}
+        for run_id, delay in (("s-holder", 1.5), ("s-next", 0.0)):
+            ws = c.tmp / "ws" / run_id
+            ws.mkdir(parents=True)
+            workspaces[run_id] = ws
+            turns = [
+                {"tool_use": [use("w", "chaos_fenced_write", key="k", store=store_file, delay_s=delay)]},
+                {"end_turn": "done"},
+            ]
+            request = RunRequested(
+                run_id=run_id, request_id=run_id, spec=spec(turns, tools), base_dir=str(c.tmp),
+                workspace=str(ws), queue=QUEUE,
+            )  # fmt: skip
+            submit(client, c.keys, request, 0)
+            if run_id == "s-holder":
+                started = _wait_started(store, run_id, "w")
+                pid = int(started.worker.split(":")[1])
+                os.kill(pid, signal.SIGSTOP)
+                frozen_at = time.time()
+        lease_s = float(c.env()["AGENTLEDGER_LOCK_LEASE_S"])
+        granted = _wait_scheduled(store, "s-next", "w", timeout_s=lease_s + 10)
+        os.kill(pid, signal.SIGCONT)
+        f.kills = 1
+        f.extra["next_granted_after_s"] = round(granted - frozen_at, 2)
+        f.extra["lock_lease_s"] = lease_s
+        fenced = Path(store_file + ".fenced")
+        f.extra["stale_writes_refused"] = len(fenced.read_text().splitlines()) if fenced.exists() else 0
+        client.close()
+        _finish(f, c, workspaces, [frozen_at], size, began)
+        stored = json.loads(Path(store_file).read_text())
+        f.extra["store_written_by"] = stored["k"]["by"]
+        f.expect(
+            f"the next run's write waited {granted - frozen_at:.2f}s (> lease {lease_s:g}s + 1s)",
+            granted - frozen_at <= lease_s + 1.0 + 0.5,  # + one sweep interval and a busy machine's slack
+        )
+        f.expect("the frozen holder's stale write was not refused", f.extra["stale_writes_refused"] == 1)
+        f.expect("the store does not hold the next run's write", stored["k"]["by"] == "s-next")
+    return f
+
+
+def _wait_started(store: object, run_id: str, call_id: str, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
+    from events.types import ToolCallStarted
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for e in store.read(run_id):  # type: ignore[attr-defined]
+            if isinstance(e.data, ToolCallStarted) and e.data.call_id == call_id:
+                return e.data
+        time.sleep(0.02)
+    raise AssertionError(f"{run_id}/{call_id} never started")
+
+
+def _wait_scheduled(store: object, run_id: str, call_id: str, *, timeout_s: float) -> float:
+    from events.types import ToolCallScheduled
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for e in store.read(run_id):  # type: ignore[attr-defined]
+            if isinstance(e.data, ToolCallScheduled) and e.data.call_id == call_id:
+                return float(e.at)
+        time.sleep(0.02)
+    raise AssertionError(f"{run_id}/{call_id} was never granted its lock")
+
+
+GARBAGE = (
+    b"not json",
+    b"\xff\xfe invalid utf-8",
+    b"[" * 100_000 + b"]" * 100_000,  # deeper than any parser should follow
+    b'{"type": "RunRequested"}',
+    b'{"type": "NoSuchEvent", "run_id": "x"}',
+    b'"just a string"',
+    b"{}",
+    b"null",
+    b'{"type": "RunRequested", "spec": {"task": 7}}',
+    b"x" * (2 << 20),  # bigger than the size limit
+)
+
+
+def inbox_garbage(tmp: Path, size: Size) -> Figures:
+    """`garbage` malformed entries among `valid` good ones on the inbox."""
+    f = Figures("inbox garbage", runs=size.valid)
+    with cluster(tmp, "garbage") as c:
+        tools = write_tool_module(c.tmp / "tools")
+        client = c.client()
+        keys = c.keys
+        rng = random.Random(5)
+        workspaces: dict[str, Path] = {}
+        valid_at = set(rng.sample(range(size.garbage + size.valid), size.valid))
+        reused = None
+        sent_garbage = 0
+        for i in range(size.garbage + size.valid):
+            if i in valid_at:
+                run_id = f"g-{len(workspaces):03d}"
+                ws = c.tmp / "ws" / run_id
+                ws.mkdir(parents=True)
+                workspaces[run_id] = ws
+                turns = [{"tool_use": [use("w", "chaos_write", key="a", value="1")]}, {"end_turn": "ok"}]
+                request = RunRequested(
+                    run_id=run_id, request_id=f"req-{run_id}", spec=spec(turns, tools),
+                    base_dir=str(c.tmp), workspace=str(ws), queue=QUEUE,
+                )  # fmt: skip
+                reused = request
+                write_inbox(client, keys, i, request.model_dump_json())
+                continue
+            if reused is not None and i % 97 == 0:  # the same request_id under a new run id
+                again = reused.model_copy(update={"run_id": f"dup-{i}"})
+                write_inbox(client, keys, i, again.model_dump_json())
+            else:
+                write_inbox(client, keys, i, GARBAGE[i % len(GARBAGE)])
+            sent_garbage += 1
+        began = time.monotonic()
+        pool = c.workers(tools, processes=1)
+        _finish(f, c, workspaces, [], size, began)
+        rejected, unreasoned = _rejections(client, keys)
+        pending = _pending(client, keys)
+        dups = sum(1 for r in client.scan_iter(match=f"{keys.prefix}:*run:dup-*", count=1000))
+        client.close()
+        restarts = pool.tail(1 << 30).count("starting it again")
+        f.extra.update(
+            garbage=sent_garbage, rejected=rejected, rejected_without_reason=unreasoned,
+            pending=pending, intake_restarts=restarts, duplicate_runs=dups,
+        )  # fmt: skip
+        f.expect(f"created {f.created} of {size.valid}", f.created == size.valid)
+        f.expect(f"rejected {rejected} of {sent_garbage}", rejected == sent_garbage)
+        f.expect(f"{unreasoned} rejected without a reason", unreasoned == 0)
+        f.expect(f"{pending} entries pending", pending == 0)
+        f.expect(f"{restarts} intake restarts", restarts == 0)
+        f.expect(f"{dups} runs from a reused request_id", dups == 0)
+    return f
+
+
+def _rejections(client: object, keys: object) -> tuple[int, int]:
+    total = unreasoned = 0
+    for part in range(keys.inbox_partitions):  # type: ignore[attr-defined]
+        stream = keys.rejected(part)  # type: ignore[attr-defined]
+        last = "-"
+        while True:
+            batch = client.xrange(stream, min=last, count=1000)  # type: ignore[attr-defined]
+            batch = [b for b in batch if b[0].decode() != last]
+            if not batch:
+                break
+            for _id, fields in batch:
+                total += 1
+                unreasoned += not fields.get(b"reason")
+            last = batch[-1][0].decode()
+    return total, unreasoned
+
+
+def _pending(client: object, keys: object) -> int:
+    n = 0
+    for part in range(keys.inbox_partitions):  # type: ignore[attr-defined]
+        stream = keys.inbox(part)  # type: ignore[attr-defined]
+        n += client.xlen(stream)  # type: ignore[attr-defined]
+    return int(n)
+
+
+USER_TOOLS = '''"""{owner}'s tools: the same module and tool names as the other user's."""
+
+import os
+from pathlib import Path
+
+from services.tools import ToolContext, tool
+
+
+@tool(writes=lambda a, ws: [f"note:{{ws}}"], timeout_s=10)
+def note(text: str, ctx: ToolContext) -> dict:
+    """Write a note."""
+    with open(Path(ctx.workspace, "truth.log"), "a") as f:
+        f.write(f"{{ctx.op_key}} {{ctx.call_id}} {{os.getpid()}} {owner}\\n")
+    return {{"by": "{owner}"}}
+'''
+
+
+def two_users(tmp: Path, size: Size) -> Figures:
+    """Two users' same-named tool modules served on one Redis and one queue name:
+    every call runs the code of the run's own user."""
+    per_user = max(4, size.runs // 20)
+    f = Figures("two users, same-named tools", runs=2 * per_user)
+    with cluster(tmp, "users") as c:
+        client = c.client()
+        workspaces: dict[str, Path] = {}
+        owners: dict[str, str] = {}
+        for owner in ("carol", "dave"):
+            folder = c.tmp / owner
+            write_tool_module(folder, USER_TOOLS.format(owner=owner), name="tools")
+            c.workers(folder, processes=1, queue="shared", module="tools")
+            toolset = fingerprint_of(["tools"], [str(folder)])
+            for i in range(per_user):
+                run_id = f"u-{owner}-{i:02d}"
+                ws = c.tmp / "ws" / run_id
+                ws.mkdir(parents=True)
+                workspaces[run_id], owners[run_id] = ws, owner
+                turns = [
+                    {"tool_use": [use(f"n{j}", "note", text=str(j))]} for j in range(3)
+                ] + [{"end_turn": "ok"}]
+                request = RunRequested(
+                    run_id=run_id, request_id=run_id, spec=spec(turns, folder, tools="tools"),
+                    base_dir=str(folder), workspace=str(ws), queue="shared", toolset=toolset,
+                )  # fmt: skip
+                submit(client, c.keys, request, i)
+        client.close()
+        _finish(f, c, workspaces, [], size, time.monotonic())
+        calls = cross = 0
+        for run_id, ws in workspaces.items():
+            truth = ws / "truth.log"
+            for line in truth.read_text().splitlines() if truth.exists() else []:
+                calls += 1
+                cross += line.split()[-1] != owners[run_id]
+        f.extra.update(calls=calls, cross_executions=cross)
+        f.expect(f"{cross} calls ran the other user's code", cross == 0)
+        f.expect(f"{calls} calls ran, expected {3 * f.runs}", calls == 3 * f.runs)
+    return f
+
+
+SCENARIOS = {
+    "kills": worker_kills,
+    "aof": redis_restart,
+    "sigstop": lock_holder_stopped,
+    "garbage": inbox_garbage,
+    "users": two_users,
+    "outage": redis_outage,
+}
+
+
+def new_tag() -> str:
+    return uuid.uuid4().hex[:6]
+
+
+_ = threading  # the scenarios run one after another; nothing here is shared
+_ = TOOL_MODULE
