@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", help=f"comma-separated, of: {', '.join(SCENARIOS)}")
     p.add_argument("--json", action="store_true", help="one JSON object per scenario")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
+    p.add_argument("--verbose", action="store_true", help="say which run recovered slowest per fault")
     args = p.parse_args(argv)
     size = replace(
         Size(), runs=args.runs, kills=args.kills if args.kills is not None else args.runs // 5,
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(figures.as_dict()), flush=True)
         else:
             print(table([figures]), flush=True)
+            if args.verbose:
+                print("\n".join(f"  slowest: {s}" for s in figures.slowest), flush=True)
     failed = [f for f in results if f.failures]
     if not args.json:
         print(f"\nchaos: {len(results)} scenarios in {time.monotonic() - began:.0f}s, "

@@ -73,9 +73,18 @@ def chaos_read(key: str, ctx: ToolContext, delay_s: float = 0.0) -> dict:
     return {"key": key, "value": "v"}
 
 
-@tool(writes=lambda a, ws: [f"kv:{ws}#{a['key']}"], lookup=lookup_write, timeout_s=10)
+@tool(writes=lambda a, ws: [f"kv:{ws}#{a['key']}"], lookup=lookup_write, timeout_s=3)
 def chaos_write(key: str, value: str, ctx: ToolContext, delay_s: float = 0.0) -> dict:
     """Write a key (after `delay_s`: where a kill lands)."""
+    time.sleep(delay_s)
+    result = {"key": key, "value": value}
+    _did(ctx, result)
+    return result
+
+
+@tool(writes=lambda a, ws: [f"kv:{ws}#{a['key']}"], timeout_s=10)
+def chaos_blind_write(key: str, value: str, ctx: ToolContext, delay_s: float = 0.0) -> dict:
+    """A write with no lookup: an outcome this worker loses goes to a human."""
     time.sleep(delay_s)
     result = {"key": key, "value": value}
     _did(ctx, result)

@@ -42,16 +42,21 @@ class Size:
     drain_s: float = 180.0
 
 
-def _workload(i: int, tools_dir: Path, *, delay_s: float = 0.02) -> list[dict[str, object]]:
+def _workload(i: int, *, delay_s: float, write: str) -> list[dict[str, object]]:
     """One read and three writes over two turns, then the end."""
     return [
-        {"tool_use": [use("r1", "chaos_read", key="a"), use("w1", "chaos_write", key="a", value=str(i), delay_s=delay_s)]},
-        {"tool_use": [use("w2", "chaos_write", key="b", value="x", delay_s=delay_s), use("w3", "chaos_write", key="c", value="y", delay_s=delay_s)]},
+        {"tool_use": [use("r1", "chaos_read", key="a"), use("w1", write, key="a", value=str(i), delay_s=delay_s)]},
+        {"tool_use": [use("w2", write, key="b", value="x", delay_s=delay_s), use("w3", write, key="c", value="y", delay_s=delay_s)]},
         {"end_turn": f"done {i}"},
     ]  # fmt: skip
 
 
-def _submit_runs(c: Cluster, n: int, tools_dir: Path, tag: str) -> dict[str, Path]:
+def _submit_runs(
+    c: Cluster, n: int, tools_dir: Path, tag: str, *, delay_s: float = 0.02,
+    write: str = "chaos_write",
+) -> dict[str, Path]:
+    """`n` runs; `write` is the write tool (chaos_blind_write has no lookup: an
+    outcome its worker lost would send the run to a human)."""
     client = c.client()
     workspaces: dict[str, Path] = {}
     for i in range(n):
@@ -59,7 +64,7 @@ def _submit_runs(c: Cluster, n: int, tools_dir: Path, tag: str) -> dict[str, Pat
         ws = c.tmp / "ws" / run_id
         ws.mkdir(parents=True)
         request = RunRequested(
-            run_id=run_id, request_id=run_id, spec=spec(_workload(i, tools_dir), tools_dir),
+            run_id=run_id, request_id=run_id, spec=spec(_workload(i, delay_s=delay_s, write=write), tools_dir),
             base_dir=str(c.tmp), workspace=str(ws), queue=QUEUE,
         )  # fmt: skip
         retrying(lambda r=request, k=i: submit(client, c.keys, r, k))  # type: ignore[misc]
@@ -120,10 +125,10 @@ def redis_restart(tmp: Path, size: Size) -> Figures:
         tools = write_tool_module(c.tmp / "tools")
         c.workers(tools, processes=size.processes)
         began = time.monotonic()
-        workspaces = _submit_runs(c, f.runs, tools, "a")
+        workspaces = _submit_runs(c, f.runs, tools, "a", delay_s=0.1, write="chaos_blind_write")
         client = c.client()
         store = c.store(client)
-        _until_some_done(store, workspaces, share=0.3)
+        _until_some_done(store, workspaces, share=0.05)
         client.close()
         killed = time.time()
         c.redis.kill()
@@ -135,25 +140,37 @@ def redis_restart(tmp: Path, size: Size) -> Figures:
     return f
 
 
-def redis_outage(tmp: Path, size: Size) -> Figures:
-    """Redis frozen (SIGSTOP) for a few seconds with every worker alive: the
-    workers hold their outcomes and record them when it is back."""
-    f = Figures(f"Redis outage {size.outage_s:g}s, workers alive", runs=size.runs // 2)
-    with cluster(tmp, "outage") as c:
+def redis_outage(tmp: Path, size: Size, *, freeze: bool = False) -> Figures:
+    """Redis gone for a few seconds with every worker alive — killed and started
+    again from its AOF after `outage_s` (connections refused), or frozen by
+    SIGSTOP (connections hang): the workers hold what they know (outcomes
+    included) and record it when Redis is back; no run goes to a human."""
+    how = "frozen" if freeze else "down"
+    f = Figures(f"Redis {how} {size.outage_s:g}s, workers alive", runs=size.runs // 2)
+    with cluster(tmp, f"outage-{how}") as c:
         tools = write_tool_module(c.tmp / "tools")
         c.workers(tools, processes=size.processes)
         began = time.monotonic()
-        workspaces = _submit_runs(c, f.runs, tools, "o")
+        workspaces = _submit_runs(c, f.runs, tools, "o", delay_s=0.3, write="chaos_blind_write")
         client = c.client()
-        _until_some_done(c.store(client), workspaces, share=0.2)
+        _until_some_done(c.store(client), workspaces, share=0.05)
         client.close()
-        stopped = time.time()
-        c.redis.pause(size.outage_s)
-        f.extra["outage_s"] = size.outage_s
-        _finish(f, c, workspaces, [stopped], size, began)
+        at = time.time()
+        if freeze:
+            c.redis.pause(size.outage_s)
+        else:
+            c.redis.kill()
+            time.sleep(size.outage_s)
+            c.redis.start()
+        f.extra["outage_s"] = round(time.time() - at, 2)
+        _finish(f, c, workspaces, [at], size, began)
         f.expect(f"runs sent to a human by the outage: {dict(f.to_human)}", not f.to_human)
         f.expect(f"not all completed: {dict(f.ended)}", f.ended.get("completed", 0) == f.runs)
     return f
+
+
+def redis_freeze(tmp: Path, size: Size) -> Figures:
+    return redis_outage(tmp, size, freeze=True)
 
 
 def _until_some_done(store: object, workspaces: dict[str, Path], *, share: float) -> None:
@@ -400,6 +417,7 @@ SCENARIOS = {
     "garbage": inbox_garbage,
     "users": two_users,
     "outage": redis_outage,
+    "freeze": redis_freeze,
 }
 
 

@@ -61,13 +61,14 @@ def wait_settled(
     """Poll until every run ended or waits for a person; the ids that did not."""
     waiting = set(run_ids)
     deadline = time.monotonic() + timeout_s
-    while waiting and time.monotonic() < deadline:
+    while waiting:
         for run_id in list(waiting):
             events = retrying(lambda r=run_id: store.read(r))  # type: ignore[misc]
             if events and settled(fold(events)):
                 waiting.discard(run_id)
-        if waiting:
-            time.sleep(0.2)
+        if not waiting or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
     return waiting
 
 
@@ -85,6 +86,7 @@ class Figures:
     duplicate: int = 0
     missing: int = 0
     recovery_s: list[float] = field(default_factory=list)
+    slowest: list[str] = field(default_factory=list)  # per fault: the run that waited longest
     elapsed_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -109,9 +111,12 @@ class Figures:
     def recovery(self, records: list[RunRecord], faults: list[float]) -> Figures:
         """After each fault, the longest a run live at that moment waited for its next event."""
         for at in faults:
-            waits = [w for r in records if (w := _wait_after(r.events, at)) is not None]
+            waits = [(w, r) for r in records if (w := _wait_after(r.events, at)) is not None]
             if waits:
-                self.recovery_s.append(max(waits))
+                wait, worst = max(waits, key=lambda x: x[0])
+                self.recovery_s.append(wait)
+                last = [e for e in worst.events if e.at <= at][-1]
+                self.slowest.append(f"{wait:.2f}s {worst.run_id} after {last.type}")
         return self
 
     def expect(self, what: str, ok: bool) -> None:
@@ -153,9 +158,12 @@ def done_writes(s: RunState) -> list[str]:
     ]
 
 
+NOT_PROGRESS = frozenset({"ToolCallLeaseExpired", "ToolCallWaiting"})  # a step of nobody's work
+
+
 def _wait_after(events: list[Envelope[Any]], at: float) -> float | None:
     before = [e for e in events if e.at <= at]
-    after = [e for e in events if e.at > at]
+    after = [e for e in events if e.at > at and e.type not in NOT_PROGRESS]
     if not before or not after:
         return None
     state = fold(before)
