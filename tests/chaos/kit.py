@@ -6,6 +6,7 @@ in the run's workspace), and the one function that writes inbox entries."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -125,12 +126,23 @@ def inbox_fields(message: str | bytes) -> dict[str, str | bytes]:
     return {"message": message}
 
 
+def partition_of(keys: Keys, request_id: str) -> int:
+    """The inbox partition a publisher writes a request to (as `intake.publish`
+    does): one request id, one partition, so its entries keep their order."""
+    return int(hashlib.sha256(request_id.encode()).hexdigest(), 16) % keys.inbox_partitions
+
+
 def write_inbox(client: redis.Redis, keys: Keys, part: int, message: str | bytes) -> None:
-    client.xadd(keys.inbox(part % keys.inbox_partitions), inbox_fields(message))  # type: ignore[arg-type]
+    write_fields(client, keys, part, inbox_fields(message))
 
 
-def submit(client: redis.Redis, keys: Keys, request: RunRequested, part: int) -> None:
-    write_inbox(client, keys, part, request.model_dump_json())
+def write_fields(client: redis.Redis, keys: Keys, part: int, fields: dict[str, str | bytes]) -> None:
+    client.xadd(keys.inbox(part % keys.inbox_partitions), fields)  # type: ignore[arg-type]
+
+
+def submit(client: redis.Redis, keys: Keys, request: RunRequested, part: int | None = None) -> None:
+    where = partition_of(keys, request.request_id or request.run_id or "") if part is None else part
+    write_inbox(client, keys, where, request.model_dump_json())
 
 
 def spec(turns: list[dict[str, Any]], tools_dir: Path, *, tools: str = TOOL_MODULE) -> RunSpec:

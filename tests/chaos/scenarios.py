@@ -11,11 +11,18 @@ import signal
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from events.types import ToolCallScheduled, ToolCallStarted, ToolCallWaiting
+from schemas.envelope import Envelope
 from schemas.inbox import RunRequested
+from services.adapters.store.redis_store import RedisEventStore
 from services.adapters.tools.toolset import fingerprint_of
+from tests.chaos.garbage import INBOX_MAX_BYTES
+from tests.chaos.garbage import garbage as make_garbage
 from tests.chaos.kit import (
     QUEUE,
     TOOL_MODULE,
@@ -25,6 +32,7 @@ from tests.chaos.kit import (
     spec,
     submit,
     use,
+    write_fields,
     write_inbox,
     write_tool_module,
 )
@@ -197,7 +205,7 @@ def lock_holder_stopped(tmp: Path, size: Size) -> Figures:
         store = c.store(client)
         began = time.monotonic()
         workspaces = {}
-        for run_id, delay in (("s-holder", 1.5), ("s-next", 0.0)):
+        for run_id, delay in (("s-holder", 3.0), ("s-next", 0.0)):
             ws = c.tmp / "ws" / run_id
             ws.mkdir(parents=True)
             workspaces[run_id] = ws
@@ -209,22 +217,23 @@ def lock_holder_stopped(tmp: Path, size: Size) -> Figures:
                 run_id=run_id, request_id=run_id, spec=spec(turns, tools), base_dir=str(c.tmp),
                 workspace=str(ws), queue=QUEUE,
             )  # fmt: skip
-            submit(client, c.keys, request, 0)
+            submit(client, c.keys, request)
             if run_id == "s-holder":
-                started = _wait_started(store, run_id, "w")
-                pid = int(started.worker.split(":")[1])
-                os.kill(pid, signal.SIGSTOP)
-                frozen_at = time.time()
+                started = _wait_for(store, run_id, ToolCallStarted)
+        _wait_for(store, "s-next", ToolCallWaiting)  # queued behind the holder
+        pid = int(started.data.worker.split(":")[1])
+        os.kill(pid, signal.SIGSTOP)  # the holder stops renewing, mid-write
+        frozen_at = time.time()
         lease_s = float(c.env()["AGENTLEDGER_LOCK_LEASE_S"])
-        granted = _wait_scheduled(store, "s-next", "w", timeout_s=lease_s + 10)
+        granted = _wait_for(store, "s-next", ToolCallScheduled, timeout_s=lease_s + 10).at
         os.kill(pid, signal.SIGCONT)
         f.kills = 1
         f.extra["next_granted_after_s"] = round(granted - frozen_at, 2)
         f.extra["lock_lease_s"] = lease_s
+        client.close()
+        _finish(f, c, workspaces, [frozen_at], size, began)  # the holder, thawed, ends too
         fenced = Path(store_file + ".fenced")
         f.extra["stale_writes_refused"] = len(fenced.read_text().splitlines()) if fenced.exists() else 0
-        client.close()
-        _finish(f, c, workspaces, [frozen_at], size, began)
         stored = json.loads(Path(store_file).read_text())
         f.extra["store_written_by"] = stored["k"]["by"]
         f.expect(
@@ -236,87 +245,76 @@ def lock_holder_stopped(tmp: Path, size: Size) -> Figures:
     return f
 
 
-def _wait_started(store: object, run_id: str, call_id: str, timeout_s: float = 60.0):  # type: ignore[no-untyped-def]
-    from events.types import ToolCallStarted
-
+def _wait_for(store: RedisEventStore, run_id: str, kind: type, timeout_s: float = 60.0) -> Envelope[Any]:
+    """The run's first event of `kind`, once it is there."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for e in store.read(run_id):  # type: ignore[attr-defined]
-            if isinstance(e.data, ToolCallStarted) and e.data.call_id == call_id:
-                return e.data
+        found = next((e for e in store.read(run_id) if isinstance(e.data, kind)), None)
+        if found is not None:
+            return found
         time.sleep(0.02)
-    raise AssertionError(f"{run_id}/{call_id} never started")
-
-
-def _wait_scheduled(store: object, run_id: str, call_id: str, *, timeout_s: float) -> float:
-    from events.types import ToolCallScheduled
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        for e in store.read(run_id):  # type: ignore[attr-defined]
-            if isinstance(e.data, ToolCallScheduled) and e.data.call_id == call_id:
-                return float(e.at)
-        time.sleep(0.02)
-    raise AssertionError(f"{run_id}/{call_id} was never granted its lock")
-
-
-GARBAGE = (
-    b"not json",
-    b"\xff\xfe invalid utf-8",
-    b"[" * 100_000 + b"]" * 100_000,  # deeper than any parser should follow
-    b'{"type": "RunRequested"}',
-    b'{"type": "NoSuchEvent", "run_id": "x"}',
-    b'"just a string"',
-    b"{}",
-    b"null",
-    b'{"type": "RunRequested", "spec": {"task": 7}}',
-    b"x" * (2 << 20),  # bigger than the size limit
-)
+    seen = " ".join(e.type for e in store.read(run_id))
+    raise AssertionError(f"{run_id}: no {kind.__name__} within {timeout_s:g}s; its log: {seen}")
 
 
 def inbox_garbage(tmp: Path, size: Size) -> Figures:
-    """`garbage` malformed entries among `valid` good ones on the inbox."""
+    """`garbage` bad entries of every kind (`tests.chaos.garbage`) among `valid`
+    good ones, and the same request ids published again under new run ids."""
     f = Figures("inbox garbage", runs=size.valid)
-    with cluster(tmp, "garbage") as c:
+    with cluster(tmp, "garbage", AGENTLEDGER_INBOX_MAX_BYTES=str(INBOX_MAX_BYTES)) as c:
         tools = write_tool_module(c.tmp / "tools")
         client = c.client()
         keys = c.keys
         rng = random.Random(5)
         workspaces: dict[str, Path] = {}
-        valid_at = set(rng.sample(range(size.garbage + size.valid), size.valid))
-        reused = None
-        sent_garbage = 0
+        valid: list[RunRequested] = []
+        kinds: Counter[str] = Counter()
+        for run_i in range(size.valid):
+            run_id = f"g-{run_i:03d}"
+            ws = c.tmp / "ws" / run_id
+            ws.mkdir(parents=True)
+            workspaces[run_id] = ws
+            turns = [{"tool_use": [use("w", "chaos_write", key="a", value="1")]}, {"end_turn": "ok"}]
+            valid.append(RunRequested(
+                run_id=run_id, request_id=f"req-{run_id}", spec=spec(turns, tools),
+                base_dir=str(c.tmp), workspace=str(ws), queue=QUEUE,
+            ))  # fmt: skip
+        sample = valid[0].model_dump_json()
+        at = sorted(rng.sample(range(size.garbage + size.valid), size.valid))
+        valid_at = dict(zip(at, valid, strict=True))
+        sent: list[RunRequested] = []
+        reused = 0
         for i in range(size.garbage + size.valid):
-            if i in valid_at:
-                run_id = f"g-{len(workspaces):03d}"
-                ws = c.tmp / "ws" / run_id
-                ws.mkdir(parents=True)
-                workspaces[run_id] = ws
-                turns = [{"tool_use": [use("w", "chaos_write", key="a", value="1")]}, {"end_turn": "ok"}]
-                request = RunRequested(
-                    run_id=run_id, request_id=f"req-{run_id}", spec=spec(turns, tools),
-                    base_dir=str(c.tmp), workspace=str(ws), queue=QUEUE,
-                )  # fmt: skip
-                reused = request
-                write_inbox(client, keys, i, request.model_dump_json())
-                continue
-            if reused is not None and i % 97 == 0:  # the same request_id under a new run id
-                again = reused.model_copy(update={"run_id": f"dup-{i}"})
-                write_inbox(client, keys, i, again.model_dump_json())
+            if (request := valid_at.get(i)) is not None:
+                submit(client, keys, request)
+                sent.append(request)
             else:
-                write_inbox(client, keys, i, GARBAGE[i % len(GARBAGE)])
-            sent_garbage += 1
+                if sent and rng.random() < 0.01:  # an earlier request id again, new run id
+                    again = rng.choice(sent).model_copy(update={"run_id": f"dup-{i}"})
+                    submit(client, keys, again)  # the same request: a no-op naming the first run
+                    reused += 1
+                kind, entry = make_garbage(rng, sample)
+                if isinstance(entry, dict):
+                    write_fields(client, keys, i, entry)  # type: ignore[arg-type]
+                else:
+                    write_inbox(client, keys, i, entry)
+                kinds[kind] += 1
+        sent_garbage = sum(kinds.values())
         began = time.monotonic()
         pool = c.workers(tools, processes=1)
         _finish(f, c, workspaces, [], size, began)
+        deadline = time.monotonic() + size.drain_s  # the last garbage may come after the runs
+        while (pending := _pending(client, keys)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        f.elapsed_s = time.monotonic() - began
         rejected, unreasoned = _rejections(client, keys)
-        pending = _pending(client, keys)
-        dups = sum(1 for r in client.scan_iter(match=f"{keys.prefix}:*run:dup-*", count=1000))
+        dups = sum(1 for _ in client.scan_iter(match=f"{keys.prefix}:*run:dup-*", count=1000))
         client.close()
         restarts = pool.tail(1 << 30).count("starting it again")
         f.extra.update(
-            garbage=sent_garbage, rejected=rejected, rejected_without_reason=unreasoned,
-            pending=pending, intake_restarts=restarts, duplicate_runs=dups,
+            garbage=sent_garbage, kinds=len(kinds), request_ids_reused=reused, rejected=rejected,
+            rejected_without_reason=unreasoned, pending=pending, intake_restarts=restarts,
+            duplicate_runs=dups, entries_per_s=round((sent_garbage + size.valid) / f.elapsed_s),
         )  # fmt: skip
         f.expect(f"created {f.created} of {size.valid}", f.created == size.valid)
         f.expect(f"rejected {rejected} of {sent_garbage}", rejected == sent_garbage)
