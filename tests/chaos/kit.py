@@ -67,7 +67,7 @@ def lookup_write(op_key, args, ctx):
     return Lookup(done=False)
 
 
-@tool(read_only=True, reads=lambda a, ws: [f"kv:{ws}#{a['key']}"])
+@tool(read_only=True, reads=lambda a, ws: [f"kv:{ws}#{a['key']}"], timeout_s=3)
 def chaos_read(key: str, ctx: ToolContext, delay_s: float = 0.0) -> dict:
     """Read a key."""
     time.sleep(delay_s)

@@ -43,6 +43,7 @@ from tests.chaos.tally import Figures, read_runs, wait_settled
 class Size:
     runs: int = 200
     kills: int = 40
+    rate: float = 8.0  # runs a second fed to the kill scenario
     processes: int = 3
     garbage: int = 5000
     valid: int = 50
@@ -61,12 +62,13 @@ def _workload(i: int, *, delay_s: float, write: str) -> list[dict[str, object]]:
 
 def _submit_runs(
     c: Cluster, n: int, tools_dir: Path, tag: str, *, delay_s: float = 0.02,
-    write: str = "chaos_write",
+    write: str = "chaos_write", rate: float | None = None,
 ) -> dict[str, Path]:
     """`n` runs; `write` is the write tool (chaos_blind_write has no lookup: an
     outcome its worker lost would send the run to a human)."""
     client = c.client()
     workspaces: dict[str, Path] = {}
+    began = time.monotonic()
     for i in range(n):
         run_id = f"{tag}-{i:04d}"
         ws = c.tmp / "ws" / run_id
@@ -75,8 +77,10 @@ def _submit_runs(
             run_id=run_id, request_id=run_id, spec=spec(_workload(i, delay_s=delay_s, write=write), tools_dir),
             base_dir=str(c.tmp), workspace=str(ws), queue=QUEUE,
         )  # fmt: skip
-        retrying(lambda r=request, k=i: submit(client, c.keys, r, k))  # type: ignore[misc]
+        retrying(lambda r=request: submit(client, c.keys, r))  # type: ignore[misc]
         workspaces[run_id] = ws
+        if rate:  # fed over time, not all at once
+            time.sleep(max(0.0, began + (i + 1) / rate - time.monotonic()))
     client.close()
     return workspaces
 
@@ -94,33 +98,33 @@ def _finish(f: Figures, c: Cluster, workspaces: dict[str, Path], faults: list[fl
 
 
 def worker_kills(tmp: Path, size: Size) -> Figures:
-    """N runs while child processes of `agentledger workers --processes P` are
-    SIGKILLed at random (the supervisor starts them again)."""
+    """N runs fed at `rate` runs a second while child processes of `agentledger
+    workers --processes P` are SIGKILLed at random, evenly over the feeding (the
+    supervisor starts each again)."""
     f = Figures("worker SIGKILLs", runs=size.runs)
     with cluster(tmp, "kills") as c:
         tools = write_tool_module(c.tmp / "tools")
         pool = c.workers(tools, processes=size.processes)
         began = time.monotonic()
-        workspaces = _submit_runs(c, size.runs, tools, "k")
-        client = c.client()
-        store = c.store(client)
+        workspaces: dict[str, Path] = {}
+        feeder = threading.Thread(
+            target=lambda: workspaces.update(_submit_runs(c, size.runs, tools, "k", rate=size.rate))
+        )
+        feeder.start()
         rng = random.Random(9)
         faults: list[float] = []
-        # spread the kills over the time the runs take: a kill every ~gap seconds
-        gap = max(0.2, 1.2 * size.runs / max(1, size.kills) / 40)
+        gap = size.runs / size.rate / max(1, size.kills)  # the kills spread over the feeding
         while len(faults) < size.kills:
             time.sleep(rng.uniform(0.5, 1.5) * gap)
             children = pool.children()
-            if not children:
-                continue
-            os.kill(rng.choice(children), signal.SIGKILL)
-            faults.append(time.time())
-            if not wait_settled(store, workspaces, timeout_s=0):  # all ended: kill no more
-                break
-        client.close()
+            if children:
+                os.kill(rng.choice(children), signal.SIGKILL)
+                faults.append(time.time())
+        feeder.join()
         f.kills = len(faults)
-        f.extra["restarts"] = pool.restarts()
         _finish(f, c, workspaces, faults, size, began)
+        f.extra["restarts"] = pool.restarts()
+        f.extra["runs_per_s"] = round(size.runs / f.elapsed_s, 1)
         f.expect(f"runs sent to a human: {dict(f.to_human)}", not f.to_human)
         f.expect(f"not all completed: {dict(f.ended)}", f.ended.get("completed", 0) == size.runs)
     return f
