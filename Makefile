@@ -7,7 +7,7 @@ PYTHON ?= python3
 AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
-.PHONY: install sandbox run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean
+.PHONY: install sandbox run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke chaos clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -68,6 +68,10 @@ bench-claude: install
 
 bench-smoke: install
 	$(PYTHON) -m pytest tests/integration/test_bench_smoke.py
+
+# fault injection on private redis-servers (never the shared one): figures, exit 1 on a failed zero
+chaos: install
+	$(PYTHON) -m tests.chaos $(CHAOS_ARGS)
 
 clean:
 	rm -rf .agentledger build *.egg-info
