@@ -21,17 +21,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=Size.runs, help="runs of the kill scenario")
     p.add_argument("--kills", type=int, help="worker SIGKILLs (default: runs / 5)")
     p.add_argument("--processes", type=int, default=Size.processes, help="worker processes")
+    p.add_argument("--in-flight", type=int, default=Size.in_flight, help="runs under way at once")
+    p.add_argument(
+        "--kill-every", type=float, default=Size.kill_every_s, help="mean seconds between kills"
+    )
     p.add_argument("--garbage", type=int, default=Size.garbage, help="garbage inbox entries")
     p.add_argument("--valid", type=int, default=Size.valid, help="valid inbox entries among them")
     p.add_argument("--outage", type=float, default=Size.outage_s, help="seconds Redis is frozen")
     p.add_argument("--only", help=f"comma-separated, of: {', '.join(SCENARIOS)}")
     p.add_argument("--json", action="store_true", help="one JSON object per scenario")
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (logs)")
-    p.add_argument("--verbose", action="store_true", help="say which run recovered slowest per fault")
+    p.add_argument(
+        "--verbose", action="store_true", help="say which run recovered slowest per fault"
+    )
     args = p.parse_args(argv)
     size = replace(
         Size(), runs=args.runs, kills=args.kills if args.kills is not None else args.runs // 5,
-        processes=args.processes, garbage=args.garbage, valid=args.valid, outage_s=args.outage,
+        processes=args.processes, in_flight=args.in_flight, kill_every_s=args.kill_every,
+        garbage=args.garbage, valid=args.valid, outage_s=args.outage,
     )  # fmt: skip
     names = args.only.split(",") if args.only else list(SCENARIOS)
     unknown = [n for n in names if n not in SCENARIOS]
@@ -55,8 +62,10 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(f"  slowest: {s}" for s in figures.slowest), flush=True)
     failed = [f for f in results if f.failures]
     if not args.json:
-        print(f"\nchaos: {len(results)} scenarios in {time.monotonic() - began:.0f}s, "
-              f"{len(failed)} failed" + (f"; logs in {tmp}" if args.keep or failed else ""))
+        print(
+            f"\nchaos: {len(results)} scenarios in {time.monotonic() - began:.0f}s, "
+            f"{len(failed)} failed" + (f"; logs in {tmp}" if args.keep or failed else "")
+        )
     if not (args.keep or failed):
         import shutil
 

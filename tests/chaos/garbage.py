@@ -31,17 +31,25 @@ MAKERS: dict[str, Maker] = {
     "random bytes": lambda r, v: r.randbytes(r.randint(1, 300)),
     "invalid UTF-8": lambda r, v: b'{"type": "RunRequested", "task": "\xff\xfe\xc3"}',
     "deep nesting": lambda r, v: b"[" * r.randint(65, 5000) + b"]" * 10,
-    "deep nesting in a spec": lambda r, v: _spec_change(r, v, task="x", extra=json.loads("[" * 70 + "]" * 70)),
-    "oversize": lambda r, v: b'{"type": "RunRequested", "pad": "' + b"x" * (INBOX_MAX_BYTES + r.randint(1, 999)) + b'"}',
+    "deep nesting in a spec": lambda r, v: _spec_change(
+        r, v, task="x", extra=json.loads("[" * 70 + "]" * 70)
+    ),
+    "oversize": lambda r, v: (
+        b'{"type": "RunRequested", "pad": "' + b"x" * (INBOX_MAX_BYTES + r.randint(1, 999)) + b'"}'
+    ),
     "truncated JSON": lambda r, v: v.encode()[: r.randint(1, len(v) - 1)],
     "not an object": lambda r, v: r.choice([b"[]", b'"text"', b"42", b"null", b"true"]),
-    "unknown type": lambda r, v: json.dumps({"type": r.choice(["RunDeleted", "", None, 7])}).encode(),
+    "unknown type": lambda r, v: json.dumps(
+        {"type": r.choice(["RunDeleted", "", None, 7])}
+    ).encode(),
     "no spec": lambda r, v: b'{"type": "RunRequested"}',
     "wrong field types": lambda r, v: _spec_change(r, v, task=7, budgets={"max_turns": "many"}),
     "unknown field": lambda r, v: _request(r, v, owner="mallory"),
     "bad run id": lambda r, v: _request(r, v, run_id="../../etc"),
     "tools no worker serves": lambda r, v: _spec_change(r, v, tools=["os"]),
-    "control of no run": lambda r, v: json.dumps({"type": "RunAborted", "run_id": "no-such-run", "by": "x"}).encode(),
+    "control of no run": lambda r, v: json.dumps(
+        {"type": "RunAborted", "run_id": "no-such-run", "by": "x"}
+    ).encode(),
     "no message field": lambda r, v: {"junk": r.randbytes(20)},
 }
 

@@ -136,7 +136,9 @@ def write_inbox(client: redis.Redis, keys: Keys, part: int, message: str | bytes
     write_fields(client, keys, part, inbox_fields(message))
 
 
-def write_fields(client: redis.Redis, keys: Keys, part: int, fields: dict[str, str | bytes]) -> None:
+def write_fields(
+    client: redis.Redis, keys: Keys, part: int, fields: dict[str, str | bytes]
+) -> None:
     client.xadd(keys.inbox(part % keys.inbox_partitions), fields)  # type: ignore[arg-type]
 
 
@@ -324,7 +326,9 @@ class Cluster:
 
 
 @contextmanager
-def cluster(tmp: Path, name: str, *, fsync: str = "everysec", **overrides: str) -> Iterator[Cluster]:
+def cluster(
+    tmp: Path, name: str, *, fsync: str = "everysec", **overrides: str
+) -> Iterator[Cluster]:
     tmp = tmp / name
     tmp.mkdir(parents=True, exist_ok=True)
     server = Redis(tmp / "redis", fsync=fsync).start()

@@ -43,7 +43,9 @@ def truth_of(workspace: Path) -> Counter[str]:
     return Counter(line.split(" ", 1)[0] for line in lines if line.strip())
 
 
-def read_runs(client: redis.Redis, store: RedisEventStore, workspaces: dict[str, Path]) -> list[RunRecord]:
+def read_runs(
+    client: redis.Redis, store: RedisEventStore, workspaces: dict[str, Path]
+) -> list[RunRecord]:
     records = []
     for run_id, ws in workspaces.items():
         events = retrying(lambda r=run_id: store.read(r))  # type: ignore[misc]
@@ -55,9 +57,7 @@ def settled(s: RunState | None) -> bool:
     return s is not None and (s.status.terminal or s.status is RunStatus.AWAITING_HUMAN)
 
 
-def wait_settled(
-    store: RedisEventStore, run_ids: Iterable[str], *, timeout_s: float
-) -> set[str]:
+def wait_settled(store: RedisEventStore, run_ids: Iterable[str], *, timeout_s: float) -> set[str]:
     """Poll until every run ended or waits for a person; the ids that did not."""
     waiting = set(run_ids)
     deadline = time.monotonic() + timeout_s
