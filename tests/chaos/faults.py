@@ -58,7 +58,7 @@ def redis_restart(tmp: Path, size: Size) -> Figures:
     f = Figures("Redis SIGKILL + restart from AOF", runs=size.runs // 2)
     with cluster(tmp, "aof") as c:
         tools = write_tool_module(c.tmp / "tools")
-        c.workers(tools, processes=size.processes)
+        c.workers(tools, processes=1)
         began = time.monotonic()
         workspaces = submit_runs(c, f.runs, tools, "a", delay_s=0.1, write="chaos_blind_write")
         client = c.client()
@@ -84,7 +84,7 @@ def redis_outage(tmp: Path, size: Size, *, freeze: bool = False) -> Figures:
     f = Figures(f"Redis {how} {size.outage_s:g}s, workers alive", runs=size.runs // 2)
     with cluster(tmp, f"outage-{how}") as c:
         tools = write_tool_module(c.tmp / "tools")
-        c.workers(tools, processes=size.processes)
+        c.workers(tools, processes=1)
         began = time.monotonic()
         workspaces = submit_runs(c, f.runs, tools, "o", delay_s=0.3, write="chaos_blind_write")
         client = c.client()

@@ -244,9 +244,12 @@ class Pool:
     def tail(self, n: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-n:]
 
-    def stop(self) -> None:
+    def terminate(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self) -> None:
+        self.terminate()
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -299,7 +302,13 @@ class Cluster:
         return env
 
     def workers(
-        self, tools_dir: Path, *, processes: int, queue: str = QUEUE, module: str = TOOL_MODULE
+        self,
+        tools_dir: Path,
+        *,
+        processes: int,
+        queue: str = QUEUE,
+        module: str = TOOL_MODULE,
+        wait: bool = True,
     ) -> Pool:
         log = self.tmp / f"workers-{len(self.pools) + 1}.log"
         args = [
@@ -314,13 +323,16 @@ class Cluster:
             )  # fmt: skip
         pool = Pool(proc, log)
         self.pools.append(pool)
-        pool.ready(processes)  # each process says "workers up" once its pools serve
+        if wait:
+            pool.ready(processes)  # each process says "workers up" once its pools serve
         return pool
 
     def logs(self) -> str:
         return "\n".join(f"--- {p.log.name}:\n{p.tail()}" for p in self.pools)
 
     def stop(self) -> None:
+        for pool in self.pools:
+            pool.terminate()  # all at once: they stop side by side
         for pool in self.pools:
             pool.stop()
 

@@ -37,10 +37,11 @@ def two_users(tmp: Path, size: Size) -> Figures:
         client = c.client()
         workspaces: dict[str, Path] = {}
         owners: dict[str, str] = {}
+        pools = []
         for owner in ("carol", "dave"):
             folder = c.tmp / owner
             write_tool_module(folder, USER_TOOLS.format(owner=owner), name="tools")
-            c.workers(folder, processes=1, queue="shared", module="tools")
+            pools.append(c.workers(folder, processes=1, queue="shared", module="tools", wait=False))
             toolset = fingerprint_of(["tools"], [str(folder)])
             for i in range(per_user):
                 run_id = f"u-{owner}-{i:02d}"
@@ -56,6 +57,8 @@ def two_users(tmp: Path, size: Size) -> Figures:
                 )  # fmt: skip
                 submit(client, c.keys, request, i)
         client.close()
+        for pool in pools:  # both started at once: they boot side by side
+            pool.ready(1)
         finish(f, c, workspaces, [], size, time.monotonic())
         calls = cross = 0
         for run_id, ws in workspaces.items():

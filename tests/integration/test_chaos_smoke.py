@@ -17,8 +17,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = [
-    "--runs", "24", "--kills", "6", "--processes", "2", "--garbage", "300", "--valid", "10",
-    "--outage", "3",
+    "--runs", "24", "--kills", "6", "--processes", "2", "--in-flight", "6", "--kill-every", "0.4",
+    "--garbage", "300", "--valid", "10", "--outage", "3",
+    "--only", "kills,aof,sigstop,garbage,users,outage",  # `freeze` is left to make chaos
 ]  # fmt: skip
 
 
@@ -33,8 +34,9 @@ def test_the_chaos_suite_at_a_small_size_keeps_every_zero(tmp_path: Path) -> Non
     assert {f["scenario"] for f in figures} >= {
         "worker SIGKILLs", "Redis SIGKILL + restart from AOF", "SIGSTOPped lock holder",
         "inbox garbage", "two users, same-named tools",
+        "Redis down 3s, workers alive",
     }, report  # fmt: skip
-    assert len(figures) == 7, report
+    assert len(figures) == 6, report
     for f in figures:
         assert f["failures"] == [], report
         assert (f["lost"], f["stuck"], f["duplicate"], f["missing"]) == (0, 0, 0, 0), report
