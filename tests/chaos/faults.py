@@ -12,9 +12,11 @@ import threading
 import time
 from pathlib import Path
 
+import redis
+
 from events.types import ToolCallScheduled, ToolCallStarted, ToolCallWaiting
 from schemas.inbox import RunRequested
-from tests.chaos.kit import QUEUE, cluster, spec, submit, use, write_tool_module
+from tests.chaos.kit import QUEUE, Cluster, cluster, spec, submit, use, write_tool_module
 from tests.chaos.runs import Size, finish, submit_runs, until_some_done, wait_for
 from tests.chaos.tally import Figures
 
@@ -36,12 +38,14 @@ def worker_kills(tmp: Path, size: Size) -> Figures:
         feeder.start()
         rng = random.Random(9)
         faults: list[float] = []
+        client = c.client()
         while len(faults) < size.kills and feeder.is_alive():
             time.sleep(rng.uniform(0.5, 1.5) * size.kill_every_s)
-            children = pool.children()
-            if children:
-                os.kill(rng.choice(children), signal.SIGKILL)
+            serving = _serving(client, c, pool.children())
+            if serving:
+                os.kill(rng.choice(serving), signal.SIGKILL)
                 faults.append(time.time())
+        client.close()
         feeder.join()
         f.kills = len(faults)
         finish(f, c, workspaces, faults, size, began)
@@ -51,6 +55,15 @@ def worker_kills(tmp: Path, size: Size) -> Figures:
         f.expect(f"runs sent to a human: {dict(f.to_human)}", not f.to_human)
         f.expect(f"not all completed: {dict(f.ended)}", f.ended.get("completed", 0) == size.runs)
     return f
+
+
+def _serving(client: redis.Redis, c: Cluster, children: list[int]) -> list[int]:
+    """The children that serve (their tools pool beats): a process killed while it
+    still boots holds no work, and killing it tests nothing."""
+    pids: set[int] = set()
+    for key in client.scan_iter(match=f"{c.keys.prefix}:members:*:tools", count=100):
+        pids |= {int(m.split(b":")[1]) for m in client.zrange(key, 0, -1)}
+    return [p for p in children if p in pids]
 
 
 def redis_restart(tmp: Path, size: Size) -> Figures:
