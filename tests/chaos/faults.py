@@ -18,7 +18,7 @@ from events.types import ToolCallScheduled, ToolCallStarted, ToolCallWaiting
 from schemas.inbox import RunRequested
 from tests.chaos.kit import QUEUE, Cluster, cluster, spec, submit, use, write_tool_module
 from tests.chaos.runs import Size, finish, submit_runs, until_some_done, wait_for
-from tests.chaos.tally import Figures
+from tests.chaos.tally import Figures, wait_settled
 
 
 def worker_kills(tmp: Path, size: Size) -> Figures:
@@ -39,8 +39,14 @@ def worker_kills(tmp: Path, size: Size) -> Figures:
         rng = random.Random(9)
         faults: list[float] = []
         client = c.client()
-        while len(faults) < size.kills and feeder.is_alive():
+        store = c.store(client)
+        left: set[str] | None = None  # runs not ended once the feeding is over
+        while len(faults) < size.kills:
             time.sleep(rng.uniform(0.5, 1.5) * size.kill_every_s)
+            if not feeder.is_alive():
+                left = wait_settled(store, workspaces if left is None else left, timeout_s=0)
+                if not left:
+                    break  # nothing under way: a kill now would test nothing
             serving = _serving(client, c, pool.children())
             if serving:
                 os.kill(rng.choice(serving), signal.SIGKILL)
