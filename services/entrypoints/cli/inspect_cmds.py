@@ -72,7 +72,8 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     if state is None:
         return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}", as_json)
     summary = redactor_for(state.spec).value(run_summary(state))
-    summary["waiting_for"] = unserved(session, state)
+    if (waiting := unserved(session, state)) is not None:
+        summary["waiting_for"] = waiting
     if as_json:
         emit(summary)
     else:
@@ -82,8 +83,8 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
         print(f"  created {summary['created_at']}, {took}; cost ${summary['cost_usd']:.4f}")
         if summary["detail"]:
             print(f"  {summary['detail']}")
-        if summary["waiting_for"]:
-            print(f"  waiting: {summary['waiting_for']}")
+        if waiting is not None:
+            print(f"  waiting: {waiting}")
         for call in summary["tool_calls"]:
             print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}")
     return exit_codes.for_status(state.status)
