@@ -7,7 +7,7 @@ PYTHON ?= python3
 AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
-.PHONY: install sandbox browser mcp-servers run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke clean deploy-scalers
+.PHONY: install sandbox browser mcp-servers run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke chaos clean deploy-scalers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -100,6 +100,10 @@ bench-smoke: install
 # deploy/kubernetes/scaledobjects.yaml from workers.yaml and config.yaml (the streams the pools read)
 deploy-scalers: install
 	$(PYTHON) deploy/kubernetes/render_scalers.py
+
+# fault injection on private redis-servers (never the shared one): figures, exit 1 on a failed zero
+chaos: install
+	$(PYTHON) -m tests.chaos $(CHAOS_ARGS)
 
 clean:
 	rm -rf .agentledger build *.egg-info

@@ -1,6 +1,8 @@
 """Running a claimed call: its context, its one-time guard by operation key
 (`once`), its timeout, a watch on the run for a cancel, and the heartbeat that
-keeps its locks while it runs. Turns what happened into an `Outcome`."""
+keeps its locks while it runs. Turns what happened into an `Outcome`. A Redis
+outage while the tool runs stops neither the tool nor its heartbeat: the watch
+cannot see a cancel then, and renewing is tried again at the next beat."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from services.adapters.tools.runner import run_tool
 from services.adapters.tools.sandbox import policy_for
 from services.handlers.app import App
 from services.handlers.once import run_once
+from services.handlers.outage import OUTAGE_ERRORS
 
 WATCH_EVERY_S = 0.1
 
@@ -78,9 +81,13 @@ class RunWatch:
         now = self._app.clock.now()
         if now - self._looked_at >= WATCH_EVERY_S:
             self._looked_at = now
-            newer = fold(
-                self._app.store.read(self._state.run_id, after_seq=self._state.seq), self._state
-            )
+            try:
+                newer = fold(
+                    self._app.store.read(self._state.run_id, after_seq=self._state.seq),
+                    self._state,
+                )
+            except OUTAGE_ERRORS:
+                return None  # Redis is away: nobody can have asked; the tool goes on
             assert newer is not None
             self._state = newer
         s = self._state
@@ -111,5 +118,8 @@ class LeaseKeeper:
     def _beat(self) -> None:
         every = self._app.locks.lease_s / 3
         while not self._stop.wait(every):
-            if not self._app.locks.renew(self._request or ""):
-                return  # the lease was lost; the fencing token protects what follows
+            try:
+                if not self._app.locks.renew(self._request or ""):
+                    return  # the lease was lost; the fencing token protects what follows
+            except OUTAGE_ERRORS:
+                continue  # Redis is away: renew at the next beat (the lease may run out meanwhile)

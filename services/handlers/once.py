@@ -12,7 +12,9 @@ from events.idempotency import request_hash
 from events.state import Call, RunState
 from events.tool_step import Errored, Outcome, Succeeded
 from events.types import ToolError
+from services.adapters.ledger.port import Verdict
 from services.handlers.app import App
+from services.handlers.outage import through_outage
 from services.secrets import redactor_for
 
 
@@ -21,8 +23,14 @@ def run_once(
 ) -> Outcome:
     if call.op_key is None:
         return run()
-    request = call.request_hash or request_hash(call.input)
-    verdict = app.ledger.begin(call.op_key, request, owner, now=app.clock.now())
+    op_key, request = call.op_key, call.request_hash or request_hash(call.input)
+    retry_s = app.settings.outcome_retry_s  # what this attempt knows is kept across an outage
+    verdict = through_outage(
+        lambda: app.ledger.begin(op_key, request, owner, now=app.clock.now()),
+        outage_s=retry_s, doing=f"claiming operation {op_key}",
+    )  # fmt: skip
+    if verdict.action == "in_progress" and verdict.owner == owner:
+        verdict = Verdict("run")  # our own begin landed, its reply was lost: resent
     match verdict.action:
         case "replay":
             return Succeeded(verdict.result, replay_of=verdict.owner)
@@ -37,7 +45,13 @@ def run_once(
     match outcome:
         case Succeeded(output):
             kept = output if state.spec.keep_secrets_in_log else redactor_for(state.spec).value(output)
-            app.ledger.finish(call.op_key, request, owner, kept, now=app.clock.now())
-        case Errored():
-            app.ledger.abandon(call.op_key)  # the tool said it failed: the key may be used again
+            through_outage(
+                lambda: app.ledger.finish(op_key, request, owner, kept, now=app.clock.now()),
+                outage_s=retry_s, doing=f"recording operation {op_key}",
+            )  # fmt: skip
+        case Errored():  # the tool said it failed: the key may be used again
+            through_outage(
+                lambda: app.ledger.abandon(op_key), outage_s=retry_s,
+                doing=f"releasing operation {op_key}",
+            )  # fmt: skip
     return outcome  # timed out or stopped: it stays pending until resolved

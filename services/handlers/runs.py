@@ -19,13 +19,9 @@ Redis outage (`outage_s`), not given up."""
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
-
-import redis
 
 from events.dispatch import new_commands
 from events.fold import fold
@@ -40,12 +36,11 @@ from services.adapters.locks.port import Locks
 from services.adapters.store.port import EventStore, Outgoing
 from services.clock import Clock, new_event_id
 from services.errors import ConcurrencyConflict, TooContended, UnknownRun
+from services.handlers.outage import through_outage
 from services.handlers.state_cache import StateCache, cache_for
 
 MAX_CONFLICTS = 50
-OUTAGE_PAUSE_S = 0.25
 _ENVELOPE = Envelope[Any]  # looked up once: pydantic's generic lookup is slow
-log = logging.getLogger(__name__)
 Decide = Callable[[RunState], Sequence[Event]]
 # told of every append that landed: the state before, after, and the events (metrics)
 Observe = Callable[[RunState | None, RunState, Sequence[Envelope[Any]]], None]
@@ -164,7 +159,9 @@ class Runs:
         if held is None:
             held = self.cache.latest(run_id)  # pinned: the append's expected seq checks it
         for _ in range(MAX_CONFLICTS):
-            state = held or self.load(run_id)
+            state = held or through_outage(
+                lambda: self.load(run_id), outage_s=outage_s, doing=f"reading run {run_id!r}"
+            )
             if state is None:
                 raise UnknownRun(run_id)
             events = list(decide(state, gather(state)))
@@ -228,7 +225,11 @@ class Runs:
         if self.observe is not None:
             self.observe(before, after, batch)
         if released := released_requests(before, after):
-            self._send(self._locks.release(released).notices())
+            through_outage(
+                lambda: self._send(self._locks.release(released).notices()),
+                outage_s=outage_s,
+                doing=f"releasing the locks of run {run_id!r}",
+            )
 
     def _append(
         self,
@@ -241,20 +242,15 @@ class Runs:
     ) -> None:
         """Append; across a Redis outage keep trying for `outage_s` (a resend of an
         append that landed is recognised by its first event's id)."""
-        give_up = time.monotonic() + outage_s
-        while True:
-            try:
-                self.store.append(
-                    run_id,
-                    batch,
-                    expected_seq=before.seq if before else 0,
-                    expected_id=before.last_event_id if before else "",
-                    live=after.status.watched,
-                    messages=messages,
-                )
-                return
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                if time.monotonic() >= give_up:
-                    raise
-                log.warning("run %r: Redis unreachable (%s); the outcome is kept, retrying", run_id, exc)
-                time.sleep(OUTAGE_PAUSE_S)
+        through_outage(
+            lambda: self.store.append(
+                run_id,
+                batch,
+                expected_seq=before.seq if before else 0,
+                expected_id=before.last_event_id if before else "",
+                live=after.status.watched,
+                messages=messages,
+            ),
+            outage_s=outage_s,
+            doing=f"appending to run {run_id!r}",
+        )

@@ -233,7 +233,7 @@ def test_run_logs_json_lines_too(private_redis: PrivateRedis, tmp_path: Path) ->
     assert SECRET not in done.stderr
 
 
-def test_liveness_fails_when_a_worker_process_dies(
+def test_a_dead_worker_process_is_replaced_and_readiness_waits_for_its_first_beat(
     private_redis: PrivateRedis, tmp_path: Path
 ) -> None:
     env = clean_environ(f"opslive{uuid.uuid4().hex[:8]}", tmp_path / "state")
@@ -251,9 +251,15 @@ def test_liveness_fails_when_a_worker_process_dies(
         children = Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
         assert len(children) == 2
         os.kill(int(children[0]), signal.SIGKILL)
-        status, text = until("liveness to fail", lambda: (r := get(port, "/healthz"))[0] == 503 and r)
-        assert f"worker process {children[0]} exited" in text
-        assert get(port, "/readyz")[0] == 503
+
+        def replaced() -> list[str] | None:
+            now = Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()
+            return now if len(now) == 2 and children[0] not in now else None
+
+        now = until("the dead process replaced", replaced)
+        assert children[1] in now  # the other one was left alone
+        until("ready again once the new process beats", lambda: get(port, "/readyz") == (200, "ok\n"))
+        assert get(port, "/healthz")[0] == 200
     finally:
         parent.terminate()
         parent.wait(timeout=30)

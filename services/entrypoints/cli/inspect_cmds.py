@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from events.commands import Pool
 from events.errors import CoreError
 from events.fold import apply
 from events.state import RunState
 from events.status import RunStatus
 from events.types import CODEC
 from schemas.errors import InvalidEvent
+from services.adapters.redis.directory import Directory
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.parser import BadOption
@@ -54,11 +56,24 @@ def run_summary(state: RunState) -> dict[str, Any]:
     }
 
 
+def unserved(session: Session, state: RunState) -> str | None:
+    """Why a live run is not moving, when no worker of its task queue and tool
+    set is alive: it waits for one (`agentledger workers --queue …`)."""
+    if not state.status.live or state.status.waiting:
+        return None
+    directory = Directory(session.client, session.keys, member_ttl_s=session.settings.member_ttl_s)
+    if any(directory.live(state.queue, state.toolset, pool) for pool in Pool):
+        return None
+    return f"no worker serves queue {state.queue!r} with tool set {state.toolset}"
+
+
 def status(session: Session, run_id: str, *, as_json: bool) -> int:
     state = session.load(run_id)
     if state is None:
         return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}", as_json)
     summary = redactor_for(state.spec).value(run_summary(state))
+    if (waiting := unserved(session, state)) is not None:
+        summary["waiting_for"] = waiting
     if as_json:
         emit(summary)
     else:
@@ -68,6 +83,8 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
         print(f"  created {summary['created_at']}, {took}; cost ${summary['cost_usd']:.4f}")
         if summary["detail"]:
             print(f"  {summary['detail']}")
+        if waiting is not None:
+            print(f"  waiting: {waiting}")
         for call in summary["tool_calls"]:
             print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}")
     return exit_codes.for_status(state.status)

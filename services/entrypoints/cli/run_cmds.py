@@ -44,6 +44,7 @@ from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, with_lines
+from services.entrypoints.cli.supervise import Supervisor
 from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
@@ -496,25 +497,28 @@ def _parent(
     metrics_port: int | None,
     served: list[Served],
 ) -> int:
-    """N worker processes; with a metrics port, this process serves their metrics."""
+    """N worker processes kept alive (one that dies is started again); with a
+    metrics port, this process serves their metrics."""
+    stop = _signalled()
     if metrics_port is None:
-        stop = spawn_workers(session.settings, args, processes)
-        _wait_for_signal()
-        stop()
+        supervisor = Supervisor(session.settings, [*child_args(), *args], processes)
+        supervisor.keep_alive(stop)
+        supervisor.stop()
         return 0
     folder, clean = operations.metrics_dir(session.settings)
-    children = spawn_workers(
-        session.settings, args, processes, env={"PROMETHEUS_MULTIPROC_DIR": folder}
-    )
-    try:
+    supervisor = Supervisor(
+        session.settings, [*child_args(), *args], processes,
+        env={"PROMETHEUS_MULTIPROC_DIR": folder},
+    )  # fmt: skip
+    try:  # the server watches supervisor.children: the list the supervisor keeps current
         ops = operations.serve_parent(
-            session.settings, session.client, children.procs, folder, metrics_port, served
+            session.settings, session.client, supervisor.children, folder, metrics_port, served
         )
         print(f"agentledger workers: {processes} processes, metrics on port {ops.port}", flush=True)
-        _wait_for_signal()
+        supervisor.keep_alive(stop)
         ops.stop()
     finally:
-        children()
+        supervisor.stop()
         clean()
     return 0
 
@@ -533,8 +537,14 @@ def print_toolset(modules: Sequence[str], paths: Sequence[str], *, as_json: bool
 
 
 def _wait_for_signal() -> None:
+    done = _signalled()
+    while not done.wait(0.5):
+        time.sleep(0)
+
+
+def _signalled() -> threading.Event:
+    """Set on SIGTERM or SIGINT."""
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    while not done.wait(0.5):
-        time.sleep(0)
+    return done

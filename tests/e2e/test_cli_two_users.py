@@ -1,0 +1,114 @@
+"""Two users, two folders, each with a `tools.py` defining a tool of the same
+name, run `agentledger run` at the same time on one Redis: every call of each
+run is executed by its own user's code, in its own user's process — as the
+tools themselves record it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from e2ekit import AGENTLEDGER, COMMAND_TIMEOUT_S, Cli
+
+TOOLS = '''"""{owner}'s tools."""
+
+import os
+from pathlib import Path
+
+from services.tools import ToolContext, tool
+
+
+@tool(writes=lambda a, ws: [f"note:{{ws}}"])
+def note(text: str, ctx: ToolContext) -> dict:
+    """Write a note."""
+    with open(Path(ctx.workspace, "ran.log"), "a") as f:
+        f.write(f"{{ctx.call_id}} {owner} {{os.getpid()}}\\n")
+    return {{"by": "{owner}"}}
+'''
+
+CALLS = 8
+SPEC = "task: note things\ntools: [tools]\nworkspace: ./ws\nprincipal: {id: u, tenant: t}\n"
+SPEC += "budgets: {max_turns: 12}\nmodel:\n  scripted:\n"
+SPEC += "".join(
+    f"    - tool_use: [{{id: n{i}, name: note, input: {{text: '{i}'}}}}]\n" for i in range(CALLS)
+)
+SPEC += "    - end_turn: done\n"
+
+
+def _folder(root: Path, owner: str) -> Path:
+    folder = root / owner
+    (folder / "ws").mkdir(parents=True)
+    (folder / "tools.py").write_text(TOOLS.format(owner=owner))
+    (folder / "spec.yaml").write_text(SPEC)
+    return folder
+
+
+def test_two_users_runs_with_same_named_tools_each_run_only_their_own_code(
+    tmp_path: Path, cli: Cli
+) -> None:
+    folders = {owner: _folder(tmp_path, owner) for owner in ("carol", "dave")}
+    runs = {
+        owner: subprocess.Popen(
+            [*AGENTLEDGER, "run", "--json", "spec.yaml"], cwd=folder, env=cli.env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        for owner, folder in folders.items()
+    }
+    done = {owner: p.communicate(timeout=COMMAND_TIMEOUT_S * 2) for owner, p in runs.items()}
+
+    for owner, proc in runs.items():
+        assert proc.returncode == 0, f"{owner}: {done[owner][1][-2000:]}"
+        ran = (folders[owner] / "ws" / "ran.log").read_text().splitlines()
+        owners = [line.split()[1] for line in ran]
+        assert owners == [owner] * CALLS, f"{owner}'s run executed: {owners}"
+        assert len({line.split()[2] for line in ran}) == 1  # one process: its own `run`
+
+
+@pytest.mark.slow
+def test_status_says_when_no_worker_serves_a_live_runs_queue_and_tool_set(
+    tmp_path: Path, cli: Cli
+) -> None:
+    folder = _folder(tmp_path, "erin")
+    (folder / "slow.yaml").write_text(
+        SPEC.replace("    - tool_use: [{id: n0,", "    - delay_s: 60\n      tool_use: [{id: n0,", 1)
+    )
+    tools = ["--tools", "tools", "--tool-path", str(folder), "--queue", "erin"]
+    workers = subprocess.Popen(
+        [*AGENTLEDGER, "workers", *tools], cwd=folder, env=cli.env, stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        assert workers.stdout is not None and "workers up" in workers.stdout.readline()
+        toolset = workers_toolset(cli, folder)
+        run_id = cli("submit", "--queue", "erin", folder / "slow.yaml").stdout.strip()
+        _until(cli, run_id, lambda s: s["status"] == "requesting_model")
+        assert "waiting_for" not in json.loads(cli("status", "--json", run_id).stdout)
+    finally:
+        workers.terminate()
+        workers.wait(timeout=30)
+
+    said = _until(cli, run_id, lambda s: "waiting_for" in s)
+    assert said["status"] == "requesting_model"
+    assert said["waiting_for"] == f"no worker serves queue 'erin' with tool set {toolset}"
+    assert f"waiting: no worker serves queue 'erin' with tool set {toolset}" in cli("status", run_id).stdout
+
+
+def workers_toolset(cli: Cli, folder: Path) -> str:
+    return cli("toolset", "--tools", "tools", "--tool-path", str(folder)).stdout.strip()
+
+
+def _until(cli: Cli, run_id: str, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while True:
+        done = cli("status", "--json", run_id)
+        if done.stdout.strip():
+            summary: dict[str, Any] = json.loads(done.stdout)
+            if check(summary):
+                return summary
+        assert time.monotonic() < deadline, f"status never got there: {done.stdout} {done.stderr}"
+        time.sleep(0.2)

@@ -1,0 +1,169 @@
+"""No step lost to a blip or a kill, on real redis-servers: a write's outcome in
+its executor's hands is recorded after Redis comes back (never an unknown
+outcome), a late outcome after its claim was declared unknown resolves it and
+takes the run out of awaiting_human, and a run whose acceptance worker died is
+re-driven after the normal lease, not the acceptance time limit."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from itkit import (
+    OffsetClock,
+    call,
+    capturing,
+    claim_without_running,
+    create_run,
+    drive,
+    event_types,
+    executions,
+    load,
+    proposed,
+    scripted_spec,
+)
+
+from events.acceptance_step import FILE_CHECK_S
+from events.status import CallStatus, RunStatus
+from events.tool_step import Succeeded, record_outcome
+from events.types import AcceptanceStarted, RunEscalated, RunResumed, ToolCallSucceeded
+from services.adapters.redis.client import redis_client
+from services.adapters.redis.local_server import PrivateRedis, free_port, start_server
+from services.adapters.tools.toolset import ToolSet
+from services.bootstrap import build_app
+from services.handlers.accept import handle_run_acceptance
+from services.handlers.app import App
+from services.loops.sweeper import sweep_once
+from services.settings import Settings
+
+OUTAGE_S = 2.0
+
+
+@pytest.fixture
+def private(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = start_server(tmp_path / "redis", port=free_port())
+    yield server
+    server.stop()
+
+
+def wait_for(what: str, check: object, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_write_whose_outcome_arrives_during_a_redis_outage_is_recorded_once_redis_is_back(
+    private: PrivateRedis, tmp_path: Path, tools_dir: Path, toolset: ToolSet
+) -> None:
+    client = redis_client(private.url)
+    app = build_app(Settings(redis_url=private.url, prefix="t-outage"), client, toolset)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spec = scripted_spec(
+        [{"tool_use": [call("w", "it_write", key="k", value="1", delay_s=0.3)]}, {"end_turn": "ok"}],
+        tools_dir=tools_dir,
+    )
+    run_id = create_run(app, client, "run-outage", spec, ws)
+    port = int(private.url.rsplit(":", 1)[1].split("/")[0])
+    down: list[float] = []
+
+    def outage() -> None:  # Redis dies while the write runs, and is back after it finished
+        wait_for("the write to start", lambda: executions(ws).get("w") == 1)
+        private.process.kill()
+        private.process.wait()
+        down.append(time.monotonic())
+        time.sleep(OUTAGE_S)
+        restarted = start_server(private.data_dir, port=port)
+        private.process = restarted.process
+
+    killer = threading.Thread(target=outage)
+    killer.start()
+    try:
+        final = drive(app, run_id)
+    finally:
+        killer.join()  # Redis is back (and the fixture stops the restarted server)
+    events = app.store.read(run_id)
+
+    assert down, "Redis was never taken down"
+    assert final.status is RunStatus.COMPLETED, final.detail
+    assert executions(ws) == {"w": 1}
+    succeeded = [e.data for e in events if isinstance(e.data, ToolCallSucceeded)]
+    assert [(s.call_id, s.resolved_by) for s in succeeded] == [("w", None)]
+    assert "ToolCallOutcomeUnknown" not in event_types(app.store, run_id)
+    client.close()
+
+
+def test_a_late_outcome_resolves_the_unknown_and_the_run_leaves_awaiting_human(
+    app: App, client: redis.Redis, tools_dir: Path, workspace: Path
+) -> None:
+    spec = scripted_spec(
+        [{"tool_use": [call("w", "it_write", key="k", value="1")]}, {"end_turn": "ok"}],
+        tools_dir=tools_dir,
+    )
+    run_id = create_run(app, client, "run-late", spec, workspace)
+    drive(app, run_id, until=proposed)
+    claimed = claim_without_running(app, run_id, "w", worker="slow:1")
+    later, _ = capturing(app, OffsetClock(60))
+    sweep_once(later, list(range(app.settings.shards)))  # its claim ran out: nobody can tell
+    assert load(app, run_id).status is RunStatus.AWAITING_HUMAN
+
+    outcome = Succeeded(output={"key": "k", "written": "1"})
+    app.runs.step(
+        run_id,
+        lambda s: record_outcome(
+            s, "w", attempt=claimed.call("w").attempts, outcome=outcome,
+            started_at=claimed.updated_at, finished_at=app.clock.now(),
+        ),
+        source="tools",
+    )  # fmt: skip
+
+    state = load(app, run_id)
+    late = [e.data for e in app.store.read(run_id) if isinstance(e.data, ToolCallSucceeded)]
+    assert [s.resolved_by for s in late] == ["late_outcome"]
+    assert any(isinstance(e.data, RunResumed) for e in app.store.read(run_id))
+    assert state.call("w").status is CallStatus.SUCCEEDED
+    assert state.status is RunStatus.REQUESTING_MODEL
+    assert drive(app, run_id).status is RunStatus.COMPLETED
+
+
+class WorkerDied(Exception):
+    """Stands for a SIGKILL in the middle of the acceptance checks."""
+
+
+def test_a_run_whose_acceptance_worker_died_is_re_driven_after_the_normal_lease(
+    app: App, client: redis.Redis, tools_dir: Path, workspace: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    (workspace / "out.txt").write_text("done")
+    spec = scripted_spec(
+        [{"end_turn": "done"}], tools_dir=tools_dir,
+        acceptance=[{"file": "out.txt", "contains": "done"}],
+    )  # fmt: skip
+    run_id = create_run(app, client, "run-accept", spec, workspace)
+    drive(app, run_id, until=lambda s: s.status is RunStatus.ACCEPTING)
+
+    def dies(*_: object) -> None:
+        raise WorkerDied
+
+    monkeypatch.setattr("services.handlers.accept.run_check", dies)
+    with pytest.raises(WorkerDied):
+        handle_run_acceptance(app, run_id)
+    monkeypatch.undo()
+    started = [e for e in app.store.read(run_id) if isinstance(e.data, AcceptanceStarted)]
+    assert len(started) == 1
+    claim = started[0].data.deadline_at - started[0].at
+    # the lease and the time its one file check may take, not the acceptance time limit
+    assert claim <= app.settings.lease_s + FILE_CHECK_S + 0.5
+    assert app.settings.acceptance_lease_s > 10 * claim
+
+    soon, _ = capturing(app, OffsetClock(claim + 0.1))
+    assert sweep_once(soon, list(range(app.settings.shards))) == 1
+    final = drive(soon, run_id)
+    assert final.status is RunStatus.COMPLETED, final.detail
+    assert [e.data.attempt for e in app.store.read(run_id) if isinstance(e.data, AcceptanceStarted)] == [1, 2]
+    assert not any(isinstance(e.data, RunEscalated) for e in app.store.read(run_id))
