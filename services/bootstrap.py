@@ -169,21 +169,24 @@ class Services:
     retool_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, *, loops: bool = True) -> None:
-        toolset = self.app.toolset
+        self.worker = self._serve(self.app.toolset)
+        # dramatiq's own CLI emits process_boot; TimeLimit starts its watchdog on it
+        self.broker.emit_after("process_boot")
+        self.worker.start()
+        if loops:
+            self._start_loops()
+
+    def _serve(self, toolset: ToolSet) -> dramatiq.Worker:
+        """Register the tool set under the queue and a dramatiq worker for its pools."""
         self.directory.register(self.queue, toolset.fingerprint, toolset.manifest())
         names = declare_actors(
             self.broker, lambda: self.app, queue=self.queue, toolset=toolset.fingerprint,
             pools=self.pools,
         )  # fmt: skip
         threads = self.app.settings.worker_threads
-        self.worker = dramatiq.Worker(
+        return dramatiq.Worker(
             self.broker, queues=set(names), worker_threads=threads, worker_timeout=100
         )
-        # dramatiq's own CLI emits process_boot; TimeLimit starts its watchdog on it
-        self.broker.emit_after("process_boot")
-        self.worker.start()
-        if loops:
-            self._start_loops()
 
     def retool(self, toolset: ToolSet) -> None:
         """Serve the task queue with another tool set (an MCP server went down or
@@ -199,15 +202,7 @@ class Services:
             self.worker.stop(timeout=30_000)
             for actor in list(self.broker.actors):  # declared again below, on the new queues
                 self.broker.actors.pop(actor)
-            self.directory.register(self.queue, toolset.fingerprint, toolset.manifest())
-            names = declare_actors(
-                self.broker, lambda: self.app, queue=self.queue, toolset=toolset.fingerprint,
-                pools=self.pools,
-            )  # fmt: skip
-            threads = self.app.settings.worker_threads
-            self.worker = dramatiq.Worker(
-                self.broker, queues=set(names), worker_threads=threads, worker_timeout=100
-            )
+            self.worker = self._serve(toolset)
             self.worker.start()
             log.warning("serving tool set %s (MCP servers changed)", toolset.fingerprint)
 

@@ -44,7 +44,7 @@ from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, with_lines
-from services.entrypoints.cli.supervise import Supervisor
+from services.entrypoints.cli.supervise import Supervisor, stop_children
 from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
@@ -408,13 +408,7 @@ class Children:
 
     def __call__(self) -> None:
         """Stop them: SIGTERM, then SIGKILL whoever is still there after 15 s."""
-        for child in self.procs:
-            child.send_signal(signal.SIGTERM)
-        for child in self.procs:
-            try:
-                child.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                child.kill()
+        stop_children(self.procs)
 
 
 def workers(

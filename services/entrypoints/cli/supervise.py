@@ -53,12 +53,17 @@ class Supervisor:
                 )
 
     def stop(self) -> None:
-        for child in self.children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in self.children:
-            try:
-                child.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        stop_children(self.children)
+
+
+def stop_children(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM each, then SIGKILL whoever is still there after 15 s."""
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    for child in children:
+        try:
+            child.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
