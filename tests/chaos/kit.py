@@ -21,7 +21,11 @@ from typing import Any, TypeVar
 import redis
 
 from schemas.inbox import RunRequested
+from schemas.publishers import GrantedPrincipal
+from schemas.signature import sign
 from schemas.spec import RunSpec
+from services.adapters.publishers import publishers_file
+from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.client import redis_client
 from services.adapters.redis.local_server import PrivateRedis, free_port, start_server
 from services.adapters.store.redis_store import RedisEventStore
@@ -120,10 +124,16 @@ def write_tool_module(folder: Path, source: str = TOOL_SOURCE, name: str = TOOL_
     return folder
 
 
+# the publisher the scenario's cluster filed: its valid entries are signed with it
+_signer: Signer | None = None
+
+
 def inbox_fields(message: str | bytes) -> dict[str, str | bytes]:
-    """The fields of one inbox entry carrying `message` (the one place that says
-    how an entry is made: signing goes here)."""
-    return {"message": message}
+    """The fields of one inbox entry carrying `message`, signed as the chaos
+    publisher of the cluster in use (the one place that says how an entry is made)."""
+    assert _signer is not None, "inbox entries are written inside `cluster()`"
+    data = message if isinstance(message, bytes) else message.encode()
+    return {"message": message, "publisher": _signer.name, "signature": sign(_signer.key, data)}
 
 
 def partition_of(keys: Keys, request_id: str) -> int:
@@ -345,6 +355,12 @@ def cluster(
     tmp.mkdir(parents=True, exist_ok=True)
     server = Redis(tmp / "redis", fsync=fsync).start()
     c = Cluster(server, tmp, f"chaos-{name}", dict(overrides))
+    global _signer
+    (tmp / "state").mkdir(parents=True, exist_ok=True)
+    publishers = str(tmp / "state" / "publishers.yaml")  # where the pools read it (the state dir)
+    anyone = [GrantedPrincipal(id="*", tenant="*")]
+    key = publishers_file.add(publishers, "chaos", principals=anyone, scopes=["*"], queues=["*"])
+    _signer = Signer("chaos", key)
     try:
         yield c
     finally:

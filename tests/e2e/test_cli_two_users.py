@@ -85,7 +85,9 @@ def test_status_says_when_no_worker_serves_a_live_runs_queue_and_tool_set(
     try:
         assert workers.stdout is not None and "workers up" in workers.stdout.readline()
         toolset = workers_toolset(cli, folder)
-        run_id = cli("submit", "--queue", "erin", folder / "slow.yaml").stdout.strip()
+        submitted = cli("submit", "--as", cli.publisher(), "--queue", "erin", folder / "slow.yaml")
+        assert submitted.returncode == 0, submitted.stderr
+        run_id = submitted.stdout.strip()
         _until(cli, run_id, lambda s: s["status"] == "requesting_model")
         assert "waiting_for" not in json.loads(cli("status", "--json", run_id).stdout)
     finally:
@@ -103,7 +105,7 @@ def workers_toolset(cli: Cli, folder: Path) -> str:
 
 
 def _until(cli: Cli, run_id: str, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 90
     while True:
         done = cli("status", "--json", run_id)
         if done.stdout.strip():
