@@ -111,7 +111,7 @@ replies: st.SearchStrategy[tuple[tuple[ContentBlock, ...], StopReason]] = _reply
         if kind == "end_turn"
         else st.sampled_from(get_args(StopReason)).flatmap(
             lambda stop: st.sampled_from(
-                # a refusal carrying a tool_use leaves it unanswered (xfail in test_model_step)
+                # a refusal never carries a tool_use here: its call would be left unanswered
                 [(text("hm"),)] if stop == "refusal" else [(text("hm"),), (text("hm"), use("a"))]
             ).map(lambda content: (content, stop))
         )
@@ -306,8 +306,8 @@ def decision(data: st.DataObject, state: RunState, now: float) -> Decision:
             tried = state.acceptance_attempts
             return lambda s: record_acceptance(s, attempt=tried, results=results)
         case "approve" | "deny":
-            # a person answers a request the run shows as waiting (see the xfail in
-            # test_controls: approving while the run is not waiting is not refused)
+            # a person answers a request the run shows as waiting (a control in any
+            # other state is refused: test_controls)
             if state.status is not R.AWAITING_APPROVAL or call is None:
                 return lambda s: []
             if call.status is not CallStatus.AWAITING_APPROVAL:
