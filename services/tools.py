@@ -8,6 +8,6 @@ registry lives in `services.adapters.tools`."""
 
 from services.adapters.tools.context import Lookup, ToolCancelled, ToolContext, ToolFailure
 from services.adapters.tools.registry import tool
-from services.adapters.tools.workspace_files import WorkspaceFiles
+from services.adapters.tools.workspace_files import WorkspaceFiles, file_resource
 
-__all__ = ["Lookup", "ToolCancelled", "ToolContext", "ToolFailure", "WorkspaceFiles", "tool"]
+__all__ = ["Lookup", "ToolCancelled", "ToolContext", "ToolFailure", "WorkspaceFiles", "file_resource", "tool"]

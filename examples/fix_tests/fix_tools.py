@@ -8,15 +8,14 @@ configuration and whatever Python would run or load in their place (compiled
 files, site hooks); and a write is at most MAX_WRITE_BYTES. `run_tests` runs
 pytest with `ctx.run`, in the sandbox: whatever code the model wrote runs with
 the workspace (read-only: the tool is) and nothing else; `search_code` greps
-there, its arguments after `--`. A file is named by the workspace and its
-normalised path as given (`file:/…/workspaces/r-…/calc.py`): two runs' copies are
-two resources, and a write in one is not replayed for the other by the ledger."""
+there, its arguments after `--`. A file is named by the workspace's folder and
+its normalised path (`file:r-…/calc.py` for a run's own copy): the same name on
+every host, and two runs' copies are two resources."""
 
-import posixpath
 import subprocess
 import sys
 
-from services.tools import ToolContext, ToolFailure, WorkspaceFiles, tool
+from services.tools import ToolContext, ToolFailure, WorkspaceFiles, file_resource, tool
 
 MAX_READ_BYTES = 100_000
 MAX_WRITE_BYTES = 256_000
@@ -40,7 +39,7 @@ PROTECTED = (
 
 
 def _file(path: str, workspace: str | None) -> list[str]:
-    return [f"file:{posixpath.join(workspace or '', posixpath.normpath(path).lstrip('/'))}"]
+    return [file_resource(path, workspace)]
 
 
 def _files(ctx: ToolContext) -> WorkspaceFiles:

@@ -7,12 +7,13 @@ import os
 import time
 from pathlib import Path
 
-from services.tools import ToolContext, ToolFailure, tool
+from services.tools import ToolContext, ToolFailure, file_resource, tool
 
 
 def _file(args: dict, workspace: str | None) -> list[str]:
-    """The file a call touches: resources name real objects, by absolute path."""
-    return [f"file:{Path(workspace or '.', args['path']).resolve()}"]
+    """The file a call touches, named the same on every host: the workspace's
+    folder and the path inside it."""
+    return [file_resource(args["path"], workspace)]
 
 
 def _record(ctx: ToolContext, tool: str, path: str, start: float) -> None:

@@ -4,10 +4,10 @@ tool, a subprocess that ignores SIGTERM, and a write that needs approval."""
 import time
 from pathlib import Path
 
-from services.tools import ToolContext, ToolFailure, tool
+from services.tools import ToolContext, ToolFailure, file_resource, tool
 
 
-@tool(read_only=True, reads=lambda a, ws: [f"file:{Path(ws or '.', a['path'])}"])
+@tool(read_only=True, reads=lambda a, ws: [file_resource(a["path"], ws)])
 def read_file(path: str, ctx: ToolContext) -> str:
     """Read a text file in the workspace."""
     file = Path(ctx.workspace or ".", path)
@@ -35,7 +35,7 @@ def stubborn_sleep(seconds: int, ctx: ToolContext) -> dict:
     return {"exit_code": done.returncode}
 
 
-@tool(writes=lambda a, ws: [f"file:{Path(ws or '.', a['path'])}"], approval="always")
+@tool(writes=lambda a, ws: [file_resource(a["path"], ws)], approval="always")
 def publish_note(path: str, text: str, ctx: ToolContext) -> dict:
     """Write a note into the workspace; a person must approve every call."""
     Path(ctx.workspace or ".", path).write_text(text)

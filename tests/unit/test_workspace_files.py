@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from services.adapters.tools.context import ToolFailure
-from services.adapters.tools.workspace_files import WorkspaceFiles, clean_relative
+from services.adapters.tools.workspace_files import WorkspaceFiles, clean_relative, file_resource
 
 
 @pytest.fixture
@@ -199,3 +199,13 @@ def test_a_read_is_capped_and_says_so(ws: Path) -> None:
 def test_clean_relative_keeps_plain_unicode_names() -> None:
     assert str(clean_relative("docs/Résumé.md")) == "docs/Résumé.md"
     assert str(clean_relative("./pkg//mod.py")) == "pkg/mod.py"
+
+
+def test_a_file_resource_is_the_same_on_hosts_that_mount_the_workspace_elsewhere() -> None:
+    here, there = "/srv/a/shared/ws", "/mnt/nfs/ws"
+    assert file_resource("notes.txt", here) == file_resource("./notes.txt", there) == "file:ws/notes.txt"
+    assert file_resource("src/../calc.py", "/state/workspaces/r-1a2.s3") == "file:r-1a2.s3/calc.py"
+    # a path that tries to climb out still names something inside the workspace's name
+    assert file_resource("../../etc/passwd", here) == "file:ws/etc/passwd"
+    assert file_resource("/etc/passwd", here) == "file:ws/etc/passwd"
+    assert file_resource("a.txt", "/w/r-1") != file_resource("a.txt", "/w/r-2")

@@ -18,6 +18,7 @@ import contextlib
 import fnmatch
 import hashlib
 import os
+import posixpath
 import stat
 import unicodedata
 import uuid
@@ -44,6 +45,18 @@ class Read:
     path: str
     text: str
     truncated: bool
+
+
+def file_resource(path: str, workspace: str | None) -> str:
+    """The lock-table name of a workspace file, the same on every host:
+    `file:<workspace folder>/<path as normalised>` — the workspace by its folder's
+    name (a run's own copy is named after the run), never a host's absolute path,
+    so calls from two hosts on one shared workspace meet in the lock table. Two
+    workspaces with the same folder name share names: they serialise, which
+    costs time, never safety."""
+    folder = PurePosixPath(workspace).name if workspace else "."
+    inside = posixpath.normpath("/" + str(path)).lstrip("/")  # `..` cannot climb out of it
+    return f"file:{folder}/{inside}"
 
 
 def clean_relative(raw: str) -> PurePosixPath:
