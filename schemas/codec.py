@@ -16,6 +16,8 @@ from pydantic import BaseModel, ValidationError
 from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
 
+_ENVELOPE = Envelope[Any]  # parametrised once: a subscription costs a cache lookup each time
+
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 _HEADER: dict[str, tuple[type, ...]] = {
@@ -93,7 +95,7 @@ class EventCodec:
         for name in ("id", "run_id", "type"):
             if not obj[name]:
                 raise InvalidEvent("must not be empty", field=name, raw=raw)
-        return Envelope[Any].model_construct(
+        return _ENVELOPE.model_construct(
             id=obj["id"],
             run_id=obj["run_id"],
             seq=obj["seq"],

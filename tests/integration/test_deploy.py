@@ -336,7 +336,8 @@ def test_redis_can_tell_the_lag_after_our_acks_delete_entries(
     delivered = client.xreadgroup(GROUP, "c1", {queue.stream: ">"}, count=2)
     with client.pipeline(transaction=False) as pipe:
         for entry_id, _ in delivered[0][1]:
-            queue.ack_commands(pipe, entry_id.decode())
+            for command in queue.ack_commands(entry_id.decode()):
+                pipe.execute_command(*command)
         pipe.execute()
     (group,) = client.xinfo_groups(queue.stream)
     assert (group["lag"], group["pending"]) == (1, 0)

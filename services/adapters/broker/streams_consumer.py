@@ -29,6 +29,7 @@ from redis.exceptions import NoScriptError
 from services.adapters.broker.membership import Membership
 from services.adapters.broker.streams_queue import GROUP, TICK_LUA, Entry, StreamQueue, tick_reply
 from services.adapters.redis.client import is_cluster
+from services.adapters.redis.direct import ThreadConnections
 from services.adapters.redis.slot_reads import SlotReads
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,7 @@ class StreamsConsumer(Consumer):
         self._by_stream: dict[str, StreamQueue] = {}
         self._seen: dict[str, StreamQueue] = {}  # every stream read: a late reply finds its queue
         self._slot_reads = SlotReads(client, GROUP, self.name) if is_cluster(client) else None
+        self._direct = ThreadConnections(client)  # the plain-Redis read: acks and XREADGROUP
         self._ready: deque[StreamMessage] = deque()
         self._held: dict[str, StreamQueue] = {}  # entry id -> where it came from
         self._acks: list[tuple[StreamQueue, str]] = []
@@ -100,24 +102,22 @@ class StreamsConsumer(Consumer):
         if self._slot_reads is not None:
             self._read_per_slot(count)
             return
-        streams = {q.stream: ">" for q in self._owned}
+        streams = [q.stream for q in self._owned]
         by_stream = dict(self._by_stream)
-        with self.client.pipeline(transaction=False) as pipe:
-            self._queue_acks(pipe)
-            pipe.xreadgroup(GROUP, self.name, streams, count=count, block=self._block_ms())  # type: ignore[arg-type]
-            try:
-                reply = pipe.execute(raise_on_error=False)[-1]
-            except redis.ResponseError as exc:  # pragma: no cover - raise_on_error=False
-                reply = exc
+        read = ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", count, "BLOCK", self._block_ms())
+        reply = self._direct.pipeline(
+            [*self._take_acks(), (*read, "STREAMS", *streams, *[">"] * len(streams))]
+        )[-1]
         if isinstance(reply, redis.ResponseError):
             if not str(reply).startswith(("NOGROUP", "UNBLOCKED")):
                 raise reply
             self._next_tick = 0.0  # a stream was flushed, or Redis is a fresh one: tick again
             return
         entries: list[tuple[StreamQueue, Entry]] = []
-        for stream, batch in reply or []:
-            queue = by_stream[stream.decode() if isinstance(stream, bytes) else stream]
-            entries += [(queue, (_text(eid), fields[b"m"], 1)) for eid, fields in batch]
+        # as sent: {stream: [[id, [field, value, …]], …]} (RESP3), or [[stream, …], …] (RESP2)
+        for stream, batch in (reply.items() if isinstance(reply, dict) else reply or []):
+            queue = by_stream[_text(stream)]
+            entries += [(queue, (_text(eid), _message(fields), 1)) for eid, fields in batch]
         self._accept(entries)
 
     def _read_per_slot(self, count: int) -> None:
@@ -205,11 +205,14 @@ class StreamsConsumer(Consumer):
         with self._lock:
             return self.prefetch - len(self._held)
 
-    def _queue_acks(self, pipe: Any) -> None:
+    def _take_acks(self) -> list[tuple[str, ...]]:
         with self._lock:
             acks, self._acks = self._acks, []
-        for queue, entry_id in acks:
-            queue.ack_commands(pipe, entry_id)
+        return [command for queue, entry_id in acks for command in queue.ack_commands(entry_id)]
+
+    def _queue_acks(self, pipe: Any) -> None:
+        for command in self._take_acks():
+            pipe.execute_command(*command)
 
     def _flush_acks(self) -> None:
         with self._lock:
@@ -265,6 +268,13 @@ def _as_broker_errors() -> Iterator[None]:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
+
+
+def _message(fields: list[bytes] | None) -> bytes:
+    """The message field of an entry's flat field list; without one, b"" (undecodable:
+    a dead letter, like any other entry nobody could have sent)."""
+    pairs = dict(zip(fields[::2], fields[1::2], strict=False)) if fields else {}
+    return pairs.get(b"m", b"")
 
 
 def _text(value: bytes | str) -> str:

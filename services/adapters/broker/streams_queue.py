@@ -116,10 +116,9 @@ class StreamQueue:
     def push_later(self, data: bytes, due_ms: float) -> None:
         self.client.zadd(self.delayed, {data: due_ms})
 
-    def ack_commands(self, pipe: Any, entry_id: str) -> None:
-        """An ack, queued on a pipeline that goes out with the next read."""
-        pipe.xack(self.stream, GROUP, entry_id)
-        pipe.xdel(self.stream, entry_id)
+    def ack_commands(self, entry_id: str) -> list[tuple[str, ...]]:
+        """An ack, as the commands that go out with the next read."""
+        return [("XACK", self.stream, GROUP, entry_id), ("XDEL", self.stream, entry_id)]
 
     def ensure_group(self) -> None:
         try:

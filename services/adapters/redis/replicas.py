@@ -24,7 +24,8 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 
-from services.adapters.redis.client import node_client, refresh
+from services.adapters.redis.client import is_cluster, node_client, refresh
+from services.adapters.redis.direct import ThreadConnections
 from services.errors import ServiceError
 
 log = logging.getLogger(__name__)
@@ -55,9 +56,12 @@ class ReplicaAcks:
         self.timeout_ms = timeout_ms
         self.patience_s = patience_s
         self.strict = strict
+        self._direct = None if is_cluster(client) else ThreadConnections(client)
 
     def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         if self.replicas <= 0:
+            if self._direct is not None:
+                return self._direct.call(script, keys, args)
             return script(keys=keys, args=args)
         node = node_client(self._client, keys[0])
         for _ in range(2):

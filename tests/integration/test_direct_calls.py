@@ -1,0 +1,95 @@
+"""Script calls on a thread's own connection (`services.adapters.redis.direct`),
+against a private redis-server that the tests restart and flush."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from services.adapters.redis.client import redis_client
+from services.adapters.redis.direct import ThreadConnections
+from services.adapters.redis.local_server import PrivateRedis, start_server
+
+ECHO = "redis.call('INCR', KEYS[1]); return {KEYS[1], ARGV[1]}"
+
+
+def connections(server: PrivateRedis) -> int:
+    """Clients connected to the server, this probe's own left out."""
+    with redis.Redis.from_url(server.url) as probe:
+        return int(probe.info("clients")["connected_clients"]) - 1
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[PrivateRedis]:
+    s = start_server(tmp_path / "redis")
+    yield s
+    s.stop()
+
+
+def test_a_call_returns_the_scripts_reply_and_a_thread_keeps_its_connection(
+    server: PrivateRedis,
+) -> None:
+    client = redis_client(server.url)
+    calls, script = ThreadConnections(client), client.register_script(ECHO)
+    before = connections(server)
+    assert calls.call(script, ["k"], ["a"]) == [b"k", b"a"]
+    assert calls.call(script, ["k"], ["b"]) == [b"k", b"b"]
+    assert connections(server) == before + 1  # one connection, kept, not the pool's
+    worker = threading.Thread(target=lambda: calls.call(script, ["k"], ["c"]))
+    worker.start()
+    worker.join()
+    assert connections(server) == before + 2  # another thread, another connection
+    assert client.get("k") == b"3"
+
+
+def test_a_script_the_server_forgot_is_loaded_again_and_the_call_made_once(
+    server: PrivateRedis,
+) -> None:
+    client = redis_client(server.url)
+    calls, script = ThreadConnections(client), client.register_script(ECHO)
+    calls.call(script, ["k"], ["a"])
+    client.script_flush()
+    assert calls.call(script, ["k"], ["b"]) == [b"k", b"b"]
+    assert client.get("k") == b"2"  # the refused EVALSHA ran nothing
+
+
+def test_a_restarted_server_fails_the_call_in_flight_and_the_next_one_reconnects(
+    server: PrivateRedis, tmp_path: Path
+) -> None:
+    client = redis_client(server.url)
+    calls, script = ThreadConnections(client), client.register_script(ECHO)
+    calls.call(script, ["k"], ["a"])
+    port = int(server.url.rsplit(":", 1)[1].split("/")[0])
+    server.stop()
+    with pytest.raises(redis.ConnectionError):
+        calls.call(script, ["k"], ["b"])  # the caller's outage handling decides what follows
+    again = start_server(tmp_path / "redis", port=port)  # from its AOF, without the script
+    try:
+        assert calls.call(script, ["k"], ["c"]) == [b"k", b"c"]
+        assert client.get("k") == b"2"
+    finally:
+        again.stop()
+
+
+def test_a_forked_child_uses_a_connection_of_its_own(server: PrivateRedis) -> None:
+    client = redis_client(server.url)
+    calls, script = ThreadConnections(client), client.register_script(ECHO)
+    calls.call(script, ["k"], ["a"])
+    before = connections(server)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            calls.call(script, ["k"], ["child"])
+            code = 0 if connections(server) == before + 1 else 2  # its own, beside the parent's
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert calls.call(script, ["k"], ["b"]) == [b"k", b"b"]  # the parent's still works
+    assert connections(server) == before and client.get("k") == b"3"
