@@ -22,7 +22,6 @@ import pytest
 import redis
 from itkit import TOOL_MODULE, call, create_run, drive, executions, in_threads, load, proposed
 
-from events.lock_step import LockAsk
 from events.lock_partitions import (
     Partitioned,
     enqueue_all,
@@ -31,6 +30,7 @@ from events.lock_partitions import (
     release_many,
     renew_final,
 )
+from events.lock_step import LockAsk
 from events.locks import Grant, LockTable, Mode, Request
 from events.status import CallStatus
 from schemas.spec import RunSpec

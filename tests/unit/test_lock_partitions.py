@@ -43,9 +43,9 @@ def check_invariants(m: Partitioned, asked: Mapping[str, Request]) -> None:
         for key, hs in t.holders.items():
             assert partition_of(key, m.n) == p, "a key lives in its own partition"
             modes = list(hs.values())
-            assert not any(
-                conflicts(a, b) for i, a in enumerate(modes) for b in modes[i + 1 :]
-            ), f"conflicting holders of {key}: {hs}"
+            assert not any(conflicts(a, b) for i, a in enumerate(modes) for b in modes[i + 1 :]), (
+                f"conflicting holders of {key}: {hs}"
+            )
         order = list(t.requests)
         for rid in t.waiting():  # FIFO: no holder of a key arrived after a waiter it blocks
             r = t.requests[rid]
@@ -65,7 +65,9 @@ def check_final(m: Partitioned, grants: list[Grant], asked: Mapping[str, Request
             assert g.id in m.tables[q].held
 
 
-def schedule(m: Partitioned, rng: random.Random, steps: int) -> tuple[Partitioned, dict[str, Request]]:
+def schedule(
+    m: Partitioned, rng: random.Random, steps: int
+) -> tuple[Partitioned, dict[str, Request]]:
     now = T0
     asked: dict[str, Request] = {}
     for i in range(steps):
@@ -123,9 +125,7 @@ def test_once_holders_release_every_request_is_granted(seed: int, n: int) -> Non
 
 @settings(max_examples=100, deadline=None)
 @given(seeds, st.sampled_from((2, 3, 8)))
-def test_a_part_its_sender_never_sent_on_goes_on_when_the_run_asks_again(
-    seed: int, n: int
-) -> None:
+def test_a_part_its_sender_never_sent_on_goes_on_when_the_run_asks_again(seed: int, n: int) -> None:
     """A release in one partition that the releasing process never followed up: the
     partial holds it made are sent on by the waiting runs' re-asks."""
     rng = random.Random(seed)
@@ -205,7 +205,10 @@ def test_with_one_partition_it_is_the_rule_of_events_locks(seed: int) -> None:
         assert got == want
         mine = m.tables[0]
         assert (mine.holders, mine.tokens, mine.leases, mine.held) == (
-            t.holders, t.tokens, t.leases, t.held
+            t.holders,
+            t.tokens,
+            t.leases,
+            t.held,
         )
         assert [(r.id, r.keys) for r in mine.requests.values()] == [
             (r.id, r.keys) for r in t.requests.values()

@@ -94,7 +94,14 @@ class RedisLocks:
                 bool(g["final"]),
             )
             keys = _modes(g["keys"])
-            part = Request(g["id"], keys, float(g["lease_s"]), grant.final, {}, _modes(g.get("whole") or g["keys"]))
+            part = Request(
+                g["id"],
+                keys,
+                float(g["lease_s"]),
+                grant.final,
+                {},
+                _modes(g.get("whole") or g["keys"]),
+            )
             plan.granted([(grant, part)])
 
     def _call(self, p: int, op: str, payload: str, now: float | None, flag: str = "") -> Any:
