@@ -33,13 +33,14 @@ from events.lock_step import LockAsk
 from events.locks import Mode
 from events.status import CallStatus
 from services.adapters.locks.redis_locks import RedisLocks
+from services.adapters.redis.client import is_cluster
 from services.adapters.tools.toolset import ToolSet
 from services.bootstrap import build_app
 from services.errors import ConfigError
 from services.handlers.app import App
 from services.handlers.call import handle_drive_call
 from services.keys import Keys
-from services.lock_partitions import lock_partitions
+from services.lock_partitions import ON_A_CLUSTER, ON_ONE_REDIS, lock_partitions
 from services.loops.sweeper import sweep_once
 from services.settings import Settings
 
@@ -134,15 +135,18 @@ def test_the_partition_count_is_recorded_once_and_another_one_refuses_to_start(
     client: redis.Redis, prefix: str
 ) -> None:
     keys = Keys(prefix, 1)
-    assert lock_partitions(client, keys, Settings(prefix=prefix)) == 1  # the default, recorded
-    assert lock_partitions(client, keys, Settings(prefix=prefix, lock_partitions=1)) == 1
+    default = ON_A_CLUSTER if is_cluster(client) else ON_ONE_REDIS
+    assert lock_partitions(client, keys, Settings(prefix=prefix)) == default  # recorded
+    assert (
+        lock_partitions(client, keys, Settings(prefix=prefix, lock_partitions=default)) == default
+    )
     with pytest.raises(ConfigError) as refused:
-        lock_partitions(client, keys, Settings(prefix=prefix, lock_partitions=8))
+        lock_partitions(client, keys, Settings(prefix=prefix, lock_partitions=5))
     assert refused.value.name == "AGENTLEDGER_LOCK_PARTITIONS"
-    assert "1 partitions" in str(refused.value) and "asks for 8" in str(refused.value)
+    assert f"{default} partitions" in str(refused.value) and "asks for 5" in str(refused.value)
     other = Keys(f"{prefix}:b", 1)
-    assert lock_partitions(client, other, Settings(prefix=f"{prefix}:b", lock_partitions=8)) == 8
-    assert lock_partitions(client, other, Settings(prefix=f"{prefix}:b")) == 8  # unset: recorded
+    assert lock_partitions(client, other, Settings(prefix=f"{prefix}:b", lock_partitions=5)) == 5
+    assert lock_partitions(client, other, Settings(prefix=f"{prefix}:b")) == 5  # unset: recorded
 
 
 @pytest.mark.parametrize("n", [1, 2])
