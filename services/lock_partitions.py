@@ -9,7 +9,10 @@ exits 2). Unset, a process takes the recorded count, else the default: 1 on one
 Redis, where partitions only add round trips (a call over two partitions pays
 two script calls, and each expiry pass one per partition) and spread nothing;
 8 on a cluster, where each partition is its own hash tag and so its own slot,
-spreading the lock table's load over up to 8 nodes. To change N, drain the
+spreading the lock table's load over up to 8 nodes. A lock table that was in
+use before the count was recorded (a deployment of a version without
+partitions: its tokens under `{lk0}`) keeps 1, the count it ran with, since
+its live holders are all in partition 0. To change N, drain the
 deployment (no run holds or waits for a lock) and delete the `lock_partitions`
 field of the meta hash."""
 
@@ -19,7 +22,7 @@ import redis
 
 from services.adapters.redis.client import is_cluster
 from services.errors import ConfigError
-from services.keys import Keys
+from services.keys import LOCK_PARTS, Keys
 from services.settings import Settings
 
 VARIABLE = "AGENTLEDGER_LOCK_PARTITIONS"
@@ -30,9 +33,10 @@ ON_ONE_REDIS, ON_A_CLUSTER = 1, 8
 def lock_partitions(client: redis.Redis, keys: Keys, settings: Settings) -> int:
     """The recorded count (recording this process's, or the default, if there is none)."""
     wanted = settings.lock_partitions
-    default = ON_A_CLUSTER if is_cluster(client) else ON_ONE_REDIS
-    client.hsetnx(keys.meta, FIELD, wanted or default)
     raw = client.hget(keys.meta, FIELD)
+    if raw is None:
+        client.hsetnx(keys.meta, FIELD, wanted or _default(client, keys))
+        raw = client.hget(keys.meta, FIELD)  # ours, or whoever recorded first
     try:
         recorded = int(raw)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -45,3 +49,10 @@ def lock_partitions(client: redis.Redis, keys: Keys, settings: Settings) -> int:
             "count is fixed per deployment (unset the variable to use the recorded one)",
         )
     return recorded
+
+
+def _default(client: redis.Redis, keys: Keys) -> int:
+    tokens = keys.locks(0)[LOCK_PARTS.index("tokens")]
+    if not is_cluster(client) or client.exists(tokens):  # one Redis, or a table from before
+        return ON_ONE_REDIS
+    return ON_A_CLUSTER
