@@ -25,8 +25,11 @@ so what a crash leaves is always a prefix of lower parts. A part is sent on by
 whoever's call granted it; if that process dies first, the waiting run's
 re-ask (the sweeper's) finds the partial hold again and sends it on, and every
 expiry pass also sends on the partial holds it sees (a hold whose run ended
-goes on, is granted, and its unrenewed lease ends it). With N = 1 this is
-`events.locks` exactly.
+goes on, is granted, and its unrenewed lease ends it). A part sent on after its
+request was released (a race between a sender and the release) queues for a
+request nobody will use: its run ignores the grant, and the unrenewed lease
+ends it, so it holds that partition's keys for a lease at most. With N = 1
+this is `events.locks` exactly.
 
 `Cascade` is the plan both adapters follow (ask the lowest partition with parts
 pending, send on what it grants partially); `Partitioned` applies it to pure
