@@ -133,20 +133,49 @@ def held_requests(s: RunState) -> frozenset[str]:
 
 
 def released_requests(before: RunState | None, after: RunState) -> list[str]:
+    return [a.request_id for a in released_asks(before, after)]
+
+
+def released_asks(before: RunState | None, after: RunState) -> list[LockAsk]:
     """The requests to release once `after` is the log's state: those `before` held
     that `after` does not, and, for a run that stops, the next ask of every call
     that has not recorded one (a worker may have queued it and died before saying
-    so; releasing an id the table does not know changes nothing)."""
+    so; releasing an id the table does not know changes nothing). Each with its
+    keys: a partitioned table releases it only where it is."""
     gone = set(held_requests(before) if before else ()) - held_requests(after)
     stopping = after.status.terminal or after.status is R.CANCELLING
+    turn = after.current_turn
+    calls = turn.calls if turn else ()
+    out = {
+        c.lock_request: _ask(after, c, c.lock_request)
+        for c in calls
+        if c.lock_request is not None and c.lock_request in gone
+    }
+    if before is not None and before.current_turn is not None:  # a turn that ended with it
+        out |= {
+            c.lock_request: _ask(before, c, c.lock_request)
+            for c in before.current_turn.calls
+            if c.lock_request is not None and c.lock_request in gone and c.lock_request not in out
+        }
     if stopping and (before is None or not (before.status.terminal or before.status is R.CANCELLING)):
-        turn = after.current_turn
-        gone |= {
-            request_id(after, c)
-            for c in (turn.calls if turn else ())
+        out |= {
+            (rid := request_id(after, c)): _ask(after, c, rid)
+            for c in calls
             if c.lock_request is None and not c.status.finished and c.status not in _ALWAYS_HELD
         }
-    return sorted(gone)
+    return [out[rid] for rid in sorted(out)]
+
+
+def held_ask(s: RunState, call_id: str) -> LockAsk | None:
+    """The request a running call holds, with its keys (to renew its lease)."""
+    call = s.call(call_id)
+    if call is None or call.lock_request is None:
+        return None
+    return _ask(s, call, call.lock_request)
+
+
+def _ask(s: RunState, c: Call, request: str) -> LockAsk:
+    return LockAsk(s.run_id, c.call_id, request, resources(c.reads, c.writes))
 
 
 def _may_ask(c: Call) -> bool:

@@ -8,7 +8,14 @@ cannot starve a write.
 `services/locks.lua` does the same atomically in Redis; a test runs random
 scenarios through both and compares. Fencing tokens are monotonic per key:
 max(previous + 1, now in microseconds), so they stay monotonic even when the
-counter itself is lost with a Redis restart, as long as clocks do not go back."""
+counter itself is lost with a Redis restart, as long as clocks do not go back.
+
+A table may be one partition of a larger one (`events.lock_partitions`): a
+request is then asked part by part, and a part that is not its request's last
+(`final=False`) is granted as a *partial hold*: held, with its tokens, but with
+no lease of its own (its request is still waiting in a later partition, so no
+worker renews it). The final part's grant carries the tokens of every earlier
+part (`carried`). A whole request is one final part: nothing changes for it."""
 
 from __future__ import annotations
 
@@ -29,28 +36,46 @@ def conflicts(a: Mode, b: Mode) -> bool:
 @dataclass(frozen=True, slots=True)
 class Request:
     id: str
-    keys: Mapping[str, Mode]  # resource -> mode
+    keys: Mapping[str, Mode]  # resource -> mode (of this partition, for a part)
     lease_s: float
+    final: bool = True  # False: a part held without a lease until the later ones are granted
+    carried: Mapping[str, int] = field(default_factory=dict)  # tokens of the earlier parts
+    whole: Mapping[str, Mode] = field(default_factory=dict)  # every key of the request ({}: keys)
 
 
 @dataclass(frozen=True, slots=True)
 class Grant:
     id: str
     tokens: Mapping[str, int]
-    lease_until: float
+    lease_until: float  # 0.0 for a partial hold
+    final: bool = True
 
 
 @dataclass(frozen=True)
 class LockTable:
-    """Requests in arrival order (held ones have a lease), holders per key, tokens."""
+    """Requests in arrival order, holders per key, tokens; a held request has its
+    tokens in `held` and, unless it is a partial hold, a lease."""
 
     requests: Mapping[str, Request] = field(default_factory=dict)
     holders: Mapping[str, Mapping[str, Mode]] = field(default_factory=dict)  # key -> id -> mode
     tokens: Mapping[str, int] = field(default_factory=dict)  # key -> last fencing token
     leases: Mapping[str, float] = field(default_factory=dict)  # holder id -> lease_until
+    held: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # holder id -> its tokens
 
     def waiting(self) -> list[str]:
-        return [rid for rid in self.requests if rid not in self.leases]
+        return [rid for rid in self.requests if rid not in self.held]
+
+    def partials(self) -> list[str]:
+        """Partial holds, in arrival order: held, with no lease."""
+        return [rid for rid in self.requests if rid in self.held and rid not in self.leases]
+
+    def holding(self, request_id: str) -> Grant | None:
+        """What a held request holds (a request asked again learns it)."""
+        if request_id not in self.held:
+            return None
+        final = self.requests[request_id].final
+        until = self.leases.get(request_id, 0.0)
+        return Grant(request_id, dict(self.held[request_id]), until, final)
 
 
 def resources(reads: Iterable[str], writes: Iterable[str]) -> dict[str, Mode]:
@@ -72,9 +97,17 @@ def enqueue(
 
 def release(t: LockTable, request_id: str, *, now: float) -> tuple[LockTable, list[Grant]]:
     """Drop a request, held or waiting; a stale or unknown id changes nothing."""
-    if request_id not in t.requests:
+    return release_all(t, [request_id], now=now)
+
+
+def release_all(
+    t: LockTable, request_ids: Iterable[str], *, now: float
+) -> tuple[LockTable, list[Grant]]:
+    """Drop every request named, then grant what that lets through (once, in arrival order)."""
+    gone = {rid for rid in request_ids if rid in t.requests}
+    if not gone:
         return t, []
-    return pump(_drop(t, {request_id}), now=now)
+    return pump(_drop(t, gone), now=now)
 
 
 def expire(t: LockTable, *, now: float) -> tuple[LockTable, list[str], list[Grant]]:
@@ -90,7 +123,8 @@ def _drop(t: LockTable, ids: set[str]) -> LockTable:
     reqs = {k: v for k, v in t.requests.items() if k not in ids}
     holders = {k: {h: m for h, m in hs.items() if h not in ids} for k, hs in t.holders.items()}
     leases = {k: v for k, v in t.leases.items() if k not in ids}
-    return LockTable(reqs, {k: v for k, v in holders.items() if v}, t.tokens, leases)
+    held = {k: v for k, v in t.held.items() if k not in ids}
+    return LockTable(reqs, {k: v for k, v in holders.items() if v}, t.tokens, leases, held)
 
 
 def renew(t: LockTable, request_id: str, *, now: float) -> tuple[LockTable, bool]:
@@ -133,6 +167,10 @@ def _grant(t: LockTable, r: Request, now: float) -> tuple[LockTable, Grant]:
     for key, mode in sorted(r.keys.items()):
         tokens[key] = mine[key] = max(tokens.get(key, 0) + 1, micros)
         holders.setdefault(key, {})[r.id] = mode
+    every = {**r.carried, **mine}
+    held = {**t.held, r.id: every}
+    if not r.final:  # a partial hold: no lease until the request's last part is granted
+        return LockTable(t.requests, holders, tokens, t.leases, held), Grant(r.id, every, 0.0, False)
     lease_until = now + r.lease_s
-    t = LockTable(t.requests, holders, tokens, {**t.leases, r.id: lease_until})
-    return t, Grant(r.id, mine, lease_until)
+    t = LockTable(t.requests, holders, tokens, {**t.leases, r.id: lease_until}, held)
+    return t, Grant(r.id, every, lease_until)

@@ -36,6 +36,7 @@ from services.entrypoints.actors import declare_actors
 from services.handlers.app import App
 from services.handlers.runs import Observe, Runs
 from services.keys import Keys, keys_for
+from services.lock_partitions import lock_partitions
 from services.loops.intake import Intake
 from services.loops.sweeper import run_sweeper
 from services.secrets import redactor_for
@@ -127,7 +128,8 @@ def build_app(
         RedisEventStore(client, keys, replica_acks=settings.replica_acks), redactor_for
     )
     outbox = Outbox(keys)
-    locks = RedisLocks(client, keys.locks(0), lease_s=settings.lock_lease_s)
+    keys = dataclasses.replace(keys, lock_partitions=lock_partitions(client, keys, settings))
+    locks = RedisLocks(client, keys, lease_s=settings.lock_lease_s)
     clock = SystemClock()
 
     def push(messages: Sequence[Outgoing]) -> None:

@@ -105,9 +105,17 @@ class Keys:
 
     @property
     def meta(self) -> str:
-        """Hash: facts of the deployment (the largest shard count ever used)."""
+        """Hash: facts of the deployment (the largest shard count ever used, the
+        lock table's partitions)."""
         return f"{self.prefix}:meta"
 
 
 def keys_for(settings: Settings) -> Keys:
-    return Keys(settings.prefix, settings.shards, inbox_partitions=settings.inbox_partitions)
+    """The keys of a deployment; the lock partitions are this Redis's recorded count
+    (`services.lock_partitions`), filled in by the composition root."""
+    return Keys(
+        settings.prefix,
+        settings.shards,
+        inbox_partitions=settings.inbox_partitions,
+        lock_partitions=settings.lock_partitions or 1,
+    )

@@ -34,6 +34,10 @@ class Settings:
     prefix: str = "al"
     shards: int = 16  # for new runs; a run's shard is in its id
     inbox_partitions: int = 4
+    # partitions of the lock table, fixed per deployment (recorded in Redis at the first
+    # start; a process asking for another count refuses to start). None: the recorded
+    # count, else 1 on one Redis and 8 on a cluster (services.lock_partitions says why)
+    lock_partitions: int | None = None
     lease_s: float = 2.0  # a live run idle this long is re-driven by the sweeper
     member_ttl_s: float = 2.0  # a worker silent this long is gone: its shards move on
     outcome_retry_s: float = 30.0  # how long an outcome in hand is retried across a Redis outage
@@ -79,6 +83,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_PREFIX": ("prefix", str),
     "AGENTLEDGER_SHARDS": ("shards", int),
     "AGENTLEDGER_INBOX_PARTITIONS": ("inbox_partitions", int),
+    "AGENTLEDGER_LOCK_PARTITIONS": ("lock_partitions", int),
     "AGENTLEDGER_MEMBER_TTL_S": ("member_ttl_s", float),
     "AGENTLEDGER_OUTCOME_RETRY_S": ("outcome_retry_s", float),
     "AGENTLEDGER_INBOX_MAX_BYTES": ("inbox_max_bytes", int),
@@ -149,6 +154,8 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         raise ConfigError("AGENTLEDGER_SHARDS", "must be between 1 and 4096")
     if not 1 <= settings.inbox_partitions <= 1024:
         raise ConfigError("AGENTLEDGER_INBOX_PARTITIONS", "must be between 1 and 1024")
+    if settings.lock_partitions is not None and not 1 <= settings.lock_partitions <= 1024:
+        raise ConfigError("AGENTLEDGER_LOCK_PARTITIONS", "must be between 1 and 1024")
     if settings.redis_url is not None:
         check_redis_url("REDIS_URL", settings.redis_url)
     if settings.probe_url is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 
 from events.fold import fold
+from events.lock_step import LockAsk, held_ask
 from events.state import Call, RunState
 from events.status import RunStatus
 from events.tool_step import Errored, Outcome
@@ -40,7 +41,7 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
         sandbox=policy_for(app.settings),
     )
     owner = f"{state.run_id}/{call.call_id}/{call.attempts}"
-    with LeaseKeeper(app, call.lock_request):
+    with LeaseKeeper(app, held_ask(state, call.call_id)):
         return run_once(
             app,
             state,
@@ -101,11 +102,12 @@ class LeaseKeeper:
     tool runs, so a busy worker is never taken for a dead one; a dead worker stops
     renewing and its locks pass on after the lease."""
 
-    def __init__(self, app: App, request_id: str | None):
+    def __init__(self, app: App, ask: LockAsk | None):
         self._app = app
-        self._request = request_id
+        self._request = ask
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True, name=f"lease-{request_id}")
+        name = f"lease-{ask.request_id if ask else None}"
+        self._thread = threading.Thread(target=self._beat, daemon=True, name=name)
 
     def __enter__(self) -> LeaseKeeper:
         if self._request is not None:
@@ -119,7 +121,7 @@ class LeaseKeeper:
         every = self._app.locks.lease_s / 3
         while not self._stop.wait(every):
             try:
-                if not self._app.locks.renew(self._request or ""):
+                if self._request is None or not self._app.locks.renew(self._request):
                     return  # the lease was lost; the fencing token protects what follows
             except OUTAGE_ERRORS:
                 continue  # Redis is away: renew at the next beat (the lease may run out meanwhile)

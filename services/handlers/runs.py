@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from events.dispatch import new_commands
 from events.fold import fold
-from events.lock_step import released_requests
+from events.lock_step import released_asks
 from events.settle import settle_batch
 from events.state import RunState
 from events.types import Event, RunCreated
@@ -224,7 +224,7 @@ class Runs:
             cache.appended(run_id, after, batch[-1].id)
         if self.observe is not None:
             self.observe(before, after, batch)
-        if released := released_requests(before, after):
+        if released := released_asks(before, after):
             through_outage(
                 lambda: self._send(self._locks.release(released).notices()),
                 outage_s=outage_s,

@@ -37,7 +37,7 @@ def measure(bench: Bench, prefix: str, ops: int, hops: int) -> dict[str, float]:
     store = bench.store(prefix)
     event = ToolCallSucceeded(call_id="c1", output={"n": 1}, started_at=0.0, finished_at=0.0)
     batches = [envelopes("floor", [event], after_seq=i, at=0.0, source="bench") for i in range(ops)]
-    locks = RedisLocks(client, bench.keys(prefix).locks(0), lease_s=5.0)
+    locks = RedisLocks(client, bench.keys(prefix), lease_s=5.0)
     xadd = f"{prefix}:xadd"
     return {
         "xadd_ms": timed(ops, lambda i: client.xadd(xadd, PAYLOAD, maxlen=1000)),  # type: ignore[arg-type]
@@ -72,7 +72,7 @@ def _lock_pair(locks: RedisLocks, i: int) -> None:
     reply = locks.enqueue([ask], [None])
     if not reply.grants:
         raise BenchError(f"lock {ask.keys} was not granted")
-    locks.release([ask.request_id])
+    locks.release([ask])
 
 
 def stream_round_trip(bench: Bench, prefix: str, ops: int) -> float:

@@ -3,7 +3,8 @@ and run against the in-memory adapters (in the unit tier) and the Redis ones
 (in the integration tier): what one passes, the other passes.
 
 A tier subclasses `LocksContract` with the fixtures `locks` (a new, empty table
-with a lease of LEASE_S), `now` (the table's own time) and `let_time_pass`
+with a lease of LEASE_S, in `partitions` partitions: each tier runs the suite on
+1 and on several), `now` (the table's own time) and `let_time_pass`
 (seconds go by on the table's clock: a manual clock moves, Redis's `TIME` is
 waited for); and `LedgerContract` with `ledger` (a new ledger keeping done
 operations the given seconds) and `let_time_pass`."""
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from events.lock_partitions import partition_of
 from events.lock_step import LockAsk
 from events.locks import Mode
 from services.adapters.ledger.port import Ledger
@@ -28,6 +30,23 @@ def ask(run: str, call: str, **keys: Mode) -> LockAsk:
     return LockAsk(
         run, call, f"{run}/{call}/1.0", {k.replace("_", ":"): m for k, m in keys.items()}
     )
+
+
+def spread(n: int, count: int) -> list[str]:
+    """`count` resources in distinct partitions (as many as there are), lowest first."""
+    by: dict[int, str] = {}
+    for i in range(1000):
+        by.setdefault(partition_of(f"file:/w/{i}", n), f"file:/w/{i}")
+    return [by[p] for p in sorted(by)][:count] + [f"file:/w/x{i}" for i in range(count - len(by))]
+
+
+def alike(n: int, count: int) -> list[str]:
+    """`count` resources in one partition."""
+    return [k for i in range(10_000) if partition_of(k := f"file:/w/{i}", n) == 0][:count]
+
+
+def asking(run: str, call: str, keys: dict[str, Mode]) -> LockAsk:
+    return LockAsk(run, call, f"{run}/{call}/1.0", keys)
 
 
 class LocksContract:
@@ -46,16 +65,31 @@ class LocksContract:
         notice = Outgoing("somewhere", b"wake up")
         assert locks.enqueue([ask("r1", "a", k=R), ask("r2", "b", k=R)], [None, None]).grants
         assert locks.enqueue([ask("r3", "w", k=W)], [notice]).grants == []
-        assert locks.release(["r1/a/1.0"]).grants == []  # the other read still holds it
-        reply = locks.release(["r2/b/1.0"])
+        assert locks.release([ask("r1", "a", k=R)]).grants == []  # the other read still holds it
+        reply = locks.release([ask("r2", "b", k=R)])
         assert [g.holder.request_id for g in reply.grants] == ["r3/w/1.0"]
         assert reply.notices() == [notice]
 
-    def test_a_request_for_two_keys_waits_whole_while_one_is_held(self, locks: Locks) -> None:
-        locks.enqueue([ask("r1", "a", x=W)], [None])
-        assert locks.enqueue([ask("r2", "b", x=W, y=W)], [None]).grants == []
-        assert [g.holder.call_id for g in locks.enqueue([ask("r3", "c", y=W)], [None]).grants] == []
-        assert [g.holder.call_id for g in locks.release(["r1/a/1.0"]).grants] == ["b"]
+    def test_a_request_for_two_keys_waits_whole_while_one_is_held(
+        self, locks: Locks, partitions: int
+    ) -> None:
+        x, y = alike(partitions, 2)  # FIFO per key is within the key's partition
+        locks.enqueue([asking("r1", "a", {x: W})], [None])
+        assert locks.enqueue([asking("r2", "b", {x: W, y: W})], [None]).grants == []
+        assert locks.enqueue([asking("r3", "c", {y: W})], [None]).grants == []
+        reply = locks.release([asking("r1", "a", {x: W})])
+        assert [g.holder.call_id for g in reply.grants] == ["b"]
+
+    def test_a_request_waiting_in_an_earlier_partition_has_not_queued_in_a_later_one(
+        self, locks: Locks, partitions: int
+    ) -> None:
+        """Ordered acquisition: a request arrives at a partition when its earlier parts
+        are held. Until then a later request for a key of that partition goes first."""
+        low, high = spread(partitions, 2)
+        locks.enqueue([asking("r1", "a", {low: W})], [None])
+        assert locks.enqueue([asking("r2", "b", {low: W, high: W})], [None]).grants == []
+        got = [g.holder.call_id for g in locks.enqueue([asking("r3", "c", {high: W})], [None]).grants]
+        assert got == ([] if partitions == 1 else ["c"])
 
     def test_a_request_asked_again_learns_the_grant_it_holds(self, locks: Locks) -> None:
         first = locks.enqueue([ask("r1", "a", x=W)], [None]).grants
@@ -67,7 +101,7 @@ class LocksContract:
         for i in range(3):
             [g] = locks.enqueue([ask("r", f"c{i}", x=W)], [None]).grants
             tokens.append(g.grant.tokens["x"])
-            locks.release([g.holder.request_id])
+            locks.release([ask("r", f"c{i}", x=W)])
         assert tokens == sorted(set(tokens))
 
     def test_a_holder_that_stops_renewing_loses_its_lock_to_the_next(
@@ -77,27 +111,78 @@ class LocksContract:
         locks.enqueue([ask("r2", "b", x=W)], [None])
         for _ in range(3):  # renewing keeps it past its first lease
             let_time_pass(LEASE_S / 3)
-            assert locks.renew("r1/a/1.0")
+            assert locks.renew(ask("r1", "a", x=W))
             assert locks.expire().expired == []
         let_time_pass(LEASE_S + 0.05)
         reply = locks.expire()
         assert [(h.run_id, h.call_id) for h in reply.expired] == [("r1", "a")]
         assert [g.holder.call_id for g in reply.grants] == ["b"]
-        assert not locks.renew("r1/a/1.0"), "a lost lease is not renewed"
+        assert not locks.renew(ask("r1", "a", x=W)), "a lost lease is not renewed"
 
     def test_a_release_of_an_unknown_request_changes_nothing(self, locks: Locks) -> None:
         locks.enqueue([ask("r1", "a", x=W)], [None])
-        assert locks.release(["nobody/x/1.0"]).grants == []
+        assert locks.release([ask("nobody", "x", x=W)]).grants == []
         assert locks.enqueue([ask("r2", "b", x=W)], [None]).grants == []
 
     def test_a_release_of_a_waiting_request_takes_it_out_of_the_queue(self, locks: Locks) -> None:
         locks.enqueue([ask("r1", "a", x=W)], [None])
         locks.enqueue([ask("r2", "b", x=W)], [Outgoing("r2-queue", b"b")])
         locks.enqueue([ask("r3", "c", x=W)], [Outgoing("r3-queue", b"c")])
-        assert locks.release(["r2/b/1.0"]).grants == []  # the waiter gave up (its run ended)
-        reply = locks.release(["r1/a/1.0"])
+        assert locks.release([ask("r2", "b", x=W)]).grants == []  # the waiter gave up
+        reply = locks.release([ask("r1", "a", x=W)])
         assert [g.holder.call_id for g in reply.grants] == ["c"]
         assert reply.notices() == [Outgoing("r3-queue", b"c")]
+
+    # --- over partitions: the same answers, whichever partitions the keys are in ---
+
+    def test_a_request_over_partitions_is_granted_once_with_every_token(
+        self, locks: Locks, partitions: int
+    ) -> None:
+        keys = spread(partitions, 3)
+        wide = asking("r1", "a", {k: W for k in keys})
+        [g] = locks.enqueue([wide], [None]).grants
+        assert set(g.grant.tokens) == set(keys)
+        [again] = locks.enqueue([wide], [None]).grants
+        assert again.grant.tokens == g.grant.tokens
+
+    def test_a_request_over_partitions_holds_its_first_part_while_the_last_is_busy(
+        self, locks: Locks, partitions: int
+    ) -> None:
+        low, high = spread(partitions, 2)
+        notice = Outgoing("r2-queue", b"b")
+        locks.enqueue([asking("r1", "a", {high: W})], [None])
+        assert locks.enqueue([asking("r2", "b", {low: W, high: W})], [notice]).grants == []
+        assert locks.enqueue([asking("r3", "c", {low: R})], [None]).grants == []  # r2 is first
+        reply = locks.release([asking("r1", "a", {high: W})])
+        assert [g.holder.call_id for g in reply.grants] == ["b"]
+        assert reply.notices() == [notice]
+        assert set(reply.grants[0].grant.tokens) == {low, high}
+
+    def test_a_request_over_partitions_that_stops_renewing_loses_every_part(
+        self, locks: Locks, partitions: int, let_time_pass: Wait
+    ) -> None:
+        low, high = spread(partitions, 2)
+        wide = asking("r1", "a", {low: W, high: W})
+        locks.enqueue([wide], [None])
+        locks.enqueue([asking("r2", "b", {low: W})], [None])
+        locks.enqueue([asking("r3", "c", {high: R})], [None])
+        let_time_pass(LEASE_S / 2)
+        assert locks.renew(wide) and locks.expire().expired == []
+        let_time_pass(LEASE_S + 0.05)
+        reply = locks.expire()
+        assert [h.call_id for h in reply.expired] == ["a"]
+        assert sorted(g.holder.call_id for g in reply.grants) == ["b", "c"]
+        assert not locks.renew(wide)
+
+    def test_a_release_drops_a_request_from_every_partition_it_touched(
+        self, locks: Locks, partitions: int
+    ) -> None:
+        keys = spread(partitions, 3)
+        locks.enqueue([asking("r1", "a", {keys[-1]: W})], [None])
+        locks.enqueue([asking("r2", "b", {k: W for k in keys})], [None])  # holds the low ones
+        locks.release([asking("r2", "b", {k: W for k in keys})])
+        got = locks.enqueue([asking("r3", "c", {k: W for k in keys[:-1]})], [None]).grants
+        assert [g.holder.call_id for g in got] == ["c"]
 
 
 class LedgerContract:

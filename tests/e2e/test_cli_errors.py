@@ -173,3 +173,18 @@ def test_a_control_when_the_workers_have_stopped_says_so_at_once_and_sends_nothi
 def test_version_prints_the_version(cli: Cli) -> None:
     done = cli("--version")
     assert done.returncode == 0 and done.stdout.startswith("agentledger ")
+
+
+def test_workers_asking_for_another_lock_partition_count_than_recorded_exit_2(cli: Cli) -> None:
+    """The lock table's partition count is fixed per deployment (recorded in Redis at
+    the first start): a process asking for another one refuses to start."""
+    inventory = copy_example("inventory", cli.cwd)
+    client = cli.redis()
+    client.hset(Keys(cli.env["AGENTLEDGER_PREFIX"], 16).meta, "lock_partitions", 3)
+    client.close()
+    cli.env["AGENTLEDGER_LOCK_PARTITIONS"] = "8"
+    done = cli("workers", "--tools", "inventory_tools", "--tool-path", inventory)
+    assert done.returncode == 2, done.stderr
+    assert "bad configuration: AGENTLEDGER_LOCK_PARTITIONS: " in done.stderr
+    assert "has 3 partitions" in done.stderr and "asks for 8" in done.stderr
+    no_traceback(done)

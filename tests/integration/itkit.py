@@ -71,6 +71,13 @@ def it_write(key: str, value: str, ctx: ToolContext, delay_s: float = 0.0) -> di
     return {"key": key, "written": value}
 
 
+@tool(writes=lambda a: [f"kv:{a['key']}", f"kv:{a['other']}"])
+def it_write_two(key: str, other: str, value: str, ctx: ToolContext) -> dict:
+    """Write two keys at once."""
+    _count(ctx, "it_write_two")
+    return {"keys": [key, other], "written": value}
+
+
 @tool(writes=lambda a: [f"kv:{a['key']}"], timeout_s=0.3)
 def it_stuck_write(key: str, ctx: ToolContext) -> dict:
     """A write that never answers within its timeout."""

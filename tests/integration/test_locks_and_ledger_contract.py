@@ -24,9 +24,13 @@ def let_time_pass() -> Callable[[float], None]:
 
 
 class TestRedisLocks(LocksContract):
+    @pytest.fixture(params=[1, 3, 8])
+    def partitions(self, request: pytest.FixtureRequest) -> int:
+        return int(request.param)
+
     @pytest.fixture
-    def locks(self, client: redis.Redis, prefix: str) -> RedisLocks:
-        return RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=LEASE_S)
+    def locks(self, client: redis.Redis, prefix: str, partitions: int) -> RedisLocks:
+        return RedisLocks(client, Keys(prefix, 1, lock_partitions=partitions), lease_s=LEASE_S)
 
     @pytest.fixture
     def now(self, client: redis.Redis) -> Callable[[], float]:

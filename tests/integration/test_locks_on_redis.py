@@ -22,8 +22,16 @@ import pytest
 import redis
 from itkit import TOOL_MODULE, call, create_run, drive, executions, in_threads, load, proposed
 
+from events.lock_partitions import (
+    Partitioned,
+    enqueue_all,
+    expire_all,
+    partitions,
+    release_many,
+    renew_final,
+)
 from events.lock_step import LockAsk
-from events.locks import Grant, LockTable, Mode, Request, enqueue, expire, release, renew
+from events.locks import Grant, LockTable, Mode, Request
 from events.status import CallStatus
 from schemas.spec import RunSpec
 from services.adapters.locks.redis_locks import RedisLocks
@@ -45,20 +53,21 @@ KEYS = ("file:/w/a", "file:/w/b", "stock:A1", "stock:B2")
 
 @dataclass
 class Twin:
-    """One schedule played on the pure table and on the script side by side."""
+    """One schedule played on the pure partitioned table (events/lock_partitions.py,
+    with one partition events/locks.py) and on the script side by side."""
 
     client: redis.Redis
     prefix: str
     rng: random.Random
-    table: LockTable = field(default_factory=LockTable)
+    n: int = 1
     now: float = T0
     asked: dict[str, dict[str, Mode]] = field(default_factory=dict)
-    given: dict[str, Grant] = field(default_factory=dict)
     seen: Counter[str] = field(default_factory=Counter)  # what the schedule exercised
 
     def __post_init__(self) -> None:
+        self.model = Partitioned.empty(self.n)
         # one service per lease length, all on the same lock table
-        keys = Keys(self.prefix, 1).locks(0)
+        keys = Keys(self.prefix, 1, lock_partitions=self.n)
         self.services = {s: RedisLocks(self.client, keys, lease_s=s) for s in LEASES_S}
         self.service = self.services[LEASES_S[0]]
 
@@ -88,37 +97,36 @@ class Twin:
             self.asked.setdefault(rid, keys)
             run, call = rid.split("/")[:2]
             asks.append(LockAsk(run, call, rid, keys))
-        already = set(self.table.leases)
+        held = {rid for t in self.model.tables for rid in t.leases}
         requests = [Request(a.request_id, a.keys, lease_s) for a in asks]
-        self.table, grants = enqueue(self.table, requests, now=self.now)
+        self.model, grants = enqueue_all(self.model, requests, now=self.now)
         reply = self.services[lease_s].enqueue(asks, [None] * len(asks), now=self.now)
-        given = [g.grant for g in reply.grants]
-        fresh = [g for g in given if g.id not in already]
-        again = [g for g in given if g.id in already]
-        self.same_grants(fresh, grants, f"enqueue {asks}")
-        # a request asked again while held learns what it holds (the rule grants nothing new)
-        for g in again:
-            assert g.tokens == self.given[g.id].tokens
-            assert round(g.lease_until * 1e6) == round(self.table.leases[g.id] * 1e6)
-        assert {g.id for g in again} == {a.request_id for a in asks} & already
-        self.seen.update(again=len(again), waits=len(self.table.waiting()))
+        self.same_grants([g.grant for g in reply.grants], grants, f"enqueue {asks}")
+        waiting = sum(len(t.waiting()) for t in self.model.tables)
+        partial = sum(len(t.partials()) for t in self.model.tables)
+        again = len({a.request_id for a in asks} & held)
+        self.seen.update(again=again, waits=waiting, partial=partial)
 
     def release(self) -> None:
         rid = self.pick()
-        self.table, grants = release(self.table, rid, now=self.now)
-        released = [g.grant for g in self.service.release([rid], now=self.now).grants]
+        keys = self.asked.get(rid, {KEYS[0]: Mode.WRITE})
+        self.model, grants = release_many(self.model, {rid: keys}, now=self.now)
+        ask = LockAsk("r", "c", rid, keys)
+        released = [g.grant for g in self.service.release([ask], now=self.now).grants]
         self.same_grants(released, grants, f"release {rid}")
 
     def renew(self) -> None:
         rid = self.pick()
-        self.table, renewed = renew(self.table, rid, now=self.now)
-        assert self.service.renew(rid, now=self.now) is renewed, f"renew {rid} at {self.now}"
+        keys = self.asked.get(rid, {KEYS[0]: Mode.WRITE})
+        self.model, renewed = renew_final(self.model, rid, keys, now=self.now)
+        got = self.service.renew(LockAsk("r", "c", rid, keys), now=self.now)
+        assert got is renewed, f"renew {rid} at {self.now}"
         self.seen[f"renewed={renewed}"] += 1
 
     def expire(self) -> None:
-        self.table, expired, grants = expire(self.table, now=self.now)
+        self.model, expired, grants = expire_all(self.model, now=self.now)
         reply = self.service.expire(now=self.now)
-        assert [h.request_id for h in reply.expired] == expired, f"expire at {self.now}"
+        assert [h.request_id for h in reply.expired] == [r.id for r in expired], f"expire {self.now}"
         self.same_grants([g.grant for g in reply.grants], grants, f"expire at {self.now}")
         self.seen.update(expired=len(expired), passed_on=len(grants))
 
@@ -130,48 +138,57 @@ class Twin:
     def same_grants(self, script: list[Grant], rule: list[Grant], what: str) -> None:
         assert [g.id for g in script] == [g.id for g in rule], what
         for s, r in zip(script, rule, strict=True):
+            assert s.final and r.final, f"{what}: only final grants are reported"
             assert s.tokens == dict(r.tokens), f"{what}: tokens of {s.id}"
+            assert set(s.tokens) == set(self.asked[s.id]), f"{what}: every token of {s.id}"
             assert round(s.lease_until * 1e6) == round(r.lease_until * 1e6), f"{what}: lease"
-            self.given[s.id] = s
+        self.seen.update(spanning=sum(len(partitions(self.asked[g.id], self.n)) > 1 for g in rule))
 
     def same_tables(self) -> None:
-        req, order_key, holders_key, tokens_key, leases_key, _ = Keys(self.prefix, 1).locks(0)
+        for p, table in enumerate(self.model.tables):
+            self.same_table(p, table)
+
+    def same_table(self, p: int, table: LockTable) -> None:
+        keys = Keys(self.prefix, 1, lock_partitions=self.n).locks(p)
+        _, order_key, holders_key, tokens_key, leases_key, _ = keys
         holders = {
             k.decode(): json.loads(v) for k, v in self.client.hgetall(holders_key).items()
         }
         assert holders == {
-            k: {h: str(m) for h, m in hs.items()} for k, hs in self.table.holders.items()
+            k: {h: str(m) for h, m in hs.items()} for k, hs in table.holders.items()
         }
         tokens = {k.decode(): int(v) for k, v in self.client.hgetall(tokens_key).items()}
-        assert tokens == dict(self.table.tokens)
-        leases = {
-            k.decode(): round(v)
-            for k, v in self.client.zrange(leases_key, 0, -1, withscores=True)
-        }
-        assert leases == {k: round(v * 1e6) for k, v in self.table.leases.items()}
+        assert tokens == dict(table.tokens)
+        scored = self.client.zrange(leases_key, 0, -1, withscores=True)
+        leases = {k.decode(): round(v) for k, v in scored if v != float("inf")}
+        assert leases == {k: round(v * 1e6) for k, v in table.leases.items()}
+        partial = {k.decode() for k, v in scored if v == float("inf")}
+        assert partial == set(table.partials()), f"partial holds of partition {p}"
         order = [k.decode() for k in self.client.zrange(order_key, 0, -1)]
-        assert order == list(self.table.requests), "arrival order"
+        assert order == list(table.requests), f"arrival order in partition {p}"
 
 
+@pytest.mark.parametrize("n", [1, 3, 8])
 def test_the_script_and_the_pure_rule_agree_on_random_schedules(
-    client: redis.Redis, prefix: str
+    client: redis.Redis, prefix: str, n: int
 ) -> None:
     seen: Counter[str] = Counter()
-    for n in range(SCENARIOS):
-        twin = Twin(client, f"{prefix}:s{n}", random.Random(n))
-        for i in range(25):
+    for i in range(SCENARIOS):
+        twin = Twin(client, f"{prefix}:s{i}", random.Random(i), n)
+        for j in range(25):
             twin.step()
-            if i % 5 == 4:
+            if j % 5 == 4:
                 twin.same_tables()
         twin.same_tables()
         seen += twin.seen
-    print(f"\n{SCENARIOS} schedules: {dict(sorted(seen.items()))}")
-    for kind in ("again", "waits", "expired", "passed_on", "renewed=True", "renewed=False"):
+    print(f"\n{SCENARIOS} schedules on {n} partitions: {dict(sorted(seen.items()))}")
+    kinds = ["again", "waits", "expired", "passed_on", "renewed=True", "renewed=False"]
+    for kind in kinds + (["partial", "spanning"] if n > 1 else []):
         assert seen[kind] > 0, f"no schedule exercised {kind!r}"
 
 
 def test_a_redelivered_request_learns_the_grant_it_holds(client: redis.Redis, prefix: str) -> None:
-    locks = RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=5.0)
+    locks = RedisLocks(client, Keys(prefix, 1), lease_s=5.0)
     ask = LockAsk("r", "c1", "r/c1/1", {"file:/x": Mode.WRITE})
     first = locks.enqueue([ask], [None], now=T0).grants
     again = locks.enqueue([ask], [None], now=T0 + 1).grants
@@ -181,17 +198,17 @@ def test_a_redelivered_request_learns_the_grant_it_holds(client: redis.Redis, pr
 def test_a_release_tells_the_waiter_with_the_message_it_left(
     client: redis.Redis, prefix: str
 ) -> None:
-    locks = RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=5.0)
+    locks = RedisLocks(client, Keys(prefix, 1), lease_s=5.0)
     first = LockAsk("r1", "c1", "r1/c1/1.0", {"stock:A1": Mode.WRITE})
     second = LockAsk("r2", "c9", "r2/c9/1.0", {"stock:A1": Mode.WRITE})
     notice = Outgoing(f"{prefix}:{{3}}:q:default:fp:tools", b'{"m": 1}')
     assert [g.holder.run_id for g in locks.enqueue([first], [None]).grants] == ["r1"]
     assert locks.enqueue([second], [notice]).grants == []
-    reply = locks.release([first.request_id])
+    reply = locks.release([first])
     [granted] = reply.grants
     assert (granted.holder.run_id, granted.holder.call_id) == ("r2", "c9")
     assert reply.notices() == [notice]
-    assert locks.release(["nobody/c0/1.0"]).grants == []  # a stale release changes nothing
+    assert locks.release([LockAsk("nobody", "c0", "nobody/c0/1.0", first.keys)]).grants == []  # a stale release changes nothing
 
 
 # --- a holder killed with SIGKILL --------------------------------------------------------
@@ -231,12 +248,14 @@ from services.clock import SystemClock
 from services.handlers.execution import LeaseKeeper
 from services.keys import Keys
 
-url, prefix, lease_s, resource, fence_key = sys.argv[1:6]
+url, prefix, lease_s, resources, fence_key, n = sys.argv[1:7]
+resource, *others = resources.split(",")
 client = redis_client(url)  # the cluster client where url is a cluster node
-locks = RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=float(lease_s))
-reply = locks.enqueue([LockAsk("holder", "c1", "holder/c1/1.0", {resource: Mode.WRITE})], [None])
+locks = RedisLocks(client, Keys(prefix, 1, lock_partitions=int(n)), lease_s=float(lease_s))
+ask = LockAsk("holder", "c1", "holder/c1/1.0", {r: Mode.WRITE for r in (resource, *others)})
+reply = locks.enqueue([ask], [None])
 grant = reply.grants[0].grant
-LeaseKeeper(types.SimpleNamespace(locks=locks, clock=SystemClock()), grant.id).__enter__()
+LeaseKeeper(types.SimpleNamespace(locks=locks, clock=SystemClock()), ask).__enter__()
 fence = client.register_script(sys.stdin.read())
 accepted = fence(keys=[fence_key], args=[grant.tokens[resource], "written by the holder"])
 print(json.dumps({"id": grant.id, "token": grant.tokens[resource], "accepted": accepted}), flush=True)
@@ -244,11 +263,18 @@ time.sleep(600)
 """
 
 LOCK_LEASE_S = 0.6
+RESOURCE, OTHER = "file:/shared/out.txt", "file:/shared/log.txt"  # partitions 1 and 2 of 3
+
+
+@pytest.fixture(params=[1, 3])
+def holder_partitions(request: pytest.FixtureRequest) -> int:
+    return int(request.param)
 
 
 @pytest.fixture
-def holder(redis_url: str, prefix: str) -> Iterator[tuple[subprocess.Popen[str], dict]]:  # type: ignore[type-arg]
-    args = [redis_url, prefix, str(LOCK_LEASE_S), "file:/shared/out.txt", f"{prefix}:fenced"]
+def holder(redis_url: str, prefix: str, holder_partitions: int) -> Iterator[tuple[subprocess.Popen[str], dict]]:  # type: ignore[type-arg]
+    resources = f"{RESOURCE},{OTHER}"
+    args = [redis_url, prefix, str(LOCK_LEASE_S), resources, f"{prefix}:fenced", str(holder_partitions)]
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, *args],
         stdin=subprocess.PIPE,
@@ -273,13 +299,18 @@ def test_a_killed_holder_loses_its_lock_and_its_late_write_is_refused(
     client: redis.Redis,
     prefix: str,
     holder: tuple[subprocess.Popen[str], dict],  # type: ignore[type-arg]
+    holder_partitions: int,
 ) -> None:
+    """The holder's request spans two partitions when there are 3: its lease (in the
+    last one) ends and it loses the other part too."""
     proc, held = holder
-    resource = "file:/shared/out.txt"
-    locks = RedisLocks(client, Keys(prefix, 1).locks(0), lease_s=LOCK_LEASE_S)
+    resource = RESOURCE
+    keys = Keys(prefix, 1, lock_partitions=holder_partitions)
+    locks = RedisLocks(client, keys, lease_s=LOCK_LEASE_S)
     fence = FencedStore(client, f"{prefix}:fenced")
     assert held["accepted"] == 1 and fence.value() == "written by the holder"
-    waiting = locks.enqueue([LockAsk("next", "c2", "next/c2/1.0", {resource: Mode.WRITE})], [None])
+    wants = {resource: Mode.WRITE, OTHER: Mode.WRITE}
+    waiting = locks.enqueue([LockAsk("next", "c2", "next/c2/1.0", wants)], [None])
     assert waiting.grants == []
 
     # alive for several leases: its own heartbeat keeps the lock
@@ -308,7 +339,8 @@ def test_a_killed_holder_loses_its_lock_and_its_late_write_is_refused(
     assert fence.write("written by the next holder", token)
     assert not fence.write("late write of the dead holder", held["token"]), "stale token refused"
     assert fence.value() == "written by the next holder"
-    assert not locks.renew(held["id"]), "the dead holder's lease is gone"
+    assert set(grants[0].tokens) == {resource, OTHER}
+    assert not locks.renew(LockAsk("holder", "c1", held["id"], wants)), "the lease is gone"
 
 
 # --- tokens across a restart of a Redis that persists nothing -----------------------------
@@ -359,12 +391,12 @@ def test_tokens_stay_monotonic_across_a_restart_that_lost_everything(
     resource = "stock:A1"
     before: list[int] = []
     client = ephemeral.start()
-    locks = RedisLocks(client, Keys("p", 1).locks(0), lease_s=5.0)
+    locks = RedisLocks(client, Keys("p", 1), lease_s=5.0)
     for i in range(3):
         rid = f"r/c{i}/1"
         grant = locks.enqueue([LockAsk("r", f"c{i}", rid, {resource: Mode.WRITE})], [None])
         before += [grant.grants[0].grant.tokens[resource]]
-        locks.release([rid])
+        locks.release([LockAsk("r", f"c{i}", rid, {resource: Mode.WRITE})])
     counter = [client.incr("p:plain-counter") for _ in range(3)][-1]
     client.close()
     ephemeral.stop()
@@ -373,7 +405,7 @@ def test_tokens_stay_monotonic_across_a_restart_that_lost_everything(
     try:
         assert client.dbsize() == 0, "the restart lost every key"
         assert client.incr("p:plain-counter") < counter, "a plain INCR goes back"
-        locks = RedisLocks(client, Keys("p", 1).locks(0), lease_s=5.0)
+        locks = RedisLocks(client, Keys("p", 1), lease_s=5.0)
         now = time.time()
         after = locks.enqueue([LockAsk("r", "c9", "r/c9/1", {resource: Mode.WRITE})], [None])
         token = after.grants[0].grant.tokens[resource]
@@ -417,7 +449,7 @@ def test_max_parallel_calls_holds_when_an_earlier_call_gets_its_lock_late(
         CallStatus.SCHEDULED,
     ]
     # before c2's step runs, the other run lets k go: c1 is told, and both steps run at once
-    app.send(app.locks.release([other.request_id]).notices())
+    app.send(app.locks.release([other]).notices())
     peak: list[int] = []
 
     def watch() -> None:

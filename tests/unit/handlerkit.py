@@ -180,7 +180,9 @@ class Unit:
         self.sent: list[Command] = []  # what was sent on its own, not with an append
         settings = Settings(prefix="unit", shards=1, lock_lease_s=lock_lease_s, sandbox="off")
         outbox = Outbox(Keys(settings.prefix, settings.shards))
-        locks = MemoryLocks(self.clock, lease_s=settings.lock_lease_s)
+        locks = MemoryLocks(
+            self.clock, lease_s=settings.lock_lease_s, partitions=settings.lock_partitions or 1
+        )
         self.app = App(
             settings=settings,
             runs=Runs(self.store, self.clock, outbox, locks, self._send),

@@ -27,9 +27,13 @@ def let_time_pass(clock: ManualClock) -> Callable[[float], None]:
 
 
 class TestMemoryLocks(LocksContract):
+    @pytest.fixture(params=[1, 3, 8])
+    def partitions(self, request: pytest.FixtureRequest) -> int:
+        return int(request.param)
+
     @pytest.fixture
-    def locks(self, clock: ManualClock) -> MemoryLocks:
-        return MemoryLocks(clock, lease_s=LEASE_S)
+    def locks(self, clock: ManualClock, partitions: int) -> MemoryLocks:
+        return MemoryLocks(clock, lease_s=LEASE_S, partitions=partitions)
 
     @pytest.fixture
     def now(self, clock: ManualClock) -> Callable[[], float]:

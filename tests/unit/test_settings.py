@@ -54,6 +54,8 @@ def test_a_password_in_a_bad_url_is_not_repeated() -> None:
         ("AGENTLEDGER_WORKER_THREADS", "1.5", "expected a whole number"),
         ("AGENTLEDGER_PREFIX", "a b", "braces/spaces"),
         ("AGENTLEDGER_PROBE_URL", "localhost", "is not a Redis URL"),
+        ("AGENTLEDGER_LOCK_PARTITIONS", "0", "between 1 and 1024"),
+        ("AGENTLEDGER_LOCK_PARTITIONS", "eight", "expected a whole number"),
     ],
 )
 def test_a_bad_value_is_refused_naming_the_variable(var: str, value: str, says: str) -> None:
@@ -85,3 +87,10 @@ def test_the_probe_can_be_switched_off_and_children_inherit_that() -> None:
     assert settings.probe_url is None
     assert environ_for_children(settings)["AGENTLEDGER_PROBE_URL"] == "off"
     assert from_env(environ_for_children(settings)).probe_url is None
+
+
+def test_the_lock_partitions_are_unset_by_default_and_children_inherit_a_set_count() -> None:
+    assert from_env({}).lock_partitions is None  # the recorded count, else the topology's
+    settings = from_env({"AGENTLEDGER_LOCK_PARTITIONS": "8"})
+    assert settings.lock_partitions == 8
+    assert environ_for_children(settings)["AGENTLEDGER_LOCK_PARTITIONS"] == "8"

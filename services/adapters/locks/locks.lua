@@ -3,11 +3,17 @@
 --       json {id: mode}), tokens (hash key -> last token), leases (zset id -> lease_until_us),
 --       seq (arrival counter)
 -- ARGV[1]: op (enqueue | release | renew | expire), ARGV[2]: now in microseconds, or ''
---          for Redis's own clock, ARGV[3]: payload
--- A request is {keys, lease_s, run, call, notify}: who asked, and the message to send
--- them when they are granted later (by a release or an expiry, not by their own ask).
--- Returns json {grants: [{id, tokens, lease_until_us, run, call, notify}],
---               expired: [{id, run, call}], renewed: bool}
+--          for Redis's own clock, ARGV[3]: payload, ARGV[4] (enqueue): '1' to report what
+--          requests asked again already hold
+-- A request is {keys, lease_s, run, call, notify, final, carried, whole}: who asked, the
+-- message to send them when they are granted later (by a release or an expiry, not by
+-- their own ask); in a partitioned table, the part of the request in this partition
+-- (keys), whether it is its last (final), the tokens of the earlier parts (carried) and
+-- every key (whole). A part that is not final is held without a lease: its score in
+-- leases is +inf, so no expiry takes it (events/lock_partitions.py says why).
+-- Returns json {grants: [{id, tokens, lease_until_us, final, keys, whole, lease_s, run,
+--               call, notify}], expired: [{id, run, call, whole}], renewed: bool}
+--         (expire also lists every partial hold among the grants: to be sent on again)
 local REQ, ORDER, HOLDERS, TOKENS, LEASES, SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op, now = ARGV[1], tonumber(ARGV[2])
 if now == nil then
@@ -39,13 +45,20 @@ local function free(r, blocked)
   return true
 end
 
+local function final(r) return r.final ~= false end
+
 local function granted(id, r, until_us)
-  return {id = id, tokens = r.tokens, lease_until_us = until_us, run = r.run, call = r.call,
+  if not final(r) then until_us = '0' end
+  return {id = id, tokens = r.tokens, lease_until_us = until_us, final = final(r),
+          keys = r.keys, whole = r.whole, lease_s = r.lease_s, run = r.run, call = r.call,
           notify = r.notify}
 end
 
 local function grant(id, r)
   local mine = {}
+  if type(r.carried) == 'table' then
+    for key, token in pairs(r.carried) do mine[key] = token end
+  end
   local keys = {}
   for key in pairs(r.keys) do table.insert(keys, key) end
   table.sort(keys)
@@ -59,6 +72,7 @@ local function grant(id, r)
     set_holders(key, hs)
   end
   local until_us = fmt(now + r.lease_s * 1000000)
+  if not final(r) then until_us = '+inf' end
   redis.call('ZADD', LEASES, until_us, id)
   r.tokens = mine
   redis.call('HSET', REQ, id, cjson.encode(r))
@@ -103,17 +117,22 @@ if op == 'enqueue' then
   local asked = cjson.decode(ARGV[3])
   local again = {}
   for _, r in ipairs(asked) do
-    local req = {keys = r.keys, lease_s = r.lease_s, run = r.run, call = r.call, notify = r.notify}
+    local req = {keys = r.keys, lease_s = r.lease_s, run = r.run, call = r.call, notify = r.notify,
+                 final = final(r), carried = r.carried, whole = r.whole}
     if redis.call('HSETNX', REQ, r.id, cjson.encode(req)) == 1 then
       redis.call('ZADD', ORDER, redis.call('INCR', SEQ), r.id)
     elseif redis.call('ZSCORE', LEASES, r.id) then
-      table.insert(again, r.id)  -- asked again: say what it holds
+      table.insert(again, r.id)  -- asked again: say what it holds (a partial hold: always)
     end
   end
   out.grants = pump()
+  local seen = {}
   for _, id in ipairs(again) do
     local r = cjson.decode(redis.call('HGET', REQ, id))
-    table.insert(out.grants, granted(id, r, redis.call('ZSCORE', LEASES, id)))
+    if not seen[id] and (ARGV[4] == '1' or not final(r)) then
+      table.insert(out.grants, granted(id, r, redis.call('ZSCORE', LEASES, id)))
+    end
+    seen[id] = true
   end
 elseif op == 'release' then
   local any = false
@@ -122,7 +141,8 @@ elseif op == 'release' then
   end
   if any then out.grants = pump() end
 elseif op == 'renew' then
-  if redis.call('ZSCORE', LEASES, ARGV[3]) then
+  local held = redis.call('ZSCORE', LEASES, ARGV[3])
+  if held and tonumber(held) ~= math.huge then
     local r = cjson.decode(redis.call('HGET', REQ, ARGV[3]))
     redis.call('ZADD', LEASES, fmt(now + r.lease_s * 1000000), ARGV[3])
     out.renewed = true
@@ -132,9 +152,16 @@ elseif op == 'expire' then
   table.sort(gone)
   for _, id in ipairs(gone) do
     local r = drop(id)
-    table.insert(out.expired, {id = id, run = r.run, call = r.call})
+    table.insert(out.expired, {id = id, run = r.run, call = r.call, whole = r.whole, keys = r.keys})
   end
   if #gone > 0 then out.grants = pump() end
+  local partial = redis.call('ZRANGEBYSCORE', LEASES, '+inf', '+inf')
+  local arrived = {}
+  for _, id in ipairs(partial) do arrived[id] = tonumber(redis.call('ZSCORE', ORDER, id)) end
+  table.sort(partial, function(x, y) return arrived[x] < arrived[y] end)
+  for _, id in ipairs(partial) do
+    table.insert(out.grants, granted(id, cjson.decode(redis.call('HGET', REQ, id)), '0'))
+  end
 else
   return redis.error_reply('unknown op ' .. tostring(op))
 end

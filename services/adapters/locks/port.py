@@ -3,7 +3,11 @@ in memory) that applies the rule of `events.locks`. A request names who asked
 (run, call) and the message to send them if it is granted later — by a
 release or an expiry, not by their own ask — so a grant reaches the waiting
 run through a command to its own queue, and nobody appends to another run's
-log. Times are the table's own (Redis `TIME`)."""
+log. Times are the table's own (Redis `TIME`).
+
+The table may be partitioned by resource (`events.lock_partitions`); callers
+see no difference but this: a release or a renewal names the request's keys
+(`LockAsk`), so it goes only to the partitions the request is in."""
 
 from __future__ import annotations
 
@@ -48,12 +52,14 @@ class Locks(Protocol):
         those asked for again (a redelivery learns what it had been given)."""
         ...
 
-    def release(self, request_ids: Sequence[str]) -> LockReply:
-        """Drop requests, held or waiting; unknown ids change nothing. The reply
-        lists the requests this let through."""
+    def release(self, asks: Sequence[LockAsk]) -> LockReply:
+        """Drop requests, held or waiting, from every partition their keys are in;
+        unknown ids change nothing. The reply lists the requests this let through."""
         ...
 
-    def renew(self, request_id: str) -> bool: ...
+    def renew(self, ask: LockAsk) -> bool:
+        """Extend a held request's lease (it is in the partition of its last keys)."""
+        ...
 
     def expire(self) -> LockReply:
         """Holders whose lease ran out lose their locks; the lock passes on."""

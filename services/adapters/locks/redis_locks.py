@@ -1,29 +1,37 @@
 """The lock table on Redis: one registered Lua script (`locks.lua`) that applies the
-rule of `events.locks` atomically. All keys of a partition share one hash tag,
-so the script runs on Redis Cluster too (on one slot)."""
+rule of `events.locks` atomically to one partition of the table, all of whose
+keys share one hash tag (one slot: the script runs on Redis Cluster too). A
+request over several partitions follows the plan of `events.lock_partitions`:
+one script call per partition, lowest first, each partial grant sent on with
+the tokens so far; callers see only final grants. Never a multi-slot command."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from importlib.resources import files
 from typing import Any
 
 import redis
 
+from events.lock_partitions import Cascade, final_partition, first_part, release_plan
 from events.lock_step import LockAsk
-from events.locks import Grant
+from events.locks import Grant, Mode, Request
 from services.adapters.locks.port import Granted, Holder, LockReply
 from services.adapters.store.port import Outgoing
+from services.keys import Keys
 
 _SCRIPT = files("services.adapters.locks").joinpath("locks.lua").read_text()
+Who = dict[str, tuple[Holder, Outgoing | None]]  # request id -> who asked, what tells them
 
 
 class RedisLocks:
-    def __init__(self, client: redis.Redis, keys: list[str], *, lease_s: float):
+    def __init__(self, client: redis.Redis, keys: Keys, *, lease_s: float):
         self._script = client.register_script(_SCRIPT)
-        self._keys = keys
+        self._tables = [keys.locks(p) for p in range(keys.lock_partitions)]
+        self.partitions = len(self._tables)
         self.lease_s = lease_s
+        self.calls = 0  # script calls made: one round trip each
 
     # `now` (seconds) replaces Redis's clock: only the differential test of the rule gives it
 
@@ -34,48 +42,90 @@ class RedisLocks:
         *,
         now: float | None = None,
     ) -> LockReply:
-        payload = [
-            {
-                "id": a.request_id,
-                "keys": {k: str(m) for k, m in a.keys.items()},
-                "lease_s": self.lease_s,
-                "run": a.run_id,
-                "call": a.call_id,
-                "notify": _notice(n),
-            }
-            for a, n in zip(asks, notify, strict=True)
-        ]
-        return self._call("enqueue", json.dumps(payload), now)
+        plan, who = Cascade(self.partitions), Who()
+        for a, n in zip(asks, notify, strict=True):
+            who.setdefault(a.request_id, (Holder(a.request_id, a.run_id, a.call_id), n))
+            plan.add(*first_part(Request(a.request_id, a.keys, self.lease_s), self.partitions))
+        return LockReply(self._follow(plan, who, now, again=True))
 
-    def release(self, request_ids: Sequence[str], *, now: float | None = None) -> LockReply:
-        if not request_ids:
-            return LockReply()
-        return self._call("release", json.dumps(list(request_ids)), now)
+    def release(self, asks: Sequence[LockAsk], *, now: float | None = None) -> LockReply:
+        plan, who = Cascade(self.partitions), Who()
+        for p, ids in release_plan({a.request_id: a.keys for a in asks}, self.partitions):
+            self._granted(plan, who, self._call(p, "release", json.dumps(ids), now))
+        return LockReply(self._follow(plan, who, now, again=False))
 
-    def renew(self, request_id: str, *, now: float | None = None) -> bool:
-        return self._call("renew", request_id, now).renewed
+    def renew(self, ask: LockAsk, *, now: float | None = None) -> bool:
+        """The lease is in the request's last partition only (its other parts have none)."""
+        p = final_partition(ask.keys, self.partitions)
+        return bool(self._call(p, "renew", ask.request_id, now)["renewed"])
 
     def expire(self, *, now: float | None = None) -> LockReply:
-        return self._call("expire", "", now)
+        """Each partition ends its run-out leases; an expired request loses its other
+        parts (highest first); partial holds are sent on again (their sender may have died)."""
+        plan, who = Cascade(self.partitions), Who()
+        expired: list[Holder] = []
+        lower: dict[str, Iterable[str]] = {}
+        for p in range(self.partitions):
+            out = self._call(p, "expire", "", now)
+            for e in out["expired"]:
+                expired.append(Holder(e["id"], e.get("run") or "", e.get("call") or ""))
+                lower[e["id"]] = list(_modes(e.get("whole") or e["keys"]))
+            self._granted(plan, who, out)
+        plan.drop(lower)
+        for p, ids in release_plan(lower, self.partitions):
+            self._granted(plan, who, self._call(p, "release", json.dumps(ids), now))
+        return LockReply(self._follow(plan, who, now, again=False), expired)
 
-    def _call(self, op: str, payload: str, now: float | None) -> LockReply:
-        at = "" if now is None else round(now * 1_000_000)
-        raw = self._script(keys=self._keys, args=[op, at, payload])
-        out = json.loads(raw)
-        grants = [
-            Granted(
-                Grant(
-                    g["id"],
-                    {k: int(v) for k, v in g["tokens"].items()},
-                    int(g["lease_until_us"]) / 1_000_000,
-                ),
-                Holder(g["id"], g.get("run") or "", g.get("call") or ""),
-                _outgoing(g.get("notify")),
+    def _follow(self, plan: Cascade, who: Who, now: float | None, *, again: bool) -> list[Granted]:
+        while (step := plan.next()) is not None:
+            p, parts = step
+            payload = json.dumps([_part(r, *who[r.id]) for r in parts])
+            self._granted(plan, who, self._call(p, "enqueue", payload, now, "1" if again else ""))
+        return [Granted(g, *who[g.id]) for g in plan.finals]
+
+    def _granted(self, plan: Cascade, who: Who, out: Mapping[str, Any]) -> None:
+        for g in out["grants"]:
+            who.setdefault(g["id"], (Holder(g["id"], g.get("run") or "", g.get("call") or ""),
+                                     _outgoing(g.get("notify"))))  # fmt: skip
+            grant = Grant(
+                g["id"],
+                {k: int(v) for k, v in g["tokens"].items()},
+                int(g["lease_until_us"]) / 1_000_000,
+                bool(g["final"]),
             )
-            for g in out["grants"]
-        ]
-        expired = [Holder(e["id"], e.get("run") or "", e.get("call") or "") for e in out["expired"]]
-        return LockReply(grants, expired, bool(out["renewed"]))
+            keys = _modes(g["keys"])
+            part = Request(
+                g["id"],
+                keys,
+                float(g["lease_s"]),
+                grant.final,
+                {},
+                _modes(g.get("whole") or g["keys"]),
+            )
+            plan.granted([(grant, part)])
+
+    def _call(self, p: int, op: str, payload: str, now: float | None, flag: str = "") -> Any:
+        at = "" if now is None else round(now * 1_000_000)
+        self.calls += 1
+        return json.loads(self._script(keys=self._tables[p], args=[op, at, payload, flag]))
+
+
+def _part(r: Request, holder: Holder, notify: Outgoing | None) -> dict[str, Any]:
+    return {
+        "id": r.id,
+        "keys": {k: str(m) for k, m in r.keys.items()},
+        "lease_s": r.lease_s,
+        "final": r.final,
+        "carried": {k: str(t) for k, t in r.carried.items()},  # strings: cjson keeps 14 digits
+        "whole": {k: str(m) for k, m in (r.whole or r.keys).items()},
+        "run": holder.run_id,
+        "call": holder.call_id,
+        "notify": _notice(notify),
+    }
+
+
+def _modes(raw: Mapping[str, str]) -> dict[str, Mode]:
+    return {k: Mode(m) for k, m in raw.items()}
 
 
 def _notice(n: Outgoing | None) -> dict[str, str] | None:
