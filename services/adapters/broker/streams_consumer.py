@@ -69,7 +69,9 @@ class StreamsConsumer(Consumer):
         self._by_stream: dict[str, StreamQueue] = {}
         self._seen: dict[str, StreamQueue] = {}  # every stream read: a late reply finds its queue
         self._slot_reads = SlotReads(client, GROUP, self.name) if is_cluster(client) else None
-        self._direct = ThreadConnections(client)  # the plain-Redis read: acks and XREADGROUP
+        # the plain-Redis read: acks and XREADGROUP on this thread's connection (a cluster
+        # client has no single pool: there each slot is read by `SlotReads`)
+        self._direct = None if self._slot_reads is not None else ThreadConnections(client)
         self._ready: deque[StreamMessage] = deque()
         self._held: dict[str, StreamQueue] = {}  # entry id -> where it came from
         self._acks: list[tuple[StreamQueue, str]] = []
@@ -99,7 +101,7 @@ class StreamsConsumer(Consumer):
         self._read(free)
 
     def _read(self, count: int) -> None:
-        if self._slot_reads is not None:
+        if self._direct is None:
             self._read_per_slot(count)
             return
         streams = [q.stream for q in self._owned]
