@@ -29,7 +29,7 @@ def round_trip(s: RunState) -> tuple[RunState, list[int]]:
         reads.append(n)
         return [unpack(stored[i]) for i in range(n)]
 
-    return restore(head, spec=s.spec, tail=tail, read_pages=read_pages), reads
+    return restore(head, spec=s.spec, read_tail=lambda: tail, read_pages=read_pages), reads
 
 
 @pytest.mark.parametrize("journey", sorted(JOURNEYS))
@@ -70,4 +70,4 @@ def test_a_snapshot_of_a_newer_format_is_refused_not_misread() -> None:
     s = long_run(1).s
     head = header(s) | {"v": snapshot.VERSION + 1}
     with pytest.raises(SnapshotError, match="newer"):
-        restore(head, spec=s.spec, tail=tail_turns(s), read_pages=lambda n: [])
+        restore(head, spec=s.spec, read_tail=lambda: tail_turns(s), read_pages=lambda n: [])
