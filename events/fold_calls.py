@@ -115,8 +115,8 @@ def _changes(e: CallEvent) -> Callable[[Call], dict[str, Any]]:
             return _ended(finished_at=e.terminated_at, error=error)
 
 
-def _ended(**changes: Any) -> Callable[[Call], Call]:
-    return lambda c: dict(claim_deadline=None, **changes)
+def _ended(**changes: Any) -> Callable[[Call], dict[str, Any]]:
+    return lambda c: {"claim_deadline": None, **changes}
 
 
 def _denied(e: ApprovalDenied) -> ToolError:
