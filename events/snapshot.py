@@ -72,7 +72,7 @@ def pages(s: RunState, *, first: int) -> dict[int, list[Record]]:
 
 
 def tail_turns(s: RunState) -> list[Record]:
-    """The past turns after the last full page (kept in the header's sidecar)."""
+    """The past turns after the last full page (they ride in the header, packed apart)."""
     start = len(s.history) // PAGE_TURNS * PAGE_TURNS
     return [_turn(s.history.item(i)) for i in range(start, len(s.history))]
 
