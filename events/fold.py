@@ -10,7 +10,7 @@ from typing import Any, assert_never
 
 from events.errors import BrokenLog, IllegalTransition
 from events.fold_calls import call_changed, call_proposed, phase
-from events.frozen import replace
+from events.frozen import fill, replace
 from events.pricing import cost_usd, price_of
 from events.state import Check, RunState, Turn
 from events.status import RunStatus
@@ -80,7 +80,10 @@ def apply(state: RunState | None, envelope: Envelope[Any]) -> RunState:
     old_status = state.status if state else None
     if (old_status, event.type, new.status) not in RUN_TRANSITIONS:
         raise IllegalTransition(old_status, event.type, envelope.run_id)
-    return replace(new, seq=envelope.seq, last_event_id=envelope.id, updated_at=envelope.at)
+    # every step makes a new state (never hands back `state` or another held one), so
+    # the stamp goes on it in place; the check keeps that true if a step ever does not
+    stamp = replace if new is state else fill
+    return stamp(new, seq=envelope.seq, last_event_id=envelope.id, updated_at=envelope.at)
 
 
 def _step(s: RunState, e: Event, at: float) -> RunState:

@@ -55,7 +55,7 @@ def call_changed(s: RunState, e: CallEvent) -> RunState:
     to = CALL_TRANSITIONS.get((call.status, e.type))
     if to is None:
         raise IllegalTransition(call.status, e.type, s.run_id, f"call {e.call_id!r}")
-    moved = replace(_changes(e)(call), status=to)
+    moved = replace(call, status=to, **_changes(e)(call))
     turn = replace(turn, calls=tuple(moved if c.call_id == e.call_id else c for c in turn.calls))
     status = phase(turn) if s.status in _PHASED else s.status
     return replace(s, current_turn=turn, status=status)
@@ -72,41 +72,42 @@ def phase(turn: Turn | None) -> RunStatus:
     return R.RUNNING_TOOLS
 
 
-def _changes(e: CallEvent) -> Callable[[Call], Call]:
+def _changes(e: CallEvent) -> Callable[[Call], dict[str, Any]]:
+    """What the event changes in its call, besides the status (from the call table)."""
     match e:
         case ToolCallValidated() | ApprovalRequested():
             expires = e.expires_at if isinstance(e, ApprovalRequested) else None
-            return lambda c: replace(
-                c, read_only=e.read_only, reads=e.reads, writes=e.writes, timeout_s=e.timeout_s,
+            return lambda c: dict(
+                read_only=e.read_only, reads=e.reads, writes=e.writes, timeout_s=e.timeout_s,
                 max_concurrency=e.max_concurrency, approval_expires_at=expires,
                 op_key=e.op_key, request_hash=e.request_hash, resolvable=e.resolvable, output_cap=e.output_cap,
             )  # fmt: skip
         case ApprovalGranted():
-            return lambda c: replace(c, approval_expires_at=None)
+            return lambda c: dict(approval_expires_at=None)
         case ApprovalDenied():
-            return lambda c: replace(c, approval_expires_at=None, error=_denied(e))
+            return lambda c: dict(approval_expires_at=None, error=_denied(e))
         case ToolCallRejected():
-            return lambda c: replace(c, error=e.error)
+            return lambda c: dict(error=e.error)
         case ToolCallWaiting():
-            return lambda c: replace(c, lock_request=e.request_id)
+            return lambda c: dict(lock_request=e.request_id)
         case ToolCallScheduled():
-            return lambda c: replace(c, lock_request=e.request_id, tokens=e.tokens)
+            return lambda c: dict(lock_request=e.request_id, tokens=e.tokens)
         case ToolCallLeaseExpired():
-            return lambda c: replace(
-                c, tokens=None if c.status is C.SCHEDULED else c.tokens, expiries=c.expiries + 1
+            return lambda c: dict(
+                tokens=None if c.status is C.SCHEDULED else c.tokens, expiries=c.expiries + 1
             )
         case ToolCallStarted():
-            return lambda c: replace(
-                c, attempts=e.attempt, claim_deadline=e.deadline_at, started_at=e.claimed_at
+            return lambda c: dict(
+                attempts=e.attempt, claim_deadline=e.deadline_at, started_at=e.claimed_at
             )
         case ToolCallSucceeded():
             return _ended(started_at=e.started_at, finished_at=e.finished_at, output=e.output)
         case ToolCallFailed():
             return _ended(started_at=e.started_at, finished_at=e.finished_at, error=e.error)
         case ToolCallOutcomeUnknown():
-            return lambda c: c  # the claim's deadline stays: resolution waits for it
+            return lambda c: {}  # the claim's deadline stays: resolution waits for it
         case ToolCallConfirmedNotDone():
-            return lambda c: replace(c, tokens=None)
+            return lambda c: dict(tokens=None)
         case ToolCallCancelled():
             return _ended(finished_at=e.stopped_at, error=_stopped("cancelled", e.stopped_at))
         case ToolCallForceTerminated():
@@ -114,8 +115,8 @@ def _changes(e: CallEvent) -> Callable[[Call], Call]:
             return _ended(finished_at=e.terminated_at, error=error)
 
 
-def _ended(**changes: Any) -> Callable[[Call], Call]:
-    return lambda c: replace(c, claim_deadline=None, **changes)
+def _ended(**changes: Any) -> Callable[[Call], dict[str, Any]]:
+    return lambda c: {"claim_deadline": None, **changes}
 
 
 def _denied(e: ApprovalDenied) -> ToolError:

@@ -44,3 +44,12 @@ def _replacer(cls: type) -> Callable[..., Any]:
     exec("\n".join(lines), scope)  # the source is made of the class's own field names
     made: Callable[..., Any] = scope["replace"]
     return made
+
+
+def fill(obj: T, /, **changes: Any) -> T:
+    """Set fields of a frozen object that the caller has just made (a `replace`) and
+    that nobody else holds yet, as its __init__ would have: no second copy. Anything
+    already shared is `replace`d. An unknown field name is an AttributeError (slots)."""
+    for name, value in changes.items():
+        object.__setattr__(obj, name, value)
+    return obj

@@ -11,6 +11,7 @@ budget must price its models (the spec check refuses one that does not)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 
 from schemas.content import Usage
 from schemas.spec import Price
@@ -62,7 +63,17 @@ DEFAULT_PRICES: Mapping[str, Price] = {
 
 def price_of(model: str, overrides: Mapping[str, Price]) -> Price | None:
     """Exact id first, then the longest known prefix (ids may carry a date suffix)."""
-    table = {**DEFAULT_PRICES, **overrides}
+    if not overrides:  # the common case, asked at every reply folded: looked up once per model
+        return _default_price(model)
+    return _lookup(model, {**DEFAULT_PRICES, **overrides})
+
+
+@lru_cache(maxsize=256)
+def _default_price(model: str) -> Price | None:
+    return _lookup(model, DEFAULT_PRICES)
+
+
+def _lookup(model: str, table: Mapping[str, Price]) -> Price | None:
     if model in table:
         return table[model]
     prefixes = [k for k in table if model.startswith(k)]

@@ -6,9 +6,11 @@ the event it was folded up to.
 What a snapshot holds: a header — every scalar of the state and the current
 turn — and the past turns by reference, in pages of PAGE_TURNS turns. A full
 page never changes, so it is written once and the header names how many there
-are; the spec is the run's RunCreated and is stored once, beside them. A new
-process loads the header (small, whatever the run's length) and reads the
-pages only when a decision asks for past turns (`History.unread`)."""
+are; the spec is the run's RunCreated and is stored once, beside them. The
+past turns after the last full page ride in the header, packed apart (version
+2), so that reading the header does not decode them. A new process loads the
+header (small, whatever the run's length) and decodes the past turns, tail or
+pages, only when a decision asks for them (`History.unread`)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from events.types import ToolError
 from schemas.content import ContentBlock, Usage
 from schemas.spec import RunSpec
 
-VERSION = 1
+VERSION = 2  # 2: the tail turns are read on demand, as the pages are
 PAGE_TURNS = 16
 Record = dict[str, Any]
 Upgrade = Callable[[Record], Record]
@@ -70,7 +72,7 @@ def pages(s: RunState, *, first: int) -> dict[int, list[Record]]:
 
 
 def tail_turns(s: RunState) -> list[Record]:
-    """The past turns after the last full page (kept in the header's sidecar)."""
+    """The past turns after the last full page (they ride in the header, packed apart)."""
     start = len(s.history) // PAGE_TURNS * PAGE_TURNS
     return [_turn(s.history.item(i)) for i in range(start, len(s.history))]
 
@@ -79,25 +81,26 @@ def restore(
     record: Record,
     *,
     spec: RunSpec,
-    tail: list[Record],
+    read_tail: Callable[[], list[Record]],
     read_pages: Callable[[int], list[list[Record]]],
 ) -> RunState:
-    """The state a header stands for. `read_pages(n)` reads the first n pages; it is
-    called only when a decision asks for past turns."""
+    """The state a header stands for. `read_tail()` gives the past turns after the
+    last full page (`tail_turns`), `read_pages(n)` the first n pages; both are called
+    only when a decision asks for past turns."""
     record = _upgraded(record)
     turns = int(record["turns"])
     full = turns // PAGE_TURNS
-    if len(tail) != turns - full * PAGE_TURNS:
-        raise SnapshotError(f"{len(tail)} turns after {full} pages, not {turns - full * PAGE_TURNS}")
-    rest = [_turn_of(t) for t in tail]
 
     def load() -> list[Turn]:
+        tail = read_tail()
+        if len(tail) != turns - full * PAGE_TURNS:
+            raise SnapshotError(f"{len(tail)} turns after {full} pages, not {turns - full * PAGE_TURNS}")
         read = read_pages(full)
         if len(read) != full:
             raise SnapshotError(f"{len(read)} pages of {full}")
-        return [_turn_of(t) for page in read for t in page] + rest
+        return [_turn_of(t) for page in [*read, tail] for t in page]
 
-    history: History[Turn] = History.unread(Pages(turns, load)) if full else History(rest)
+    history: History[Turn] = History.unread(Pages(turns, load)) if turns else History()
     current = record["current_turn"]
     return RunState(
         **{f: record[f] for f in _SCALARS},

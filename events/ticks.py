@@ -19,6 +19,23 @@ def on_tick(s: RunState, *, now: float) -> list[Event]:
     return _expired_approvals(s, now) + _expired_claims(s, now)
 
 
+def next_tick(s: RunState) -> float | None:
+    """The earliest time at which the passing of time alone may move the run: a
+    claim's deadline (model, acceptance, a tool call in flight) or an approval's
+    expiry. None when no such moment is pending (the wall-clock budget is left to
+    the sweeper's regular looks)."""
+    if not s.status.watched:
+        return None
+    times = [s.model_claim_deadline, s.acceptance_claim_deadline]
+    for c in s.current_turn.calls if s.current_turn else ():
+        if c.status is CallStatus.STARTED:
+            times.append(c.claim_deadline)
+        elif c.status is CallStatus.AWAITING_APPROVAL:
+            times.append(c.approval_expires_at)
+    pending = [t for t in times if t is not None]
+    return min(pending) if pending else None
+
+
 def _expired_approvals(s: RunState, now: float) -> list[Event]:
     if s.status is not RunStatus.AWAITING_APPROVAL or s.current_turn is None:
         return []

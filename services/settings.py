@@ -44,7 +44,7 @@ class Settings:
     inbox_max_bytes: int = MAX_MESSAGE_BYTES  # a bigger inbox message is rejected unread
     lock_lease_s: float = 5.0  # a lock holder that stops renewing loses its locks after this
     ledger_keep_s: float = 30 * 86400.0  # a done operation key is replayed this long (0: forever)
-    sweep_interval_s: float = 1.0
+    sweep_interval_s: float = 0.5  # a pass is 2-3 small calls; it also beats membership
     model_lease_s: float = 120.0
     acceptance_lease_s: float = 600.0
     worker_threads: int = 8

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -38,6 +39,7 @@ from services.adapters.store.port import EventStore, Head, Snapshot, Tail
 
 SNAPSHOT_EVERY = 50  # events between two snapshots of a run
 CACHED_RUNS = 1024  # folded states kept per process (and per store)
+SPECS_KEPT = 256  # validated specs of snapshots kept per process, by their bytes
 log = logging.getLogger(__name__)
 
 
@@ -47,7 +49,7 @@ VERSION = f"codec{snapshot.VERSION}"  # the snapshot format; another is folded p
 def encode(state: RunState, *, pages_saved: int, with_spec: bool) -> Snapshot:
     """The snapshot of `state` (the header, the pages not saved yet, the spec if asked)."""
     head = snapshot.header(state)
-    head["tail"] = snapshot.tail_turns(state)
+    head["tail"] = pack(snapshot.tail_turns(state))  # packed apart: decoded on demand
     pages = {n: pack(page) for n, page in snapshot.pages(state, first=pages_saved).items()}
     spec = pack(state.spec.model_dump(mode="json")) if with_spec else None
     return Snapshot(state.seq, state.last_event_id, VERSION, pack(head), spec, pages)
@@ -58,12 +60,29 @@ def decode(snap: Snapshot, run_id: str, store: EventStore) -> RunState:
     head = unpack(snap.state)
     if not isinstance(head, dict) or snap.spec is None:
         raise InvalidEvent("a snapshot without its header or spec", field="snapshot")
-    spec = RunSpec.model_validate(unpack(snap.spec))
+    tail = head.pop("tail", None)
+    if not isinstance(tail, bytes):
+        raise InvalidEvent("a snapshot header without its tail turns", field="snapshot")
+
+    def read_tail() -> list[snapshot.Record]:
+        turns = unpack(tail)
+        if not isinstance(turns, list):
+            raise InvalidEvent("the tail turns are not a list", field="snapshot")
+        return turns
 
     def read_pages(n: int) -> list[list[snapshot.Record]]:
         return [unpack(blob) for blob in store.snapshot_pages(run_id, n)]
 
-    return snapshot.restore(head, spec=spec, tail=head.pop("tail"), read_pages=read_pages)
+    spec = spec_of(snap.spec)
+    return snapshot.restore(head, spec=spec, read_tail=read_tail, read_pages=read_pages)
+
+
+@lru_cache(maxsize=SPECS_KEPT)
+def spec_of(blob: bytes) -> RunSpec:
+    """The spec a snapshot holds, validated once per process for the same bytes: runs
+    of one spec (a fleet of the same agent) share it, and a RunSpec is frozen. What
+    comes from Redis is still validated, each distinct spec once."""
+    return RunSpec.model_validate(unpack(blob))
 
 
 @dataclass(frozen=True, slots=True)

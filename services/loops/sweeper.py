@@ -1,8 +1,10 @@
 """The sweeper, the backstop: for the shards this process owns, it re-drives every
 live run that has made no progress within the lease, from the event log alone,
-whatever the broker lost. First it lets time decide (`events.ticks`): claims
-whose worker went silent, approvals nobody answered, the wall-clock budget;
-then it sends everything due (asking again for the locks a waiting call is
+whatever the broker lost; a run it looked at is looked at again after another
+lease, or at the first pass after its next deadline (`events.ticks.next_tick`:
+a dead worker's claim running out) when that comes sooner. First it lets time
+decide (`events.ticks`): claims whose worker went silent, approvals nobody
+answered, the wall-clock budget; then it sends everything due (asking again for the locks a waiting call is
 queued for). It also ends the leases of lock holders that stopped renewing and
 tells whoever the locks pass to. One run it cannot fold never stops the pass."""
 
@@ -16,7 +18,7 @@ from events.dispatch import due_commands, new_commands
 from events.errors import CoreError
 from events.lock_step import record_lease_expired
 from events.state import RunState
-from events.ticks import on_tick
+from events.ticks import next_tick, on_tick
 from events.types import Event
 from schemas.errors import SchemaError
 from services.adapters.broker.membership import Membership
@@ -35,15 +37,20 @@ def sweep_once(app: App, shards: list[int]) -> int:
     expire_leases(app)  # after choosing: recording an expiry is not progress of the run
     redriven = 0
     for run_id in idle:
+        look_at = now  # look again after a lease, not every pass
         try:
-            redriven += _redrive(app, run_id, now)
+            moved, tick = _redrive(app, run_id, now)
+            redriven += moved
+            if tick is not None and tick > now:  # or as soon as a deadline passes, if sooner
+                look_at = min(now, tick - app.settings.lease_s)
         except (CoreError, SchemaError, UnknownRun) as exc:
             log.error("run %r cannot be folded, not swept: %s", run_id, exc)
-        app.store.touch(run_id, at=now)  # look again after a lease, not every pass
+        app.store.touch(run_id, at=look_at)
     return redriven
 
 
-def _redrive(app: App, run_id: str, now: float) -> bool:
+def _redrive(app: App, run_id: str, now: float) -> tuple[bool, float | None]:
+    """Whether anything was sent, and when time alone may move the run next."""
     before = app.runs.load(run_id)
     if before is None:
         raise UnknownRun(run_id)
@@ -51,7 +58,7 @@ def _redrive(app: App, run_id: str, now: float) -> bool:
     sent = set(new_commands(before, step.state, now=now)) if step.appended else set()
     again = [c for c in due_commands(step.state, now=now, redrive=True) if c not in sent]
     app.send(app.outbox.messages(step.state, again))
-    return bool(again or sent)
+    return bool(again or sent), next_tick(step.state)
 
 
 def expire_leases(app: App) -> int:

@@ -61,7 +61,7 @@ def _await_hold(bench: Bench, pool: Pool, run_id: str, holding: str) -> tuple[in
     while time.monotonic() < deadline:
         for e in store.read(run_id):
             if holding == "tool" and e.type == "ToolCallStarted" and e.data.call_id == f"c{DIE_AT}":
-                return e.seq, int(e.data.worker.rsplit(":", 1)[1])
+                return e.seq, int(e.data.worker.rsplit(":", 2)[1])  # host:pid:nonce
             if holding == "model" and e.type == "ModelRequested" and e.data.turn == DIE_AT:
                 return e.seq, _model_consumer_pid(bench, pool, run_id)
         time.sleep(0.005)

@@ -94,6 +94,37 @@ class StateCacheSuite:
         assert state == fold(store.read("run-a"))
         assert "snapshot of run 'run-a' at seq 20 not used" in caplog.text
 
+    def test_a_snapshot_of_another_format_is_folded_past_not_read(
+        self, store: EventStore, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        grow(store, "run-a", 30)
+        at_20 = store.read("run-a")[19]
+        store.save_snapshot("run-a", Snapshot(20, at_20.id, "codec1", b"an older header"))
+
+        fresh = Spy(store)
+        with caplog.at_level(logging.WARNING):
+            state = StateCache(fresh).load("run-a")  # type: ignore[arg-type]
+
+        assert fresh.tails[0].snapshot is None and fresh.tails[0].base == 0
+        assert state == fold(store.read("run-a"))
+        assert "not used" not in caplog.text, "never read, so never refused"
+
+    def test_runs_of_one_spec_loaded_from_snapshots_share_its_validated_spec(
+        self, store: EventStore
+    ) -> None:
+        writer = StateCache(store)
+        for run_id in ("run-a", "run-b"):
+            grow(store, run_id, SNAPSHOT_EVERY + 3)
+            writer.load(run_id)
+
+        fresh = Spy(store)
+        cache = StateCache(fresh)  # type: ignore[arg-type]
+        a, b = cache.load("run-a"), cache.load("run-b")
+
+        assert [t.base for t in fresh.tails] == [SNAPSHOT_EVERY + 3] * 2, "both from snapshots"
+        assert a is not None and b is not None and a.spec is b.spec
+        assert a == fold(store.read("run-a")) and b == fold(store.read("run-b"))
+
     def test_an_unknown_run_loads_as_none_and_is_not_cached(self, store: EventStore) -> None:
         cache = StateCache(store)
 

@@ -310,3 +310,18 @@ def test_an_empty_identifier_is_refused(name: str) -> None:
 def test_decoding_keeps_the_envelope_shape() -> None:
     env = CODEC.decode(CODEC.encode(envelope(RunCompleted(detail="x"), seq=9, at=12)))
     assert isinstance(env, Envelope) and env.at == 12.0 and isinstance(env.at, float)
+
+
+def test_a_decoded_envelope_is_what_model_construct_makes() -> None:
+    """The codec builds envelopes by hand (schemas.codec._envelope), as model_construct does."""
+    sent = envelope(RunCompleted(detail="x"), seq=9, at=12)
+    env = CODEC.decode(CODEC.encode(sent))
+    fields = {k: getattr(env, k) for k in Envelope.model_fields}
+    made = Envelope[Any].model_construct(**fields)
+    assert env == made and env.model_dump() == made.model_dump() == sent.model_dump()
+    assert env.model_fields_set == made.model_fields_set
+    assert env.__pydantic_extra__ is made.__pydantic_extra__ is None
+    assert env.__pydantic_private__ is made.__pydantic_private__ is None
+    moved = env.model_copy(update={"seq": 10})
+    assert moved.seq == 10 and env.seq == 9
+    assert env.model_fields_set is not CODEC.decode(CODEC.encode(sent)).model_fields_set

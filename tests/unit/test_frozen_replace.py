@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from events.frozen import replace
+from events.frozen import fill, replace
 from events.state import Call, RunState, Turn
 from events.status import CallStatus, RunStatus
 from schemas.spec import Principal, RunSpec, ScriptedModel, ScriptedTurn
@@ -63,3 +63,12 @@ class _Checked:
 
 def test_a_class_with_post_init_is_left_to_dataclasses() -> None:
     assert replace(_Checked(1), n=5).double == 10
+
+
+def test_fill_sets_fields_of_a_state_just_made_in_place_and_refuses_unknown_names() -> None:
+    made = replace(STATE, seq=1)
+    filled = fill(made, seq=2, last_event_id="e2")
+    assert filled is made and (made.seq, made.last_event_id) == (2, "e2")
+    assert STATE.seq == 0, "the state it was made from is untouched"
+    with pytest.raises(AttributeError):
+        fill(made, no_such_field=1)

@@ -29,7 +29,7 @@ def round_trip(s: RunState) -> tuple[RunState, list[int]]:
         reads.append(n)
         return [unpack(stored[i]) for i in range(n)]
 
-    return restore(head, spec=s.spec, tail=tail, read_pages=read_pages), reads
+    return restore(head, spec=s.spec, read_tail=lambda: tail, read_pages=read_pages), reads
 
 
 @pytest.mark.parametrize("journey", sorted(JOURNEYS))
@@ -70,4 +70,31 @@ def test_a_snapshot_of_a_newer_format_is_refused_not_misread() -> None:
     s = long_run(1).s
     head = header(s) | {"v": snapshot.VERSION + 1}
     with pytest.raises(SnapshotError, match="newer"):
-        restore(head, spec=s.spec, tail=tail_turns(s), read_pages=lambda n: [])
+        restore(head, spec=s.spec, read_tail=lambda: tail_turns(s), read_pages=lambda n: [])
+
+
+def test_the_tail_turns_are_decoded_only_when_past_turns_are_asked_for() -> None:
+    s = long_run(PAGE_TURNS + 3).s
+    asked: list[str] = []
+
+    def read_tail() -> list[dict[str, Any]]:
+        asked.append("tail")
+        return unpack(pack(tail_turns(s)))
+
+    def read_pages(n: int) -> list[list[dict[str, Any]]]:
+        asked.append(f"pages {n}")
+        return [unpack(pack(p)) for p in pages(s, first=0).values()]
+
+    restored = restore(unpack(pack(header(s))), spec=s.spec, read_tail=read_tail, read_pages=read_pages)
+    assert len(restored.history) == len(s.history) and restored.current_turn == s.current_turn
+    assert asked == []
+    assert restored.history.item(len(s.history) - 1) == s.history.item(len(s.history) - 1)
+    assert asked == ["tail", "pages 1"]
+    assert restored == s and asked == ["tail", "pages 1"], "read once"
+
+
+def test_tail_turns_that_do_not_match_the_header_are_refused_when_read() -> None:
+    s = long_run(3).s
+    restored = restore(header(s), spec=s.spec, read_tail=lambda: [], read_pages=lambda n: [])
+    with pytest.raises(SnapshotError, match="0 turns after 0 pages"):
+        list(restored.history)

@@ -15,12 +15,16 @@ from schemas.content import TextBlock, ToolUseBlock, Usage
 from schemas.spec import ScriptedModel
 from services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
+LEASE_MARGIN_S = 1.0  # a model claim lasts the longest scripted delay plus this
+
 
 class ScriptedAdapter:
     def __init__(self, script: ScriptedModel, *, sleep: bool = True):
         self._script = script
         self._sleep = sleep
-        self._lease_s = max((t.delay_s for t in script.scripted), default=0.0) + 2.0
+        # a reply is a sleep of its delay and one append: a second past the longest delay
+        # is ample for a live worker, and a dead one's turn is taken up that much sooner
+        self._lease_s = max((t.delay_s for t in script.scripted), default=0.0) + LEASE_MARGIN_S
 
     def claim_lease_s(self) -> float:
         return self._lease_s

@@ -148,11 +148,17 @@ def _tail_args(head: Head, version: str) -> list[Any]:
 
 def _tail(reply: list[Any], version: str) -> Tail:
     base, state, snap_seq, snap_id, entries, spec = reply
-    events = [_decode(eid, dict(zip(flat[::2], flat[1::2], strict=True))) for eid, flat in entries]
+    events = [_decode(eid, _fields(flat)) for eid, flat in entries]
     snapshot = (
         None if state is None else Snapshot(int(base), snap_id.decode(), version, state, spec)
     )
     return Tail(int(base), events, snapshot, int(snap_seq))
+
+
+def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
+    if len(flat) == 6 and flat[4] == b"e":  # as append.lua writes them: id, type, e
+        return {b"e": flat[5]}
+    return dict(zip(flat[::2], flat[1::2], strict=True))
 
 
 def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope[Any]:
