@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.spec import QUEUE_PATTERN, RunSpec
+from schemas.names import QUEUE_PATTERN
+from schemas.spec import RunSpec
 
 RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 TOOLSET_PATTERN = r"^[0-9a-f]{16,64}$"

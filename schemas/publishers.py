@@ -22,7 +22,8 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-PUBLISHER_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+from schemas.names import PUBLISHER_NAME_PATTERN
+
 KEY_PATTERN = r"^[0-9a-fA-F]{32,256}$"  # at least 128 bits
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 

@@ -8,8 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
-QUEUE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-"""A task queue's name: it goes into stream names and dramatiq queue names."""
+from schemas.names import QUEUE_PATTERN
 
 
 class _Spec(BaseModel):

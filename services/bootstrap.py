@@ -17,6 +17,7 @@ from dramatiq.middleware import Middleware, Retries, ShutdownNotifications, Time
 
 from events.commands import Pool
 from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
+from services.adapters.broker.log_context import context_middleware
 from services.adapters.broker.membership import Membership
 from services.adapters.broker.outbox import Outbox, send
 from services.adapters.broker.streams_broker import StreamsBroker
@@ -41,7 +42,7 @@ from services.loops.intake import Intake
 from services.loops.sweeper import run_sweeper
 from services.secrets import redactor_for
 from services.settings import Settings
-from services.structured_logs import context_middleware, set_worker
+from services.structured_logs import set_worker
 
 if TYPE_CHECKING:  # prometheus_client is imported only when metrics are on
     from services.adapters.metrics.instruments import Instruments

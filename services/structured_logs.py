@@ -1,10 +1,10 @@
 """Log lines as JSON (`--log-format json`): one object a line on stderr with the
 time, level, logger, message and, on every record, the run id, call id, pool
 and worker it was written for (null when none). The ids come from context
-variables a dramatiq middleware sets around each message (a worker thread has
-its own context), so no call site passes them. Redaction is the same filter
-as for text (`services.secrets`): the message and the traceback are redacted
-before this formatter sees them."""
+variables a dramatiq middleware (`services.adapters.broker.log_context`) sets
+around each message (a worker thread has its own context), so no call site
+passes them. Redaction is the same filter as for text (`services.secrets`):
+the message and the traceback are redacted before this formatter sees them."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ import logging
 import time
 from contextvars import ContextVar
 from typing import Any
-
-from dramatiq.middleware import Middleware
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -50,26 +48,6 @@ class JsonLines(logging.Formatter):
         return json.dumps(out, default=str)
 
 
-class LogContext(Middleware):
-    """Sets the run id, call id and pool of the message a worker thread runs."""
-
-    def before_process_message(self, broker: Any, message: Any) -> None:
-        args = message.args
-        route = getattr(broker, "routes", {}).get(message.queue_name)
-        RUN_ID.set(str(args[0]) if args else None)
-        CALL_ID.set(str(args[1]) if len(args) > 1 else None)
-        POOL.set(route.pool if route is not None else None)
-
-    def after_process_message(
-        self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
-    ) -> None:
-        RUN_ID.set(None)
-        CALL_ID.set(None)
-        POOL.set(None)
-
-    after_skip_message = after_process_message
-
-
 def configure(level: str, log_format: str) -> None:
     """The root logger's one handler on stderr, at the level and in the format asked."""
     _CHOSEN.update(level=level, format=log_format)
@@ -84,6 +62,5 @@ def child_args() -> list[str]:
     return ["--log-level", _CHOSEN["level"], "--log-format", _CHOSEN["format"]]
 
 
-def context_middleware() -> list[Middleware]:
-    """The middleware the chosen format needs: the ids only matter in JSON lines."""
-    return [LogContext()] if _CHOSEN["format"] == "json" else []
+def chosen_format() -> str:
+    return _CHOSEN["format"]

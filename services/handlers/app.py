@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from events.state import RunState
 from schemas.spec import ModelSpec
-from services.adapters.broker.outbox import Outbox
 from services.adapters.ledger.port import Ledger
 from services.adapters.locks.port import Locks
 from services.adapters.models.port import ModelAdapter
@@ -18,6 +18,9 @@ from services.adapters.tools.toolset import ToolSet
 from services.clock import Clock
 from services.handlers.runs import Runs
 from services.settings import Settings
+
+if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger context`)
+    from services.adapters.broker.outbox import Outbox
 
 
 @dataclass(frozen=True)

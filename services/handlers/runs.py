@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from events.dispatch import new_commands
 from events.fold import fold
@@ -31,13 +31,15 @@ from events.state import RunState
 from events.types import Event, RunCreated
 from schemas.envelope import Envelope
 from schemas.ids import EventId, RunId
-from services.adapters.broker.outbox import Outbox
 from services.adapters.locks.port import Locks
 from services.adapters.store.port import EventStore, Outgoing
 from services.clock import Clock, new_event_id
 from services.errors import ConcurrencyConflict, TooContended, UnknownRun
 from services.handlers.outage import through_outage
 from services.handlers.state_cache import StateCache, cache_for
+
+if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger context`)
+    from services.adapters.broker.outbox import Outbox
 
 MAX_CONFLICTS = 50
 _ENVELOPE = Envelope[Any]  # looked up once: pydantic's generic lookup is slow

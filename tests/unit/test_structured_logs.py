@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from services import structured_logs
+from services.adapters.broker.log_context import LogContext, context_middleware
 from services.secrets import RedactingFilter
 
 KEY = "sk-ant-api03-" + "x" * 24
@@ -51,7 +52,7 @@ def test_a_record_inside_a_message_names_its_run_call_and_pool(lines) -> None:  
     log, out = lines
     broker = SimpleNamespace(routes={"q.tools": SimpleNamespace(pool="tools")})
     message = SimpleNamespace(args=("r-1.s3", "c7"), queue_name="q.tools")
-    middleware = structured_logs.LogContext()
+    middleware = LogContext()
     middleware.before_process_message(broker, message)
     log.info("inside")
     middleware.after_process_message(broker, message)
@@ -79,10 +80,8 @@ def test_child_processes_get_the_chosen_level_and_format() -> None:
     try:
         structured_logs._CHOSEN.update(level="info", format="json")
         assert structured_logs.child_args() == ["--log-level", "info", "--log-format", "json"]
-        assert [type(m) for m in structured_logs.context_middleware()] == [
-            structured_logs.LogContext
-        ]
+        assert [type(m) for m in context_middleware()] == [LogContext]
         structured_logs._CHOSEN.update(format="text")
-        assert structured_logs.context_middleware() == []
+        assert context_middleware() == []
     finally:
         structured_logs._CHOSEN.update(level=before[1], format=before[3])

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import re
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
-from schemas.publishers import PUBLISHER_NAME_PATTERN
-from schemas.spec import QUEUE_PATTERN
+from schemas.names import PUBLISHER_NAME_PATTERN, QUEUE_PATTERN
 from services.errors import ConfigError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -30,15 +30,28 @@ class BadOption(ConfigError):
 
 
 def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version  # only `--version` asks
+
     try:
         return version("agentledger")
     except PackageNotFoundError:
         return "unknown"
 
 
+class _Version(argparse.Action):
+    """`--version`: the installed package's, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> NoReturn:
+        print(f"agentledger {package_version()}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="agentledger", description="Tool-using AI agents on an event log.")
-    p.add_argument("--version", action="version", version=f"agentledger {package_version()}")
+    p.add_argument("--version", action=_Version, help="show program's version number and exit")
     p.add_argument(
         "--log-level", choices=LOG_LEVELS, default="warning", help="of the log lines on stderr"
     )
