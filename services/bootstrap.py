@@ -167,6 +167,7 @@ class Services:
     instruments: Instruments | None = None  # metrics, when they are on
     stop_flag: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
+    loop_members: list[Membership] = field(default_factory=list)  # the intake's, the sweeper's
     tracing: Any = None  # services.adapters.tracing.otel.Tracing, when traces are exported
     trace_export: Any = None  # its loop (services.loops.trace_export.TraceExport)
     retool_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -213,12 +214,13 @@ class Services:
         keys = self.broker.keys
         ttl = self.app.settings.member_ttl_s
         me = self.broker.worker_id
+        taking = Membership(self.client, keys.members("intake"), me, ttl_s=ttl)
         intake = Intake(
-            self.app, self.client, keys, self.directory,
-            Membership(self.client, keys.members("intake"), me, ttl_s=ttl),
+            self.app, self.client, keys, self.directory, taking,
             on_rejected=self.instruments.rejected_inc if self.instruments is not None else None,
         )  # fmt: skip
         sweep = Membership(self.client, keys.members("sweep"), me, ttl_s=ttl)
+        self.loop_members += [taking, sweep]
         shards = self.broker.shards
         self._spawn("intake", lambda: intake.run(self.stop_flag))
         self._spawn("sweeper", lambda: run_sweeper(self.app, sweep, shards, self.stop_flag))
@@ -266,12 +268,18 @@ class Services:
         return f"not running: {', '.join(sorted(dead))}" if dead else None
 
     def stop(self) -> None:
+        # the loops see the flag once their current read returns (the intake's blocks
+        # up to half a second): the pools stop meanwhile, not after
         self.stop_flag.set()
-        for thread in self.threads:
-            thread.join(timeout=5)
         with self.retool_lock:
             if self.worker is not None:
                 self.worker.stop(timeout=5000)
+        for thread in self.threads:
+            thread.join(timeout=5)
+        # else the inbox partitions we owned wait `member_ttl_s` for another intake
+        # (the next `agentledger run` would not see its request taken until then)
+        for member in self.loop_members:
+            member.leave()
         if self.tracing is not None:  # what the last steps ended, before the process goes
             self.trace_export.once()
             self.tracing.flush()
