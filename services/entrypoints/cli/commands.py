@@ -96,7 +96,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
         from services.entrypoints.cli import run_cmds
 
         return run_cmds.print_toolset(args.tools, args.tool_path, as_json=as_json)
-    if args.command in ("run", "submit", "workers") and not getattr(args, "list", False):
+    if args.command in ("run", "submit"):
         from services.entrypoints.cli import run_cmds
     # a bad spec is refused, every problem with its line, before any Redis is touched
     prepared = (
@@ -123,7 +123,9 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
 
                 return pool_cmds.list_workers(session, as_json=as_json)
             case "workers":
-                return run_cmds.workers(
+                from services.entrypoints.cli import workers_cmds
+
+                return workers_cmds.workers(
                     session, modules=args.tools, paths=args.tool_path, queue=args.queue,
                     processes=args.processes, pools=args.pools, mcp=args.mcp,
                     as_json=as_json, metrics_port=args.metrics_port,

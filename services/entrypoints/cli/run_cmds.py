@@ -1,17 +1,14 @@
 """Commands that start work: run (embedded: a private task queue served by workers
 in this process or its children; follows the run to its end), submit (publish
-to a shared task queue), workers (the pools of one tool set on one queue) and
-toolset (the fingerprint a publisher names)."""
+to a shared task queue) and toolset (the fingerprint a publisher names). The
+worker processes `run --processes N` starts are `workers_cmds`'."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,13 +23,10 @@ from events.types import DEFAULT_QUEUE, ApprovalRequested
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
-from services.adapters.metrics.scrape import Served
 from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.directory import Directory
 from services.adapters.tools.toolset import ToolSet, ToolSetError, fingerprint_of, load_toolset
-from services.bootstrap import ALL_POOLS, Services, build_services
 from services.clock import new_run_id
-from services.entrypoints import operations
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.children import die_with_parent
 from services.entrypoints.cli.control_cmds import user_name
@@ -44,12 +38,12 @@ from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, with_lines
-from services.entrypoints.cli.supervise import Supervisor, stop_children
+from services.entrypoints.cli.supervise import stop_children
 from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
 from services.secrets import redactor_for
-from services.settings import Settings, environ_for_children, masked
+from services.settings import Settings, environ_for_children
 from services.structured_logs import child_args
 
 CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
@@ -352,6 +346,8 @@ def start_workers(
     or in child processes (which start the MCP servers of their own)."""
     hub = prepared.hub if prepared is not None else None
     if processes <= 0:
+        from services.bootstrap import build_services  # dramatiq: `submit` needs none of it
+
         services = build_services(session.settings, session.client, toolset, queue=queue)
         services.start()
         if hub is not None and prepared is not None and prepared.base is not None:
@@ -411,112 +407,6 @@ class Children:
         stop_children(self.procs)
 
 
-def workers(
-    session: Session,
-    *,
-    modules: Sequence[str],
-    paths: Sequence[str],
-    queue: str,
-    processes: int,
-    pools: Sequence[str] = (),
-    mcp: str | None = None,
-    as_json: bool = False,
-    metrics_port: int | None = None,
-) -> int:
-    pools = pools or [str(pool) for pool in ALL_POOLS]
-    try:
-        toolset = base = load_toolset(modules, paths)
-    except ToolSetError as exc:
-        return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
-    served = [Served(queue, pool) for pool in pools]
-    if processes > 1:
-        args = [*worker_args(modules, paths, queue, mcp=mcp), "--pools", ",".join(pools)]
-        return _parent(session, args, processes, metrics_port, served)
-    settings = session.settings
-    instruments = None
-    if metrics_port is not None or settings.metrics_dir:
-        from services.adapters.metrics.instruments import Instruments
-
-        instruments = Instruments().start()
-    hub = None
-    if mcp:
-        from services.entrypoints.cli.mcp_servers import follow_servers, start_hub
-
-        hub = start_hub(mcp, settings)
-        toolset = hub.toolset(base)
-    services: Services = build_services(
-        settings, session.client, toolset, queue=queue,
-        pools=[p for p in ALL_POOLS if str(p) in pools], instruments=instruments,
-    )  # fmt: skip
-    services.start()
-    if hub is not None:
-        follow_servers(services, hub, base)
-    beat = operations.Beat(services, settings.metrics_dir).start() if settings.metrics_dir else None
-    ops = (
-        operations.serve_one(services, session.client, metrics_port, served)
-        if metrics_port is not None else None
-    )  # fmt: skip
-    if as_json:
-        emit({
-            "workers": "up", "redis": masked(settings.redis_url or ""),
-            "prefix": settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
-            "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
-            **({"metrics_port": ops.port} if ops else {}),
-        })  # fmt: skip
-    else:
-        print(
-            f"agentledger workers up on {masked(settings.redis_url or '')} (prefix "
-            f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
-            f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}"
-            + (f", metrics on port {ops.port}" if ops else ""),
-            flush=True,
-        )
-    _wait_for_signal()
-    if ops is not None:
-        ops.stop()
-    services.stop()
-    if hub is not None:
-        hub.close()
-    if beat is not None:
-        beat.stop()
-    if instruments is not None:
-        instruments.stop()  # the last tallies, into the files a parent reads
-    return 0
-
-
-def _parent(
-    session: Session,
-    args: list[str],
-    processes: int,
-    metrics_port: int | None,
-    served: list[Served],
-) -> int:
-    """N worker processes kept alive (one that dies is started again); with a
-    metrics port, this process serves their metrics."""
-    stop = _signalled()
-    if metrics_port is None:
-        supervisor = Supervisor(session.settings, [*child_args(), *args], processes)
-        supervisor.keep_alive(stop)
-        supervisor.stop()
-        return 0
-    folder, clean = operations.metrics_dir(session.settings)
-    supervisor = Supervisor(
-        session.settings, [*child_args(), *args], processes,
-        env={"PROMETHEUS_MULTIPROC_DIR": folder},
-    )  # fmt: skip
-    try:  # the server watches supervisor.children: the list the supervisor keeps current
-        ops = operations.serve_parent(
-            session.settings, session.client, supervisor.children, folder, metrics_port, served
-        )
-        print(f"agentledger workers: {processes} processes, metrics on port {ops.port}", flush=True)
-        supervisor.keep_alive(stop)
-        ops.stop()
-    finally:
-        supervisor.stop()
-        clean()
-    return 0
-
-
 def print_toolset(modules: Sequence[str], paths: Sequence[str], *, as_json: bool) -> int:
     """The fingerprint outside publishers name in a RunRequested's `toolset`."""
     try:
@@ -528,17 +418,3 @@ def print_toolset(modules: Sequence[str], paths: Sequence[str], *, as_json: bool
     else:
         print(fingerprint)
     return 0
-
-
-def _wait_for_signal() -> None:
-    done = _signalled()
-    while not done.wait(0.5):
-        time.sleep(0)
-
-
-def _signalled() -> threading.Event:
-    """Set on SIGTERM or SIGINT."""
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    return done

@@ -1,0 +1,143 @@
+"""`agentledger workers`: the pools of one tool set on one task queue, in this
+process or in N supervised child processes, until SIGTERM; with a metrics port,
+/metrics, /healthz and /readyz (the only command that imports prometheus)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Sequence
+
+from services.adapters.metrics.scrape import Served
+from services.adapters.tools.toolset import ToolSetError, load_toolset
+from services.bootstrap import ALL_POOLS, Services, build_services
+from services.entrypoints import operations
+from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli.reply import emit, fail
+from services.entrypoints.cli.run_cmds import worker_args
+from services.entrypoints.cli.session import Session
+from services.entrypoints.cli.supervise import Supervisor
+from services.settings import masked
+from services.structured_logs import child_args
+
+
+def workers(
+    session: Session,
+    *,
+    modules: Sequence[str],
+    paths: Sequence[str],
+    queue: str,
+    processes: int,
+    pools: Sequence[str] = (),
+    mcp: str | None = None,
+    as_json: bool = False,
+    metrics_port: int | None = None,
+) -> int:
+    pools = pools or [str(pool) for pool in ALL_POOLS]
+    try:
+        toolset = base = load_toolset(modules, paths)
+    except ToolSetError as exc:
+        return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
+    served = [Served(queue, pool) for pool in pools]
+    if processes > 1:
+        args = [*worker_args(modules, paths, queue, mcp=mcp), "--pools", ",".join(pools)]
+        return _parent(session, args, processes, metrics_port, served)
+    settings = session.settings
+    instruments = None
+    if metrics_port is not None or settings.metrics_dir:
+        from services.adapters.metrics.instruments import Instruments
+
+        instruments = Instruments().start()
+    hub = None
+    if mcp:
+        from services.entrypoints.cli.mcp_servers import follow_servers, start_hub
+
+        hub = start_hub(mcp, settings)
+        toolset = hub.toolset(base)
+    services: Services = build_services(
+        settings, session.client, toolset, queue=queue,
+        pools=[p for p in ALL_POOLS if str(p) in pools], instruments=instruments,
+    )  # fmt: skip
+    services.start()
+    if hub is not None:
+        follow_servers(services, hub, base)
+    beat = operations.Beat(services, settings.metrics_dir).start() if settings.metrics_dir else None
+    ops = (
+        operations.serve_one(services, session.client, metrics_port, served)
+        if metrics_port is not None else None
+    )  # fmt: skip
+    if as_json:
+        emit({
+            "workers": "up", "redis": masked(settings.redis_url or ""),
+            "prefix": settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
+            "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
+            **({"metrics_port": ops.port} if ops else {}),
+        })  # fmt: skip
+    else:
+        print(
+            f"agentledger workers up on {masked(settings.redis_url or '')} (prefix "
+            f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
+            f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}"
+            + (f", metrics on port {ops.port}" if ops else ""),
+            flush=True,
+        )
+    _wait_for_signal()
+    if ops is not None:
+        ops.stop()
+    services.stop()
+    if hub is not None:
+        hub.close()
+    if beat is not None:
+        beat.stop()
+    if instruments is not None:
+        instruments.stop()  # the last tallies, into the files a parent reads
+    return 0
+
+
+def _parent(
+    session: Session,
+    args: list[str],
+    processes: int,
+    metrics_port: int | None,
+    served: list[Served],
+) -> int:
+    """N worker processes kept alive (one that dies is started again); with a
+    metrics port, this process serves their metrics."""
+    stop = _signalled()
+    if metrics_port is None:
+        supervisor = Supervisor(session.settings, [*child_args(), *args], processes)
+        supervisor.keep_alive(stop)
+        supervisor.stop()
+        return 0
+    folder, clean = operations.metrics_dir(session.settings)
+    supervisor = Supervisor(
+        session.settings, [*child_args(), *args], processes,
+        env={"PROMETHEUS_MULTIPROC_DIR": folder},
+    )  # fmt: skip
+    try:  # the server watches supervisor.children: the list the supervisor keeps current
+        ops = operations.serve_parent(
+            session.settings, session.client, supervisor.children, folder, metrics_port, served
+        )
+        print(f"agentledger workers: {processes} processes, metrics on port {ops.port}", flush=True)
+        supervisor.keep_alive(stop)
+        ops.stop()
+    finally:
+        supervisor.stop()
+        clean()
+    return 0
+
+
+def _wait_for_signal() -> None:
+    done = _signalled()
+    while not done.wait(0.5):
+        time.sleep(0)
+
+
+def _signalled() -> threading.Event:
+    """Set on SIGTERM or SIGINT."""
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    return done
