@@ -1,6 +1,6 @@
 """`agentledger workers`: the pools of one tool set on one task queue, in this
 process or in N supervised child processes, until SIGTERM; with a metrics port,
-/metrics, /healthz and /readyz (the only command that imports prometheus)."""
+/metrics, /healthz and /readyz (the one command that imports prometheus)."""
 
 from __future__ import annotations
 
