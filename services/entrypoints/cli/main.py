@@ -1,4 +1,4 @@
-"""`agentledger`: parse the arguments, then hand over to `commands`. Nothing
+"""`agentledger`: parse the arguments, then hand over to `execute`. Nothing
 else is imported before the arguments are known: `--version` and `--help` (and
 a mistyped option) answer at once, and each command imports what it uses."""
 
@@ -8,7 +8,7 @@ import signal
 import sys
 
 # Interrupted while still importing (a slow start on a busy machine): exit 130
-# quietly, as the command would once running; commands.execute installs the real handlers.
+# quietly, as the command would once running; execute installs the real handlers.
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda *_: sys.exit(130))
 
@@ -17,7 +17,7 @@ from services.entrypoints.cli.parser import parser  # noqa: E402 (after the hand
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from services.entrypoints.cli.commands import execute
+    from services.entrypoints.cli.execute import execute
 
     return execute(args)
 
