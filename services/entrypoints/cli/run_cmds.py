@@ -1,7 +1,7 @@
 """Commands that start work: run (embedded: a private task queue served by workers
 in this process or its children; follows the run to its end), submit (publish
-to a shared task queue) and toolset (the fingerprint a publisher names). The
-worker processes `run --processes N` starts are `workers_cmds`'."""
+to a shared task queue) and toolset (the fingerprint a publisher names). With
+`--processes N` the run's workers are child `agentledger workers` (`workers_cmds`)."""
 
 from __future__ import annotations
 
