@@ -1,9 +1,11 @@
 """A master of the cluster killed under load (its own cluster: 3 masters, 3
 replicas): with AGENTLEDGER_REPLICA_ACKS=1 every run completes and every write
 ran once, writes of one stock record and of two (whose locks are in two of the
-lock table's 8 partitions, on different masters) alike; the time the cluster took to recover and the runs to finish are
-printed. The killed node is started again after the promotion, as an operator
-would: the promoted master has no replica to acknowledge writes until then."""
+lock table's 8 partitions, on different masters) alike. The victim is the
+master of the lock partition holding the two-record writes' leases. The time
+the cluster took to recover and the runs to finish are printed. The killed
+node is started again after the promotion, as an operator would: the promoted
+master has no replica to acknowledge writes until then."""
 
 from __future__ import annotations
 
