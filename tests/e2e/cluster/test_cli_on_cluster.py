@@ -53,6 +53,11 @@ def test_tail_follow_reads_every_feed_of_the_cluster(ccli: Cli, tmp_path: Path) 
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
+        assert follow.stderr is not None
+        # it says so once it knows where the feeds end; the run goes in only then
+        # (a tail slower to start than the run would miss the run's first events)
+        if not any("following new events" in said for said in follow.stderr):
+            raise AssertionError(f"the tail never started following: exit {follow.wait()}")
         code, summary = ccli.run_json(example / "spec.yaml")
         assert code == 0, summary
         assert follow.stdout is not None
