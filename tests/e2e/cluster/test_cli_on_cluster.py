@@ -1,17 +1,24 @@
 """The CLI on a Redis Cluster as a user drives it: `run` an example and read it
 back with every read command; `workers --processes 2` and `submit` of many
-runs, each completing with its write done once; controls through the inbox."""
+runs, each completing with its write done once, also with writes over two
+lock partitions (the cluster's lock table has 8) among writes over one."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from e2ekit import AGENTLEDGER, Cli, copy_example, stop_workers, types
+
+from events.lock_partitions import partition_of
+from services.adapters.redis.client import redis_client
+from services.keys import keys_for
+from services.settings import Settings
 
 RUNS = int(os.environ.get("AGENTLEDGER_CLUSTER_E2E_RUNS", "12"))  # the issue's target: 200
 
@@ -46,6 +53,11 @@ def test_tail_follow_reads_every_feed_of_the_cluster(ccli: Cli, tmp_path: Path) 
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
+        assert follow.stderr is not None
+        # it says so once it knows where the feeds end; the run goes in only then
+        # (a tail slower to start than the run would miss the run's first events)
+        if not any("following new events" in said for said in follow.stderr):
+            raise AssertionError(f"the tail never started following: exit {follow.wait()}")
         code, summary = ccli.run_json(example / "spec.yaml")
         assert code == 0, summary
         assert follow.stdout is not None
@@ -83,8 +95,88 @@ def test_many_runs_through_workers_and_submit_each_write_once(ccli: Cli, tmp_pat
         assert stock["A1"]["version"] == 84, (run_id, stock)
 
 
-def start_workers_n(cli: Cli, example: Path, *, processes: int) -> list[subprocess.Popen[str]]:
-    args = [*AGENTLEDGER, "workers", "--tools", "inventory_tools", "--tool-path", str(example)]
+def test_writes_over_two_lock_partitions_through_workers_and_submit_each_once(
+    ccli: Cli, tmp_path: Path
+) -> None:
+    """A third of the runs write A1 alone, a third B7 alone, a third both at once
+    (`move_stock`: its locks in two partitions, acquired part by part): every run
+    completes, none stuck on a partial hold, each write done once."""
+    example = copy_example("inventory", tmp_path)
+    workload = mixed_workload(example)
+    ccli.env["AGENTLEDGER_REPLICA_ACKS"] = "1"
+    workers = start_workers_n(ccli, example, processes=2, tools=MIXED_TOOLS)
+    try:
+        started = time.monotonic()
+        with ThreadPoolExecutor(4) as pool:
+            plan = [workload[i % len(workload)] for i in range(RUNS)]
+            run_ids = list(pool.map(lambda w: submit(ccli, w[0]), plan))
+        finished = wait_all(ccli, run_ids, timeout_s=90)
+        took = time.monotonic() - started
+    finally:
+        stop_workers(workers)
+    assert all(s == "completed" for s in finished.values()), finished
+    print(f"\n{RUNS} runs over 1 and 2 lock partitions on the cluster: done in {took:.1f} s")
+    wrong = [(r, got) for r, (_, want) in zip(run_ids, plan, strict=True)
+             if (got := stock_of(ccli, r)) != want]  # fmt: skip
+    assert wrong == [], "a write ran twice (or not at all)"
+    assert lock_partitions(ccli) == 8  # the cluster's default: A1 and B7 in two of them
+
+
+def lock_partitions(cli: Cli) -> int:
+    """The lock table's partitions the deployment recorded (`services.lock_partitions`)."""
+    client = redis_client(cli.env["REDIS_URL"])
+    try:
+        meta = keys_for(Settings(prefix=cli.env["AGENTLEDGER_PREFIX"])).meta
+        return int(client.hget(meta, "lock_partitions") or 0)
+    finally:
+        client.close()
+
+
+MIXED_TOOLS = ("inventory_tools", "stock_moves")
+Stock = dict[str, tuple[int, int]]  # SKU -> (available, version)
+_MIXED_SPEC = """task: {task}
+workspace: ./ws
+copy_workspace: true
+tools: [inventory_tools, stock_moves]
+principal: {{id: alice, tenant: shop-1, scopes: [stock:read, stock:write]}}
+budgets: {{max_turns: 8}}
+model:
+  scripted:
+    - tool_use: [{{id: c1, name: lookup_stock, input: {{sku: A1}}}}]
+    - tool_use: [{{id: c2, name: {tool}, input: {input}}}]
+    - end_turn: "done"
+"""
+
+
+def mixed_workload(example: Path) -> list[tuple[Path, Stock]]:
+    """Specs, each with the stock its run leaves when its write ran once: a write
+    of A1 alone (the example's), of B7 alone, of both (two lock partitions)."""
+    assert partition_of("stock:A1", 8) != partition_of("stock:B7", 8)  # else no cascade
+    shutil.copy(Path(__file__).with_name("stock_moves.py"), example)
+    specs = {  # one tool set for all (a spec naming fewer modules is another one)
+        "reserve.yaml": ("Reserve 2 A1.", "reserve_stock", "{sku: A1, qty: 2}"),
+        "move.yaml": ("Move 2 A1 to B7.", "move_stock", "{from_sku: A1, to_sku: B7, qty: 2}"),
+        "restock.yaml": ("Restock 1 B7.", "restock", "{sku: B7, qty: 1}"),
+    }
+    for name, (task, tool, args) in specs.items():
+        text = _MIXED_SPEC.format(task=task, tool=tool, input=args)
+        (example / name).write_text(text)
+    return [
+        (example / "reserve.yaml", {"A1": (1, 84), "B7": (0, 12)}),
+        (example / "move.yaml", {"A1": (1, 84), "B7": (2, 13)}),
+        (example / "restock.yaml", {"A1": (3, 83), "B7": (1, 13)}),
+    ]
+
+
+def stock_of(cli: Cli, run_id: str) -> Stock:
+    stock = json.loads((cli.workspace(run_id) / "stock.json").read_text())
+    return {sku: (item["available"], item["version"]) for sku, item in stock.items()}
+
+
+def start_workers_n(
+    cli: Cli, example: Path, *, processes: int, tools: tuple[str, ...] = ("inventory_tools",)
+) -> list[subprocess.Popen[str]]:
+    args = [*AGENTLEDGER, "workers", "--tools", *tools, "--tool-path", str(example)]
     args += ["--processes", str(processes)]
     log = example / "workers.log"  # a file, not a pipe nobody drains
     with log.open("w") as out:
