@@ -130,7 +130,9 @@ def build_app(
     )
     outbox = Outbox(keys)
     keys = dataclasses.replace(keys, lock_partitions=lock_partitions(client, keys, settings))
-    locks = RedisLocks(client, keys, lease_s=settings.lock_lease_s)
+    locks = RedisLocks(
+        client, keys, lease_s=settings.lock_lease_s, replica_acks=settings.replica_acks
+    )
     clock = SystemClock()
 
     def push(messages: Sequence[Outgoing]) -> None:

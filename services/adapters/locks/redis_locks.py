@@ -18,6 +18,7 @@ from events.lock_partitions import Cascade, final_partition, first_part, release
 from events.lock_step import LockAsk
 from events.locks import Grant, Mode, Request
 from services.adapters.locks.port import Granted, Holder, LockReply
+from services.adapters.redis.replicas import ReplicaAcks
 from services.adapters.store.port import Outgoing
 from services.keys import Keys
 
@@ -26,8 +27,9 @@ Who = dict[str, tuple[Holder, Outgoing | None]]  # request id -> who asked, what
 
 
 class RedisLocks:
-    def __init__(self, client: redis.Redis, keys: Keys, *, lease_s: float):
+    def __init__(self, client: redis.Redis, keys: Keys, *, lease_s: float, replica_acks: int = 0):
         self._script = client.register_script(_SCRIPT)
+        self._acks = ReplicaAcks(client, replica_acks)  # a grant a failover keeps, with N >= 1
         self._tables = [keys.locks(p) for p in range(keys.lock_partitions)]
         self.partitions = len(self._tables)
         self.lease_s = lease_s
@@ -107,7 +109,7 @@ class RedisLocks:
     def _call(self, p: int, op: str, payload: str, now: float | None, flag: str = "") -> Any:
         at = "" if now is None else round(now * 1_000_000)
         self.calls += 1
-        return json.loads(self._script(keys=self._tables[p], args=[op, at, payload, flag]))
+        return json.loads(self._acks.call(self._script, self._tables[p], [op, at, payload, flag]))
 
 
 def _part(r: Request, holder: Holder, notify: Outgoing | None) -> dict[str, Any]:

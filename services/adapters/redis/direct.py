@@ -19,17 +19,29 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import redis
 from redis.commands.core import Script
 from redis.exceptions import NoScriptError
 
+_HELD: WeakKeyDictionary[Any, threading.local] = WeakKeyDictionary()  # pool -> its threads'
+_HELD_LOCK = threading.Lock()
+
 
 class ThreadConnections:
+    """The connections of one client's pool that its threads keep: one per thread
+    (shared by every user of the client: store, ledger, locks), made with the
+    pool's class and options but outside it (never checked in, not counted
+    against its `max_connections`)."""
+
     def __init__(self, client: redis.Redis):
-        self._pool = client.connection_pool
-        self._local = threading.local()
+        pool = client.connection_pool
+        self._make = partial(pool.connection_class, **pool.connection_kwargs)
+        with _HELD_LOCK:
+            self._local = _HELD.setdefault(pool, threading.local())
 
     def call(self, script: Script, keys: Sequence[str], args: Sequence[Any]) -> Any:
         conn = self._connection()
@@ -66,6 +78,6 @@ class ThreadConnections:
     def _connection(self) -> Any:  # a redis.Connection (redis-py leaves its methods untyped)
         pid, conn = getattr(self._local, "held", (0, None))
         if conn is None or pid != os.getpid():  # a forked child makes its own
-            conn = self._pool.make_connection()
+            conn = self._make()
             self._local.held = (os.getpid(), conn)
         return conn
