@@ -6,26 +6,24 @@ record their locks, claim one) without a hop between them."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from events.fold import apply
 from events.state import RunState
 from events.types import Event
-from schemas.envelope import Envelope
+from schemas.envelope import construct
 from schemas.ids import EventId, RunId
 
 Decision = Callable[[RunState], list[Event]]
-_ENVELOPE = Envelope[Any]
 
 
 def provisional(s: RunState, events: Iterable[Event], *, at: float) -> RunState:
     """The state after `events`, for deciding what follows them in the same batch
     (the events are checked against the tables here, as `apply` always does)."""
     for e in events:
-        env = _ENVELOPE.model_construct(
-            id=EventId(""), run_id=RunId(s.run_id), seq=s.seq + 1, type=e.type, at=at,
-            source="", data=e,
-        )  # fmt: skip
+        env = construct({
+            "id": EventId(""), "run_id": RunId(s.run_id), "seq": s.seq + 1, "type": e.type,
+            "at": at, "source": "", "causation_id": None, "v": 1, "data": e,
+        })  # fmt: skip
         s = apply(s, env)
     return s
 

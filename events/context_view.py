@@ -94,12 +94,14 @@ def assemble(
     past = _past(s.run_id, s.history, r)
     cur = (_unit(s.current_turn, r),) if s.current_turn is not None else ()
     older = max(0, len(past.raw) + len(cur) - ctx.keep_recent_turns)  # all in the history
-    total = len(_head(system, tools, server, (task,))) + past.raw_sum[-1] + sum(u.size for u in cur)
+    head_text = _head(system, tools, server, (task,))
+    total = len(head_text) + past.raw_sum[-1] + sum(u.size for u in cur)
     past, k, m = _fit(s.run_id, past, older, total, limit, ctx.preview_chars)
     omitted = _omitted(past, k, m, ctx.budget_tokens)
     units = (*past.short[m:k], *past.raw[max(m, k) :], *cur)
     first = (task, *([omitted[1]] if omitted else []))
-    head_text = _head(system, tools, server, first)
+    if omitted:  # the head names what was left out; otherwise it is the one just made
+        head_text = _head(system, tools, server, first)
     messages, digest = _build(s.run_id, head_text, first, units, (past.root, k, m, len(past.raw)))
     chars = len(head_text) + sum(u.size for u in cur) + _sent(past, k, m)
     refused = (*past.refused, *(u.turn.index for u in cur if u.withdrawn))

@@ -51,7 +51,10 @@ class Turn:
     feedback: str | None = None
 
     def call(self, call_id: str) -> Call | None:
-        return next((c for c in self.calls if c.call_id == call_id), None)
+        for c in self.calls:  # a plain loop: looked up ~20 times a tool call, a generator costs more
+            if c.call_id == call_id:
+                return c
+        return None
 
     @property
     def finished(self) -> bool:

@@ -5,7 +5,7 @@ a frozen model whose `type` tag equals the envelope's `type`."""
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,3 +26,21 @@ class Envelope(BaseModel, Generic[E]):
     causation_id: EventId | None = None
     v: int = Field(default=1, ge=1, description="version of the payload's shape")
     data: E
+
+
+_ANY = Envelope[Any]  # parametrised once: a subscription costs a cache lookup each time
+_FIELDS = frozenset(_ANY.model_fields)
+_set = object.__setattr__
+
+
+def construct(fields: dict[str, Any]) -> Envelope[Any]:
+    """`Envelope.model_construct(**fields)` with every field given, in half the time:
+    what model_construct does for a model without aliases, extras, private
+    attributes or a post-init hook (tests/unit/test_codec.py holds it to that).
+    The caller gives every field, in their order, already of their types."""
+    made = _ANY.__new__(_ANY)
+    _set(made, "__dict__", fields)
+    _set(made, "__pydantic_fields_set__", set(_FIELDS))
+    _set(made, "__pydantic_extra__", None)
+    _set(made, "__pydantic_private__", None)
+    return made

@@ -29,7 +29,7 @@ from events.lock_step import released_asks
 from events.settle import settle_batch
 from events.state import RunState
 from events.types import Event, RunCreated
-from schemas.envelope import Envelope
+from schemas.envelope import Envelope, construct
 from schemas.ids import EventId, RunId
 from services.adapters.locks.port import Locks
 from services.adapters.store.port import EventStore, Outgoing
@@ -42,7 +42,6 @@ if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger
     from services.adapters.broker.outbox import Outbox
 
 MAX_CONFLICTS = 50
-_ENVELOPE = Envelope[Any]  # looked up once: pydantic's generic lookup is slow
 Decide = Callable[[RunState], Sequence[Event]]
 # told of every append that landed: the state before, after, and the events (metrics)
 Observe = Callable[[RunState | None, RunState, Sequence[Envelope[Any]]], None]
@@ -71,17 +70,20 @@ def envelopes(
     source: str,
     causation_id: str | None = None,
 ) -> list[Envelope[Any]]:
+    cause = EventId(causation_id) if causation_id else None
     return [
-        _ENVELOPE.model_construct(
-            id=EventId(new_event_id()),
-            run_id=RunId(run_id),
-            seq=after_seq + i + 1,
-            type=e.type,
-            at=at,
-            source=source,
-            causation_id=EventId(causation_id) if causation_id else None,
-            v=1,
-            data=e,
+        construct(
+            {
+                "id": EventId(new_event_id()),
+                "run_id": RunId(run_id),
+                "seq": after_seq + i + 1,
+                "type": e.type,
+                "at": at,
+                "source": source,
+                "causation_id": cause,
+                "v": 1,
+                "data": e,
+            }
         )
         for i, e in enumerate(events)
     ]

@@ -93,3 +93,37 @@ def test_a_forked_child_uses_a_connection_of_its_own(server: PrivateRedis) -> No
     assert os.waitstatus_to_exitcode(status) == 0
     assert calls.call(script, ["k"], ["b"]) == [b"k", b"b"]  # the parent's still works
     assert connections(server) == before and client.get("k") == b"3"
+
+
+class _Sent:
+    """A connection that only records what it is asked to send."""
+
+    def __init__(self) -> None:
+        self._command_packer = redis.Connection()._command_packer
+        self.real = redis.Connection()
+        self.sent: list[bytes] = []
+
+    def pack_commands(self, commands: list[tuple[object, ...]]) -> list[bytes]:
+        return list(self.real.pack_commands(commands))
+
+    def send_packed_command(self, packed: list[bytes]) -> None:
+        self.sent.append(b"".join(packed))
+
+
+@pytest.mark.parametrize(
+    "commands",
+    [
+        [("EVALSHA", "ab" * 20, 2, "k1", "k2", 7, 1.5, "é", b"\x00\xff" * 40, "")],
+        [("XACK", "s", "g", "1-1"), ("XREADGROUP", "GROUP", "g", "c", "COUNT", 3, "STREAMS", "s", ">")],
+        [("SCRIPT LOAD", "return 1")],  # a two-word command: split by the connection
+        [("SET", "k", bytearray(b"v"))],  # what hiredis refuses: packed by the connection
+    ],
+)
+def test_commands_are_sent_as_the_connection_would_pack_them(
+    commands: list[tuple[object, ...]],
+) -> None:
+    from services.adapters.redis.direct import _send
+
+    conn = _Sent()
+    _send(conn, commands)
+    assert conn.sent == [b"".join(conn.real.pack_commands(commands))]

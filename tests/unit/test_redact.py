@@ -160,3 +160,12 @@ def test_the_providers_blocks_go_back_untouched_and_cited_text_is_redacted() -> 
     clean = r.block(cited)
     assert isinstance(clean, TextBlock) and "tok-9f8e7d6c5b4a" not in clean.model_dump_json()
     assert clean.citations is not None and clean.citations[0]["document_index"] == 0
+
+
+def test_the_one_trigger_scan_knows_every_pattern_trigger() -> None:
+    from events.redact import PATTERNS, _may_match
+
+    for _, triggers, _pattern in PATTERNS:
+        for t in triggers:
+            assert _may_match(f"some text {t} more")
+    assert not _may_match('{"type":"toolcallstarted","call_id":"c1"}')

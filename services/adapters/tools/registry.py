@@ -214,9 +214,21 @@ def tool(
 
 def _resources(rule: Resources, args: dict[str, Any], workspace: str | None) -> list[str]:
     """A rule takes the arguments, or the arguments and the run's workspace."""
-    takes_workspace = len(inspect.signature(rule).parameters) >= 2
-    found = rule(args, workspace) if takes_workspace else rule(args)
+    found = rule(args, workspace) if _takes_workspace(rule) else rule(args)
     return sorted(set(found))
+
+
+_ARITY: dict[Any, bool] = {}  # rule -> takes the workspace: `inspect.signature` is ~10 µs a call
+
+
+def _takes_workspace(rule: Resources) -> bool:
+    try:
+        return _ARITY[rule]
+    except KeyError:
+        takes = _ARITY[rule] = len(inspect.signature(rule).parameters) >= 2
+        return takes
+    except TypeError:  # an unhashable callable: asked each time
+        return len(inspect.signature(rule).parameters) >= 2
 
 
 def _args_model(f: Callable[..., Any]) -> tuple[type[BaseModel], str | None]:

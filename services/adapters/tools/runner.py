@@ -1,7 +1,8 @@
 """Runs a registered tool with its timeout, watching for a request to stop, and
 turns what happened into an outcome for the core.
 
-A Python tool runs in its own thread. On timeout the call is recorded as timed
+A Python tool runs in a thread of its own while it runs (one kept from an
+earlier call that returned, else a new one: `threads`). On timeout the call is recorded as timed
 out and its cancel flag set; Python cannot kill a thread, so it is left to
 finish. When the run is cancelled the tool's cancel flag is set and its
 subprocesses get SIGTERM; whatever still runs after the grace period gets
@@ -19,7 +20,6 @@ import contextvars
 import dataclasses
 import json
 import signal
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +38,7 @@ from events.tool_step import (
 from events.types import ToolError
 from schemas.codec import pack
 from schemas.errors import InvalidEvent
+from services.adapters.tools import threads
 from services.adapters.tools.capture import Captured, capturing
 from services.adapters.tools.registry import (
     ExternalTool,
@@ -74,10 +75,7 @@ def run_tool(
         ctx = dataclasses.replace(ctx, network=t.network, read_only=t.spec.read_only)
     box: dict[str, Outcome] = {}
     context = contextvars.copy_context()  # the caller's log context (run, call, pool) goes along
-    thread = threading.Thread(
-        target=lambda: box.setdefault("o", context.run(_call, t, args, ctx)), daemon=True
-    )
-    thread.start()
+    thread = threads.start(lambda: box.setdefault("o", context.run(_call, t, args, ctx)))
     deadline = time.monotonic() + timeout_s
     while thread.is_alive() and time.monotonic() < deadline:
         thread.join(POLL_S)
@@ -91,7 +89,7 @@ def run_tool(
 
 
 def _stop(
-    thread: threading.Thread,
+    thread: threads.Job,
     box: dict[str, Outcome],
     ctx: ToolContext,
     grace_s: float,
