@@ -19,6 +19,8 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +35,23 @@ class Counts:
         self.pool_cpu_s: Counter[str] = Counter()  # thread CPU of the messages each pool ran
         self.round_trips = 0
         self._lock = threading.Lock()
+        self._quiet = threading.local()  # counting paused on this thread
 
     def ran(self, pool: str, cpu_s: float) -> None:
         with self._lock:
             self.pool_cpu_s[pool] += cpu_s
 
+    @contextmanager
+    def not_again(self) -> Iterator[None]:
+        self._quiet.on = True
+        try:
+            yield
+        finally:
+            self._quiet.on = False
+
     def add(self, names: list[Any]) -> None:
+        if getattr(self._quiet, "on", False):
+            return
         with self._lock:
             self.round_trips += 1
             for name in names:
@@ -73,6 +86,18 @@ def install() -> None:
 
     AbstractConnection.send_command = send_command  # type: ignore[method-assign]
     AbstractConnection.pack_commands = pack_commands  # type: ignore[method-assign]
+
+    # our direct connections pack their commands themselves (hiredis): counted here
+    from services.adapters.redis import direct
+
+    packed = direct._send
+
+    def send_direct(conn: Any, commands: Any) -> None:
+        COUNTS.add([cmd[0] for cmd in commands])
+        with COUNTS.not_again():  # its fallback packs through pack_commands: one count
+            packed(conn, commands)
+
+    direct._send = send_direct
 
     from dramatiq.worker import WorkerThread
 
