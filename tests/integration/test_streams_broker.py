@@ -310,7 +310,8 @@ def test_a_killed_workers_message_moves_on_within_seconds_and_dies_after_n_kills
             proc.kill()
             proc.wait()
     print(f"\nredelivery after SIGKILL: {started_at - killed_at:.2f} s (claim idle 1.0 s)")
-    assert second_pid != first_pid and started_at - killed_at < 3.0
+    # within seconds (claim idle 1 s), with room for a busy machine: never a minute
+    assert second_pid != first_pid and started_at - killed_at < 10.0
     [dead] = dead_letters(sender, name)
     assert (dead[b"reason"], dead[b"deliveries"]) == (b"deliveries", b"3")
     assert "retries" not in Message.decode(dead[b"m"]).options  # kills spent no retries
