@@ -77,9 +77,15 @@ class Cli:
         self, run_id: str, until: Callable[[list[dict[str, Any]]], bool], timeout_s: float
     ) -> list[dict[str, Any]]:
         """The run's envelopes, as `tail --run RUN --json` prints them, once `until`
-        holds of what one `tail --run RUN --follow --json` printed so far: one CLI
-        process waits, instead of one per poll (each costs half a second of CPU)."""
+        holds of them: if not at once, of what one `tail --run RUN --follow --json`
+        printed so far (one CLI process waits, instead of one per poll: each costs
+        half a second of CPU), then the whole log again."""
         deadline = time.monotonic() + timeout_s
+        done = self("tail", "--run", run_id, "--json")  # exit 2: no such run (yet)
+        if done.returncode == 0:
+            now = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+            if until(now):
+                return now
         seen: list[dict[str, Any]] = []
         while not until(seen):
             if time.monotonic() > deadline:
