@@ -52,9 +52,16 @@ mcp-servers:
 run: install sandbox
 	$(AGENTLEDGER) run examples/inventory/spec.yaml
 
-# three test processes on two cores: most of the suite waits on Redis and child processes
+# Four test processes on two cores: most of the suite waits on Redis and child processes.
+# loadgroup hands each test to a free worker, keeping the tests that share a module's
+# fixture (or a local Redis Cluster) on one (tests/conftest.py). Bytecode is cached
+# under .agentledger/ (the environment may say PYTHONDONTWRITEBYTECODE): every worker
+# collects the suite and every CLI child imports the code again. The bench extra's
+# pytest plugins are not loaded: no test uses them.
+TEST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/.agentledger/pycache
+PYTEST_FAST := -n 4 --dist loadgroup -p no:langsmith_plugin -p no:benchmark
 test: install sandbox browser mcp-servers
-	$(PYTHON) -m pytest -q -n 3 tests
+	$(TEST_ENV) $(PYTHON) -m pytest -q $(PYTEST_FAST) tests
 
 test-unit: install
 	$(PYTHON) -m pytest tests/unit

@@ -27,6 +27,9 @@ class Size:
     valid: int = 50
     outage_s: float = 4.0
     drain_s: float = 180.0
+    # how late past the lock lease (+ 1 s) the next holder may get a frozen holder's lock:
+    # a figure of `make chaos` on a quiet machine, not a bound a busy parallel suite keeps
+    grant_slack_s: float = 0.5
 
 
 def _workload(i: int, *, delay_s: float, write: str) -> list[dict[str, object]]:

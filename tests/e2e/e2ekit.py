@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +49,7 @@ def clean_environ(prefix: str, state_dir: Path) -> dict[str, str]:
 class Cli:
     cwd: Path
     env: dict[str, str]
+    filed: set[tuple[str, str]] = field(default_factory=set, repr=False)  # by `publisher`
 
     def __call__(self, *args: str | Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -68,6 +73,78 @@ class Cli:
         assert done.returncode == 0, done.stderr
         return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
+    def wait_events(
+        self, run_id: str, until: Callable[[list[dict[str, Any]]], bool], timeout_s: float
+    ) -> list[dict[str, Any]]:
+        """The run's envelopes, as `tail --run RUN --json` prints them, once `until`
+        holds of them: if not at once, of what one `tail --run RUN --follow --json`
+        printed so far (one CLI process waits, instead of one per poll: each costs
+        half a second of CPU), then the whole log again."""
+        deadline = time.monotonic() + timeout_s
+        done = self("tail", "--run", run_id, "--json")  # exit 2: no such run (yet)
+        if done.returncode == 0:
+            now = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+            if until(now):
+                return now
+        seen: list[dict[str, Any]] = []
+        while not until(seen):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{run_id}: not within {timeout_s:g}s: {types(seen)}")
+            seen = self.follow(["--run", run_id], until, deadline)
+        return self.events(run_id)
+
+    def wait_ended(self, run_ids: list[str], timeout_s: float) -> None:
+        """Until each run has ended or waits for a person, as one `tail --follow
+        --from-start --json` of every run shows it (or the time is up)."""
+        want = set(run_ids)
+
+        def ended(seen: list[dict[str, Any]]) -> bool:
+            return want <= {e["run_id"] for e in seen if e["type"] in SETTLING}
+
+        deadline = time.monotonic() + timeout_s
+        seen: list[dict[str, Any]] = []
+        while not ended(seen) and time.monotonic() < deadline:
+            seen = self.follow(["--from-start"], ended, deadline)
+
+    def follow(
+        self, args: list[str], until: Callable[[list[dict[str, Any]]], bool], deadline: float
+    ) -> list[dict[str, Any]]:
+        """What `tail ARGS --follow --json` printed until `until` held, the deadline
+        passed or it ended (with --run, of a run not created yet: it is asked again)."""
+        proc = subprocess.Popen(
+            [*AGENTLEDGER, "tail", *args, "--follow", "--json"], cwd=self.cwd,
+            env=self.env, text=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for text in proc.stdout:
+                lines.put(text)
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        seen: list[dict[str, Any]] = []
+        try:
+            while not until(seen):
+                try:
+                    text = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    break
+                if text is None:
+                    time.sleep(0.2)  # no such run yet
+                    break
+                if text.strip():
+                    seen.append(json.loads(text))
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        return seen
+
     def runs(self) -> list[str]:
         done = self("runs")
         assert done.returncode == 0, done.stderr
@@ -75,7 +152,11 @@ class Cli:
 
     def publisher(self, name: str = "e2e") -> str:
         """A publisher granted every principal, scope and queue, filed (once) with
-        `publishers add` as a user files one; its name, for `submit --as`."""
+        `publishers add` as a user files one; its name, for `submit --as`. Asked of
+        the CLI once per name: a run's every `submit` needs no more processes."""
+        where = (self.env.get("AGENTLEDGER_STATE_DIR", ""), name)  # the file is the state's
+        if where in self.filed:
+            return name
         listed = self("publishers", "list", "--json")
         assert listed.returncode == 0, listed.stderr
         if name not in json.loads(listed.stdout)["publishers"]:
@@ -84,6 +165,7 @@ class Cli:
             )
             # another thread of the test may have filed it in between: filed is what counts
             assert added.returncode == 0 or "already" in added.stderr, added.stderr
+        self.filed.add(where)
         return name
 
     def redis(self) -> redis.Redis:
@@ -106,6 +188,12 @@ class Cli:
     def stop_local_service(self) -> None:
         """Stop the local Redis service of this CLI's state folder, if one started."""
         LocalService(self.state_dir).stop(force=True)
+
+
+# the events after which a run does nothing more by itself: it ended, or waits for a person
+SETTLING = frozenset(
+    {"RunCompleted", "RunFailed", "RunCancelled", "RunBudgetExhausted", "RunTimedOut", "RunEscalated"}
+)
 
 
 def copy_example(name: str, into: Path) -> Path:

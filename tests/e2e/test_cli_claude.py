@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -111,13 +110,7 @@ def workers(cli: Cli, inventory: Path) -> Iterator[Callable[[], subprocess.Popen
 
 
 def wait_for(cli: Cli, run_id: str, event_type: str, timeout_s: float = 120) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        events = cli.events(run_id)
-        if event_type in types(events):
-            return events
-        time.sleep(0.2)
-    raise AssertionError(f"no {event_type} in {types(cli.events(run_id))}")
+    return cli.wait_events(run_id, lambda events: event_type in types(events), timeout_s)
 
 
 def test_after_a_refusal_and_a_reply_the_refused_turn_is_not_sent_again(

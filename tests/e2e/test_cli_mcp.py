@@ -133,7 +133,9 @@ def test_a_tool_the_spec_did_not_ask_for_is_not_offered_and_is_refused(cli: Cli,
 
 
 def test_a_server_dying_mid_write_leaves_it_unknown_and_a_lookup_resolves_it(cli: Cli, tmp_path: Path) -> None:
-    policy = {"crash": {"writes": ["order:{order_id}"], "lookup": {"tool": "order_done", "args": {"op_key": "{op_key}"}}}, "order_done": {"read_only": True}}
+    # the lookup is asked once the call's deadline has passed (a write could still land
+    # before it): a deadline of 8 s, not the default 30 s, is what the run waits out
+    policy = {"crash": {"writes": ["order:{order_id}"], "lookup": {"tool": "order_done", "args": {"op_key": "{op_key}"}}, "timeout_s": 8}, "order_done": {"read_only": True}}
     turns = [{"tool_use": [use("k1", "ledger__crash", order_id="K")]}, {"end_turn": "placed"}]
     spec, servers = setup(tmp_path, {"ledger": ledger_stdio(**policy)}, turns, tools=["mcp:ledger"])
 

@@ -183,6 +183,8 @@ def wait_until_done(cli: Cli, run_ids: list[str]) -> dict[str, str]:
     deadline = time.monotonic() + RUN_TIMEOUT_S
     statuses: dict[str, str] = {}
     while time.monotonic() < deadline:
+        # one `tail --follow` waits for the runs to end, then `status` says how
+        cli.wait_ended(run_ids, max(0.0, deadline - time.monotonic()))
         for run_id in run_ids:
             done = cli("status", run_id, "--json")
             if done.returncode != 2:  # 2: no such run (yet), said as {"error": …}

@@ -44,13 +44,10 @@ def add(cli: Cli, name: str, *args: str) -> str:
 
 
 def wait_completed(cli: Cli, run_id: str, timeout_s: float = 30) -> list[dict]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        events = cli.events(run_id)
-        if any(e["type"] in ("RunCompleted", "RunFailed") for e in events):
-            return events
-        time.sleep(0.2)
-    raise AssertionError(f"{run_id} did not end within {timeout_s}s: {cli.events(run_id)}")
+    def ended(events: list[dict]) -> bool:
+        return any(e["type"] in ("RunCompleted", "RunFailed") for e in events)
+
+    return cli.wait_events(run_id, ended, timeout_s)
 
 
 def test_publishers_add_prints_the_key_once_and_files_it_for_the_owner_only(cli: Cli) -> None:

@@ -34,13 +34,7 @@ def submit(cli: Cli, spec: Path) -> str:
 
 
 def wait_for(cli: Cli, run_id: str, event_type: str, timeout_s: float = 20) -> list[dict]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        events = cli.events(run_id)
-        if event_type in types(events):
-            return events
-        time.sleep(0.2)
-    raise AssertionError(f"no {event_type} in {types(cli.events(run_id))}")
+    return cli.wait_events(run_id, lambda events: event_type in types(events), timeout_s)
 
 
 def status(cli: Cli, run_id: str) -> tuple[int, dict]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import redis
-from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers
+from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers, types
 
 from schemas.inbox import ApprovalGranted, HumanReplied, RunCancelRequested, RunRequested
 from schemas.signature import sign
@@ -56,13 +56,8 @@ def _add(cli: Cli, name: str, *args: str) -> str:
 
 
 def _wait_created(cli: Cli, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        created = of_type(cli.events(run_id), "RunCreated")
-        if created:
-            return created[0]
-        time.sleep(0.2)
-    raise AssertionError(f"{run_id} was not created")
+    events = cli.wait_events(run_id, lambda seen: "RunCreated" in types(seen), WAIT_S)
+    return of_type(events, "RunCreated")[0]
 
 
 def _signed(name: str, key: str, signed: bytes, **overrides: Any) -> dict[str, Any]:

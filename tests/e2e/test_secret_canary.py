@@ -8,22 +8,21 @@ not in the AOF."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from e2ekit import AGENTLEDGER, Cli
+from e2ekit import AGENTLEDGER, SETTLING, Cli, types
 
 from services.adapters.redis.local_server import PrivateRedis, start_server
 from tests.standin.messages_api import MessagesStandin, Streamed, Text, ToolUse
 
 CANARY_VAR = "AL_CANARY_TOKEN"
-ENDED = ("completed", "failed", "cancelled", "budget_exhausted", "timeout", "awaiting_human")
 TOOLS = '''"""Tools that try every way to leak the token they read."""
 
 import logging
@@ -156,13 +155,9 @@ def test_a_secret_canary_appears_nowhere_but_raw(
 
 
 def _until_ended(cli: Cli, run_id: str, timeout_s: float = 60) -> str:
-    deadline = time.monotonic() + timeout_s
-    status = "unknown"
-    while time.monotonic() < deadline:
-        done = cli("status", run_id, "--json")
-        if done.stdout.strip().startswith("{"):
-            status = json.loads(done.stdout).get("status", status)
-            if status in ENDED:
-                return status
-        time.sleep(0.3)
-    return status
+    """The run's status once its log says it ended or waits for a person (one
+    `tail --follow` waits: no `status` process every 0.3 s)."""
+    with contextlib.suppress(AssertionError):  # the status says what it came to
+        cli.wait_events(run_id, lambda events: bool(SETTLING & set(types(events))), timeout_s)
+    done = cli("status", run_id, "--json")
+    return str(json.loads(done.stdout).get("status")) if done.stdout.strip().startswith("{") else "unknown"

@@ -20,7 +20,7 @@ from services.entrypoints.cli.inbox_watch import (
 from services.keys import Keys
 from services.loops.intake import GROUP
 
-TTL_S = 0.5
+TTL_S = 1.5  # the LIVE look right after the beat must not be later than this on a busy machine
 
 
 def test_no_intake_is_live_until_one_heartbeats_and_none_once_it_stops(

@@ -202,7 +202,7 @@ def test_a_fork_bomb_is_stopped_at_the_process_limit(
     done = run(ws, ["bash", "-c", f"b(){{ b|b& }}; b; sleep 300 # {marker}"], policy)
     assert done.limit == "the limit of 32 processes"
     assert "[sandbox: stopped at the limit of 32 processes]" in done.stderr
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 60  # stopped at the limit, not after the sleep 300
     assert gone(marker, within_s=30), f"left behind: {with_marker(marker)}"
 
 
@@ -227,7 +227,8 @@ def test_cpu_memory_and_file_size_are_limited(ws: Path) -> None:
     policy = SandboxPolicy(limits=Limits(cpu_s=1, memory_mb=300, file_mb=1))
     started = time.monotonic()
     spin = run(ws, py("while True: pass"), policy)
-    assert spin.returncode != 0 and time.monotonic() - started < 10
+    # a CPU second can take a busy machine several seconds of wall clock; never a minute
+    assert spin.returncode != 0 and time.monotonic() - started < 60
     assert spin.limit == "the CPU limit of 1 s"
     memory = run(ws, py("b = bytearray(600 * 1024 * 1024)"), policy)
     assert memory.returncode == 1 and "MemoryError" in memory.stderr

@@ -209,10 +209,10 @@ def test_a_delayed_message_runs_after_its_delay_and_not_before(broker: StreamsBr
     with working(broker):
         sent_at = time.monotonic()
         later.send_with_options(delay=300)
-        time.sleep(0.25)
-        assert ran_at == []
-        assert wait_for(lambda: ran_at, timeout=2)
-    assert 0.3 <= ran_at[0] - sent_at < 1.0
+        assert wait_for(lambda: ran_at, timeout=10)  # a busy machine may run it late
+    # not before its delay: measured from before the send, so an early run always shows
+    # (a look at 0.25 s would fail whenever the machine slept the test past 0.3 s)
+    assert ran_at[0] - sent_at >= 0.3
 
 
 def test_time_and_age_limits_end_in_the_dead_letter_stream(
@@ -310,7 +310,8 @@ def test_a_killed_workers_message_moves_on_within_seconds_and_dies_after_n_kills
             proc.kill()
             proc.wait()
     print(f"\nredelivery after SIGKILL: {started_at - killed_at:.2f} s (claim idle 1.0 s)")
-    assert second_pid != first_pid and started_at - killed_at < 3.0
+    # within seconds (claim idle 1 s), with room for a busy machine: never a minute
+    assert second_pid != first_pid and started_at - killed_at < 10.0
     [dead] = dead_letters(sender, name)
     assert (dead[b"reason"], dead[b"deliveries"]) == (b"deliveries", b"3")
     assert "retries" not in Message.decode(dead[b"m"]).options  # kills spent no retries

@@ -197,13 +197,9 @@ def submit(cli: Cli, spec: Path) -> str:
 
 
 def wait_all(cli: Cli, run_ids: list[str], *, timeout_s: float) -> dict[str, str]:
-    deadline = time.monotonic() + timeout_s
-    status: dict[str, str] = {}
-    while time.monotonic() < deadline:
-        listed = cli("runs", "--json", "--limit", str(len(run_ids) + 10))
-        assert listed.returncode == 0, listed.stderr
-        status = {r["run_id"]: r["status"] for r in json.loads(listed.stdout)["runs"]}
-        if all(status.get(r) in ("completed", "failed", "cancelled") for r in run_ids):
-            break
-        time.sleep(0.5)
+    """Each run's status as `runs` lists it, once they all ended (or the time is up)."""
+    cli.wait_ended(run_ids, timeout_s)
+    listed = cli("runs", "--json", "--limit", str(len(run_ids) + 10))
+    assert listed.returncode == 0, listed.stderr
+    status = {r["run_id"]: r["status"] for r in json.loads(listed.stdout)["runs"]}
     return {r: status.get(r, "missing") for r in run_ids}
