@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -44,6 +45,34 @@ def test_run_and_every_read_command_work_on_the_cluster(ccli: Cli, tmp_path: Pat
         assert done.returncode == 0, f"{args}: {done.stderr}"
         assert "Traceback" not in done.stderr
     assert "log ok" in ccli("replay", run_id).stdout
+
+
+def test_the_web_view_lists_shows_and_streams_a_run_on_the_cluster(
+    ccli: Cli, tmp_path: Path
+) -> None:
+    example = copy_example("inventory", tmp_path)
+    code, summary = ccli.run_json(example / "spec.yaml")
+    assert code == 0, summary
+    run_id = summary["run_id"]
+    ui = subprocess.Popen(
+        [*AGENTLEDGER, "ui", "--port", "0"], cwd=ccli.cwd, env=ccli.env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert ui.stdout is not None
+        first = ui.stdout.readline()  # "agentledger ui on http://127.0.0.1:PORT/ (…)"
+        assert " on http://127.0.0.1:" in first, first
+        base = first.split(" on ", 1)[1].split()[0].rstrip("/")
+        listed = json.load(urllib.request.urlopen(f"{base}/api/runs", timeout=30))
+        assert [r["run_id"] for r in listed["runs"]] == [run_id]
+        shown = json.load(urllib.request.urlopen(f"{base}/api/runs/{run_id}", timeout=30))
+        assert shown["view"]["summary"]["status"] == "completed"
+        with urllib.request.urlopen(f"{base}/api/runs/{run_id}/stream", timeout=30) as stream:
+            head = stream.read(200).decode()
+        assert head.startswith("id: 1\nevent: line\n") and '"RunCreated"' in head, head
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
 
 
 def test_tail_follow_reads_every_feed_of_the_cluster(ccli: Cli, tmp_path: Path) -> None:
