@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,10 +41,21 @@ def test_a_call_returns_the_scripts_reply_and_a_thread_keeps_its_connection(
     assert calls.call(script, ["k"], ["a"]) == [b"k", b"a"]
     assert calls.call(script, ["k"], ["b"]) == [b"k", b"b"]
     assert connections(server) == before + 1  # one connection, kept, not the pool's
-    worker = threading.Thread(target=lambda: calls.call(script, ["k"], ["c"]))
+    called, counted = threading.Event(), threading.Event()
+
+    def other_thread() -> None:  # alive while counted: a thread's connection ends with it
+        calls.call(script, ["k"], ["c"])
+        called.set()
+        counted.wait(30)
+
+    worker = threading.Thread(target=other_thread)
     worker.start()
-    worker.join()
-    assert connections(server) == before + 2  # another thread, another connection
+    try:
+        assert called.wait(30)
+        assert connections(server) == before + 2  # another thread, another connection
+    finally:
+        counted.set()
+        worker.join()
     assert client.get("k") == b"3"
 
 
@@ -92,7 +104,11 @@ def test_a_forked_child_uses_a_connection_of_its_own(server: PrivateRedis) -> No
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert calls.call(script, ["k"], ["b"]) == [b"k", b"b"]  # the parent's still works
-    assert connections(server) == before and client.get("k") == b"3"
+    assert client.get("k") == b"3"
+    deadline = time.monotonic() + 10  # the server notices the child's close when it reads it
+    while connections(server) != before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert connections(server) == before  # the parent's connection is still its own
 
 
 class _Sent:
