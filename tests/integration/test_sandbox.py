@@ -327,13 +327,22 @@ def test_output_is_bounded(ws: Path) -> None:
     assert "characters left out" in done.stdout and len(done.stdout) < 210_000
 
 
-def test_no_cgroup_is_left_behind(ws: Path) -> None:
-    parent = pids.cgroup_parent()
-    if parent is None:
+def test_no_cgroup_is_left_behind(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if pids.cgroup_parent() is None:
         pytest.skip("no pids cgroup here")
-    before = {p.name for p in parent.iterdir() if p.is_dir()}
+    made: list[Path] = []  # this command's own: other tests' commands make theirs meanwhile
+    real = pids.PidsCgroup.make.__func__  # type: ignore[attr-defined]
+
+    def make(cls: type[pids.PidsCgroup], parent: Path, limit: int) -> pids.PidsCgroup | None:
+        group = real(cls, parent, limit)
+        if group is not None:
+            made.append(group.path)
+        return group
+
+    monkeypatch.setattr(pids.PidsCgroup, "make", classmethod(make))
     run(ws, ["true"])
-    assert {p.name for p in parent.iterdir() if p.is_dir()} <= before
+    assert made, "the command ran in a pids cgroup of its own"
+    assert [p for p in made if p.exists()] == []
 
 
 def test_a_read_only_tools_commands_see_the_workspace_read_only(ws: Path) -> None:
