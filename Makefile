@@ -87,8 +87,10 @@ $(BENCH_STAMP): pyproject.toml $(STAMP)
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev,bench]'
 	@touch $(BENCH_STAMP)
 
+# the whole bench, then W3 on a local 3-master Redis Cluster beside one Redis (bench-cluster)
 bench: $(BENCH_STAMP)
 	$(PYTHON) -m tests.bench
+	$(PYTHON) -m tests.bench.cluster_row
 
 bench-quick: $(BENCH_STAMP)
 	$(PYTHON) -m tests.bench --quick
