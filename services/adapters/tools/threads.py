@@ -5,9 +5,11 @@ call's work in the tool pool; handing a call to an idle thread costs a quarter
 of that. Each call still has a thread to itself while it runs: a call goes to
 an idle thread or, when none is idle, to a new one — it never waits behind
 another call. A thread whose call does not return (timed out, left to finish)
-is never idle again; one whose call raised ends as before (the exception goes
-to `threading.excepthook`). A thread idle for IDLE_S ends. A forked child
-starts with no idle threads (the parent's do not exist in it)."""
+is never idle again; one whose call returned is idle before its caller is
+told (so the next call, made at once, takes it); one whose call raised ends
+as before (the exception goes to `threading.excepthook`). A thread idle for
+IDLE_S ends. A forked child starts with no idle threads (the parent's do not
+exist in it)."""
 
 from __future__ import annotations
 
@@ -32,11 +34,16 @@ class Job:
     def join(self, timeout: float | None = None) -> None:
         self._done.wait(timeout)
 
-    def run(self) -> None:
+    def run(self, then: Callable[[], None]) -> None:
+        """Run the call; when it returned, `then` (the thread is idle again) before
+        anyone waiting is told it is done. A call that raised is done, and raises."""
         try:
             self._fn()
-        finally:
+        except BaseException:
             self._done.set()
+            raise
+        then()
+        self._done.set()
 
 
 class _Pool:
@@ -45,6 +52,10 @@ class _Pool:
         self.lock = threading.Lock()
         self.jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
         self.idle = 0
+
+    def one_more_idle(self) -> None:
+        with self.lock:
+            self.idle += 1
 
 
 _pool = _Pool()
@@ -72,9 +83,7 @@ def start(fn: Callable[[], object]) -> Job:
 
 def _serve(pool: _Pool, job: Job) -> None:
     while True:
-        job.run()  # a call that raised ends this thread, as it would have ended its own
-        with pool.lock:
-            pool.idle += 1
+        job.run(pool.one_more_idle)  # a call that raised ends this thread, as its own would end
         while True:
             try:
                 job = pool.jobs.get(timeout=IDLE_S)
