@@ -12,9 +12,16 @@ from __future__ import annotations
 import pytest
 
 SHARED_SESSION_FIXTURES = frozenset({"local_cluster"})  # six redis-servers each
+# Fork bombs share the per-user process limit (RLIMIT_NPROC counts every process of
+# the uid, across sandboxes): two at once on two workers can make one bomb's forks
+# fail on the other's count before its own limit is reached. They run on one worker,
+# with the module of the hostile calls (whose runs hold a bomb too).
+FORK_BOMBS = "tests/e2e/test_hostile_calls.py"
 
 
 def _group(item: pytest.Item) -> str | None:
+    if item.get_closest_marker("fork_bomb") is not None:
+        return FORK_BOMBS
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return None

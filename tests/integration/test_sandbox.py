@@ -188,6 +188,7 @@ def test_pytest_runs_in_the_sandbox(ws: Path) -> None:
     assert "1 passed" in done.stdout
 
 
+@pytest.mark.fork_bomb
 @pytest.mark.parametrize("counting", ["cgroup", "namespace watch"])
 def test_a_fork_bomb_is_stopped_at_the_process_limit(
     ws: Path, counting: str, monkeypatch: pytest.MonkeyPatch
