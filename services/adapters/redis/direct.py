@@ -4,9 +4,8 @@ The hot path (an append per step, a ledger entry per write) is one EVALSHA
 each; through redis-py's client every call checks a connection out of the pool
 and back, goes through its retry wrapper and its observability hooks and looks
 up a response callback — about 30 µs of CPU per call, as much again as
-sending and parsing. Here a thread sends on its own connection, made by the
-client's pool with the client's options and never shared, and reads the reply
-as it is. A script the server does not know (a restarted Redis) is loaded and
+sending and parsing. Here a thread sends on its own connection (made with the
+client's options, never shared between threads) and reads the reply as it is. A script the server does not know (a restarted Redis) is loaded and
 the call sent again; any other failure closes the connection (what was in
 flight on it is unknown) and is raised as it came, so the caller's outage
 handling (`services.handlers.outage`) decides what to do, as before. On Redis
