@@ -15,6 +15,7 @@ import hashlib
 import re
 import zlib
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,6 +23,15 @@ if TYPE_CHECKING:
 
 _SUFFIX = re.compile(r"\.s(\d{1,4})$")
 LOCK_PARTS = ("req", "order", "holders", "tokens", "leases", "seq")
+
+
+@lru_cache(maxsize=4096)
+def _shard(run_id: str, shards: int) -> int:
+    """A run's shard, asked several times per step: kept for the runs last asked about."""
+    found = _SUFFIX.search(run_id)
+    if found is not None:
+        return int(found.group(1))
+    return zlib.crc32(run_id.encode()) % shards
 
 
 def digest(text: str, n: int = 32) -> str:
@@ -40,10 +50,7 @@ class Keys:
         return f"{run_id}.s{shard}"
 
     def shard(self, run_id: str) -> int:
-        found = _SUFFIX.search(run_id)
-        if found is not None:
-            return int(found.group(1))
-        return zlib.crc32(run_id.encode()) % self.shards
+        return _shard(run_id, self.shards)
 
     def run(self, run_id: str) -> str:
         return f"{self.prefix}:{{{self.shard(run_id)}}}:run:{run_id}"
