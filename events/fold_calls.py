@@ -98,7 +98,10 @@ def _changes(e: CallEvent) -> Callable[[Call], dict[str, Any]]:
             )
         case ToolCallStarted():
             return lambda c: dict(
-                attempts=e.attempt, claim_deadline=e.deadline_at, started_at=e.claimed_at
+                attempts=e.attempt,
+                claim_deadline=e.deadline_at,
+                claimed_by=e.worker,
+                started_at=e.claimed_at,
             )
         case ToolCallSucceeded():
             return _ended(started_at=e.started_at, finished_at=e.finished_at, output=e.output)

@@ -40,7 +40,9 @@ _SCALARS = (
     "acceptance_claim_deadline", "detail", "escalated_for",
 )  # fmt: skip
 _CALL_PLAIN = tuple(
-    f for f in Call.__dataclass_fields__ if f not in ("status", "reads", "writes", "error")
+    f
+    for f in Call.__dataclass_fields__
+    if f not in ("status", "reads", "writes", "error", "claimed_by")
 )
 
 
@@ -154,6 +156,7 @@ def _call(c: Call) -> Record:
         reads=list(c.reads),
         writes=list(c.writes),
         error=c.error.model_dump(mode="json") if c.error else None,
+        claimed_by=c.claimed_by,
     )
     return record
 
@@ -165,6 +168,7 @@ def _call_of(r: Record) -> Call:
         reads=tuple(r["reads"]),
         writes=tuple(r["writes"]),
         error=ToolError.model_validate(r["error"]) if r["error"] else None,
+        claimed_by=r.get("claimed_by"),  # added within version 2: older records hold none
     )
 
 

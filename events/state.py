@@ -31,6 +31,7 @@ class Call:
     resolution_asked: bool = False
     attempts: int = 0
     claim_deadline: float | None = None
+    claimed_by: str | None = None  # the worker (host:pid:nonce) of the latest claim
     approval_expires_at: float | None = None
     lock_request: str | None = None
     expiries: int = 0  # leases it lost while scheduled or running: a new ask has a new id

@@ -1,6 +1,11 @@
 """What the passing of time decides, for the sweeper: claims whose worker went
 silent past their deadline, approval requests nobody answered, and the
-wall-clock budget of a live or waiting run."""
+wall-clock budget of a live or waiting run. A read-only call whose claiming
+worker is known to be dead (`dead`: the shell's proof, `services.adapters.
+redis.worker_deaths`) is settled at once, as its deadline would settle it: no
+read can still be running in a process that is gone, and an unknown read may
+run again anyway. A write keeps its deadline (an effect it set going, a child
+process or a request already sent, may still land)."""
 
 from __future__ import annotations
 
@@ -11,12 +16,13 @@ from events.tool_step import unknown_outcome
 from events.types import ApprovalDenied, Event, RunEscalated
 
 
-def on_tick(s: RunState, *, now: float) -> list[Event]:
+def on_tick(s: RunState, *, now: float, dead: frozenset[str] = frozenset()) -> list[Event]:
+    """`dead`: workers proven dead (silent and their process gone), by name."""
     if not s.status.watched:
         return []
     if s.status is not RunStatus.CANCELLING and (timed_out := wall_clock_exceeded(s, now=now)):
         return [timed_out]
-    return _expired_approvals(s, now) + _expired_claims(s, now)
+    return _expired_approvals(s, now) + _expired_claims(s, now, dead)
 
 
 def next_tick(s: RunState) -> float | None:
@@ -48,12 +54,22 @@ def _expired_approvals(s: RunState, now: float) -> list[Event]:
     ]
 
 
-def _expired_claims(s: RunState, now: float) -> list[Event]:
+def dead_claimants(s: RunState) -> list[str]:
+    """The workers whose death would settle a claim of the run early: those
+    holding its read-only calls in flight (the shell asks only about these)."""
+    return sorted({c.claimed_by for c in s.in_flight if c.read_only and c.claimed_by})
+
+
+def _expired_claims(s: RunState, now: float, dead: frozenset[str]) -> list[Event]:
     events: list[Event] = []
     for call in s.in_flight:
         if call.claim_deadline is not None and now >= call.claim_deadline:
             reason = f"no result by the claim's deadline (attempt {call.attempts}); the worker may have died"
-            events += unknown_outcome(s, call, reason, at=now)
-            if any(isinstance(e, RunEscalated) for e in events):
-                break
+        elif call.read_only and call.claimed_by in dead:
+            reason = f"its worker {call.claimed_by} died holding it (attempt {call.attempts})"
+        else:
+            continue
+        events += unknown_outcome(s, call, reason, at=now)
+        if any(isinstance(e, RunEscalated) for e in events):
+            break
     return events

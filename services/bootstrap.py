@@ -28,6 +28,7 @@ from services.adapters.models.replay import ReplayAdapter
 from services.adapters.models.scripted import ScriptedAdapter
 from services.adapters.redis.client import redis_client as redis_client  # re-exported
 from services.adapters.redis.directory import Directory
+from services.adapters.redis.worker_deaths import WorkerDeaths
 from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.store.redis_store import RedisEventStore
@@ -151,6 +152,7 @@ def build_app(
         ),
         outbox=outbox,
         send=push,
+        dead_workers=WorkerDeaths(client, keys, member_ttl_s=settings.member_ttl_s),
     )
 
 

@@ -35,6 +35,8 @@ class App:
     ledger: Ledger
     outbox: Outbox
     send: Callable[[Sequence[Outgoing]], None]
+    # the workers holding a run's claims that are proven dead (`worker_deaths`); none by default
+    dead_workers: Callable[[RunState], frozenset[str]] = lambda s: frozenset()
 
     @property
     def store(self) -> EventStore:

@@ -3,7 +3,8 @@ live run that has made no progress within the lease, from the event log alone,
 whatever the broker lost; a run it looked at is looked at again after another
 lease, or at the first pass after its next deadline (`events.ticks.next_tick`:
 a dead worker's claim running out) when that comes sooner. First it lets time
-decide (`events.ticks`): claims whose worker went silent, approvals nobody
+decide (`events.ticks`): claims whose worker went silent (a read-only one at
+once when its worker is proven dead, `App.dead_workers`), approvals nobody
 answered, the wall-clock budget; then it sends everything due (asking again for the locks a waiting call is
 queued for). It also ends the leases of lock holders that stopped renewing and
 tells whoever the locks pass to. One run it cannot fold never stops the pass."""
@@ -54,7 +55,10 @@ def _redrive(app: App, run_id: str, now: float) -> tuple[bool, float | None]:
     before = app.runs.load(run_id)
     if before is None:
         raise UnknownRun(run_id)
-    step = app.runs.step(run_id, lambda s: on_tick(s, now=now), source=SOURCE, held=before)
+    dead = app.dead_workers(before)  # a dead worker's reads are settled at once
+    step = app.runs.step(
+        run_id, lambda s: on_tick(s, now=now, dead=dead), source=SOURCE, held=before
+    )
     sent = set(new_commands(before, step.state, now=now)) if step.appended else set()
     again = [c for c in due_commands(step.state, now=now, redrive=True) if c not in sent]
     app.send(app.outbox.messages(step.state, again))

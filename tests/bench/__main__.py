@@ -67,7 +67,8 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
         notes.append(
             f"SIGKILL with the default settings: the sweeper re-drives a run idle for lease_s "
             f"({settings.lease_s:g} s); the broker hands a dead worker's messages on after "
-            f"{settings.broker_claim_idle_s:g} s; a tool claim runs out at the tool's timeout + the spec's claim_grace_s (2 s)"
+            f"{settings.broker_claim_idle_s:g} s; a tool claim runs out at the tool's timeout + the spec's claim_grace_s (2 s), "
+            f"a read's sooner when its worker is proven dead (silent for {settings.member_ttl_s:g} s, process gone)"
         )
     with private_bench(settings, tmp, "always") as always:
         raw["floor_always"] = [

@@ -3,7 +3,9 @@ long until the run moves again and until it completes, with the default
 settings (the sweeper re-drives a run idle for `lease_s`, the broker hands a
 dead consumer's messages on after `broker_claim_idle_s`). Two moments to die:
 holding a tool call (claimed with ToolCallStarted: nobody may assume it did
-not run until the claim's deadline, the tool's timeout + the claim grace), and
+not run until the claim's deadline, the tool's timeout + the claim grace, or,
+for a read as here, until its worker is proven dead: silent past the member ttl
+and its process gone), and
 holding a model call (claimed with ModelRequested until its lease ends)."""
 
 from __future__ import annotations

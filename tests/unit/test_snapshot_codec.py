@@ -98,3 +98,17 @@ def test_tail_turns_that_do_not_match_the_header_are_refused_when_read() -> None
     restored = restore(header(s), spec=s.spec, read_tail=lambda: [], read_pages=lambda n: [])
     with pytest.raises(SnapshotError, match="0 turns after 0 pages"):
         list(restored.history)
+
+
+def test_a_claims_worker_survives_and_a_record_written_before_it_was_kept_reads_as_none() -> None:
+    log = Log.created()
+    do_model_turn(log, use("c1"))
+    do_validate(log, "c1")
+    do_claim(log, "c1")
+    restored, _ = round_trip(log.s)
+    assert restored.call("c1").claimed_by == "worker-1"  # type: ignore[union-attr]
+    head = header(log.s)
+    del head["current_turn"]["calls"][0]["claimed_by"]  # as version 2 wrote it at first
+    older = restore(head, spec=log.s.spec, read_tail=lambda: tail_turns(log.s), read_pages=lambda n: [])
+    assert older.call("c1").claimed_by is None  # type: ignore[union-attr]
+    assert older.call("c1").claim_deadline == log.s.call("c1").claim_deadline  # type: ignore[union-attr]
