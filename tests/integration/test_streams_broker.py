@@ -259,10 +259,13 @@ def test_a_shutdown_interrupts_the_actor_and_its_message_runs_again_elsewhere(
     with working(broker):
         long_job.send()
         assert wait_for(lambda: runs == ["started"])
-    assert size(broker, name) == 1  # retried, not lost
+    # retried, not lost: queued again, or (its back-off over while the worker's threads
+    # were still being joined) already run again by one of its idle threads
+    again = ["started", "started", "finished"]
+    assert (runs, size(broker, name)) in ((["started"], 1), (again, 0))
     with working(broker):
         broker.join(name, timeout=10_000)
-    assert runs == ["started", "started", "finished"]
+    assert runs == again
 
 
 def spawn_worker(prefix: str) -> subprocess.Popen[str]:
