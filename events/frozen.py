@@ -5,15 +5,18 @@ The fold makes three or four new objects per event, and `dataclasses.replace`
 spends most of its time finding the fields again and going through the frozen
 `__init__`. This one writes, once per class, a function that copies every
 field and takes the named ones from its arguments (as `dataclasses` itself
-writes `__init__`). Same result for classes whose fields are all init fields
-and that have no `__post_init__`, which the state classes are; any other
-dataclass is handed to `dataclasses.replace`. An unknown field name is a
-TypeError, as there."""
+writes `__init__`). For a class with slots (the state classes) it writes each
+field through its slot's own setter, bound in the function: no name lookup per
+field, which makes a copy about a third cheaper than `object.__setattr__`. Same
+result for classes whose fields are all init fields and that have no
+`__post_init__`, which the state classes are; any other dataclass is handed to
+`dataclasses.replace`. An unknown field name is a TypeError, as there."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from types import MemberDescriptorType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -34,15 +37,24 @@ def _replacer(cls: type) -> Callable[..., Any]:
     if hasattr(cls, "__post_init__") or not all(f.init for f in fields):
         return dataclasses.replace
     names = [f.name for f in fields]
-    lines = [f"def replace(obj, /, *, {', '.join(f'{n}=_KEEP' for n in names)}):"]
-    lines.append("    new = _new(cls)")
-    lines += [f"    _set(new, {n!r}, obj.{n} if {n} is _KEEP else {n})" for n in names]
-    lines.append("    return new")
-    scope: dict[str, Any] = {
-        "_KEEP": _KEEP, "_new": object.__new__, "_set": object.__setattr__, "cls": cls
-    }  # fmt: skip
+    slots = [s for n in names if isinstance(s := getattr(cls, n, None), MemberDescriptorType)]
+    if len(slots) == len(names):
+        setters = [f"_set_{i}" for i in range(len(names))]  # the slots' own __set__
+        sets = [f"_set_{i}(new, obj.{n} if {n} is _KEEP else {n})" for i, n in enumerate(names)]
+    else:
+        setters = []
+        sets = [f"_set(new, {n!r}, obj.{n} if {n} is _KEEP else {n})" for n in names]
+    lines = [f"def make(_KEEP, _new, _set, cls, {', '.join(setters)}):"]
+    lines.append(f"    def replace(obj, /, *, {', '.join(f'{n}=_KEEP' for n in names)}):")
+    lines.append("        new = _new(cls)")
+    lines += [f"        {line}" for line in sets]
+    lines.append("        return new")
+    lines.append("    return replace")
+    scope: dict[str, Any] = {}
     exec("\n".join(lines), scope)  # the source is made of the class's own field names
-    made: Callable[..., Any] = scope["replace"]
+    made: Callable[..., Any] = scope["make"](
+        _KEEP, object.__new__, object.__setattr__, cls, *(s.__set__ for s in slots if setters)
+    )
     return made
 
 
