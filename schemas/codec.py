@@ -89,7 +89,7 @@ class EventCodec:
         if version != self._current.get(etype, 1):
             data, version = self._upcast(etype, version, data, raw)
         try:
-            event = model.model_validate(data)
+            event = model.__pydantic_validator__.validate_python(data)  # model_validate's own call
         except ValidationError as exc:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in ("data", *err["loc"]))

@@ -24,7 +24,9 @@ from redis.crc import key_slot
 
 from events.fold import fold
 from events.status import RunStatus
-from services.adapters.store.port import Outgoing
+from events.types import CODEC
+from schemas.errors import InvalidEvent
+from services.adapters.store.port import Head, Outgoing
 from services.adapters.store.redis_store import RedisEventStore
 from services.errors import ConcurrencyConflict
 from services.handlers.app import App
@@ -177,3 +179,20 @@ def test_a_real_runs_log_folds_from_redis_exactly_as_in_memory(
     assert from_redis == in_memory
     assert fold(from_redis) == fold(in_memory) == final
     assert executions(workspace) == {"c1": 1, "c2": 1, "c3": 1}
+
+
+def test_a_tail_reads_the_e_field_of_entries_written_another_way_and_refuses_one_without(
+    client: redis.Redis, keys: Keys
+) -> None:
+    """tail.lua hands back each entry's `e` field, whatever else the entry holds."""
+    store = RedisEventStore(client, keys)
+    events = batch("run-t", 1, 3)
+    store.append("run-t", events[:1], expected_seq=0, live=False)
+    raw = [CODEC.encode(e) for e in events]
+    client.xadd(keys.run("run-t"), {"e": raw[1]}, id="0-2")  # e alone
+    client.xadd(keys.run("run-t"), {"x": b"1", "e": raw[2], "y": b"2"}, id="0-3")
+    (tail,) = store.read_tails([Head("run-t")], snapshot_version="none")
+    assert tail.events == events == store.read("run-t")
+    client.xadd(keys.run("run-t"), {"id": b"e4", "type": b"T", "f": b"?"}, id="0-4")
+    with pytest.raises(InvalidEvent, match="no 'e' field"):
+        store.read_tails([Head("run-t")], snapshot_version="none")

@@ -65,6 +65,19 @@ def test_a_class_with_post_init_is_left_to_dataclasses() -> None:
     assert replace(_Checked(1), n=5).double == 10
 
 
+@dataclass(frozen=True)
+class _Plain:  # no slots: its fields are set by name, not through slot setters
+    n: int
+    tags: tuple[str, ...] = ()
+
+
+def test_a_class_without_slots_is_copied_by_name() -> None:
+    old = _Plain(1, ("a",))
+    assert replace(old, n=2) == dataclasses.replace(old, n=2) == _Plain(2, ("a",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        replace(old, n=2).n = 3  # type: ignore[misc]
+
+
 def test_fill_sets_fields_of_a_state_just_made_in_place_and_refuses_unknown_names() -> None:
     made = replace(STATE, seq=1)
     filled = fill(made, seq=2, last_event_id="e2")

@@ -147,24 +147,22 @@ def _tail_args(head: Head, version: str) -> list[Any]:
 
 
 def _tail(reply: list[Any], version: str) -> Tail:
-    base, state, snap_seq, snap_id, entries, spec = reply
-    events = [_decode(eid, _fields(flat)) for eid, flat in entries]
+    base, state, snap_seq, snap_id, flat, spec = reply  # flat: entry id, its 'e' field, ...
+    events = [_event(eid, raw) for eid, raw in zip(flat[::2], flat[1::2], strict=True)]
     snapshot = (
         None if state is None else Snapshot(int(base), snap_id.decode(), version, state, spec)
     )
     return Tail(int(base), events, snapshot, int(snap_seq))
 
 
-def _fields(flat: list[bytes]) -> dict[bytes, bytes]:
-    if len(flat) == 6 and flat[4] == b"e":  # as append.lua writes them: id, type, e
-        return {b"e": flat[5]}
-    return dict(zip(flat[::2], flat[1::2], strict=True))
-
-
 def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope[Any]:
-    raw = fields.get(b"e")
+    return _event(entry_id, fields.get(b"e"), fields)
+
+
+def _event(entry_id: bytes, raw: bytes | None, fields: object = None) -> Envelope[Any]:
     if raw is None:
-        raise InvalidEvent("stream entry has no 'e' field", field="e", raw=repr(fields).encode())
+        shown = repr(fields if fields is not None else entry_id).encode()
+        raise InvalidEvent("stream entry has no 'e' field", field="e", raw=shown)
     envelope = CODEC.decode(raw)
     if entry_id != f"0-{envelope.seq}".encode():
         raise InvalidEvent(f"entry {entry_id!r} holds seq {envelope.seq}", field="seq", raw=raw)

@@ -6,8 +6,10 @@
 -- log that is gone).
 -- KEYS: run stream, run snapshot (hash: v, seq, id, state)
 -- ARGV: the caller's seq (0: none), the id of the event at that seq, snapshot version
--- Returns {base, snapshot state or false, stored snapshot seq, its event id, entries after base,
---          the snapshot's spec or false}
+-- Returns {base, snapshot state or false, stored snapshot seq, its event id, the entries after
+--          base as a flat list (entry id, its 'e' field or false, ...), the snapshot's spec or false}
+-- The entries go back flat, not as XRANGE gives them: a nested reply costs the script more to
+-- hand back than the XRANGE costs.
 local held, held_id, version = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 
 local function holds(seq, event_id)
@@ -39,4 +41,14 @@ if from_snapshot then
   local got = redis.call('HMGET', KEYS[2], 'state', 'spec')
   state, spec = got[1], got[2]
 end
-return {base, state, snap_seq, snap[3], redis.call('XRANGE', KEYS[1], '0-' .. (base + 1), '+'), spec}
+local flat, n = {}, 0
+for _, entry in ipairs(redis.call('XRANGE', KEYS[1], '0-' .. (base + 1), '+')) do
+  local fields, e = entry[2], false
+  if #fields == 6 and fields[5] == 'e' then
+    e = fields[6]  -- as append.lua writes them
+  else
+    for i = 1, #fields, 2 do if fields[i] == 'e' then e = fields[i + 1] end end
+  end
+  flat[n + 1], flat[n + 2], n = entry[1], e, n + 2
+end
+return {base, state, snap_seq, snap[3], flat, spec}
