@@ -420,6 +420,7 @@ def payloads(g: Ground) -> dict[str, tuple[str, Answer]]:
             "    try:\n"
             "        while n < 5000:\n"
             f"            os.posix_spawn('/bin/sleep', ['sleep', {g.bomb_mark!r}], {{}}); n += 1\n"
+            "            if n <= 8: time.sleep(0.1)  # a first few slowly: seen by a busy watch\n"
             "    except OSError as e:\n"
             "        time.sleep(20)\n"
             "    return 'ESCAPED %d processes' % n",
