@@ -45,7 +45,9 @@ OUTAGE_S = 2.0
 
 @pytest.fixture
 def private(tmp_path: Path) -> Iterator[PrivateRedis]:
-    server = start_server(tmp_path / "redis", port=free_port())
+    # `always`: a redis-server killed under `everysec` can lose events it acknowledged
+    # (it holds its AOF write back while a slow fsync runs); the test is about the outage
+    server = start_server(tmp_path / "redis", port=free_port(), fsync="always")
     yield server
     server.stop()
 
@@ -78,7 +80,7 @@ def test_a_write_whose_outcome_arrives_during_a_redis_outage_is_recorded_once_re
         private.process.wait()
         down.append(time.monotonic())
         time.sleep(OUTAGE_S)
-        restarted = start_server(private.data_dir, port=port)
+        restarted = start_server(private.data_dir, port=port, fsync="always")
         private.process = restarted.process
 
     killer = threading.Thread(target=outage)
