@@ -55,7 +55,10 @@ def worker_kills(tmp: Path, size: Size) -> Figures:
                     break  # nothing under way: a kill now would test nothing
             serving = _serving(client, c, pool.children())
             if serving:
-                os.kill(rng.choice(serving), signal.SIGKILL)
+                try:
+                    os.kill(rng.choice(serving), signal.SIGKILL)
+                except ProcessLookupError:
+                    continue  # gone since it was listed (the last victim, still beating): no fault
                 faults.append(time.time())
         client.close()
         feeder.join()
