@@ -5,24 +5,59 @@ worker is known to be dead (`dead`: the shell's proof, `services.adapters.
 redis.worker_deaths`) is settled at once, as its deadline would settle it: no
 read can still be running in a process that is gone, and an unknown read may
 run again anyway. A write keeps its deadline (an effect it set going, a child
-process or a request already sent, may still land)."""
+process or a request already sent, may still land).
+
+Time the sweeper could not reach Redis (`unreachable`: the windows it saw, from
+its last good call to its first one after) does not count against a claim: no
+worker could append an outcome, or renew anything, then. A claim's deadline is
+counted in reachable time, so a worker that rode out the outage with its
+outcome in hand lands it before the claim is judged."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from events.budgets import wall_clock_exceeded
-from events.state import RunState
+from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import unknown_outcome
 from events.types import ApprovalDenied, Event, RunEscalated
 
+Window = tuple[float, float]  # (from, until): a time the sweeper could not reach Redis
 
-def on_tick(s: RunState, *, now: float, dead: frozenset[str] = frozenset()) -> list[Event]:
-    """`dead`: workers proven dead (silent and their process gone), by name."""
+
+def on_tick(
+    s: RunState,
+    *,
+    now: float,
+    dead: frozenset[str] = frozenset(),
+    unreachable: Sequence[Window] = (),
+) -> list[Event]:
+    """`dead`: workers proven dead (silent and their process gone), by name;
+    `unreachable`: the windows in which the sweeper could not reach Redis."""
     if not s.status.watched:
         return []
     if s.status is not RunStatus.CANCELLING and (timed_out := wall_clock_exceeded(s, now=now)):
         return [timed_out]
-    return _expired_approvals(s, now) + _expired_claims(s, now, dead)
+    return _expired_approvals(s, now) + _expired_claims(s, now, dead, unreachable)
+
+
+def claim_deadline(call: Call, unreachable: Sequence[Window]) -> float | None:
+    """A running call's deadline counted in reachable time: each window that began
+    after the claim and before the deadline (as moved so far) moves it on by its
+    length after the claim. A deadline that passed within a window is met only
+    once Redis has been back for the rest of it."""
+    deadline = call.claim_deadline
+    if deadline is None:
+        return None
+    start = call.started_at if call.started_at is not None else deadline
+    for since, until in sorted(unreachable):
+        if until <= start:
+            continue
+        if since >= deadline:
+            break
+        deadline += until - max(since, start)
+    return deadline
 
 
 def next_tick(s: RunState) -> float | None:
@@ -60,10 +95,13 @@ def dead_claimants(s: RunState) -> list[str]:
     return sorted({c.claimed_by for c in s.in_flight if c.read_only and c.claimed_by})
 
 
-def _expired_claims(s: RunState, now: float, dead: frozenset[str]) -> list[Event]:
+def _expired_claims(
+    s: RunState, now: float, dead: frozenset[str], unreachable: Sequence[Window]
+) -> list[Event]:
     events: list[Event] = []
     for call in s.in_flight:
-        if call.claim_deadline is not None and now >= call.claim_deadline:
+        deadline = claim_deadline(call, unreachable)
+        if deadline is not None and now >= deadline:
             reason = f"no result by the claim's deadline (attempt {call.attempts}); the worker may have died"
         elif call.read_only and call.claimed_by in dead:
             reason = f"its worker {call.claimed_by} died holding it (attempt {call.attempts})"

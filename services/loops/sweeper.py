@@ -13,26 +13,31 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
+from collections.abc import Sequence
 from functools import partial
 
 from events.dispatch import due_commands, new_commands
 from events.errors import CoreError
 from events.lock_step import record_lease_expired
 from events.state import RunState
-from events.ticks import next_tick, on_tick
+from events.ticks import Window, next_tick, on_tick
 from events.types import Event
 from schemas.errors import SchemaError
 from services.adapters.broker.membership import Membership
 from services.adapters.locks.port import Holder
 from services.errors import UnknownRun
 from services.handlers.app import App
+from services.handlers.outage import OUTAGE_ERRORS
 
 SOURCE = "sweeper"
 log = logging.getLogger(__name__)
 
 
-def sweep_once(app: App, shards: list[int]) -> int:
-    """Look at the idle live runs of `shards` once; return how many were re-driven."""
+def sweep_once(app: App, shards: list[int], *, unreachable: Sequence[Window] = ()) -> int:
+    """Look at the idle live runs of `shards` once; return how many were re-driven.
+    `unreachable`: the windows in which this sweeper could not reach Redis (that
+    time does not count against a claim: `events.ticks`)."""
     now = app.clock.now()
     idle = app.store.idle_live_runs(idle_since=now - app.settings.lease_s, shards=shards)
     expire_leases(app)  # after choosing: recording an expiry is not progress of the run
@@ -40,7 +45,7 @@ def sweep_once(app: App, shards: list[int]) -> int:
     for run_id in idle:
         look_at = now  # look again after a lease, not every pass
         try:
-            moved, tick = _redrive(app, run_id, now)
+            moved, tick = _redrive(app, run_id, now, unreachable)
             redriven += moved
             if tick is not None and tick > now:  # or as soon as a deadline passes, if sooner
                 look_at = min(now, tick - app.settings.lease_s)
@@ -50,14 +55,19 @@ def sweep_once(app: App, shards: list[int]) -> int:
     return redriven
 
 
-def _redrive(app: App, run_id: str, now: float) -> tuple[bool, float | None]:
+def _redrive(
+    app: App, run_id: str, now: float, unreachable: Sequence[Window]
+) -> tuple[bool, float | None]:
     """Whether anything was sent, and when time alone may move the run next."""
     before = app.runs.load(run_id)
     if before is None:
         raise UnknownRun(run_id)
     dead = app.dead_workers(before)  # a dead worker's reads are settled at once
     step = app.runs.step(
-        run_id, lambda s: on_tick(s, now=now, dead=dead), source=SOURCE, held=before
+        run_id,
+        lambda s: on_tick(s, now=now, dead=dead, unreachable=unreachable),
+        source=SOURCE,
+        held=before,
     )
     sent = set(new_commands(before, step.state, now=now)) if step.appended else set()
     again = [c for c in due_commands(step.state, now=now, redrive=True) if c not in sent]
@@ -82,12 +92,48 @@ def expire_leases(app: App) -> int:
     return len(reply.expired)
 
 
+class Reach:
+    """What this sweeper saw of Redis: the windows in which it could not reach it,
+    each from its last good pass to its first good one after (the most it can
+    have been down), the last few kept."""
+
+    def __init__(self, keep: int = 8) -> None:
+        self._windows: deque[Window] = deque(maxlen=keep)
+        self._last_ok: float | None = None
+        self._down_from: float | None = None
+
+    def windows(self, now: float) -> list[Window]:
+        still = [(self._down_from, now)] if self._down_from is not None else []
+        return [*self._windows, *still]
+
+    def reached(self, at: float) -> None:
+        if self._down_from is not None:
+            self._windows.append((self._down_from, at))
+            self._down_from = None
+        self._last_ok = at
+
+    def lost(self, at: float) -> bool:
+        """Record a pass that could not reach Redis; True at the first of an outage."""
+        if self._down_from is not None:
+            return False
+        self._down_from = self._last_ok if self._last_ok is not None else at
+        return True
+
+
 def run_sweeper(
     app: App, membership: Membership, shards: range, stop: threading.Event
 ) -> None:
+    reach = Reach()
     while not stop.wait(app.settings.sweep_interval_s):
-        membership.beat()
-        sweep_once(app, membership.owned(shards))
+        started = app.clock.now()
+        try:
+            membership.beat()
+            sweep_once(app, membership.owned(shards), unreachable=reach.windows(started))
+        except OUTAGE_ERRORS as exc:
+            if reach.lost(started):
+                log.warning("the sweeper lost Redis (%s); trying again every pass", exc)
+            continue
+        reach.reached(started)
 
 
 def _lease_expired(s: RunState, *, holder: Holder) -> list[Event]:

@@ -71,6 +71,14 @@ def it_write(key: str, value: str, ctx: ToolContext, delay_s: float = 0.0) -> di
     return {"key": key, "written": value}
 
 
+@tool(writes=lambda a: [f"kv:{a['key']}"], timeout_s=0.5)
+def it_write_soon(key: str, value: str, ctx: ToolContext, delay_s: float = 0.0) -> dict:
+    """Write a key, within half a second (a claim that runs out within an outage)."""
+    _count(ctx, "it_write_soon")
+    time.sleep(delay_s)
+    return {"key": key, "written": value}
+
+
 @tool(writes=lambda a: [f"kv:{a['key']}", f"kv:{a['other']}"])
 def it_write_two(key: str, other: str, value: str, ctx: ToolContext) -> dict:
     """Write two keys at once."""

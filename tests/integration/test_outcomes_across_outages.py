@@ -31,16 +31,19 @@ from events.acceptance_step import FILE_CHECK_S
 from events.status import CallStatus, RunStatus
 from events.tool_step import Succeeded, record_outcome
 from events.types import AcceptanceStarted, RunEscalated, RunResumed, ToolCallSucceeded
+from services.adapters.broker.membership import Membership
 from services.adapters.redis.client import redis_client
 from services.adapters.redis.local_server import PrivateRedis, free_port, start_server
 from services.adapters.tools.toolset import ToolSet
 from services.bootstrap import build_app
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
-from services.loops.sweeper import sweep_once
+from services.keys import keys_for
+from services.loops.sweeper import run_sweeper, sweep_once
 from services.settings import Settings
 
 OUTAGE_S = 2.0
+LONG_OUTAGE_S = 3.5  # longer than a claim's 0.5 s timeout and 1.5 s grace
 
 
 @pytest.fixture
@@ -67,7 +70,10 @@ def test_a_write_whose_outcome_arrives_during_a_redis_outage_is_recorded_once_re
     ws = tmp_path / "ws"
     ws.mkdir()
     spec = scripted_spec(
-        [{"tool_use": [call("w", "it_write", key="k", value="1", delay_s=0.3)]}, {"end_turn": "ok"}],
+        [
+            {"tool_use": [call("w", "it_write", key="k", value="1", delay_s=0.3)]},
+            {"end_turn": "ok"},
+        ],
         tools_dir=tools_dir,
     )
     run_id = create_run(app, client, "run-outage", spec, ws)
@@ -97,6 +103,69 @@ def test_a_write_whose_outcome_arrives_during_a_redis_outage_is_recorded_once_re
     succeeded = [e.data for e in events if isinstance(e.data, ToolCallSucceeded)]
     assert [(s.call_id, s.resolved_by) for s in succeeded] == [("w", None)]
     assert "ToolCallOutcomeUnknown" not in event_types(app.store, run_id)
+    client.close()
+
+
+def test_a_claim_that_runs_out_within_an_outage_waits_for_the_outcome_in_hand(
+    private: PrivateRedis, tmp_path: Path, tools_dir: Path, toolset: ToolSet
+) -> None:
+    """The write's claim (0.5 s timeout + 1.5 s grace) runs out while Redis is down
+    (3.5 s); the sweeper, passing every 0.05 s, sees Redis back before the worker's
+    next try (its pause grows to 1 s). The time Redis was out of reach is not
+    counted against the claim: the claim has the rest of its 2 s after Redis is
+    back, and the outcome in hand lands, not an unknown outcome."""
+    client = redis_client(private.url)
+    settings = Settings(redis_url=private.url, prefix="t-outage-sweep", sweep_interval_s=0.05)
+    app = build_app(settings, client, toolset)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spec = scripted_spec(
+        [
+            {"tool_use": [call("w", "it_write_soon", key="k", value="1", delay_s=0.3)]},
+            {"end_turn": "ok"},
+        ],
+        tools_dir=tools_dir,
+    )
+    spec = spec.model_copy(
+        update={"policies": spec.policies.model_copy(update={"claim_grace_s": 1.5})}
+    )
+    run_id = create_run(app, client, "run-outage-sweep", spec, ws)
+    port = int(private.url.rsplit(":", 1)[1].split("/")[0])
+    stop = threading.Event()
+    sweeps = Membership(client, keys_for(settings).members("sweep"), "host:1:sweeper", ttl_s=5.0)
+
+    def sweeping() -> None:  # as the worker's supervisor runs it: started again if it raises
+        while not stop.is_set():
+            try:
+                run_sweeper(app, sweeps, range(settings.shards), stop)
+            except redis.ConnectionError:
+                stop.wait(0.05)
+
+    sweeper = threading.Thread(target=sweeping, daemon=True)
+
+    def outage() -> None:
+        wait_for("the write to start", lambda: executions(ws).get("w") == 1)
+        private.process.kill()
+        private.process.wait()
+        time.sleep(LONG_OUTAGE_S)  # the claim's deadline passes meanwhile
+        restarted = start_server(private.data_dir, port=port, fsync="always")
+        private.process = restarted.process
+
+    killer = threading.Thread(target=outage)
+    sweeper.start()
+    killer.start()
+    try:
+        final = drive(app, run_id)
+    finally:
+        killer.join()
+        stop.set()
+        sweeper.join(timeout=10)
+    events = app.store.read(run_id)
+
+    assert final.status is RunStatus.COMPLETED, final.detail
+    assert "ToolCallOutcomeUnknown" not in event_types(app.store, run_id)
+    succeeded = [e.data for e in events if isinstance(e.data, ToolCallSucceeded)]
+    assert [(s.call_id, s.resolved_by) for s in succeeded] == [("w", None)]
     client.close()
 
 
@@ -167,5 +236,7 @@ def test_a_run_whose_acceptance_worker_died_is_re_driven_after_the_normal_lease(
     assert sweep_once(soon, list(range(app.settings.shards))) == 1
     final = drive(soon, run_id)
     assert final.status is RunStatus.COMPLETED, final.detail
-    assert [e.data.attempt for e in app.store.read(run_id) if isinstance(e.data, AcceptanceStarted)] == [1, 2]
+    assert [
+        e.data.attempt for e in app.store.read(run_id) if isinstance(e.data, AcceptanceStarted)
+    ] == [1, 2]
     assert not any(isinstance(e.data, RunEscalated) for e in app.store.read(run_id))
