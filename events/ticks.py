@@ -43,10 +43,10 @@ def on_tick(
 
 
 def claim_deadline(call: Call, unreachable: Sequence[Window]) -> float | None:
-    """A running call's deadline counted in reachable time: each window that began
-    after the claim and before the deadline (as moved so far) moves it on by its
-    length after the claim. A deadline that passed within a window is met only
-    once Redis has been back for the rest of it."""
+    """A running call's deadline counted in reachable time: each window that ends
+    after the claim and begins before the deadline (as moved so far) moves it on
+    by its part after the claim. A deadline that passed within a window is met
+    only once Redis has been back for the rest of the claim's time."""
     deadline = call.claim_deadline
     if deadline is None:
         return None

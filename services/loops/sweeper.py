@@ -5,8 +5,9 @@ lease, or at the first pass after its next deadline (`events.ticks.next_tick`:
 a dead worker's claim running out) when that comes sooner. First it lets time
 decide (`events.ticks`): claims whose worker went silent (a read-only one at
 once when its worker is proven dead, `App.dead_workers`), approvals nobody
-answered, the wall-clock budget; then it sends everything due (asking again for the locks a waiting call is
-queued for). It also ends the leases of lock holders that stopped renewing and
+answered, the wall-clock budget; the time it could not reach Redis does not
+count against a claim (`Reach`); then it sends everything due (asking again
+for the locks a waiting call is queued for). It also ends the leases of lock holders that stopped renewing and
 tells whoever the locks pass to. One run it cannot fold never stops the pass."""
 
 from __future__ import annotations
