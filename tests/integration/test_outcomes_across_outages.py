@@ -62,6 +62,27 @@ def wait_for(what: str, check: object, timeout_s: float = 20.0) -> None:
         time.sleep(0.01)
 
 
+def outage_once_the_write_runs(
+    private: PrivateRedis, ws: Path, seconds: float, down: list[float]
+) -> threading.Thread:
+    """A started thread: Redis is SIGKILLed once call `w` runs, and started again on
+    its port and data `seconds` later (`down` gets the time it went)."""
+    port = int(private.url.rsplit(":", 1)[1].split("/")[0])
+
+    def outage() -> None:
+        wait_for("the write to start", lambda: executions(ws).get("w") == 1)
+        private.process.kill()
+        private.process.wait()
+        down.append(time.monotonic())
+        time.sleep(seconds)
+        restarted = start_server(private.data_dir, port=port, fsync="always")
+        private.process = restarted.process
+
+    killer = threading.Thread(target=outage)
+    killer.start()
+    return killer
+
+
 def test_a_write_whose_outcome_arrives_during_a_redis_outage_is_recorded_once_redis_is_back(
     private: PrivateRedis, tmp_path: Path, tools_dir: Path, toolset: ToolSet
 ) -> None:
@@ -77,20 +98,8 @@ def test_a_write_whose_outcome_arrives_during_a_redis_outage_is_recorded_once_re
         tools_dir=tools_dir,
     )
     run_id = create_run(app, client, "run-outage", spec, ws)
-    port = int(private.url.rsplit(":", 1)[1].split("/")[0])
     down: list[float] = []
-
-    def outage() -> None:  # Redis dies while the write runs, and is back after it finished
-        wait_for("the write to start", lambda: executions(ws).get("w") == 1)
-        private.process.kill()
-        private.process.wait()
-        down.append(time.monotonic())
-        time.sleep(OUTAGE_S)
-        restarted = start_server(private.data_dir, port=port, fsync="always")
-        private.process = restarted.process
-
-    killer = threading.Thread(target=outage)
-    killer.start()
+    killer = outage_once_the_write_runs(private, ws, OUTAGE_S, down)
     try:
         final = drive(app, run_id)
     finally:
@@ -130,7 +139,6 @@ def test_a_claim_that_runs_out_within_an_outage_waits_for_the_outcome_in_hand(
         update={"policies": spec.policies.model_copy(update={"claim_grace_s": 1.5})}
     )
     run_id = create_run(app, client, "run-outage-sweep", spec, ws)
-    port = int(private.url.rsplit(":", 1)[1].split("/")[0])
     stop = threading.Event()
     sweeps = Membership(client, keys_for(settings).members("sweep"), "host:1:sweeper", ttl_s=5.0)
 
@@ -142,18 +150,9 @@ def test_a_claim_that_runs_out_within_an_outage_waits_for_the_outcome_in_hand(
                 stop.wait(0.05)
 
     sweeper = threading.Thread(target=sweeping, daemon=True)
-
-    def outage() -> None:
-        wait_for("the write to start", lambda: executions(ws).get("w") == 1)
-        private.process.kill()
-        private.process.wait()
-        time.sleep(LONG_OUTAGE_S)  # the claim's deadline passes meanwhile
-        restarted = start_server(private.data_dir, port=port, fsync="always")
-        private.process = restarted.process
-
-    killer = threading.Thread(target=outage)
     sweeper.start()
-    killer.start()
+    down: list[float] = []
+    killer = outage_once_the_write_runs(private, ws, LONG_OUTAGE_S, down)  # the deadline passes
     try:
         final = drive(app, run_id)
     finally:
@@ -162,6 +161,7 @@ def test_a_claim_that_runs_out_within_an_outage_waits_for_the_outcome_in_hand(
         sweeper.join(timeout=10)
     events = app.store.read(run_id)
 
+    assert down, "Redis was never taken down"
     assert final.status is RunStatus.COMPLETED, final.detail
     assert "ToolCallOutcomeUnknown" not in event_types(app.store, run_id)
     succeeded = [e.data for e in events if isinstance(e.data, ToolCallSucceeded)]
