@@ -3,7 +3,9 @@ the lock table for the turn's locks in proposal order, and claim the call when
 it may run — one append, no hop between — then run it and record its outcome.
 
 The claim (`ToolCallStarted`) is appended before the tool runs, so a redelivered
-message is harmless: a call that is not claimable any more is left alone."""
+message is harmless: a call that is not claimable any more is left alone. So the
+claim's append, like the outcome's, is sent again across a Redis outage: a claim
+that landed while its reply was lost would otherwise be left alone by everyone."""
 
 from __future__ import annotations
 
@@ -47,7 +49,11 @@ def handle_drive_call(app: App, run_id: str, call_id: str) -> None:
             worker=app.worker, now=app.clock.now(),
         )  # fmt: skip
 
-    step = app.runs.step_with(run_id, gather, decide, source=SOURCE, held=state)
+    # A claim that lands while its reply is lost is known only here (nobody else will
+    # run it): sent again across an outage, the store recognises it as landed.
+    step = app.runs.step_with(
+        run_id, gather, decide, source=SOURCE, held=state, outage_s=app.settings.outcome_retry_s
+    )
     started = next(
         (e for e in (env.data for env in step.appended)
          if isinstance(e, ToolCallStarted) and e.call_id == call_id),

@@ -36,6 +36,10 @@ class RunRecord:
     def escalations(self) -> list[str]:
         return [e.data.reason for e in self.events if isinstance(e.data, RunEscalated)]
 
+    @property
+    def escalation_details(self) -> list[str]:
+        return [e.data.detail for e in self.events if isinstance(e.data, RunEscalated)]
+
 
 def truth_of(workspace: Path) -> Counter[str]:
     path = workspace / TRUTH
@@ -82,6 +86,7 @@ class Figures:
     stuck: int = 0
     ended: Counter[str] = field(default_factory=Counter)
     to_human: Counter[str] = field(default_factory=Counter)  # runs ever escalated, by reason
+    why_human: list[str] = field(default_factory=list)  # what each escalation said
     side_effects: int = 0
     duplicate: int = 0
     missing: int = 0
@@ -103,6 +108,7 @@ class Figures:
                 self.stuck += 1
             for reason in set(r.escalations):
                 self.to_human[reason] += 1
+            self.why_human += [f"{r.run_id}: {d}" for d in r.escalation_details]
             self.side_effects += sum(r.truth.values())
             self.duplicate += sum(n - 1 for n in r.truth.values() if n > 1)
             self.missing += sum(1 for op in done_writes(s) if r.truth[op] == 0)
@@ -140,6 +146,7 @@ class Figures:
             "side_effects": self.side_effects,
             "ended": dict(self.ended),
             "to_human": dict(self.to_human),
+            "why_human": self.why_human,
             "recovery_p50_s": round(statistics.median(rec), 2) if rec else None,
             "recovery_max_s": round(rec[-1], 2) if rec else None,
             "elapsed_s": round(self.elapsed_s, 1),

@@ -284,7 +284,7 @@ class RacingStore:
         kinds = {e.type for e in events} & set(self._gates)
         for kind in sorted(kinds - passed):
             passed.add(kind)
-            self._gates[kind].wait(timeout=10)
+            self._gates[kind].wait(timeout=25)  # a busy machine: the racers join within 30 s
         try:
             return self._inner.append(
                 run_id, events, expected_seq=expected_seq, live=live, messages=messages,
@@ -294,6 +294,38 @@ class RacingStore:
             with self._lock:
                 self.conflicts += 1
             raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class ReplyLostStore:
+    """A store whose first append holding an event of type `kind` lands, then raises
+    a ConnectionError as if Redis had gone down before replying."""
+
+    def __init__(self, inner: EventStore, kind: str):
+        self._inner = inner
+        self._kind = kind
+        self.lost: list[int] = []  # the seq each lost reply would have said
+
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Envelope[Any]],
+        *,
+        expected_seq: int,
+        live: bool,
+        messages: Sequence[Outgoing] = (),
+        expected_id: str = "",
+    ) -> int:
+        seq = self._inner.append(
+            run_id, events, expected_seq=expected_seq, live=live, messages=messages,
+            expected_id=expected_id,
+        )  # fmt: skip
+        if not self.lost and any(e.type == self._kind for e in events):
+            self.lost.append(seq)
+            raise redis.ConnectionError("Connection closed by server.")
+        return seq
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

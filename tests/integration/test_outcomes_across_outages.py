@@ -15,6 +15,7 @@ import pytest
 import redis
 from itkit import (
     OffsetClock,
+    ReplyLostStore,
     call,
     capturing,
     claim_without_running,
@@ -25,6 +26,7 @@ from itkit import (
     load,
     proposed,
     scripted_spec,
+    with_store,
 )
 
 from events.acceptance_step import FILE_CHECK_S
@@ -112,6 +114,36 @@ def test_a_write_whose_outcome_arrives_during_a_redis_outage_is_recorded_once_re
     succeeded = [e.data for e in events if isinstance(e.data, ToolCallSucceeded)]
     assert [(s.call_id, s.resolved_by) for s in succeeded] == [("w", None)]
     assert "ToolCallOutcomeUnknown" not in event_types(app.store, run_id)
+    client.close()
+
+
+def test_a_claim_that_landed_while_its_reply_was_lost_is_run_by_its_worker(
+    private: PrivateRedis, tmp_path: Path, tools_dir: Path, toolset: ToolSet
+) -> None:
+    """Redis applied the claim's append and went down before replying: the worker
+    that sent it holds the only knowledge that the write has not run. It sends the
+    append again (recognised as landed) and runs the write, instead of leaving a
+    claim nobody runs to expire into an unknown outcome."""
+    client = redis_client(private.url)
+    app = build_app(Settings(redis_url=private.url, prefix="t-claim-lost"), client, toolset)
+    lossy = ReplyLostStore(app.store, "ToolCallStarted")
+    app = with_store(app, lossy)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    spec = scripted_spec(
+        [{"tool_use": [call("w", "it_write", key="k", value="1")]}, {"end_turn": "ok"}],
+        tools_dir=tools_dir,
+    )
+    run_id = create_run(app, client, "run-claim-lost", spec, ws)
+
+    final = drive(app, run_id)
+
+    assert lossy.lost, "no claim's reply was lost"
+    assert final.status is RunStatus.COMPLETED, final.detail
+    assert executions(ws) == {"w": 1}
+    types = event_types(app.store, run_id)
+    assert types.count("ToolCallStarted") == 1
+    assert "ToolCallOutcomeUnknown" not in types
     client.close()
 
 
