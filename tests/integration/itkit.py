@@ -258,105 +258,121 @@ class OffsetClock:
         return time.time() + self.offset_s
 
 
-class RacingStore:
+class WrappedStore:
+    """A real store with a say around each append: `before` sees the batch first,
+    `landed` once it is written (it may still raise), `conflicted` when it was
+    refused; every other method is the inner store's."""
+
+    def __init__(self, inner: EventStore):
+        self._inner = inner
+
+    def append(
+        self,
+        run_id: str,
+        events: Sequence[Envelope[Any]],
+        *,
+        expected_seq: int,
+        live: bool,
+        messages: Sequence[Outgoing] = (),
+        expected_id: str = "",
+    ) -> int:
+        self.before(events)
+        try:
+            seq = self._inner.append(
+                run_id, events, expected_seq=expected_seq, live=live, messages=messages,
+                expected_id=expected_id,
+            )  # fmt: skip
+        except ConcurrencyConflict:
+            self.conflicted()
+            raise
+        self.landed(run_id, events, expected_seq=expected_seq, live=live, seq=seq)
+        return seq
+
+    def before(self, events: Sequence[Envelope[Any]]) -> None:
+        pass
+
+    def landed(
+        self,
+        run_id: str,
+        events: Sequence[Envelope[Any]],
+        *,
+        expected_seq: int,
+        live: bool,
+        seq: int,
+    ) -> None:
+        pass
+
+    def conflicted(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class RacingStore(WrappedStore):
     """A store whose first append holding each gated event type, per thread, waits at a
     barrier: every racer has folded the same seq before any of them appends, so
     all but one hit a ConcurrencyConflict. Counts the conflicts it passes on."""
 
     def __init__(self, inner: EventStore, gates: dict[str, int]):
-        self._inner = inner
+        super().__init__(inner)
         self._gates = {kind: threading.Barrier(n) for kind, n in gates.items()}
         self._passed = threading.local()
         self._lock = threading.Lock()
         self.conflicts = 0
 
-    def append(
-        self,
-        run_id: str,
-        events: Sequence[Envelope[Any]],
-        *,
-        expected_seq: int,
-        live: bool,
-        messages: Sequence[Outgoing] = (),
-        expected_id: str = "",
-    ) -> int:
+    def before(self, events: Sequence[Envelope[Any]]) -> None:
         passed: set[str] = self._passed.__dict__.setdefault("kinds", set())
         kinds = {e.type for e in events} & set(self._gates)
         for kind in sorted(kinds - passed):
             passed.add(kind)
             self._gates[kind].wait(timeout=25)  # a busy machine: the racers join within 30 s
-        try:
-            return self._inner.append(
-                run_id, events, expected_seq=expected_seq, live=live, messages=messages,
-                expected_id=expected_id,
-            )  # fmt: skip
-        except ConcurrencyConflict:
-            with self._lock:
-                self.conflicts += 1
-            raise
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+    def conflicted(self) -> None:
+        with self._lock:
+            self.conflicts += 1
 
 
-class ReplyLostStore:
+class ReplyLostStore(WrappedStore):
     """A store whose first append holding an event of type `kind` lands, then raises
     a ConnectionError as if Redis had gone down before replying."""
 
     def __init__(self, inner: EventStore, kind: str):
-        self._inner = inner
+        super().__init__(inner)
         self._kind = kind
         self.lost: list[int] = []  # the seq each lost reply would have said
 
-    def append(
+    def landed(
         self,
         run_id: str,
         events: Sequence[Envelope[Any]],
         *,
         expected_seq: int,
         live: bool,
-        messages: Sequence[Outgoing] = (),
-        expected_id: str = "",
-    ) -> int:
-        seq = self._inner.append(
-            run_id, events, expected_seq=expected_seq, live=live, messages=messages,
-            expected_id=expected_id,
-        )  # fmt: skip
+        seq: int,
+    ) -> None:
         if not self.lost and any(e.type == self._kind for e in events):
             self.lost.append(seq)
             raise redis.ConnectionError("Connection closed by server.")
-        return seq
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
-class MirroredStore:
+class MirroredStore(WrappedStore):
     """Appends to the real store and, once that landed, the same batch to memory."""
 
     def __init__(self, inner: EventStore):
-        self._inner = inner
+        super().__init__(inner)
         self.memory = MemoryEventStore()
 
-    def append(
+    def landed(
         self,
         run_id: str,
         events: Sequence[Envelope[Any]],
         *,
         expected_seq: int,
         live: bool,
-        messages: Sequence[Outgoing] = (),
-        expected_id: str = "",
-    ) -> int:
-        seq = self._inner.append(
-            run_id, events, expected_seq=expected_seq, live=live, messages=messages,
-            expected_id=expected_id,
-        )  # fmt: skip
+        seq: int,
+    ) -> None:
         self.memory.append(run_id, events, expected_seq=expected_seq, live=live)
-        return seq
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 def in_threads(*targets: Callable[[], None]) -> None:
