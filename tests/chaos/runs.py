@@ -4,6 +4,7 @@ and counting what happened."""
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,8 @@ from schemas.inbox import RunRequested
 from services.adapters.store.redis_store import RedisEventStore
 from tests.chaos.kit import QUEUE, Cluster, retrying, spec, submit, use
 from tests.chaos.tally import Figures, read_runs, wait_settled
+
+MORE = 4  # how many times `n` runs a feeder told to go on `until` an event may feed
 
 
 @dataclass(frozen=True)
@@ -51,16 +54,20 @@ def submit_runs(
     write: str = "chaos_write",
     in_flight: int | None = None,
     into: dict[str, Path] | None = None,
+    until: threading.Event | None = None,
 ) -> dict[str, Path]:
     """`n` runs (into `into`); `write` is the write tool (chaos_blind_write has
     no lookup: an outcome its worker lost would send the run to a human). With
     `in_flight`, a new run is fed only while fewer are under way: a closed loop,
-    so what a run waits for is its own steps, not a backlog of the others."""
+    so what a run waits for is its own steps, not a backlog of the others. With
+    `until`, runs go on being fed past `n` until it is set (up to `MORE` × n):
+    the faults then land among live runs however fast the machine is."""
     client = c.client()
     store = c.store(client)
     workspaces: dict[str, Path] = {} if into is None else into
     live: set[str] = set()
-    for i in range(n):
+    i = 0
+    while i < n or (until is not None and not until.is_set() and i < MORE * n):
         while in_flight and len(live) >= in_flight:
             live = wait_settled(store, live, timeout_s=0)
             if len(live) >= in_flight:
@@ -75,6 +82,7 @@ def submit_runs(
         retrying(lambda r=request: submit(client, c.keys, r))  # type: ignore[misc]
         workspaces[run_id] = ws
         live.add(run_id)
+        i += 1
     client.close()
     return workspaces
 

@@ -41,7 +41,7 @@ def test_each_chaos_scenario_at_a_small_size_keeps_every_zero(name: str, tmp_pat
     assert (f.lost, f.stuck, f.duplicate, f.missing) == (0, 0, 0, 0), report
     assert dict(f.to_human) == {}, report
     if name == "kills":
-        assert f.kills == 6 and dict(f.ended) == {"completed": 24}, report
+        assert f.kills == 6 and f.runs >= 24 and dict(f.ended) == {"completed": f.runs}, report
     if name == "garbage":
         figures = f.as_dict()
         assert figures["rejected"] == figures["garbage"] == 300, report
