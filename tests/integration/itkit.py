@@ -258,6 +258,9 @@ class OffsetClock:
         return time.time() + self.offset_s
 
 
+Batch = Sequence[Envelope[Any]]
+
+
 class WrappedStore:
     """A real store with a say around each append: `before` sees the batch first,
     `landed` once it is written (it may still raise), `conflicted` when it was
@@ -288,18 +291,10 @@ class WrappedStore:
         self.landed(run_id, events, expected_seq=expected_seq, live=live, seq=seq)
         return seq
 
-    def before(self, events: Sequence[Envelope[Any]]) -> None:
+    def before(self, events: Batch) -> None:
         pass
 
-    def landed(
-        self,
-        run_id: str,
-        events: Sequence[Envelope[Any]],
-        *,
-        expected_seq: int,
-        live: bool,
-        seq: int,
-    ) -> None:
+    def landed(self, run_id: str, events: Batch, *, expected_seq: int, live: bool, seq: int) -> None:
         pass
 
     def conflicted(self) -> None:
@@ -321,7 +316,7 @@ class RacingStore(WrappedStore):
         self._lock = threading.Lock()
         self.conflicts = 0
 
-    def before(self, events: Sequence[Envelope[Any]]) -> None:
+    def before(self, events: Batch) -> None:
         passed: set[str] = self._passed.__dict__.setdefault("kinds", set())
         kinds = {e.type for e in events} & set(self._gates)
         for kind in sorted(kinds - passed):
@@ -342,15 +337,7 @@ class ReplyLostStore(WrappedStore):
         self._kind = kind
         self.lost: list[int] = []  # the seq each lost reply would have said
 
-    def landed(
-        self,
-        run_id: str,
-        events: Sequence[Envelope[Any]],
-        *,
-        expected_seq: int,
-        live: bool,
-        seq: int,
-    ) -> None:
+    def landed(self, run_id: str, events: Batch, *, expected_seq: int, live: bool, seq: int) -> None:
         if not self.lost and any(e.type == self._kind for e in events):
             self.lost.append(seq)
             raise redis.ConnectionError("Connection closed by server.")
@@ -363,15 +350,7 @@ class MirroredStore(WrappedStore):
         super().__init__(inner)
         self.memory = MemoryEventStore()
 
-    def landed(
-        self,
-        run_id: str,
-        events: Sequence[Envelope[Any]],
-        *,
-        expected_seq: int,
-        live: bool,
-        seq: int,
-    ) -> None:
+    def landed(self, run_id: str, events: Batch, *, expected_seq: int, live: bool, seq: int) -> None:
         self.memory.append(run_id, events, expected_seq=expected_seq, live=live)
 
 
