@@ -15,6 +15,7 @@ pages, only when a decision asks for them (`History.unread`)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -31,7 +32,13 @@ PAGE_TURNS = 16
 Record = dict[str, Any]
 Upgrade = Callable[[Record], Record]
 UPGRADES: Mapping[int, Upgrade] = {}  # version v -> its record as version v + 1 reads it
-_BLOCK: TypeAdapter[ContentBlock] = TypeAdapter(ContentBlock)
+
+
+@cache
+def _block() -> TypeAdapter[ContentBlock]:
+    """Built at the first snapshot read, not at import: every CLI command imports this."""
+    return TypeAdapter(ContentBlock)
+
 
 _SCALARS = (
     "run_id", "workspace", "created_at", "base_dir", "request_id", "queue", "toolset", "seq",
@@ -141,7 +148,7 @@ def _turn(t: Turn) -> Record:
 def _turn_of(r: Record) -> Turn:
     return Turn(
         index=r["index"],
-        content=tuple(_BLOCK.validate_python(b) for b in r["content"]),
+        content=tuple(_block().validate_python(b) for b in r["content"]),
         stop_reason=r["stop_reason"],
         model=r["model"],
         calls=tuple(_call_of(c) for c in r["calls"]),

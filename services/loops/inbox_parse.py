@@ -6,13 +6,18 @@ JSON, the wrong shape or an unknown type. Nothing here can raise anything but
 from __future__ import annotations
 
 import json
+from functools import cache
 
 from pydantic import TypeAdapter, ValidationError
 
 from schemas.inbox import Control, InboxMessage, RunRequested
 from schemas.json_limits import MAX_MESSAGE_BYTES, TooDeep, check_depth
 
-_MESSAGE: TypeAdapter[RunRequested | Control] = TypeAdapter(InboxMessage)
+
+@cache
+def _message() -> TypeAdapter[RunRequested | Control]:
+    """Built at the first parse, not at import: every control command imports this."""
+    return TypeAdapter(InboxMessage)
 
 
 class Rejected(Exception):
@@ -42,7 +47,7 @@ def parse(fields: dict[bytes, bytes], *, max_bytes: int = MAX_MESSAGE_BYTES) -> 
     if data.get("type") not in _TYPES:
         raise Rejected(f"unknown message type {data.get('type')!r}; known: {', '.join(_TYPES)}")
     try:
-        return _MESSAGE.validate_python(data)
+        return _message().validate_python(data)
     except ValidationError as exc:
         problems = [
             f"{'.'.join(str(p) for p in e['loc']) or '(message)'}: {e['msg']}"

@@ -15,11 +15,13 @@ import pytest
 from e2ekit import Cli, copy_example
 
 # the packages only `run`, `workers` or `ui` need; opentelemetry's exporter and
-# trace SDK are our tracing adapter's (redis-py 8 itself imports the OTel
-# *metrics* SDK, when installed, on `import redis`: no command can avoid that one)
+# trace SDK are our tracing adapter's; its metrics are what redis-py 7.2+ would
+# load on `import redis` (first_import hides them: the report shows redis-py's
+# attempt at each package, refused, and nothing of what they hold)
 NOT_FOR_READS = (
     "anthropic", "dramatiq", "starlette", "uvicorn", "mcp", "prometheus_client", "httpx",
-    "opentelemetry.exporter", "opentelemetry.sdk.trace",
+    "opentelemetry.exporter", "opentelemetry.sdk.trace", "opentelemetry.metrics._internal",
+    "opentelemetry.sdk.metrics._internal",
 )  # fmt: skip
 # what answering `--version` or `--help` needs none of
 NOT_FOR_ARGUMENTS = ("redis", "pydantic", "msgpack", "yaml", "events", "schemas.spec")

@@ -17,6 +17,9 @@ from services.entrypoints.cli.parser import parser  # noqa: E402 (after the hand
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from services.adapters.redis.first_import import import_redis
+
+    import_redis()
     from services.entrypoints.cli.execute import execute
 
     return execute(args)
