@@ -189,13 +189,8 @@ def test_pytest_runs_in_the_sandbox(ws: Path) -> None:
 
 
 @pytest.mark.fork_bomb
-@pytest.mark.parametrize("counting", ["cgroup", "namespace watch"])
-def test_a_fork_bomb_is_stopped_at_the_process_limit(
-    ws: Path, counting: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if counting == "namespace watch":
-        monkeypatch.setattr(pids, "cgroup_parent", lambda: None)
-    elif pids.cgroup_parent() is None:
+def test_a_fork_bomb_is_refused_at_the_process_limit_by_the_pids_cgroup(ws: Path) -> None:
+    if pids.cgroup_parent() is None:
         pytest.skip("no pids cgroup can be made here; the namespace watch is tested")
     marker = f"bomb{uuid.uuid4().hex[:8]}"
     policy = SandboxPolicy(limits=Limits(processes=32))
@@ -204,6 +199,34 @@ def test_a_fork_bomb_is_stopped_at_the_process_limit(
     assert done.limit == "the limit of 32 processes"
     assert "[sandbox: stopped at the limit of 32 processes]" in done.stderr
     assert time.monotonic() - started < 60  # stopped at the limit, not after the sleep 300
+    assert gone(marker, within_s=30), f"left behind: {with_marker(marker)}"
+
+
+SPAWNER = """
+import os, sys, time
+for n in range(3000):
+    os.posix_spawn('/bin/sleep', ['sleep', '300', sys.argv[1]], {})
+    time.sleep(0.002)
+print('ESCAPED', n + 1, flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.fork_bomb
+def test_without_a_cgroup_the_namespace_watch_stops_a_spawner_at_the_process_limit(
+    ws: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch is no hard bound: an exponential bomb outruns any look on a loaded
+    machine (one reached 20,006 processes, and the host's other forks failed). A
+    spawner capped at 3,000 processes shows the watch stopping a command at the
+    limit without putting the host's process table at stake."""
+    monkeypatch.setattr(pids, "cgroup_parent", lambda: None)
+    marker = f"spawn{uuid.uuid4().hex[:8]}"
+    policy = SandboxPolicy(limits=Limits(processes=32))
+    done = run(ws, [*py(SPAWNER), marker], policy)
+    assert done.limit == "the limit of 32 processes", done.stdout + done.stderr
+    assert "[sandbox: stopped at the limit of 32 processes]" in done.stderr
+    assert "ESCAPED" not in done.stdout
     assert gone(marker, within_s=30), f"left behind: {with_marker(marker)}"
 
 
@@ -352,3 +375,17 @@ def test_a_read_only_tools_commands_see_the_workspace_read_only(ws: Path) -> Non
     done = run_command(py(code), policy=POLICY, workspace=str(ws), cwd=str(ws), writable=False)
     assert done.returncode == 1 and "Read-only file system" in done.stderr
     assert (ws / "test_calc.py").read_text() == "original"
+
+
+def test_a_host_with_no_pids_cgroup_is_said_once_in_the_log(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(pids, "_probe_parent", lambda: None)
+    pids.cgroup_parent.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger=pids.__name__):
+            assert pids.cgroup_parent() is None and pids.cgroup_parent() is None
+    finally:
+        pids.cgroup_parent.cache_clear()
+    [warning] = [r for r in caplog.records if r.name == pids.__name__]
+    assert "no pids cgroup can be made here" in warning.getMessage()

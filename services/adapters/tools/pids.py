@@ -6,13 +6,15 @@ makes the kernel refuse the fork past the limit (cgroup v1's pids hierarchy, or
 cgroup v2 when the worker's cgroup delegates the pids controller). Where no such
 cgroup can be made, the sandbox's PID namespace is counted from outside every
 few milliseconds and killed whole when it goes over: that bounds a fork bomb to
-the limit plus what it forks within one look. Either way the command is stopped
+the limit plus what it forks between two looks, which on a busy host can be the
+host's whole process table (no hard bound; the worker says so once in its log). Either way the command is stopped
 once it reaches the limit, and the caller is told so."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import signal
 import time
@@ -20,13 +22,26 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 GROUP = "agentledger"
 STALE_S = 60.0  # an empty sandbox cgroup older than this was left by a dead worker
 
 
 @functools.cache
 def cgroup_parent() -> Path | None:
-    """Where this process may make pids cgroups, or None (probed once)."""
+    """Where this process may make pids cgroups, or None (probed once, and said
+    once in the log when there is none: the process limit is then no hard bound)."""
+    found = _probe_parent()
+    if found is None:
+        log.warning(
+            "no pids cgroup can be made here: sandboxed commands' process limit is "
+            "watched from outside, and a fork bomb can outrun the watch on a busy host"
+        )
+    return found
+
+
+def _probe_parent() -> Path | None:
     for mount, version in _pids_mounts():
         own = _own_cgroup(version)
         if own is None:
