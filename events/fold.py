@@ -8,11 +8,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, assert_never
 
+from events import frozen
 from events.errors import BrokenLog, IllegalTransition
 from events.fold_calls import call_changed, call_proposed, phase
 from events.frozen import fill, replace
 from events.pricing import cost_usd, price_of
-from events.state import Check, RunState, Turn
+from events.state import Call, Check, RunState, Turn
 from events.status import RunStatus
 from events.transitions import RUN_TRANSITIONS
 from events.types import (
@@ -54,6 +55,11 @@ from schemas.content import ToolUseBlock
 from schemas.envelope import Envelope
 
 R = RunStatus
+
+
+def prepare() -> None:
+    """Write the copy functions of the state's classes now (`events.frozen.prepare`)."""
+    frozen.prepare(RunState, Turn, Call, Check)
 
 
 def fold(envelopes: Iterable[Envelope[Any]], state: RunState | None = None) -> RunState | None:

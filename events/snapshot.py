@@ -36,8 +36,15 @@ UPGRADES: Mapping[int, Upgrade] = {}  # version v -> its record as version v + 1
 
 @cache
 def _block() -> TypeAdapter[ContentBlock]:
-    """Built at the first snapshot read, not at import: every CLI command imports this."""
+    """Built at the first snapshot read or by `prepare`, not at import: every CLI
+    command imports this."""
     return TypeAdapter(ContentBlock)
+
+
+def prepare() -> None:
+    """Build what reading a snapshot needs now: a worker calls this before its
+    threads start, so its first load of a run is not the one that builds it."""
+    _block()
 
 
 _SCALARS = (

@@ -15,6 +15,7 @@ import dramatiq
 import redis
 from dramatiq.middleware import Middleware, Retries, ShutdownNotifications, TimeLimit
 
+from events import fold, snapshot
 from events.commands import Pool
 from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
 from services.adapters.broker.log_context import context_middleware
@@ -39,6 +40,7 @@ from services.handlers.app import App
 from services.handlers.runs import Observe, Runs
 from services.keys import Keys, keys_for
 from services.lock_partitions import lock_partitions
+from services.loops import inbox_parse
 from services.loops.intake import Intake
 from services.loops.sweeper import run_sweeper
 from services.secrets import redactor_for
@@ -65,6 +67,15 @@ def worker_middleware() -> list[Middleware]:
     (a tool told to stop), retries with back-off. Not age limits, callbacks or
     pipelines: each message would pay for their hooks and no actor uses them."""
     return [TimeLimit(), ShutdownNotifications(), Retries()]
+
+
+def prepare_readers() -> None:
+    """What a run's first load builds (the snapshot reader, the fold's copy functions)
+    and the inbox message reader, built before a worker's threads start: not by the
+    first step of its first run (a CLI command builds only what it uses)."""
+    snapshot.prepare()
+    fold.prepare()
+    inbox_parse.prepare()
 
 
 def shards_ever(client: redis.Redis, keys: Keys) -> range:
@@ -177,6 +188,7 @@ class Services:
     retool_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, *, loops: bool = True) -> None:
+        prepare_readers()
         self.worker = self._serve(self.app.toolset)
         # dramatiq's own CLI emits process_boot; TimeLimit starts its watchdog on it
         self.broker.emit_after("process_boot")

@@ -16,8 +16,14 @@ from schemas.json_limits import MAX_MESSAGE_BYTES, TooDeep, check_depth
 
 @cache
 def _message() -> TypeAdapter[RunRequested | Control]:
-    """Built at the first parse, not at import: every control command imports this."""
+    """Built at the first parse or by `prepare`, not at import: every control
+    command imports this."""
     return TypeAdapter(InboxMessage)
+
+
+def prepare() -> None:
+    """Build the inbox message reader now (a worker does, before its intake runs)."""
+    _message()
 
 
 class Rejected(Exception):

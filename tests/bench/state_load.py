@@ -6,10 +6,17 @@ events, so the state grows as a real run's does (every turn stays in the
 history). Each load is timed four ways: the whole log read and folded (what
 every load did before), a fresh process (snapshot SNAP_BEHIND events back +
 the events after it), a process holding the state SNAP_BEHIND events back
-(its cache + the tail), and one holding the current state (the check only)."""
+(its cache + the tail), and one holding the current state (the check only). The
+"fresh cache" load runs in this process, warm: its spec is validated once per
+process and its code has run; a run's first load in a new worker process, the
+spec validated and nothing warm but what a worker prepares at start, is timed
+apart in processes of its own (`tests.bench.first_load`)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from statistics import median
@@ -19,11 +26,13 @@ from events.fold import fold
 from schemas.envelope import Envelope
 from services.adapters.store.redis_store import RedisEventStore
 from services.handlers.state_cache import StateCache, decode, encode
-from tests.bench.harness import Bench, BenchError
+from services.settings import environ_for_children
+from tests.bench.harness import REPO_ROOT, Bench, BenchError
 
 SNAP_BEHIND = 25  # events between the snapshot (or the cached state) and the log's end
 CHUNK = 2000  # events per append while the logs are written
 NEVER = 10**12  # a cache that writes no snapshots of its own while it is timed
+NEW_PROCESSES = 3  # new processes timed, each once, per log size
 _ENVELOPE = Envelope[Any]
 
 
@@ -37,7 +46,29 @@ def measure(
         run_id = f"load-{n}-{uuid.uuid4().hex[:6]}"
         log = synthetic_log(run_id, head, block, n)
         results[str(n)] = _measure_one(store, run_id, log, reps if n < 50_000 else min(reps, 3))
+        del log
+        results[str(n)]["first_load_ms"] = median(
+            _first_load(bench, prefix, run_id, n) for _ in range(NEW_PROCESSES)
+        )
     return results
+
+
+def _first_load(bench: Bench, prefix: str, run_id: str, events: int) -> float:
+    """The first load of `run_id` in a new process (`tests.bench.first_load`)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.bench.first_load", bench.server.url, prefix, run_id],
+        env=environ_for_children(bench.settings.with_(prefix=prefix)),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        raise BenchError(f"the new process's load of {run_id!r} failed:\n{done.stderr[-2000:]}")
+    reply = json.loads(done.stdout.strip().splitlines()[-1])
+    if reply["seq"] != events:
+        raise BenchError(f"the new process loaded {run_id!r} at seq {reply['seq']}, not {events}")
+    return float(reply["first_load_ms"])
 
 
 def _measure_one(
@@ -67,7 +98,7 @@ def _measure_one(
     return {
         "events": n,
         "full_ms": median(full),
-        "snapshot_tail_ms": median(cold),
+        "snapshot_tail_ms": median(cold),  # a fresh cache in this (warm) process
         "cache_tail_ms": median(tail),
         "cache_check_ms": median(current),
         "snapshot_kb": len(snap.state) / 1024,  # the header a new process reads

@@ -1,0 +1,35 @@
+"""W5's first load in a new process: run as `python -m tests.bench.first_load URL
+PREFIX RUN_ID`, it connects and prepares as a worker does before its threads start
+(none of that timed), then times its very first load of the run (the snapshot's
+spec validated, the tail read and folded) and prints the milliseconds as JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from services.adapters.redis.client import redis_client
+from services.adapters.store.redis_store import RedisEventStore
+from services.bootstrap import prepare_readers
+from services.handlers.state_cache import StateCache
+from services.keys import keys_for
+from services.settings import from_env
+
+
+def main(url: str, prefix: str, run_id: str) -> None:
+    client = redis_client(url)
+    client.ping()
+    store = RedisEventStore(client, keys_for(from_env().with_(prefix=prefix)))
+    prepare_readers()
+    cache = StateCache(store, snapshot_every=10**12)
+    started = time.perf_counter()
+    state = cache.load(run_id)
+    took = (time.perf_counter() - started) * 1000
+    if state is None:
+        raise SystemExit(f"no run {run_id!r} under {prefix!r}")
+    print(json.dumps({"first_load_ms": took, "seq": state.seq}))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
