@@ -118,12 +118,14 @@ class _Sent:
         self._command_packer = redis.Connection()._command_packer
         self.real = redis.Connection()
         self.sent: list[bytes] = []
+        self.writes = 0  # the socket writes the connection would make: one per item
 
     def pack_commands(self, commands: list[tuple[object, ...]]) -> list[bytes]:
         return list(self.real.pack_commands(commands))
 
     def send_packed_command(self, packed: list[bytes]) -> None:
         self.sent.append(b"".join(packed))
+        self.writes += len(packed)
 
 
 @pytest.mark.parametrize(
@@ -143,3 +145,14 @@ def test_commands_are_sent_as_the_connection_would_pack_them(
     conn = _Sent()
     _send(conn, commands)
     assert conn.sent == [b"".join(conn.real.pack_commands(commands))]
+
+
+def test_a_pipeline_packed_by_hiredis_is_one_write() -> None:
+    """redis-py writes a packed command list item by item: one syscall, and one
+    loopback TCP segment, per command, where one write of the whole does."""
+    from services.adapters.redis.direct import _send
+
+    conn = _Sent()
+    acks = [("XACK", "s", "g", f"1-{i}") for i in range(5)]
+    _send(conn, [*acks, ("XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">")])
+    assert conn.writes == 1

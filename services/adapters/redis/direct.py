@@ -13,8 +13,10 @@ Cluster (`RedisCluster`) scripts go through the client: it knows the slots.
 A broker consumer reads its streams the same way (`pipeline`: its acks and
 its blocking read in one round trip). With hiredis (the connection's own
 packer) commands are packed by `hiredis.pack_command` directly, sparing
-redis-py's per-argument pass (~3 µs a command); anything it refuses is packed
-by the connection as before (same bytes, same errors)."""
+redis-py's per-argument pass (~3 µs a command), and a pipeline goes out as one
+write (redis-py writes a packed list item by item: a syscall and a loopback TCP
+segment per command); anything hiredis refuses is packed by the connection as
+before (same bytes, same errors)."""
 
 from __future__ import annotations
 
@@ -99,4 +101,6 @@ def _send(conn: Any, commands: Sequence[Sequence[Any]]) -> None:
             packed = [_hiredis_pack(tuple(c)) for c in commands]
         except TypeError:  # a bytearray, a bool…: the connection packs (or refuses) it
             packed = None
+    if packed is not None and len(packed) > 1:  # one write, not one per command
+        packed = [b"".join(packed)]
     conn.send_packed_command(packed if packed is not None else conn.pack_commands(commands))
