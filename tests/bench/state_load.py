@@ -3,14 +3,14 @@ whole log folded vs snapshot + tail. The logs are made from a real run's log:
 its second turn (model request, reply, proposal, validation, claim, result)
 repeated with the turn number and call id moved on, cut at 100 … 100,000
 events, so the state grows as a real run's does (every turn stays in the
-history). Each load is timed four ways: the whole log read and folded (what
-every load did before), a fresh process (snapshot SNAP_BEHIND events back +
-the events after it), a process holding the state SNAP_BEHIND events back
-(its cache + the tail), and one holding the current state (the check only). The
-"fresh cache" load runs in this process, warm: its spec is validated once per
-process and its code has run; a run's first load in a new worker process, the
-spec validated and nothing warm but what a worker prepares at start, is timed
-apart in processes of its own (`tests.bench.first_load`)."""
+history). Each load is timed five ways: the whole log read and folded (what
+every load did before); a run's first load in a new worker process (snapshot
+SNAP_BEHIND events back + the events after it, the spec validated, nothing
+warm but what a worker prepares at start), in processes of its own
+(`tests.bench.first_load`); the same load by a fresh cache in this process,
+warm (its spec validated once per process, its code run before); a process
+holding the state SNAP_BEHIND events back (its cache + the tail); and one
+holding the current state (the check only)."""
 
 from __future__ import annotations
 
