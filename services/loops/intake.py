@@ -58,6 +58,11 @@ KEEP_FIELD_BYTES = 1 << 20  # of each original field kept with a rejection
 log = logging.getLogger(__name__)
 
 
+def partition_of(key: str, partitions: int) -> int:
+    """The inbox partition of a request id (or of the run id, with none)."""
+    return int(hashlib.sha256(key.encode()).hexdigest(), 16) % partitions
+
+
 def publish(
     client: redis.Redis, keys: Keys, message: RunRequested | Control, *, signer: Signer
 ) -> str:
@@ -65,7 +70,7 @@ def publish(
     key, to a partition chosen by its request id (or at random)."""
     key = getattr(message, "request_id", None) or getattr(message, "run_id", None)
     n = keys.inbox_partitions
-    part = int(hashlib.sha256(key.encode()).hexdigest(), 16) % n if key else random.randrange(n)
+    part = partition_of(key, n) if key else random.randrange(n)
     fields = signed_entry(signer.name, signer.key, message.model_dump_json().encode())
     entry = cast(bytes, client.xadd(keys.inbox(part), fields))  # type: ignore[arg-type]
     return f"{part}/{entry.decode()}"

@@ -143,3 +143,33 @@ def _rejected(client, keys: Keys, entry_id: str) -> str:  # type: ignore[no-unty
                     return fields[b"reason"].decode()
         time.sleep(0.1)
     raise AssertionError(f"{entry_id} was not rejected within {REJECTED_WITHIN_S}s")
+
+
+def test_a_request_the_intake_refuses_is_explained_by_status(cli: Cli, inventory: Path) -> None:
+    """Published with --unserved (no worker had served its tool set, so its scripted
+    call's tool could not be checked), a run naming a tool the workers lack is refused
+    by the intake when they start: it never exists, and `status` says why."""
+    add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", "stock:read,stock:write")
+    spec = inventory / "unknown_tool.yaml"
+    text = (inventory / "spec.yaml").read_text().replace("name: reserve_stock", "name: no_such_tool")
+    spec.write_text(text)
+    done = cli("submit", "--as", "billing-svc", "--unserved", spec)
+    assert done.returncode == 0, done.stderr
+    assert "are not checked" in done.stderr
+    run_id = done.stdout.strip()
+
+    proc = start_workers(cli, tools=["inventory_tools"], tool_path=inventory)
+    try:
+        deadline = time.monotonic() + REJECTED_WITHIN_S
+        while "refused" not in (shown := cli("status", run_id)).stderr:
+            assert time.monotonic() < deadline, shown.stderr
+            time.sleep(0.2)
+    finally:
+        stop_workers([proc])
+    assert shown.returncode == 2
+    said = shown.stderr
+    assert f"no run {run_id!r}: the intake refused its request (published as 'billing-svc')" in said
+    assert "no_such_tool" in said and "Traceback" not in said
+    as_json = json.loads(cli("status", run_id, "--json").stdout)
+    assert as_json["error"] == "no run" and "no_such_tool" in as_json["message"]
+    assert run_id not in cli.runs()

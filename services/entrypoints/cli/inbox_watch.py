@@ -13,7 +13,9 @@ from typing import Any
 import redis
 
 from services.keys import Keys
-from services.loops.intake import GROUP
+from services.loops.intake import GROUP, partition_of
+
+REFUSALS_SEARCHED = 1000  # the newest refusals of the run's partition searched by `status`
 
 _WITHDRAW = """
 -- XDEL an inbox entry unless the intake group has read it. KEYS: inbox; ARGV: group, entry id
@@ -71,6 +73,21 @@ def rejected_reason(client: redis.Redis, keys: Keys, entry_id: str) -> str | Non
     for _, fields in rejected:
         if fields.get(b"entry_id", b"").decode() == entry_id:
             return str(fields.get(b"reason", b"").decode())
+    return None
+
+
+def refusal_of_run(client: redis.Redis, keys: Keys, run_id: str) -> tuple[str, str] | None:
+    """The newest refusal of an inbox entry that named `run_id` (what the intake said,
+    and the publisher the entry claimed), among the newest of its partition: a run
+    whose request was refused never exists, and this says why. Requests published
+    by `submit` and `run` go to the partition of their run id."""
+    part = partition_of(run_id, keys.inbox_partitions)
+    needle = f'"run_id":"{run_id}"'.encode()
+    refused: Any = client.xrevrange(keys.rejected(part), count=REFUSALS_SEARCHED)
+    for _, fields in refused:
+        if needle in fields.get(b"field:message", b""):
+            publisher = fields.get(b"field:publisher", b"?").decode(errors="replace")
+            return fields.get(b"reason", b"").decode(errors="replace"), publisher
     return None
 
 

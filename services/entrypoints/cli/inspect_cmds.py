@@ -5,6 +5,7 @@ the one way to the stored bytes."""
 from __future__ import annotations
 
 import argparse
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -19,6 +20,7 @@ from schemas.errors import InvalidEvent
 from services.adapters.redis.directory import Directory
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
+from services.entrypoints.cli.inbox_watch import refusal_of_run
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.run_index import Page, page_of_runs, parse_time
@@ -34,9 +36,11 @@ def iso(at: float | None) -> str | None:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def run_summary(state: RunState) -> dict[str, Any]:
+def run_summary(state: RunState, *, now: float | None = None) -> dict[str, Any]:
+    """`duration_s`: to its end, or to `now` (this host's clock) while it is live."""
     calls = [c for t in state.turns for c in t.calls]
     ended = state.updated_at if state.status.terminal else None
+    until = ended if ended is not None else max(state.updated_at, time.time() if now is None else now)
     return {
         "run_id": state.run_id,
         "status": str(state.status),
@@ -46,7 +50,7 @@ def run_summary(state: RunState) -> dict[str, Any]:
         "created_at": iso(state.created_at),
         "updated_at": iso(state.updated_at),
         "ended_at": iso(ended),
-        "duration_s": round((ended or state.updated_at) - state.created_at, 3),
+        "duration_s": round(until - state.created_at, 3),
         "turns": state.turns_used,
         "usage": state.usage.model_dump(),
         "cost_usd": round(state.cost_usd, 6),
@@ -70,7 +74,7 @@ def unserved(session: Session, state: RunState) -> str | None:
 def status(session: Session, run_id: str, *, as_json: bool) -> int:
     state = session.load(run_id)
     if state is None:
-        return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}", as_json)
+        return fail(exit_codes.USAGE, "no run", _no_run(session, run_id), as_json)
     summary = redactor_for(state.spec).value(run_summary(state))
     if (waiting := unserved(session, state)) is not None:
         summary["waiting_for"] = waiting
@@ -88,6 +92,15 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
         for call in summary["tool_calls"]:
             print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}")
     return exit_codes.for_status(state.status)
+
+
+def _no_run(session: Session, run_id: str) -> str:
+    """There is no such run; if the intake refused a request for it, what it said."""
+    refused = refusal_of_run(session.client, session.keys, run_id)
+    if refused is None:
+        return f"no run {run_id!r}"
+    reason, publisher = refused
+    return f"no run {run_id!r}: the intake refused its request (published as {publisher!r}): {reason}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +124,9 @@ class RunsQuery:
             until = parse_time(args.until) if args.until else None
         except ValueError as exc:
             raise BadOption("--since/--until", str(exc)) from None
-        limit = max(1, args.limit)
-        return cls(frozenset(RunStatus(n) for n in names), since, until, limit, args.page)
+        if args.limit < 1:
+            raise BadOption("--limit", f"must be at least 1, got {args.limit}")
+        return cls(frozenset(RunStatus(n) for n in names), since, until, args.limit, args.page)
 
 
 def runs(session: Session, query: RunsQuery, *, as_json: bool) -> int:

@@ -5,6 +5,7 @@ to a shared task queue) and toolset (the fingerprint a publisher names). With
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
@@ -185,6 +186,12 @@ def submit(
         return fail(exit_codes.USAGE, "unserved", message, as_json)
     if manifest is not None and (problems := spec_problems(spec, prepared.base_dir, manifest=manifest)):
         raise prepared.refuse(problems)
+    if manifest is None:  # published with --unserved
+        say(
+            f"no worker has served {what} yet, so the tools the spec's scripted calls name "
+            "are not checked: the intake refuses the run if its tool set lacks one, and "
+            "`agentledger status RUN` then says why"
+        )
     if manifest is not None and not directory.live(queue, fingerprint):
         say(f"no worker serves {what} right now; the run waits for one")
     if intake_liveness(session.client, session.keys, ttl_s=session.settings.member_ttl_s) is Liveness.NONE:
@@ -232,8 +239,11 @@ def run(
     except interrupts.Interrupted:  # the second signal: stop following at once
         state, interrupted = session.load(run_id), True
         left = state.status if state else "not created"
-        say(f"stopped at once: run {run_id} is left {left}; `agentledger workers --queue {queue} "
-            f"--tools {' '.join(spec.tools)}` would take it on")  # fmt: skip
+        workers = worker_args(
+            modules_of(spec.tools), tool_paths(spec, prepared.base_dir), queue, mcp=prepared.mcp
+        )
+        say(f"stopped at once: run {run_id} is left {left}; "
+            f"`{shlex.join(['agentledger', *workers])}` would take it on")  # fmt: skip
     finally:
         with interrupts.shielded("stopping the workers (they finish what they hold)"):
             stop_workers()
