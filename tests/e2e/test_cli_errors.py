@@ -52,6 +52,25 @@ def test_a_bad_setting_exits_2_naming_the_variable(
     no_traceback(done)
 
 
+def test_a_state_folder_the_local_service_cannot_be_made_in_exits_2_naming_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    cli.env.pop("REDIS_URL", None)
+    cli.env["AGENTLEDGER_PROBE_URL"] = "off"  # the local service, which `runs` may start
+    own = cli.env["AGENTLEDGER_STATE_DIR"]
+    cli.env["AGENTLEDGER_STATE_DIR"] = str(tmp_path / "a-file" / "state")
+    try:
+        done = cli("runs", "--json")
+    finally:
+        cli.env["AGENTLEDGER_STATE_DIR"] = own  # the fixture stops the service of its own
+    assert done.returncode == 2, done.stderr
+    assert "bad configuration: AGENTLEDGER_STATE_DIR: " in done.stderr, done.stderr
+    assert "cannot hold the local Redis service" in done.stderr
+    assert json.loads(done.stdout)["variable"] == "AGENTLEDGER_STATE_DIR"
+    no_traceback(done)
+
+
 def test_a_bad_setting_stops_every_kind_of_command_before_it_starts(cli: Cli) -> None:
     cli.env["REDIS_URL"] = "garbage"
     for command in (["status", "r-1", "--json"], ["workers"], ["cancel", "r-1"]):
@@ -77,6 +96,8 @@ def test_a_database_the_server_does_not_have_exits_2(cli: Cli, private_redis: Pr
         (["runs", "--page", "next"], "--page: 'next' is not a page token"),
         (["tail", "--type", "ToolCallHappened"], "--type: no event type 'ToolCallHappened'"),
         (["runs", "--limit", "many"], "expected a whole number"),
+        (["runs", "--limit", "0"], "--limit: must be at least 1, got 0"),
+        (["workers", "--threads", "0"], "--threads: must be at least 1, got 0"),
         (["frobnicate"], "invalid choice: 'frobnicate'"),
     ],
 )

@@ -170,7 +170,7 @@ class LocalService:
             pid = pid if pid is not None else self._live_pid(wait_for_file=True)
             if pid is None or not _alive(pid):
                 return False
-            if _answers_as(url, pid):
+            if _answers_as(url, pid, loaded=True):
                 return True
             time.sleep(0.05)
         return False
@@ -226,11 +226,14 @@ class LocalService:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _answers_as(url: str, pid: int) -> bool:
-    """The server at `url` answers and is process `pid`."""
+def _answers_as(url: str, pid: int, *, loaded: bool = False) -> bool:
+    """The server at `url` answers and is process `pid`; with `loaded`, it has also
+    finished loading its AOF (INFO answers while it loads; a command would not)."""
     client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=2)
     try:
-        return _int(client.info("server").get("process_id")) == pid
+        if _int(client.info("server").get("process_id")) != pid:
+            return False
+        return not loaded or _int(client.info("persistence").get("loading")) == 0
     except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError, OSError):
         return False  # BusyLoadingError included: not yet
     finally:

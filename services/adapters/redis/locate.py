@@ -65,7 +65,16 @@ def locate(settings: Settings, *, may_start: bool) -> Located:
             "Start it with `agentledger local start` (or `agentledger run` a spec), "
             "or set REDIS_URL"
         )
-    url, started = service.start()
+    try:
+        url, started = service.start()
+    except OSError as exc:  # the state folder cannot be made or written
+        if not str(exc.filename or "").startswith(settings.state_dir):
+            raise
+        raise ConfigError(
+            "AGENTLEDGER_STATE_DIR",
+            f"{settings.state_dir!r} cannot hold the local Redis service: {exc.strerror} "
+            f"({exc.filename})",
+        ) from None
     return Located(url, Origin.LOCAL, settings.state_dir, started=started)
 
 
