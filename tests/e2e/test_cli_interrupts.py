@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -132,6 +133,11 @@ def test_a_second_signal_stops_at_once_and_leaves_the_run_to_other_workers(
     assert time.monotonic() - asked < 20, "it waited for the 60 s grace"
     assert "stopped at once" in err and "cancelling" in err
     assert cli.events(run_id)[-1]["type"] == "RunCancelRequested"  # nothing half-written
+    # the command it says would take the run on names where its tools are, from any folder
+    (hint,) = [line for line in err.splitlines() if "stopped at once" in line]
+    command = shlex.split(hint.split("`")[1])
+    assert command[:2] == ["agentledger", "workers"] and "deaf_tools" in command
+    assert command[command.index("--tool-path") + 1] == str(tmp_path.resolve())
 
 
 def test_worker_processes_of_run_never_outlive_it(

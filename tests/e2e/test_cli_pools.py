@@ -16,8 +16,13 @@ import redis
 from e2ekit import AGENTLEDGER, Cli, copy_example, start_workers, stop_workers
 
 
-def _json_lines(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+def _listed(cli: Cli, *command: str) -> list[dict[str, Any]]:
+    """The list a listing command prints with --json: one object, whose one list is it."""
+    done = cli(*command, "--json")
+    assert done.returncode == 0, done.stderr
+    (printed,) = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    (items,) = [v for v in printed.values() if isinstance(v, list)]
+    return list(items)
 
 
 def _redis(cli: Cli) -> redis.Redis:
@@ -52,7 +57,7 @@ def test_workers_list_shows_the_live_worker_with_its_queue_tool_set_and_pools(
 ) -> None:
     toolset = cli("toolset", "--tools", "inventory_tools", "--tool-path", cli.cwd / "inventory")
     fingerprint = toolset.stdout.strip()
-    listed = _wait(lambda: _json_lines(cli("workers", "--list", "--json").stdout))
+    listed = _wait(lambda: _listed(cli, "workers", "--list"))
     assert len(listed) == 1, listed
     (worker,) = listed
     assert worker["queue"] == "default" and worker["toolset"] == fingerprint
@@ -69,23 +74,23 @@ def test_workers_list_shows_the_live_worker_with_its_queue_tool_set_and_pools(
 def test_an_undecodable_message_is_a_dead_letter_that_can_be_re_driven(
     cli: Cli, workers: subprocess.Popen[str]
 ) -> None:
-    worker = _wait(lambda: _json_lines(cli("workers", "--list", "--json").stdout))[0]
+    worker = _wait(lambda: _listed(cli, "workers", "--list"))[0]
     client = _redis(cli)
     prefix = cli.env["AGENTLEDGER_PREFIX"]
     stream = f"{prefix}:{{0}}:q:default:{worker['toolset']}:tools"
     client.xadd(stream, {"m": b"\xff not a dramatiq message"})
 
-    letters = _wait(lambda: _json_lines(cli("dead-letters", "--json").stdout))
+    letters = _wait(lambda: _listed(cli, "dead-letters"))
     (letter,) = letters
     assert letter["reason"] == "undecodable" and letter["pool"] == "tools"
     assert letter["queue"] == "default" and letter["shard"] == 0 and letter["actor"] == "?"
     assert "re-drive one" in cli("dead-letters").stdout
-    assert _json_lines(cli("dead-letters", "--queue", "other", "--json").stdout) == []
+    assert _listed(cli, "dead-letters", "--queue", "other") == []
 
     stop_workers([workers])  # nothing takes it again while we look
     moved = cli("dead-letters", "--redrive", letter["handle"], "--json")
     assert moved.returncode == 0, moved.stderr
-    assert _json_lines(cli("dead-letters", "--json").stdout) == []
+    assert _listed(cli, "dead-letters") == []
     entries = client.xrange(stream)
     assert [fields[b"m"] for _, fields in entries] == [b"\xff not a dramatiq message"]
 
@@ -99,18 +104,19 @@ def test_an_undecodable_message_is_a_dead_letter_that_can_be_re_driven(
 def test_workers_list_with_no_workers_says_so(cli: Cli, tmp_path: Path) -> None:
     done = cli("workers", "--list")
     assert done.returncode == 0 and done.stdout.strip() == "no live workers"
-    assert _json_lines(cli("workers", "--list", "--json").stdout) == []
+    assert _listed(cli, "workers", "--list") == []
 
 
 def test_workers_json_says_up_as_one_object(cli: Cli) -> None:
     example = copy_example("inventory", cli.cwd)
-    args = ["workers", "--json", "--tools", "inventory_tools", "--tool-path", str(example)]
+    args = ["workers", "--json", "--tools", "inventory_tools", "--tool-path", str(example),
+            "--threads", "3", "--log-level", "info"]  # both after the command  # fmt: skip
     proc = subprocess.Popen([*AGENTLEDGER, *args], cwd=cli.cwd, env=cli.env, text=True,
                             stdout=subprocess.PIPE)  # fmt: skip
     try:
         assert proc.stdout is not None
         up = json.loads(proc.stdout.readline())
-        assert up["workers"] == "up" and up["queue"] == "default"
+        assert up["workers"] == "up" and up["queue"] == "default" and up["threads"] == 3
         assert up["modules"] == ["inventory_tools"] and up["pid"] == proc.pid
     finally:
         stop_workers([proc])

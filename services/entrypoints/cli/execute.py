@@ -36,6 +36,8 @@ def execute(args: argparse.Namespace) -> int:
     settings: Settings | None = None
     try:
         settings = from_env()
+        if getattr(args, "threads", None) is not None:  # `run`, `workers`: and their children
+            settings = settings.with_(worker_threads=args.threads)
         return _command(args, settings)
     except InvalidSpec as exc:
         return fail(exit_codes.USAGE, "invalid spec", exc.render(), as_json, problems=exc.as_list())

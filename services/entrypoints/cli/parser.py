@@ -64,6 +64,7 @@ def parser() -> argparse.ArgumentParser:
     def command(name: str, help_: str) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help_, description=help_)
         c.add_argument("--json", action="store_true", help="machine output on stdout")
+        _log_options(c)
         return c
 
     r = command("run", "run a spec end to end on embedded workers and follow it")
@@ -72,7 +73,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
     _mcp(r)
     _signer(r, "sign as this publisher (default: the embedded run's own, for private queues)")
-    _log_format(r)
+    _threads(r)
     s = command("submit", "publish a spec to a task queue; print the run id")
     s.add_argument("spec")
     s.add_argument("--queue", type=_queue, help="the task queue (default: the spec's, else 'default')")
@@ -96,7 +97,7 @@ def parser() -> argparse.ArgumentParser:
         "--metrics-port", type=_port, metavar="PORT",
         help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free one)",
     )  # fmt: skip
-    _log_format(w)
+    _threads(w)
     _toolset(command("toolset", "print the fingerprint of a tool set's code"))
     command("status", "a run's state").add_argument("run_id")
     _runs(command("runs", "the runs, newest first"))
@@ -194,11 +195,21 @@ def _mcp(c: argparse.ArgumentParser) -> None:
     c.add_argument("--mcp", metavar="FILE", help="the MCP servers file (YAML): their tools join the tool set")
 
 
-def _log_format(c: argparse.ArgumentParser) -> None:
-    # SUPPRESS: when not given here, the value before the command stands
+def _log_options(c: argparse.ArgumentParser) -> None:
+    # SUPPRESS: when not given after the command, the value before it stands
+    c.add_argument(
+        "--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help="of the log lines on stderr"
+    )
     c.add_argument(
         "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS,
         help="of the log lines on stderr (text or json)",
+    )  # fmt: skip
+
+
+def _threads(c: argparse.ArgumentParser) -> None:
+    c.add_argument(
+        "--threads", type=_positive, metavar="N",
+        help="worker threads per process (default: AGENTLEDGER_WORKER_THREADS, else 8)",
     )  # fmt: skip
 
 
@@ -231,6 +242,13 @@ def _port(text: str) -> int:
     n = _count(text)
     if n > 65535:
         raise argparse.ArgumentTypeError(f"a port is at most 65535, got {n}")
+    return n
+
+
+def _positive(text: str) -> int:
+    n = _count(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
     return n
 
 

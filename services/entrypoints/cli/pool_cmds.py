@@ -103,8 +103,7 @@ def _in_flight(client: redis.Redis, streams: list[str]) -> dict[str, int]:
 def list_workers(session: Session, *, as_json: bool) -> int:
     found = live_workers(session)
     if as_json:
-        for w in found:
-            emit(asdict(w))
+        emit({"workers": [asdict(w) for w in found]})
         return OK
     if not found:
         print("no live workers")
@@ -159,8 +158,7 @@ def _what(data: bytes) -> tuple[str, str | None]:
 def show_dead_letters(session: Session, *, queue: str | None, as_json: bool) -> int:
     found = dead_letters(session, queue=queue)
     if as_json:
-        for d in found:
-            emit(asdict(d))
+        emit({"dead_letters": [asdict(d) for d in found], "queue": queue})
         return OK
     if not found:
         print("no dead letters" + (f" in queue {queue!r}" if queue else ""))

@@ -68,9 +68,10 @@ def workers(
         operations.serve_one(services, session.client, metrics_port, served)
         if metrics_port is not None else None
     )  # fmt: skip
+    threads = services.worker.worker_threads if services.worker is not None else 0
     if as_json:
         emit({
-            "workers": "up", "redis": masked(settings.redis_url or ""),
+            "workers": "up", "threads": threads, "redis": masked(settings.redis_url or ""),
             "prefix": settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
             "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
             **({"metrics_port": ops.port} if ops else {}),
@@ -79,7 +80,8 @@ def workers(
         print(
             f"agentledger workers up on {masked(settings.redis_url or '')} (prefix "
             f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
-            f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}"
+            f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}, "
+            f"{threads} threads"
             + (f", metrics on port {ops.port}" if ops else ""),
             flush=True,
         )
