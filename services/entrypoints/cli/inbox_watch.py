@@ -15,7 +15,11 @@ import redis
 from services.keys import Keys
 from services.loops.intake import GROUP, partition_of
 
-REFUSALS_SEARCHED = 1000  # the newest refusals of the run's partition searched by `status`
+# what `status` searches of the newest refusals in a run's partition: a refusal keeps up
+# to 1 MiB of each field (a hostile publisher's entries can be that big), so few at a time
+REFUSALS_SEARCHED = 200
+REFUSALS_PAGE = 10
+REFUSALS_MAX_BYTES = 16 << 20
 
 _WITHDRAW = """
 -- XDEL an inbox entry unless the intake group has read it. KEYS: inbox; ARGV: group, entry id
@@ -81,14 +85,27 @@ def refusal_of_run(client: redis.Redis, keys: Keys, run_id: str) -> tuple[str, s
     and the publisher the entry claimed), among the newest of its partition: a run
     whose request was refused never exists, and this says why. Requests published
     by `submit` and `run` go to the partition of their run id."""
-    part = partition_of(run_id, keys.inbox_partitions)
+    stream = keys.rejected(partition_of(run_id, keys.inbox_partitions))
     needle = f'"run_id":"{run_id}"'.encode()
-    refused: Any = client.xrevrange(keys.rejected(part), count=REFUSALS_SEARCHED)
-    for _, fields in refused:
-        if needle in fields.get(b"field:message", b""):
-            publisher = fields.get(b"field:publisher", b"?").decode(errors="replace")
-            return fields.get(b"reason", b"").decode(errors="replace"), publisher
+    searched, read, before = 0, 0, "+"
+    while searched < REFUSALS_SEARCHED and read < REFUSALS_MAX_BYTES:
+        page: Any = client.xrevrange(stream, max=before, count=REFUSALS_PAGE)
+        for entry_id, fields in page:
+            if needle in fields.get(b"field:message", b""):
+                publisher = fields.get(b"field:publisher", b"?").decode(errors="replace")
+                return fields.get(b"reason", b"").decode(errors="replace"), publisher
+            read += sum(len(v) for v in fields.values())
+            before = _just_before(entry_id.decode())  # the next page starts below it
+        searched += len(page)
+        if len(page) < REFUSALS_PAGE:
+            return None
     return None
+
+
+def _just_before(stream_id: str) -> str:
+    """The greatest stream id below this one (an exclusive bound before Redis 6.2)."""
+    ms, seq = _id(stream_id)
+    return f"{ms}-{seq - 1}" if seq > 0 else f"{ms - 1}-{2**64 - 1}"
 
 
 def _split(entry_id: str) -> tuple[int, str]:
