@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,41 @@ def test_tail_follow_starts_at_the_end(ran: Ran) -> None:
     assert {e["run_id"] for e in events} == {summary["run_id"]}, "the history was replayed"
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     assert events[-1]["type"] == "RunEscalated"
+
+
+def test_tail_follow_of_an_ended_run_prints_its_log_and_exits(ran: Ran) -> None:
+    completed = ran.ids[0]  # nothing more will be appended: no call runs
+    done = ran.cli("tail", "--run", completed, "--follow", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [e["seq"] for e in json_lines(done.stdout)] == list(
+        range(1, len(ran.cli.events(completed)) + 1)
+    )
+    assert f"run {completed} ended completed" in done.stderr
+
+
+def test_tail_follow_of_a_run_awaiting_a_human_keeps_following(ran: Ran) -> None:
+    escalated = ran.ids[1]  # not over: a reply moves it on
+    proc = subprocess.Popen(
+        [*AGENTLEDGER, "tail", "--run", escalated, "--follow", "--json"], cwd=ran.folder,
+        env=ran.cli.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        printed = [json.loads(line) for line in _until_type(proc.stdout, "RunEscalated")]
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=2)  # its log is all printed, and it goes on following
+    finally:
+        stop(proc)
+    assert [e["seq"] for e in printed] == list(range(1, len(ran.cli.events(escalated)) + 1))
+
+
+def _until_type(lines: Iterable[str], type_: str) -> list[str]:
+    read = []
+    for line in lines:
+        read.append(line)
+        if json.loads(line)["type"] == type_:
+            return read
+    raise AssertionError(f"the tail ended before a {type_}")
 
 
 def test_tail_follow_from_start_prints_the_history_first(ran: Ran) -> None:

@@ -3,7 +3,7 @@ order. Across runs it reads the shard feeds and merges them by event time
 (each feed is in append order, and a run lives in one shard, so every run's
 events stay in seq order); `--follow` starts at the end unless
 `--from-start`. With `--run`, the run's whole log, then (with `--follow`) what
-it appends next. `--type` keeps only events of those types."""
+it appends next, until it ends. `--type` keeps only events of those types."""
 
 from __future__ import annotations
 
@@ -69,6 +69,8 @@ def event_types(given: list[str] | None) -> frozenset[str]:
 
 
 def _tail_run(session: Session, run_id: str, follow: bool, show: Show) -> None:
+    """The run's log; with `follow`, what it appends next, until it is over: ended,
+    with no call still running whose late outcome could yet be recorded."""
     seq = 0
     key = session.keys.run(run_id)
     while True:
@@ -76,6 +78,10 @@ def _tail_run(session: Session, run_id: str, follow: bool, show: Show) -> None:
             show(env)
             seq = env.seq
         if not follow:
+            return
+        state = session.load(run_id)
+        if state is not None and state.seq == seq and state.status.terminal and not state.in_flight:
+            say(f"run {run_id} ended {state.status}: nothing more will be appended")
             return
         session.client.xread({key: f"0-{seq}"}, block=1000)
 
