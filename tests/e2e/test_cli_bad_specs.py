@@ -45,6 +45,10 @@ def acceptance_tool_that_writes(spec: Spec) -> None:
     }
 
 
+def text_for_the_scopes(spec: Spec) -> None:
+    spec["principal"]["scopes"] = "stock:read"
+
+
 def a_number_for_a_script(spec: Spec) -> None:
     spec["model"] = {"scripted": 5}
 
@@ -63,6 +67,7 @@ def a_number_for_a_script(spec: Spec) -> None:
         (missing_tool_module, "tools.0", "'no_such_tools'"),
         (acceptance_tool_that_writes, "acceptance.1.tool", "not read-only"),
         (a_number_for_a_script, "model.scripted", "a scripted model is a list of turns"),
+        (text_for_the_scopes, "principal.scopes", "should be a list; got 'stock:read'"),
     ],
     ids=lambda v: v.__name__ if callable(v) else None,
 )

@@ -83,6 +83,8 @@ def _reason(err: ErrorDetails, path: Path, parent: Any) -> str:
         what = WHAT.get(_pattern(path))
         if what:
             return f"{what}; got {got}"
+        if kind in ("tuple_type", "list_type"):  # pydantic says "a valid tuple" for a list
+            return f"should be a list; got {got}"
     message = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
     message = message.replace("Input should be", "should be")
     if kind == "value_error" or isinstance(err.get("input"), dict | list):
