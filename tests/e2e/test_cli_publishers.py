@@ -160,7 +160,7 @@ def test_a_request_the_intake_refuses_is_explained_by_status(cli: Cli, inventory
 
     proc = start_workers(cli, tools=["inventory_tools"], tool_path=inventory)
     try:
-        deadline = time.monotonic() + REJECTED_WITHIN_S
+        deadline = time.monotonic() + 3 * REJECTED_WITHIN_S  # workers start, then the intake
         while "refused" not in (shown := cli("status", run_id)).stderr:
             assert time.monotonic() < deadline, shown.stderr
             time.sleep(0.2)
