@@ -111,6 +111,12 @@ class RunState:
         return [c for c in turn.calls if c.status is CallStatus.STARTED] if turn else []
 
     @property
+    def over(self) -> bool:
+        """Ended, with no call still running: nothing more will be appended (a late
+        outcome comes only for a started call)."""
+        return self.status.terminal and not self.in_flight
+
+    @property
     def turns(self) -> list[Turn]:
         return [*self.history, *([self.current_turn] if self.current_turn else [])]
 

@@ -4,6 +4,7 @@ duration runs to now, not to its last event (a run waiting 5 s on a tool said
 
 from __future__ import annotations
 
+from journeys import LATE_IDS, in_flight
 from runlog import T0, Log, do_request
 
 from events.types import RunCancelled, RunCancelRequested
@@ -34,3 +35,21 @@ def test_an_ended_runs_duration_is_to_its_end() -> None:
     assert log.s.status.terminal
     summary = run_summary(log.s, now=T0 + 100)
     assert summary["duration_s"] == 3.0 and summary["ended_at"] is not None
+
+
+def test_a_run_is_over_once_ended_with_nothing_running() -> None:
+    log = Log.created()
+    do_request(log)
+    assert not log.s.over  # live
+    log.append(RunCancelRequested(by="carol", source="cli"))
+    log.append(RunCancelled(requested_at=log.now, by="carol", side_effects=(), detail="by hand"))
+    assert log.s.over
+
+
+def test_an_ended_run_with_a_call_still_running_is_not_over() -> None:
+    log = Log.created()
+    in_flight(log, *LATE_IDS)  # started calls whose late outcomes may still come
+    log.append(RunCancelRequested(by="carol", source="cli"))
+    log.append(RunCancelled(requested_at=log.now, by="carol", side_effects=(), detail="by hand"))
+    assert log.s.status.terminal and log.s.in_flight
+    assert not log.s.over

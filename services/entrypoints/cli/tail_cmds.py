@@ -80,7 +80,7 @@ def _tail_run(session: Session, run_id: str, follow: bool, show: Show) -> None:
         if not follow:
             return
         state = session.load(run_id)
-        if state is not None and state.seq == seq and state.status.terminal and not state.in_flight:
+        if state is not None and state.seq == seq and state.over:
             say(f"run {run_id} ended {state.status}: nothing more will be appended")
             return
         session.client.xread({key: f"0-{seq}"}, block=1000)
