@@ -304,28 +304,46 @@ class WrappedStore:
         return getattr(self._inner, name)
 
 
-class RacingStore(WrappedStore):
-    """A store whose first append holding each gated event type, per thread, waits at a
-    barrier: every racer has folded the same seq before any of them appends, so
-    all but one hit a ConcurrencyConflict. Counts the conflicts it passes on."""
+class Race:
+    """Barriers shared by racing workers: each worker's first append holding a gated
+    event type waits until every racer has reached its own, so all of them have
+    folded the same seq and all but one hit a ConcurrencyConflict. Counts them."""
 
-    def __init__(self, inner: EventStore, gates: dict[str, int]):
-        super().__init__(inner)
-        self._gates = {kind: threading.Barrier(n) for kind, n in gates.items()}
-        self._passed = threading.local()
+    def __init__(self, gates: dict[str, int]):
+        self.gates = {kind: threading.Barrier(n) for kind, n in gates.items()}
+        self.passed = threading.local()
         self._lock = threading.Lock()
         self.conflicts = 0
-
-    def before(self, events: Batch) -> None:
-        passed: set[str] = self._passed.__dict__.setdefault("kinds", set())
-        kinds = {e.type for e in events} & set(self._gates)
-        for kind in sorted(kinds - passed):
-            passed.add(kind)
-            self._gates[kind].wait(timeout=25)  # a busy machine: the racers join within 30 s
 
     def conflicted(self) -> None:
         with self._lock:
             self.conflicts += 1
+
+
+class RacingStore(WrappedStore):
+    """One racing worker's store: its appends wait at the race's barriers. Give each
+    worker its own (`with_store`), as separate processes would have: a worker's cache
+    hands its other threads the state it is appending, so threads of one worker do
+    not fold the same seq."""
+
+    def __init__(self, inner: EventStore, race: Race):
+        super().__init__(inner)
+        self.race = race
+
+    def before(self, events: Batch) -> None:
+        passed: set[str] = self.race.passed.__dict__.setdefault("kinds", set())
+        kinds = {e.type for e in events} & set(self.race.gates)
+        for kind in sorted(kinds - passed):
+            passed.add(kind)
+            self.race.gates[kind].wait(timeout=25)  # a busy machine: the racers join within 30 s
+
+    def conflicted(self) -> None:
+        self.race.conflicted()
+
+
+def racing_workers(app: App, race: Race, n: int = 2) -> list[App]:
+    """`n` workers over the same store, each with its own cache, racing as `race` says."""
+    return [with_store(app, RacingStore(app.store, race)) for _ in range(n)]
 
 
 class ReplyLostStore(WrappedStore):

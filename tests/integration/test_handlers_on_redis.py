@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 from itkit import (
-    RacingStore,
+    Race,
     call,
     create_run,
     drive,
@@ -19,8 +19,8 @@ from itkit import (
     in_threads,
     load,
     proposed,
+    racing_workers,
     scripted_spec,
-    with_store,
 )
 
 from events.status import CallStatus, RunStatus
@@ -68,13 +68,16 @@ def test_one_dispatch_delivered_to_two_workers_at_once_runs_the_tool_once(
     run_id = running_tools(
         app, client, tools_dir, workspace, call("c1", "it_write", key="a", value="1", delay_s=0.2)
     )
-    racing = RacingStore(app.store, {"ToolCallStarted": 2})  # both fold before either claims
-    app = with_store(app, racing)
+    race = Race({"ToolCallStarted": 2})  # both fold before either claims
+    one, other = racing_workers(app, race)
 
-    in_threads(*[lambda: handle_drive_call(app, run_id, "c1")] * 2)
+    in_threads(
+        lambda: handle_drive_call(one, run_id, "c1"),
+        lambda: handle_drive_call(other, run_id, "c1"),
+    )
 
     state = load(app, run_id)
-    assert racing.conflicts == 1
+    assert race.conflicts == 1
     assert executions(workspace) == {"c1": 1}
     assert state.turns[0].calls[0].status is CallStatus.SUCCEEDED
     assert state.status is RunStatus.REQUESTING_MODEL
@@ -93,18 +96,19 @@ def test_two_parallel_calls_of_a_turn_are_both_claimed_and_recorded_despite_conf
         call("c2", "it_read", key="b", delay_s=0.2),
     )
     # Both workers fold the same seq before claiming, and again before recording:
-    # one of each pair loses the optimistic race and must reload and append again.
-    racing = RacingStore(app.store, {"ToolCallStarted": 2, "ToolCallSucceeded": 2})
-    app = with_store(app, racing)
+    # one of each pair loses the optimistic race and must reload and append again (the
+    # claim's loser may then meet the other's reloaded outcome: a third conflict).
+    race = Race({"ToolCallStarted": 2, "ToolCallSucceeded": 2})
+    one, other = racing_workers(app, race)
 
     in_threads(
-        lambda: handle_drive_call(app, run_id, "c1"),
-        lambda: handle_drive_call(app, run_id, "c2"),
+        lambda: handle_drive_call(one, run_id, "c1"),
+        lambda: handle_drive_call(other, run_id, "c2"),
     )
 
     state = load(app, run_id)
     calls = state.turns[0].calls
-    assert racing.conflicts >= 2
+    assert race.conflicts >= 2
     assert [c.status for c in calls] == [CallStatus.SUCCEEDED, CallStatus.SUCCEEDED]
     assert [c.attempts for c in calls] == [1, 1]
     assert executions(workspace) == {"c1": 1, "c2": 1}
