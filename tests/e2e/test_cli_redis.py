@@ -7,16 +7,20 @@ points at nothing or a command may not start a Redis."""
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
 import redis
 from e2ekit import AGENTLEDGER, Cli, copy_example
 
-from services.adapters.redis.local_server import DEFAULT_URL, answers
+from services.adapters.redis.local_server import DEFAULT_URL, answers, redis_server_binary
 
 
 def unused_url() -> str:
@@ -129,3 +133,71 @@ def test_a_redis_url_where_nothing_answers_exits_10_without_a_traceback(cli: Cli
     assert done.returncode == 10
     assert "no Redis" in done.stderr and "REDIS_URL" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def lines_until(stream: IO[str], wanted: str, timeout_s: float) -> list[str]:
+    """Lines read from `stream` up to the first holding `wanted` (fails at the deadline)."""
+    seen: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while not any(wanted in line for line in seen):
+        left = deadline - time.monotonic()
+        assert left > 0, f"no line with {wanted!r} within {timeout_s} s: {seen}"
+        if select.select([stream], [], [], left)[0]:
+            line = stream.readline()
+            assert line, f"the stream ended before {wanted!r}: {seen}"
+            seen.append(line)
+    return seen
+
+
+def test_a_command_waits_while_the_local_service_loads_its_aof_and_says_so(local: Cli) -> None:
+    assert local("local", "start").returncode == 0
+    url = local_status(local)["url"]
+    filler = redis.Redis.from_url(url)
+    pipe = filler.pipeline(transaction=False)
+    for i in range(100_000):
+        pipe.set(f"filler:{i}", "x" * 40)
+    pipe.execute()
+    filler.close()
+    assert local("local", "stop").returncode == 0
+    # The same service started again by hand, so that it loads slowly: 300 µs a key (30 s
+    # in all), answering INFO every 1,024 keys as a server loading a large AOF does.
+    data = local.state_dir / "redis"
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    subprocess.run(
+        [redis_server_binary(), "--port", port, "--bind", "127.0.0.1", "--dir", str(data),
+         "--appendonly", "yes", "--save", "", "--daemonize", "yes",
+         "--pidfile", str(data / "redis.pid"), "--logfile", str(data / "redis.log"),
+         "--key-load-delay", "300"],
+        check=True, timeout=30,
+    )  # fmt: skip
+    (data / "url").write_text(url + "\n")
+    deadline = time.monotonic() + 20
+    while not (data / "redis.pid").exists():  # the daemon writes it just after forking
+        assert time.monotonic() < deadline, "the server wrote no pid file"
+        time.sleep(0.05)
+    loading_pid = int((data / "redis.pid").read_text())
+
+    status = local_status(local)
+    assert status["running"] and status["loading"] and status["keys"] is None
+    assert 0 <= status["loading_perc"] < 100
+    assert "still loading its AOF" in local("local", "status").stdout
+
+    runs = subprocess.Popen([*AGENTLEDGER, "runs", "--json"], cwd=local.cwd, env=local.env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert runs.stderr is not None
+        said = lines_until(runs.stderr, "is loading its AOF", timeout_s=60)
+        assert f"the local Redis service at {url} is loading its AOF" in said[-1]
+        assert runs.poll() is None, "it waits for the load"
+        # the server dies mid-load: the command starts the service again, which loads in full
+        os.kill(loading_pid, signal.SIGKILL)
+        out, err = runs.communicate(timeout=60)
+    finally:
+        runs.kill()
+    assert runs.returncode == 0, err
+    assert json.loads(out)["runs"] == [] and "Traceback" not in err
+    assert "started it" in err
+    told = [line for line in "".join(said + [err]).splitlines() if "is loading its AOF" in line]
+    assert len(told) == len({line.split(" is loading")[0] for line in told})  # once a server
+    status = local_status(local)
+    assert not status["loading"] and status["keys"] == 100_000

@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,7 @@ import redis
 from services.adapters.redis.local_server import free_port, redis_server_binary
 from services.errors import RedisUnavailable, ServiceBusy
 
-START_TIMEOUT_S = 60.0  # loading a large AOF takes a while; the server says LOADING meanwhile
+START_TIMEOUT_S = 60.0  # to answer, or to load more of its AOF (a large one loads for longer)
 STOP_TIMEOUT_S = 15.0
 PORT_ATTEMPTS = 3  # a free port can be taken by someone else before the server binds it
 
@@ -40,8 +40,9 @@ class ServiceStatus:
     version: str | None = None
     uptime_s: int | None = None
     other_clients: int | None = None
-    keys: int | None = None
+    keys: int | None = None  # None while it loads
     has_data: bool = False  # an AOF from an earlier start
+    loading_perc: float | None = None  # how much of its AOF it has loaded, while it loads
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +55,8 @@ class ServiceStatus:
             "other_clients": self.other_clients,
             "keys": self.keys,
             "has_data": self.has_data,
+            "loading": self.loading_perc is not None,
+            "loading_perc": self.loading_perc,
         }
 
 
@@ -68,10 +71,19 @@ class LocalService:
     # -- finding ---------------------------------------------------------------------------
 
     def running_url(self) -> str | None:
-        """Where the service answers now, or None. A server on the recorded port
-        that is not the one in redis.pid (ours died, another took the port) is not it."""
+        """Where the service answers now (maybe still loading its AOF), or None. A
+        server on the recorded port that is not the one in redis.pid (ours died,
+        another took the port) is not it."""
         url, pid = self._recorded_url(), self._live_pid()
-        return url if url and pid is not None and _answers_as(url, pid) else None
+        return url if url and pid is not None and _answer(url, pid) is not None else None
+
+    def ready_url(self, waiting: Waiting | None = None) -> str | None:
+        """Where the service answers with its AOF loaded, waiting while it loads
+        (`waiting` is told once how far it got); None when it is not running."""
+        url, pid = self._recorded_url(), self._live_pid()
+        if not url or pid is None or _answer(url, pid) is None:
+            return None
+        return url if self._await(url, pid, waiting) else None
 
     def status(self) -> ServiceStatus:
         url = self.running_url()
@@ -82,34 +94,35 @@ class LocalService:
         try:
             info = client.info("server")
             others = _other_clients(client)
-            keys = int(client.dbsize())
-        except (redis.ConnectionError, redis.TimeoutError):
+            perc = _loading_perc(client.info("persistence"))  # INFO and CLIENT answer while it loads
+            keys = int(client.dbsize()) if perc is None else None
+        except (redis.ConnectionError, redis.TimeoutError):  # BusyLoadingError: it began loading
             return ServiceStatus(str(self.root), False, has_data=has_data)
         finally:
             client.close()
         return ServiceStatus(
             str(self.root), True, url, _int(info.get("process_id")), str(info.get("redis_version")),
-            _int(info.get("uptime_in_seconds")), others, keys, has_data,
+            _int(info.get("uptime_in_seconds")), others, keys, has_data, perc,
         )  # fmt: skip
 
     # -- starting and stopping ------------------------------------------------------------
 
-    def start(self) -> tuple[str, bool]:
-        """The service's URL, and whether this call started it."""
+    def start(self, waiting: Waiting | None = None) -> tuple[str, bool]:
+        """The service's URL once its AOF is loaded, and whether this call started it."""
         with self._locked():
             url, pid = self._recorded_url(), self._live_pid()
             if pid is not None:
-                if url and self._await(url, pid):
+                if url and self._await(url, pid, waiting):
                     return url, False  # running, or it was still loading its AOF
                 _kill(pid)  # alive but not answering: never two servers on one AOF
-            return self._launch(), True
+            return self._launch(waiting), True
 
     def stop(self, *, force: bool = False) -> bool:
         """Stop the service; False when it was not running. Unless `force`, refuse
         (ServiceBusy) while other clients are connected: a run, workers or a tail."""
         with self._locked():
             url, pid = self._recorded_url(), self._live_pid()
-            if not url or pid is None or not _answers_as(url, pid):
+            if not url or pid is None or _answer(url, pid) is None:
                 if pid is not None:  # a server that does not answer (hung, or still loading)
                     _kill(pid)
                 self._forget()
@@ -128,7 +141,7 @@ class LocalService:
             self._forget()
             return True
 
-    def _launch(self) -> str:
+    def _launch(self, waiting: Waiting | None) -> str:
         self.data.mkdir(parents=True, exist_ok=True, mode=0o700)
         binary = redis_server_binary()
         previous = self._recorded_port()
@@ -150,7 +163,7 @@ class LocalService:
                 stderr=subprocess.PIPE, timeout=30, check=False,
             )  # fmt: skip
             url = f"redis://127.0.0.1:{port}/0"
-            if launcher.returncode == 0 and self._await(url, None):
+            if launcher.returncode == 0 and self._await(url, None, waiting):
                 self._url_file.write_text(url + "\n")
                 return url
             last_error = (
@@ -162,16 +175,25 @@ class LocalService:
             f"the local Redis service did not start (state in {self.root}): {last_error[-600:]}"
         )
 
-    def _await(self, url: str, pid: int | None) -> bool:
+    def _await(self, url: str, pid: int | None, waiting: Waiting | None) -> bool:
         """Wait until the server at `url` answers as process `pid` (None: the one
-        the pid file names once the daemon writes it), while that process lives."""
+        the pid file names once the daemon writes it) with its AOF loaded, while
+        that process lives and, once it answers, goes on loading."""
         deadline = time.monotonic() + START_TIMEOUT_S
+        told, got = False, -1.0
         while time.monotonic() < deadline:
             pid = pid if pid is not None else self._live_pid(wait_for_file=True)
             if pid is None or not _alive(pid):
                 return False
-            if _answers_as(url, pid, loaded=True):
+            answer = _answer(url, pid)
+            perc = answer.loading_perc if answer is not None else None
+            if answer is not None and perc is None:
                 return True
+            if perc is not None and perc > got:  # it is getting there
+                got, deadline = perc, time.monotonic() + START_TIMEOUT_S
+                if waiting is not None and not told:
+                    waiting(url, got)
+                    told = True
             time.sleep(0.05)
         return False
 
@@ -226,18 +248,32 @@ class LocalService:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def _answers_as(url: str, pid: int, *, loaded: bool = False) -> bool:
-    """The server at `url` answers and is process `pid`; with `loaded`, it has also
-    finished loading its AOF (INFO answers while it loads; a command would not)."""
+Waiting = Callable[[str, float], None]  # told the URL and the % of its AOF loaded so far
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    loading_perc: float | None  # how much of its AOF it has loaded; None: all of it
+
+
+def _answer(url: str, pid: int) -> Answer | None:
+    """How the server at `url` answers when it is process `pid` (INFO answers
+    while it loads its AOF; data commands would not); None when it does not."""
     client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=2)
     try:
         if _int(client.info("server").get("process_id")) != pid:
-            return False
-        return not loaded or _int(client.info("persistence").get("loading")) == 0
+            return None
+        info = client.info("persistence")
     except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError, OSError):
-        return False  # BusyLoadingError included: not yet
+        return None  # BusyLoadingError included: not yet
     finally:
         client.close()
+    return Answer(_loading_perc(info))
+
+
+def _loading_perc(persistence: dict[str, Any]) -> float | None:
+    """From INFO persistence: how much of its AOF the server has loaded; None once done."""
+    return float(persistence.get("loading_loaded_perc", 0)) if persistence.get("loading") else None
 
 
 def _other_clients(client: redis.Redis) -> int:

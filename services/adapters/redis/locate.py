@@ -13,7 +13,7 @@ from enum import StrEnum
 import redis
 
 from services.adapters.redis.local_server import answers
-from services.adapters.redis.local_service import LocalService
+from services.adapters.redis.local_service import LocalService, Waiting
 from services.errors import ConfigError, RedisUnavailable
 from services.settings import Settings, masked
 
@@ -46,7 +46,8 @@ class Located:
                 )
 
 
-def locate(settings: Settings, *, may_start: bool) -> Located:
+def locate(settings: Settings, *, may_start: bool, waiting: Waiting | None = None) -> Located:
+    """`waiting` is told when the local service is still loading its AOF (the command waits)."""
     if settings.redis_url:
         check_reachable("REDIS_URL", settings.redis_url)
         return Located(settings.redis_url, Origin.REDIS_URL, settings.state_dir)
@@ -54,7 +55,7 @@ def locate(settings: Settings, *, may_start: bool) -> Located:
         check_reachable("AGENTLEDGER_PROBE_URL", settings.probe_url)
         return Located(settings.probe_url, Origin.PROBE, settings.state_dir)
     service = LocalService(settings.state_dir)
-    url = service.running_url()
+    url = service.ready_url(waiting)
     if url is not None:
         return Located(url, Origin.LOCAL, settings.state_dir)
     if not may_start:
@@ -66,7 +67,7 @@ def locate(settings: Settings, *, may_start: bool) -> Located:
             "or set REDIS_URL"
         )
     try:
-        url, started = service.start()
+        url, started = service.start(waiting)
     except OSError as exc:  # the state folder cannot be made or written
         if not str(exc.filename or "").startswith(settings.state_dir):
             raise

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from services.adapters.redis.local_service import LocalService, ServiceStatus
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.reply import emit
+from services.entrypoints.cli.reply import emit, say_loading
 from services.settings import Settings
 
 
@@ -13,7 +13,7 @@ def local(settings: Settings, action: str, *, force: bool, as_json: bool) -> int
     service = LocalService(settings.state_dir)
     match action:
         case "start":
-            _, started = service.start()
+            _, started = service.start(say_loading)
             return _report(service.status(), "started" if started else "already running", as_json)
         case "stop":
             stopped = service.stop(force=force)  # ServiceBusy while clients are connected
@@ -29,9 +29,14 @@ def _report(status: ServiceStatus, what: str | None, as_json: bool) -> int:
         return 0
     head = f"local Redis service: {what}" if what else "local Redis service"
     if status.running:
+        held = (
+            f"{status.keys} keys"
+            if status.loading_perc is None
+            else f"still loading its AOF ({status.loading_perc:.0f}%): commands wait for it"
+        )
         print(
             f"{head}\n  running at {status.url} (pid {status.pid}, redis {status.version}, "
-            f"up {status.uptime_s}s)\n  {status.keys} keys; {status.other_clients} other clients "
+            f"up {status.uptime_s}s)\n  {held}; {status.other_clients} other clients "
             f"connected\n  data in {status.state_dir}/redis (AOF, appendfsync everysec)"
         )
     else:

@@ -23,6 +23,11 @@ def say(text: str) -> None:
     print(f"agentledger: {text}", file=sys.stderr, flush=True)
 
 
+def say_loading(url: str, perc: float) -> None:
+    """The local Redis service is still loading its AOF: the command waits for it."""
+    say(f"the local Redis service at {url} is loading its AOF ({perc:.0f}% so far); waiting for it")
+
+
 def fail(code: int, kind: str, message: str, as_json: bool, **extra: Any) -> int:
     """Report a failure the user can act on; returns the exit code."""
     say(f"{kind}: {message}")

@@ -15,6 +15,7 @@ from events.state import RunState
 from services.adapters.redis.client import redis_client
 from services.adapters.redis.locate import Located, locate
 from services.adapters.store.redis_store import RedisEventStore
+from services.entrypoints.cli.reply import say_loading
 from services.handlers.state_cache import cache_for
 from services.keys import Keys, keys_for
 from services.settings import Settings
@@ -34,7 +35,7 @@ class Session:
 
 @contextmanager
 def open_session(settings: Settings, *, may_start: bool) -> Iterator[Session]:
-    found = locate(settings, may_start=may_start)
+    found = locate(settings, may_start=may_start, waiting=say_loading)
     if (notice := found.notice()) is not None:
         print(f"agentledger: {notice}", file=sys.stderr, flush=True)
     settings = settings.with_(redis_url=found.url)
