@@ -6,6 +6,7 @@ points at nothing or a command may not start a Redis."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -135,6 +136,16 @@ def test_a_redis_url_where_nothing_answers_exits_10_without_a_traceback(cli: Cli
     assert "Traceback" not in done.stderr
 
 
+def pid_in(pid_file: Path) -> int:
+    """The pid a daemon wrote, once it has (it writes the file just after forking)."""
+    deadline = time.monotonic() + 20
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            return int(pid_file.read_text())
+        assert time.monotonic() < deadline, f"no pid in {pid_file}"
+        time.sleep(0.05)
+
+
 def lines_until(stream: IO[str], wanted: str, timeout_s: float) -> list[str]:
     """Lines read from `stream` up to the first holding `wanted` (fails at the deadline)."""
     seen: list[str] = []
@@ -171,11 +182,7 @@ def test_a_command_waits_while_the_local_service_loads_its_aof_and_says_so(local
         check=True, timeout=30,
     )  # fmt: skip
     (data / "url").write_text(url + "\n")
-    deadline = time.monotonic() + 20
-    while not (data / "redis.pid").exists():  # the daemon writes it just after forking
-        assert time.monotonic() < deadline, "the server wrote no pid file"
-        time.sleep(0.05)
-    loading_pid = int((data / "redis.pid").read_text())
+    loading_pid = pid_in(data / "redis.pid")
 
     status = local_status(local)
     assert status["running"] and status["loading"] and status["keys"] is None

@@ -297,7 +297,16 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Dead, not yet reaped (a container's pid 1 may never reap the daemon)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no /proc here, or it is gone just now
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def _is_redis(pid: int) -> bool:
