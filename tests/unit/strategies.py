@@ -225,11 +225,6 @@ CANCEL_PERCENT = 2
 Decision = Callable[[RunState], list[Event]]
 
 
-def settled(s: RunState) -> bool:
-    """Nothing left to record: the run ended and none of its calls still runs."""
-    return s.status.terminal and not s.in_flight
-
-
 def refusable(control: Decision) -> Decision:
     """A control that does not fit the run appends nothing."""
 

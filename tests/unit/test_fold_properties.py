@@ -22,7 +22,7 @@ from runlog import (
     assert_roles_alternate,
     envelope,
 )
-from strategies import SPEC, decision, random_events, settled
+from strategies import SPEC, decision, random_events
 
 from events.conversation import messages
 from events.dispatch import due_commands
@@ -80,7 +80,7 @@ def grow(data: st.DataObject) -> Grown:
     g, now = Grown(), T0
     chaos = g.chaos = data.draw(st.sampled_from([0, 0, 1, 3, 8]), label="chaos %")
     for _ in range(MAX_STEPS):
-        done = g.state is not None and settled(g.state)
+        done = g.state is not None and g.state.over
         if done and not chaos:
             break  # no decision moves an ended run with nothing running
         dice = data.draw(st.integers(0, 99), label="dice")
@@ -166,7 +166,7 @@ def test_a_run_driven_by_its_decisions_never_moves_illegally_repeats_itself_or_g
     assert state is not None
     for _ in range(MAX_STEPS):
         dice = data.draw(st.integers(0, 99), label="dice")
-        if settled(state) or dice == STOP:
+        if state.over or dice == STOP:
             break
         now += TICKS[dice % len(TICKS)]
         decide = decision(data, state, now)
