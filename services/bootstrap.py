@@ -38,6 +38,7 @@ from services.clock import SystemClock, worker_name
 from services.entrypoints.actors import declare_actors
 from services.handlers.app import App
 from services.handlers.runs import Observe, Runs
+from services.handlers.state_cache import warm_up
 from services.keys import Keys, keys_for
 from services.lock_partitions import lock_partitions
 from services.loops import inbox_parse
@@ -71,11 +72,13 @@ def worker_middleware() -> list[Middleware]:
 
 def prepare_readers() -> None:
     """What a run's first load builds (the snapshot reader, the fold's copy functions)
-    and the inbox message reader, built before a worker's threads start: not by the
-    first step of its first run (a CLI command builds only what it uses)."""
+    and the inbox message reader, built before a worker's threads start, and a first
+    pass over a run's load (`state_cache.warm_up`): not paid by the first step of its
+    first run (a CLI command builds only what it uses)."""
     snapshot.prepare()
     fold.prepare()
     inbox_parse.prepare()
+    warm_up()
 
 
 def shards_ever(client: redis.Redis, keys: Keys) -> range:

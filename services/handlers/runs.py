@@ -32,7 +32,7 @@ from events.types import Event, RunCreated
 from schemas.envelope import Envelope, construct
 from schemas.ids import EventId, RunId
 from services.adapters.locks.port import Locks
-from services.adapters.store.port import EventStore, Outgoing
+from services.adapters.store.port import EventStore, Outgoing, Snapshot
 from services.clock import Clock, new_event_id
 from services.errors import ConcurrencyConflict, TooContended, UnknownRun
 from services.handlers.outage import through_outage
@@ -118,7 +118,9 @@ class Runs:
         """The state this process holds of the run (or is appending), else the log's."""
         return self.cache.latest(run_id) or self.load(run_id)
 
-    def create(self, created: RunCreated, run_id: str, *, source: str, causation_id: str | None) -> RunState:
+    def create(
+        self, created: RunCreated, run_id: str, *, source: str, causation_id: str | None
+    ) -> RunState:
         """Append a run's first event (and queue its first command); ConcurrencyConflict
         when the run exists already."""
         batch = envelopes(
@@ -223,9 +225,10 @@ class Runs:
         now = self.clock.now()
         messages = self._outbox.messages(after, new_commands(before, after, now=now))
         cache = self.cache
+        snapshot = cache.snapshot_due(run_id, after)
         with cache.expecting(run_id, after, batch[-1].id):
-            self._append(run_id, batch, before, after, messages, outage_s)
-            cache.appended(run_id, after, batch[-1].id)
+            self._append(run_id, batch, before, after, messages, snapshot, outage_s)
+            cache.appended(run_id, after, batch[-1].id, snapshot)
         if self.observe is not None:
             self.observe(before, after, batch)
         if released := released_asks(before, after):
@@ -242,10 +245,12 @@ class Runs:
         before: RunState | None,
         after: RunState,
         messages: list[Outgoing],
+        snapshot: Snapshot | None,
         outage_s: float,
     ) -> None:
-        """Append; across a Redis outage keep trying for `outage_s` (a resend of an
-        append that landed is recognised by its first event's id)."""
+        """Append (with the snapshot that is due, if one is); across a Redis outage keep
+        trying for `outage_s` (a resend of an append that landed is recognised by its
+        first event's id)."""
         through_outage(
             lambda: self.store.append(
                 run_id,
@@ -254,6 +259,7 @@ class Runs:
                 expected_id=before.last_event_id if before else "",
                 live=after.status.watched,
                 messages=messages,
+                snapshot=snapshot,
             ),
             outage_s=outage_s,
             doing=f"appending to run {run_id!r}",

@@ -6,11 +6,14 @@ bounded LRU, each with the seq and id of the last event folded), and every
 SNAPSHOT_EVERY events a snapshot of the state goes into the store: data
 through the codec (`events.snapshot`), a small header plus the pages of past
 turns that filled up since the last one, so writing one costs the same at
-turn 2000 as at turn 20, and a new process loads only the header. A load asks the store, in one call, for the
-events after the cached state *and* whether the log still holds the event the
-cached state ends with; the store answers with a newer snapshot when it has
-one that still matches the log, and with the whole log when neither matches
-(a stream deleted and made again), which is then folded from nothing. Loads
+turn 2000 as at turn 20, and a new process loads only the header and the few
+events after it. A writer's snapshot goes in its append (`snapshot_due`): no
+round trip of its own, and it lands only with the events it folds. A load asks
+the store, in one call, for the events after the cached state *and* whether
+the log still holds the event the cached state ends with; the store answers
+with a newer snapshot when it has one that still matches the log, and with the
+whole log when neither matches (a stream deleted and made again), which is
+then folded from nothing. Loads
 of many runs (the reactor's) share one call. A writer hands over the state it
 folded from the events it appended (`expecting`, `appended`), so its own steps
 are not read back."""
@@ -20,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,15 +32,17 @@ from weakref import WeakKeyDictionary
 
 from events import snapshot
 from events.fold import fold
+from events.sample_run import sample_log
 from events.snapshot import PAGE_TURNS
 from events.state import RunState
+from events.types import CODEC
 from schemas.codec import pack, unpack
 from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
 from schemas.spec import RunSpec
 from services.adapters.store.port import EventStore, Head, Snapshot, Tail
 
-SNAPSHOT_EVERY = 50  # events between two snapshots of a run
+SNAPSHOT_EVERY = 12  # events between two snapshots of a run (about two tool calls)
 CACHED_RUNS = 1024  # folded states kept per process (and per store)
 SPECS_KEPT = 256  # validated specs of snapshots kept per process, by their bytes
 log = logging.getLogger(__name__)
@@ -57,6 +62,10 @@ def encode(state: RunState, *, pages_saved: int, with_spec: bool) -> Snapshot:
 
 def decode(snap: Snapshot, run_id: str, store: EventStore) -> RunState:
     """The state a snapshot stands for; its past turns are read when first needed."""
+    return _decoded(snap, lambda n: store.snapshot_pages(run_id, n))
+
+
+def _decoded(snap: Snapshot, stored_pages: Callable[[int], list[bytes]]) -> RunState:
     head = unpack(snap.state)
     if not isinstance(head, dict) or snap.spec is None:
         raise InvalidEvent("a snapshot without its header or spec", field="snapshot")
@@ -71,10 +80,24 @@ def decode(snap: Snapshot, run_id: str, store: EventStore) -> RunState:
         return turns
 
     def read_pages(n: int) -> list[list[snapshot.Record]]:
-        return [unpack(blob) for blob in store.snapshot_pages(run_id, n)]
+        return [unpack(blob) for blob in stored_pages(n)]
 
     spec = spec_of(snap.spec)
     return snapshot.restore(head, spec=spec, read_tail=read_tail, read_pages=read_pages)
+
+
+def warm_up() -> None:
+    """Read the sample run (`events.sample_run`) as a run's first load reads one: its
+    events through the codec, a snapshot of its state written and read back, the
+    rest folded onto it, its past turns decoded. A worker does this before its
+    threads start (`bootstrap.prepare_readers`), so its first real load runs code
+    that has run before; nothing is written to any store."""
+    log = [CODEC.decode(CODEC.encode(e)) for e in sample_log()]
+    older = fold(log[:9])  # the second turn's reply: the first turn is past
+    assert older is not None and len(older.history) == 1
+    restored = _decoded(encode(older, pages_saved=0, with_spec=True), lambda n: [])
+    state = fold(log[9:], restored)
+    assert state is not None and state.history.item(0) == older.history.item(0)
 
 
 @lru_cache(maxsize=SPECS_KEPT)
@@ -172,7 +195,10 @@ class StateCache:
             self.forget(run_id)
             return None
         if base is not None and tail.snapshot is not None:  # what the snapshot holds is stored
-            self._put(run_id, Folded(base, base_id, tail.snapshot_seq, len(base.history) // PAGE_TURNS, True))
+            self._put(
+                run_id,
+                Folded(base, base_id, tail.snapshot_seq, len(base.history) // PAGE_TURNS, True),
+            )
         self._keep(run_id, state, events[-1].id if events else base_id, tail.snapshot_seq)
         return state
 
@@ -190,23 +216,43 @@ class StateCache:
             if self._inflight.get(run_id) is state:
                 del self._inflight[run_id]
 
-    def appended(self, run_id: str, state: RunState, event_id: str) -> None:
-        """A writer appended the events that end with `event_id` and folded them into
-        `state` (from the events as stored): keep that instead of reading them back."""
-        held = self.get(run_id)
-        self._keep(run_id, state, event_id, held.snapshot_seq if held else 0)
+    def snapshot_due(self, run_id: str, state: RunState) -> Snapshot | None:
+        """The snapshot a writer appends with the events that lead to `state` (in the
+        same call: it lands only with them), when one is due; else None."""
+        snapshot_seq, pages_saved, spec_saved = self._marks(run_id, state)
+        if state.seq - snapshot_seq < self._every:
+            return None
+        return encode(state, pages_saved=pages_saved, with_spec=not spec_saved)
+
+    def appended(
+        self, run_id: str, state: RunState, event_id: str, snapshot: Snapshot | None = None
+    ) -> None:
+        """A writer appended the events that end with `event_id` (and `snapshot`, from
+        `snapshot_due`, with them) and folded them into `state` (from the events as
+        stored): keep that instead of reading them back."""
+        marks = self._marks(run_id, state)
+        if snapshot is not None:
+            marks = (state.seq, len(state.history) // PAGE_TURNS, True)
+        self._put(run_id, Folded(state, event_id, *marks))
 
     def _keep(self, run_id: str, state: RunState, event_id: str, snapshot_seq: int) -> None:
-        held = self.get(run_id)
-        same_run = held is not None and held.state.created_at == state.created_at
-        pages_saved = held.pages_saved if held and same_run else 0
-        spec_saved = held.spec_saved if held and same_run else False
+        """A reader folded `state`: kept, and a snapshot of it saved when one is due."""
+        _, pages_saved, spec_saved = self._marks(run_id, state)
         if state.seq - snapshot_seq >= self._every:
             snap = encode(state, pages_saved=pages_saved, with_spec=not spec_saved)
             self._store.save_snapshot(run_id, snap)
             snapshot_seq, spec_saved = state.seq, True
             pages_saved = len(state.history) // PAGE_TURNS
         self._put(run_id, Folded(state, event_id, snapshot_seq, pages_saved, spec_saved))
+
+    def _marks(self, run_id: str, state: RunState) -> tuple[int, int, bool]:
+        """What this process knows is stored of `state`'s run: the newest snapshot's
+        seq, the full pages of past turns and whether the spec is (nothing of a run
+        made again under the same id)."""
+        held = self.get(run_id)
+        if held is None or held.state.created_at != state.created_at:
+            return 0, 0, False
+        return held.snapshot_seq, held.pages_saved, held.spec_saved
 
     def _base(
         self, run_id: str, held: Folded | None, tail: Tail

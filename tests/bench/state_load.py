@@ -25,11 +25,11 @@ from typing import Any
 from events.fold import fold
 from schemas.envelope import Envelope
 from services.adapters.store.redis_store import RedisEventStore
-from services.handlers.state_cache import StateCache, decode, encode
+from services.handlers.state_cache import SNAPSHOT_EVERY, StateCache, decode, encode
 from services.settings import environ_for_children
 from tests.bench.harness import REPO_ROOT, Bench, BenchError
 
-SNAP_BEHIND = 25  # events between the snapshot (or the cached state) and the log's end
+SNAP_BEHIND = SNAPSHOT_EVERY // 2  # events from the snapshot (or cached state) to the log's end
 CHUNK = 2000  # events per append while the logs are written
 NEVER = 10**12  # a cache that writes no snapshots of its own while it is timed
 NEW_PROCESSES = 3  # new processes timed, each once, per log size
@@ -103,7 +103,9 @@ def _measure_one(
         "cache_check_ms": median(current),
         "snapshot_kb": len(snap.state) / 1024,  # the header a new process reads
         "pages_kb": sum(len(b) for b in snap.pages.values()) / 1024,  # read only on demand
-        "encode_ms": _time(lambda: encode(older, pages_saved=len(older.history) // 64, with_spec=False)),
+        "encode_ms": _time(
+            lambda: encode(older, pages_saved=len(older.history) // 64, with_spec=False)
+        ),
         "decode_ms": _time(lambda: decode(snap, run_id, store)),
         "turns": len(older.history) + 1,
     }

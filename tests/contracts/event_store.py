@@ -270,6 +270,27 @@ class EventStoreContract:
         assert kept.snapshot == snap(4, events[3].id)
         assert replaced.snapshot == snap(3, events[2].id, version="new-code")
 
+    def test_a_snapshot_appended_with_its_events_is_kept_only_when_they_land(
+        self, store: EventStore, queued: Callable[[str], list[bytes]], stream: str
+    ) -> None:
+        first, second = batch("run-a", 1, 4), batch("run-a", 5, 2)
+        at_4 = Snapshot(4, first[3].id, V1, b"header", b"spec", {0: b"page 0"})
+        store.append("run-a", first, expected_seq=0, live=True, snapshot=at_4,
+                     messages=[Outgoing(stream, b"m1")])  # fmt: skip
+        with pytest.raises(ConcurrencyConflict):  # a stale writer's batch and snapshot
+            store.append("run-a", batch("run-a", 3, 2), expected_seq=2, live=True,
+                         snapshot=snap(4, "a-lost-event"), messages=[Outgoing(stream, b"m2")])  # fmt: skip
+        store.append("run-a", second, expected_seq=4, live=True)
+
+        [cold] = store.read_tails([Head("run-a")], snapshot_version=V1)
+
+        assert (cold.base, cold.events, cold.snapshot_seq) == (4, second, 4)
+        assert cold.snapshot is not None and (cold.snapshot.state, cold.snapshot.spec) == (
+            b"header", b"spec",
+        )  # fmt: skip
+        assert store.snapshot_pages("run-a", 1) == [b"page 0"]
+        assert queued(stream) == [b"m1"], "the messages go with the batch as before"
+
     def test_many_heads_are_answered_in_order_each_on_its_own_run(self, store: EventStore) -> None:
         a, b = batch("run-a", 1, 3), batch("run-b", 1, 2)
         store.append("run-a", a, expected_seq=0, live=True)

@@ -68,18 +68,44 @@ class StateCacheSuite:
         store: EventStore,
     ) -> None:
         writer = Spy(store)
-        cache = StateCache(writer)  # type: ignore[arg-type]
-        for upto in range(5, 2 * SNAPSHOT_EVERY + 20, 5):
+        cache = StateCache(writer, snapshot_every=10)  # type: ignore[arg-type]
+        for upto in range(5, 40, 5):
             grow(store, "run-a", upto)
             cache.load("run-a")
 
         fresh = Spy(store)
         state = StateCache(fresh).load("run-a")  # type: ignore[arg-type]
 
-        assert writer.saved == [SNAPSHOT_EVERY, 2 * SNAPSHOT_EVERY]
-        assert fresh.tails[0].base == 2 * SNAPSHOT_EVERY
-        assert len(fresh.tails[0].events) == state.seq - 2 * SNAPSHOT_EVERY  # type: ignore[union-attr]
+        assert writer.saved == [10, 20, 30]
+        assert fresh.tails[0].base == 30
+        assert len(fresh.tails[0].events) == 5
         assert state == fold(store.read("run-a"))
+
+    def test_a_writer_appends_the_snapshot_that_is_due_with_its_events(
+        self, store: EventStore
+    ) -> None:
+        writer = Spy(store)
+        cache = StateCache(writer, snapshot_every=10)  # type: ignore[arg-type]
+        grow(store, "run-a", 5)
+        state = cache.load("run-a")
+        due = []
+        for seq in range(5, 23, 3):  # as Runs._save: snapshot_due, append with it, appended
+            events = batch("run-a", seq + 1, 3)
+            after = fold(events, state)
+            assert after is not None
+            snap = cache.snapshot_due("run-a", after)
+            writer.append("run-a", events, expected_seq=seq, live=True, snapshot=snap)
+            cache.appended("run-a", after, events[-1].id, snap)
+            due.append(snap.seq if snap else None)
+            state = after
+
+        fresh = Spy(store)
+        loaded = StateCache(fresh).load("run-a")  # type: ignore[arg-type]
+
+        assert due == [None, 11, None, None, None, 23]
+        assert writer.saved == [], "no snapshot of its own: each went with an append"
+        assert (fresh.tails[0].base, fresh.tails[0].events) == (23, [])
+        assert loaded == state == fold(store.read("run-a"))
 
     def test_a_snapshot_that_cannot_be_read_is_passed_over_for_the_log(
         self, store: EventStore, caplog: pytest.LogCaptureFixture

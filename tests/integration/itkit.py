@@ -24,7 +24,7 @@ from events.types import RunCreated
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec
 from services.adapters.store.memory import MemoryEventStore
-from services.adapters.store.port import EventStore, Outgoing
+from services.adapters.store.port import EventStore, Outgoing, Snapshot
 from services.errors import ConcurrencyConflict
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
@@ -278,12 +278,13 @@ class WrappedStore:
         live: bool,
         messages: Sequence[Outgoing] = (),
         expected_id: str = "",
+        snapshot: Snapshot | None = None,
     ) -> int:
         self.before(events)
         try:
             seq = self._inner.append(
                 run_id, events, expected_seq=expected_seq, live=live, messages=messages,
-                expected_id=expected_id,
+                expected_id=expected_id, snapshot=snapshot,
             )  # fmt: skip
         except ConcurrencyConflict:
             self.conflicted()

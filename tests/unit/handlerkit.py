@@ -33,7 +33,7 @@ from services.adapters.locks.memory_locks import MemoryLocks
 from services.adapters.models.port import ModelAdapter
 from services.adapters.models.scripted import ScriptedAdapter
 from services.adapters.store.memory import MemoryEventStore
-from services.adapters.store.port import EventStore, Outgoing
+from services.adapters.store.port import EventStore, Outgoing, Snapshot
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.tools.toolset import ToolSet, load_toolset
 from services.errors import ConcurrencyConflict
@@ -130,11 +130,12 @@ class RecordingStore:
         live: bool,
         messages: Sequence[Outgoing] = (),
         expected_id: str = "",
+        snapshot: Snapshot | None = None,
     ) -> int:
         try:
             seq = self._inner.append(
                 run_id, events, expected_seq=expected_seq, live=live, messages=messages,
-                expected_id=expected_id,
+                expected_id=expected_id, snapshot=snapshot,
             )  # fmt: skip
         except ConcurrencyConflict:
             with self._lock:

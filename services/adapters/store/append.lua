@@ -1,11 +1,14 @@
 -- Append a batch of events to a run's stream, one entry to its shard's feed, the
--- shard's indexes, and the commands the batch made due to their task-queue
--- streams: all or nothing, at the expected seq. The writer dispatches.
--- KEYS: run stream, shard feed, shard runs index, shard live index, then one
---       task-queue stream per command (all in the run's shard: one hash tag)
+-- shard's indexes, the commands the batch made due to their task-queue streams,
+-- and the snapshot of the state the batch leads to when the writer made one
+-- (keep_snapshot.lua, prepended): all or nothing, at the expected seq. The writer
+-- dispatches.
+-- KEYS: run stream, shard feed, shard runs index, shard live index, run snapshot, then
+--       one task-queue stream per command (all in the run's shard: one hash tag)
 -- ARGV: expected_seq, run_id, at_ms, live (1|0), feed_maxlen, n events, the id of the
 --       event at expected_seq ('' for none: then the length alone is checked),
---       then (event_id, type, blob) per event, then one encoded message per command
+--       then (event_id, type, blob) per event, then k and k snapshot args (as
+--       snapshot.lua's ARGV; k = 0: none), then one encoded message per command
 -- Entry ids are 0-<seq>, so XLEN is the run's seq and reads after a seq are O(log n).
 local expected = tonumber(ARGV[1])
 local run_id = ARGV[2]
@@ -49,7 +52,12 @@ else
   redis.call('ZREM', KEYS[4], run_id)
 end
 local base = 8 + 3 * n
-for j = 5, #KEYS do
-  redis.call('XADD', KEYS[j], '*', 'm', ARGV[base + j - 5])
+local k = tonumber(ARGV[base])
+if k > 0 then
+  keep_snapshot(KEYS[5], ARGV, base + 1, base + k)
+end
+base = base + 1 + k
+for j = 6, #KEYS do
+  redis.call('XADD', KEYS[j], '*', 'm', ARGV[base + j - 6])
 end
 return {'ok', expected + n}

@@ -56,6 +56,7 @@ class MemoryEventStore:
         live: bool,
         messages: Sequence[Outgoing] = (),
         expected_id: str = "",
+        snapshot: Snapshot | None = None,
     ) -> int:
         if not events:
             raise ValueError("nothing to append")
@@ -74,6 +75,8 @@ class MemoryEventStore:
                 self._live.pop(run_id, None)
             for m in messages:
                 self.outbox.put(m)
+            if snapshot is not None:
+                self._keep_snapshot(run_id, snapshot)
             return len(log)
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
@@ -107,14 +110,18 @@ class MemoryEventStore:
 
     def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
         with self._lock:
-            kept = self._snapshots.get(run_id)
-            same = kept is not None and kept.version == snapshot.version
-            pages = {**(kept.pages if kept and same else {})}
-            for n, blob in snapshot.pages.items():
-                pages.setdefault(n, blob)
-            spec = kept.spec if kept and same and kept.spec else snapshot.spec
-            head = snapshot if not same or kept is None or kept.seq < snapshot.seq else kept
-            self._snapshots[run_id] = replace(head, spec=spec, pages=pages)
+            self._keep_snapshot(run_id, snapshot)
+
+    def _keep_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
+        """As save_snapshot, the lock held."""
+        kept = self._snapshots.get(run_id)
+        same = kept is not None and kept.version == snapshot.version
+        pages = {**(kept.pages if kept and same else {})}
+        for n, blob in snapshot.pages.items():
+            pages.setdefault(n, blob)
+        spec = kept.spec if kept and same and kept.spec else snapshot.spec
+        head = snapshot if not same or kept is None or kept.seq < snapshot.seq else kept
+        self._snapshots[run_id] = replace(head, spec=spec, pages=pages)
 
     def snapshot_pages(self, run_id: str, count: int) -> list[bytes]:
         with self._lock:

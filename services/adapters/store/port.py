@@ -76,13 +76,16 @@ class EventStore(Protocol):
         live: bool,
         messages: Sequence[Outgoing] = (),
         expected_id: str = "",
+        snapshot: Snapshot | None = None,
     ) -> int:
         """Append after `expected_seq`; return the new seq or raise ConcurrencyConflict.
 
         `live` says whether the run is live after these events (the sweeper's index).
         `messages` are queued with the events, atomically: both or neither.
         `expected_id`, when given, is the id of the event at `expected_seq`: a log of
-        that length that ends with another event is a conflict too."""
+        that length that ends with another event is a conflict too.
+        `snapshot`, of the state these events lead to, is kept with them as
+        `save_snapshot` keeps one, in the same call: only if the append lands."""
         ...
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:

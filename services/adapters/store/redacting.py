@@ -14,7 +14,7 @@ from events.redact import Redactor, redact_envelope
 from events.types import RunCreated
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec
-from services.adapters.store.port import EventStore, Outgoing, RunIndexEntry
+from services.adapters.store.port import EventStore, Outgoing, RunIndexEntry, Snapshot
 
 MAX_SPECS = 4096  # runs whose spec is remembered; older ones are read again
 
@@ -35,6 +35,7 @@ class RedactingStore:
         live: bool,
         messages: Sequence[Outgoing] = (),
         expected_id: str = "",
+        snapshot: Snapshot | None = None,
     ) -> int:
         last_run, last = getattr(self._last, "batch", ("", ()))
         same = last_run == run_id and len(last) == len(events)
@@ -43,7 +44,7 @@ class RedactingStore:
         self._last.batch = ("", ())
         return self._inner.append(
             run_id, stored, expected_seq=expected_seq, live=live, messages=messages,
-            expected_id=expected_id,
+            expected_id=expected_id, snapshot=snapshot,
         )  # fmt: skip
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:

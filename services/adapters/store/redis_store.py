@@ -20,9 +20,11 @@ from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot
 from services.errors import ConcurrencyConflict
 from services.keys import Keys
 
-_APPEND = files("services.adapters.store").joinpath("append.lua").read_text()
-_TAIL = files("services.adapters.store").joinpath("tail.lua").read_text()
-_SNAPSHOT = files("services.adapters.store").joinpath("snapshot.lua").read_text()
+_SCRIPTS = files("services.adapters.store")
+_KEEP_SNAPSHOT = _SCRIPTS.joinpath("keep_snapshot.lua").read_text()
+_APPEND = _KEEP_SNAPSHOT + _SCRIPTS.joinpath("append.lua").read_text()
+_TAIL = _SCRIPTS.joinpath("tail.lua").read_text()
+_SNAPSHOT = _KEEP_SNAPSHOT + _SCRIPTS.joinpath("snapshot.lua").read_text()
 FEED_MAXLEN = 100_000
 SNAPSHOT_TTL_MS = 7 * 24 * 3600 * 1000  # a cache: an idle run's snapshot may go
 
@@ -45,6 +47,7 @@ class RedisEventStore:
         live: bool,
         messages: Sequence[Outgoing] = (),
         expected_id: str = "",
+        snapshot: Snapshot | None = None,
     ) -> int:
         if not events:
             raise ValueError("nothing to append")
@@ -53,12 +56,15 @@ class RedisEventStore:
         argv += [len(events), expected_id]
         for env in events:
             argv += [env.id, env.type, CODEC.encode(env)]
+        kept = _snapshot_args(snapshot) if snapshot is not None else []
+        argv += [len(kept), *kept]
         argv += [m.data for m in messages]
         keys = [
             self._keys.run(run_id),
             self._keys.feed(shard),
             self._keys.runs(shard),
             self._keys.live(shard),
+            self._keys.snapshot(run_id),
             *(m.stream for m in messages),
         ]
         verdict, seq = self._acks.call(self._append, keys, argv)
@@ -103,11 +109,7 @@ class RedisEventStore:
         raise NoScriptError("tail.lua was not loaded")
 
     def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
-        args: list[Any] = [snapshot.version, snapshot.seq, snapshot.event_id, snapshot.state]
-        args += [SNAPSHOT_TTL_MS, snapshot.spec or b""]
-        for n, blob in sorted(snapshot.pages.items()):
-            args += [n, blob]
-        self._snapshot(keys=[self._keys.snapshot(run_id)], args=args)
+        self._snapshot(keys=[self._keys.snapshot(run_id)], args=_snapshot_args(snapshot))
 
     def snapshot_pages(self, run_id: str, count: int) -> list[bytes]:
         if count == 0:
@@ -140,6 +142,15 @@ class RedisEventStore:
 
     def touch(self, run_id: str, *, at: float) -> None:
         self._r.zadd(self._keys.live(self._keys.shard(run_id)), {run_id: _ms(at)}, xx=True)
+
+
+def _snapshot_args(snapshot: Snapshot) -> list[Any]:
+    """keep_snapshot.lua's arguments."""
+    args: list[Any] = [snapshot.version, snapshot.seq, snapshot.event_id, snapshot.state]
+    args += [SNAPSHOT_TTL_MS, snapshot.spec or b""]
+    for n, blob in sorted(snapshot.pages.items()):
+        args += [n, blob]
+    return args
 
 
 def _tail_args(head: Head, version: str) -> list[Any]:

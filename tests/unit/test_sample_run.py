@@ -1,0 +1,27 @@
+"""The sample run a new worker reads before its threads start (`events.sample_run`,
+`state_cache.warm_up`): made through the deciders, it folds, and it goes through
+the codec and a snapshot and back unchanged."""
+
+from __future__ import annotations
+
+from events.fold import fold
+from events.sample_run import sample_log
+from events.status import RunStatus
+from services.handlers.state_cache import warm_up
+
+
+def test_the_sample_run_is_a_legal_log_of_the_hot_path_events() -> None:
+    log = sample_log()
+    state = fold(log)
+
+    assert state is not None and state.status is RunStatus.ACCEPTING
+    assert len(state.history) == 2 and [e.seq for e in log] == list(range(1, len(log) + 1))
+    assert {e.type for e in log} == {
+        "RunCreated", "ModelRequested", "ModelResponded", "ToolCallProposed",
+        "ToolCallValidated", "ToolCallStarted", "ToolCallSucceeded",
+    }  # fmt: skip
+
+
+def test_warming_up_reads_the_sample_through_the_codec_and_a_snapshot() -> None:
+    warm_up()  # raises if the snapshot + tail it reads back is not the sample's fold
+    warm_up()  # and again: it keeps nothing that a second pass would trip on
