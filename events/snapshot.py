@@ -71,26 +71,36 @@ def header(s: RunState) -> Record:
         v=VERSION,
         status=str(s.status),
         turns=len(s.history),
-        current_turn=_turn(s.current_turn) if s.current_turn else None,
+        current_turn=turn_record(s.current_turn) if s.current_turn else None,
         usage=s.usage.model_dump(),
         checks=[_check(c) for c in s.checks],
     )
     return record
 
 
-def pages(s: RunState, *, first: int) -> dict[int, list[Record]]:
+def page_turns(s: RunState, *, first: int) -> dict[int, list[Turn]]:
     """The full pages of the state's past turns from page `first` on."""
     full = len(s.history) // PAGE_TURNS
     return {
-        p: [_turn(s.history.item(i)) for i in range(p * PAGE_TURNS, (p + 1) * PAGE_TURNS)]
+        p: [s.history.item(i) for i in range(p * PAGE_TURNS, (p + 1) * PAGE_TURNS)]
         for p in range(first, full)
     }
 
 
-def tail_turns(s: RunState) -> list[Record]:
+def tail_of(s: RunState) -> list[Turn]:
     """The past turns after the last full page (they ride in the header, packed apart)."""
     start = len(s.history) // PAGE_TURNS * PAGE_TURNS
-    return [_turn(s.history.item(i)) for i in range(start, len(s.history))]
+    return [s.history.item(i) for i in range(start, len(s.history))]
+
+
+def pages(s: RunState, *, first: int) -> dict[int, list[Record]]:
+    """`page_turns` as records."""
+    return {p: [turn_record(t) for t in turns] for p, turns in page_turns(s, first=first).items()}
+
+
+def tail_turns(s: RunState) -> list[Record]:
+    """`tail_of` as records."""
+    return [turn_record(t) for t in tail_of(s)]
 
 
 def restore(
@@ -110,7 +120,9 @@ def restore(
     def load() -> list[Turn]:
         tail = read_tail()
         if len(tail) != turns - full * PAGE_TURNS:
-            raise SnapshotError(f"{len(tail)} turns after {full} pages, not {turns - full * PAGE_TURNS}")
+            raise SnapshotError(
+                f"{len(tail)} turns after {full} pages, not {turns - full * PAGE_TURNS}"
+            )
         read = read_pages(full)
         if len(read) != full:
             raise SnapshotError(f"{len(read)} pages of {full}")
@@ -141,7 +153,8 @@ def _upgraded(record: Record) -> Record:
     return record
 
 
-def _turn(t: Turn) -> Record:
+def turn_record(t: Turn) -> Record:
+    """A past turn as a record (the same for as long as the turn is kept)."""
     return {
         "index": t.index,
         "content": [b.model_dump(mode="json") for b in t.content],

@@ -106,12 +106,11 @@ class LeaseKeeper:
         self._app = app
         self._request = ask
         self._stop = threading.Event()
-        name = f"lease-{ask.request_id if ask else None}"
-        self._thread = threading.Thread(target=self._beat, daemon=True, name=name)
 
     def __enter__(self) -> LeaseKeeper:
-        if self._request is not None:
-            self._thread.start()
+        if self._request is not None:  # a call without locks has nothing to renew: no thread
+            name = f"lease-{self._request.request_id}"
+            threading.Thread(target=self._beat, daemon=True, name=name).start()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -34,7 +34,7 @@ from events import snapshot
 from events.fold import fold
 from events.sample_run import sample_log
 from events.snapshot import PAGE_TURNS
-from events.state import RunState
+from events.state import RunState, Turn
 from events.types import CODEC
 from schemas.codec import pack, unpack
 from schemas.envelope import Envelope
@@ -54,10 +54,61 @@ VERSION = f"codec{snapshot.VERSION}"  # the snapshot format; another is folded p
 def encode(state: RunState, *, pages_saved: int, with_spec: bool) -> Snapshot:
     """The snapshot of `state` (the header, the pages not saved yet, the spec if asked)."""
     head = snapshot.header(state)
-    head["tail"] = pack(snapshot.tail_turns(state))  # packed apart: decoded on demand
-    pages = {n: pack(page) for n, page in snapshot.pages(state, first=pages_saved).items()}
+    head["tail"] = _PACKED.array(snapshot.tail_of(state))  # packed apart: decoded on demand
+    pages = {
+        n: _PACKED.array(turns)
+        for n, turns in snapshot.page_turns(state, first=pages_saved).items()
+    }
     spec = pack(state.spec.model_dump(mode="json")) if with_spec else None
     return Snapshot(state.seq, state.last_event_id, VERSION, pack(head), spec, pages)
+
+
+class PackedTurns:
+    """Past turns packed once each. A past turn never changes and is the same object
+    from one state of its run to the next, so a snapshot's tail turns (up to
+    PAGE_TURNS - 1 of them, in every snapshot until their page fills) and each full
+    page are msgpack arrays of turns packed before: the tail of a snapshot costs
+    the same whichever turn of its page the run is at. Kept by the turn object's
+    identity (the entry holds the turn, so its id is not reused while kept), the
+    newest `capacity` turns and at most `max_bytes` of packed bytes."""
+
+    def __init__(self, capacity: int = 4 * CACHED_RUNS, max_bytes: int = 32 << 20) -> None:
+        self._capacity = capacity
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._kept: OrderedDict[int, tuple[Turn, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def array(self, turns: Sequence[Turn]) -> bytes:
+        """`pack([turn_record(t) for t in turns])`, the same bytes."""
+        return _array_header(len(turns)) + b"".join(self._one(t) for t in turns)
+
+    def _one(self, turn: Turn) -> bytes:
+        with self._lock:
+            kept = self._kept.get(id(turn))
+            if kept is not None and kept[0] is turn:
+                self._kept.move_to_end(id(turn))
+                return kept[1]
+        packed = pack(snapshot.turn_record(turn))
+        with self._lock:
+            replaced = self._kept.pop(id(turn), None)
+            self._bytes -= len(replaced[1]) if replaced else 0
+            self._kept[id(turn)] = (turn, packed)
+            self._bytes += len(packed)
+            while len(self._kept) > self._capacity or self._bytes > self._max_bytes:
+                _, (_, dropped) = self._kept.popitem(last=False)
+                self._bytes -= len(dropped)
+        return packed
+
+
+def _array_header(n: int) -> bytes:
+    """msgpack's header of an array of n items (fixarray, array 16, array 32)."""
+    if n < 16:
+        return bytes((0x90 | n,))
+    return b"\xdc" + n.to_bytes(2, "big") if n < 1 << 16 else b"\xdd" + n.to_bytes(4, "big")
+
+
+_PACKED = PackedTurns()
 
 
 def decode(snap: Snapshot, run_id: str, store: EventStore) -> RunState:

@@ -6,11 +6,13 @@ sweeper's re-drives, lock grants told to the run that waited)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import redis
-from dramatiq.message import Message
+from dramatiq import get_encoder
+from dramatiq.message import generate_unique_id
 
 from events.commands import Command, DriveCall, Pool, RequestModel, ResolveCall, RunAcceptance
 from events.state import RunState
@@ -38,6 +40,22 @@ def args_of(command: Command) -> tuple[Any, ...]:
             return (run_id, call_id)
 
 
+def encoded(name: str, command: Command) -> bytes:
+    """The command as dramatiq's message to the pool's actor on queue `name`: the bytes
+    `Message(...).encode()` makes (its fields, in its order, a new id and timestamp),
+    without making a Message first (its dataclass costs more than the encoding)."""
+    fields = {
+        "queue_name": name,
+        "actor_name": ACTORS[type(command)],
+        "args": args_of(command),
+        "kwargs": {},
+        "options": {},
+        "message_id": generate_unique_id(),
+        "message_timestamp": int(time.time() * 1000),
+    }
+    return get_encoder().encode(fields)
+
+
 class Outbox:
     def __init__(self, keys: Keys):
         self._keys = keys
@@ -47,14 +65,7 @@ class Outbox:
 
     def message(self, s: RunState, command: Command) -> Outgoing:
         name = queue_name(command.pool, s.queue, s.toolset)
-        data = Message(
-            queue_name=name,
-            actor_name=ACTORS[type(command)],
-            args=args_of(command),
-            kwargs={},
-            options={},
-        ).encode()
-        return Outgoing(self.stream(s, command.pool), data)
+        return Outgoing(self.stream(s, command.pool), encoded(name, command))
 
     def messages(self, s: RunState, commands: Sequence[Command]) -> list[Outgoing]:
         return [self.message(s, c) for c in commands]

@@ -1,0 +1,51 @@
+"""A snapshot's past turns are packed once each (`state_cache.PackedTurns`): the
+arrays it makes are the bytes msgpack makes of the same records, and a turn it
+holds is not packed again."""
+
+from __future__ import annotations
+
+import pytest
+
+from events import snapshot
+from events.fold import fold
+from events.sample_run import sample_log
+from schemas.codec import pack
+from services.handlers.state_cache import PackedTurns
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 40, 70_000])
+def test_an_array_of_packed_turns_is_what_msgpack_makes_of_their_records(count: int) -> None:
+    state = fold(sample_log())
+    assert state is not None
+    turns = [state.history.item(i % 2) for i in range(count)]
+
+    assert PackedTurns().array(turns) == pack([snapshot.turn_record(t) for t in turns])
+
+
+def test_a_turn_is_packed_once_while_it_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = fold(sample_log())
+    assert state is not None
+    first, second = state.history.item(0), state.history.item(1)
+    packed: list[int] = []
+    record = snapshot.turn_record
+    monkeypatch.setattr(snapshot, "turn_record", lambda t: packed.append(t.index) or record(t))
+    turns = PackedTurns(capacity=1)
+
+    turns.array([first]), turns.array([first]), turns.array([second]), turns.array([first])
+
+    assert packed == [first.index, second.index, first.index], "the second turn pushed it out"
+
+
+def test_packed_turns_are_kept_up_to_a_number_of_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = fold(sample_log())
+    assert state is not None
+    first, second = state.history.item(0), state.history.item(1)
+    packed: list[int] = []
+    record = snapshot.turn_record
+    monkeypatch.setattr(snapshot, "turn_record", lambda t: packed.append(t.index) or record(t))
+    one_turn = len(pack(record(first)))
+    turns = PackedTurns(max_bytes=one_turn + len(pack(record(second))) - 1)
+
+    turns.array([first, second]), turns.array([second]), turns.array([first])
+
+    assert packed == [first.index, second.index, first.index], "both did not fit"
