@@ -13,10 +13,10 @@ the store, in one call, for the events after the cached state *and* whether
 the log still holds the event the cached state ends with; the store answers
 with a newer snapshot when it has one that still matches the log, and with the
 whole log when neither matches (a stream deleted and made again), which is
-then folded from nothing. Loads
-of many runs (the reactor's) share one call. A writer hands over the state it
-folded from the events it appended (`expecting`, `appended`), so its own steps
-are not read back."""
+then folded from nothing. Loads of many runs (`agentledger list`, the web
+view, the metrics) share one call. A writer hands over the state it folded
+from the events it appended (`expecting`, `appended`), so its own steps are
+not read back."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
--- keep_snapshot(key, args, i): keep a run's snapshot header unless one of the same
+-- keep_snapshot(key, args, i, last): keep a run's snapshot header unless one of the same
 -- version at a seq as high is kept; its spec and its full pages of past turns are
 -- written once each (HSETNX). Shared by snapshot.lua and append.lua (prepended to each).
 -- key: run snapshot (hash: v, seq, id, state, spec, page:<n>)
--- args[i ..]: version, seq, event id at seq, state, ttl_ms, spec ('' for none), then
+-- args[i .. last]: version, seq, event id at seq, state, ttl_ms, spec ('' for none), then
 --             (page n, blob)* up to args[last]
 local function keep_snapshot(key, args, i, last)
   local kept = redis.call('HMGET', key, 'v', 'seq')
