@@ -9,6 +9,7 @@ import pytest
 from events import snapshot
 from events.fold import fold
 from events.sample_run import sample_log
+from events.state import Turn
 from schemas.codec import pack
 from services.handlers.state_cache import PackedTurns
 
@@ -22,13 +23,18 @@ def test_an_array_of_packed_turns_is_what_msgpack_makes_of_their_records(count: 
     assert PackedTurns().array(turns) == pack([snapshot.turn_record(t) for t in turns])
 
 
-def test_a_turn_is_packed_once_while_it_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+def _two_turns_counted(monkeypatch: pytest.MonkeyPatch) -> tuple[Turn, Turn, list[int]]:
+    """The sample run's two past turns, and the turn indexes packed from now on."""
     state = fold(sample_log())
     assert state is not None
-    first, second = state.history.item(0), state.history.item(1)
     packed: list[int] = []
     record = snapshot.turn_record
     monkeypatch.setattr(snapshot, "turn_record", lambda t: packed.append(t.index) or record(t))
+    return state.history.item(0), state.history.item(1), packed
+
+
+def test_a_turn_is_packed_once_while_it_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second, packed = _two_turns_counted(monkeypatch)
     turns = PackedTurns(capacity=1)
 
     turns.array([first]), turns.array([first]), turns.array([second]), turns.array([first])
@@ -37,14 +43,10 @@ def test_a_turn_is_packed_once_while_it_is_kept(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_packed_turns_are_kept_up_to_a_number_of_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
-    state = fold(sample_log())
-    assert state is not None
-    first, second = state.history.item(0), state.history.item(1)
-    packed: list[int] = []
-    record = snapshot.turn_record
-    monkeypatch.setattr(snapshot, "turn_record", lambda t: packed.append(t.index) or record(t))
-    one_turn = len(pack(record(first)))
-    turns = PackedTurns(max_bytes=one_turn + len(pack(record(second))) - 1)
+    first, second, packed = _two_turns_counted(monkeypatch)
+    both = len(pack(snapshot.turn_record(first))) + len(pack(snapshot.turn_record(second)))
+    packed.clear()
+    turns = PackedTurns(max_bytes=both - 1)
 
     turns.array([first, second]), turns.array([second]), turns.array([first])
 
