@@ -92,11 +92,24 @@ def _bindable(port: int) -> bool:
 
 
 def free_cluster_port() -> int:
-    """A free port whose bus port (+10000) is free too (so at most 55535)."""
+    """A free port whose bus port (+10000) is free too, both below the kernel's range
+    of ephemeral ports where it allows: there no outgoing connection and no private
+    redis-server (`free_port` binds port 0) is handed one between this check and the
+    node's bind. A node that loses the race anyway is started again (`_answering_node`)."""
+    low, high = _below_ephemeral()
     while True:
-        port = random.randint(20000, 45000)
+        port = random.randint(low, high)
         if _bindable(port) and _bindable(port + 10000):
             return port
+
+
+def _below_ephemeral() -> tuple[int, int]:
+    try:
+        first = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first = 32768  # Linux's default
+    high = first - 10001
+    return (10000, high) if high >= 12000 else (20000, 45000)
 
 
 def _start_node(folder: Path, *, fsync: str) -> Node:
@@ -111,6 +124,32 @@ def _start_node(folder: Path, *, fsync: str) -> Node:
     ]  # fmt: skip
     process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
     return Node(port, process, folder)
+
+
+def _answering_node(folder: Path, *, fsync: str, attempts: int = 5) -> Node:
+    """A node that answers a ping. One that exits first could not listen (its port or
+    bus port was taken after `free_cluster_port` looked): it is started again on
+    other ports, in a folder of its own."""
+    for attempt in range(attempts):
+        node = _start_node(
+            folder if attempt == 0 else folder.with_name(f"{folder.name}-{attempt}"), fsync=fsync
+        )
+
+        def answers(node: Node = node) -> bool:
+            if node.process.poll() is not None:
+                raise _Exited()
+            return bool(node.client().ping())
+
+        try:
+            _wait(answers, f"node {node.port} answering")
+            return node
+        except _Exited:
+            continue
+    raise RuntimeError(f"local cluster: no node of {folder} listened in {attempts} attempts")
+
+
+class _Exited(Exception):
+    """The node's process ended before it answered."""
 
 
 def _wait(check: object, what: str, timeout_s: float = 30.0) -> None:
@@ -132,9 +171,7 @@ def start_cluster(
     cluster = LocalCluster()
     try:
         for i in range(masters * (1 + replicas)):
-            cluster.nodes.append(_start_node(folder / f"n{i}", fsync=fsync))
-        for n in cluster.nodes:
-            _wait(lambda n=n: n.client().ping(), f"node {n.port} answering")
+            cluster.nodes.append(_answering_node(folder / f"n{i}", fsync=fsync))
         addresses = [f"127.0.0.1:{n.port}" for n in cluster.nodes]
         subprocess.run(
             [_redis_cli(), "--cluster", "create", *addresses,
