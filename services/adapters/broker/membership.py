@@ -2,22 +2,14 @@
 intakes, the sweepers) and which shards each owns. Each process heartbeats in
 the group's sorted set with Redis's own clock; a member silent for `ttl_s` is
 gone. Shards are dealt to the live members in turn (`owner`), so every member
-computes the same owners without talking, a run is driven by one process at a
-time (its cached state stays the log's), and when a member dies its shards
-move to the others within `ttl_s`. During a change two members may read one
-shard for a moment: harmless, since a consumer group delivers each message
-once and every step checks the log.
-
-Members of older code ranked shards by rendezvous hashing. A member that deals
-also beats in a second set (the group's key + ":dealing"); while a live member
-of the group is missing there (older code, in a rolling upgrade), every member
-that deals ranks by rendezvous hashing too (`rendezvous_owner`), so the group
-never disagrees about a shard for longer than a beat: a shard no member thinks
-its own would wait unread."""
+computes the same owners without talking, a run is
+driven by one process at a time (its cached state stays the log's), and when
+a member dies its shards move to the others within `ttl_s`. During a change two
+members may read one shard for a moment: harmless, since a consumer group
+delivers each message once and every step checks the log."""
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Iterable
 
@@ -47,39 +39,23 @@ def owner(shard: int, members: Iterable[str]) -> str | None:
     return ranked[shard % len(ranked)] if ranked else None
 
 
-def rendezvous_owner(shard: int, members: Iterable[str]) -> str | None:
-    """The member rendezvous hashing ranks first for `shard`: the rule of older code,
-    kept while a member of it lives (see the module's docstring)."""
-    best: tuple[bytes, str] | None = None
-    for m in members:
-        score = hashlib.sha1(f"{m}/{shard}".encode()).digest()
-        if best is None or score > best[0]:
-            best = (score, m)
-    return best[1] if best else None
-
-
 class Membership:
     def __init__(self, client: redis.Redis, key: str, me: str, *, ttl_s: float):
         self._client = client
         self.key = key
-        self.dealing_key = f"{key}:dealing"  # the group's members that deal shards in turn
         self.me = me
         self.ttl_s = ttl_s
         self._beat = client.register_script(_BEAT)
         self._leave = client.register_script(_LEAVE)
         self._members: tuple[str, ...] = (me,)
-        self._all_deal = True
         self._lock = threading.Lock()
 
     def beat(self) -> tuple[str, ...]:
-        """Say we are alive; learn who else is, and whether they all deal shards in turn."""
-        args: list[str | int] = [self.me, int(self.ttl_s * 1000)]
-        raw = self._beat(keys=[self.key], args=args)
-        dealing = self._beat(keys=[self.dealing_key], args=args)  # two slots on a cluster
-        members = tuple(sorted(_names(raw)))
+        """Say we are alive; learn who else is."""
+        raw = self._beat(keys=[self.key], args=[self.me, int(self.ttl_s * 1000)])
+        members = tuple(sorted(m.decode() if isinstance(m, bytes) else m for m in raw))
         with self._lock:
             self._members = members if self.me in members else (*members, self.me)
-            self._all_deal = set(self._members) <= {*_names(dealing), self.me}
         return self._members
 
     @property
@@ -88,19 +64,12 @@ class Membership:
             return self._members
 
     def owned(self, shards: Iterable[int]) -> list[int]:
-        with self._lock:
-            members, all_deal = self._members, self._all_deal
-        rule = owner if all_deal else rendezvous_owner
-        return [s for s in shards if rule(s, members) == self.me]
+        members = self.members
+        return [s for s in shards if owner(s, members) == self.me]
 
     def leave(self) -> None:
         """A clean stop: the others take our shards at their next beat."""
         try:
-            for key in (self.key, self.dealing_key):
-                self._leave(keys=[key], args=[self.me])
+            self._leave(keys=[self.key], args=[self.me])
         except redis.RedisError:
             pass  # we are going anyway; the ttl does it
-
-
-def _names(raw: Iterable[bytes | str]) -> list[str]:
-    return [m.decode() if isinstance(m, bytes) else m for m in raw]
