@@ -1,8 +1,8 @@
 """The live processes of a group (one pool of one task queue and tool set, the
 intakes, the sweepers) and which shards each owns. Each process heartbeats in
 the group's sorted set with Redis's own clock; a member silent for `ttl_s` is
-gone. Shards are dealt to the live members in turn (`owner`), so every member
-computes the same owners without talking, a run is
+gone. Shard s belongs to the live member that rendezvous hashing ranks first
+for it, so every member computes the same owners without talking, a run is
 driven by one process at a time (its cached state stays the log's), and when
 a member dies its shards move to the others within `ttl_s`. During a change two
 members may read one shard for a moment: harmless, since a consumer group
@@ -10,6 +10,7 @@ delivers each message once and every step checks the log."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Iterable
 
@@ -28,15 +29,13 @@ _LEAVE = "return redis.call('ZREM', KEYS[1], ARGV[1])"
 
 
 def owner(shard: int, members: Iterable[str]) -> str | None:
-    """The member that owns `shard`: the live members in order of their names, dealt
-    the shards in turn (shard s to the (s mod n)-th of n). Every member computes the
-    same owner from the shard and the members alone, whatever shards it knows of,
-    and a pool's shards split evenly between its processes (rendezvous hashing left
-    one of two processes 5 or fewer of 16 shards in a fifth of starts). When a
-    member comes or goes most shards move: each run then loads its state once on
-    its new owner."""
-    ranked = sorted(set(members))
-    return ranked[shard % len(ranked)] if ranked else None
+    """The member rendezvous hashing ranks first for `shard`."""
+    best: tuple[bytes, str] | None = None
+    for m in members:
+        score = hashlib.sha1(f"{m}/{shard}".encode()).digest()
+        if best is None or score > best[0]:
+            best = (score, m)
+    return best[1] if best else None
 
 
 class Membership:
