@@ -5,11 +5,19 @@ round trip, the commands its batch made due (`new_commands`: due after it and
 not before). The sweeper re-sends everything due for a run that made no
 progress within its lease (`due_commands(..., redrive=True)`, which also asks
 again for the locks a waiting call is queued for). Both are safe to repeat:
-every handler re-checks the folded run before acting."""
+every handler re-checks the folded run before acting.
+
+A writer that serves the pool of a step its batch made due may carry that step
+on itself (`carried_command`): its decision joins the same append (the model
+call's claim after a turn's last outcome; validation and a call's claim after a
+reply), so it is due no more and nothing is queued for it; the writer then does
+it on the same thread. What it does not carry is queued as usual."""
 
 from __future__ import annotations
 
-from events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
+from collections.abc import Collection
+
+from events.commands import Command, DriveCall, Pool, RequestModel, ResolveCall, RunAcceptance
 from events.lock_step import lock_asks
 from events.resolution_step import needs_resolution
 from events.state import RunState
@@ -38,6 +46,18 @@ def new_commands(before: RunState | None, after: RunState, *, now: float) -> lis
     """What the batch that led from `before` to `after` made due."""
     was = set(due_commands(before, now=now)) if before is not None else set()
     return [c for c in due_commands(after, now=now) if c not in was]
+
+
+def carried_command(
+    s: RunState, *, now: float, pools: Collection[Pool]
+) -> RequestModel | DriveCall | None:
+    """The step due now that a writer serving `pools` takes on itself, in its own
+    append: the first due model request or call drive (a resolution or an
+    acceptance always goes through its pool's queue)."""
+    for command in due_commands(s, now=now):
+        if isinstance(command, RequestModel | DriveCall) and command.pool in pools:
+            return command
+    return None
 
 
 def _running_tools(s: RunState, *, now: float, redrive: bool) -> list[Command]:

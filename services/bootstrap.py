@@ -36,7 +36,7 @@ from services.adapters.store.redis_store import RedisEventStore
 from services.adapters.tools.toolset import ToolSet
 from services.clock import SystemClock, worker_name
 from services.entrypoints.actors import declare_actors
-from services.handlers.app import App
+from services.handlers.app import App, Carrying
 from services.handlers.runs import Observe, Runs
 from services.handlers.state_cache import warm_up
 from services.keys import Keys, keys_for
@@ -288,8 +288,11 @@ class Services:
 
     def stop(self) -> None:
         # the loops see the flag once their current read returns (the intake's blocks
-        # up to half a second): the pools stop meanwhile, not after
+        # up to half a second): the pools stop meanwhile, not after; a delivery that
+        # carries a run on stops carrying (what is due next goes through the queue)
         self.stop_flag.set()
+        if self.app.carrying is not None:
+            self.app.carrying.stopping.set()
         with self.retool_lock:
             if self.worker is not None:
                 self.worker.stop(timeout=5000)
@@ -315,11 +318,15 @@ def build_services(
     instruments: Instruments | None = None,
 ) -> Services:
     """`instruments`: count every step (metrics)."""
+    pools = tuple(pools)
     keys = keys_for(settings)
     worker = worker_name()
     set_worker(worker)
     observe = instruments.observe_step if instruments is not None else None
     app = build_app(settings, client, toolset, worker=worker, observe=observe)
+    app = dataclasses.replace(
+        app, carrying=Carrying(queue, frozenset(pools), for_s=settings.carry_s)
+    )
     extra = [*context_middleware(), *([instruments.step_timer()] if instruments is not None else [])]
     broker = StreamsBroker(
         client,

@@ -48,6 +48,9 @@ class Settings:
     model_lease_s: float = 120.0
     acceptance_lease_s: float = 600.0
     worker_threads: int = 8
+    # a delivery carries its run on (the next step due in a pool this process serves, in
+    # the same append, on the same thread) for at most this long; 0: never
+    carry_s: float = 10.0
     broker_claim_idle_s: float = 3.0  # a delivered message idle this long moves to another worker
     broker_max_deliveries: int = 3  # deliveries (kills included) before it is dead-lettered
     # the local Redis service's data, its workspace copies: one folder per user
@@ -94,6 +97,7 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
     "AGENTLEDGER_ACCEPTANCE_LEASE_S": ("acceptance_lease_s", float),
     "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
+    "AGENTLEDGER_CARRY_S": ("carry_s", float),
     "AGENTLEDGER_BROKER_CLAIM_IDLE_S": ("broker_claim_idle_s", float),
     "AGENTLEDGER_BROKER_MAX_DELIVERIES": ("broker_max_deliveries", int),
     "AGENTLEDGER_STATE_DIR": ("state_dir", str),
@@ -117,7 +121,10 @@ _POSITIVE = (
     "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES",
 )  # fmt: skip
-_NOT_NEGATIVE = ("AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS")
+_NOT_NEGATIVE = (
+    "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",
+    "AGENTLEDGER_CARRY_S",
+)  # fmt: skip
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 
 

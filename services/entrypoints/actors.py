@@ -2,6 +2,8 @@
 A process declares them for its one tool set, on the queues of its task queue.
 
 Retrying a message is safe because every handler re-checks the folded run.
+A delivery may carry its run on into the other pools' steps (`handlers.carry`):
+so the model and tools actors share one time limit.
 Whether a retry can help is the error's own word (`retryable`): errors of the
 core and the contracts never are; a lost connection or a lost race is."""
 
@@ -16,12 +18,12 @@ from events.commands import Pool
 from services.adapters.broker.streams_broker import Route, StreamsBroker
 from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
-from services.handlers.call import handle_drive_call
-from services.handlers.model import handle_request_model
+from services.handlers.carry import handle_drive_call, handle_request_model
 from services.handlers.resolve import handle_resolve_call
 
 MINUTE_MS = 60_000
 MAX_RETRIES = 3
+CARRYING_LIMIT_MS = 60 * MINUTE_MS  # a model call or a tool, and what a delivery carries on
 
 
 def retry_when(retries: int, exc: BaseException) -> bool:
@@ -39,13 +41,13 @@ def declare_actors(
 
     if Pool.MODEL in names:
 
-        @dramatiq.actor(queue_name=names[Pool.MODEL], time_limit=30 * MINUTE_MS, **options)
+        @dramatiq.actor(queue_name=names[Pool.MODEL], time_limit=CARRYING_LIMIT_MS, **options)
         def request_model(run_id: str) -> None:
             handle_request_model(app(), run_id)
 
     if Pool.TOOLS in names:
 
-        @dramatiq.actor(queue_name=names[Pool.TOOLS], time_limit=60 * MINUTE_MS, **options)
+        @dramatiq.actor(queue_name=names[Pool.TOOLS], time_limit=CARRYING_LIMIT_MS, **options)
         def drive_call(run_id: str, call_id: str) -> None:
             handle_drive_call(app(), run_id, call_id)
 

@@ -4,10 +4,12 @@ the ledger. Tests build their own (with the in-memory adapters, or Redis)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from events.commands import Pool
 from events.state import RunState
 from schemas.spec import ModelSpec
 from services.adapters.ledger.port import Ledger
@@ -24,6 +26,18 @@ if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger
 
 
 @dataclass(frozen=True)
+class Carrying:
+    """What this process carries on itself (`services.handlers.carry`): the next step
+    of a run of its task queue and tool set, due in one of the pools it serves, for
+    at most `for_s` seconds per delivery, and nothing once it is `stopping`."""
+
+    queue: str
+    pools: frozenset[Pool]
+    for_s: float
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
 class App:
     settings: Settings
     runs: Runs
@@ -37,6 +51,7 @@ class App:
     send: Callable[[Sequence[Outgoing]], None]
     # the workers holding a run's claims that are proven dead (`worker_deaths`); none by default
     dead_workers: Callable[[RunState], frozenset[str]] = lambda s: frozenset()
+    carrying: Carrying | None = None  # None: every next step goes through its queue
 
     @property
     def store(self) -> EventStore:

@@ -1,12 +1,18 @@
-"""The model pool: claim the turn's model call, call the adapter, record the reply.
+"""The model pool's step: claim the turn's model call (`ModelClaim`), call the
+adapter, record the reply (`answer`).
 
 The turn's context view (bounded, redacted) is assembled once per request —
 gathered before the claim is decided, on the state it is decided on — and
 handed both to the budget check (the request's size) and to the adapter (what
 is sent); the claim records the view's hash and assembly decisions. The reply
-is recorded across a short Redis outage rather than paid for twice."""
+is recorded across a short Redis outage rather than paid for twice. Who takes
+these steps, and what they carry on with, is `services.handlers.carry`'s."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from events.budgets import estimate_request
 from events.context_view import ContextView, assemble, with_context
@@ -22,43 +28,65 @@ from services.adapters.models.port import ModelError, ModelRequest
 from services.adapters.tools.toolset import ToolSet
 from services.adapters.tracing.current import model_request_context
 from services.handlers.app import App
+from services.handlers.runs import StepResult, Then
 from services.secrets import redactor_for
 
 SOURCE = "model"
 
 
-def handle_request_model(app: App, run_id: str) -> None:
-    def gather(s: RunState) -> ContextView | None:
-        due = app.serves(s) and model_request_due(s, now=app.clock.now())
-        return context_view(app.toolset, s) if due else None
+@dataclass(frozen=True, slots=True)
+class ModelHeld:
+    """A model call this worker claimed, with the view the claim was decided on."""
 
-    def claim(s: RunState, view: ContextView | None) -> list[Event]:
+    claimed: ModelRequested
+    view: ContextView
+
+
+@dataclass
+class ModelClaim:
+    """Claim the turn's model call when it is due (`events.model_step.request_model`)."""
+
+    app: App
+    source: str = SOURCE
+    _views: dict[int, ContextView] = field(default_factory=dict)  # by attempt, as gathered
+
+    def gather(self, s: RunState) -> ContextView | None:
+        due = self.app.serves(s) and model_request_due(s, now=self.app.clock.now())
+        return context_view(self.app.toolset, s) if due else None
+
+    def decide(self, s: RunState, view: ContextView | None) -> list[Event]:
         if view is None:
             return []
-        lease = app.model_for(s.spec.model).claim_lease_s()
+        lease = self.app.model_for(s.spec.model).claim_lease_s()
         events = request_model(
-            s, now=app.clock.now(), lease_s=lease, estimate=estimate_request(s, view)
+            s, now=self.app.clock.now(), lease_s=lease, estimate=estimate_request(s, view)
         )
         if not events or not isinstance(events[0], ModelRequested):
             return events
-        views[events[0].attempt] = view
+        self._views[events[0].attempt] = view
         return [with_context(events[0], view), *events[1:]]
 
-    views: dict[int, ContextView] = {}
-    step = app.runs.step_with(run_id, gather, claim, source=SOURCE)
-    claimed = step.first(ModelRequested)
-    if claimed is None:
-        return
-    request = model_request(run_id, claimed, views[claimed.attempt])
+    def held(self, appended: Sequence[Any]) -> ModelHeld | None:
+        claimed = next((e.data for e in appended if isinstance(e.data, ModelRequested)), None)
+        return ModelHeld(claimed, self._views[claimed.attempt]) if claimed else None
+
+
+def answer(app: App, run_id: str, step: StepResult, held: ModelHeld, then: Then | None) -> StepResult:
+    """Call the adapter with the claimed view and record the reply (with the step
+    `then` carries on, in the same append); a model error that retrying will not
+    fix ends the run, one that it may fix is raised: the claim expires and the
+    sweeper re-drives the turn."""
+    claimed = held.claimed
+    request = model_request(run_id, claimed, held.view)
     adapter = app.model_for(step.state.spec.model)
     try:
         with model_request_context(run_id, claimed.turn, claimed.attempt):  # the SDK's span: a child
             reply = adapter.respond(request)
     except ModelError as exc:
         if exc.retryable:
-            raise  # the claim expires and the sweeper re-drives the turn
+            raise
         message = str(exc)
-        app.runs.step(
+        return app.runs.step(
             run_id,
             lambda s: record_model_error(
                 s, turn=claimed.turn, attempt=claimed.attempt, message=message
@@ -66,8 +94,7 @@ def handle_request_model(app: App, run_id: str) -> None:
             source=SOURCE,
             held=step.state,  # the state of our own claim: no reload
         )
-        return
-    app.runs.step(
+    return app.runs.step(
         run_id,
         lambda s: record_model_reply(
             s,
@@ -85,6 +112,7 @@ def handle_request_model(app: App, run_id: str) -> None:
         source=SOURCE,
         held=step.state,  # the state of our own claim: no reload
         outage_s=app.settings.outcome_retry_s,
+        then=then,
     )
 
 

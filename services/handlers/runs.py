@@ -15,13 +15,17 @@ the log, and the append's expected seq checks it. On a ConcurrencyConflict the
 run is reloaded and the decision made again: an outcome that already happened
 is re-decided on the fresh state, never dropped. "Nothing to do" is believed of
 the log, not of a held state. An outcome in hand is appended across a short
-Redis outage (`outage_s`), not given up."""
+Redis outage (`outage_s`), not given up.
+
+A step may carry the next one on (`then`, `events.dispatch.carried_command`):
+asked on the state the batch leads to, it names a step this worker takes itself,
+whose decision joins the same append; the result says which (`carried`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from events.dispatch import new_commands
 from events.fold import fold
@@ -48,6 +52,22 @@ Observe = Callable[[RunState | None, RunState, Sequence[Envelope[Any]]], None]
 T = TypeVar("T")
 
 
+class Step(Protocol):
+    """A step the engine can take: findings gathered on a state (I/O allowed), then a
+    pure decision on that state and those findings; its events carry `source`."""
+
+    @property
+    def source(self) -> str: ...
+
+    def gather(self, s: RunState) -> Any: ...
+
+    def decide(self, s: RunState, found: Any) -> Sequence[Event]: ...
+
+
+# asked on the state a batch leads to: the step this worker carries on in the same append
+Then = Callable[[RunState], Step | None]
+
+
 def _nothing(_: RunState) -> None:
     return None
 
@@ -56,6 +76,7 @@ def _nothing(_: RunState) -> None:
 class StepResult:
     state: RunState
     appended: tuple[Envelope[Any], ...]
+    carried: Step | None = None  # the step `then` named, whose events are in `appended`
 
     def first(self, kind: type[Any]) -> Any | None:
         return next((e.data for e in self.appended if isinstance(e.data, kind)), None)
@@ -142,10 +163,25 @@ class Runs:
         causation_id: str | None = None,
         held: RunState | None = None,
         outage_s: float = 0.0,
+        then: Then | None = None,
     ) -> StepResult:
         return self.step_with(
             run_id, _nothing, lambda s, _: decide(s), source=source, causation_id=causation_id,
-            held=held, outage_s=outage_s,
+            held=held, outage_s=outage_s, then=then,
+        )  # fmt: skip
+
+    def take(
+        self,
+        run_id: str,
+        step: Step,
+        *,
+        held: RunState | None = None,
+        outage_s: float = 0.0,
+        then: Then | None = None,
+    ) -> StepResult:
+        return self.step_with(
+            run_id, step.gather, step.decide, source=step.source, held=held, outage_s=outage_s,
+            then=then,
         )  # fmt: skip
 
     def step_with(
@@ -158,6 +194,7 @@ class Runs:
         causation_id: str | None = None,
         held: RunState | None = None,
         outage_s: float = 0.0,
+        then: Then | None = None,
     ) -> StepResult:
         """A step whose decision needs findings gathered outside it (tool-set lookups,
         the tools' own rules, the lock table's answer): `gather` runs on each state
@@ -178,11 +215,19 @@ class Runs:
             if not events:
                 return StepResult(state, ())
             batch, new_state = self._batch(run_id, state, events, source, causation_id)
+            carried = then(new_state) if then is not None else None
+            if carried is not None:
+                more = list(carried.decide(new_state, carried.gather(new_state)))
+                if more:
+                    extra, new_state = self._batch(run_id, new_state, more, carried.source, None)
+                    batch += extra
+                else:
+                    carried = None
             try:
                 self._save(run_id, state, new_state, batch, outage_s=outage_s)
             except ConcurrencyConflict:
                 continue
-            return StepResult(new_state, tuple(batch))
+            return StepResult(new_state, tuple(batch), carried)
         raise TooContended(f"run {run_id!r}: {MAX_CONFLICTS} conflicting appends in a row")
 
     def _batch(

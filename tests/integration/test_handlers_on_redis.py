@@ -25,7 +25,7 @@ from itkit import (
 
 from events.status import CallStatus, RunStatus
 from services.handlers.app import App
-from services.handlers.call import handle_drive_call
+from services.handlers.carry import handle_drive_call
 
 
 def running_tools(

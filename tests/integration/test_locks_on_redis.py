@@ -38,7 +38,7 @@ from services.adapters.locks.redis_locks import RedisLocks
 from services.adapters.redis.local_server import answers, free_port, redis_server_binary
 from services.adapters.store.port import Outgoing
 from services.handlers.app import App
-from services.handlers.call import handle_drive_call
+from services.handlers.carry import handle_drive_call
 from services.keys import Keys
 
 T0 = 1_700_000_000.0

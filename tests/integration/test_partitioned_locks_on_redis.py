@@ -38,7 +38,7 @@ from services.adapters.tools.toolset import ToolSet
 from services.bootstrap import build_app
 from services.errors import ConfigError
 from services.handlers.app import App
-from services.handlers.call import handle_drive_call
+from services.handlers.carry import handle_drive_call
 from services.keys import Keys
 from services.lock_partitions import ON_A_CLUSTER, ON_ONE_REDIS, lock_partitions
 from services.loops.sweeper import sweep_once

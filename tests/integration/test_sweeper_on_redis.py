@@ -34,7 +34,7 @@ from events.status import CallStatus, RunStatus
 from services.adapters.tools.toolset import ToolSet
 from services.bootstrap import build_app
 from services.handlers.app import App
-from services.handlers.call import handle_drive_call
+from services.handlers.carry import handle_drive_call
 from services.keys import Keys
 from services.loops.sweeper import sweep_once
 from services.settings import Settings

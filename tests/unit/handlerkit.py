@@ -22,7 +22,7 @@ from typing import Any
 
 import unit_tools
 
-from events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
+from events.commands import Command, DriveCall, Pool, RequestModel, ResolveCall, RunAcceptance
 from events.state import Call, RunState
 from events.types import RunCreated
 from schemas.envelope import Envelope
@@ -38,9 +38,8 @@ from services.adapters.store.redacting import RedactingStore
 from services.adapters.tools.toolset import ToolSet, load_toolset
 from services.errors import ConcurrencyConflict
 from services.handlers.accept import handle_run_acceptance
-from services.handlers.app import App
-from services.handlers.call import handle_drive_call
-from services.handlers.model import handle_request_model
+from services.handlers.app import App, Carrying
+from services.handlers.carry import handle_drive_call, handle_request_model
 from services.handlers.resolve import handle_resolve_call
 from services.handlers.runs import Runs
 from services.keys import Keys
@@ -171,8 +170,22 @@ class Running:
             raise self.errors[0]
 
 
+def carrying(
+    *, pools: frozenset[Pool] = frozenset(Pool), queue: str = QUEUE, for_s: float = 60.0
+) -> Carrying:
+    """What a worker process serving `pools` of `queue` carries on (`handlers.carry`)."""
+    return Carrying(queue, pools, for_s=for_s)
+
+
 class Unit:
-    def __init__(self, workspace: Path, *, lock_lease_s: float = 30.0, start: float = T0):
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        lock_lease_s: float = 30.0,
+        start: float = T0,
+        carry: Carrying | None = None,
+    ):
         self.clock = ManualClock(start)
         self.workspace = workspace
         self.memory = MemoryEventStore()
@@ -195,6 +208,7 @@ class Unit:
             ledger=MemoryLedger(self.clock, keep_s=settings.ledger_keep_s),
             outbox=outbox,
             send=self._send,
+            carrying=carry,
         )
 
     def _send(self, messages: Sequence[Outgoing]) -> None:

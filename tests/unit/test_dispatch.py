@@ -21,8 +21,8 @@ from runlog import (
 )
 
 from events.acceptance_step import start_acceptance
-from events.commands import DriveCall, RequestModel, RunAcceptance
-from events.dispatch import due_commands, new_commands
+from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
+from events.dispatch import carried_command, due_commands, new_commands
 from events.model_step import request_model
 from events.status import RunStatus
 from events.ticks import on_tick
@@ -151,3 +151,32 @@ def test_a_validated_call_waits_while_another_call_of_its_turn_awaits_approval()
     assert log.s.status is R.AWAITING_APPROVAL
     assert due_commands(log.s, now=T0) == []
     assert claim_call(log.s, "a", worker="w", now=T0) == []
+
+
+ALL = frozenset(Pool)
+
+
+def test_a_writer_serving_the_model_pool_carries_the_model_request_that_became_due() -> None:
+    log = Log.created()
+    assert carried_command(log.s, now=T0, pools=ALL) == RequestModel(RUN_ID)
+    assert carried_command(log.s, now=T0, pools={Pool.TOOLS, Pool.ACCEPT}) is None
+
+
+def test_a_writer_serving_the_tools_pool_carries_the_turn_s_first_call_drive() -> None:
+    log = Log.created()
+    do_model_turn(log, use("a"), use("b"))
+    assert carried_command(log.s, now=T0, pools=ALL) == DriveCall(RUN_ID, "a")
+    assert carried_command(log.s, now=T0, pools={Pool.MODEL}) is None
+
+
+def test_a_live_claim_leaves_nothing_to_carry() -> None:
+    log = Log.created()
+    log.decide(request_model, now=T0, lease_s=LEASE_S)
+    assert carried_command(log.s, now=T0, pools=ALL) is None
+
+
+def test_acceptance_is_never_carried() -> None:
+    log = Log.created()
+    do_model_turn(log, text("done"))
+    assert due_commands(log.s, now=T0) == [RunAcceptance(RUN_ID)]
+    assert carried_command(log.s, now=T0, pools=ALL) is None

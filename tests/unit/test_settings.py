@@ -52,6 +52,8 @@ def test_a_password_in_a_bad_url_is_not_repeated() -> None:
         ("AGENTLEDGER_LEASE_S", "nan", "finite"),
         ("AGENTLEDGER_LEDGER_KEEP_S", "-5", "must not be negative"),
         ("AGENTLEDGER_WORKER_THREADS", "1.5", "expected a whole number"),
+        ("AGENTLEDGER_CARRY_S", "-1", "must not be negative"),
+        ("AGENTLEDGER_CARRY_S", "soon", "expected a number"),
         ("AGENTLEDGER_PREFIX", "a b", "braces/spaces"),
         ("AGENTLEDGER_PROBE_URL", "localhost", "is not a Redis URL"),
         ("AGENTLEDGER_LOCK_PARTITIONS", "0", "between 1 and 1024"),
@@ -94,3 +96,8 @@ def test_the_lock_partitions_are_unset_by_default_and_children_inherit_a_set_cou
     settings = from_env({"AGENTLEDGER_LOCK_PARTITIONS": "8"})
     assert settings.lock_partitions == 8
     assert environ_for_children(settings)["AGENTLEDGER_LOCK_PARTITIONS"] == "8"
+
+
+def test_carrying_lasts_ten_seconds_by_default_and_zero_switches_it_off() -> None:
+    assert from_env({}).carry_s == 10.0
+    assert from_env({"AGENTLEDGER_CARRY_S": "0"}).carry_s == 0.0

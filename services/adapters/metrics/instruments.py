@@ -85,6 +85,10 @@ class Instruments:
         self.lock_waits = Counter(
             "lock_waits", "tool calls that queued for a lock", ["tool"], namespace=NS, registry=r
         )
+        self.carried = Counter(
+            "steps_carried", "steps a worker took in the append of the step before, with no "
+            "message (by the pool whose step it was)", ["pool"], namespace=NS, registry=r,
+        )  # fmt: skip
         self.rejected = Counter(
             "inbox_rejected", "inbox entries the intake rejected", namespace=NS, registry=r
         )
@@ -161,6 +165,8 @@ class Instruments:
             count(self.transitions, (str(was or "none"), str(after.status)))
             if after.status.terminal and not (was and was.terminal):
                 count(self.terminal, (str(after.status),))
+        if batch and batch[-1].source != batch[0].source:  # a step carried on (handlers.carry)
+            count(self.carried, (batch[-1].source,))
         model = ""
         for env in batch:
             data = env.data

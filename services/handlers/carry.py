@@ -1,0 +1,83 @@
+"""What a delivery does: the step its command asks for (a model call's claim, a
+call's drive), the side effect that step claimed, and then — when this process
+serves the pool of the step that is due next (`App.carrying`) — that step too,
+decided into the same append as the outcome before it and done on the same
+thread (`events.dispatch.carried_command`). A run goes claim → side effect →
+outcome and next claim → … with no message between and no reload: pinned to
+the worker that drives it, whose held state each append's expected seq checks.
+
+A delivery carries on for at most `Carrying.for_s` seconds; then what is due
+goes through its queue, behind the other runs. It never carries a run of
+another task queue or tool set, nor anything once its process is stopping. A
+worker that dies while it carries leaves a claim that runs out, as any dead
+worker does: the sweeper re-drives the run."""
+
+from __future__ import annotations
+
+from events.commands import DriveCall, RequestModel
+from events.dispatch import carried_command
+from events.state import RunState
+from services.errors import UnknownRun
+from services.handlers.app import App
+from services.handlers.call import CallClaim, CallHeld, run
+from services.handlers.model import ModelClaim, ModelHeld, answer
+from services.handlers.runs import Then
+
+Claim = ModelClaim | CallClaim
+Held = ModelHeld | CallHeld
+
+
+def handle_request_model(app: App, run_id: str) -> None:
+    go_on(app, run_id, ModelClaim(app))
+
+
+def handle_drive_call(app: App, run_id: str, call_id: str) -> None:
+    state = app.runs.current(run_id)
+    if state is None:
+        raise UnknownRun(run_id)
+    if not app.serves(state):
+        return
+    # A claim that lands while its reply is lost is known only here (nobody else will
+    # run it): sent again across an outage, the store recognises it as landed.
+    go_on(app, run_id, CallClaim(app, call_id), held=state, outage_s=app.settings.outcome_retry_s)
+
+
+def go_on(
+    app: App, run_id: str, claim: Claim, *, held: RunState | None = None, outage_s: float = 0.0
+) -> None:
+    """Take `claim`'s step; do what it claimed; carry on while the next step is ours."""
+    then = carrier(app, since=app.clock.now())
+    step = app.runs.take(run_id, claim, held=held, outage_s=outage_s)
+    holding: Held | None = claim.held(step.appended)
+    while holding is not None:
+        match holding:
+            case ModelHeld():
+                step = answer(app, run_id, step, holding, then)
+            case CallHeld():
+                step = run(app, run_id, step, holding, then)
+        carried = step.carried
+        assert carried is None or isinstance(carried, ModelClaim | CallClaim)
+        holding = carried.held(step.appended) if carried is not None else None
+
+
+def carrier(app: App, *, since: float) -> Then | None:
+    """The step a delivery that began at `since` carries on after a batch, asked on
+    the state the batch leads to."""
+    carrying = app.carrying
+    if carrying is None:
+        return None
+    until = since + carrying.for_s
+
+    def then(s: RunState) -> Claim | None:
+        if carrying.stopping.is_set() or app.clock.now() >= until:
+            return None
+        if s.queue != carrying.queue or not app.serves(s):
+            return None
+        match carried_command(s, now=app.clock.now(), pools=carrying.pools):
+            case RequestModel():
+                return ModelClaim(app)
+            case DriveCall(call_id=call_id):
+                return CallClaim(app, call_id)
+        return None
+
+    return then

@@ -1,0 +1,228 @@
+"""A worker that serves the pool of the step due next carries its run on: the
+next claim joins the append of the outcome before it, the side effect runs on
+the same thread, and nothing is queued for it — within the pools it serves, its
+own task queue and tool set, its time bound, and not once it is stopping. What
+it does not carry is queued as before, and a command queued for a step it
+carried meanwhile finds the step done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import unit_tools
+from handlerkit import QUEUE, Unit, call, carrying, new_unit, spec
+from prometheus_client import generate_latest
+
+from events import controls
+from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
+from events.status import CallStatus, RunStatus
+from events.types import ModelRequested, ToolCallStarted
+from services.adapters.metrics.instruments import Instruments
+
+ONE_CALL = {"tool_use": [call("c1", "kv_read", key="k")]}
+TWO_CALLS = {"tool_use": [call("c1", "kv_read", key="a"), call("c2", "kv_read", key="b")]}
+DONE = {"end_turn": "done"}
+REPLY = ("ModelResponded", "ToolCallProposed")
+DRIVE = ("ToolCallValidated", "ToolCallScheduled", "ToolCallStarted")
+
+
+def carried(tmp_path: Path, **options: object) -> Unit:
+    return new_unit(tmp_path / "ws", carry=carrying(**options))  # type: ignore[arg-type]
+
+
+def test_one_delivery_carries_a_run_from_its_first_model_request_to_acceptance(
+    tmp_path: Path,
+) -> None:
+    unit = carried(tmp_path)
+    unit.create("run-a", spec(ONE_CALL, ONE_CALL, DONE))
+    unit.take()
+
+    unit.deliver(RequestModel("run-a"))
+
+    assert [(a.types, a.queued) for a in unit.store.appends[1:]] == [
+        (("ModelRequested",), ()),
+        ((*REPLY, *DRIVE), ()),
+        (("ToolCallSucceeded", "ModelRequested"), ()),
+        ((*REPLY, *DRIVE), ()),
+        (("ToolCallSucceeded", "ModelRequested"), ()),
+        (("ModelResponded",), (RunAcceptance("run-a"),)),
+    ]
+    assert unit.take() == [RunAcceptance("run-a")], "acceptance goes through its own queue"
+    assert unit_tools.RAN == {"c1": 2}
+    assert unit.state("run-a").status is RunStatus.ACCEPTING
+    sources = [(e.type, e.source) for e in unit.memory.read("run-a")]
+    assert ("ModelRequested", "model") in sources and ("ToolCallStarted", "tools") in sources
+    assert all(s == "model" for t, s in sources if t == "ModelRequested")
+    assert all(s == "tools" for t, s in sources if t in (*DRIVE, "ToolCallSucceeded"))
+
+
+def test_a_carried_model_claim_is_decided_on_the_view_of_the_state_after_the_outcome(
+    tmp_path: Path,
+) -> None:
+    unit = carried(tmp_path)
+    unit.create("run-a", spec(ONE_CALL, DONE))
+
+    unit.deliver(RequestModel("run-a"))
+
+    claims = [e.data for e in unit.memory.read("run-a") if isinstance(e.data, ModelRequested)]
+    assert [c.turn for c in claims] == [1, 2]
+    assert claims[0].context_hash != claims[1].context_hash, "the second view holds the result"
+
+
+def test_the_other_call_of_a_turn_is_queued_with_the_claim_and_its_command_finds_it_done(
+    tmp_path: Path,
+) -> None:
+    unit = carried(tmp_path)
+    unit.create("run-a", spec(TWO_CALLS, DONE))
+    unit.take()
+
+    unit.deliver(RequestModel("run-a"))  # nobody takes c2's command meanwhile: carried too
+
+    reply = unit.store.appends[2]
+    assert reply.queued == (DriveCall("run-a", "c2"),)
+    assert [e.call_id for e in (x.data for x in unit.memory.read("run-a"))
+            if isinstance(e, ToolCallStarted)] == ["c1", "c2"]  # fmt: skip
+    seq = unit.state("run-a").seq
+    unit.deliver(DriveCall("run-a", "c2"))
+    assert unit.state("run-a").seq == seq, "the step was carried: its late command is a no-op"
+    assert unit_tools.RAN == {"c1": 1, "c2": 1}
+
+
+def test_a_worker_of_tools_only_queues_the_next_model_request(tmp_path: Path) -> None:
+    unit = carried(tmp_path, pools=frozenset({Pool.TOOLS}))
+    unit.create("run-a", spec(ONE_CALL, DONE))
+    unit.take()
+
+    unit.deliver(RequestModel("run-a"))
+
+    assert [(a.types, a.queued) for a in unit.store.appends[1:]] == [
+        (("ModelRequested",), ()),
+        ((*REPLY, *DRIVE), ()),
+        (("ToolCallSucceeded",), (RequestModel("run-a"),)),
+    ]
+
+
+def test_a_run_of_another_task_queue_is_never_carried(tmp_path: Path) -> None:
+    unit = carried(tmp_path, queue=f"not-{QUEUE}")
+    unit.create("run-a", spec(ONE_CALL, DONE))
+    unit.take()
+
+    unit.deliver(RequestModel("run-a"))
+
+    assert [(a.types, a.queued) for a in unit.store.appends[1:]] == [
+        (("ModelRequested",), ()),
+        (REPLY, (DriveCall("run-a", "c1"),)),
+    ]
+
+
+def test_a_worker_that_is_stopping_carries_nothing(tmp_path: Path) -> None:
+    unit = carried(tmp_path)
+    assert unit.app.carrying is not None
+    unit.app.carrying.stopping.set()
+    unit.create("run-a", spec(ONE_CALL, DONE))
+    unit.take()
+
+    unit.deliver(RequestModel("run-a"))
+
+    assert unit.store.appends[-1].queued == (DriveCall("run-a", "c1"),)
+
+
+def test_carrying_for_zero_seconds_is_no_carrying(tmp_path: Path) -> None:
+    unit = carried(tmp_path, for_s=0.0)
+    unit.create("run-a", spec(ONE_CALL, DONE))
+    unit.take()
+
+    unit.deliver(RequestModel("run-a"))
+
+    assert unit.store.appends[-1].types == REPLY
+    assert unit.take() == [DriveCall("run-a", "c1")]
+
+
+def test_a_delivery_past_its_time_bound_hands_the_next_step_to_the_queue(
+    tmp_path: Path,
+) -> None:
+    unit = carried(tmp_path, for_s=5.0)
+    gated = {"tool_use": [call("c1", "kv_read", key="k", at="c1")]}
+    unit.create("run-a", spec(gated, DONE))
+    unit.take()
+
+    running = unit.start(RequestModel("run-a"))
+    unit.wait_for(lambda: unit_tools.RAN["c1"] == 1, why="c1 runs, carried")
+    unit.clock.advance(5.0)
+    unit_tools.gate("c1").set()
+    running.join()
+
+    outcome = unit.store.appends[-1]
+    assert (outcome.types, outcome.queued) == (("ToolCallSucceeded",), (RequestModel("run-a"),))
+
+
+def test_a_run_cancelled_while_its_carried_call_runs_is_carried_no_further(
+    tmp_path: Path,
+) -> None:
+    unit = carried(tmp_path)
+    gated = {"tool_use": [call("c1", "kv_read", key="k", at="c1")]}
+    unit.create("run-a", spec(gated, DONE))
+    unit.take()
+
+    running = unit.start(RequestModel("run-a"))
+    unit.wait_for(lambda: unit_tools.RAN["c1"] == 1, why="c1 runs, carried")
+    unit.app.runs.step(
+        "run-a", lambda s: controls.cancel(s, by="alice", source="test"), source="intake"
+    )
+    unit_tools.gate("c1").set()
+    running.join()
+
+    assert unit.store.conflicts == 1, "the outcome was decided again on the cancelled run"
+    assert unit.appends_to("run-a")[-1] == ("ToolCallSucceeded", "RunCancelled")
+    assert unit.state("run-a").status is RunStatus.CANCELLED
+    assert unit.take() == []
+
+
+def test_a_carried_call_that_waits_for_its_lock_is_queued_and_runs_once_granted(
+    tmp_path: Path,
+) -> None:
+    unit = carried(tmp_path)
+    holder = {"tool_use": [call("h1", "kv_write", key="k", value="1", at="h1")]}
+    waiter = {"tool_use": [call("w1", "kv_write", key="k", value="2")]}
+    unit.create("run-h", spec(holder, DONE))
+    unit.create("run-w", spec(waiter, DONE))
+    unit.take()
+    holding = unit.start(RequestModel("run-h"))
+    unit.wait_for(lambda: unit_tools.RAN["h1"] == 1, why="h1 holds kv:k")
+
+    unit.deliver(RequestModel("run-w"))  # validated and queued at the lock, not claimed
+
+    assert unit.call_of("run-w", "w1").status is CallStatus.WAITING
+    assert unit.take() == []
+    unit_tools.gate("h1").set()
+    holding.join()
+    assert unit.take() == [DriveCall("run-w", "w1"), RunAcceptance("run-h")]
+    unit.deliver(DriveCall("run-w", "w1"))  # the grant's notice: claimed, run, carried on
+    assert unit_tools.RAN == {"h1": 1, "w1": 1}
+    assert unit.state("run-w").status is RunStatus.ACCEPTING
+    assert unit.foreign_appends() == []
+
+
+def test_a_worker_of_the_model_pool_only_queues_the_reply_s_call(tmp_path: Path) -> None:
+    unit = carried(tmp_path, pools=frozenset({Pool.MODEL}))
+    unit.create("run-a", spec(ONE_CALL, DONE))
+    unit.take()
+
+    unit.deliver(RequestModel("run-a"))
+
+    assert unit.store.appends[-1].types == REPLY
+    assert unit.take() == [DriveCall("run-a", "c1")]
+
+
+def test_the_steps_carried_are_counted_by_the_pool_whose_step_they_were(tmp_path: Path) -> None:
+    unit = carried(tmp_path)
+    instruments = Instruments()
+    unit.app.runs.observe = instruments.observe_step
+    unit.create("run-a", spec(ONE_CALL, ONE_CALL, DONE))
+
+    unit.deliver(RequestModel("run-a"))
+
+    instruments.flush()
+    out = generate_latest(instruments.registry).decode()
+    assert 'agentledger_steps_carried_total{pool="tools"} 2.0' in out
+    assert 'agentledger_steps_carried_total{pool="model"} 2.0' in out
