@@ -33,6 +33,16 @@ def validated(
     return provisional(s, validate_turn(s, findings, known_tools=known_tools, now=now), at=now)
 
 
+def touches_resources(s: RunState, findings: Mapping[str, Finding]) -> bool:
+    """Whether a call of the turn reads or writes a resource (as validated, or as the
+    findings about its undecided calls say): else no lock is asked in this step."""
+    turn = s.current_turn
+    calls = turn.calls if turn is not None else ()
+    return any(f.reads or f.writes for f in findings.values()) or any(
+        c.reads or c.writes for c in calls
+    )
+
+
 def asks_for(s: RunState, call_id: str) -> list[LockAsk]:
     """What to ask the lock table in this step: every lock the turn still needs, in
     proposal order, or, for a call that waits, its own request again."""

@@ -144,6 +144,11 @@ def released_asks(before: RunState | None, after: RunState) -> list[LockAsk]:
     keys: a partitioned table releases it only where it is."""
     gone = set(held_requests(before) if before else ()) - held_requests(after)
     stopping = after.status.terminal or after.status is R.CANCELLING
+    began_stopping = stopping and (
+        before is None or not (before.status.terminal or before.status is R.CANCELLING)
+    )
+    if not gone and not began_stopping:
+        return []  # the usual step: nothing held was let go, and the run goes on
     turn = after.current_turn
     calls = turn.calls if turn else ()
     out = {
@@ -157,7 +162,7 @@ def released_asks(before: RunState | None, after: RunState) -> list[LockAsk]:
             for c in before.current_turn.calls
             if c.lock_request is not None and c.lock_request in gone and c.lock_request not in out
         }
-    if stopping and (before is None or not (before.status.terminal or before.status is R.CANCELLING)):
+    if began_stopping:
         out |= {
             (rid := request_id(after, c)): _ask(after, c, rid)
             for c in calls

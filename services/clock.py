@@ -27,15 +27,18 @@ def new_run_id(shard: int) -> str:
 
 def new_event_id() -> str:
     """32 hex digits, unique without a syscall each: 64 random bits drawn once per
-    process (again after a fork), then a counter."""
-    global _ID_PID, _ID_BASE
-    if _ID_PID != os.getpid():
-        _ID_PID, _ID_BASE = os.getpid(), uuid.uuid4().hex[:16]
+    process (again in a forked child), then a counter."""
     return f"{_ID_BASE}{next(_ID_COUNT):016x}"
 
 
-_ID_PID = 0
+def _draw_id_base() -> None:
+    global _ID_BASE
+    _ID_BASE = uuid.uuid4().hex[:16]
+
+
 _ID_BASE = ""
+_draw_id_base()
+os.register_at_fork(after_in_child=_draw_id_base)
 _ID_COUNT = itertools.count(int.from_bytes(os.urandom(4)))
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from events.call_step import LockAnswers, asks_for, drive_call, validated
+from events.call_step import LockAnswers, asks_for, drive_call, touches_resources, validated
 from events.commands import DriveCall
 from events.state import RunState
 from events.tool_step import record_outcome
@@ -53,6 +53,8 @@ class CallClaim:
     def gather(self, s: RunState) -> Gathered:
         app = self.app
         found = findings(app.toolset, s)
+        if not touches_resources(s, found):
+            return Gathered(found, LockAnswers())  # no lock to ask: no need to validate first
         v = validated(s, found, known_tools=app.toolset.names, now=app.clock.now())
         return Gathered(found, _ask_locks(app, v, self.call_id))
 
