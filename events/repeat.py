@@ -31,26 +31,35 @@ class Fingerprint:
 
 
 def fingerprint(call: Call) -> Fingerprint | None:
-    if not call.status.finished:
+    outcome = _outcome(call)
+    if outcome is None:
         return None
-    outcome = (
-        "ok"
-        if call.status is CallStatus.SUCCEEDED
-        else (call.error.code if call.error else "failed")
-    )
     return Fingerprint(
         call.name, json.dumps(call.input, sort_keys=True, separators=(",", ":")), outcome
     )
 
 
+def _outcome(call: Call) -> str | None:
+    """"ok", the error code, or None for a call that has not finished."""
+    if not call.status.finished:
+        return None
+    if call.status is CallStatus.SUCCEEDED:
+        return "ok"
+    return call.error.code if call.error else "failed"
+
+
 def failing_streak(s: RunState) -> tuple[int, Fingerprint | None]:
-    """How many identical failing steps end the run's record, and which."""
+    """How many identical failing steps end the run's record, and which (a step
+    that succeeded ends the count before any fingerprint is made)."""
     streak, last = 0, None
     for call in _calls_newest_first(s):
-        fp = fingerprint(call)
-        if fp is None:
+        outcome = _outcome(call)
+        if outcome is None:
             continue
-        if not fp.failing or (last is not None and fp != last):
+        if outcome == "ok":
+            break
+        fp = fingerprint(call)
+        if last is not None and fp != last:
             break
         streak, last = streak + 1, fp
     return streak, last
@@ -60,10 +69,10 @@ def consecutive_failures(s: RunState) -> int:
     """Failing steps in a row at the end of the record, whatever they were."""
     count = 0
     for call in _calls_newest_first(s):
-        fp = fingerprint(call)
-        if fp is None:
+        outcome = _outcome(call)
+        if outcome is None:
             continue
-        if not fp.failing:
+        if outcome == "ok":
             break
         count += 1
     return count

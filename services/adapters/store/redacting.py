@@ -24,7 +24,9 @@ class RedactingStore:
         self._inner = inner
         self._redactor_for = redactor_for
         self._specs: dict[str, RunSpec] = {}
-        self._last = threading.local()  # the batch as_stored last returned, per thread
+        # per thread, the events as_stored returned since the last append (by id, held:
+        # an id is not reused while its object is held), which need no redacting again
+        self._stored = threading.local()
 
     def append(
         self,
@@ -37,11 +39,10 @@ class RedactingStore:
         expected_id: str = "",
         snapshot: Snapshot | None = None,
     ) -> int:
-        last_run, last = getattr(self._last, "batch", ("", ()))
-        same = last_run == run_id and len(last) == len(events)
-        same = same and all(a is b for a, b in zip(last, events, strict=True))
-        stored = list(events) if same else self.as_stored(run_id, events)
-        self._last.batch = ("", ())
+        seen_run, seen = self._seen()
+        done = seen_run == run_id and all(seen.get(id(e)) is e for e in events)
+        stored = list(events) if done else self.as_stored(run_id, events)
+        self._stored.events = ("", {})
         return self._inner.append(
             run_id, stored, expected_seq=expected_seq, live=live, messages=messages,
             expected_id=expected_id, snapshot=snapshot,
@@ -56,8 +57,16 @@ class RedactingStore:
         else:
             r = self._redactor_for(spec)
             stored = [redact_envelope(env, r) for env in events]
-        self._last.batch = (run_id, tuple(stored))  # appending exactly these redacts nothing again
+        seen_run, seen = self._seen()
+        if seen_run != run_id:
+            seen = {}
+        seen.update((id(e), e) for e in stored)  # appending these redacts nothing again
+        self._stored.events = (run_id, seen)
         return stored
+
+    def _seen(self) -> tuple[str, dict[int, Envelope[Any]]]:
+        found: tuple[str, dict[int, Envelope[Any]]] = getattr(self._stored, "events", ("", {}))
+        return found
 
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
         return self._inner.read(run_id, after_seq=after_seq)
