@@ -221,7 +221,11 @@ class Services:
             if self.worker is None or toolset.fingerprint == self.app.toolset.fingerprint:
                 self.app = dataclasses.replace(self.app, toolset=toolset)
                 return
-            self.app = dataclasses.replace(self.app, toolset=toolset)
+            carrying = self.app.carrying  # deliveries under way stop carrying the old tool set
+            fresh = dataclasses.replace(carrying, stopping=threading.Event()) if carrying else None
+            self.app = dataclasses.replace(self.app, toolset=toolset, carrying=fresh)
+            if carrying is not None:
+                carrying.stopping.set()
             self.worker.stop(timeout=30_000)
             for actor in list(self.broker.actors):  # declared again below, on the new queues
                 self.broker.actors.pop(actor)

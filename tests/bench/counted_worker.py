@@ -2,7 +2,9 @@
 what it costs. Every Redis command this process sends is counted (a pipeline's
 commands one by one, and each pipeline or single command as one round trip),
 the thread CPU time of each message is added to its pool (model, tools,
-accept; the rest of the process's CPU is the broker, heartbeats and loops),
+accept: with the steps it carried on, which other pools' messages would have
+been; the rest of the process's CPU is the other threads: the broker,
+heartbeats, loops and the threads Python tools run in), messages are counted,
 and every 50 ms the counts and the process's CPU time are written to a file,
 which the benchmark reads before and after a workload. Commands run inside our
 Lua scripts are not sent, so they are not counted here.
@@ -33,6 +35,7 @@ class Counts:
     def __init__(self) -> None:
         self.commands: Counter[str] = Counter()
         self.pool_cpu_s: Counter[str] = Counter()  # thread CPU of the messages each pool ran
+        self.messages = 0  # messages the pools ran (a step carried on is not one)
         self.round_trips = 0
         self._lock = threading.Lock()
         self._quiet = threading.local()  # counting paused on this thread
@@ -40,6 +43,7 @@ class Counts:
     def ran(self, pool: str, cpu_s: float) -> None:
         with self._lock:
             self.pool_cpu_s[pool] += cpu_s
+            self.messages += 1
 
     @contextmanager
     def not_again(self) -> Iterator[None]:
@@ -66,6 +70,7 @@ class Counts:
                 "round_trips": self.round_trips,
                 "commands": dict(self.commands),
                 "pool_cpu_s": dict(self.pool_cpu_s),
+                "messages": self.messages,
             }
 
 

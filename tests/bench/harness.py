@@ -61,6 +61,7 @@ class Cost:
     round_trips: int = 0
     commands: Counter[str] = field(default_factory=Counter)
     pool_cpu_s: Counter[str] = field(default_factory=Counter)
+    messages: int = 0
 
     def __sub__(self, other: Cost) -> Cost:
         commands = Counter(self.commands)
@@ -73,6 +74,7 @@ class Cost:
             self.round_trips - other.round_trips,
             +commands,
             pools,
+            self.messages - other.messages,
         )
 
     def per(self, n: int) -> dict[str, Any]:
@@ -83,6 +85,7 @@ class Cost:
             "cpu_ms": self.cpu_s * 1000 / n,
             "redis_cpu_ms": self.redis_cpu_s * 1000 / n,
             "round_trips": self.round_trips / n,
+            "messages": self.messages / n,
             "commands": sum(self.commands.values()) / n,
             "by_command": {k: round(v / n, 2) for k, v in self.commands.most_common()},
         }
@@ -111,6 +114,7 @@ class Pool:
                 total.round_trips += counts["round_trips"]
                 total.commands.update(counts["commands"])
                 total.pool_cpu_s.update(counts.get("pool_cpu_s", {}))
+                total.messages += counts.get("messages", 0)
         return total
 
 

@@ -153,14 +153,15 @@ FLOOR = [  # key, measure, system, durability ("": the run's)
     ("dramatiq_hop_ms", "dramatiq hop, stock RedisBroker (polls)", "dramatiq", ""),
     ("streams_hop_ms", "dramatiq hop, our StreamsBroker", OURS, ""),
 ]
-POOL_CPU = [
-    ("cpu_ms_model", "worker CPU, model pool", "ms cpu"),
-    ("cpu_ms_tools", "worker CPU, tools pool", "ms cpu"),
-    ("cpu_ms_accept", "worker CPU, accept pool", "ms cpu"),
-    ("cpu_ms_other", "worker CPU, broker and loops", "ms cpu"),
+POOL_CPU = [  # a message's CPU includes the steps it carried on (handlers.carry)
+    ("cpu_ms_model", "worker CPU, model pool's messages", "ms cpu"),
+    ("cpu_ms_tools", "worker CPU, tools pool's messages", "ms cpu"),
+    ("cpu_ms_accept", "worker CPU, accept pool's messages", "ms cpu"),
+    ("cpu_ms_other", "worker CPU, other threads (broker, loops, tools)", "ms cpu"),
 ]
 COSTS = [
     ("round_trips", "Redis round trips", "count"),
+    ("messages", "messages delivered", "count"),
     ("commands", "Redis commands", "count"),
     ("cpu_ms", "worker CPU", "ms cpu"),
     *POOL_CPU,
@@ -180,6 +181,7 @@ W3 = [
     ("cpu_ms", "worker CPU per call", "ms cpu"),
     *((k, f"{m} per call", u) for k, m, u in POOL_CPU),
     ("round_trips", "Redis round trips per call", "count"),
+    ("messages", "messages delivered per call", "count"),
     ("commands", "Redis commands per call", "count"),
 ]
 _TAIL = f"{SNAP_BEHIND}-event tail"

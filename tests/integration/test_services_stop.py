@@ -1,16 +1,19 @@
 """A process that stops cleanly leaves every group it was a member of: the
 intakes and sweepers still running take its inbox partitions and shards at
 their next beat, not `member_ttl_s` later (the next `agentledger run` on the
-prefix would wait that long for its request to be taken)."""
+prefix would wait that long for its request to be taken). Its deliveries under
+way stop carrying runs on, as they do when it moves to another tool set."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import redis
 from itkit import QUEUE
 
-from services.adapters.tools.toolset import ToolSet
+from events.commands import Pool
+from services.adapters.tools.toolset import ToolSet, load_toolset
 from services.bootstrap import build_services
 from services.keys import Keys
 from services.settings import Settings
@@ -38,3 +41,24 @@ def test_a_stopped_process_is_no_member_of_the_intakes_or_sweepers(
         services.stop()
     for group in GROUPS:
         assert me not in members(client, keys.members(group)), group
+
+
+def test_stopping_or_changing_tool_sets_ends_carrying_for_the_deliveries_under_way(
+    settings: Settings, client: redis.Redis, toolset: ToolSet, tools_dir: Path
+) -> None:
+    services = build_services(settings, client, toolset, queue=QUEUE)
+    first = services.app.carrying
+    assert first is not None and first.queue == QUEUE and set(first.pools) == set(Pool)
+    services.start(loops=False)
+    try:
+        builtin_only = load_toolset([], [])  # another fingerprint: the pools move to it
+        assert builtin_only.fingerprint != toolset.fingerprint
+        services.retool(builtin_only)
+
+        now = services.app.carrying
+        assert first.stopping.is_set(), "deliveries of the old tool set carry nothing more"
+        assert now is not None and not now.stopping.is_set()
+        assert (now.queue, now.pools, now.for_s) == (first.queue, first.pools, first.for_s)
+    finally:
+        services.stop()
+    assert now.stopping.is_set()
