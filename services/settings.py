@@ -49,8 +49,9 @@ class Settings:
     acceptance_lease_s: float = 600.0
     worker_threads: int = 8
     # a delivery carries its run on (the next step due in a pool this process serves, in
-    # the same append, on the same thread) for at most this long; 0: never
-    carry_s: float = 10.0
+    # the same append, on the same thread) for at most this long (a time slice: a step
+    # due later waits in its queue behind the other runs' steps); 0: never
+    carry_s: float = 1.0
     broker_claim_idle_s: float = 3.0  # a delivered message idle this long moves to another worker
     broker_max_deliveries: int = 3  # deliveries (kills included) before it is dead-lettered
     # the local Redis service's data, its workspace copies: one folder per user

@@ -98,6 +98,6 @@ def test_the_lock_partitions_are_unset_by_default_and_children_inherit_a_set_cou
     assert environ_for_children(settings)["AGENTLEDGER_LOCK_PARTITIONS"] == "8"
 
 
-def test_carrying_lasts_ten_seconds_by_default_and_zero_switches_it_off() -> None:
-    assert from_env({}).carry_s == 10.0
+def test_carrying_lasts_a_second_by_default_and_zero_switches_it_off() -> None:
+    assert from_env({}).carry_s == 1.0
     assert from_env({"AGENTLEDGER_CARRY_S": "0"}).carry_s == 0.0
