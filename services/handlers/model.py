@@ -68,7 +68,7 @@ class ModelClaim:
 
     def held(self, appended: Sequence[Any]) -> ModelHeld | None:
         claimed = next((e.data for e in appended if isinstance(e.data, ModelRequested)), None)
-        return ModelHeld(claimed, self._views[claimed.attempt]) if claimed else None
+        return ModelHeld(claimed, self._views[claimed.attempt]) if claimed is not None else None
 
 
 def answer(app: App, run_id: str, step: StepResult, held: ModelHeld, then: Then | None) -> StepResult:

@@ -9,7 +9,9 @@ taken from the in-memory outbox and handed to their handler, and nothing else
 is: commands are never re-derived from the state here, so a run the writer
 forgot to dispatch is stuck, and the test says so. Every append is recorded
 with the command being handled when it was made, so a test can check who wrote
-into which run's log."""
+into which run's log. A unit made with `carry=carrying(...)` is a worker process
+that serves those pools and carries its runs on (`services.handlers.carry`);
+by default it carries nothing, so every step is a command the test delivers."""
 
 from __future__ import annotations
 
