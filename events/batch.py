@@ -5,7 +5,7 @@ record their locks, claim one) without a hop between them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from events.fold import apply
 from events.state import RunState
@@ -28,11 +28,13 @@ def provisional(s: RunState, events: Iterable[Event], *, at: float) -> RunState:
     return s
 
 
-def chain(s: RunState, decisions: Iterable[Decision], *, at: float) -> list[Event]:
+def chain(s: RunState, decisions: Sequence[Decision], *, at: float) -> list[Event]:
     out: list[Event] = []
-    for decide in decisions:
+    last = len(decisions) - 1
+    for i, decide in enumerate(decisions):
         events = decide(s)
         if events:
-            s = provisional(s, events, at=at)
+            if i < last:  # the state after the last decision is the writer's to fold
+                s = provisional(s, events, at=at)
             out += events
     return out

@@ -16,6 +16,9 @@ from events.commands import Pool
 from services.keys import Keys
 
 
+MANIFESTS_KEPT = 256
+
+
 @dataclass(frozen=True, slots=True)
 class Served:
     queue: str
@@ -33,6 +36,7 @@ class Directory:
         self._r = client
         self._keys = keys
         self._ttl_ms = int(member_ttl_s * 1000)
+        self._manifests: dict[tuple[str, str], dict[str, Any]] = {}
 
     def register(self, queue: str, toolset: str, manifest: dict[str, Any]) -> None:
         self._r.hset(self._keys.toolsets(queue), toolset, json.dumps(manifest, sort_keys=True))
@@ -42,8 +46,20 @@ class Directory:
         return {k.decode(): json.loads(v) for k, v in raw.items()}
 
     def manifest(self, queue: str, toolset: str) -> dict[str, Any] | None:
+        """The manifest of a tool set that served the queue (None: none did). A tool set's
+        manifest is made from its code, which its fingerprint names: one found is kept
+        (read-only), and one not found is asked again next time."""
+        kept = self._manifests.get((queue, toolset))
+        if kept is not None:
+            return kept
         raw = self._r.hget(self._keys.toolsets(queue), toolset)
-        return json.loads(raw) if raw else None
+        if not raw:
+            return None
+        if len(self._manifests) >= MANIFESTS_KEPT:
+            self._manifests.clear()
+        found: dict[str, Any] = json.loads(raw)
+        self._manifests[(queue, toolset)] = found
+        return found
 
     def for_modules(self, queue: str, modules: list[str]) -> list[str]:
         """The registered tool sets of `queue` made of exactly these modules."""
