@@ -15,7 +15,6 @@ import redis
 from events.commands import Pool
 from services.keys import Keys
 
-
 MANIFESTS_KEPT = 256
 
 
