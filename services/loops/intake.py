@@ -20,6 +20,7 @@ import logging
 import os
 import random
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -52,6 +53,7 @@ GROUP = "intake"
 SOURCE = "intake"
 READ_COUNT = 20  # entries per read: what one read can hold in memory is bounded by it
 MAX_DELIVERIES = 3  # an entry that took down this many intakes is rejected as poison
+BEATS_PER_TTL = 4  # the intake beats (and looks at what it owns) this often per member ttl
 RECLAIM_IDLE_MS = 10_000
 RECLAIM_EVERY = 20  # polls of at most 0.5 s: look for a dead intake's entries every ~10 s
 KEEP_FIELD_BYTES = 1 << 20  # of each original field kept with a rejection
@@ -95,13 +97,17 @@ class Intake:
         self._directory = directory
         self._membership = membership
         self._owned: list[int] = []
+        self._next_beat = 0.0  # time.monotonic()
         self._slot_reads = SlotReads(client, GROUP, app.worker) if is_cluster(client) else None
         for part in range(keys.inbox_partitions):
             _ensure_group(client, keys.inbox(part))
 
     def poll_once(self, *, block_ms: int = 500) -> int:
-        self._membership.beat()
-        self._owned = self._membership.owned(range(self._keys.inbox_partitions))
+        now = time.monotonic()
+        if now >= self._next_beat:  # not at every entry: a busy inbox wakes us per entry
+            self._membership.beat()
+            self._owned = self._membership.owned(range(self._keys.inbox_partitions))
+            self._next_beat = now + self._membership.ttl_s / BEATS_PER_TTL
         if not self._owned:
             threading.Event().wait(block_ms / 1000)
             return 0
