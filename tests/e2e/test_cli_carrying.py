@@ -75,6 +75,7 @@ def completed(cli: Cli, spec: Path) -> str:
 def test_each_claim_rides_with_the_step_before_it_two_appends_a_call(
     cli: Cli, tmp_path: Path
 ) -> None:
+    cli.env["AGENTLEDGER_CARRY_S"] = "600"  # a slice no loaded test machine runs out of
     run_id = completed(cli, write_spec(tmp_path))
 
     groups = appends(cli, run_id)
