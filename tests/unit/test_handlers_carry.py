@@ -15,9 +15,11 @@ from prometheus_client import generate_latest
 
 from events import controls
 from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
+from events.fold import fold
 from events.status import CallStatus, RunStatus
 from events.types import ModelRequested, ToolCallStarted
 from services.adapters.metrics.instruments import Instruments
+from services.handlers.model import context_view
 
 ONE_CALL = {"tool_use": [call("c1", "kv_read", key="k")]}
 TWO_CALLS = {"tool_use": [call("c1", "kv_read", key="a"), call("c2", "kv_read", key="b")]}
@@ -64,9 +66,16 @@ def test_a_carried_model_claim_is_decided_on_the_view_of_the_state_after_the_out
 
     unit.deliver(RequestModel("run-a"))
 
-    claims = [e.data for e in unit.memory.read("run-a") if isinstance(e.data, ModelRequested)]
-    assert [c.turn for c in claims] == [1, 2]
-    assert claims[0].context_hash != claims[1].context_hash, "the second view holds the result"
+    log = unit.memory.read("run-a")
+    at = [i for i, e in enumerate(log) if isinstance(e.data, ModelRequested)]
+    assert [log[i].data.turn for i in at] == [1, 2]
+    before_claim, running = fold(log[: at[1]]), fold(log[: at[1] - 1])
+    assert before_claim is not None and running is not None
+    claimed = log[at[1]].data
+    assert claimed.context_hash == context_view(unit.app.toolset, before_claim).digest
+    assert claimed.context_hash != context_view(unit.app.toolset, running).digest, (
+        "the view of the state before the outcome is another one"
+    )
 
 
 def test_the_other_call_of_a_turn_is_queued_with_the_claim_and_its_command_finds_it_done(
