@@ -47,8 +47,9 @@ if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger
 
 MAX_CONFLICTS = 50
 Decide = Callable[[RunState], Sequence[Event]]
-# told of every append that landed: the state before, after, and the events (metrics)
-Observe = Callable[[RunState | None, RunState, Sequence[Envelope[Any]]], None]
+# told of every append that landed: the state before, after, the events, and the source
+# (pool) of the step carried on in it, if one was (metrics)
+Observe = Callable[[RunState | None, RunState, Sequence[Envelope[Any]], str | None], None]
 T = TypeVar("T")
 
 
@@ -224,7 +225,10 @@ class Runs:
                 else:
                     carried = None
             try:
-                self._save(run_id, state, new_state, batch, outage_s=outage_s)
+                self._save(
+                    run_id, state, new_state, batch, outage_s=outage_s,
+                    carried=carried.source if carried is not None else None,
+                )  # fmt: skip
             except ConcurrencyConflict:
                 continue
             return StepResult(new_state, tuple(batch), carried)
@@ -266,6 +270,7 @@ class Runs:
         batch: list[Envelope[Any]],
         *,
         outage_s: float,
+        carried: str | None = None,
     ) -> None:
         now = self.clock.now()
         messages = self._outbox.messages(after, new_commands(before, after, now=now))
@@ -275,7 +280,7 @@ class Runs:
             self._append(run_id, batch, before, after, messages, snapshot, outage_s)
             cache.appended(run_id, after, batch[-1].id, snapshot)
         if self.observe is not None:
-            self.observe(before, after, batch)
+            self.observe(before, after, batch, carried)
         if released := released_asks(before, after):
             through_outage(
                 lambda: self._send(self._locks.release(released).notices()),

@@ -235,3 +235,18 @@ def test_the_steps_carried_are_counted_by_the_pool_whose_step_they_were(tmp_path
     out = generate_latest(instruments.registry).decode()
     assert 'agentledger_steps_carried_total{pool="tools"} 2.0' in out
     assert 'agentledger_steps_carried_total{pool="model"} 2.0' in out
+
+
+def test_a_call_carried_after_another_call_s_outcome_is_counted_too(tmp_path: Path) -> None:
+    unit = carried(tmp_path)
+    instruments = Instruments()
+    unit.app.runs.observe = instruments.observe_step
+    unit.create("run-a", spec(TWO_CALLS, DONE))
+
+    unit.deliver(RequestModel("run-a"))  # c1's outcome is appended with c2's claim
+
+    assert ("ToolCallSucceeded", "ToolCallStarted") in unit.appends_to("run-a")
+    instruments.flush()
+    out = generate_latest(instruments.registry).decode()
+    assert 'agentledger_steps_carried_total{pool="tools"} 2.0' in out
+    assert 'agentledger_steps_carried_total{pool="model"} 1.0' in out

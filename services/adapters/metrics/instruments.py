@@ -148,16 +148,25 @@ class Instruments:
         return child
 
     def observe_step(
-        self, before: RunState | None, after: RunState, batch: Sequence[Envelope[Any]]
+        self,
+        before: RunState | None,
+        after: RunState,
+        batch: Sequence[Envelope[Any]],
+        carried: str | None = None,
     ) -> None:
-        """Count what one append did; never lets a metrics fault fail the step."""
+        """Count what one append did (`carried`: the pool of the step carried on in it);
+        never lets a metrics fault fail the step."""
         try:
-            self._observe(before, after, batch)
+            self._observe(before, after, batch, carried)
         except Exception:  # a metric is never worth a step
             log.exception("metrics: could not count a step of run %r", after.run_id)
 
     def _observe(
-        self, before: RunState | None, after: RunState, batch: Sequence[Envelope[Any]]
+        self,
+        before: RunState | None,
+        after: RunState,
+        batch: Sequence[Envelope[Any]],
+        carried: str | None,
     ) -> None:
         count = self.count
         was = before.status if before else None
@@ -165,8 +174,8 @@ class Instruments:
             count(self.transitions, (str(was or "none"), str(after.status)))
             if after.status.terminal and not (was and was.terminal):
                 count(self.terminal, (str(after.status),))
-        if batch and batch[-1].source != batch[0].source:  # a step carried on (handlers.carry)
-            count(self.carried, (batch[-1].source,))
+        if carried is not None:  # a step carried on (handlers.carry)
+            count(self.carried, (carried,))
         model = ""
         for env in batch:
             data = env.data
