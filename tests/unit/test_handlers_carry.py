@@ -7,10 +7,13 @@ carried meanwhile finds the step done."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import pytest
+
 import unit_tools
-from handlerkit import QUEUE, Unit, call, carrying, new_unit, spec
+from handlerkit import QUEUE, Unit, call, carrying, new_unit, scripted, spec
 from prometheus_client import generate_latest
 
 from events import controls
@@ -18,8 +21,12 @@ from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
 from events.fold import fold
 from events.status import CallStatus, RunStatus
 from events.types import ModelRequested, ToolCallStarted
+from schemas.spec import ModelSpec
 from services.adapters.metrics.instruments import Instruments
+from services.adapters.models.port import ModelAdapter, ModelError, ModelReply, ModelRequest
+from services.entrypoints.actors import retry_when
 from services.handlers.model import context_view
+from services.loops.sweeper import sweep_once
 
 ONE_CALL = {"tool_use": [call("c1", "kv_read", key="k")]}
 TWO_CALLS = {"tool_use": [call("c1", "kv_read", key="a"), call("c2", "kv_read", key="b")]}
@@ -250,3 +257,58 @@ def test_a_call_carried_after_another_call_s_outcome_is_counted_too(tmp_path: Pa
     out = generate_latest(instruments.registry).decode()
     assert 'agentledger_steps_carried_total{pool="tools"} 2.0' in out
     assert 'agentledger_steps_carried_total{pool="model"} 1.0' in out
+
+
+class OverloadedOnce:
+    """The scripted model, whose first answer to `turn` is an overloaded API: a model
+    error that retrying may fix (`retryable`)."""
+
+    def __init__(self, turn: int) -> None:
+        self.turn = turn
+        self.asked: list[int] = []  # the turns asked, in order
+
+    def adapter_for(self, model: ModelSpec) -> ModelAdapter:
+        inner = scripted(model)
+        outer = self
+
+        class Adapter:
+            def claim_lease_s(self) -> float:
+                return inner.claim_lease_s()
+
+            def respond(self, request: ModelRequest) -> ModelReply:
+                outer.asked.append(request.turn)
+                if request.turn == outer.turn and outer.asked.count(request.turn) == 1:
+                    raise ModelError("overloaded", retryable=True)
+                return inner.respond(request)
+
+        return Adapter()
+
+
+def test_a_retryable_model_error_in_a_carried_step_keeps_the_outcome_and_the_turn_is_driven_again(
+    tmp_path: Path,
+) -> None:
+    unit = carried(tmp_path)
+    model = OverloadedOnce(turn=2)
+    unit.app = dataclasses.replace(unit.app, model_for=model.adapter_for)
+    unit.create("run-a", spec(ONE_CALL, DONE))
+    unit.take()
+
+    with pytest.raises(ModelError) as raised:  # raised from the delivery: dramatiq retries it
+        unit.deliver(RequestModel("run-a"))
+
+    assert retry_when(0, raised.value)
+    assert unit.store.appends[-1].types == ("ToolCallSucceeded", "ModelRequested")
+    assert unit.call_of("run-a", "c1").status is CallStatus.SUCCEEDED, "the outcome is kept"
+    appends = len(unit.store.appends)
+    unit.deliver(RequestModel("run-a"))  # the retry, while the turn's claim holds: a no-op
+    assert len(unit.store.appends) == appends and unit.take() == []
+
+    unit.clock.advance(unit.app.settings.lease_s + 1.0)  # the claim (1 s) runs out; idle
+    assert sweep_once(unit.app, [0]) == 1
+    unit.drive(until=lambda u: u.state("run-a").status is RunStatus.COMPLETED)
+
+    assert unit.state("run-a").status is RunStatus.COMPLETED
+    assert model.asked == [1, 2, 2]
+    claims = [e.data for e in unit.memory.read("run-a") if isinstance(e.data, ModelRequested)]
+    assert [(c.turn, c.attempt) for c in claims] == [(1, 1), (2, 1), (2, 2)]
+    assert unit_tools.RAN == {"c1": 1}, "the call ran once"
