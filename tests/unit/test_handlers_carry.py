@@ -11,7 +11,6 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-
 import unit_tools
 from handlerkit import QUEUE, Unit, call, carrying, new_unit, scripted, spec
 from prometheus_client import generate_latest
