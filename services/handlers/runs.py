@@ -27,11 +27,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from events.batch import Appended
 from events.dispatch import new_commands
-from events.fold import fold
+from events.fold import apply, fold
 from events.lock_step import released_asks
 from events.settle import settle_batch
 from events.state import RunState
+from events.status import RunStatus
 from events.types import Event, RunCreated
 from schemas.envelope import Envelope, construct
 from schemas.ids import EventId, RunId
@@ -47,10 +49,10 @@ if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger
 
 MAX_CONFLICTS = 50
 Decide = Callable[[RunState], Sequence[Event]]
-# told of every append that landed: the state before, after, the events, and the source
-# (pool) of the step carried on in it, if one was (metrics)
-Observe = Callable[[RunState | None, RunState, Sequence[Envelope[Any]], str | None], None]
 T = TypeVar("T")
+
+
+Observe = Callable[[Appended], None]  # told of every append that landed
 
 
 class Step(Protocol):
@@ -152,7 +154,7 @@ class Runs:
         batch = self.store.as_stored(run_id, batch)
         state = fold(batch)
         assert state is not None
-        self._save(run_id, None, state, batch, outage_s=0.0)
+        self._save(run_id, None, state, batch, [state.status], outage_s=0.0)
         return state
 
     def step(
@@ -215,18 +217,20 @@ class Runs:
             held = None
             if not events:
                 return StepResult(state, ())
-            batch, new_state = self._batch(run_id, state, events, source, causation_id)
+            batch, new_state, statuses = self._batch(run_id, state, events, source, causation_id)
             carried = then(new_state) if then is not None else None
             if carried is not None:
                 more = list(carried.decide(new_state, carried.gather(new_state)))
                 if more:
-                    extra, new_state = self._batch(run_id, new_state, more, carried.source, None)
-                    batch += extra
+                    extra, new_state, passed = self._batch(
+                        run_id, new_state, more, carried.source, None
+                    )
+                    batch, statuses = batch + extra, statuses + passed
                 else:
                     carried = None
             try:
                 self._save(
-                    run_id, state, new_state, batch, outage_s=outage_s,
+                    run_id, state, new_state, batch, statuses, outage_s=outage_s,
                     carried=carried.source if carried is not None else None,
                 )  # fmt: skip
             except ConcurrencyConflict:
@@ -241,12 +245,14 @@ class Runs:
         events: list[Event],
         source: str,
         causation_id: str | None,
-    ) -> tuple[list[Envelope[Any]], RunState]:
+    ) -> tuple[list[Envelope[Any]], RunState, list[RunStatus]]:
         """Decide, then settle (`events.settle`): the envelopes of the decided events and
-        of the follow-ups they make due, as the store will write them, and the state
-        they fold to (an illegal event raises before anything is written)."""
+        of the follow-ups they make due, as the store will write them, the state they
+        fold to (an illegal event raises before anything is written), and the run's
+        status after each."""
         at = self.clock.now()
         batch: list[Envelope[Any]] = []
+        statuses: list[RunStatus] = []
 
         def fold_on(s: RunState, more: Sequence[Event]) -> RunState:
             cause = causation_id if not batch else None  # follow-ups are caused by the batch
@@ -254,13 +260,14 @@ class Runs:
                 run_id,
                 envelopes(run_id, more, after_seq=s.seq, at=at, source=source, causation_id=cause),
             )  # the state we go on with is the log's
-            folded = fold(stored, s)
-            assert folded is not None
+            for envelope in stored:
+                s = apply(s, envelope)
+                statuses.append(s.status)
             batch.extend(stored)
-            return folded
+            return s
 
         _, new_state = settle_batch(state, events, fold_on)
-        return batch, new_state
+        return batch, new_state, statuses
 
     def _save(
         self,
@@ -268,6 +275,7 @@ class Runs:
         before: RunState | None,
         after: RunState,
         batch: list[Envelope[Any]],
+        statuses: Sequence[RunStatus],
         *,
         outage_s: float,
         carried: str | None = None,
@@ -280,7 +288,7 @@ class Runs:
             self._append(run_id, batch, before, after, messages, snapshot, outage_s)
             cache.appended(run_id, after, batch[-1].id, snapshot)
         if self.observe is not None:
-            self.observe(before, after, batch, carried)
+            self.observe(Appended(before, after, batch, statuses, carried))
         if released := released_asks(before, after):
             through_outage(
                 lambda: self._send(self._locks.release(released).notices()),

@@ -258,6 +258,36 @@ def test_a_call_carried_after_another_call_s_outcome_is_counted_too(tmp_path: Pa
     assert 'agentledger_steps_carried_total{pool="model"} 1.0' in out
 
 
+def test_every_status_a_carried_append_passes_through_is_counted_as_a_transition(
+    tmp_path: Path,
+) -> None:
+    unit = carried(tmp_path)
+    instruments = Instruments()
+    unit.app.runs.observe = instruments.observe_step
+    unit.create("run-a", spec(ONE_CALL, DONE))
+
+    unit.deliver(RequestModel("run-a"))  # the reply and c1's claim: one append
+    unit.drive(until=lambda u: u.state("run-a").status is RunStatus.COMPLETED)
+
+    assert (*REPLY, *DRIVE) in unit.appends_to("run-a")
+    instruments.flush()
+    found = {
+        (m.labels["from_status"], m.labels["to_status"]): m.value
+        for metric in instruments.registry.collect()
+        if metric.name == "agentledger_run_transitions"
+        for m in metric.samples
+        if m.name.endswith("_total")
+    }
+    assert found == {
+        ("none", "requesting_model"): 1.0,
+        ("requesting_model", "validating"): 1.0,
+        ("validating", "running_tools"): 1.0,
+        ("running_tools", "requesting_model"): 1.0,
+        ("requesting_model", "accepting"): 1.0,
+        ("accepting", "completed"): 1.0,
+    }, "one per move of the lifecycle, none it never makes (requesting_model -> running_tools)"
+
+
 class OverloadedOnce:
     """The scripted model, whose first answer to `turn` is an overloaded API: a model
     error that retrying may fix (`retryable`)."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
+from events.batch import Appended
 from services.adapters.metrics.instruments import Instruments
 
 
@@ -55,11 +56,13 @@ def test_a_step_time_goes_to_its_pool_and_actor() -> None:
     timer.after_process_message(broker, message, exception=RuntimeError("x"))
     assert "_al_t0" not in message.options  # never stored with a retry
     out = text(ins)
-    assert 'agentledger_step_seconds_count{actor="drive_call",outcome="error",pool="tools"} 1.0' in out
+    assert (
+        'agentledger_step_seconds_count{actor="drive_call",outcome="error",pool="tools"} 1.0' in out
+    )
 
 
 def test_a_fault_in_counting_never_fails_the_step(caplog: Any) -> None:
     ins = Instruments()
     broken: Any = SimpleNamespace(run_id="r-1", status=None)  # not a RunState
-    ins.observe_step(None, broken, [])
+    ins.observe_step(Appended(None, broken, [], [None]))  # type: ignore[list-item]
     assert "could not count a step of run 'r-1'" in caplog.text

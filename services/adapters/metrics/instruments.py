@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from dramatiq.middleware import Middleware
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from events.batch import Appended
 from events.state import RunState
 from events.types import (
     ModelResponded,
@@ -32,7 +32,6 @@ from events.types import (
     ToolCallSucceeded,
     ToolCallWaiting,
 )
-from schemas.envelope import Envelope
 
 log = logging.getLogger(__name__)
 NS = "agentledger"
@@ -147,33 +146,22 @@ class Instruments:
             child = self._children[key] = metric.labels(*labels) if labels else metric
         return child
 
-    def observe_step(
-        self,
-        before: RunState | None,
-        after: RunState,
-        batch: Sequence[Envelope[Any]],
-        carried: str | None = None,
-    ) -> None:
-        """Count what one append did (`carried`: the pool of the step carried on in it);
-        never lets a metrics fault fail the step."""
+    def observe_step(self, appended: Appended) -> None:
+        """Count what one append did; never lets a metrics fault fail the step."""
         try:
-            self._observe(before, after, batch, carried)
+            self._observe(appended)
         except Exception:  # a metric is never worth a step
-            log.exception("metrics: could not count a step of run %r", after.run_id)
+            log.exception("metrics: could not count a step of run %r", appended.after.run_id)
 
-    def _observe(
-        self,
-        before: RunState | None,
-        after: RunState,
-        batch: Sequence[Envelope[Any]],
-        carried: str | None,
-    ) -> None:
+    def _observe(self, appended: Appended) -> None:
         count = self.count
-        was = before.status if before else None
-        if was is not after.status:
-            count(self.transitions, (str(was or "none"), str(after.status)))
-            if after.status.terminal and not (was and was.terminal):
-                count(self.terminal, (str(after.status),))
+        before, after, batch, carried = (
+            appended.before, appended.after, appended.batch, appended.carried
+        )  # fmt: skip
+        for was, status in appended.moves():  # every status passed through, in order
+            count(self.transitions, (str(was or "none"), str(status)))
+            if status.terminal and not (was and was.terminal):
+                count(self.terminal, (str(status),))
         if carried is not None:  # a step carried on (handlers.carry)
             count(self.carried, (carried,))
         model = ""
