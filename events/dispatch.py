@@ -50,12 +50,12 @@ def new_commands(before: RunState | None, after: RunState, *, now: float) -> lis
 
 def carried_command(
     s: RunState, *, now: float, pools: Collection[Pool]
-) -> RequestModel | DriveCall | None:
+) -> RequestModel | DriveCall | RunAcceptance | None:
     """The step due now that a writer serving `pools` takes on itself, in its own
-    append: the first due model request or call drive (a resolution or an
-    acceptance always goes through its pool's queue)."""
+    append: the first due model request, call drive or acceptance (a resolution,
+    rare and slow, always goes through its pool's queue)."""
     for command in due_commands(s, now=now):
-        if isinstance(command, RequestModel | DriveCall) and command.pool in pools:
+        if isinstance(command, RequestModel | DriveCall | RunAcceptance) and command.pool in pools:
             return command
     return None
 

@@ -3,7 +3,7 @@ A process declares them for its one tool set, on the queues of its task queue.
 
 Retrying a message is safe because every handler re-checks the folded run.
 A delivery may carry its run on into the other pools' steps (`handlers.carry`):
-so the model and tools actors share one time limit.
+so the model, tools and acceptance actors share one time limit.
 Whether a retry can help is the error's own word (`retryable`): errors of the
 core and the contracts never are; a lost connection or a lost race is."""
 
@@ -16,14 +16,17 @@ import dramatiq
 
 from events.commands import Pool
 from services.adapters.broker.streams_broker import Route, StreamsBroker
-from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
-from services.handlers.carry import handle_drive_call, handle_request_model
+from services.handlers.carry import (
+    handle_drive_call,
+    handle_request_model,
+    handle_run_acceptance,
+)
 from services.handlers.resolve import handle_resolve_call
 
 MINUTE_MS = 60_000
 MAX_RETRIES = 3
-CARRYING_LIMIT_MS = 60 * MINUTE_MS  # a model call or a tool, and what a delivery carries on
+CARRYING_LIMIT_MS = 60 * MINUTE_MS  # a model call, a tool or checks, and what a delivery carries on
 
 
 def retry_when(retries: int, exc: BaseException) -> bool:
@@ -31,7 +34,12 @@ def retry_when(retries: int, exc: BaseException) -> bool:
 
 
 def declare_actors(
-    broker: StreamsBroker, app: Callable[[], App], *, queue: str, toolset: str, pools: Iterable[Pool]
+    broker: StreamsBroker,
+    app: Callable[[], App],
+    *,
+    queue: str,
+    toolset: str,
+    pools: Iterable[Pool],
 ) -> list[str]:
     """Declare the actors of `pools`; return the dramatiq queue names they read."""
     names = {pool: broker.route(Route(str(pool), queue, toolset)) for pool in pools}
@@ -57,7 +65,7 @@ def declare_actors(
 
     if Pool.ACCEPT in names:
 
-        @dramatiq.actor(queue_name=names[Pool.ACCEPT], time_limit=60 * MINUTE_MS, **options)
+        @dramatiq.actor(queue_name=names[Pool.ACCEPT], time_limit=CARRYING_LIMIT_MS, **options)
         def run_acceptance(run_id: str) -> None:
             handle_run_acceptance(app(), run_id)
 

@@ -1,5 +1,5 @@
 """What a delivery does: the step its command asks for (a model call's claim, a
-call's drive), the side effect that step claimed, and then — when this process
+call's drive, the run's acceptance), the side effect that step claimed, and then — when this process
 serves the pool of the step that is due next (`App.carrying`) — that step too,
 decided into the same append as the outcome before it and done on the same
 thread (`events.dispatch.carried_command`). A run goes claim → side effect →
@@ -14,21 +14,26 @@ worker does: the sweeper re-drives the run."""
 
 from __future__ import annotations
 
-from events.commands import DriveCall, RequestModel
+from events.commands import DriveCall, RequestModel, RunAcceptance
 from events.dispatch import carried_command
 from events.state import RunState
 from services.errors import UnknownRun
+from services.handlers.accept import AcceptClaim, AcceptHeld, accept
 from services.handlers.app import App
 from services.handlers.call import CallClaim, CallHeld, run
 from services.handlers.model import ModelClaim, ModelHeld, answer
 from services.handlers.runs import Then
 
-Claim = ModelClaim | CallClaim
-Held = ModelHeld | CallHeld
+Claim = ModelClaim | CallClaim | AcceptClaim
+Held = ModelHeld | CallHeld | AcceptHeld
 
 
 def handle_request_model(app: App, run_id: str) -> None:
     go_on(app, run_id, ModelClaim(app))
+
+
+def handle_run_acceptance(app: App, run_id: str) -> None:
+    go_on(app, run_id, AcceptClaim(app))
 
 
 def handle_drive_call(app: App, run_id: str, call_id: str) -> None:
@@ -55,8 +60,10 @@ def go_on(
                 step = answer(app, run_id, step, holding, then)
             case CallHeld():
                 step = run(app, run_id, step, holding, then)
+            case AcceptHeld():
+                step = accept(app, run_id, step, holding, then)
         carried = step.carried
-        assert carried is None or isinstance(carried, ModelClaim | CallClaim)
+        assert carried is None or isinstance(carried, ModelClaim | CallClaim | AcceptClaim)
         holding = carried.held(step.appended) if carried is not None else None
 
 
@@ -78,6 +85,8 @@ def carrier(app: App, *, since: float) -> Then | None:
                 return ModelClaim(app)
             case DriveCall(call_id=call_id):
                 return CallClaim(app, call_id)
+            case RunAcceptance():
+                return AcceptClaim(app)
         return None
 
     return then

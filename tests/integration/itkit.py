@@ -26,9 +26,8 @@ from schemas.spec import RunSpec
 from services.adapters.store.memory import MemoryEventStore
 from services.adapters.store.port import EventStore, Outgoing, Snapshot
 from services.errors import ConcurrencyConflict
-from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
-from services.handlers.carry import handle_drive_call, handle_request_model
+from services.handlers.carry import handle_drive_call, handle_request_model, handle_run_acceptance
 from services.handlers.resolve import handle_resolve_call
 from services.handlers.runs import Runs
 from services.keys import Keys, keys_for

@@ -38,8 +38,8 @@ from services.adapters.redis.client import redis_client
 from services.adapters.redis.local_server import PrivateRedis, free_port, start_server
 from services.adapters.tools.toolset import ToolSet
 from services.bootstrap import build_app
-from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App
+from services.handlers.carry import handle_run_acceptance
 from services.keys import keys_for
 from services.loops.sweeper import run_sweeper, sweep_once
 from services.settings import Settings

@@ -39,9 +39,8 @@ from services.adapters.store.port import EventStore, Outgoing, Snapshot
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.tools.toolset import ToolSet, load_toolset
 from services.errors import ConcurrencyConflict
-from services.handlers.accept import handle_run_acceptance
 from services.handlers.app import App, Carrying
-from services.handlers.carry import handle_drive_call, handle_request_model
+from services.handlers.carry import handle_drive_call, handle_request_model, handle_run_acceptance
 from services.handlers.resolve import handle_resolve_call
 from services.handlers.runs import Runs
 from services.keys import Keys

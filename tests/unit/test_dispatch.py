@@ -175,8 +175,9 @@ def test_a_live_claim_leaves_nothing_to_carry() -> None:
     assert carried_command(log.s, now=T0, pools=ALL) is None
 
 
-def test_acceptance_is_never_carried() -> None:
+def test_a_writer_serving_the_accept_pool_carries_the_acceptance_that_became_due() -> None:
     log = Log.created()
     do_model_turn(log, text("done"))
     assert due_commands(log.s, now=T0) == [RunAcceptance(RUN_ID)]
-    assert carried_command(log.s, now=T0, pools=ALL) is None
+    assert carried_command(log.s, now=T0, pools=ALL) == RunAcceptance(RUN_ID)
+    assert carried_command(log.s, now=T0, pools={Pool.MODEL, Pool.TOOLS}) is None

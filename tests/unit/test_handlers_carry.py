@@ -19,7 +19,7 @@ from events import controls
 from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
 from events.fold import fold
 from events.status import CallStatus, RunStatus
-from events.types import ModelRequested, ToolCallStarted
+from events.types import AcceptanceChecked, ModelRequested, ToolCallStarted
 from schemas.spec import ModelSpec
 from services.adapters.metrics.instruments import Instruments
 from services.adapters.models.port import ModelAdapter, ModelError, ModelReply, ModelRequest
@@ -38,7 +38,7 @@ def carried(tmp_path: Path, **options: object) -> Unit:
     return new_unit(tmp_path / "ws", carry=carrying(**options))  # type: ignore[arg-type]
 
 
-def test_one_delivery_carries_a_run_from_its_first_model_request_to_acceptance(
+def test_one_delivery_carries_a_run_from_its_first_model_request_to_completed(
     tmp_path: Path,
 ) -> None:
     unit = carried(tmp_path)
@@ -53,15 +53,56 @@ def test_one_delivery_carries_a_run_from_its_first_model_request_to_acceptance(
         (("ToolCallSucceeded", "ModelRequested"), ()),
         ((*REPLY, *DRIVE), ()),
         (("ToolCallSucceeded", "ModelRequested"), ()),
-        (("ModelResponded",), (RunAcceptance("run-a"),)),
+        (("ModelResponded", "AcceptanceStarted"), ()),
+        (("RunCompleted",), ()),
     ]
-    assert unit.take() == [RunAcceptance("run-a")], "acceptance goes through its own queue"
+    assert unit.take() == [], "nothing was queued: acceptance was carried too"
     assert unit_tools.RAN == {"c1": 2}
-    assert unit.state("run-a").status is RunStatus.ACCEPTING
+    assert unit.state("run-a").status is RunStatus.COMPLETED
     sources = [(e.type, e.source) for e in unit.memory.read("run-a")]
     assert ("ModelRequested", "model") in sources and ("ToolCallStarted", "tools") in sources
     assert all(s == "model" for t, s in sources if t == "ModelRequested")
     assert all(s == "tools" for t, s in sources if t in (*DRIVE, "ToolCallSucceeded"))
+    assert all(s == "accept" for t, s in sources if t in ("AcceptanceStarted", "RunCompleted"))
+
+
+def test_a_carried_acceptance_runs_its_checks_and_a_failed_one_carries_the_model_on(
+    tmp_path: Path,
+) -> None:
+    unit = carried(tmp_path)
+    checks = [{"file": "out.txt", "contains": "all done"}]  # never written: both fail
+    unit.create("run-a", spec(DONE, DONE, acceptance=checks))
+    unit.take()
+
+    unit.deliver(RequestModel("run-a"))
+
+    assert unit.appends_to("run-a")[1:] == [
+        ("ModelRequested",),
+        ("ModelResponded", "AcceptanceStarted"),
+        ("AcceptanceChecked", "AcceptanceFailed", "ModelRequested"),
+        ("ModelResponded", "AcceptanceStarted"),
+        ("AcceptanceChecked", "AcceptanceFailed", "ModelRequested"),
+        ("RunFailed",),  # the script has no third turn
+    ]
+    assert unit.take() == []
+    checked = [e.data for e in unit.memory.read("run-a") if isinstance(e.data, AcceptanceChecked)]
+    assert [c.passed for c in checked] == [False, False]
+    assert all(
+        c.evidence == {"reason": "'out.txt' is not a file in the workspace"} for c in checked
+    )
+
+
+def test_a_worker_not_serving_the_accept_pool_queues_the_acceptance(tmp_path: Path) -> None:
+    unit = carried(tmp_path, pools=frozenset({Pool.MODEL, Pool.TOOLS}))
+    unit.create("run-a", spec(ONE_CALL, DONE))
+    unit.take()
+
+    unit.deliver(RequestModel("run-a"))
+
+    assert unit.store.appends[-1].types == ("ModelResponded",)
+    assert unit.take() == [RunAcceptance("run-a")]
+    unit.deliver(RunAcceptance("run-a"))
+    assert unit.appends_to("run-a")[-2:] == [("AcceptanceStarted",), ("RunCompleted",)]
 
 
 def test_a_carried_model_claim_is_decided_on_the_view_of_the_state_after_the_outcome(
@@ -211,10 +252,11 @@ def test_a_carried_call_that_waits_for_its_lock_is_queued_and_runs_once_granted(
     assert unit.take() == []
     unit_tools.gate("h1").set()
     holding.join()
-    assert unit.take() == [DriveCall("run-w", "w1"), RunAcceptance("run-h")]
+    assert unit.take() == [DriveCall("run-w", "w1")], "run-h was carried on to its end"
+    assert unit.state("run-h").status is RunStatus.COMPLETED
     unit.deliver(DriveCall("run-w", "w1"))  # the grant's notice: claimed, run, carried on
     assert unit_tools.RAN == {"h1": 1, "w1": 1}
-    assert unit.state("run-w").status is RunStatus.ACCEPTING
+    assert unit.state("run-w").status is RunStatus.COMPLETED
     assert unit.foreign_appends() == []
 
 
