@@ -1,10 +1,11 @@
 """What a delivery does: the step its command asks for (a model call's claim, a
-call's drive, the run's acceptance), the side effect that step claimed, and then — when this process
-serves the pool of the step that is due next (`App.carrying`) — that step too,
-decided into the same append as the outcome before it and done on the same
-thread (`events.dispatch.carried_command`). A run goes claim → side effect →
-outcome and next claim → … with no message between and no reload: pinned to
-the worker that drives it, whose held state each append's expected seq checks.
+call's drive, the run's acceptance), the side effect that step claimed, and
+then — when this process serves the pool of the step that is due next
+(`App.carrying`) — that step too, decided into the same append as the outcome
+before it and done on the same thread (`events.dispatch.carried_command`). A
+run goes claim → side effect → outcome and next claim → … with no message
+between and no reload: pinned to the worker that drives it, whose held state
+each append's expected seq checks.
 
 A delivery carries on for at most `Carrying.for_s` seconds; then what is due
 goes through its queue, behind the other runs. It never carries a run of
