@@ -2,7 +2,9 @@
 one pool of one task queue for one tool set (`pool.queue.toolset`); its
 messages live in one stream per shard (`al:{7}:q:<queue>:<toolset>:<pool>`), so
 the writer of a run's step queues the next command in the same script as its
-append, and a process reads only the shards it owns (`membership`). A hop is a
+append. Every process reads every shard's stream of a queue; the shards it owns
+(`membership`) are those whose delayed messages it promotes and whose dead
+readers' messages it takes over. A hop is a
 blocking XREADGROUP (no polling back-off); a message is acked (XACK + XDEL)
 after it ran; a dead worker's messages are taken over within `claim_idle_ms`;
 a message delivered `max_deliveries` times without an ack is dead-lettered.

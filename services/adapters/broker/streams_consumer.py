@@ -1,10 +1,16 @@
-"""The dramatiq Consumer of one pool of a task queue: it reads the streams of the
-shards this process owns (`membership`), with one blocking XREADGROUP over all
-of them (on Redis Cluster, where they sit in several slots: one per stream, all
-out at once — `SlotReads`); acks ride on the next read (a redelivered message is a no-op, so an
-ack a kill lost costs nothing); a tick — heartbeat, ownership, promotion of due
-delayed messages, our own entries re-claimed, idle ones taken over — runs at
-least every quarter of the claim idle time, pipelined over the owned streams.
+"""The dramatiq Consumer of one pool of a task queue: it reads the streams of
+every shard of the queue, with one blocking XREADGROUP over all of them (on
+Redis Cluster, where they sit in several slots: one per stream, all out at once
+— `SlotReads`). The consumer group hands each entry to one reader, so a process
+with a free thread takes the next message whichever shard it is in, and one
+process's backlog never waits while another has threads idle; each read asks
+each stream for its share of the process's free slots (at least one), so what
+it takes beyond them is at most one entry per stream. Acks ride on the next
+read (a redelivered message is a no-op, so an ack a kill lost costs nothing).
+A tick — heartbeat, ownership, promotion of due delayed messages, our own
+held entries kept alive, a dead reader's idle ones taken over — runs at least
+every quarter of the claim idle time, pipelined over the streams of the shards
+this process owns (`membership`) and those it holds entries of.
 
 dramatiq's ConsumerThread calls `__next__` in a loop and hands messages to
 worker threads, which call `ack` / `nack` from their own threads: the held
@@ -38,7 +44,9 @@ log = logging.getLogger(__name__)
 class StreamMessage(MessageProxy):
     """A delivered message and where it came from."""
 
-    def __init__(self, message: Message, queue: StreamQueue, entry_id: str, deliveries: int) -> None:  # type: ignore[type-arg]
+    def __init__(
+        self, message: Message, queue: StreamQueue, entry_id: str, deliveries: int
+    ) -> None:  # type: ignore[type-arg]
         super().__init__(message)
         self.queue = queue
         self.entry_id = entry_id
@@ -65,8 +73,9 @@ class StreamsConsumer(Consumer):
         self.prefetch = prefetch
         self.timeout_ms = timeout_ms
         self.tick_s = claim_idle_ms / 4 / 1000  # heartbeat, ownership, takeovers
-        self._owned: list[StreamQueue] = []
+        self._owned: list[StreamQueue] = []  # ticked: delayed ones promoted, idle ones taken over
         self._by_stream: dict[str, StreamQueue] = {}
+        self._every: list[StreamQueue] = []  # read: the streams of every shard of the queue
         self._seen: dict[str, StreamQueue] = {}  # every stream read: a late reply finds its queue
         self._slot_reads = SlotReads(client, GROUP, self.name) if is_cluster(client) else None
         # the plain-Redis read: acks and XREADGROUP on this thread's connection (a cluster
@@ -94,7 +103,7 @@ class StreamsConsumer(Consumer):
                 return
         self._freed.clear()
         free = self._free_slots()
-        if free <= 0 or not self._owned:
+        if free <= 0 or not self._every:
             self._flush_acks()
             self._freed.wait(self.tick_s)  # an ack frees a slot and wakes us
             return
@@ -104,8 +113,9 @@ class StreamsConsumer(Consumer):
         if self._direct is None:
             self._read_per_slot(count)
             return
-        streams = [q.stream for q in self._owned]
-        by_stream = dict(self._by_stream)
+        streams = [q.stream for q in self._every]
+        by_stream = {q.stream: q for q in self._every}
+        count = _per_stream(count, len(streams))
         read = ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", count, "BLOCK", self._block_ms())
         reply = self._direct.pipeline(
             [*self._take_acks(), (*read, "STREAMS", *streams, *[">"] * len(streams))]
@@ -117,7 +127,7 @@ class StreamsConsumer(Consumer):
             return
         entries: list[tuple[StreamQueue, Entry]] = []
         # as sent: {stream: [[id, [field, value, …]], …]} (RESP3), or [[stream, …], …] (RESP2)
-        for stream, batch in (reply.items() if isinstance(reply, dict) else reply or []):
+        for stream, batch in reply.items() if isinstance(reply, dict) else reply or []:
             queue = by_stream[_text(stream)]
             entries += [(queue, (_text(eid), _message(fields), 1)) for eid, fields in batch]
         self._accept(entries)
@@ -125,7 +135,8 @@ class StreamsConsumer(Consumer):
     def _read_per_slot(self, count: int) -> None:
         assert self._slot_reads is not None
         self._flush_acks()
-        streams = [q.stream for q in self._owned]
+        streams = [q.stream for q in self._every]
+        count = _per_stream(count, len(streams))
         try:
             reply = self._slot_reads.read(streams, count=count, block_ms=self._block_ms())
         except redis.ResponseError as exc:
@@ -141,10 +152,12 @@ class StreamsConsumer(Consumer):
 
     def _tick(self) -> None:
         self.membership.beat()
-        owned = [self._stream_of(s) for s in self.membership.owned(self._shards())]
+        shards = self._shards()
+        owned = [self._stream_of(s) for s in self.membership.owned(shards)]
         self._owned = owned
         self._by_stream = {q.stream: q for q in owned}
-        self._seen.update(self._by_stream)
+        self._every = [self._stream_of(s) for s in shards]
+        self._seen.update((q.stream, q) for q in self._every)
         self._next_tick = time.monotonic() + self.tick_s
         # what we hold we keep alive, owned or not (ownership moves; a message does not)
         with self._lock:
@@ -175,7 +188,9 @@ class StreamsConsumer(Consumer):
             with self.client.pipeline(transaction=False) as pipe:
                 self._queue_acks(pipe)
                 for i, q in enumerate(streams):
-                    q.tick(self.name, now_ms=now_ms, claim_count=claim if i < takes else 0, pipe=pipe)
+                    q.tick(
+                        self.name, now_ms=now_ms, claim_count=claim if i < takes else 0, pipe=pipe
+                    )
                 try:
                     replies = pipe.execute()
                 except NoScriptError:
@@ -270,6 +285,13 @@ def _as_broker_errors() -> Iterator[None]:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
+
+
+def _per_stream(free: int, streams: int) -> int:
+    """COUNT per stream of a read over `streams` streams by a consumer with `free`
+    slots: about `free` entries in all (XREADGROUP's COUNT is per stream), so a
+    process takes no more than it can start and leaves the rest to the others."""
+    return max(1, -(-free // max(1, streams)))
 
 
 def _message(fields: list[bytes] | None) -> bytes:
