@@ -45,8 +45,8 @@ class StreamMessage(MessageProxy):
     """A delivered message and where it came from."""
 
     def __init__(
-        self, message: Message, queue: StreamQueue, entry_id: str, deliveries: int
-    ) -> None:  # type: ignore[type-arg]
+        self, message: Message[Any], queue: StreamQueue, entry_id: str, deliveries: int
+    ) -> None:
         super().__init__(message)
         self.queue = queue
         self.entry_id = entry_id
@@ -289,8 +289,9 @@ def _as_broker_errors() -> Iterator[None]:
 
 def _per_stream(free: int, streams: int) -> int:
     """COUNT per stream of a read over `streams` streams by a consumer with `free`
-    slots: about `free` entries in all (XREADGROUP's COUNT is per stream), so a
-    process takes no more than it can start and leaves the rest to the others."""
+    slots (XREADGROUP's COUNT is per stream): about `free` entries in all, at most
+    one a stream beyond them, so a process leaves what it cannot start soon to the
+    others."""
     return max(1, -(-free // max(1, streams)))
 
 
