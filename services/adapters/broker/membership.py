@@ -6,10 +6,12 @@ gone. Shards go to the live members by rendezvous hashing with bounded loads
 that holds fewer than its even share, so every member computes the same owners
 without talking, a pool's shards split evenly (8 and 8 of 16 between two
 processes, where plain rendezvous hashing left one of them 5 or fewer in a fifth
-of starts), a run is driven by one process at a time (its cached state stays the
-log's), and when a member dies its shards move to the others within `ttl_s`.
-During a change two members may read one shard for a moment: harmless, since a
-consumer group delivers each message once and every step checks the log.
+of starts), and when a member dies its shards move to the others within `ttl_s`.
+What owning means is the group's: an intake reads the inbox partitions it owns,
+a sweeper sweeps its shards, and a pool's process ticks its shards' streams
+(promotes delayed messages, takes over a dead reader's) while it reads every
+shard's. During a change two members may own one shard for a moment: harmless,
+since a consumer group delivers each message once and every step checks the log.
 
 Members of older code rank by plain rendezvous hashing (`rendezvous_owner`) and
 beat in the group's set alone. A member of this code also marks itself in a
@@ -17,7 +19,7 @@ second set (the group's key + ":balanced"), before it beats and for twice as
 long, and reads that set after it beats: a member seen in the first set is in
 the second by then. While a live member of the group is missing there (older
 code, in a rolling upgrade), every member ranks by plain rendezvous hashing
-too, so no shard goes unread by everyone."""
+too, so no shard goes unowned."""
 
 from __future__ import annotations
 
