@@ -382,6 +382,30 @@ def test_a_busy_process_s_shards_are_served_by_the_process_with_free_threads(
     assert sorted(n for _, n in seen) == mine, "each message once"
 
 
+def test_a_shard_whose_stream_has_no_group_yet_is_read_once_it_is_made(
+    client: redis.Redis, prefix: str
+) -> None:
+    seen: list[int] = []
+    broker = make_broker(client, prefix)
+    name = queue(broker, "nogroup")
+
+    @dramatiq.actor(broker=broker, queue_name=name, actor_name="record")
+    def record(n: int) -> None:
+        seen.append(n)
+
+    route = broker.routes[name]
+    # another process owns every shard but 0, and has not ticked them (it made no group)
+    broker.membership(route).owned = lambda shards: [s for s in shards if s == 0]  # type: ignore[method-assign]
+    n = next(n for n in range(1000) if broker.keys.shard(str(n)) == 1)
+    with working(broker):
+        time.sleep(0.3)
+        client.delete(broker.stream(route, 1).stream)  # its consumer group goes with it
+        broker.enqueue(Message(queue_name=name, actor_name="record", args=(n,), kwargs={}, options={}))  # fmt: skip
+        assert wait_for(lambda: seen == [n], timeout=5), (
+            "read though no tick of ours made its group"
+        )
+
+
 def _victim_worker(url: str, prefix: str) -> None:
     """A worker process whose `hold` actor records its start and then hangs."""
     client = redis_client(url)

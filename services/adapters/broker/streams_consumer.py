@@ -123,7 +123,7 @@ class StreamsConsumer(Consumer):
         if isinstance(reply, redis.ResponseError):
             if not str(reply).startswith(("NOGROUP", "UNBLOCKED")):
                 raise reply
-            self._next_tick = 0.0  # a stream was flushed, or Redis is a fresh one: tick again
+            self._lost_groups()
             return
         entries: list[tuple[StreamQueue, Entry]] = []
         # as sent: {stream: [[id, [field, value, …]], …]} (RESP3), or [[stream, …], …] (RESP2)
@@ -142,13 +142,20 @@ class StreamsConsumer(Consumer):
         except redis.ResponseError as exc:
             if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
                 raise
-            self._next_tick = 0.0
+            self._lost_groups()
             return
         entries: list[tuple[StreamQueue, Entry]] = []
         for stream, batch in reply:
             queue = self._seen[_text(stream)]
             entries += [(queue, (_text(eid), fields[b"m"], 1)) for eid, fields in batch]
         self._accept(entries)
+
+    def _lost_groups(self) -> None:
+        """A stream read has no consumer group (flushed, a fresh Redis, or a shard whose
+        owner has not ticked it yet): made again on every stream read, and tick again."""
+        for q in self._every:
+            q.ensure_group()
+        self._next_tick = 0.0
 
     def _tick(self) -> None:
         self.membership.beat()
