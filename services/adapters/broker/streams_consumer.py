@@ -114,7 +114,6 @@ class StreamsConsumer(Consumer):
             self._read_per_slot(count)
             return
         streams = [q.stream for q in self._every]
-        by_stream = {q.stream: q for q in self._every}
         count = _per_stream(count, len(streams))
         read = ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", count, "BLOCK", self._block_ms())
         reply = self._direct.pipeline(
@@ -128,7 +127,7 @@ class StreamsConsumer(Consumer):
         entries: list[tuple[StreamQueue, Entry]] = []
         # as sent: {stream: [[id, [field, value, …]], …]} (RESP3), or [[stream, …], …] (RESP2)
         for stream, batch in reply.items() if isinstance(reply, dict) else reply or []:
-            queue = by_stream[_text(stream)]
+            queue = self._seen[_text(stream)]
             entries += [(queue, (_text(eid), _message(fields), 1)) for eid, fields in batch]
         self._accept(entries)
 
