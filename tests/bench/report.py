@@ -193,6 +193,16 @@ W5 = [
         "load, {n:,} events: of a new process's first, the spec's validation",
         "ms",
     ),
+    (
+        "first_load_claude_ms",
+        f"load, {{n:,}} events: snapshot + {_TAIL}, a new process's first, a Claude spec",
+        "ms",
+    ),
+    (
+        "first_load_claude_spec_ms",
+        "load, {n:,} events: of that first, the Claude spec's validation",
+        "ms",
+    ),
     ("snapshot_tail_ms", f"load, {{n:,}} events: snapshot + {_TAIL}, fresh cache", "ms"),
     ("cache_tail_ms", f"load, {{n:,}} events: process cache + {_TAIL}", "ms"),
     ("cache_check_ms", "load, {n:,} events: process cache, check only", "ms"),
