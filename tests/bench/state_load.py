@@ -103,7 +103,6 @@ def _measure_one(
     store: RedisEventStore, run_id: str, log: list[Envelope[Any]], reps: int
 ) -> dict[str, Any]:
     n = len(log)
-    behind = max(1, n - SNAP_BEHIND)
     older, snap = _store_log(store, log)
 
     full = [_time(lambda: fold(store.read(run_id))) for _ in range(reps)]
@@ -112,7 +111,7 @@ def _measure_one(
     tail = []
     for _ in range(5):
         cache.forget(run_id)
-        cache.appended(run_id, older, log[behind - 1].id)
+        cache.appended(run_id, older, older.last_event_id)
         tail.append(_time(lambda: cache.load(run_id)))
     current = [_time(lambda: cache.load(run_id)) for _ in range(5)]
     state = cache.load(run_id)
