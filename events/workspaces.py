@@ -92,7 +92,8 @@ def workspace_refusal(
     is the state folder's realpath."""
     where = f"{asked.field}: {asked.given!r}"
     real = found.real
-    system = next((f for f in SYSTEM_FOLDERS if inside(real, f)), None)
+    # on the way, too: /proc/self/cwd leads anywhere the process stands
+    system = next((f for f in SYSTEM_FOLDERS for p in (*found.steps, real) if inside(p, f)), None)
     if system is not None:
         return f"{where} is in {system} ({', '.join(SYSTEM_FOLDERS)} are never workspaces)"
     holding = [r for r in roots if inside(real, r.real)]
