@@ -184,7 +184,8 @@ class Intake:
         placement = self._workspaces.decide(message, by)  # the server decides where it works
         toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
         try:
-            checked = spec.model_copy(update={"workspace": None})  # the rule above checked it
+            # the workspace rule checked the workspace: no existence probe of a path it refused
+            checked = spec if spec.workspace is None else spec.model_copy(update={"workspace": None})
             check_spec(checked, message.base_dir, manifest=self._directory.manifest(queue, toolset))
         except InvalidSpec as exc:
             raise Rejected(f"invalid spec: {exc}") from None
