@@ -56,7 +56,11 @@ class _Budget:
 
     def entry(self) -> None:
         self.copied.entries += 1
-        if self.copied.entries > self.max_entries:
+        self.room_for(0)
+
+    def room_for(self, more: int) -> None:
+        """Refuse when `more` entries on top of those copied would be too many."""
+        if self.copied.entries + more > self.max_entries:
             raise CopyRefused(
                 f"has more than {self.max_entries:,} files and folders "
                 "(AGENTLEDGER_WORKSPACE_MAX_FILES)"
@@ -141,8 +145,12 @@ def _write_note(note: str, owner: str) -> None:
 def _copy_folder(src: int, dst: int, budget: _Budget, *, depth: int, where: str) -> None:
     if depth >= MAX_DEPTH:
         raise CopyRefused(f"is nested deeper than {MAX_DEPTH} folders (at {where!r})")
+    names: list[str] = []
     with os.scandir(src) as entries:
-        names = sorted(e.name for e in entries)
+        for e in entries:  # a folder of millions of names is refused before they are all held
+            names.append(e.name)
+            budget.room_for(len(names))
+    names.sort()
     for name in names:
         rel = f"{where}/{name}" if where else name
         try:
