@@ -64,7 +64,13 @@ def test_publishers_add_prints_the_key_once_and_files_it_for_the_owner_only(cli:
     assert again.returncode == 2 and "is in" in again.stderr and "already" in again.stderr
     bad = cli("publishers", "add", "x", "--principal", "alice")
     assert bad.returncode == 2 and "'alice' is not ID@TENANT" in bad.stderr
-    assert "Traceback" not in again.stderr + bad.stderr
+    relative = cli("publishers", "add", "y", "--principal", "a@t", "--workspaces", "/srv/a,srv/b")
+    assert relative.returncode == 2 and "--workspaces: 'srv/b' is not an absolute folder" in relative.stderr
+    rooted = cli("publishers", "add", "z", "--principal", "a@t", "--workspaces", "/srv/a,/srv/b/")
+    assert rooted.returncode == 0, rooted.stderr
+    listed = json.loads(cli("publishers", "list", "--json").stdout)["publishers"]
+    assert listed["z"]["workspaces"] == ["/srv/a", "/srv/b"] and "y" not in listed
+    assert "Traceback" not in again.stderr + bad.stderr + relative.stderr
 
 
 def test_submit_as_a_publisher_runs_to_completion_and_a_forged_request_is_rejected(
