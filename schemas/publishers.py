@@ -10,21 +10,26 @@ publishers:
     principals: [{id: alice, tenant: shop-1}]
     scopes: [stock:read, stock:write]
     queues: [default]
+    workspaces: [/srv/billing]   # folders its runs' workspaces may be asked inside
 ```
 
 A grant entry may be a pattern with `*` (the embedded `run`'s own publisher
 grants every principal and scope on the private `run.*` queues only); an
-omitted `queues` is `[default]`."""
+omitted `queues` is `[default]`. `workspaces` are absolute folders, never
+patterns: a run's workspace must resolve inside one of them (or inside a root
+the operator's settings name); none means only the settings' roots."""
 
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas.names import PUBLISHER_NAME_PATTERN
 
 KEY_PATTERN = r"^[0-9a-fA-F]{32,256}$"  # at least 128 bits
+ROOT_PATTERN = r"^/[^\x00]{0,4095}$"  # an absolute folder
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
 
@@ -46,6 +51,9 @@ class Publisher(_Model):
     principals: tuple[GrantedPrincipal, ...] = Field(min_length=1)
     scopes: tuple[str, ...] = ()
     queues: tuple[str, ...] = ("default",)
+    workspaces: tuple[Annotated[str, Field(pattern=ROOT_PATTERN)], ...] = Field(
+        default=(), description="absolute folders a run's workspace may be inside"
+    )
 
     @model_validator(mode="after")
     def _one_key(self) -> Publisher:

@@ -258,8 +258,10 @@ AcceptanceCheck = Annotated[
 class RunSpec(_Spec):
     task: str = Field(min_length=1)
     workspace: str | None = None
-    copy_workspace: bool = Field(
-        default=False, description="run in a fresh copy of `workspace` under .agentledger/"
+    copy_workspace: bool | None = Field(
+        default=None,
+        description="unset or true: the run works in a copy of `workspace` the intake makes "
+        "under the state folder; false: in `workspace` itself (inside a granted root)",
     )
     tools: tuple[str, ...] = Field(
         default=(), description="the tool modules the run needs: the workers' tool set"

@@ -76,6 +76,12 @@ class Settings:
     # prometheus_client's multiprocess folder: set, every worker process keeps its metrics there
     metrics_dir: str | None = None
     replica_acks: int = 0  # appends, claims and ledger writes WAIT for this many replicas
+    # workspaces (issue 31.1): folders every publisher's runs may ask for a workspace
+    # inside (a grant's own `workspaces` add to them), and the most the intake copies
+    # into <state folder>/workspaces/<run> for one run (files counts every entry)
+    workspace_roots: tuple[str, ...] = ()
+    workspace_max_bytes: int = 1 << 30
+    workspace_max_files: int = 100_000
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -113,6 +119,10 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_PUBLISHERS": ("publishers_file", str),
     "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),
     "AGENTLEDGER_REPLICA_ACKS": ("replica_acks", int),
+    # workspaces (issue 31.1); the roots are absolute folders separated by ':' or ','
+    "AGENTLEDGER_WORKSPACE_ROOTS": ("workspace_roots", str),
+    "AGENTLEDGER_WORKSPACE_MAX_BYTES": ("workspace_max_bytes", int),
+    "AGENTLEDGER_WORKSPACE_MAX_FILES": ("workspace_max_files", int),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -121,6 +131,7 @@ _POSITIVE = (
     "AGENTLEDGER_LOCK_LEASE_S", "AGENTLEDGER_MODEL_LEASE_S", "AGENTLEDGER_ACCEPTANCE_LEASE_S",
     "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES",
+    "AGENTLEDGER_WORKSPACE_MAX_BYTES", "AGENTLEDGER_WORKSPACE_MAX_FILES",
 )  # fmt: skip
 _NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",
@@ -152,6 +163,8 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         values["state_dir"] = os.path.abspath(os.path.expanduser(str(values["state_dir"])))
     else:
         values["state_dir"] = user_state_dir(env)
+    if "workspace_roots" in values:
+        values["workspace_roots"] = workspace_roots(str(values["workspace_roots"]))
     if "publishers_file" in values:
         values["publishers_file"] = os.path.abspath(os.path.expanduser(str(values["publishers_file"])))
     if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
@@ -177,6 +190,17 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     if Path(settings.state_dir).exists() and not Path(settings.state_dir).is_dir():
         raise ConfigError("AGENTLEDGER_STATE_DIR", f"{settings.state_dir!r} is not a folder")
     return settings
+
+
+def workspace_roots(text: str) -> tuple[str, ...]:
+    """AGENTLEDGER_WORKSPACE_ROOTS as folders: absolute, separated by ':' or ','."""
+    roots = [r.strip() for r in text.replace(",", ":").split(":") if r.strip()]
+    for root in roots:
+        if not os.path.isabs(root) or "\x00" in root:
+            raise ConfigError(
+                "AGENTLEDGER_WORKSPACE_ROOTS", f"{root!r} is not an absolute folder (e.g. /srv/ws)"
+            )
+    return tuple(dict.fromkeys(os.path.normpath(r) for r in roots))
 
 
 def _check_numbers(values: Mapping[str, object]) -> None:
@@ -289,7 +313,9 @@ def environ_for_children(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     for var, (name, _) in _ENV.items():
         value = getattr(settings, name)
-        if value is not None:
+        if isinstance(value, tuple):
+            env[var] = ":".join(value)
+        elif value is not None:
             env[var] = str(value)
     if settings.probe_url is None:
         env["AGENTLEDGER_PROBE_URL"] = NO_PROBE

@@ -1,14 +1,15 @@
 """Inventory tools for the example: stock lives in the workspace's stock.json."""
 
 import json
-from pathlib import Path
 
-from services.tools import ToolContext, ToolFailure, tool
+from services.tools import ToolContext, ToolFailure, WorkspaceFiles, tool
+
+STOCK = "stock.json"
 
 
-def _load(ctx: ToolContext) -> tuple[Path, dict]:
-    path = Path(ctx.workspace or ".", "stock.json")
-    return path, json.loads(path.read_text())
+def _load(ctx: ToolContext) -> tuple[WorkspaceFiles, dict]:
+    files = WorkspaceFiles.of(ctx)  # inside the run's workspace only, no link out
+    return files, json.loads(files.read_text(STOCK).text)
 
 
 def _record(args: dict, workspace: str | None) -> list[str]:
@@ -30,7 +31,7 @@ def lookup_stock(sku: str, ctx: ToolContext) -> dict:
 @tool(writes=_record, scope="stock:write", timeout_s=10)
 def reserve_stock(sku: str, qty: int, ctx: ToolContext) -> dict:
     """Reserve `qty` units of a SKU; fails with `conflict` when fewer are available."""
-    path, stock = _load(ctx)
+    files, stock = _load(ctx)
     if sku not in stock:
         raise ToolFailure("not_found", f"no SKU {sku!r}")
     if qty < 1:
@@ -41,5 +42,5 @@ def reserve_stock(sku: str, qty: int, ctx: ToolContext) -> dict:
     item["available"] -= qty
     item["reserved"] = item.get("reserved", 0) + qty
     item["version"] += 1
-    path.write_text(json.dumps(stock, indent=2) + "\n")
+    files.write_text(STOCK, json.dumps(stock, indent=2) + "\n")
     return {"sku": sku, "reserved": qty, "available": item["available"], "version": item["version"]}

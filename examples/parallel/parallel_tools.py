@@ -5,9 +5,8 @@ the tools' side which calls overlapped and in which order they ran."""
 import json
 import os
 import time
-from pathlib import Path
 
-from services.tools import ToolContext, ToolFailure, file_resource, tool
+from services.tools import ToolContext, ToolFailure, WorkspaceFiles, file_resource, tool
 
 
 def _file(args: dict, workspace: str | None) -> list[str]:
@@ -19,18 +18,15 @@ def _file(args: dict, workspace: str | None) -> list[str]:
 def _record(ctx: ToolContext, tool: str, path: str, start: float) -> None:
     line = {"run": ctx.run_id, "call": ctx.call_id, "tool": tool, "path": path}
     line |= {"start": start, "end": time.time(), "pid": os.getpid()}
-    with open(Path(ctx.workspace or ".", "timings.jsonl"), "a") as f:
-        f.write(json.dumps(line) + "\n")  # one short append: whole lines even from threads
+    # one short append: whole lines even from calls at the same time
+    WorkspaceFiles.of(ctx).append_text("timings.jsonl", json.dumps(line) + "\n")
 
 
 @tool(read_only=True, reads=_file, timeout_s=10)
 def par_read(path: str, ctx: ToolContext, hold_s: float = 0.5) -> dict:
     """Read a file of the workspace; takes `hold_s` seconds (a slow service)."""
     start = time.time()
-    file = Path(ctx.workspace or ".", path)
-    if not file.is_file():
-        raise ToolFailure("not_found", f"no file {path!r}")
-    text = file.read_text()
+    text = WorkspaceFiles.of(ctx).read_text(path).text
     time.sleep(hold_s)
     _record(ctx, "par_read", path, start)
     return {"path": path, "text": text}
@@ -40,9 +36,14 @@ def par_read(path: str, ctx: ToolContext, hold_s: float = 0.5) -> dict:
 def par_append(path: str, line: str, ctx: ToolContext, hold_s: float = 0.3) -> dict:
     """Append a line to a file of the workspace, slowly: read, wait, write back."""
     start = time.time()
-    file = Path(ctx.workspace or ".", path)
-    before = file.read_text() if file.exists() else ""
+    files = WorkspaceFiles.of(ctx)
+    try:
+        before = files.read_text(path).text
+    except ToolFailure as exc:
+        if exc.code != "not_found":
+            raise
+        before = ""
     time.sleep(hold_s)  # a lost update if two of these ever overlapped
-    file.write_text(before + line + "\n")
+    files.write_text(path, before + line + "\n")
     _record(ctx, "par_append", path, start)
     return {"path": path, "lines": len((before + line).splitlines())}

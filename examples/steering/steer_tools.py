@@ -2,18 +2,14 @@
 tool, a subprocess that ignores SIGTERM, and a write that needs approval."""
 
 import time
-from pathlib import Path
 
-from services.tools import ToolContext, ToolFailure, file_resource, tool
+from services.tools import ToolContext, WorkspaceFiles, file_resource, tool
 
 
 @tool(read_only=True, reads=lambda a, ws: [file_resource(a["path"], ws)])
 def read_file(path: str, ctx: ToolContext) -> str:
     """Read a text file in the workspace."""
-    file = Path(ctx.workspace or ".", path)
-    if not file.is_file():
-        raise ToolFailure("not_found", f"path does not exist: {path}")
-    return file.read_text()
+    return WorkspaceFiles.of(ctx).read_text(path).text  # inside the workspace only
 
 
 @tool(read_only=True, timeout_s=60)
@@ -38,5 +34,5 @@ def stubborn_sleep(seconds: int, ctx: ToolContext) -> dict:
 @tool(writes=lambda a, ws: [file_resource(a["path"], ws)], approval="always")
 def publish_note(path: str, text: str, ctx: ToolContext) -> dict:
     """Write a note into the workspace; a person must approve every call."""
-    Path(ctx.workspace or ".", path).write_text(text)
+    WorkspaceFiles.of(ctx).write_text(path, text)
     return {"written": path, "bytes": len(text)}

@@ -5,23 +5,28 @@ depends on ("*": any write of the run)."""
 from __future__ import annotations
 
 import importlib
+import posixpath
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from events.acceptance_step import contains
+from events.frozen import replace
 from events.state import RunState
 from events.tool_step import Succeeded
 from schemas.spec import CommandCheck, FileCheck, PythonCheck, ToolCheck
+from services.adapters.tools.context import ToolFailure
 from services.adapters.tools.process import run_command
 from services.adapters.tools.registry import ToolContext
 from services.adapters.tools.runner import run_tool
 from services.adapters.tools.sandbox import SandboxUnavailable, policy_for
+from services.adapters.tools.workspace_files import WorkspaceFiles, file_resource
 from services.handlers.app import App
 
 TAIL = 2000
+FILE_CHECK_BYTES = 1_000_000  # of a file check's file, read and searched
 AnyCheck = CommandCheck | ToolCheck | FileCheck | PythonCheck
 
 
@@ -46,11 +51,15 @@ def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
 
 
 def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
-    """The command runs in the sandbox, like a tool's: the workspace read-write,
-    no network, the sandbox's limits, and `check.timeout_s`."""
+    """The command runs in the sandbox, like a tool's: the workspace read-write
+    (a run with none: a fresh empty folder, removed afterwards), no network, the
+    sandbox's limits, and `check.timeout_s`."""
+    if s.workspace is None:  # never base_dir: an empty folder of its own, removed afterwards
+        with tempfile.TemporaryDirectory(prefix="agentledger-check-") as empty:
+            return _command(app, replace(s, workspace=empty), check)
     what = f"command {check.command!r} exits 0"
-    workspace = s.workspace or s.base_dir
-    cwd = workspace or "/tmp"
+    workspace = s.workspace
+    cwd = workspace
     try:
         done = run_command(
             ["/bin/sh", "-c", check.command],
@@ -106,23 +115,20 @@ def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
 
 
 def _file(s: RunState, check: FileCheck) -> Verdict:
-    root = Path(s.workspace or s.base_dir or ".").resolve()
-    path = (root / check.file).resolve()
     what = (
         f"file {check.file!r}"
         + (f" contains {check.contains!r}" if check.contains else "")
         + (f" matches /{check.matches}/" if check.matches else "")
     )
-    depends = (f"file:{check.file}", f"file:{path}")
-    if not path.is_relative_to(root) or not path.is_file():
-        return Verdict(
-            what, False, {"reason": f"{check.file!r} is not a file in the workspace"}, depends
-        )
-    text = path.read_text(errors="replace")
+    depends = _file_resources(s.workspace, check.file)
+    read = read_workspace_file(s.workspace, check.file)
+    if isinstance(read, str):
+        return Verdict(what, False, {"reason": read}, depends)
+    path, text = read
     found = (check.contains is None or check.contains in text) and (
         check.matches is None or re.search(check.matches, text) is not None
     )
-    evidence: dict[str, Any] = {"path": str(path), "size": len(text), "head": text[:TAIL]}
+    evidence: dict[str, Any] = {"path": path, "size": len(text), "head": text[:TAIL]}
     if not found:
         evidence["reason"] = "not found in the file"
     return Verdict(what, found, evidence, depends)
@@ -149,3 +155,25 @@ def _python(app: App, s: RunState, check: PythonCheck) -> Verdict:
 def in_toolset(module: str, modules: tuple[str, ...]) -> bool:
     """A python check may name a tool set module, or a module inside a tool set package."""
     return any(module == m or module.startswith(f"{m}.") for m in modules)
+
+
+def read_workspace_file(workspace: str | None, name: str) -> tuple[str, str] | str:
+    """A file check's file, read through WorkspaceFiles (inside the workspace, no
+    link out, regular files only): its path and text, or why it cannot be read."""
+    missing = f"{name!r} is not a file in the workspace"
+    if workspace is None:
+        return f"{missing}: the run has none"
+    files = WorkspaceFiles(workspace, max_read_bytes=FILE_CHECK_BYTES)
+    try:
+        read = files.read_text(name, errors="replace")
+    except ToolFailure as exc:
+        return missing if exc.code == "not_found" else f"{missing}: {exc.message}"
+    return str(files.root / read.path), read.text
+
+
+def _file_resources(workspace: str | None, name: str) -> tuple[str, ...]:
+    """What a file check's evidence depends on: the file by every name a tool may give it."""
+    names = [f"file:{name}", file_resource(name, workspace)]
+    if workspace is not None:
+        names.append(f"file:{posixpath.normpath(posixpath.join(workspace, name))}")
+    return tuple(dict.fromkeys(names))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import random
 import threading
 import time
@@ -48,6 +47,7 @@ from services.handlers.spec_check import check_spec
 from services.keys import Keys
 from services.loops.inbox_auth import Granted, authenticate
 from services.loops.inbox_parse import Rejected, parse
+from services.loops.intake_workspaces import Workspaces
 
 GROUP = "intake"
 SOURCE = "intake"
@@ -91,6 +91,7 @@ class Intake:
     ):
         self._app = app
         self._publishers = publishers or Registry(app.settings.publishers_path)
+        self._workspaces = Workspaces(app.settings)
         self._on_rejected = on_rejected
         self._r = client
         self._keys = keys
@@ -180,20 +181,24 @@ class Intake:
             raise Rejected(refusal)
         held = held_scopes(spec.principal.scopes, by.grant)
         spec = spec.model_copy(update={"principal": spec.principal.model_copy(update={"scopes": held})})
+        placement = self._workspaces.decide(message, by)  # the server decides where it works
         toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
         try:
-            check_spec(spec, message.base_dir, manifest=self._directory.manifest(queue, toolset))
+            # the workspace rule checked the workspace: no existence probe of a path it refused
+            checked = spec if spec.workspace is None else spec.model_copy(update={"workspace": None})
+            check_spec(checked, message.base_dir, manifest=self._directory.manifest(queue, toolset))
         except InvalidSpec as exc:
             raise Rejected(f"invalid spec: {exc}") from None
         shard = random.randrange(self._keys.shards)
         run_id = message.run_id or new_run_id(shard)
         if message.request_id is not None:
             run_id = self._claim_request(message, by.name, run_id)
+        placed = self._workspaces.place(placement, run_id)
         created = RunCreated(
             spec=spec,
             publisher=by.name,
             request_id=message.request_id,
-            workspace=message.workspace or _resolve(spec.workspace, message.base_dir),
+            workspace=placed.path,
             base_dir=message.base_dir,
             queue=queue,
             toolset=toolset,
@@ -203,6 +208,7 @@ class Intake:
         except ConcurrencyConflict:
             existing = self._app.runs.load(run_id)
             if message.request_id is None or existing is None or existing.request_id != message.request_id:
+                self._workspaces.discard(placed, run_id)
                 raise Rejected(f"run {run_id!r} exists already") from None
         return run_id
 
@@ -313,9 +319,3 @@ def _decide_control(s: RunState, m: Control) -> list[Event]:
             return controls.resume(s, by=m.by, note=m.note)
         case inbox.RunAborted():
             return controls.abort(s, by=m.by, note=m.note)
-
-
-def _resolve(path: str | None, base_dir: str | None) -> str | None:
-    if path is None:
-        return None
-    return os.path.abspath(os.path.join(base_dir or os.getcwd(), path))

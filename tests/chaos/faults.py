@@ -156,7 +156,7 @@ def lock_holder_stopped(tmp: Path, size: Size) -> Figures:
         for run_id, delay in (("s-holder", 3.0), ("s-next", 0.0)):
             ws = c.tmp / "ws" / run_id
             ws.mkdir(parents=True)
-            workspaces[run_id] = ws
+            workspaces[run_id] = c.copy_of(run_id)  # where the run works, and its tools count
             turns = [
                 {
                     "tool_use": [

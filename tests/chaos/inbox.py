@@ -41,7 +41,7 @@ def inbox_garbage(tmp: Path, size: Size) -> Figures:
             run_id = f"g-{run_i:03d}"
             ws = c.tmp / "ws" / run_id
             ws.mkdir(parents=True)
-            workspaces[run_id] = ws
+            workspaces[run_id] = c.copy_of(run_id)  # where the run works, and its tools count
             turns = [
                 {"tool_use": [use("w", "chaos_write", key="a", value="1")]},
                 {"end_turn": "ok"},

@@ -2,7 +2,8 @@
 (killed, stopped and restarted at will, never the shared 6379), `agentledger
 workers --processes N` as an operator starts them (their children killed at
 random), the tools' own ground truth (one line per real execution of a write,
-in the run's workspace), and the one function that writes inbox entries."""
+in the run's workspace: the intake's copy), and the one function that writes
+inbox entries."""
 
 from __future__ import annotations
 
@@ -288,6 +289,10 @@ class Cluster:
     def client(self) -> redis.Redis:
         return redis_client(self.redis.url)
 
+    def copy_of(self, run_id: str) -> Path:
+        """Where a run works: the intake's copy of the workspace it asked for."""
+        return self.tmp / "state" / "workspaces" / run_id
+
     def store(self, client: redis.Redis) -> RedisEventStore:
         return RedisEventStore(client, self.keys)
 
@@ -359,7 +364,10 @@ def cluster(
     (tmp / "state").mkdir(parents=True, exist_ok=True)
     publishers = str(tmp / "state" / "publishers.yaml")  # where the pools read it (the state dir)
     anyone = [GrantedPrincipal(id="*", tenant="*")]
-    key = publishers_file.add(publishers, "chaos", principals=anyone, scopes=["*"], queues=["*"])
+    key = publishers_file.add(
+        publishers, "chaos", principals=anyone, scopes=["*"], queues=["*"],
+        workspaces=[str(tmp / "ws")],  # each run asks for tmp/ws/<run id>; it works in a copy
+    )  # fmt: skip
     _signer = Signer("chaos", key)
     try:
         yield c

@@ -80,7 +80,7 @@ def submit_runs(
             base_dir=str(c.tmp), workspace=str(ws), queue=QUEUE,
         )  # fmt: skip
         retrying(lambda r=request: submit(client, c.keys, r))  # type: ignore[misc]
-        workspaces[run_id] = ws
+        workspaces[run_id] = c.copy_of(run_id)  # where the run works, and its tools count
         live.add(run_id)
         i += 1
     client.close()

@@ -47,7 +47,7 @@ def two_users(tmp: Path, size: Size) -> Figures:
                 run_id = f"u-{owner}-{i:02d}"
                 ws = c.tmp / "ws" / run_id
                 ws.mkdir(parents=True)
-                workspaces[run_id], owners[run_id] = ws, owner
+                workspaces[run_id], owners[run_id] = c.copy_of(run_id), owner
                 turns = [{"tool_use": [use(f"n{j}", "note", text=str(j))]} for j in range(3)] + [
                     {"end_turn": "ok"}
                 ]

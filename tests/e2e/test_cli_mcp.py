@@ -28,7 +28,9 @@ def setup(folder: Path, servers: dict[str, Any], turns: list[Any], *, tools: lis
     (folder / "ws").mkdir()
     (folder / "servers.yaml").write_text(yaml.safe_dump({"servers": servers}))
     spec = {
-        "task": "work through MCP", "workspace": "./ws", "tools": tools, "principal": PRINCIPAL,
+        # in place: the calls name the workspace's files by their absolute paths
+        "task": "work through MCP", "workspace": "./ws", "copy_workspace": False, "tools": tools,
+        "principal": PRINCIPAL,
         "budgets": {"max_turns": 10}, "model": {"scripted": turns},
         "policies": {"cancel_grace_s": 1.0},
     }  # fmt: skip

@@ -57,20 +57,27 @@ def test_publishers_add_prints_the_key_once_and_files_it_for_the_owner_only(cli:
     assert listed.returncode == 0 and key not in listed.stdout
     row = json.loads(listed.stdout)["publishers"]["billing-svc"]
     assert row == {"principals": ["alice@shop-1"], "scopes": ["stock:read", "stock:write"],
-                   "queues": ["default"], "key": "(in the file)"}  # fmt: skip
+                   "queues": ["default"], "workspaces": [], "key": "(in the file)"}  # fmt: skip
     path = cli.state_dir / "publishers.yaml"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     again = cli("publishers", "add", "billing-svc", "--principal", "alice@shop-1")
     assert again.returncode == 2 and "is in" in again.stderr and "already" in again.stderr
     bad = cli("publishers", "add", "x", "--principal", "alice")
     assert bad.returncode == 2 and "'alice' is not ID@TENANT" in bad.stderr
-    assert "Traceback" not in again.stderr + bad.stderr
+    relative = cli("publishers", "add", "y", "--principal", "a@t", "--workspaces", "/srv/a,srv/b")
+    assert relative.returncode == 2 and "--workspaces: 'srv/b' is not an absolute folder" in relative.stderr
+    rooted = cli("publishers", "add", "z", "--principal", "a@t", "--workspaces", "/srv/a,/srv/b/")
+    assert rooted.returncode == 0, rooted.stderr
+    listed = json.loads(cli("publishers", "list", "--json").stdout)["publishers"]
+    assert listed["z"]["workspaces"] == ["/srv/a", "/srv/b"] and "y" not in listed
+    assert "Traceback" not in again.stderr + bad.stderr + relative.stderr
 
 
 def test_submit_as_a_publisher_runs_to_completion_and_a_forged_request_is_rejected(
     cli: Cli, inventory: Path, workers: subprocess.Popen[str]
 ) -> None:
-    add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", "stock:read,stock:write")
+    add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", "stock:read,stock:write",
+        "--workspaces", str(inventory))  # fmt: skip
     spec_path = inventory / "spec.yaml"
 
     unsigned = cli("submit", spec_path)
@@ -149,7 +156,8 @@ def test_a_request_the_intake_refuses_is_explained_by_status(cli: Cli, inventory
     """Published with --unserved (no worker had served its tool set, so its scripted
     call's tool could not be checked), a run naming a tool the workers lack is refused
     by the intake when they start: it never exists, and `status` says why."""
-    add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", "stock:read,stock:write")
+    add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", "stock:read,stock:write",
+        "--workspaces", str(inventory))  # fmt: skip
     spec = inventory / "unknown_tool.yaml"
     text = (inventory / "spec.yaml").read_text().replace("name: reserve_stock", "name: no_such_tool")
     spec.write_text(text)

@@ -63,7 +63,8 @@ def test_two_users_runs_with_same_named_tools_each_run_only_their_own_code(
 
     for owner, proc in runs.items():
         assert proc.returncode == 0, f"{owner}: {done[owner][1][-2000:]}"
-        ran = (folders[owner] / "ws" / "ran.log").read_text().splitlines()
+        run_id = json.loads(done[owner][0].strip().splitlines()[-1])["run_id"]
+        ran = (cli.workspace(run_id) / "ran.log").read_text().splitlines()  # the run's copy
         owners = [line.split()[1] for line in ran]
         assert owners == [owner] * CALLS, f"{owner}'s run executed: {owners}"
         assert len({line.split()[2] for line in ran}) == 1  # one process: its own `run`

@@ -185,9 +185,10 @@ def _entries(
 def suite(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli]) -> Iterator[Suite]:
     cli = make_cli(tmp_path_factory.mktemp("hostile-inbox"))
     inventory = copy_example("inventory", cli.cwd)
-    billing = _add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", ",".join(GRANTED))
-    bobs = _add(cli, "bobs", "--principal", "bob@shop-1", "--scopes", ",".join(GRANTED))
-    ledger = _add(cli, "ledger-svc", "--principal", "alice@shop-1", "--scopes", ",".join(GRANTED))
+    roots = ("--workspaces", str(inventory))
+    billing = _add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", ",".join(GRANTED), *roots)
+    bobs = _add(cli, "bobs", "--principal", "bob@shop-1", "--scopes", ",".join(GRANTED), *roots)
+    ledger = _add(cli, "ledger-svc", "--principal", "alice@shop-1", "--scopes", ",".join(GRANTED), *roots)
     with open(cli.state_dir / "publishers.yaml", "a") as f:  # a key kept in a variable nobody set
         f.write("  env-svc:\n    key_env: AL_HOSTILE_UNSET_KEY\n"
                 "    principals: [{id: '*', tenant: '*'}]\n    scopes: ['*']\n    queues: ['*']\n")  # fmt: skip
@@ -202,9 +203,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], C
         created = _wait_created(cli, legit)
         request = RunRequested(
             run_id=legit, request_id=legit, spec=RunSpec.model_validate(created["spec"]),
-            base_dir=created["base_dir"], workspace=created["workspace"], queue="default",
-            toolset=created["toolset"],
-        )  # fmt: skip
+            base_dir=created["base_dir"], queue="default", toolset=created["toolset"],
+        )  # fmt: skip (the workspace is the spec's, from base_dir, as `submit` sends it)
         hostile = _entries(request, legit, billing, bobs, ledger)
         ids = {client.xadd(keys.inbox(0), h.fields).decode(): h.label for h in hostile}  # type: ignore[arg-type]
         exact = request.model_dump_json().encode()

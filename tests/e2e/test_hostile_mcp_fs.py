@@ -75,7 +75,9 @@ def test_no_hostile_file_call_through_the_mcp_filesystem_server_reaches_outside_
     uses = [{"id": f"h{i}", "name": name, "input": args} for i, (name, args) in enumerate(calls, 1)]
     turns: list[dict[str, Any]] = [{"tool_use": uses[i : i + PER_TURN]} for i in range(0, len(uses), PER_TURN)]
     spec = {
-        "task": "hostile file calls through MCP", "workspace": "./ws", "tools": ["mcp:fs"],
+        # in place: the calls name the workspace (and its links) by absolute paths
+        "task": "hostile file calls through MCP", "workspace": "./ws", "copy_workspace": False,
+        "tools": ["mcp:fs"],
         "principal": PRINCIPAL, "model": {"scripted": [*turns, {"end_turn": "done"}]},
         "budgets": {"max_turns": len(turns) + 2, "max_consecutive_failures": 1000},
     }  # fmt: skip

@@ -106,7 +106,7 @@ def test_a_secret_canary_appears_nowhere_but_raw(
         printed.extend([done.stdout, done.stderr])
         return done
 
-    said("publishers", "add", "canary-svc", "--principal", "alice@shop-1")
+    said("publishers", "add", "canary-svc", "--principal", "alice@shop-1", "--workspaces", str(project))
     with MessagesStandin() as api, worker_log.open("w") as out:
         cli.env["ANTHROPIC_BASE_URL"] = api.url
         api.play(*replies(token))

@@ -59,7 +59,11 @@ def settings(redis_url: str, prefix: str, tmp_path: Path) -> Settings:
     # the test's own publishers file (never the user's), with one publisher granted everything
     publishers = tmp_path / "publishers.yaml"
     file_publisher(publishers)
-    return Settings(redis_url=redis_url, prefix=prefix, publishers_file=str(publishers))
+    # and a state folder of its own: the intake copies workspaces into it
+    return Settings(
+        redis_url=redis_url, prefix=prefix, publishers_file=str(publishers),
+        state_dir=str(tmp_path / "state"),
+    )  # fmt: skip
 
 
 @pytest.fixture

@@ -106,14 +106,17 @@ PUBLISHER = "it-publisher"
 def file_publisher(
     path: Path, name: str = PUBLISHER, *, principals: Sequence[str] = ("*@*",),
     scopes: Sequence[str] = ("*",), queues: Sequence[str] = ("*",),
+    workspaces: Sequence[str] = ("/",),
 ) -> str:
     """File a publisher in the publishers file at `path` (granted everything by
-    default); returns its key."""
+    default, workspaces anywhere but the state folder); returns its key."""
     from schemas.publishers import GrantedPrincipal
     from services.adapters.publishers import publishers_file
 
     granted = [GrantedPrincipal(id=p.split("@")[0], tenant=p.split("@")[1]) for p in principals]
-    return publishers_file.add(str(path), name, principals=granted, scopes=scopes, queues=queues)
+    return publishers_file.add(
+        str(path), name, principals=granted, scopes=scopes, queues=queues, workspaces=workspaces
+    )
 
 
 def signed(fields: dict[str, Any], signer: Any) -> dict[str, Any]:

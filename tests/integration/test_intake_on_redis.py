@@ -46,9 +46,9 @@ def with_spec(message: dict[str, Any], **changes: Any) -> dict[str, str]:
 
 
 def everything(name: str = PUBLISHER) -> Granted:
-    """A publisher granted every principal, scope and queue (for direct calls)."""
+    """A publisher granted every principal, scope, queue and workspace (for direct calls)."""
     return Granted(name, Publisher(key="0" * 64, principals=(GrantedPrincipal(id="*", tenant="*"),),
-                                   scopes=("*",), queues=("*",)))
+                                   scopes=("*",), queues=("*",), workspaces=("/",)))
 
 
 def bad_entries(good: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[str]]]:

@@ -119,7 +119,7 @@ def test_a_key_kept_in_a_variable_signs_and_an_unset_variable_signs_nothing(
     key = "ef" * 32
     with open(settings.publishers_path, "a") as f:  # appended under the file's `publishers:`
         f.write("  env-svc:\n    key_env: IT_PUBLISHER_KEY\n    principals: [{id: '*', tenant: '*'}]\n"
-                "    queues: ['*']\n")  # fmt: skip
+                "    queues: ['*']\n    workspaces: ['/']\n")  # fmt: skip
     by_env = Signer("env-svc", key)
     publish(client, keys, request(app, "run-e1", spec_for(tools_dir), workspace), signer=by_env)
     poll_until(intake, 1)

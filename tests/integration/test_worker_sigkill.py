@@ -156,7 +156,9 @@ def test_a_run_survives_its_worker_killed_mid_model_call_and_no_tool_runs_twice(
     killed_at = time.monotonic()
     first.wait(timeout=10)
     assert cache_for(store).load("run-kill").seq == claimed.seq  # it died before the reply was recorded
-    assert executions(workspace) == {"c1": 1, "c2": 1}
+    copy = Path(claimed.workspace or "")  # the intake's copy of `workspace`: where the run works
+    assert copy != workspace and copy.name == "run-kill"
+    assert executions(copy) == {"c1": 1, "c2": 1}
 
     workers.start()
     moved = wait_for(
@@ -176,7 +178,7 @@ def test_a_run_survives_its_worker_killed_mid_model_call_and_no_tool_runs_twice(
         print(f"\n[sigkill] recovery after SIGKILL: {recovery_s:.2f}s (kill -> seq {moved.seq})")
 
     assert final.status is RunStatus.COMPLETED, f"{final.detail}\n{workers.output()}"
-    assert executions(workspace) == {"c1": 1, "c2": 1, "c3": 1, "c4": 1}
+    assert executions(copy) == {"c1": 1, "c2": 1, "c3": 1, "c4": 1}
     requested = [
         (e.data.turn, e.data.attempt)
         for e in store.read("run-kill")

@@ -135,8 +135,18 @@ def test_the_publishers_file_is_read_exactly_as_the_issue_writes_it() -> None:
         {"key": "ab", "principals": [{"id": "a", "tenant": "t"}]},  # too short
         {"key": KEY, "principals": []},
         {"key": KEY, "principals": [{"id": "a", "tenant": "t"}], "admin": True},
+        {"key": KEY, "principals": [{"id": "a", "tenant": "t"}], "workspaces": ["srv/ws"]},
+        {"key": KEY, "principals": [{"id": "a", "tenant": "t"}], "workspaces": "/srv/ws"},
     ],
 )
 def test_a_malformed_publisher_entry_is_refused(entry_: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         PublishersFile.model_validate({"publishers": {"p": entry_}})
+
+
+def test_a_grant_names_its_workspace_roots_as_absolute_folders_and_none_by_default() -> None:
+    entry_ = {"key": KEY, "principals": [{"id": "a", "tenant": "t"}], "workspaces": ["/srv/ws"]}
+    assert PublishersFile.model_validate({"publishers": {"p": entry_}}).publishers["p"].workspaces == (
+        "/srv/ws",
+    )
+    assert BILLING.workspaces == ()

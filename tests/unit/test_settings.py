@@ -101,3 +101,27 @@ def test_the_lock_partitions_are_unset_by_default_and_children_inherit_a_set_cou
 def test_carrying_lasts_a_second_by_default_and_zero_switches_it_off() -> None:
     assert from_env({}).carry_s == 1.0
     assert from_env({"AGENTLEDGER_CARRY_S": "0"}).carry_s == 0.0
+
+
+def test_workspace_roots_are_absolute_folders_separated_by_colons_or_commas_and_children_inherit_them() -> None:
+    assert from_env({}).workspace_roots == ()
+    settings = from_env({"AGENTLEDGER_WORKSPACE_ROOTS": "/srv/a:/srv/b/, /srv/a"})
+    assert settings.workspace_roots == ("/srv/a", "/srv/b")
+    assert from_env(environ_for_children(settings)).workspace_roots == ("/srv/a", "/srv/b")
+
+
+@pytest.mark.parametrize("value", ["srv/a", "/srv/a:~/b", "/srv/a,./b"])
+def test_a_relative_workspace_root_is_refused_naming_the_variable(value: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        from_env({"AGENTLEDGER_WORKSPACE_ROOTS": value})
+    assert err.value.name == "AGENTLEDGER_WORKSPACE_ROOTS"
+    assert "is not an absolute folder" in str(err.value)
+
+
+@pytest.mark.parametrize("var", ["AGENTLEDGER_WORKSPACE_MAX_BYTES", "AGENTLEDGER_WORKSPACE_MAX_FILES"])
+def test_the_workspace_copy_maxima_are_positive_whole_numbers(var: str) -> None:
+    for bad, says in (("0", "must be more than 0"), ("1e9", "expected a whole number")):
+        with pytest.raises(ConfigError) as err:
+            from_env({var: bad})
+        assert err.value.name == var and says in str(err.value)
+    assert from_env({"AGENTLEDGER_WORKSPACE_MAX_FILES": "7"}).workspace_max_files == 7

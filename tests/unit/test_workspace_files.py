@@ -209,3 +209,32 @@ def test_a_file_resource_is_the_same_on_hosts_that_mount_the_workspace_elsewhere
     assert file_resource("../../etc/passwd", here) == "file:ws/etc/passwd"
     assert file_resource("/etc/passwd", here) == "file:ws/etc/passwd"
     assert file_resource("a.txt", "/w/r-1") != file_resource("a.txt", "/w/r-2")
+
+
+def test_a_read_may_replace_what_is_not_utf8_instead_of_refusing_it(ws: Path) -> None:
+    (ws / "bin.dat").write_bytes(b"ok \xff\xfe end")
+    assert WorkspaceFiles(ws).read_text("bin.dat", errors="replace").text == "ok \ufffd\ufffd end"
+
+
+def test_an_append_adds_to_the_file_or_makes_it_and_says_what_it_appended(
+    files: WorkspaceFiles, ws: Path
+) -> None:
+    files.append_text("log/timings.jsonl", "one\n")
+    written = files.append_text("log/timings.jsonl", "two\n")
+    assert (ws / "log" / "timings.jsonl").read_text() == "one\ntwo\n"
+    assert (written.path, written.bytes) == ("log/timings.jsonl", 4)
+
+
+def test_an_append_never_goes_through_a_link_a_fifo_a_hard_link_or_to_a_protected_file(
+    files: WorkspaceFiles, ws: Path
+) -> None:
+    os.symlink(ws.parent / "outside.txt", ws / "out.txt")
+    os.mkfifo(ws / "pipe")
+    os.link(ws / "calc.py", ws / "twin.py")
+    assert code_of(files.append_text, "out.txt", "x") == "permission_denied"
+    assert code_of(files.append_text, "pipe", "x") == "permission_denied"  # and it did not block
+    assert code_of(files.append_text, "twin.py", "x") == "permission_denied"
+    assert code_of(files.append_text, "test_calc.py", "x") == "permission_denied"
+    assert code_of(files.append_text, "calc.py", "x" * 1001) == "invalid_arguments"
+    assert (ws.parent / "outside.txt").read_text() == "secret\n"
+    assert (ws / "calc.py").read_text() == "x = 1\n"

@@ -30,6 +30,7 @@ LOCAL_GRANT = Publisher(
     principals=(GrantedPrincipal(id="*", tenant="*"),),
     scopes=("*",),
     queues=("run.*",),
+    workspaces=("/",),  # the local user is the operator (the state folder is still refused)
 )
 
 
@@ -93,10 +94,14 @@ def add(
     principals: Sequence[GrantedPrincipal],
     scopes: Sequence[str],
     queues: Sequence[str],
+    workspaces: Sequence[str] = (),
 ) -> str:
     """File a new publisher with a fresh key; returns the key. ConfigError when the name is taken."""
     key = secrets.token_hex(32)
-    entry = Publisher(key=key, principals=tuple(principals), scopes=tuple(scopes), queues=tuple(queues))
+    entry = Publisher(
+        key=key, principals=tuple(principals), scopes=tuple(scopes), queues=tuple(queues),
+        workspaces=tuple(workspaces),
+    )  # fmt: skip
     with _locked(path):
         current = read(path)
         if name in current.publishers:
@@ -106,13 +111,16 @@ def add(
 
 
 def local_signer(path: str) -> Signer:
-    """The embedded run's own publisher, filed the first time it is needed."""
+    """The embedded run's own publisher, filed the first time it is needed (its
+    grant brought up to LOCAL_GRANT's workspaces if it was filed before them)."""
     filed = read(path).publishers.get(LOCAL)
-    if filed is None:
+    if filed is None or filed.workspaces != LOCAL_GRANT.workspaces:
         with _locked(path):
             current = read(path)
-            if LOCAL not in current.publishers:
-                entry = LOCAL_GRANT.model_copy(update={"key": secrets.token_hex(32)})
+            kept = current.publishers.get(LOCAL)
+            if kept is None or kept.workspaces != LOCAL_GRANT.workspaces:
+                key = kept.key if kept is not None and kept.key else secrets.token_hex(32)
+                entry = LOCAL_GRANT.model_copy(update={"key": key})
                 _write(path, PublishersFile(publishers={**current.publishers, LOCAL: entry}))
     return signer(path, LOCAL)
 

@@ -10,7 +10,8 @@ without following links, so a link swapped in after the check is refused too.
 Only regular files with a single name are read or written (no FIFOs, devices
 or hard links to elsewhere). Protected names are matched on every component,
 case-insensitively. Writes are size-capped and atomic (a sibling temporary file
-renamed over the target, never written through a link)."""
+renamed over the target, never written through a link); appends are one write
+to a file opened without following a link."""
 
 from __future__ import annotations
 
@@ -140,7 +141,9 @@ class WorkspaceFiles:
             for pattern in self.protected
         )
 
-    def read_text(self, raw: str) -> Read:
+    def read_text(self, raw: str, *, errors: str = "strict") -> Read:
+        """The file's text (at most max_read_bytes of it); text that is not UTF-8 is
+        refused, or with `errors="replace"` read with U+FFFD in its place."""
         rel = self.resolve(raw)
         with self._open_dir(rel.parent, create=False) as parent:
             try:
@@ -159,7 +162,7 @@ class WorkspaceFiles:
             with os.fdopen(fd, "rb") as f:
                 data = f.read(self.max_read_bytes + 1)
         try:
-            text = data[: self.max_read_bytes].decode("utf-8")
+            text = data[: self.max_read_bytes].decode("utf-8", errors=errors)
         except UnicodeDecodeError as exc:
             if exc.start < self.max_read_bytes - 4:  # not just a character cut at the cap
                 raise ToolFailure("invalid_arguments", f"{raw!r} is not UTF-8 text") from None
@@ -198,6 +201,35 @@ class WorkspaceFiles:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=parent)
                 raise
+        return Written(rel.as_posix(), len(data), hashlib.sha256(data).hexdigest())
+
+    def append_text(self, raw: str, content: str) -> Written:
+        """Append `content` to a file (made if missing) in one write, so lines that
+        calls append at the same time stay whole. `Written` tells what was appended."""
+        data = content.encode("utf-8", errors="strict")
+        if len(data) > self.max_write_bytes:
+            raise ToolFailure(
+                "invalid_arguments",
+                f"content is {len(data):,} bytes; at most {self.max_write_bytes:,} may be written at once",
+            )
+        rel = self.resolve(raw)
+        if self.is_protected(clean_relative(raw)) or self.is_protected(rel):
+            raise ToolFailure(
+                "permission_denied", f"{raw!r} may not be written: {self.why_protected}"
+            )
+        with self._open_dir(rel.parent, create=True) as parent:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+            try:
+                fd = os.open(rel.name, flags, 0o644, dir_fd=parent)
+            except OSError as exc:
+                raise ToolFailure(
+                    "permission_denied", f"{raw!r} cannot be opened: {exc.strerror}"
+                ) from None
+            try:
+                self._regular(os.fstat(fd), raw)
+                os.write(fd, data)
+            finally:
+                os.close(fd)
         return Written(rel.as_posix(), len(data), hashlib.sha256(data).hexdigest())
 
     @staticmethod

@@ -84,7 +84,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
             principals = [p for given in args.principal for p in given.split(",") if p.strip()]
             return publisher_cmds.add(
                 settings, args.name, principals=principals, scopes=args.scopes,
-                queues=args.queues, as_json=as_json,
+                queues=args.queues, workspaces=args.workspaces, as_json=as_json,
             )  # fmt: skip
         return publisher_cmds.list_(settings, as_json=as_json)
     if args.command == "acl":

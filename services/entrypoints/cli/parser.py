@@ -163,6 +163,10 @@ def _publishers(c: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     add.add_argument("--scopes", type=_list, default=[], metavar="A,B", help="scopes it may grant")
     add.add_argument("--queues", type=_list, default=[], metavar="Q,…", help="default: 'default'")
+    add.add_argument(
+        "--workspaces", type=_list, default=[], metavar="/DIR,…",
+        help="absolute folders its runs' workspaces may be inside (besides AGENTLEDGER_WORKSPACE_ROOTS)",
+    )  # fmt: skip
     actions.add_parser("list", help="the publishers and their grants (never their keys)")
     for a in actions.choices.values():
         a.add_argument("--json", action="store_true", help="machine output on stdout")

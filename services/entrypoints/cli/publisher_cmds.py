@@ -5,6 +5,7 @@ when it is added; `list` never shows a key."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from events.grants import request_refusal
@@ -24,11 +25,15 @@ def add(
     principals: Sequence[str],
     scopes: Sequence[str],
     queues: Sequence[str],
+    workspaces: Sequence[str] = (),
     as_json: bool,
 ) -> int:
     path = settings.publishers_path
     granted = [_principal(p) for p in principals]
-    key = publishers_file.add(path, name, principals=granted, scopes=scopes, queues=queues or ["default"])
+    roots = [_root(w) for w in workspaces]
+    key = publishers_file.add(
+        path, name, principals=granted, scopes=scopes, queues=queues or ["default"], workspaces=roots
+    )
     if as_json:
         emit({"publisher": name, "key": key, "file": path})
     else:
@@ -49,7 +54,8 @@ def list_(settings: Settings, *, as_json: bool) -> int:
     for n, row in rows.items():
         print(
             f"{n}  principals {', '.join(row['principals'])}  scopes {', '.join(row['scopes']) or '-'}"
-            f"  queues {', '.join(row['queues'])}  key {row['key']}"
+            f"  queues {', '.join(row['queues'])}  workspaces {', '.join(row['workspaces']) or '-'}"
+            f"  key {row['key']}"
         )
     return 0
 
@@ -84,10 +90,17 @@ def _principal(text: str) -> GrantedPrincipal:
     return GrantedPrincipal(id=id_, tenant=tenant)
 
 
+def _root(text: str) -> str:
+    if not os.path.isabs(text):
+        raise ConfigError("--workspaces", f"{text!r} is not an absolute folder (e.g. /srv/ws)")
+    return os.path.normpath(text)
+
+
 def _shown(p: Publisher) -> dict[str, list[str] | str]:
     return {
         "principals": [str(x) for x in p.principals],
         "scopes": list(p.scopes),
         "queues": list(p.queues),
+        "workspaces": list(p.workspaces),
         "key": f"${p.key_env}" if p.key_env else "(in the file)",
     }

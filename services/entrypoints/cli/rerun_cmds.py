@@ -2,7 +2,7 @@
 replay model (the recorded replies, turn by turn), so the tools, the checks and
 the core run again for real; then the first event where the new log departs
 from the recorded one (`events.divergence`). The workspace is always a fresh
-copy of the spec's workspace as it is now. A run that waits for a person
+copy of the spec's workspace as it is now, made by the intake like any run's. A run that waits for a person
 (approval, escalation) stops the rerun there: nobody answers for them."""
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def rerun(session: Session, run_id: str, *, as_json: bool) -> int:
 
 def replay_spec(spec: RunSpec, run_id: str) -> RunSpec:
     model = ReplayModel(replay=ReplaySettings(run_id=run_id))
-    return spec.model_copy(update={"model": model, "copy_workspace": bool(spec.workspace)})
+    # a fresh copy even of a workspace the recorded run worked in in place
+    return spec.model_copy(update={"model": model, "copy_workspace": True})
 
 
 def _until_settled(session: Session, run_id: str) -> RunState:

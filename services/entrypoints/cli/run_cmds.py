@@ -6,7 +6,6 @@ to a shared task queue) and toolset (the fingerprint a publisher names). With
 from __future__ import annotations
 
 import shlex
-import shutil
 import subprocess
 import sys
 import threading
@@ -133,20 +132,13 @@ def toolset_of(spec: RunSpec, base_dir: str | None) -> ToolSet:
 def request_for(
     spec: RunSpec, base_dir: str | None, settings: Settings, *, queue: str, toolset: str
 ) -> RunRequested:
-    """A request for a new run of `spec` (its workspace copied if it asks)."""
+    """A request for a new run of `spec`. Its workspace is the spec's, from
+    `base_dir`: the intake decides whether the run may have it, and copies it."""
     run_id = new_run_id(uuid.uuid4().int % settings.shards)
     if spec.workspace and base_dir is None and not Path(spec.workspace).is_absolute():
         raise InvalidSpec("workspace", f"{spec.workspace!r} is relative, and there is no spec folder")
-    workspace = str(Path(base_dir or "/", spec.workspace).resolve()) if spec.workspace else None
-    if workspace and spec.copy_workspace:
-        copy = Path(settings.state_dir, "workspaces", run_id).resolve()
-        # copy links as links: following them would put files from outside the
-        # workspace inside the copy (and loop forever on a link to an ancestor)
-        shutil.copytree(workspace, copy, symlinks=True)
-        workspace = str(copy)
     request = RunRequested(
-        run_id=run_id, request_id=run_id, spec=spec, base_dir=base_dir, workspace=workspace,
-        queue=queue, toolset=toolset,
+        run_id=run_id, request_id=run_id, spec=spec, base_dir=base_dir, queue=queue, toolset=toolset,
     )  # fmt: skip
     try:
         check_size(request.model_dump_json().encode(), settings.inbox_max_bytes)
