@@ -182,7 +182,10 @@ class Intake:
         spec = spec.model_copy(update={"principal": spec.principal.model_copy(update={"scopes": held})})
         toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
         try:
-            check_spec(spec, message.base_dir, manifest=self._directory.manifest(queue, toolset))
+            check_spec(
+                spec, message.base_dir, manifest=self._directory.manifest(queue, toolset),
+                settings=self._app.settings,  # bounds: the operator's maxima
+            )  # fmt: skip
         except InvalidSpec as exc:
             raise Rejected(f"invalid spec: {exc}") from None
         shard = random.randrange(self._keys.shards)

@@ -9,6 +9,7 @@ from typing import Any
 from events.model_step import refusal_details
 from events.types import (
     AcceptanceChecked,
+    AcceptanceCheckStopped,
     AcceptanceFailed,
     AcceptanceStarted,
     ApprovalDenied,
@@ -90,6 +91,8 @@ def summary(e: Any) -> str:
             return f"attempt {e.attempt}"
         case AcceptanceChecked():
             return _cut(f"{'PASS' if e.passed else 'FAIL'} {e.check}")
+        case AcceptanceCheckStopped():
+            return _cut(f"{e.check}: {'+'.join(e.signals) or 'no signal'}, {e.detail}")
         case AcceptanceFailed():
             return _cut(e.feedback.replace("\n", " | "))
         case RunCompleted():
