@@ -92,7 +92,8 @@ def summary(e: Any) -> str:
         case AcceptanceChecked():
             return _cut(f"{'PASS' if e.passed else 'FAIL'} {e.check}")
         case AcceptanceCheckStopped():
-            return _cut(f"{e.check}: {'+'.join(e.signals) or 'no signal'}, {e.detail}")
+            took = e.stopped_at - e.requested_at
+            return _cut(f"{e.check} stopped {took:.2f}s after the request: {e.detail}")
         case AcceptanceFailed():
             return _cut(e.feedback.replace("\n", " | "))
         case RunCompleted():
