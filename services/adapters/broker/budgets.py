@@ -89,6 +89,13 @@ class Budgets:
         with self._lock:
             self._pools[pool].wakers.append(wake)
 
+    def forget(self, pool: str, wake: threading.Event) -> None:
+        """Stop setting `wake` (its consumer closed)."""
+        with self._lock:
+            wakers = self._pools[pool].wakers
+            if wake in wakers:
+                wakers.remove(wake)
+
     def serves(self, pool: str) -> bool:
         return pool in self._pools
 

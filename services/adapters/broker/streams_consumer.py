@@ -305,6 +305,7 @@ class StreamsConsumer(Consumer):
         self._release([i for _, ids in by_queue.values() for i in ids])
 
     def close(self) -> None:
+        self._budgets.forget(self._pool, self._freed)
         if self._slot_reads is not None:
             self._slot_reads.close()
         unread = [*self._ready, *self._waiting]
