@@ -163,6 +163,18 @@ def test_a_spec_asking_a_timeout_over_the_maximum_is_refused_naming_field_and_ma
     assert "maximum of 600 s (AGENTLEDGER_MAX_COMMAND_TIMEOUT_S)" in done.stderr
 
 
+def test_the_intake_refuses_a_submitted_spec_asking_more_than_its_maximum(
+    cli: Cli, folder: Path, workers: int
+) -> None:
+    spec = write_spec(folder, "greedy", acceptance=[{"command": "sleep 1", "timeout_s": 1e9}])
+    run_id = submit(cli, spec)  # `submit` cannot know the deployment's maxima
+    deadline = time.monotonic() + 30
+    while "refused" not in (said := cli("status", run_id).stderr):
+        assert time.monotonic() < deadline, said
+        time.sleep(0.3)
+    assert "acceptance.0.timeout_s: 1e+09 s is over this deployment's maximum of 600 s" in said
+
+
 def test_a_check_never_runs_past_the_runs_wall_clock(cli: Cli, folder: Path) -> None:
     spec = write_spec(
         folder, "late", budgets={"max_wall_clock_s": 4},
