@@ -61,9 +61,12 @@ class _Pool:
 
 
 class Budgets:
-    """The slots of every pool of one process, behind one lock."""
+    """The slots of every pool of one process, behind one lock. `process_wide`: these
+    are the process's budgets (a consumer's own, of its prefetch, are not: a
+    delivery holding one of those carries on unbounded, as before budgets)."""
 
-    def __init__(self, sizes: Mapping[str, int]):
+    def __init__(self, sizes: Mapping[str, int], *, process_wide: bool = True):
+        self.process_wide = process_wide
         self._lock = threading.Lock()
         self._pools = {name: _Pool(size) for name, size in sizes.items()}
 
@@ -150,6 +153,7 @@ class Slot:
 
     def __init__(self, budgets: Budgets, pool: str):
         self._budgets = budgets
+        self.process_wide = budgets.process_wide
         self.pool: str | None = pool
         self.tenant: str | None = None
 

@@ -58,7 +58,8 @@ class SlotContext(Middleware):
     the steps the delivery carries on (`services.handlers.carry`)."""
 
     def before_process_message(self, broker: Any, message: Any) -> None:
-        CURRENT.set(getattr(message, "slot", None))
+        slot = getattr(message, "slot", None)
+        CURRENT.set(slot if slot is not None and slot.process_wide else None)
 
     def after_process_message(
         self, broker: Any, message: Any, *, result: Any = None, exception: Any = None

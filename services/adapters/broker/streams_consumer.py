@@ -98,7 +98,8 @@ class StreamsConsumer(Consumer):
         self._acks: list[tuple[StreamQueue, str]] = []
         self._lock = threading.Lock()
         self._freed = threading.Event()
-        self._budgets = budgets if budgets is not None else Budgets({pool: prefetch})
+        own = Budgets({pool: prefetch}, process_wide=False)
+        self._budgets = budgets if budgets is not None else own
         self._pool = pool
         self._budgets.on_free(pool, self._freed)  # a slot given back wakes a wait for one
         self._next_tick = 0.0  # time.monotonic()
