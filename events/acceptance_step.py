@@ -1,6 +1,11 @@
 """Decisions of the acceptance worker. The model ending its turn only moves a run
 to `accepting`; the run completes when the declared checks pass on evidence the
-worker gathered itself."""
+worker gathered itself.
+
+Checks count against the run's wall clock: a check's timeout is its own, held
+to the operator's maximum and to what is left of `max_wall_clock_s`, and a run
+whose wall clock ends during acceptance ends `timeout`. A check still running
+when its run stops (cancelled, timed out) is stopped and recorded as such."""
 
 from __future__ import annotations
 
@@ -8,18 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from events.budgets import turns_left
+from events.budgets import turns_left, wall_clock_exceeded
 from events.state import RunState
 from events.status import RunStatus
 from events.types import (
     AcceptanceChecked,
+    AcceptanceCheckStopped,
     AcceptanceFailed,
     AcceptanceStarted,
     Event,
     RunCompleted,
     RunFailed,
+    Signal,
 )
-from schemas.spec import CommandCheck, FileCheck, RunSpec, ToolCheck
+from schemas.spec import CommandCheck, FileCheck, PythonCheck, RunSpec, ToolCheck
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,14 +45,15 @@ PYTHON_CHECK_S = 60.0
 FILE_CHECK_S = 1.0
 
 
-def claim_s(spec: RunSpec, *, grace_s: float) -> float:
+def claim_s(spec: RunSpec, *, grace_s: float, most_s: float | None = None) -> float:
     """How long an acceptance claim lasts: the time its checks may legitimately
-    take, plus the grace. A run with no checks is re-driven after the grace alone
-    if its worker dies; one running `pytest` is not taken from a live worker."""
+    take (a command's held to the operator's maximum `most_s`), plus the grace. A
+    run with no checks is re-driven after the grace alone if its worker dies; one
+    running `pytest` is not taken from a live worker."""
     def limit(check: object) -> float:
         match check:
             case CommandCheck():
-                return check.timeout_s
+                return min(check.timeout_s, most_s) if most_s is not None else check.timeout_s
             case ToolCheck():
                 return TOOL_CHECK_S
             case FileCheck():
@@ -53,6 +61,25 @@ def claim_s(spec: RunSpec, *, grace_s: float) -> float:
         return PYTHON_CHECK_S
 
     return grace_s + sum(limit(c) for c in spec.acceptance)
+
+
+def may_take_long(spec: RunSpec) -> bool:
+    """Whether the run's checks run code (a command, a tool, a function), which can
+    take as long as their timeouts; file checks take no time to speak of."""
+    return any(isinstance(c, CommandCheck | ToolCheck | PythonCheck) for c in spec.acceptance)
+
+
+def wall_clock_left(s: RunState, *, now: float) -> float | None:
+    """Seconds left of the run's wall clock (negative once it is over), or None."""
+    limit = s.spec.budgets.max_wall_clock_s
+    return None if limit is None else s.created_at + limit - now
+
+
+def check_timeout_s(s: RunState, own_s: float, *, now: float, most_s: float) -> float:
+    """A check's timeout: its own, held to the operator's maximum and to what is left
+    of the run's wall clock (0 once it is over: the check is not run)."""
+    left = wall_clock_left(s, now=now)
+    return max(0.0, min(own_s, most_s, left if left is not None else own_s))
 
 
 def start_acceptance(s: RunState, *, now: float, lease_s: float) -> list[Event]:
@@ -63,7 +90,11 @@ def start_acceptance(s: RunState, *, now: float, lease_s: float) -> list[Event]:
     return [AcceptanceStarted(attempt=s.acceptance_attempts + 1, deadline_at=now + lease_s)]
 
 
-def record_acceptance(s: RunState, *, attempt: int, results: Sequence[CheckResult]) -> list[Event]:
+def record_acceptance(
+    s: RunState, *, attempt: int, results: Sequence[CheckResult], now: float | None = None
+) -> list[Event]:
+    """The checks' results and what they lead to; past the run's wall clock at `now`,
+    the run times out whatever they say (the checks done are recorded first)."""
     if s.status is not RunStatus.ACCEPTING or s.acceptance_attempts != attempt:
         return []
     results = [_fresh(s, r) for r in results]
@@ -79,6 +110,8 @@ def record_acceptance(s: RunState, *, attempt: int, results: Sequence[CheckResul
         )
         for i, r in enumerate(results)
     ]
+    if now is not None and (timed_out := wall_clock_exceeded(s, now=now)) is not None:
+        return [*checked, timed_out]
     failed = [
         f"check {i + 1} ({r.check}): {_why(r)}" for i, r in enumerate(results) if not r.passed
     ]
@@ -93,6 +126,33 @@ def record_acceptance(s: RunState, *, attempt: int, results: Sequence[CheckResul
         feedback = "The task is not accepted yet. Failed checks:\n" + "\n".join(failed)
         return [*checked, AcceptanceFailed(feedback=feedback)]
     return [*checked, RunFailed(reason="acceptance_failed", detail="; ".join(failed))]
+
+
+def record_check_stopped(
+    s: RunState,
+    *,
+    attempt: int,
+    index: int,
+    check: str,
+    requested_at: float,
+    stopped_at: float,
+    signals: Sequence[Signal],
+    detail: str,
+) -> list[Event]:
+    """A check of acceptance `attempt` that was stopped because the run was
+    cancelled or ran out of wall clock (the only ways a run ends while its checks
+    run); recorded once, and only on a run that did end so."""
+    stopped = s.status in (RunStatus.CANCELLED, RunStatus.TIMEOUT)
+    if not stopped or s.acceptance_attempts != attempt:
+        return []
+    if s.acceptance_claim_deadline is None:  # recorded already
+        return []
+    return [
+        AcceptanceCheckStopped(
+            attempt=attempt, index=index, check=check, requested_at=requested_at,
+            stopped_at=stopped_at, signals=tuple(signals), detail=detail,
+        )  # fmt: skip
+    ]
 
 
 def _fresh(s: RunState, r: CheckResult) -> CheckResult:

@@ -18,6 +18,7 @@ from events.status import RunStatus
 from events.transitions import RUN_TRANSITIONS
 from events.types import (
     AcceptanceChecked,
+    AcceptanceCheckStopped,
     AcceptanceFailed,
     AcceptanceStarted,
     ApprovalDenied,
@@ -117,6 +118,8 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
         case AcceptanceChecked():
             check = Check(e.index, e.check, e.passed, e.evidence, e.checked_at)
             return replace(s, checks=s.checks + (check,))
+        case AcceptanceCheckStopped():  # recorded after the run's end: its claim is over
+            return replace(s, acceptance_claim_deadline=None)
         case AcceptanceFailed():
             return _with_feedback(
                 replace(s, acceptance_claim_deadline=None), e.type, e.feedback, R.REQUESTING_MODEL

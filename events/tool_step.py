@@ -209,8 +209,9 @@ def record_outcome(
                 ]
             return [
                 ToolCallCancelled(
-                    call_id=call_id, requested_at=requested_at, stopped_at=finished_at
-                )
+                    call_id=call_id, requested_at=requested_at, stopped_at=finished_at,
+                    detail=detail,
+                )  # fmt: skip
             ]
         case StillRunning(requested_at):
             reason = f"asked to stop at {requested_at:.3f} and still running after the grace period"

@@ -89,7 +89,15 @@ _LATE_OUTCOMES: tuple[Row, ...] = tuple(
     for e in _LATE
 ) + ((R.CANCELLED, "ModelResponded", R.CANCELLED),)
 
-RUN_TRANSITIONS: frozenset[Row] = frozenset(_LIFECYCLE + _ENDINGS + _LATE_OUTCOMES)
+# a check still running when its run was cancelled or ran out of wall clock is stopped
+# too (SIGTERM, then SIGKILL), and recorded as such after the end
+_STOPPED_CHECKS: tuple[Row, ...] = tuple(
+    (s, "AcceptanceCheckStopped", s) for s in (R.CANCELLED, R.TIMEOUT)
+)
+
+RUN_TRANSITIONS: frozenset[Row] = frozenset(
+    _LIFECYCLE + _ENDINGS + _LATE_OUTCOMES + _STOPPED_CHECKS
+)
 
 CALL_TRANSITIONS: dict[tuple[CallStatus | None, str], CallStatus] = {
     (None, "ToolCallProposed"): C.PROPOSED,

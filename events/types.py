@@ -249,12 +249,14 @@ class ToolCallConfirmedNotDone(_Event):
 
 
 class ToolCallCancelled(_Event):
-    """The call stopped by itself after it was asked to."""
+    """The call stopped by itself after it was asked to (`detail`: how it was asked:
+    its cancel flag, and SIGTERM to the commands it had running)."""
 
     type: Literal["ToolCallCancelled"] = "ToolCallCancelled"
     call_id: str
     requested_at: float
     stopped_at: float
+    detail: str = ""
 
 
 class ToolCallForceTerminated(_Event):
@@ -330,6 +332,24 @@ class AcceptanceChecked(_Event):
     depends_on: tuple[str, ...] = Field(default=(), description="resources; '*' is any write")
 
 
+Signal = Literal["SIGTERM", "SIGKILL"]
+
+
+class AcceptanceCheckStopped(_Event):
+    """A check that was running when its run stopped (cancelled, or out of wall
+    clock): its command got SIGTERM and, still running after the run's
+    `cancel_grace_s`, SIGKILL (`signals`, in the order sent). It has no verdict."""
+
+    type: Literal["AcceptanceCheckStopped"] = "AcceptanceCheckStopped"
+    attempt: int = Field(ge=1)
+    index: int = Field(ge=0)
+    check: str = Field(description="what was checked, in words")
+    requested_at: float = Field(description="when the run asked to stop (the log's time)")
+    stopped_at: float
+    signals: tuple[Signal, ...]
+    detail: str
+
+
 class AcceptanceFailed(_Event):
     """Checks failed with turns left: the failures go back to the model."""
 
@@ -391,6 +411,7 @@ Event = Annotated[
     | CallEvent
     | AcceptanceStarted
     | AcceptanceChecked
+    | AcceptanceCheckStopped
     | AcceptanceFailed
     | RunCompleted
     | RunFailed

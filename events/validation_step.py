@@ -39,6 +39,7 @@ class Finding:
     request_hash: str | None = None
     resolvable: bool = False  # the tool can look up an unknown outcome
     output_cap: int | None = None
+    max_timeout_s: float | None = None  # the operator's maximum for such a call (tool or MCP)
 
 
 def undecided(s: RunState) -> list[str]:
@@ -80,13 +81,12 @@ def validate_call(
     if tool.scope is not None and tool.scope not in s.spec.principal.scopes:
         who = s.spec.principal.id
         return [_reject(call_id, "permission_denied", f"{who!r} lacks scope {tool.scope!r}")]
-    cap = s.spec.budgets.tool_timeout_s
     fields: dict[str, Any] = {
         "call_id": call_id,
         "read_only": tool.read_only,
         "reads": tuple(found.reads),
         "writes": tuple(found.writes),
-        "timeout_s": min(tool.timeout_s, cap) if cap else tool.timeout_s,
+        "timeout_s": call_timeout_s(s, tool, found.max_timeout_s),
         "max_concurrency": tool.max_concurrency,
         "op_key": found.op_key,
         "request_hash": found.request_hash,
@@ -97,6 +97,13 @@ def validate_call(
         expires = now + s.spec.policies.approval_timeout_s
         return [ApprovalRequested(**fields, expires_at=expires, reason=found.approval)]
     return [ToolCallValidated(**fields)]
+
+
+def call_timeout_s(s: RunState, tool: ToolSpec, most: float | None) -> float:
+    """A call's timeout: the tool's own, held to the run's `tool_timeout_s` and to the
+    operator's maximum, whichever is smaller."""
+    limits = [t for t in (tool.timeout_s, s.spec.budgets.tool_timeout_s, most) if t]
+    return min(limits)
 
 
 def _reject(

@@ -18,6 +18,7 @@ from dramatiq.middleware import Middleware, Retries, ShutdownNotifications, Time
 from events import fold, snapshot
 from events.commands import Pool
 from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
+from services.adapters.broker.budgets import Budgets, thread_budgets
 from services.adapters.broker.log_context import context_middleware
 from services.adapters.broker.membership import Membership
 from services.adapters.broker.outbox import Outbox, send
@@ -206,10 +207,23 @@ class Services:
             self.broker, lambda: self.app, queue=self.queue, toolset=toolset.fingerprint,
             pools=self.pools,
         )  # fmt: skip
-        threads = self.app.settings.worker_threads
         return dramatiq.Worker(
-            self.broker, queues=set(names), worker_threads=threads, worker_timeout=100
-        )
+            self.broker, queues=set(names), worker_threads=self.worker_threads(),
+            worker_timeout=100,
+        )  # fmt: skip
+
+    def pool_threads(self) -> dict[str, int]:
+        """Each served pool's thread budget."""
+        budgets = self.broker.budgets
+        names = [str(p) for p in self.pools]
+        return {p: budgets.size(p) for p in names if budgets.serves(p)} if budgets else {}
+
+    def worker_threads(self) -> int:
+        """The threads the pools need: the sum of their budgets (each has its own)."""
+        budgets = self.broker.budgets
+        if budgets is None:
+            return self.app.settings.worker_threads
+        return max(1, sum(budgets.size(str(p)) for p in self.pools if budgets.serves(str(p))))
 
     def retool(self, toolset: ToolSet) -> None:
         """Serve the task queue with another tool set (an MCP server went down or
@@ -312,6 +326,16 @@ class Services:
         self.broker.leave()
 
 
+def pool_threads(settings: Settings, pools: Iterable[Pool]) -> dict[str, int]:
+    """Each served pool's own thread budget (`services.adapters.broker.budgets`)."""
+    given = {
+        "model": settings.model_threads,
+        "tools": settings.tools_threads,
+        "accept": settings.accept_threads,
+    }
+    return thread_budgets(settings.worker_threads, [str(p) for p in pools], given)
+
+
 def build_services(
     settings: Settings,
     client: redis.Redis,
@@ -341,6 +365,7 @@ def build_services(
         max_deliveries=settings.broker_max_deliveries,
         member_ttl_s=settings.member_ttl_s,
         middleware=[*worker_middleware(), *extra],
+        budgets=Budgets(pool_threads(settings, pools)),
     )
     dramatiq.set_broker(broker)
     directory = Directory(client, keys, member_ttl_s=settings.member_ttl_s)

@@ -82,6 +82,16 @@ class Settings:
     workspace_roots: tuple[str, ...] = ()
     workspace_max_bytes: int = 1 << 30
     workspace_max_files: int = 100_000
+    # --- bounds (issue 32.3-32.5): the operator's maxima for user-given timeouts, and
+    # each pool's own thread budget (docs/security/bounds.md) ---
+    max_command_timeout_s: float = 600.0  # an acceptance `command:` check's timeout_s
+    max_tool_timeout_s: float = 600.0  # a tool call's timeout (the tool's, the spec's tool_timeout_s)
+    max_mcp_timeout_s: float = 600.0  # an MCP tool call's timeout (the servers file's timeout_s)
+    # threads of each pool of a process; None: its share of worker_threads
+    # (services.adapters.broker.budgets.thread_budgets: accept a quarter, model and tools the rest)
+    model_threads: int | None = None
+    tools_threads: int | None = None
+    accept_threads: int | None = None
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -123,6 +133,13 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_WORKSPACE_ROOTS": ("workspace_roots", str),
     "AGENTLEDGER_WORKSPACE_MAX_BYTES": ("workspace_max_bytes", int),
     "AGENTLEDGER_WORKSPACE_MAX_FILES": ("workspace_max_files", int),
+    # bounds
+    "AGENTLEDGER_MAX_COMMAND_TIMEOUT_S": ("max_command_timeout_s", float),
+    "AGENTLEDGER_MAX_TOOL_TIMEOUT_S": ("max_tool_timeout_s", float),
+    "AGENTLEDGER_MAX_MCP_TIMEOUT_S": ("max_mcp_timeout_s", float),
+    "AGENTLEDGER_MODEL_THREADS": ("model_threads", int),
+    "AGENTLEDGER_TOOLS_THREADS": ("tools_threads", int),
+    "AGENTLEDGER_ACCEPT_THREADS": ("accept_threads", int),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -132,6 +149,10 @@ _POSITIVE = (
     "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES",
     "AGENTLEDGER_WORKSPACE_MAX_BYTES", "AGENTLEDGER_WORKSPACE_MAX_FILES",
+    # bounds
+    "AGENTLEDGER_MAX_COMMAND_TIMEOUT_S", "AGENTLEDGER_MAX_TOOL_TIMEOUT_S",
+    "AGENTLEDGER_MAX_MCP_TIMEOUT_S", "AGENTLEDGER_MODEL_THREADS", "AGENTLEDGER_TOOLS_THREADS",
+    "AGENTLEDGER_ACCEPT_THREADS",
 )  # fmt: skip
 _NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",

@@ -1,8 +1,11 @@
 """The acceptance pool's step: claim the run's acceptance for as long as its
-checks may take (`AcceptClaim`), run every declared check itself
-(`services.handlers.checks`), record each result with its evidence and when it
-was gathered, then the outcome (`accept`). Who takes these steps, and what they
-carry on with, is `services.handlers.carry`'s."""
+checks may take (`AcceptClaim`: held to the operator's maximum and the run's
+wall clock), run every declared check itself (`services.handlers.checks`),
+record each result with its evidence and when it was gathered, then the outcome
+(`accept`). The checks stop once the run stops: no check starts on a cancelled
+run or past its wall clock, and one that was running when the run stopped is
+recorded as stopped (`AcceptanceCheckStopped`), with the signals it got. Who
+takes these steps, and what they carry on with, is `services.handlers.carry`'s."""
 
 from __future__ import annotations
 
@@ -10,11 +13,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from events.acceptance_step import CheckResult, claim_s, record_acceptance, start_acceptance
+from events.acceptance_step import (
+    CheckResult,
+    claim_s,
+    record_acceptance,
+    record_check_stopped,
+    start_acceptance,
+    wall_clock_left,
+)
 from events.state import RunState
 from events.types import AcceptanceStarted, Event
 from services.handlers.app import App
-from services.handlers.checks import run_check
+from services.handlers.checks import Verdict, run_check
+from services.handlers.execution import RunWatch
 from services.handlers.runs import StepResult, Then
 
 SOURCE = "accept"
@@ -40,8 +51,11 @@ class AcceptClaim:
     def decide(self, s: RunState, served: bool) -> list[Event]:
         if not served:
             return []
-        lease = claim_s(s.spec, grace_s=self.app.settings.lease_s)
-        return start_acceptance(s, now=self.app.clock.now(), lease_s=lease)
+        grace, now = self.app.settings.lease_s, self.app.clock.now()
+        lease = claim_s(s.spec, grace_s=grace, most_s=self.app.settings.max_command_timeout_s)
+        left = wall_clock_left(s, now=now)  # no check runs past the run's wall clock
+        lease = min(lease, max(0.0, left) + grace) if left is not None else lease
+        return start_acceptance(s, now=now, lease_s=lease)
 
     def held(self, appended: Sequence[Any]) -> AcceptHeld | None:
         started = next((e.data for e in appended if isinstance(e.data, AcceptanceStarted)), None)
@@ -54,22 +68,44 @@ def accept(
     """Run the run's checks and record their results and the outcome (with the step
     `then` carries on, in the same append), across a short Redis outage."""
     state = step.state
+    attempt = held.started.attempt
+    watch = RunWatch(app, state)
     results = []
-    for check in state.spec.acceptance:
+    for index, check in enumerate(state.spec.acceptance):
         began = app.clock.now()
+        left = wall_clock_left(state, now=began)
+        if watch.stop_requested() is not None or (left is not None and left <= 0):
+            break  # the run stopped, or is out of time: no more checks (recorded below)
         verdict = run_check(app, state, check)
+        if verdict.stopped is not None:
+            return _stopped(app, run_id, attempt, index, verdict)
         results.append(
             CheckResult(
                 verdict.what, verdict.passed, verdict.evidence, app.clock.now(), began,
                 verdict.depends_on,
             )
         )  # fmt: skip
-    attempt = held.started.attempt
+    now = app.clock.now()
     return app.runs.step(
         run_id,
-        lambda s: record_acceptance(s, attempt=attempt, results=results),
+        lambda s: record_acceptance(s, attempt=attempt, results=results, now=now),
         source=SOURCE,
         held=step.state,  # the state of our own claim: no reload
         outage_s=app.settings.outcome_retry_s,
         then=then,
+    )
+
+
+def _stopped(app: App, run_id: str, attempt: int, index: int, verdict: Verdict) -> StepResult:
+    """Record the check the run's stop stopped (the run moved on: its state is the log's)."""
+    stop = verdict.stopped
+    assert stop is not None
+    return app.runs.step(
+        run_id,
+        lambda s: record_check_stopped(
+            s, attempt=attempt, index=index, check=verdict.what, requested_at=stop.requested_at,
+            stopped_at=stop.stopped_at, signals=stop.signals, detail=stop.detail,
+        ),  # fmt: skip
+        source=SOURCE,
+        outage_s=app.settings.outcome_retry_s,
     )

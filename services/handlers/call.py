@@ -52,7 +52,7 @@ class CallClaim:
 
     def gather(self, s: RunState) -> Gathered:
         app = self.app
-        found = findings(app.toolset, s)
+        found = findings(app.toolset, s, app.settings)
         if not touches_resources(s, found):
             return Gathered(found, LockAnswers())  # no lock to ask: no need to validate first
         v = validated(s, found, known_tools=app.toolset.names, now=app.clock.now())

@@ -11,13 +11,24 @@ A delivery carries on for at most `Carrying.for_s` seconds; then what is due
 goes through its queue, behind the other runs. It never carries a run of
 another task queue or tool set, nor anything once its process is stopping. A
 worker that dies while it carries leaves a claim that runs out, as any dead
-worker does: the sweeper re-drives the run."""
+worker does: the sweeper re-drives the run.
+
+Each pool has its own thread budget (`services.adapters.broker.budgets`): a
+delivery carries a step of another pool on only by moving its slot to that
+pool, when it has one free (else the step goes through its queue), so a pool's
+steps never run on more threads than its budget. The acceptance of a run whose
+checks run code is its tenant's: a tenant holding all but one of the pool's
+slots already is not given another (`handle_run_acceptance` lets the message
+go; the sweeper sends it again after a lease), so another tenant always finds
+one."""
 
 from __future__ import annotations
 
-from events.commands import DriveCall, RequestModel, RunAcceptance
+from events.acceptance_step import may_take_long
+from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
 from events.dispatch import carried_command
 from events.state import RunState
+from services.adapters.broker.budgets import current_slot
 from services.errors import UnknownRun
 from services.handlers.accept import AcceptClaim, AcceptHeld, accept
 from services.handlers.app import App
@@ -34,6 +45,9 @@ def handle_request_model(app: App, run_id: str) -> None:
 
 
 def handle_run_acceptance(app: App, run_id: str) -> None:
+    state = app.runs.current(run_id)
+    if state is not None and not _takes(Pool.ACCEPT, state):
+        return  # its tenant holds its share of the pool: the sweeper sends it again after a lease
     go_on(app, run_id, AcceptClaim(app))
 
 
@@ -81,13 +95,26 @@ def carrier(app: App, *, since: float) -> Then | None:
             return None
         if s.queue != carrying.queue or not app.serves(s):
             return None
-        match carried_command(s, now=app.clock.now(), pools=carrying.pools):
+        command = carried_command(s, now=app.clock.now(), pools=carrying.pools)
+        if command is None or not _takes(command.pool, s):
+            return None
+        match command:
             case RequestModel():
                 return ModelClaim(app)
             case DriveCall(call_id=call_id):
                 return CallClaim(app, call_id)
             case RunAcceptance():
                 return AcceptClaim(app)
-        return None
 
     return then
+
+
+def _takes(pool: Pool, s: RunState) -> bool:
+    """Whether this delivery may take `s`'s step of `pool`: it holds (or moves its
+    slot to) a slot of that pool — named for the run's tenant when the step is an
+    acceptance whose checks run code. Outside a worker's delivery (no slot), yes."""
+    slot = current_slot()
+    if slot is None:
+        return True
+    slow = pool is Pool.ACCEPT and may_take_long(s.spec)
+    return slot.move(str(pool), tenant=s.spec.principal.tenant if slow else None)

@@ -1,6 +1,10 @@
 """The acceptance checks, run by the acceptance worker itself. Each returns
 whether it passed, the evidence it saw, and the resources that evidence
-depends on ("*": any write of the run)."""
+depends on ("*": any write of the run). A command or tool check runs within
+its timeout held to the operator's maximum and to the run's wall clock
+(`events.acceptance_step.check_timeout_s`), watching its run: once the run
+stops (cancelled, timed out) the check is stopped — SIGTERM, then SIGKILL after
+the run's `cancel_grace_s` — and says so (`Verdict.stopped`) instead of a verdict."""
 
 from __future__ import annotations
 
@@ -12,18 +16,21 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
-from events.acceptance_step import contains
+from events.acceptance_step import check_timeout_s, contains
 from events.frozen import replace
 from events.state import RunState
-from events.tool_step import Succeeded
+from events.tool_step import StillRunning, Stopped, Succeeded
 from schemas.spec import CommandCheck, FileCheck, PythonCheck, ToolCheck
 from services.adapters.tools.context import ToolFailure
 from services.adapters.tools.process import run_command
 from services.adapters.tools.registry import ToolContext
 from services.adapters.tools.runner import run_tool
 from services.adapters.tools.sandbox import SandboxUnavailable, policy_for
+from services.adapters.tools.stopping import StopReport, run_stoppable
 from services.adapters.tools.workspace_files import WorkspaceFiles, file_resource
 from services.handlers.app import App
+from services.handlers.execution import RunWatch
+from services.handlers.findings import max_timeout_s
 
 TAIL = 2000
 FILE_CHECK_BYTES = 1_000_000  # of a file check's file, read and searched
@@ -36,6 +43,7 @@ class Verdict:
     passed: bool
     evidence: dict[str, Any]
     depends_on: tuple[str, ...] = ("*",)
+    stopped: StopReport | None = None  # stopped because the run stopped: no verdict
 
 
 def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
@@ -53,25 +61,39 @@ def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
 def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
     """The command runs in the sandbox, like a tool's: the workspace read-write
     (a run with none: a fresh empty folder, removed afterwards), no network, the
-    sandbox's limits, and `check.timeout_s`."""
+    sandbox's limits, and `check.timeout_s` held to the operator's maximum and the
+    run's wall clock; stopped with the run."""
     if s.workspace is None:  # never base_dir: an empty folder of its own, removed afterwards
         with tempfile.TemporaryDirectory(prefix="agentledger-check-") as empty:
             return _command(app, replace(s, workspace=empty), check)
     what = f"command {check.command!r} exits 0"
     workspace = s.workspace
     cwd = workspace
+    most = app.settings.max_command_timeout_s
+    timeout = check_timeout_s(s, check.timeout_s, now=app.clock.now(), most_s=most)
+    if timeout <= 0:
+        return Verdict(what, False, {"reason": "the run's wall clock ended before it ran", "cwd": cwd})
     try:
-        done = run_command(
-            ["/bin/sh", "-c", check.command],
-            policy=policy_for(app.settings),
-            workspace=workspace,
-            cwd=cwd,
-            timeout_s=check.timeout_s,
+        done = run_stoppable(
+            lambda started: run_command(
+                ["/bin/sh", "-c", check.command],
+                policy=policy_for(app.settings),
+                workspace=workspace,
+                cwd=cwd,
+                timeout_s=timeout,
+                started=started,
+            ),
+            stop_requested=RunWatch(app, s).stop_requested,
+            grace_s=s.spec.policies.cancel_grace_s,
+            clock=app.clock.now,
         )
     except subprocess.TimeoutExpired:
-        return Verdict(what, False, {"reason": f"no exit within {check.timeout_s:g}s", "cwd": cwd})
+        reason = _no_exit(timeout, check.timeout_s, most)
+        return Verdict(what, False, {"reason": reason, "cwd": cwd})
     except SandboxUnavailable as exc:
         return Verdict(what, False, {"reason": str(exc), "cwd": cwd})
+    if isinstance(done, StopReport):
+        return Verdict(what, False, {"reason": done.detail, "cwd": cwd}, stopped=done)
     evidence: dict[str, Any] = {
         "exit_code": done.returncode,
         "stdout_tail": done.stdout[-TAIL:],
@@ -83,6 +105,15 @@ def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
     elif done.returncode != 0:
         evidence["reason"] = f"exit code {done.returncode}"
     return Verdict(what, done.returncode == 0, evidence)
+
+
+def _no_exit(timeout: float, own: float, most: float) -> str:
+    """Why a check ran out of time: its own timeout, the maximum, or the run's wall clock."""
+    if timeout >= own:
+        return f"no exit within {own:g}s"
+    if timeout >= most:
+        return f"no exit within {timeout:g}s (the operator's maximum; the check asked {own:g}s)"
+    return f"no exit within {timeout:g}s: the run's wall clock ended"
 
 
 def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
@@ -102,8 +133,19 @@ def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
     )
     parsed, _ = registered.check(check.input)
     reads, _ = registered.resources(parsed, s.workspace) if parsed else ([], [])
-    outcome = run_tool(registered, check.input, ctx, timeout_s=registered.spec.timeout_s)
+    most = max_timeout_s(registered, app.settings)
+    timeout = check_timeout_s(s, registered.spec.timeout_s, now=app.clock.now(), most_s=most)
     evidence: dict[str, Any] = {"tool": check.tool, "input": check.input, "expect": check.expect}
+    if timeout <= 0:
+        return Verdict(what, False, {**evidence, "reason": "the run's wall clock ended before it ran"})
+    grace = s.spec.policies.cancel_grace_s
+    outcome = run_tool(
+        registered, check.input, ctx, timeout_s=timeout,
+        stop_requested=RunWatch(app, s).stop_requested, grace_s=grace,
+    )  # fmt: skip
+    if isinstance(outcome, Stopped | StillRunning):
+        stop = _tool_stopped(outcome, grace, app.clock.now())
+        return Verdict(what, False, {**evidence, "reason": stop.detail}, stopped=stop)
     if isinstance(outcome, Succeeded):
         evidence["output"] = outcome.output
         passed = contains(check.expect, outcome.output)
@@ -112,6 +154,17 @@ def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
         return Verdict(what, passed, evidence, tuple(reads) or ("*",))
     evidence["reason"] = str(outcome)
     return Verdict(what, False, evidence)
+
+
+def _tool_stopped(outcome: Stopped | StillRunning, grace_s: float, now: float) -> StopReport:
+    """A tool check stopped with its run, as a command check's stop is told."""
+    if isinstance(outcome, StillRunning):
+        detail = f"SIGTERM, then SIGKILL after {grace_s:g}s; its thread is still running"
+        return StopReport(outcome.requested_at, now, ("SIGTERM", "SIGKILL"), detail)
+    if outcome.killed:
+        return StopReport(outcome.requested_at, now, ("SIGTERM", "SIGKILL"), outcome.detail)
+    detail = f"cancel flag and SIGTERM; it stopped within the grace of {grace_s:g}s"
+    return StopReport(outcome.requested_at, now, ("SIGTERM",), detail)
 
 
 def _file(s: RunState, check: FileCheck) -> Verdict:

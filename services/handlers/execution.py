@@ -18,6 +18,7 @@ from services.adapters.tools.context import ToolContext
 from services.adapters.tools.runner import run_tool
 from services.adapters.tools.sandbox import policy_for
 from services.handlers.app import App
+from services.handlers.findings import max_timeout_s
 from services.handlers.once import run_once
 from services.handlers.outage import OUTAGE_ERRORS
 
@@ -51,7 +52,7 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
                 registered,
                 call.input,
                 ctx,
-                timeout_s=call.timeout_s,
+                timeout_s=min(call.timeout_s, max_timeout_s(registered, app.settings)),
                 stop_requested=RunWatch(app, state).stop_requested,
                 grace_s=state.spec.policies.cancel_grace_s,
             ),

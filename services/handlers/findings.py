@@ -1,8 +1,9 @@
 """What validation needs to know about the turn's undecided calls, gathered before
 anything is decided: is the tool in this worker's tool set, are the arguments
 valid against its schema, which resources does it touch, must a person approve
-it, what is its operation key. The tools' own rules (resources, approval
-predicates) are user code: they run here, never inside a decision."""
+it, what is its operation key, and the operator's maximum for its timeout. The
+tools' own rules (resources, approval predicates) are user code: they run here,
+never inside a decision."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ from events.idempotency import request_hash
 from events.state import Call, RunState
 from events.types import FieldError
 from events.validation_step import Finding, undecided
+from services.adapters.tools.registry import ExternalTool, RegisteredTool
 from services.adapters.tools.toolset import ToolSet
+from services.settings import Settings
 
 
-def findings(toolset: ToolSet, s: RunState) -> dict[str, Finding]:
+def findings(toolset: ToolSet, s: RunState, settings: Settings | None = None) -> dict[str, Finding]:
+    """`settings`: the operator's maxima (none given: no maximum but the run's own)."""
     turn = s.current_turn
     calls = [turn.call(call_id) for call_id in undecided(s)] if turn else []
-    return {c.call_id: finding(toolset, c, s) for c in calls if c is not None}
+    return {c.call_id: finding(toolset, c, s, settings) for c in calls if c is not None}
 
 
-def finding(toolset: ToolSet, call: Call, s: RunState) -> Finding:
+def finding(toolset: ToolSet, call: Call, s: RunState, settings: Settings | None = None) -> Finding:
     t = toolset.get(call.name)
     if t is None or not t.offered_to(s.spec.tools):
         return Finding(tool=None)
@@ -43,4 +47,10 @@ def finding(toolset: ToolSet, call: Call, s: RunState) -> Finding:
         request_hash=digest,
         resolvable=t.lookup is not None,
         output_cap=t.output_cap,
+        max_timeout_s=max_timeout_s(t, settings) if settings is not None else None,
     )
+
+
+def max_timeout_s(t: RegisteredTool, settings: Settings) -> float:
+    """The operator's maximum for a call of `t`: an MCP server's tool, or our own."""
+    return settings.max_mcp_timeout_s if isinstance(t, ExternalTool) else settings.max_tool_timeout_s

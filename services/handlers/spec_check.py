@@ -2,7 +2,10 @@
 each naming the field, all problems at once. With the tool set in hand (the
 CLI loads the spec's modules on the user's machine) every tool the spec names
 is checked against it; the intake, which never imports a module a message
-names, checks what a registered tool set's manifest tells."""
+names, checks what a registered tool set's manifest tells. Given the settings of
+the deployment that will run it (`run`'s own, the intake's), a timeout the spec
+asks for beyond the operator's maximum is refused too (`timeout_problems`); a
+check's default timeout is never refused, only held to the maximum when it runs."""
 
 from __future__ import annotations
 
@@ -12,8 +15,17 @@ from typing import Any
 
 from events.pricing import price_of
 from schemas.errors import InvalidSpec, SpecProblem
-from schemas.spec import AnthropicModel, PythonCheck, ReplayModel, RunSpec, ScriptedModel, ToolCheck
+from schemas.spec import (
+    AnthropicModel,
+    CommandCheck,
+    PythonCheck,
+    ReplayModel,
+    RunSpec,
+    ScriptedModel,
+    ToolCheck,
+)
 from services.adapters.tools.toolset import ToolSet
+from services.settings import Settings
 
 
 def tool_paths(spec: RunSpec, base_dir: str | None) -> list[str]:
@@ -27,8 +39,9 @@ def check_spec(
     *,
     toolset: ToolSet | None = None,
     manifest: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
 ) -> None:
-    problems = spec_problems(spec, base_dir, toolset=toolset, manifest=manifest)
+    problems = spec_problems(spec, base_dir, toolset=toolset, manifest=manifest, settings=settings)
     if problems:
         raise InvalidSpec.of(problems)
 
@@ -39,9 +52,13 @@ def spec_problems(
     *,
     toolset: ToolSet | None = None,
     manifest: Mapping[str, Any] | None = None,
+    settings: Settings | None = None,
 ) -> list[SpecProblem]:
+    """`settings`: those of the deployment that will run the spec, when known here."""
     tools = _tools(toolset, manifest)
     problems = _tool_problems(spec, tools, toolset) if tools is not None else []
+    if settings is not None:
+        problems += timeout_problems(spec, settings)
     if isinstance(spec.model, ScriptedModel):
         problems += _script_problems(spec.model, tools)
     if isinstance(spec.model, AnthropicModel) and spec.model.anthropic.temperature is not None:
@@ -58,6 +75,27 @@ def spec_problems(
         if not os.path.isdir(ws):
             problems.append(SpecProblem("workspace", f"{ws!r} is not a folder"))
     return problems
+
+
+# a check's default timeout (300 s) is never refused: it is held to the maximum when it runs
+DEFAULT_CHECK_TIMEOUT_S = CommandCheck.model_fields["timeout_s"].default
+
+
+def timeout_problems(spec: RunSpec, settings: Settings) -> list[SpecProblem]:
+    """The timeouts the spec asks for (given, not defaulted) beyond the operator's maxima."""
+    asked: list[tuple[str, float, float, str]] = []
+    for i, check in enumerate(spec.acceptance):
+        if isinstance(check, CommandCheck) and check.timeout_s != DEFAULT_CHECK_TIMEOUT_S:
+            asked.append((f"acceptance.{i}.timeout_s", check.timeout_s,
+                          settings.max_command_timeout_s, "AGENTLEDGER_MAX_COMMAND_TIMEOUT_S"))  # fmt: skip
+    if spec.budgets.tool_timeout_s is not None:
+        asked.append(("budgets.tool_timeout_s", spec.budgets.tool_timeout_s,
+                      settings.max_tool_timeout_s, "AGENTLEDGER_MAX_TOOL_TIMEOUT_S"))  # fmt: skip
+    return [
+        SpecProblem(field, f"{value:g} s is over this deployment's maximum of {most:g} s ({var})")
+        for field, value, most, var in asked
+        if value > most
+    ]
 
 
 def _tools(toolset: ToolSet | None, manifest: Mapping[str, Any] | None) -> dict[str, bool] | None:

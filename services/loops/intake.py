@@ -186,7 +186,10 @@ class Intake:
         try:
             # the workspace rule checked the workspace: no existence probe of a path it refused
             checked = spec if spec.workspace is None else spec.model_copy(update={"workspace": None})
-            check_spec(checked, message.base_dir, manifest=self._directory.manifest(queue, toolset))
+            check_spec(
+                checked, message.base_dir, manifest=self._directory.manifest(queue, toolset),
+                settings=self._app.settings,  # bounds: the operator's maxima
+            )  # fmt: skip
         except InvalidSpec as exc:
             raise Rejected(f"invalid spec: {exc}") from None
         shard = random.randrange(self._keys.shards)

@@ -30,6 +30,7 @@ from runlog import (
 )
 
 from events import controls
+from events.acceptance_step import record_check_stopped, start_acceptance
 from events.lock_step import record_lease_expired, record_lock, request_id
 from events.model_step import record_model_error, record_model_reply, request_model
 from events.resolution_step import resolve_unknown
@@ -545,7 +546,31 @@ def unknown_writes_resolved_by_lookup() -> Log:
     return log
 
 
+def check_stopped_by(ending: str) -> Callable[[], Log]:
+    """A check runs when its run is cancelled (or its wall clock ends): the check is
+    stopped, SIGTERM then SIGKILL, and recorded after the run's end."""
+
+    def journey() -> Log:
+        log = reach(R.ACCEPTING)
+        [started] = log.decide(start_acceptance, now=log.now, lease_s=LEASE_S)
+        if ending == "cancel":
+            do_cancel(log)
+        else:
+            log.decide(on_tick, now=T0 + WALL_CLOCK_S)
+        asked = log.now
+        log.decide(
+            record_check_stopped, attempt=started.attempt, index=0, check="sleep exits 0",  # type: ignore[union-attr]
+            requested_at=asked, stopped_at=asked + 5, signals=("SIGTERM", "SIGKILL"),
+            detail="SIGKILL after 5s",
+        )  # fmt: skip
+        return log
+
+    return journey
+
+
 JOURNEYS: dict[str, tuple[Callable[[], Log], RunStatus]] = {
+    "check_stopped_by_cancel": (check_stopped_by("cancel"), R.CANCELLED),
+    "check_stopped_by_wall_clock": (check_stopped_by("wall_clock"), R.TIMEOUT),
     "happy_path": (happy_path, R.COMPLETED),
     "rejections_and_failures": (rejections_and_failures, R.REQUESTING_MODEL),
     "acceptance_retried_then_failed": (acceptance_retried_then_failed, R.FAILED),

@@ -30,6 +30,7 @@ from events.tool_step import (
 )
 from events.types import (
     AcceptanceChecked,
+    AcceptanceCheckStopped,
     AcceptanceFailed,
     AcceptanceStarted,
     ApprovalDenied,
@@ -169,6 +170,16 @@ random_events: st.SearchStrategy[Event] = st.one_of(
         started_at=st.one_of(st.none(), times),
         checked_at=times,
         depends_on=st.sampled_from([(), ("*",), ("file:x",)]),
+    ),
+    st.builds(
+        AcceptanceCheckStopped,
+        attempt=attempts,
+        index=st.integers(0, 3),
+        check=words,
+        requested_at=times,
+        stopped_at=times,
+        signals=st.sampled_from([("SIGTERM",), ("SIGTERM", "SIGKILL")]),
+        detail=words,
     ),
     st.builds(AcceptanceFailed, feedback=words),
     st.builds(RunCompleted, detail=words),

@@ -17,6 +17,7 @@ from events.types import (
     CODEC,
     EVENT_TYPES,
     AcceptanceChecked,
+    AcceptanceCheckStopped,
     AcceptanceFailed,
     AcceptanceStarted,
     ApprovalDenied,
@@ -113,6 +114,10 @@ EVERY_EVENT: list[Event] = [
         checked_at=T0,
         depends_on=("*",),
     ),
+    AcceptanceCheckStopped(
+        attempt=1, index=0, check="command 'sleep 9' exits 0", requested_at=T0,
+        stopped_at=T0 + 5, signals=("SIGTERM", "SIGKILL"), detail="SIGKILL after 5s",
+    ),  # fmt: skip
     AcceptanceFailed(feedback="1 check failed"),
     RunCompleted(detail="2 acceptance checks passed"),
     RunFailed(reason="model_error", detail="overloaded"),

@@ -28,6 +28,7 @@ from events.tool_step import Stopped, Succeeded, claim_call
 from events.transitions import CALL_TRANSITIONS, RUN_TRANSITIONS
 from events.types import (
     AcceptanceChecked,
+    AcceptanceCheckStopped,
     AcceptanceFailed,
     AcceptanceStarted,
     ApprovalDenied,
@@ -203,6 +204,10 @@ def one_of_each_event() -> list[Event]:
         ToolCallForceTerminated(call_id="a", requested_at=T0, terminated_at=T0, detail="kill"),
         AcceptanceStarted(attempt=1, deadline_at=T0),
         AcceptanceChecked(index=0, check="c", passed=True, evidence={}, checked_at=T0),
+        AcceptanceCheckStopped(
+            attempt=1, index=0, check="c", requested_at=T0, stopped_at=T0, signals=("SIGTERM",),
+            detail="stopped",
+        ),
         AcceptanceFailed(feedback="again"),
         RunCompleted(detail="done"),
         *ENDINGS.values(),
@@ -225,7 +230,10 @@ LATE = {
 # what may follow the end of a run: what its running calls did; after a cancel,
 # also the model's reply to a request made before it
 MAY_FOLLOW = {
-    s: (set() if s is R.COMPLETED else LATE) | ({"ModelResponded"} if s is R.CANCELLED else set())
+    s: (set() if s is R.COMPLETED else LATE)
+    | ({"ModelResponded"} if s is R.CANCELLED else set())
+    # a check the cancel or the wall clock stopped
+    | ({"AcceptanceCheckStopped"} if s in (R.CANCELLED, R.TIMEOUT) else set())
     for s in TERMINAL
 }
 

@@ -8,7 +8,9 @@ readers' messages it takes over. A hop is a
 blocking XREADGROUP (no polling back-off); a message is acked (XACK + XDEL)
 after it ran; a dead worker's messages are taken over within `claim_idle_ms`;
 a message delivered `max_deliveries` times without an ack is dead-lettered.
-Kills count deliveries, never dramatiq's retries.
+Kills count deliveries, never dramatiq's retries. With `budgets`, a pool's
+consumer takes only as many messages as its pool has threads free
+(`services.adapters.broker.budgets`).
 
 Delayed messages (dramatiq's `delay`, which Retries uses for its back-off) wait
 in a sorted set per stream and join the stream when due. The client must
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import dramatiq
 import redis
@@ -25,6 +28,7 @@ from dramatiq.errors import QueueJoinTimeout
 from dramatiq.message import Message
 from dramatiq.middleware import Middleware
 
+from services.adapters.broker.budgets import CURRENT, Budgets
 from services.adapters.broker.membership import Membership
 from services.adapters.broker.outbox import queue_name
 from services.adapters.broker.streams_consumer import StreamsConsumer
@@ -49,6 +53,22 @@ class Route:
         return f"{self.queue}:{self.toolset}:{self.pool}"
 
 
+class SlotContext(Middleware):
+    """Around each message a worker thread runs: its slot in its pool's budget, for
+    the steps the delivery carries on (`services.handlers.carry`)."""
+
+    def before_process_message(self, broker: Any, message: Any) -> None:
+        slot = getattr(message, "slot", None)
+        CURRENT.set(slot if slot is not None and slot.process_wide else None)
+
+    def after_process_message(
+        self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
+    ) -> None:
+        CURRENT.set(None)
+
+    after_skip_message = after_process_message
+
+
 class StreamsBroker(dramatiq.Broker):
     def __init__(
         self,
@@ -61,8 +81,13 @@ class StreamsBroker(dramatiq.Broker):
         max_deliveries: int = 3,
         member_ttl_s: float = 2.0,
         middleware: list[Middleware] | None = None,
+        budgets: Budgets | None = None,
     ) -> None:
+        """`budgets`: each pool's threads (None: each queue's consumer takes as many
+        messages as dramatiq's prefetch)."""
         super().__init__(middleware=middleware)
+        self.add_middleware(SlotContext())
+        self.budgets = budgets
         self.client = client
         self.keys = keys
         self.worker_id = worker_id
@@ -131,6 +156,8 @@ class StreamsBroker(dramatiq.Broker):
             prefetch=prefetch,
             timeout_ms=timeout,
             claim_idle_ms=self.claim_idle_ms,
+            budgets=self.budgets if self.budgets is not None and self.budgets.serves(route.pool) else None,
+            pool=route.pool,
         )
 
     def leave(self) -> None:

@@ -12,6 +12,11 @@ held entries kept alive, a dead reader's idle ones taken over — runs at least
 every quarter of the claim idle time, pipelined over the streams of the shards
 this process owns (`membership`) and those it holds entries of.
 
+A message runs only with a slot of its pool's thread budget (`budgets`): the
+reads ask for as many as the pool has free, an entry read beyond them waits
+here (held, kept alive) until a slot is given back, and the slot goes with the
+delivery until its message is acked (or back on the stream).
+
 dramatiq's ConsumerThread calls `__next__` in a loop and hands messages to
 worker threads, which call `ack` / `nack` from their own threads: the held
 entries and the acks to send are the shared state and sit behind a lock."""
@@ -32,6 +37,7 @@ from dramatiq.errors import ConnectionClosed, DecodeError
 from dramatiq.message import Message
 from redis.exceptions import NoScriptError
 
+from services.adapters.broker.budgets import Budgets, Slot
 from services.adapters.broker.membership import Membership
 from services.adapters.broker.streams_queue import GROUP, TICK_LUA, Entry, StreamQueue, tick_reply
 from services.adapters.redis.client import is_cluster
@@ -51,6 +57,7 @@ class StreamMessage(MessageProxy):
         self.queue = queue
         self.entry_id = entry_id
         self.deliveries = deliveries  # 1 on first delivery; each takeover adds one
+        self.slot: Slot | None = None  # its place in its pool's thread budget, once it has one
 
 
 class StreamsConsumer(Consumer):
@@ -64,7 +71,11 @@ class StreamsConsumer(Consumer):
         prefetch: int,
         timeout_ms: int,
         claim_idle_ms: int,
+        budgets: Budgets | None = None,
+        pool: str = "",
     ) -> None:
+        """`budgets` and `pool`: whose slots a delivery needs (None: a budget of
+        `prefetch` of its own)."""
         self.client = client
         self.membership = membership
         self.name = membership.me
@@ -81,19 +92,36 @@ class StreamsConsumer(Consumer):
         # the plain-Redis read: acks and XREADGROUP on this thread's connection (a cluster
         # client has no single pool: there each slot is read by `SlotReads`)
         self._direct = None if self._slot_reads is not None else ThreadConnections(client)
-        self._ready: deque[StreamMessage] = deque()
+        self._ready: deque[StreamMessage] = deque()  # each with its slot
+        self._waiting: deque[StreamMessage] = deque()  # read, held, no slot yet
         self._held: dict[str, StreamQueue] = {}  # entry id -> where it came from
         self._acks: list[tuple[StreamQueue, str]] = []
         self._lock = threading.Lock()
         self._freed = threading.Event()
+        own = Budgets({pool: prefetch}, process_wide=False)
+        self._budgets = budgets if budgets is not None else own
+        self._pool = pool
+        self._budgets.on_free(pool, self._freed)  # a slot given back wakes a wait for one
         self._next_tick = 0.0  # time.monotonic()
         self._next_due_ms: float | None = None  # wall clock, like the etas
 
     def __next__(self) -> StreamMessage | None:
         with _as_broker_errors():
             if not self._ready:
+                self._slot_waiting()
+            if not self._ready:
                 self._fill()
         return self._ready.popleft() if self._ready else None
+
+    def _slot_waiting(self) -> None:
+        """Hand on the entries that wait, as far as their pool has slots free."""
+        while self._waiting:
+            slot = self._budgets.take(self._pool)
+            if slot is None:
+                return
+            message = self._waiting.popleft()
+            message.slot = slot
+            self._ready.append(message)
 
     def _fill(self) -> None:
         due = self._next_due_ms is not None and time.time() * 1000 >= self._next_due_ms
@@ -222,11 +250,12 @@ class StreamsConsumer(Consumer):
                 continue
             with self._lock:
                 self._held[entry_id] = queue
-            self._ready.append(StreamMessage(message, queue, entry_id, deliveries))
+            self._waiting.append(StreamMessage(message, queue, entry_id, deliveries))
+        self._slot_waiting()
 
     def _free_slots(self) -> int:
-        with self._lock:
-            return self.prefetch - len(self._held)
+        """Slots of the pool free for what is not read yet."""
+        return self._budgets.free(self._pool) - len(self._waiting)
 
     def _take_acks(self) -> list[tuple[str, ...]]:
         with self._lock:
@@ -252,11 +281,13 @@ class StreamsConsumer(Consumer):
         self._freed.set()
 
     def ack(self, message: StreamMessage) -> None:  # type: ignore[override]
+        _give_back(message)
         with self._lock:
             self._acks.append((message.queue, message.entry_id))
         self._release([message.entry_id])
 
     def nack(self, message: StreamMessage) -> None:  # type: ignore[override]
+        _give_back(message)
         with _as_broker_errors():
             message.queue.dead_letter(
                 message.entry_id, message.encode(), reason="nack", deliveries=message.deliveries
@@ -267,6 +298,7 @@ class StreamsConsumer(Consumer):
         """Messages this process will not run (shutdown): back on the stream, uncounted."""
         by_queue: dict[str, tuple[StreamQueue, list[str]]] = {}
         for m in messages:
+            _give_back(m)
             by_queue.setdefault(m.queue.stream, (m.queue, []))[1].append(m.entry_id)
         with _as_broker_errors():
             for queue, ids in by_queue.values():
@@ -274,14 +306,22 @@ class StreamsConsumer(Consumer):
         self._release([i for _, ids in by_queue.values() for i in ids])
 
     def close(self) -> None:
+        self._budgets.forget(self._pool, self._freed)
         if self._slot_reads is not None:
             self._slot_reads.close()
-        unread, self._ready = list(self._ready), deque()
+        unread = [*self._ready, *self._waiting]
+        self._ready, self._waiting = deque(), deque()
         try:
             self._flush_acks()
             self.requeue(unread)
         except (ConnectionClosed, redis.RedisError):
             pass  # they go idle and another worker takes them over
+
+
+def _give_back(message: StreamMessage) -> None:
+    if message.slot is not None:
+        message.slot.release()
+        message.slot = None
 
 
 @contextmanager

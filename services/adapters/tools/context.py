@@ -81,9 +81,11 @@ class ToolContext:
         it; read-only for a read-only tool), with a minimal environment plus `env`. Returns its exit code and its
         output (each stream bounded); `.limit` names the sandbox limit that stopped
         it, if one did. Raises subprocess.TimeoutExpired after `timeout_s` (the
-        command is killed first); ToolFailure when it cannot be sandboxed here."""
+        command is killed first); ToolFailure when it cannot be sandboxed here;
+        ToolCancelled once the call was asked to stop."""
         if isinstance(args, str) or not args or not all(isinstance(a, str) for a in args):
             raise TypeError("ctx.run takes a non-empty list of strings")
+        self.check_cancelled()  # a cancelled call starts no more commands
         workdir = self._workdir(cwd)
         try:
             return run_command(
@@ -96,7 +98,7 @@ class ToolContext:
                 env=env,
                 input=input,
                 timeout_s=timeout_s,
-                started=self.processes.append,
+                started=self._started,
             )
         except SandboxUnavailable as exc:
             raise ToolFailure("internal", str(exc)) from None
@@ -111,6 +113,11 @@ class ToolContext:
         if not target.is_relative_to(root) or not target.is_dir():
             raise ToolFailure("permission_denied", f"cwd {cwd!r} is not a folder of the workspace")
         return str(target)
+
+    def _started(self, process: Process) -> None:
+        self.processes.append(process)
+        if self.cancelled.is_set():  # cancelled as it started: it does not get to run
+            process.signal(signal.SIGKILL)
 
     def signal_processes(self, sig: signal.Signals) -> int:
         """Send `sig` to every command the tool started that still runs; how many got it."""

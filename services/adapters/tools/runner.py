@@ -97,19 +97,22 @@ def _stop(
 ) -> Outcome:
     """`requested_at` is when the stop was asked for (the log's time), not when we noticed."""
     ctx.cancelled.set()
-    ctx.signal_processes(signal.SIGTERM)
+    termed = ctx.signal_processes(signal.SIGTERM)
     thread.join(grace_s)
     if not thread.is_alive():
         outcome = box["o"]
         # it finished anyway: a real result is recorded as such, it happened
-        return outcome if isinstance(outcome, Succeeded) else Stopped(requested_at, killed=False)
+        if isinstance(outcome, Succeeded):
+            return outcome
+        asked = f"cancel flag set, SIGTERM to {termed} command(s)" if termed else "cancel flag set"
+        return Stopped(requested_at, killed=False, detail=asked)
     killed = ctx.signal_processes(signal.SIGKILL)
     thread.join(1.0)
     if killed and not thread.is_alive():
         return Stopped(
             requested_at,
             killed=True,
-            detail=f"SIGKILL to {killed} process group(s) after {grace_s:g}s",
+            detail=f"SIGTERM to {termed}, then SIGKILL to {killed} command(s) after {grace_s:g}s",
         )
     return StillRunning(requested_at)
 

@@ -9,6 +9,7 @@ from typing import Any
 from events.model_step import refusal_details
 from events.types import (
     AcceptanceChecked,
+    AcceptanceCheckStopped,
     AcceptanceFailed,
     AcceptanceStarted,
     ApprovalDenied,
@@ -90,6 +91,9 @@ def summary(e: Any) -> str:
             return f"attempt {e.attempt}"
         case AcceptanceChecked():
             return _cut(f"{'PASS' if e.passed else 'FAIL'} {e.check}")
+        case AcceptanceCheckStopped():
+            took = e.stopped_at - e.requested_at
+            return _cut(f"{e.check} stopped {took:.2f}s after the request: {e.detail}")
         case AcceptanceFailed():
             return _cut(e.feedback.replace("\n", " | "))
         case RunCompleted():

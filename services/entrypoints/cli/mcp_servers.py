@@ -23,7 +23,7 @@ from services.settings import Settings
 def start_hub(path: str, settings: Settings) -> McpHub:
     """The file's servers, started; a server that does not start is said on stderr
     (its tools are not offered until it is up)."""
-    file = load_servers_file(path)
+    file = load_servers_file(path, max_timeout_s=settings.max_mcp_timeout_s)
     scratch = Path(settings.state_dir, "mcp", str(os.getpid()))
     scratch.mkdir(parents=True, exist_ok=True)
     hub = McpHub(file, policy=policy_for(settings), scratch_dir=str(scratch))

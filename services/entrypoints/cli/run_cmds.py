@@ -96,7 +96,9 @@ def prepare(
         toolset = hub.toolset(base)
         fingerprint = toolset.fingerprint
     problems += mcp_ask_problems(spec, hub)
-    problems += spec_problems(spec, base_dir, toolset=toolset)
+    # `run` is the deployment: its maxima are known here (`submit`'s are the intake's to check)
+    maxima = (settings or Settings()) if command == "run" else None
+    problems += spec_problems(spec, base_dir, toolset=toolset, settings=maxima)
     if command != "run" and hub is not None:
         hub.close()
         hub, toolset = None, None

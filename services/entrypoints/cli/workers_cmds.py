@@ -69,9 +69,11 @@ def workers(
         if metrics_port is not None else None
     )  # fmt: skip
     threads = services.worker.worker_threads if services.worker is not None else 0
+    by_pool = services.pool_threads()  # bounds: each pool's own budget
     if as_json:
         emit({
-            "workers": "up", "threads": threads, "redis": masked(settings.redis_url or ""),
+            "workers": "up", "threads": threads, "pool_threads": by_pool,
+            "redis": masked(settings.redis_url or ""),
             "prefix": settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
             "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
             **({"metrics_port": ops.port} if ops else {}),
@@ -81,7 +83,7 @@ def workers(
             f"agentledger workers up on {masked(settings.redis_url or '')} (prefix "
             f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
             f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}, "
-            f"{threads} threads"
+            f"{threads} threads ({', '.join(f'{p} {n}' for p, n in by_pool.items())})"
             + (f", metrics on port {ops.port}" if ops else ""),
             flush=True,
         )

@@ -1,5 +1,6 @@
 """Reading the operator's MCP servers file (YAML, see schemas/mcp_servers.py):
-every problem named with where it is, never a traceback."""
+every problem named with where it is, never a traceback. A call timeout beyond
+the deployment's maximum (AGENTLEDGER_MAX_MCP_TIMEOUT_S) is one of them."""
 
 from __future__ import annotations
 
@@ -21,7 +22,34 @@ class McpConfigError(ConfigError):
         super().__init__(f"--mcp {path}", reason)
 
 
-def load_servers_file(path: str) -> McpServersFile:
+def load_servers_file(path: str, *, max_timeout_s: float | None = None) -> McpServersFile:
+    """The file's servers; with `max_timeout_s`, a call timeout beyond it is refused."""
+    file = _read(path)
+    over = timeout_problems(file, max_timeout_s) if max_timeout_s is not None else []
+    if over:
+        raise McpConfigError(path, "; ".join(over))
+    return file
+
+
+def timeout_problems(file: McpServersFile, most: float) -> list[str]:
+    """Each call timeout (a server's, a tool's) the file sets beyond `most` seconds."""
+    asked = []
+    for name, server in file.servers.items():
+        asked.append((f"servers.{name}.timeout_s", server.timeout_s))
+        asked += [
+            (f"servers.{name}.tools.{tool}.timeout_s", policy.timeout_s)
+            for tool, policy in server.tools.items()
+            if policy.timeout_s is not None
+        ]
+    return [
+        f"{where}: {value:g} s is over this deployment's maximum of {most:g} s "
+        "(AGENTLEDGER_MAX_MCP_TIMEOUT_S)"
+        for where, value in asked
+        if value > most
+    ]
+
+
+def _read(path: str) -> McpServersFile:
     try:
         text = Path(path).read_text()
     except OSError as exc:
