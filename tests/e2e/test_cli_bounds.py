@@ -188,7 +188,8 @@ def test_a_check_never_runs_past_the_runs_wall_clock(cli: Cli, folder: Path) -> 
     events = cli.events(summary["run_id"])
     checked = of_type(events, "AcceptanceChecked")
     stopped = of_type(events, "AcceptanceCheckStopped")
-    assert checked or stopped, types(events)
+    # on a loaded machine the wall clock may end before acceptance starts: then no check ran
+    assert checked or stopped or "AcceptanceStarted" not in types(events), types(events)
     if checked:  # the check's own timeout was what was left of the wall clock
         assert "the run's wall clock ended" in checked[0]["evidence"]["reason"]
     else:  # the sweeper's look at the wall clock came first, and stopped the check
