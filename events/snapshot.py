@@ -53,6 +53,7 @@ _SCALARS = (
     "cancel_by", "model_attempts", "model_claim_deadline", "acceptance_attempts",
     "acceptance_claim_deadline", "detail", "escalated_for",
 )  # fmt: skip
+_ADDED = ("escalation", "publisher")  # scalars added within version 2: older records hold none
 _CALL_PLAIN = tuple(
     f
     for f in Call.__dataclass_fields__
@@ -66,7 +67,7 @@ class SnapshotError(ValueError):
 
 def header(s: RunState) -> Record:
     """Everything of the state but the spec and the past turns' content."""
-    record: Record = {f: getattr(s, f) for f in _SCALARS}
+    record: Record = {f: getattr(s, f) for f in (*_SCALARS, *_ADDED)}
     record.update(
         v=VERSION,
         status=str(s.status),
@@ -132,6 +133,8 @@ def restore(
     current = record["current_turn"]
     return RunState(
         **{f: record[f] for f in _SCALARS},
+        escalation=record.get("escalation"),  # the _ADDED ones
+        publisher=record.get("publisher"),
         status=RunStatus(record["status"]),
         spec=spec,
         history=history,

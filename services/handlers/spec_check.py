@@ -1,11 +1,13 @@
 """Checks of a run spec beyond its schema, refused before anything is appended,
 each naming the field, all problems at once. With the tool set in hand (the
 CLI loads the spec's modules on the user's machine) every tool the spec names
-is checked against it; the intake, which never imports a module a message
-names, checks what a registered tool set's manifest tells."""
+is checked against it (a `python:` check must name a function declared with
+`@check`); the intake, which never imports a module a message names, checks
+what a registered tool set's manifest tells."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 from events.pricing import price_of
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.spec import AnthropicModel, PythonCheck, ReplayModel, RunSpec, ScriptedModel, ToolCheck
+from services.adapters.tools.registry import REGISTRY, not_a_check
 from services.adapters.tools.toolset import ToolSet
 
 
@@ -94,7 +97,20 @@ def _tool_problems(
                     "workers import only their tool set"
                 )
                 problems.append(SpecProblem(f"acceptance.{i}.python", reason))
+            elif toolset is not None and (why := _check_problem(check.python)) is not None:
+                problems.append(SpecProblem(f"acceptance.{i}.python", why))
     return problems
+
+
+def _check_problem(target: str) -> str | None:
+    """Why a `python:` check of the tool set in hand would not be called (its module
+    is the tool set's own code, imported here as the worker would import it)."""
+    module, name = target.split(":")
+    try:
+        fn = getattr(importlib.import_module(module), name, None)
+    except Exception as exc:  # the tool set's own code failed to import: say why
+        return f"cannot import {module!r}: {type(exc).__name__}: {exc}"
+    return None if REGISTRY.is_check(fn) else not_a_check(target)
 
 
 def _script_problems(model: ScriptedModel, tools: dict[str, bool] | None) -> list[SpecProblem]:
