@@ -27,7 +27,9 @@ from events.types import ToolError
 from schemas.content import ContentBlock, Usage
 from schemas.spec import RunSpec
 
-VERSION = 2  # 2: the tail turns are read on demand, as the pages are
+VERSION = 3  # 2: the tail turns are read on demand, as the pages are; 3: the escalation
+# a person's answer must name, and the run's publisher (a version-2 record has neither:
+# it is folded past, never read as if the run waited on no escalation)
 PAGE_TURNS = 16
 Record = dict[str, Any]
 Upgrade = Callable[[Record], Record]
@@ -51,9 +53,8 @@ _SCALARS = (
     "run_id", "workspace", "created_at", "base_dir", "request_id", "queue", "toolset", "seq",
     "last_event_id", "updated_at", "cost_usd", "counting_from_turn", "cancel_requested_at",
     "cancel_by", "model_attempts", "model_claim_deadline", "acceptance_attempts",
-    "acceptance_claim_deadline", "detail", "escalated_for",
+    "acceptance_claim_deadline", "detail", "escalated_for", "escalation", "publisher",
 )  # fmt: skip
-_ADDED = ("escalation", "publisher")  # scalars added within version 2: older records hold none
 _CALL_PLAIN = tuple(
     f
     for f in Call.__dataclass_fields__
@@ -67,7 +68,7 @@ class SnapshotError(ValueError):
 
 def header(s: RunState) -> Record:
     """Everything of the state but the spec and the past turns' content."""
-    record: Record = {f: getattr(s, f) for f in (*_SCALARS, *_ADDED)}
+    record: Record = {f: getattr(s, f) for f in _SCALARS}
     record.update(
         v=VERSION,
         status=str(s.status),
@@ -133,8 +134,6 @@ def restore(
     current = record["current_turn"]
     return RunState(
         **{f: record[f] for f in _SCALARS},
-        escalation=record.get("escalation"),  # the _ADDED ones
-        publisher=record.get("publisher"),
         status=RunStatus(record["status"]),
         spec=spec,
         history=history,
