@@ -37,11 +37,11 @@ class ReplayAdapter:
         if recorded is None or self._tenant is None:  # read (again): it may have grown since
             self._load()
             recorded = self._replies.get(request.turn)
-        refusal = replay_model_refusal(
-            request.run_id, request.tenant or "(none given)", self._run_id, self._tenant
-        )
-        if request.tenant is None or refusal is not None:
-            raise ModelError(refusal or f"run {request.run_id!r} named no tenant", retryable=False)
+        if request.tenant is None:  # a replay plays only a run of the tenant of the run asking
+            raise ModelError(f"not granted: run {request.run_id!r} asked without its tenant", retryable=False)
+        refusal = replay_model_refusal(request.run_id, request.tenant, self._run_id, self._tenant)
+        if refusal is not None:
+            raise ModelError(refusal, retryable=False)
         if recorded is None:
             message = (
                 f"the recorded run {self._run_id!r} has no model reply for turn {request.turn}"
