@@ -167,8 +167,8 @@ def _created(run_id: str, e: RunCreated, at: float) -> RunState:
 
 
 def _who(by: str, publisher: str | None) -> str:
-    """Who spoke, and through which publisher when the inbox recorded one."""
-    return f"{by} via {publisher}" if publisher else by
+    """Who spoke, and through which publisher when the inbox recorded another name."""
+    return f"{by} via {publisher}" if publisher and publisher != by else by
 
 
 def _model_responded(s: RunState, e: ModelResponded) -> RunState:

@@ -236,6 +236,9 @@ def test_a_controls_event_records_the_publisher_that_signed_it_and_lines_say_so(
     assert log.s.detail == "aborted by alice via billing-svc"
     cancel = RunCancelRequested(by="alice", source="inbox", publisher="billing-svc")
     assert summary(cancel) == "by alice via billing-svc"
+    # the web view speaks as its publisher: said once
+    assert summary(HumanReplied(by="bob", text="go", publisher="bob")) == "bob: 'go'"
+    assert summary(RunCancelRequested(by="bob", source="inbox", publisher="bob")) == "by bob via inbox"
 
 
 def test_a_control_event_recorded_before_publishers_were_recorded_still_decodes() -> None:

@@ -110,7 +110,8 @@ def summary(e: Any) -> str:
                 f"{e.call_id} killed {e.terminated_at - e.requested_at:.2f}s after the request: {e.detail}"
             )
         case RunCancelRequested():
-            return _cut(f"by {e.by} via {e.publisher or e.source} {e.reason}".rstrip())
+            via = e.publisher if e.publisher and e.publisher != e.by else e.source
+            return _cut(f"by {e.by} via {via} {e.reason}".rstrip())
         case HumanReplied():
             return _cut(f"{_who(e.by, e.publisher)}: {e.text!r}")
         case RunResumed() | RunAborted():
@@ -119,8 +120,9 @@ def summary(e: Any) -> str:
 
 
 def _who(by: str, publisher: str | None) -> str:
-    """`alice via billing-svc`: who spoke, and the inbox publisher that signed it."""
-    return f"{by} via {publisher}" if publisher else by
+    """`alice via billing-svc`: who spoke, and the inbox publisher that signed it
+    (`bob` alone when the publisher is bob: the web view speaks as its publisher)."""
+    return f"{by} via {publisher}" if publisher and publisher != by else by
 
 
 def _args(args: dict[str, Any]) -> str:
