@@ -320,3 +320,14 @@ def test_a_snapshot_keeps_the_escalation_and_publisher_and_an_older_one_is_not_r
     with pytest.raises(snapshot.SnapshotError, match="no upgrade from snapshot version 2"):
         snapshot.restore(older | {"v": 2}, spec=s.spec, read_tail=list, read_pages=lambda n: [])
     assert VERSION == "codec3"
+
+
+def test_a_controls_span_attributes_name_its_publisher_when_one_signed_it() -> None:
+    from events.spans import _event_attributes as attributes
+
+    def attrs(event: Any) -> dict[str, Any]:
+        env: Envelope[Any] = Envelope(id="e1", run_id="r-1", seq=3, type=event.type, at=NOW, source="intake", data=event)
+        return attributes(env)
+
+    assert attrs(HumanReplied(by="alice", text="go", publisher="billing-svc"))["agentledger.publisher"] == "billing-svc"
+    assert "agentledger.publisher" not in attrs(HumanReplied(by="alice", text="go"))
