@@ -1,6 +1,13 @@
 """Decisions on what people and other systems say to a live run: cancel,
 approve, deny, reply, resume, abort. A control that does not fit the run's
-state is refused with `ControlRefused` naming why; nothing is appended."""
+state is refused with `ControlRefused` naming why; nothing is appended.
+
+Each control names exactly what it answers: an approval its call (which must be
+awaiting approval now), a reply, resume or abort the escalation (the seq of its
+`RunEscalated` event), which must be the run's current one — an answer to an
+earlier escalation never answers a later one. `publisher` is the inbox
+publisher that signed the control (None: it did not come through the inbox);
+the event records it beside the free-text `by`."""
 
 from __future__ import annotations
 
@@ -23,38 +30,50 @@ from events.types import (
 R = RunStatus
 
 
-def cancel(s: RunState, *, by: str, source: str, reason: str = "") -> list[Event]:
+def cancel(
+    s: RunState, *, by: str, source: str, reason: str = "", publisher: str | None = None
+) -> list[Event]:
     _allowed(s, "RunCancelRequested", "cancel")
-    return [RunCancelRequested(by=by, source=source, reason=reason)]
+    return [RunCancelRequested(by=by, source=source, reason=reason, publisher=publisher)]
 
 
-def approve(s: RunState, call_id: str, *, by: str, note: str = "") -> list[Event]:
+def approve(
+    s: RunState, call_id: str, *, by: str, note: str = "", publisher: str | None = None
+) -> list[Event]:
     _awaiting_approval(s, call_id)
-    return [ApprovalGranted(call_id=call_id, by=by, note=note)]
+    return [ApprovalGranted(call_id=call_id, by=by, note=note, publisher=publisher)]
 
 
-def deny(s: RunState, call_id: str, *, by: str, note: str = "") -> list[Event]:
+def deny(
+    s: RunState, call_id: str, *, by: str, note: str = "", publisher: str | None = None
+) -> list[Event]:
     _awaiting_approval(s, call_id)
-    return [ApprovalDenied(call_id=call_id, by=by, note=note)]
+    return [ApprovalDenied(call_id=call_id, by=by, note=note, publisher=publisher)]
 
 
-def reply(s: RunState, *, by: str, text: str) -> list[Event]:
-    _awaiting_human(s, "reply")
+def reply(
+    s: RunState, *, by: str, text: str, escalation: int, publisher: str | None = None
+) -> list[Event]:
+    _answers_current(s, "reply", escalation)
     if s.current_turn is None:
         raise ControlRefused(s.run_id, "the model has not spoken yet: resume or abort instead")
     if not text.strip():
         raise ControlRefused(s.run_id, "a reply needs some text")
-    return [*_unknowns_told(s, by), HumanReplied(by=by, text=text)]
+    return [*_unknowns_told(s, by), HumanReplied(by=by, text=text, publisher=publisher)]
 
 
-def resume(s: RunState, *, by: str, note: str = "") -> list[Event]:
-    _awaiting_human(s, "resume")
-    return [*_unknowns_told(s, by), RunResumed(by=by, note=note)]
+def resume(
+    s: RunState, *, by: str, escalation: int, note: str = "", publisher: str | None = None
+) -> list[Event]:
+    _answers_current(s, "resume", escalation)
+    return [*_unknowns_told(s, by), RunResumed(by=by, note=note, publisher=publisher)]
 
 
-def abort(s: RunState, *, by: str, note: str = "") -> list[Event]:
-    _awaiting_human(s, "abort")
-    return [RunAborted(by=by, note=note)]
+def abort(
+    s: RunState, *, by: str, escalation: int, note: str = "", publisher: str | None = None
+) -> list[Event]:
+    _answers_current(s, "abort", escalation)
+    return [RunAborted(by=by, note=note, publisher=publisher)]
 
 
 def _unknowns_told(s: RunState, by: str) -> list[Event]:
@@ -74,9 +93,16 @@ def _allowed(s: RunState, event_type: str, what: str) -> None:
         raise ControlRefused(s.run_id, f"cannot {what} a run that is {s.status}")
 
 
-def _awaiting_human(s: RunState, what: str) -> None:
+def _answers_current(s: RunState, what: str, escalation: int) -> None:
+    """The run waits for a human, and the answer names the escalation it waits on."""
     if s.status is not R.AWAITING_HUMAN:
         raise ControlRefused(s.run_id, f"cannot {what}: the run is {s.status}, not awaiting_human")
+    if escalation != s.escalation:
+        raise ControlRefused(
+            s.run_id,
+            f"cannot {what}: it answers the escalation at seq {escalation}, but the run waits "
+            f"on the one at seq {s.escalation}",
+        )
 
 
 def _awaiting_approval(s: RunState, call_id: str) -> None:

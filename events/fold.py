@@ -129,14 +129,18 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
         case RunResumed():
             return _human_spoke(s)
         case RunCancelRequested():
-            return replace(s, status=R.CANCELLING, cancel_requested_at=at, cancel_by=e.by)
-        case RunEscalated():
-            return replace(s, status=R.AWAITING_HUMAN, detail=e.detail, escalated_for=e.reason)
+            by = _who(e.by, e.publisher)
+            return replace(s, status=R.CANCELLING, cancel_requested_at=at, cancel_by=by)
+        case RunEscalated():  # the event being folded is the one after the state's seq
+            return replace(
+                s, status=R.AWAITING_HUMAN, detail=e.detail, escalated_for=e.reason,
+                escalation=s.seq + 1,
+            )  # fmt: skip
         case RunCompleted() | RunFailed() | RunBudgetExhausted() | RunTimedOut() | RunCancelled():
             return replace(s, status=_ENDS[type(e)], detail=e.detail)
         case RunAborted():
             note = f": {e.note}" if e.note else ""
-            return replace(s, status=R.FAILED, detail=f"aborted by {e.by}{note}")
+            return replace(s, status=R.FAILED, detail=f"aborted by {_who(e.by, e.publisher)}{note}")
         case _:
             assert_never(e)
 
@@ -161,7 +165,13 @@ def _created(run_id: str, e: RunCreated, at: float) -> RunState:
         queue=e.queue,
         toolset=e.toolset,
         created_at=at,
+        publisher=e.publisher,
     )
+
+
+def _who(by: str, publisher: str | None) -> str:
+    """Who spoke, and through which publisher when the inbox recorded another name."""
+    return f"{by} via {publisher}" if publisher and publisher != by else by
 
 
 def _model_responded(s: RunState, e: ModelResponded) -> RunState:

@@ -5,12 +5,20 @@ bad signature, or asks for a principal, scope or task queue its publisher's
 grant does not hold. A run holds the scopes its spec asks for *and* the grant
 allows — never more; a control is granted by the run's principal.
 
+A signed message is refused as replayed when it carries no `issued_at` or no
+nonce, was issued outside the replay window either side of the intake's clock,
+or its nonce was seen (the shell keeps the nonces; the window is decided here).
+What a run reaches beyond its own log is granted too: a replay model plays only
+a run of the same tenant, and a run id a publisher chooses names a shard the
+deployment reads.
+
 Grant entries match exactly, or as patterns where `*` stands for any text."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from functools import lru_cache
 
 from schemas.publishers import Publisher
@@ -22,6 +30,7 @@ UNKNOWN_PUBLISHER = "unknown publisher"
 BAD_SIGNATURE = "bad signature"
 REPLAYED = "replayed"
 NOT_GRANTED = "not granted"
+INVALID = "invalid"
 
 
 def authentication_refusal(
@@ -79,3 +88,46 @@ def _match(pattern: str, value: str) -> bool:
 @lru_cache(maxsize=1024)
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
+
+
+def freshness_refusal(
+    issued_at: float | None, nonce: str | None, *, now: float, window_s: float
+) -> str | None:
+    """Why a message is refused as replayed by its stamp alone (None: it is fresh).
+    A nonce is kept for twice the window, so one accepted within the window is
+    still known for as long as its `issued_at` would pass."""
+    missing = [f for f, v in (("issued_at", issued_at), ("nonce", nonce)) if v is None]
+    if missing:
+        return f"{REPLAYED}: the message has no {' and no '.join(missing)}; sign it as `publish` does"
+    assert issued_at is not None
+    age = now - issued_at
+    if age != age or age > window_s:  # nan is never fresh
+        return f"{REPLAYED}: issued_at is {age:.0f} s old; the window is {window_s:g} s"
+    if -age > window_s:
+        return f"{REPLAYED}: issued_at is {-age:.0f} s ahead of the intake's clock; the window is {window_s:g} s"
+    return None
+
+
+def nonce_seen_refusal(nonce: str, seen_at: float) -> str:
+    """A nonce seen before, within twice the window."""
+    when = datetime.fromtimestamp(seen_at, UTC).isoformat(timespec="milliseconds")
+    return f"{REPLAYED}: nonce {nonce!r} was seen at {when}"
+
+
+def replay_model_refusal(
+    who: str, tenant: str, recorded: str, recorded_tenant: str | None
+) -> str | None:
+    """Why a run of `tenant` may not replay the model replies of run `recorded`
+    (None: it may): only an existing run of the same tenant. Whether another
+    tenant's run of that id exists is not said."""
+    if recorded_tenant is not None and recorded_tenant == tenant:
+        return None
+    return f"{NOT_GRANTED}: {who!r} may not replay run {recorded!r}: no run of tenant {tenant!r} has that id"
+
+
+def shard_refusal(run_id: str, named: int | None, shards: int) -> str | None:
+    """Why a publisher's run id is refused (None: it is not): its `.s<N>` suffix
+    names a shard no reader of this deployment reads."""
+    if named is not None and named >= shards:
+        return f"{INVALID}: run_id {run_id!r} names shard {named}; this deployment has {shards}"
+    return None

@@ -27,7 +27,9 @@ from events.types import ToolError
 from schemas.content import ContentBlock, Usage
 from schemas.spec import RunSpec
 
-VERSION = 2  # 2: the tail turns are read on demand, as the pages are
+VERSION = 3  # 2: the tail turns are read on demand, as the pages are; 3: the escalation
+# a person's answer must name, and the run's publisher (a version-2 record has neither:
+# it is folded past, never read as if the run waited on no escalation)
 PAGE_TURNS = 16
 Record = dict[str, Any]
 Upgrade = Callable[[Record], Record]
@@ -51,7 +53,7 @@ _SCALARS = (
     "run_id", "workspace", "created_at", "base_dir", "request_id", "queue", "toolset", "seq",
     "last_event_id", "updated_at", "cost_usd", "counting_from_turn", "cancel_requested_at",
     "cancel_by", "model_attempts", "model_claim_deadline", "acceptance_attempts",
-    "acceptance_claim_deadline", "detail", "escalated_for",
+    "acceptance_claim_deadline", "detail", "escalated_for", "escalation", "publisher",
 )  # fmt: skip
 _CALL_PLAIN = tuple(
     f

@@ -330,9 +330,9 @@ def _event_attributes(env: Envelope[Any]) -> dict[str, AttrValue]:
         case ApprovalRequested():
             out |= {"agentledger.reason": e.reason}
         case ApprovalGranted() | ApprovalDenied() | RunResumed() | RunAborted() | HumanReplied():
-            out |= {"agentledger.by": e.by}
+            out |= {"agentledger.by": e.by} | _publisher(e.publisher)
         case RunCancelRequested():
-            out |= {"agentledger.by": e.by, "agentledger.reason": e.reason}
+            out |= {"agentledger.by": e.by, "agentledger.reason": e.reason} | _publisher(e.publisher)
         case AcceptanceStarted():
             out |= {"agentledger.attempt": e.attempt}
         case AcceptanceChecked():
@@ -342,6 +342,11 @@ def _event_attributes(env: Envelope[Any]) -> dict[str, AttrValue]:
         case RunEscalated():
             out |= {"agentledger.reason": e.reason, "agentledger.detail": e.detail}
     return out
+
+
+def _publisher(name: str | None) -> dict[str, str]:
+    """The inbox publisher that signed a control, when one did."""
+    return {"agentledger.publisher": name} if name else {}
 
 
 def by_parent(spans: Sequence[Span]) -> dict[str | None, list[Span]]:

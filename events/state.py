@@ -99,6 +99,8 @@ class RunState:
     checks: tuple[Check, ...] = ()
     detail: str = ""
     escalated_for: EscalationReason | None = None  # why the run waits for a human (RunEscalated.reason)
+    escalation: int | None = None  # the seq of the latest RunEscalated: what an answer must name
+    publisher: str | None = None  # who published its request (RunCreated.publisher)
 
     @property
     def turns_used(self) -> int:

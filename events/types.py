@@ -150,6 +150,9 @@ class ApprovalGranted(_Event):
     call_id: str
     by: str
     note: str = ""
+    publisher: str | None = Field(
+        default=None, description="the inbox publisher that signed it (None: not through the inbox)"
+    )
 
 
 class ApprovalDenied(_Event):
@@ -158,6 +161,9 @@ class ApprovalDenied(_Event):
     by: str
     note: str = ""
     expired: bool = False
+    publisher: str | None = Field(
+        default=None, description="the inbox publisher that signed it (None: not through the inbox)"
+    )
 
 
 class ToolCallRejected(_Event):
@@ -274,6 +280,9 @@ class RunCancelRequested(_Event):
     by: str
     source: str
     reason: str = ""
+    publisher: str | None = Field(
+        default=None, description="the inbox publisher that signed it (None: not through the inbox)"
+    )
 
 
 class RunCancelled(_Event):
@@ -292,18 +301,27 @@ class HumanReplied(_Event):
     type: Literal["HumanReplied"] = "HumanReplied"
     by: str
     text: str
+    publisher: str | None = Field(
+        default=None, description="the inbox publisher that signed it (None: not through the inbox)"
+    )
 
 
 class RunResumed(_Event):
     type: Literal["RunResumed"] = "RunResumed"
     by: str
     note: str = ""
+    publisher: str | None = Field(
+        default=None, description="the inbox publisher that signed it (None: not through the inbox)"
+    )
 
 
 class RunAborted(_Event):
     type: Literal["RunAborted"] = "RunAborted"
     by: str
     note: str = ""
+    publisher: str | None = Field(
+        default=None, description="the inbox publisher that signed it (None: not through the inbox)"
+    )
 
 
 class RunTimedOut(_Event):

@@ -89,10 +89,23 @@ class Keys:
     def rejected(self, partition: int) -> str:
         return f"{self.prefix}:{{in{partition}}}:rejected"
 
-    def request(self, request_id: str) -> str:
-        """String: the run a request id names (set once, by the intake)."""
-        h = digest(request_id)
+    def request(self, publisher: str, request_id: str) -> str:
+        """String: the run a publisher's request id names (set once, by the intake).
+        Request ids are per publisher: another publisher's same id is another key."""
+        h = digest(f"{publisher}\n{request_id}")
         return f"{self.prefix}:{{rq{h[:4]}}}:request:{h}"
+
+    def nonce(self, partition: int, publisher: str, nonce: str) -> str:
+        """String: when a publisher's nonce was first seen (kept for twice the replay
+        window), under an inbox partition's hash tag; the nonce itself is never in it."""
+        h = digest(f"{publisher}\n{nonce}")
+        return f"{self.prefix}:{{in{partition}}}:nonce:{h}"
+
+    @staticmethod
+    def named_shard(run_id: str) -> int | None:
+        """The shard a run id's `.s<N>` suffix names (None: it names none)."""
+        found = _SUFFIX.search(run_id)
+        return int(found.group(1)) if found is not None else None
 
     def ledger(self, op_key: str) -> str:
         h = digest(op_key)

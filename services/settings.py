@@ -92,6 +92,9 @@ class Settings:
     model_threads: int | None = None
     tools_threads: int | None = None
     accept_threads: int | None = None
+    # replays (issue 31.4): an inbox message issued further than this from the intake's
+    # clock, either side, is refused; its nonce is kept for twice as long
+    replay_window_s: float = 300.0
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -140,6 +143,8 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_MODEL_THREADS": ("model_threads", int),
     "AGENTLEDGER_TOOLS_THREADS": ("tools_threads", int),
     "AGENTLEDGER_ACCEPT_THREADS": ("accept_threads", int),
+    # replays (issue 31.4)
+    "AGENTLEDGER_REPLAY_WINDOW_S": ("replay_window_s", float),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -153,6 +158,7 @@ _POSITIVE = (
     "AGENTLEDGER_MAX_COMMAND_TIMEOUT_S", "AGENTLEDGER_MAX_TOOL_TIMEOUT_S",
     "AGENTLEDGER_MAX_MCP_TIMEOUT_S", "AGENTLEDGER_MODEL_THREADS", "AGENTLEDGER_TOOLS_THREADS",
     "AGENTLEDGER_ACCEPT_THREADS",
+    "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REPLAY_WINDOW_S",
 )  # fmt: skip
 _NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",

@@ -23,7 +23,7 @@ from events.tool_step import StillRunning, Stopped, Succeeded
 from schemas.spec import CommandCheck, FileCheck, PythonCheck, ToolCheck
 from services.adapters.tools.context import ToolFailure
 from services.adapters.tools.process import run_command
-from services.adapters.tools.registry import ToolContext
+from services.adapters.tools.registry import REGISTRY, ToolContext, not_a_check
 from services.adapters.tools.runner import run_tool
 from services.adapters.tools.sandbox import SandboxUnavailable, policy_for
 from services.adapters.tools.stopping import StopReport, run_stoppable
@@ -188,6 +188,8 @@ def _file(s: RunState, check: FileCheck) -> Verdict:
 
 
 def _python(app: App, s: RunState, check: PythonCheck) -> Verdict:
+    """Calls the function only if it is declared a check (`@check`) in a module of
+    this worker's tool set: never a tool function raw, nor any other attribute."""
     module_name, func_name = check.python.split(":")
     what = f"python {check.python}(workspace) is true"
     if not in_toolset(module_name, app.toolset.modules):
@@ -195,7 +197,11 @@ def _python(app: App, s: RunState, check: PythonCheck) -> Verdict:
         reason = f"{module_name!r} is not a module of this worker's tool set {list(app.toolset.modules)}"
         return Verdict(what, False, {"reason": reason})
     try:
-        result = getattr(importlib.import_module(module_name), func_name)(s.workspace)
+        fn = getattr(importlib.import_module(module_name), func_name, None)
+        if not REGISTRY.is_check(fn):
+            return Verdict(what, False, {"reason": not_a_check(check.python)})
+        assert fn is not None
+        result = fn(s.workspace)
     except Exception as exc:  # the check's own code failed: a failed check, with why
         return Verdict(what, False, {"reason": f"{type(exc).__name__}: {exc}"})
     passed, evidence = result if isinstance(result, tuple) else (result, {})

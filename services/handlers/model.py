@@ -77,7 +77,7 @@ def answer(app: App, run_id: str, step: StepResult, held: ModelHeld, then: Then 
     fix ends the run, one that it may fix is raised: the claim expires and the
     sweeper re-drives the turn."""
     claimed = held.claimed
-    request = model_request(run_id, claimed, held.view)
+    request = model_request(run_id, claimed, held.view, tenant=step.state.spec.principal.tenant)
     adapter = app.model_for(step.state.spec.model)
     try:
         with model_request_context(run_id, claimed.turn, claimed.attempt):  # the SDK's span: a child
@@ -116,8 +116,11 @@ def answer(app: App, run_id: str, step: StepResult, held: ModelHeld, then: Then 
     )
 
 
-def model_request(run_id: str, claimed: ModelRequested, view: ContextView) -> ModelRequest:
-    """What the adapter is asked: the view as assembled for the claim."""
+def model_request(
+    run_id: str, claimed: ModelRequested, view: ContextView, *, tenant: str | None = None
+) -> ModelRequest:
+    """What the adapter is asked: the view as assembled for the claim (and the
+    run's tenant: a replay model plays only a run of the same tenant)."""
     return ModelRequest(
         run_id,
         claimed.turn,
@@ -127,6 +130,7 @@ def model_request(run_id: str, claimed: ModelRequested, view: ContextView) -> Mo
         context_tokens=view.tokens,
         server_tools=view.server_tools,
         model=claimed.model,
+        tenant=tenant,
     )
 
 

@@ -1,14 +1,16 @@
 """Checks of a run spec beyond its schema, refused before anything is appended,
 each naming the field, all problems at once. With the tool set in hand (the
 CLI loads the spec's modules on the user's machine) every tool the spec names
-is checked against it; the intake, which never imports a module a message
-names, checks what a registered tool set's manifest tells. Given the settings of
-the deployment that will run it (`run`'s own, the intake's), a timeout the spec
+is checked against it (a `python:` check must name a function declared with
+`@check`); the intake, which never imports a module a message names, checks
+what a registered tool set's manifest tells. Given the settings of the
+deployment that will run it (`run`'s own, the intake's), a timeout the spec
 asks for beyond the operator's maximum is refused too (`timeout_problems`); a
 check's default timeout is never refused, only held to the maximum when it runs."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -24,6 +26,7 @@ from schemas.spec import (
     ScriptedModel,
     ToolCheck,
 )
+from services.adapters.tools.registry import REGISTRY, not_a_check
 from services.adapters.tools.toolset import ToolSet
 from services.settings import Settings
 
@@ -132,7 +135,20 @@ def _tool_problems(
                     "workers import only their tool set"
                 )
                 problems.append(SpecProblem(f"acceptance.{i}.python", reason))
+            elif toolset is not None and (why := _check_problem(check.python)) is not None:
+                problems.append(SpecProblem(f"acceptance.{i}.python", why))
     return problems
+
+
+def _check_problem(target: str) -> str | None:
+    """Why a `python:` check of the tool set in hand would not be called (its module
+    is the tool set's own code, imported here as the worker would import it)."""
+    module, name = target.split(":")
+    try:
+        fn = getattr(importlib.import_module(module), name, None)
+    except Exception as exc:  # the tool set's own code failed to import: say why
+        return f"cannot import {module!r}: {type(exc).__name__}: {exc}"
+    return None if REGISTRY.is_check(fn) else not_a_check(target)
 
 
 def _script_problems(model: ScriptedModel, tools: dict[str, bool] | None) -> list[SpecProblem]:

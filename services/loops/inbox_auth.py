@@ -1,14 +1,18 @@
 """Whose an inbox entry is, before a byte of it is parsed: the size limit, then
 the signature (HMAC-SHA256 over the raw `message` with the named publisher's
-key, as `schemas.signature` computes it). Refusals are `Rejected`, their
-reasons from `events.grants`."""
+key, as `schemas.signature` computes it). Once parsed, whether it is fresh: its
+`issued_at` within the replay window and its nonce never seen before (kept for
+twice the window). Refusals are `Rejected`, their reasons from `events.grants`."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
-from events.grants import authentication_refusal
+from events.grants import authentication_refusal, freshness_refusal, nonce_seen_refusal
+from schemas.inbox import Control, RunRequested
 from schemas.publishers import Publisher
+from services.adapters.publishers.nonces import Nonces
 from services.adapters.publishers.publishers_file import Registry, key_of
 from services.errors import ConfigError
 from services.loops.inbox_parse import Rejected, check_size
@@ -37,3 +41,34 @@ def authenticate(fields: dict[bytes, bytes], registry: Registry, *, max_bytes: i
         raise Rejected(reason)
     name = fields[b"publisher"].decode()
     return Granted(name, filed[name])
+
+
+def check_fresh(
+    message: RunRequested | Control,
+    by: Granted,
+    nonces: Nonces,
+    *,
+    partitions: int,
+    entry: str,
+    now: float,
+    window_s: float,
+) -> None:
+    """Refuse a message as replayed: unstamped, outside the window, or a nonce
+    already seen (by another entry: the same entry handed over again is not a
+    replay of itself). A nonce is kept under the inbox partition its publisher and
+    nonce hash to, not the one the entry came in on: the same bytes put into another
+    partition find it too."""
+    if (reason := freshness_refusal(message.issued_at, message.nonce, now=now, window_s=window_s)):
+        raise Rejected(reason)
+    assert message.nonce is not None
+    partition = nonce_partition(by.name, message.nonce, partitions)
+    seen_at = nonces.claim(
+        partition, by.name, message.nonce, entry=entry, now=now, keep_s=2 * window_s
+    )
+    if seen_at is not None:
+        raise Rejected(nonce_seen_refusal(message.nonce, seen_at))
+
+
+def nonce_partition(publisher: str, nonce: str, partitions: int) -> int:
+    """The inbox partition whose hash tag keeps a publisher's nonce."""
+    return int(hashlib.sha256(f"{publisher}\n{nonce}".encode()).hexdigest(), 16) % partitions

@@ -18,23 +18,33 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import secrets
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import redis
 
 from events import controls
 from events.errors import ControlRefused, CoreError
-from events.grants import REPLAYED, control_refusal, held_scopes, request_refusal
+from events.grants import (
+    REPLAYED,
+    control_refusal,
+    held_scopes,
+    replay_model_refusal,
+    request_refusal,
+    shard_refusal,
+)
 from events.state import RunState
 from events.types import DEFAULT_QUEUE, Event, RunCreated
 from schemas import inbox
 from schemas.errors import InvalidSpec, SchemaError
 from schemas.inbox import Control, RunRequested
 from schemas.signature import entry as signed_entry
+from schemas.spec import ReplayModel
 from services.adapters.broker.membership import Membership
+from services.adapters.publishers.nonces import Nonces, RedisNonces
 from services.adapters.publishers.publishers_file import Registry, Signer
 from services.adapters.redis.client import is_cluster
 from services.adapters.redis.directory import Directory
@@ -45,7 +55,7 @@ from services.errors import ConcurrencyConflict, ServiceError
 from services.handlers.app import App
 from services.handlers.spec_check import check_spec
 from services.keys import Keys
-from services.loops.inbox_auth import Granted, authenticate
+from services.loops.inbox_auth import Granted, authenticate, check_fresh
 from services.loops.inbox_parse import Rejected, parse
 from services.loops.intake_workspaces import Workspaces
 
@@ -73,9 +83,19 @@ def publish(
     key = getattr(message, "request_id", None) or getattr(message, "run_id", None)
     n = keys.inbox_partitions
     part = partition_of(key, n) if key else random.randrange(n)
-    fields = signed_entry(signer.name, signer.key, message.model_dump_json().encode())
+    fields = signed_entry(signer.name, signer.key, stamped(message).model_dump_json().encode())
     entry = cast(bytes, client.xadd(keys.inbox(part), fields))  # type: ignore[arg-type]
     return f"{part}/{entry.decode()}"
+
+
+M = TypeVar("M", bound=RunRequested | Control)
+
+
+def stamped(message: M) -> M:
+    """The message as it is signed: issued now, with a nonce of its own (a retry is
+    stamped again; a request id, not the stamp, makes it the same request)."""
+    stamp = {"issued_at": time.time(), "nonce": secrets.token_urlsafe(18)}
+    return cast(M, message.model_copy(update=stamp))
 
 
 class Intake:
@@ -100,6 +120,8 @@ class Intake:
         self._owned: list[int] = []
         self._next_beat = 0.0  # time.monotonic()
         self._slot_reads = SlotReads(client, GROUP, app.worker) if is_cluster(client) else None
+        self._nonces: Nonces = RedisNonces(client, keys)  # replays (31.4)
+        self._shards_read = keys.shards  # the deployment's shard count, as last read (31.5)
         for part in range(keys.inbox_partitions):
             _ensure_group(client, keys.inbox(part))
 
@@ -137,6 +159,10 @@ class Intake:
             max_bytes = self._app.settings.inbox_max_bytes
             by = authenticate(fields, self._publishers, max_bytes=max_bytes)
             message = parse(fields, max_bytes=max_bytes)
+            check_fresh(
+                message, by, self._nonces, partitions=self._keys.inbox_partitions, entry=cause,
+                now=self._app.clock.now(), window_s=self._app.settings.replay_window_s,
+            )  # fmt: skip
             if isinstance(message, RunRequested):
                 self.accept(message, by, causation_id=cause)
             else:
@@ -164,7 +190,7 @@ class Intake:
         try:
             self._app.runs.step(
                 message.run_id,
-                lambda s: _decide_control(s, message),
+                lambda s: _decide_control(s, message, publisher=by.name),
                 source=SOURCE,
                 causation_id=causation_id,
                 held=state,
@@ -179,6 +205,7 @@ class Intake:
         queue = message.queue or spec.queue or DEFAULT_QUEUE
         if (refusal := request_refusal(by.name, by.grant, spec.principal, queue)) is not None:
             raise Rejected(refusal)
+        self._check_reach(message, by)
         held = held_scopes(spec.principal.scopes, by.grant)
         spec = spec.model_copy(update={"principal": spec.principal.model_copy(update={"scopes": held})})
         placement = self._workspaces.decide(message, by)  # the server decides where it works
@@ -210,10 +237,32 @@ class Intake:
             self._app.runs.create(created, run_id, source=SOURCE, causation_id=causation_id)
         except ConcurrencyConflict:
             existing = self._app.runs.load(run_id)
-            if message.request_id is None or existing is None or existing.request_id != message.request_id:
+            if (
+                message.request_id is None or existing is None
+                or (existing.request_id, existing.publisher) != (message.request_id, by.name)
+            ):  # fmt: skip
                 self._workspaces.discard(placed, run_id)
                 raise Rejected(f"run {run_id!r} exists already") from None
         return run_id
+
+    def _check_reach(self, message: RunRequested, by: Granted) -> None:
+        """What the run would reach beyond its own log: a replay model only a run of
+        the same tenant; a chosen run id only a shard the deployment reads."""
+        model = message.spec.model
+        if isinstance(model, ReplayModel):
+            recorded = self._app.runs.load(model.replay.run_id)
+            tenant = recorded.spec.principal.tenant if recorded is not None else None
+            refusal = replay_model_refusal(
+                by.name, message.spec.principal.tenant, model.replay.run_id, tenant
+            )
+            if refusal is not None:
+                raise Rejected(refusal)
+        if message.run_id is not None and (named := Keys.named_shard(message.run_id)) is not None:
+            if named >= self._shards_read:  # the count may have grown since it was read
+                recorded_count = cast(bytes | None, self._r.hget(self._keys.meta, "shards"))
+                self._shards_read = max(self._keys.shards, int(recorded_count or 0))
+            if (refusal := shard_refusal(message.run_id, named, self._shards_read)) is not None:
+                raise Rejected(refusal)
 
     def _toolset_for(self, queue: str, modules: list[str]) -> str:
         found = self._directory.for_modules(queue, modules)
@@ -225,13 +274,14 @@ class Intake:
         raise Rejected(f"ambiguous tool set: {what} is served by {found}; name one in 'toolset'")
 
     def _claim_request(self, message: RunRequested, publisher: str, run_id: str) -> str:
-        """The run a request id names: this one if it is new, the one it named before if
-        the same publisher sends the same request again; a different request (or another
-        publisher's) under it is refused as replayed."""
+        """The run a publisher's request id names: this one if it is new, the one it named
+        before if the publisher sends the same request again (stamped anew: the stamp is
+        not the request); a different request under it is refused as replayed. Another
+        publisher's same request id is another request."""
         assert message.request_id is not None
-        content = f"{publisher}\n{message.model_dump_json(exclude={'run_id'})}"
-        digest = hashlib.sha256(content.encode()).hexdigest()
-        key = self._keys.request(message.request_id)
+        asked = message.model_dump_json(exclude={"run_id", "issued_at", "nonce"})
+        digest = hashlib.sha256(f"{publisher}\n{asked}".encode()).hexdigest()
+        key = self._keys.request(publisher, message.request_id)
         value = f"{run_id} {digest}"
         if self._r.set(key, value, nx=True):
             return run_id
@@ -308,17 +358,18 @@ def _ensure_group(client: redis.Redis, stream: str) -> None:
             raise
 
 
-def _decide_control(s: RunState, m: Control) -> list[Event]:
+def _decide_control(s: RunState, m: Control, *, publisher: str) -> list[Event]:
+    p = publisher
     match m:
         case inbox.RunCancelRequested():
-            return controls.cancel(s, by=m.by, source="inbox", reason=m.reason)
+            return controls.cancel(s, by=m.by, source="inbox", reason=m.reason, publisher=p)
         case inbox.ApprovalGranted():
-            return controls.approve(s, m.call_id, by=m.by, note=m.note)
+            return controls.approve(s, m.call_id, by=m.by, note=m.note, publisher=p)
         case inbox.ApprovalDenied():
-            return controls.deny(s, m.call_id, by=m.by, note=m.note)
+            return controls.deny(s, m.call_id, by=m.by, note=m.note, publisher=p)
         case inbox.HumanReplied():
-            return controls.reply(s, by=m.by, text=m.text)
+            return controls.reply(s, by=m.by, text=m.text, escalation=m.escalation, publisher=p)
         case inbox.RunResumed():
-            return controls.resume(s, by=m.by, note=m.note)
+            return controls.resume(s, by=m.by, note=m.note, escalation=m.escalation, publisher=p)
         case inbox.RunAborted():
-            return controls.abort(s, by=m.by, note=m.note)
+            return controls.abort(s, by=m.by, note=m.note, escalation=m.escalation, publisher=p)

@@ -31,6 +31,7 @@ from services.adapters.redis.client import redis_client
 from services.adapters.redis.local_server import PrivateRedis, free_port, start_server
 from services.adapters.store.redis_store import RedisEventStore
 from services.keys import Keys, keys_for
+from services.loops.intake import stamped
 from services.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -155,7 +156,7 @@ def write_fields(
 
 def submit(client: redis.Redis, keys: Keys, request: RunRequested, part: int | None = None) -> None:
     where = partition_of(keys, request.request_id or request.run_id or "") if part is None else part
-    write_inbox(client, keys, where, request.model_dump_json())
+    write_inbox(client, keys, where, stamped(request).model_dump_json())  # as `publish` signs it
 
 
 def spec(turns: list[dict[str, Any]], tools_dir: Path, *, tools: str = TOOL_MODULE) -> RunSpec:

@@ -24,7 +24,7 @@ from services.adapters.publishers.publishers_file import Signer
 from services.handlers.app import App
 from services.keys import Keys
 from services.loops.inbox_auth import Granted
-from services.loops.intake import GROUP, KEEP_FIELD_BYTES, Intake, publish
+from services.loops.intake import GROUP, KEEP_FIELD_BYTES, Intake, publish, stamped
 
 TTL_S = 2.0
 
@@ -37,8 +37,9 @@ def request(app: App, run_id: str, spec: Any, workspace: Path, **more: Any) -> R
 
 
 def good(app: App, tools_dir: Path, workspace: Path, run_id: str) -> dict[str, Any]:
+    """A request as `publish` signs it (stamped: issued now, a nonce of its own)."""
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
-    return json.loads(request(app, run_id, spec, workspace).model_dump_json())
+    return json.loads(stamped(request(app, run_id, spec, workspace)).model_dump_json())
 
 
 def with_spec(message: dict[str, Any], **changes: Any) -> dict[str, str]:

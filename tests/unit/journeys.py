@@ -242,7 +242,7 @@ def repeated_failure_then_reply() -> Log:
         do_validate(log, f"r{i}")
         do_claim(log, f"r{i}")
         do_finish(log, f"r{i}", Errored(NOT_FOUND))  # the third: settle escalates
-    log.decide(controls.reply, by="dana", text="the file is called y")
+    log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="the file is called y")
     return log
 
 
@@ -255,7 +255,7 @@ def unknown_write_told_on_reply() -> Log:
     do_validate(log, "r")
     do_claim(log, "w")
     do_finish(log, "w", TimedOut(after_s=10.0))  # escalates; r not started yet
-    log.decide(controls.reply, by="dana", text="it did write; go on")
+    log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="it did write; go on")
     do_claim(log, "r")
     do_finish(log, "r", Succeeded(output="contents"))
     return log
@@ -340,9 +340,9 @@ def escalated_then(status: RunStatus, answer: str) -> Callable[[], Log]:
             do_tools(log)
         log.append(ENDINGS["RunEscalated"])
         if answer == "reply":
-            log.decide(controls.reply, by="dana", text="carry on")
+            log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="carry on")
         else:
-            log.decide(controls.resume, by="dana")
+            log.decide(controls.resume, by="dana", escalation=log.s.escalation)
         return log
 
     return journey
@@ -384,7 +384,7 @@ def late_while_waiting_then_after_abort() -> Log:
     # record_outcome drops a result that comes after the claim expired (see
     # test_tool_step), so the worker's word on w is appended by hand
     log.append(ToolCallSucceeded(call_id="w", output="written", started_at=T0, finished_at=T0 + 30))
-    log.decide(controls.abort, by="dana", note="enough")
+    log.decide(controls.abort, by="dana", escalation=log.s.escalation, note="enough")
     late_outcomes(log, *(f"{c}x" for c in LATE_IDS))
     return log
 

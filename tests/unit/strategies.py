@@ -323,8 +323,8 @@ def decision(data: st.DataObject, state: RunState, now: float) -> Decision:
         case "cancel":
             return refusable(lambda s: controls.cancel(s, by="carol", source="cli"))
         case "human_reply":
-            return refusable(lambda s: controls.reply(s, by="dana", text="try y"))
+            return refusable(lambda s: controls.reply(s, by="dana", escalation=s.escalation or 0, text="try y"))
         case "resume":
-            return refusable(lambda s: controls.resume(s, by="dana"))
+            return refusable(lambda s: controls.resume(s, by="dana", escalation=s.escalation or 0))
         case _:
-            return refusable(lambda s: controls.abort(s, by="dana"))
+            return refusable(lambda s: controls.abort(s, by="dana", escalation=s.escalation or 0))

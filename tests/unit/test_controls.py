@@ -31,10 +31,10 @@ from schemas.content import TextBlock, ToolResultBlock
 
 R, C = RunStatus, CallStatus
 Control = Callable[..., list[Any]]
-FOR_A_PERSON: dict[str, tuple[Control, dict[str, str]]] = {
-    "reply": (controls.reply, {"by": "dana", "text": "try y"}),
-    "resume": (controls.resume, {"by": "dana"}),
-    "abort": (controls.abort, {"by": "dana"}),
+FOR_A_PERSON: dict[str, tuple[Control, dict[str, Any]]] = {
+    "reply": (controls.reply, {"by": "dana", "text": "try y", "escalation": 0}),
+    "resume": (controls.resume, {"by": "dana", "escalation": 0}),
+    "abort": (controls.abort, {"by": "dana", "escalation": 0}),
 }
 
 
@@ -83,8 +83,9 @@ def test_an_ended_run_takes_no_reply_resume_or_abort(what: str) -> None:
 
 @pytest.mark.parametrize("words", ["", "  \n"])
 def test_a_reply_without_words_is_refused(words: str) -> None:
+    s = reach(R.AWAITING_HUMAN).s
     with pytest.raises(ControlRefused, match="a reply needs some text"):
-        controls.reply(reach(R.AWAITING_HUMAN).s, by="dana", text=words)
+        controls.reply(s, by="dana", text=words, escalation=s.escalation or 0)
 
 
 def test_a_cancel_is_recorded_with_who_asked_where_and_why() -> None:
@@ -94,7 +95,7 @@ def test_a_cancel_is_recorded_with_who_asked_where_and_why() -> None:
 
 def test_an_abort_fails_the_run_saying_who_ended_it() -> None:
     log = reach(R.AWAITING_HUMAN)
-    assert log.decide(controls.abort, by="dana", note="enough") == [
+    assert log.decide(controls.abort, by="dana", escalation=log.s.escalation, note="enough") == [
         RunAborted(by="dana", note="enough")
     ]
     assert log.s.status is R.FAILED
@@ -103,7 +104,7 @@ def test_an_abort_fails_the_run_saying_who_ended_it() -> None:
 
 def test_a_reply_goes_to_the_model_as_text_after_the_turn() -> None:
     log = reach(R.AWAITING_HUMAN)  # the model refused
-    assert log.decide(controls.reply, by="dana", text="it is allowed here") == [
+    assert log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="it is allowed here") == [
         HumanReplied(by="dana", text="it is allowed here")
     ]
     assert log.s.status is R.REQUESTING_MODEL
@@ -123,7 +124,7 @@ def test_a_reply_follows_the_tool_results_of_the_turn() -> None:
 def test_a_resume_appends_no_words_for_the_model() -> None:
     log = reach(R.AWAITING_HUMAN)
     before = messages(log.s)
-    assert log.decide(controls.resume, by="dana", note="retry") == [
+    assert log.decide(controls.resume, by="dana", escalation=log.s.escalation, note="retry") == [
         RunResumed(by="dana", note="retry")
     ]
     assert messages(log.s) == before
@@ -145,7 +146,7 @@ def unknown_write_with_a_read_left() -> Log:
 def test_a_write_whose_outcome_is_unknown_is_told_to_the_model_as_exactly_that(what: str) -> None:
     log = unknown_write_with_a_read_left()
     control, args = FOR_A_PERSON[what]
-    events = log.decide(control, **args)
+    events = log.decide(control, **{**args, "escalation": log.s.escalation})
     told, answered = events
     assert isinstance(told, ToolCallFailed) and told.call_id == "w"
     assert told.error.code == "outcome_unknown" and not told.error.retryable
@@ -165,7 +166,7 @@ def test_a_write_whose_outcome_is_unknown_is_told_to_the_model_as_exactly_that(w
 
 def test_after_a_reply_to_an_unknown_write_with_nothing_left_the_model_is_asked() -> None:
     log = JOURNEYS["write_timed_out"][0]()
-    log.decide(controls.reply, by="dana", text="it did write")
+    log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="it did write")
     assert log.s.status is R.REQUESTING_MODEL
 
 
@@ -173,14 +174,14 @@ def test_a_reply_to_a_run_escalated_before_any_turn_is_refused_or_recorded() -> 
     log = Log.created()
     log.append(RunEscalated(reason="refusal", detail="look first"))
     try:
-        log.decide(controls.reply, by="dana", text="go")
+        log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="go")
     except ControlRefused:
         return
 
 
 def test_a_reply_to_a_refusal_restarts_the_conversation_after_it() -> None:
     log = reach(R.AWAITING_HUMAN)
-    log.decide(controls.reply, by="dana", text="please go on")
+    log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="please go on")
     do_model_turn(log, text("done"))
     roles = [m.role for m in messages(log.s)]
     assert roles == ["user", "assistant", "user", "assistant"]

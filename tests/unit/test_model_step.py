@@ -195,7 +195,7 @@ def test_a_refusal_fails_the_run_when_the_spec_says_so() -> None:
 def test_a_tool_use_in_a_refused_reply_is_answered_when_the_run_resumes() -> None:
     log = Log.created()
     do_model_turn(log, text("I will not"), use("a", "write_file", path="y"), stop="refusal")
-    log.decide(controls.resume, by="dana")
+    log.decide(controls.resume, by="dana", escalation=log.s.escalation)
     do_request(log)
     assert_every_tool_use_is_answered_in_order(messages(log.s))
 

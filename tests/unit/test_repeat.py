@@ -130,7 +130,7 @@ def test_a_reply_starts_counting_afresh() -> None:
     for i in range(3):
         step(log, f"x{i}")
     assert log.s.status is R.AWAITING_HUMAN
-    log.decide(controls.reply, by="dana", text="the file is called y")
+    log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="the file is called y")
     assert failing_streak(log.s) == (0, None)
     step(log, "x3")
     step(log, "x4")
@@ -142,7 +142,7 @@ def test_a_resume_starts_counting_afresh() -> None:
     log = Log.created(max_turns=8)
     for i in range(3):
         step(log, f"x{i}")
-    log.decide(controls.resume, by="dana")
+    log.decide(controls.resume, by="dana", escalation=log.s.escalation)
     assert log.s.status is R.REQUESTING_MODEL
     do_request(log)  # the model is asked again: not escalated once more
     assert log.s.status is R.REQUESTING_MODEL

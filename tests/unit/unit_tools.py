@@ -9,7 +9,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from services.tools import Lookup, ToolCancelled, ToolContext, ToolFailure, tool
+from services.tools import Lookup, ToolCancelled, ToolContext, ToolFailure, check, tool
 
 RAN: Counter[str] = Counter()  # call id -> executions
 GATES: dict[str, threading.Event] = {}
@@ -102,3 +102,15 @@ def kv_commit(key: str, value: str, ctx: ToolContext) -> dict[str, Any]:
     if stall == "after":
         gate(ctx.call_id).wait(HELD_S)
     return result
+
+
+@check
+def kv_ready(workspace: str | None) -> tuple[bool, dict[str, Any]]:
+    """An acceptance check (`python: unit_tools:kv_ready`): declared, so it is called."""
+    return True, {"workspace": workspace}
+
+
+def not_declared(workspace: str | None) -> bool:
+    """A plain function of the tool module: a `python:` check never calls it."""
+    RAN["not_declared"] += 1
+    return True

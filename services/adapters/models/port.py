@@ -20,6 +20,7 @@ class ModelRequest:
     context_tokens: int | None = None  # the view's own size estimate, when it was assembled
     server_tools: tuple[dict[str, Any], ...] = ()  # the provider's tools, as the API defines them
     model: str | None = None  # the model to ask, when not the adapter's own (a fallback)
+    tenant: str | None = None  # the tenant of the run asking (a replay plays only its own)
 
 
 @dataclass(frozen=True, slots=True)

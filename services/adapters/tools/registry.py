@@ -1,8 +1,11 @@
-"""The tool API: `@tool` on a plain function registers it.
+"""The tool API: `@tool` on a plain function registers it; `@check` declares a
+function an acceptance check (`python: module:function` in a spec).
 
 The input schema comes from the function's type hints via pydantic; a
 parameter annotated `ToolContext` is not part of the input and receives the
-run's workspace, ids and cancel flag. Only registered tools ever execute."""
+run's workspace, ids and cancel flag. Only registered tools ever execute, and
+a `python:` check calls only a function declared with `@check` — never a tool
+function raw (no validation, scope, locks or ledger) nor any other attribute."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from events.types import FieldError
 from schemas.spec import Principal, ToolSpec
 from services.adapters.tools.context import Lookup, ToolCancelled, ToolContext, ToolFailure
 
-__all__ = ["REGISTRY", "Lookup", "ToolCancelled", "ToolContext", "ToolFailure", "tool"]
+__all__ = ["REGISTRY", "Lookup", "ToolCancelled", "ToolContext", "ToolFailure", "check", "tool"]
 
 Resources = Callable[..., Iterable[str]]  # (args) or (args, ctx)
 LookupFn = Callable[[str, dict[str, Any], ToolContext], Lookup]
@@ -118,6 +121,7 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._by_module: dict[str, dict[str, RegisteredTool]] = {}
+        self._checks: dict[tuple[str, str], Callable[..., Any]] = {}  # (module, name) -> fn
         self._lock = threading.Lock()
 
     def add(self, t: RegisteredTool) -> None:
@@ -127,6 +131,18 @@ class ToolRegistry:
     def of_module(self, module: str) -> list[RegisteredTool]:
         with self._lock:
             return list(self._by_module.get(module, {}).values())
+
+    def add_check(self, fn: Callable[..., Any]) -> None:
+        with self._lock:
+            self._checks[(fn.__module__, fn.__qualname__)] = fn
+
+    def is_check(self, fn: object) -> bool:
+        """Is `fn` itself a function declared with `@check` (not merely one of its name)?"""
+        module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+        if not isinstance(module, str) or not isinstance(name, str):
+            return False
+        with self._lock:
+            return self._checks.get((module, name)) is fn
 
 
 REGISTRY = ToolRegistry()
@@ -210,6 +226,21 @@ def tool(
         return f
 
     return register(fn) if fn is not None else register
+
+
+def check(fn: F) -> F:
+    """Declare a function an acceptance check: `python: module:function` in a spec
+    calls it with the run's workspace (a path, or None); it returns whether the
+    check passed, or `(passed, evidence)`. Only functions declared so are called."""
+    if not callable(fn):
+        raise TypeError(f"@check decorates a function, not {type(fn).__name__}")
+    REGISTRY.add_check(fn)
+    return fn
+
+
+def not_a_check(target: str) -> str:
+    """Why a `python:` check's `module:function` is not called."""
+    return f"{target!r} is not declared a check: only functions decorated with @check are called"
 
 
 def _resources(rule: Resources, args: dict[str, Any], workspace: str | None) -> list[str]:

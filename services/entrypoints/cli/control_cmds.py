@@ -2,7 +2,9 @@
 inbox (the CLI is one publisher among others) and waits for the intake to
 append it or refuse it, printing which. Nothing is published for a run that
 does not exist, nor when no intake reads the inbox; a message no intake took
-within TAKE_S is withdrawn, so it never acts later, when nobody expects it."""
+within TAKE_S is withdrawn, so it never acts later, when nobody expects it.
+A reply, resume or abort names the escalation it answers: the run's current
+one when the command reads it (`current_escalation`)."""
 
 from __future__ import annotations
 
@@ -112,9 +114,27 @@ def user_name() -> str:
         return "cli"
 
 
+def current_escalation(session: Session, run_id: str) -> int:
+    """The seq of the run's latest escalation (0: none, or no such run), for an
+    answer to name: the one the person sees now."""
+    state = session.load(run_id)
+    return (state.escalation or 0) if state is not None else 0
+
+
+ANSWERS = ("reply", "resume", "abort")  # the commands that answer an escalation
+
+
 def build(
-    command: str, run_id: str, *, call_id: str | None, text: str, by: str | None
+    command: str,
+    run_id: str,
+    *,
+    call_id: str | None,
+    text: str,
+    by: str | None,
+    escalation: int = 0,
 ) -> inbox.Control:
+    """The control a command sends; `escalation` is the one a reply, resume or
+    abort answers (`current_escalation`)."""
     who = by or user_name()
     match command:
         case "cancel":
@@ -124,9 +144,9 @@ def build(
         case "deny":
             return inbox.ApprovalDenied(run_id=run_id, call_id=call_id or "", by=who, note=text)
         case "reply":
-            return inbox.HumanReplied(run_id=run_id, by=who, text=text)
+            return inbox.HumanReplied(run_id=run_id, by=who, text=text, escalation=escalation)
         case "resume":
-            return inbox.RunResumed(run_id=run_id, by=who, note=text)
+            return inbox.RunResumed(run_id=run_id, by=who, note=text, escalation=escalation)
         case "abort":
-            return inbox.RunAborted(run_id=run_id, by=who, note=text)
+            return inbox.RunAborted(run_id=run_id, by=who, note=text, escalation=escalation)
     raise ValueError(command)

@@ -106,7 +106,7 @@ def summary(e: Any) -> str:
             return _cut(f"{e.call_id} {e.reason}")
         case ApprovalGranted() | ApprovalDenied():
             expired = " (expired)" if isinstance(e, ApprovalDenied) and e.expired else ""
-            return _cut(f"{e.call_id} by {e.by}{expired} {e.note}".rstrip())
+            return _cut(f"{e.call_id} by {_who(e.by, e.publisher)}{expired} {e.note}".rstrip())
         case ToolCallCancelled():
             return f"{e.call_id} stopped {e.stopped_at - e.requested_at:.2f}s after the request"
         case ToolCallForceTerminated():
@@ -114,12 +114,19 @@ def summary(e: Any) -> str:
                 f"{e.call_id} killed {e.terminated_at - e.requested_at:.2f}s after the request: {e.detail}"
             )
         case RunCancelRequested():
-            return _cut(f"by {e.by} via {e.source} {e.reason}".rstrip())
+            via = e.publisher if e.publisher and e.publisher != e.by else e.source
+            return _cut(f"by {e.by} via {via} {e.reason}".rstrip())
         case HumanReplied():
-            return _cut(f"{e.by}: {e.text!r}")
+            return _cut(f"{_who(e.by, e.publisher)}: {e.text!r}")
         case RunResumed() | RunAborted():
-            return _cut(f"by {e.by} {e.note}".rstrip())
+            return _cut(f"by {_who(e.by, e.publisher)} {e.note}".rstrip())
     return ""
+
+
+def _who(by: str, publisher: str | None) -> str:
+    """`alice via billing-svc`: who spoke, and the inbox publisher that signed it
+    (`bob` alone when the publisher is bob: the web view speaks as its publisher)."""
+    return f"{by} via {publisher}" if publisher and publisher != by else by
 
 
 def _args(args: dict[str, Any]) -> str:

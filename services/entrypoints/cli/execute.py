@@ -187,9 +187,11 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
     text = str(
         getattr(args, "reason", None) or getattr(args, "note", None) or getattr(args, "text", "")
     )
+    answers = args.command in control_cmds.ANSWERS
     message = control_cmds.build(
-        args.command, args.run_id, call_id=getattr(args, "call_id", None), text=text, by=args.by
-    )
+        args.command, args.run_id, call_id=getattr(args, "call_id", None), text=text, by=args.by,
+        escalation=control_cmds.current_escalation(session, args.run_id) if answers else 0,
+    )  # fmt: skip
     return control_cmds.send(session, message, as_json=as_json, publisher=args.as_)
 
 

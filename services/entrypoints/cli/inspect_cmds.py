@@ -47,6 +47,9 @@ def run_summary(state: RunState, *, now: float | None = None) -> dict[str, Any]:
         "detail": state.detail,
         "task": state.spec.task,
         "principal": state.spec.principal.id,
+        "publisher": state.publisher,
+        # the escalation a reply, resume or abort must name while the run awaits a human
+        "escalation": state.escalation if state.status is RunStatus.AWAITING_HUMAN else None,
         "created_at": iso(state.created_at),
         "updated_at": iso(state.updated_at),
         "ended_at": iso(ended),

@@ -222,7 +222,10 @@ class _Web:
             what = "a call_id" if needs_call and not call_id else "a text"
             return JSONResponse({"error": "bad request", "message": f"{action} needs {what}"}, status_code=400)
         run_id = request.path_params["run_id"]
-        message = control_cmds.build(action, run_id, call_id=call_id, text=text, by=self.publisher)
+        escalation = await anyio.to_thread.run_sync(control_cmds.current_escalation, self.s, run_id)
+        message = control_cmds.build(
+            action, run_id, call_id=call_id, text=text, by=self.publisher, escalation=escalation
+        )
         verdict = await anyio.to_thread.run_sync(
             lambda: control_cmds.deliver(self.s, message, publisher=self.publisher)
         )
