@@ -26,7 +26,13 @@ from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
 from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.directory import Directory
-from services.adapters.tools.toolset import ToolSet, ToolSetError, fingerprint_of, load_toolset
+from services.adapters.tools.toolset import (
+    ToolSet,
+    ToolSetError,
+    fingerprint_of,
+    load_toolset,
+    static_code,
+)
 from services.clock import new_run_id
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.children import die_with_parent
@@ -417,14 +423,25 @@ class Children:
         stop_children(self.procs)
 
 
-def print_toolset(modules: Sequence[str], paths: Sequence[str], *, as_json: bool) -> int:
-    """The fingerprint outside publishers name in a RunRequested's `toolset`."""
+def print_toolset(
+    modules: Sequence[str], paths: Sequence[str], *, load: bool = False, as_json: bool
+) -> int:
+    """The fingerprint outside publishers name in a RunRequested's `toolset`: from
+    the source files (no import), or with `load` as a worker computes it."""
     try:
-        fingerprint = fingerprint_of(modules, paths)
+        if load:
+            loaded = load_toolset(modules, paths)
+            fingerprint, hashed, dynamic = loaded.fingerprint, list(loaded.hashed), list(loaded.dynamic)
+        else:
+            fingerprint, hashed, dynamic = fingerprint_of(modules, paths), sorted(static_code(modules, paths)), []
     except ToolSetError as exc:
         return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
     if as_json:
-        emit({"toolset": fingerprint, "modules": sorted(set(modules))})
+        emit({"toolset": fingerprint, "modules": sorted(set(modules)), "hashed": hashed,
+              "loaded": load, "dynamic": dynamic})  # fmt: skip
     else:
         print(fingerprint)
+        if dynamic:
+            print(f"agentledger: importing the modules loaded {', '.join(dynamic)}, which the source "
+                  "does not name: without --load the fingerprint is not the workers'", file=sys.stderr)  # fmt: skip
     return 0
