@@ -172,8 +172,9 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
             from services.entrypoints.web.server import serve
 
             return serve(
-                session, host=args.host, port=args.port, publisher=args.publisher, as_json=as_json
-            )
+                session, host=args.host, port=args.port, publisher=args.publisher,
+                allow_hosts=args.allow_hosts, as_json=as_json,
+            )  # fmt: skip
         case "trace":
             from services.entrypoints.cli import trace_cmds
 
