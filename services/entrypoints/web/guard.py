@@ -27,6 +27,7 @@ from services.entrypoints.web.access import (
     Access,
     bearer_ok,
     host_allowed,
+    safe_next,
     same_origin,
     session_ok,
 )
@@ -72,7 +73,7 @@ class Guard:
             if path.startswith("/api/"):
                 return 401, _said("not signed in", "sign in first: the sign-in URL `agentledger ui` printed, "
                                   "or Authorization: Bearer <token>"), {"www-authenticate": "Bearer"}  # fmt: skip
-            return 303, {}, {"location": f"/signin?next={quote(path)}"}
+            return 303, {}, {"location": f"/signin?next={quote(safe_next(path))}"}
         if method not in SAFE_METHODS and by_cookie and not same_origin(origin, referer, host):
             return 403, _said("cross-site", "a change sent with the session cookie must come from this view's pages"), {}
         return None
