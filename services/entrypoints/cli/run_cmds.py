@@ -50,7 +50,7 @@ from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
 from services.secrets import redactor_for
-from services.settings import Settings, environ_for_children
+from services.settings import Settings, environ_for_children, masked
 from services.structured_logs import child_args
 
 CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
@@ -202,7 +202,7 @@ def submit(
         say(f"no worker serves {what} right now; the run waits for one")
     if intake_liveness(session.client, session.keys, ttl_s=session.settings.member_ttl_s) is Liveness.NONE:
         say(
-            f"no intake reads the inbox on {session.located.url} (prefix "
+            f"no intake reads the inbox on {masked(session.located.url)} (prefix "
             f"{session.settings.prefix!r}) yet: the run waits until `agentledger workers` start there"
         )
     request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
