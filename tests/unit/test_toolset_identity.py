@@ -163,3 +163,26 @@ def test_a_module_that_is_not_there_is_refused_naming_it(tmp_path: Path) -> None
     with pytest.raises(ToolSetError) as refused:
         fingerprint_of(["nowhere_tools"], [str(tmp_path)])
     assert refused.value.module == "nowhere_tools" and "cannot find it" in refused.value.reason
+
+
+def test_a_library_in_a_virtualenv_inside_the_tool_folder_is_no_dynamic_module(tmp_path: Path) -> None:
+    """A project with its `.venv` beside its tools: what the tools import from
+    there is an installed library, not the tool set's code."""
+    folder = tool_folder(tmp_path, "proj", helper="x", imports="import helper\nimport vendored_lib")
+    site = folder / ".venv" / "lib" / "python3" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "vendored_lib.py").write_text("x = 1\n")
+    code = textwrap.dedent(f"""
+        import json, sys
+        sys.path.append({str(site)!r})
+        from services.adapters.tools.toolset import load_toolset
+        t = load_toolset(["tools"], [{str(folder)!r}])
+        print(json.dumps({{"fingerprint": t.fingerprint, "dynamic": t.dynamic}}))
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["dynamic"] == [] and said["fingerprint"] == fingerprint_of(["tools"], [str(folder)])

@@ -60,8 +60,11 @@ class Code:
     modules: dict[str, Path]  # module name -> its file (resolved), every module counted
 
     def holds(self, path: Path) -> bool:
-        """Whether `path` is in one of the tool set's folders (and not ours)."""
-        return any(r.holds(path) for r in self.roots) and not _ours(path)
+        """Whether `path` is in one of the tool set's folders (and not ours, nor an
+        installed library under a folder that is a path entry: a project's `.venv`)."""
+        if _ours(path):
+            return False
+        return any(r.holds(path) and (r.within != r.entry or not _installed(path)) for r in self.roots)
 
 
 def code_of(names: Sequence[str], search: Sequence[str]) -> Code:
@@ -211,6 +214,12 @@ SYSTEM = _system_dirs()
 
 def _is_system(entry: Path) -> bool:
     return entry in SYSTEM or entry.name in ("site-packages", "dist-packages")
+
+
+def _installed(path: Path) -> bool:
+    return any(p in ("site-packages", "dist-packages") for p in path.parts) or any(
+        s in path.parents for s in SYSTEM
+    )
 
 
 def _ours(path: Path) -> bool:
