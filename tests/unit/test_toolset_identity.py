@@ -16,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from services.adapters.tools.toolset import ToolSetError, fingerprint_of, static_code
+from services.adapters.tools.toolset import (
+    ToolSetError,
+    computing_imports,
+    fingerprint_of,
+    static_code,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -126,6 +131,7 @@ def test_a_module_imported_by_a_computed_name_is_found_by_the_worker_and_said(tm
     )
     static = fingerprint_of(["tools"], [str(folder)])
     assert "helper" not in static_code(["tools"], [str(folder)])
+    assert computing_imports(["tools"], [str(folder)]) == ("tools",)  # `agentledger toolset` says so
     worker = loaded(["tools"], [folder])
     assert worker["dynamic"] == ["helper"] and "helper" in worker["hashed"]  # type: ignore[operator]
     assert worker["fingerprint"] != static
@@ -134,6 +140,7 @@ def test_a_module_imported_by_a_computed_name_is_found_by_the_worker_and_said(tm
 def test_an_import_by_a_constant_name_is_read_from_the_source(tmp_path: Path) -> None:
     folder = tool_folder(tmp_path, "t", helper="x", imports='import importlib\nhelper = importlib.import_module("helper")')
     assert "helper" in static_code(["tools"], [str(folder)])
+    assert computing_imports(["tools"], [str(folder)]) == ()
     assert loaded(["tools"], [folder])["dynamic"] == []
 
 

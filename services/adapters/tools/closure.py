@@ -58,6 +58,7 @@ class Root:
 class Code:
     roots: tuple[Root, ...]
     modules: dict[str, Path]  # module name -> its file (resolved), every module counted
+    computed: tuple[str, ...] = ()  # of those, the ones that import by a computed name
 
     def holds(self, path: Path) -> bool:
         """Whether `path` is in one of the tool set's folders (and not ours, nor an
@@ -88,17 +89,22 @@ def code_of(names: Sequence[str], search: Sequence[str]) -> Code:
             seeds.update(_package_files(last_name, last.submodule_search_locations))
         elif _file(last) is None:
             raise NotFound(name, "has no source file")
-    return Code(tuple(roots), _closure(seeds, tuple(roots)))
+    modules, computed = _closure(seeds, tuple(roots))
+    return Code(tuple(roots), modules, tuple(sorted(computed)))
 
 
-def _closure(seeds: dict[str, Path], roots: tuple[Root, ...]) -> dict[str, Path]:
+def _closure(seeds: dict[str, Path], roots: tuple[Root, ...]) -> tuple[dict[str, Path], set[str]]:
     found = {n: p for n, p in seeds.items() if not _ours(p)}
+    computed: set[str] = set()
     todo = list(found)
     entries = [str(r.entry) for r in roots]
     while todo:
         name = todo.pop()
         path = found[name]
-        for wanted in sorted(imported_names(path, name)):
+        names, dynamic = _scan(path, name)
+        if dynamic:
+            computed.add(name)
+        for wanted in sorted(names):
             for sub, spec in _walk(wanted, entries):
                 sub_path = _file(spec)
                 if sub in found or sub_path is None:
@@ -106,21 +112,27 @@ def _closure(seeds: dict[str, Path], roots: tuple[Root, ...]) -> dict[str, Path]
                 if any(r.holds(sub_path) for r in roots) and not _ours(sub_path):
                     found[sub] = sub_path
                     todo.append(sub)
-    return found
+    return found, computed
 
 
 def imported_names(path: Path, module: str) -> set[str]:
     """The absolute names of the modules a file may import (and `x.y` for each
     `from x import y`, which is a module or not); none for a file that is not
     Python source or does not parse (it counts by its bytes all the same)."""
+    return _scan(path, module)[0]
+
+
+def _scan(path: Path, module: str) -> tuple[set[str], bool]:
+    """`imported_names`, and whether the file imports by a name it computes."""
     if path.suffix != SOURCE:
-        return set()
+        return set(), False
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (SyntaxError, ValueError):
-        return set()
+        return set(), False
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     names: set[str] = set()
+    computed = False
     for node in ast.walk(tree):
         match node:
             case ast.Import(names=aliases):
@@ -134,7 +146,9 @@ def imported_names(path: Path, module: str) -> set[str]:
                 if _is_import_call(func):
                     names.add(_absolute(wanted.lstrip("."), len(wanted) - len(wanted.lstrip(".")),
                                         _constant(rest) or package) or wanted)  # fmt: skip
-    return {n for n in names if n and all(p.isidentifier() for p in n.split("."))}
+            case ast.Call(func=func):
+                computed = computed or _is_import_call(func)
+    return {n for n in names if n and all(p.isidentifier() for p in n.split("."))}, computed
 
 
 def _is_import_call(func: ast.expr) -> bool:

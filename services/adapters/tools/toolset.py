@@ -109,6 +109,12 @@ def static_code(modules: Iterable[str], paths: Sequence[str] = ()) -> dict[str, 
     return dict(_code(_names(modules), paths).modules)
 
 
+def computing_imports(modules: Iterable[str], paths: Sequence[str] = ()) -> tuple[str, ...]:
+    """The modules of the tool set that import by a name they compute: what a worker
+    imports then may add to its fingerprint (`load_toolset` says, `--load` shows)."""
+    return _code(_names(modules), paths).computed
+
+
 # for each named module, the modules of any folder that importing it loaded
 # (kept: a module imported once is not imported again by a second load)
 _BROUGHT: dict[str, frozenset[str]] = {}
@@ -144,7 +150,7 @@ def _code(names: tuple[str, ...], paths: Sequence[str]) -> Code:
     except NotFound as exc:
         raise ToolSetError(exc.module, exc.reason) from None
     builtin = Path(importlib.import_module(BUILTIN).__file__ or "").resolve()
-    return Code(code.roots, {**code.modules, BUILTIN: builtin})
+    return Code(code.roots, {**code.modules, BUILTIN: builtin}, code.computed)
 
 
 def _names(modules: Iterable[str]) -> tuple[str, ...]:

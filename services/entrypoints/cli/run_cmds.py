@@ -29,6 +29,7 @@ from services.adapters.redis.directory import Directory
 from services.adapters.tools.toolset import (
     ToolSet,
     ToolSetError,
+    computing_imports,
     fingerprint_of,
     load_toolset,
     static_code,
@@ -434,14 +435,20 @@ def print_toolset(
             fingerprint, hashed, dynamic = loaded.fingerprint, list(loaded.hashed), list(loaded.dynamic)
         else:
             fingerprint, hashed, dynamic = fingerprint_of(modules, paths), sorted(static_code(modules, paths)), []
+        computing = [] if load else list(computing_imports(modules, paths))
     except ToolSetError as exc:
         return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
     if as_json:
         emit({"toolset": fingerprint, "modules": sorted(set(modules)), "hashed": hashed,
-              "loaded": load, "dynamic": dynamic})  # fmt: skip
+              "loaded": load, "dynamic": dynamic, "computing_imports": computing})  # fmt: skip
     else:
         print(fingerprint)
+        if computing:
+            print(f"agentledger: {', '.join(computing)} import modules by computed names, which a worker's "
+                  "fingerprint counts and this one cannot: `agentledger toolset --load …` prints the "
+                  "workers' (it imports the modules)", file=sys.stderr)  # fmt: skip
         if dynamic:
-            print(f"agentledger: importing the modules loaded {', '.join(dynamic)}, which the source "
-                  "does not name: without --load the fingerprint is not the workers'", file=sys.stderr)  # fmt: skip
+            print(f"agentledger: importing the modules loaded {', '.join(dynamic)}, which their source "
+                  "does not name: this is the workers' fingerprint; without --load it is another",
+                  file=sys.stderr)  # fmt: skip
     return 0
