@@ -1,6 +1,10 @@
 """Redaction of secrets. Values declared secret (a run spec names environment
-variables; `services/` reads their values at the edge and passes them in) and
-well-known credential patterns are replaced by `[REDACTED:name]`.
+variables; `services/` reads their values at the edge and passes them in, with
+the process's own: its Redis password, the publishers' keys) and well-known
+credential patterns are replaced by `[REDACTED:name]`. Each value is matched in
+the forms it takes when encoded (`encoded_forms`): escaped in JSON, base64
+(standard and URL-safe, padded or not, and at any offset inside a longer
+base64 text), hex (lower and upper case), URL-encoded.
 
 Pure: no environment, no I/O. Used on every context view sent to a model, on
 what `tail`, `status` and `run` print, on log lines, and on events before they
@@ -12,11 +16,14 @@ they must go back to the model verbatim."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from events.types import Event, ModelResponded, RunCreated
 from schemas.content import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
@@ -70,13 +77,19 @@ class Redactor:
     (value, name) pairs, longest value first; it never shows in a repr."""
 
     values: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    patterns: bool = True  # False: only the values (the well-known patterns are left alone)
+    # the forms no other form of the same value is part of: a text holding none of
+    # them holds no value (a third of the forms: `finds` asks only these)
+    needles: tuple[str, ...] = field(default=(), repr=False)
 
     def finds(self, s: str) -> bool:
         """Whether `text` would change anything in `s`: one scan, no copy. A whole
         event's JSON is asked first; only one that holds something is walked."""
-        for value, _ in self.values:
-            if value in s:
+        for needle in self.needles:
+            if needle in s:
                 return True
+        if not self.patterns:
+            return False
         low = s.lower()
         return _may_match(low) and any(
             any(t in low for t in triggers) and pattern.search(s) is not None
@@ -84,9 +97,12 @@ class Redactor:
         )
 
     def text(self, s: str) -> str:
-        for value, name in self.values:
-            if value in s:
-                s = s.replace(value, marker(name))
+        if any(needle in s for needle in self.needles):
+            for value, name in self.values:
+                if value in s:
+                    s = s.replace(value, marker(name))
+        if not self.patterns:
+            return s
         low = s.lower()
         if not _may_match(low):
             return s
@@ -134,16 +150,81 @@ def _cited(r: Redactor, c: dict[str, Any]) -> dict[str, Any]:
     return {**c, "cited_text": clean}
 
 
-def redactor(secrets: Mapping[str, str]) -> Redactor:
-    """A redactor for `name -> value`; each value is also matched as it reads
-    inside JSON text (escaped), since tool results reach the model as JSON."""
+def redactor(secrets: Mapping[str, str], *, patterns: bool = True) -> Redactor:
+    """A redactor for `name -> value`, each value matched in all its `encoded_forms`
+    (the longest form first, so a whole encoding goes before a piece of it)."""
     pairs: set[tuple[str, str]] = set()
+    needles: set[str] = set()
     for name, value in secrets.items():
         if len(value) < MIN_SECRET_CHARS:
             continue
-        for form in (value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]):
-            pairs.add((form, name))
-    return Redactor(tuple(sorted(pairs, key=lambda p: (-len(p[0]), p))))
+        forms = encoded_forms(value)
+        pairs.update((form, name) for form in forms)
+        needles.update(_smallest(forms))
+    ordered = tuple(sorted(pairs, key=lambda p: (-len(p[0]), p)))
+    return Redactor(ordered, patterns, tuple(sorted(needles)))
+
+
+def _smallest(forms: tuple[str, ...]) -> list[str]:
+    """The forms that hold no other form (a text holding a form holds one of these)."""
+    kept: list[str] = []
+    for form in sorted(forms, key=len):
+        if not any(k in form for k in kept):
+            kept.append(form)
+    return kept
+
+
+def encoded_forms(value: str) -> tuple[str, ...]:
+    """The forms of `value` a redactor looks for: the value; as it reads inside JSON
+    text (escaped); base64, standard and URL-safe, padded and not, and the part of
+    it that is the same wherever the value starts inside longer base64 text; hex,
+    lower and upper case; URL-encoded (`quote`, with and without '/' kept, and
+    `quote_plus`). A value that is itself hex (a key) also in either case, and in
+    the base64 forms of the bytes it spells. Forms shorter than MIN_SECRET_CHARS are left out: they would
+    redact ordinary words."""
+    raw = value.encode()
+    forms = {
+        value,
+        json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        raw.hex(),
+        raw.hex().upper(),
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+        *_base64_forms(raw),
+    }
+    if _is_hex(value):
+        forms.update((value.lower(), value.upper(), *_base64_forms(bytes.fromhex(value))))
+    return tuple(sorted(f for f in forms if len(f) >= MIN_SECRET_CHARS))
+
+
+def _base64_forms(raw: bytes) -> Iterator[str]:
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw).decode()
+        yield whole
+        yield whole.rstrip("=")
+        for offset in range(3):  # the value's bytes start at 0, 1 or 2 of a 3-byte group
+            yield _aligned(encode(b"\0" * offset + raw).decode(), offset, len(raw))
+
+
+def _aligned(encoded: str, offset: int, size: int) -> str:
+    """The characters of `encoded` (the base64 of `offset` other bytes, then the
+    value's `size`) whose 6 bits all come from the value: the same characters
+    whatever bytes come before or after the value in a longer text."""
+    first = -(-8 * offset // 6)  # the first character that starts on the value's bits
+    last = (8 * (offset + size)) // 6  # the characters before it end inside the value
+    return encoded[first:last]
+
+
+def _is_hex(value: str) -> bool:
+    if len(value) < 2 * MIN_SECRET_CHARS or len(value) % 2:
+        return False
+    try:
+        binascii.unhexlify(value)
+    except (binascii.Error, ValueError):
+        return False
+    return True
 
 
 def redact_event(e: Event, r: Redactor) -> Event:

@@ -45,7 +45,8 @@ from services.lock_partitions import lock_partitions
 from services.loops import inbox_parse
 from services.loops.intake import Intake
 from services.loops.sweeper import run_sweeper
-from services.secrets import redactor_for
+from services.secrets import configure as configure_secrets
+from services.secrets import stored_redactor
 from services.settings import Settings
 from services.structured_logs import set_worker
 
@@ -141,8 +142,9 @@ def build_app(
     observe: Observe | None = None,
 ) -> App:
     keys = keys_for(settings)
+    configure_secrets(settings)
     store = RedactingStore(
-        RedisEventStore(client, keys, replica_acks=settings.replica_acks), redactor_for
+        RedisEventStore(client, keys, replica_acks=settings.replica_acks), stored_redactor
     )
     outbox = Outbox(keys)
     keys = dataclasses.replace(keys, lock_partitions=lock_partitions(client, keys, settings))

@@ -95,6 +95,11 @@ class Settings:
     # replays (issue 31.4): an inbox message issued further than this from the intake's
     # clock, either side, is refused; its nonce is kept for twice as long
     replay_window_s: float = 300.0
+    # identity and the web view (issue 31.6, 31.7): the token an operator signs in to
+    # `agentledger ui` with (None: a token file in the state folder, made on first start),
+    # and Host names the view answers besides loopback and its own address (comma-separated)
+    ui_token: str | None = field(default=None, repr=False)  # never in a log line
+    ui_allow_hosts: str = ""
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -145,6 +150,9 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_ACCEPT_THREADS": ("accept_threads", int),
     # replays (issue 31.4)
     "AGENTLEDGER_REPLAY_WINDOW_S": ("replay_window_s", float),
+    # identity and the web view (issue 31.6, 31.7)
+    "AGENTLEDGER_UI_TOKEN": ("ui_token", str),
+    "AGENTLEDGER_UI_ALLOW_HOSTS": ("ui_allow_hosts", str),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -210,6 +218,7 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         check_redis_url("AGENTLEDGER_PROBE_URL", settings.probe_url)
     _check_broker(settings)
     _check_sandbox(settings)
+    _check_ui(settings)
     if not settings.prefix or any(c in settings.prefix for c in "{} "):
         raise ConfigError(
             "AGENTLEDGER_PREFIX", f"{settings.prefix!r} is empty or has braces/spaces"
@@ -307,6 +316,25 @@ def _check_sandbox(settings: Settings) -> None:
             raise ConfigError(var, "must be at least 1")
 
 
+UI_TOKEN_MIN_CHARS = 32  # 'REPLACE_ME…' placeholders are shorter: nothing runs with a known token
+
+
+def _check_ui(settings: Settings) -> None:
+    if settings.ui_token is not None and len(settings.ui_token) < UI_TOKEN_MIN_CHARS:
+        raise ConfigError(
+            "AGENTLEDGER_UI_TOKEN",
+            f"must be at least {UI_TOKEN_MIN_CHARS} characters (e.g. `openssl rand -hex 32`)",
+        )
+    for host in ui_allowed_hosts(settings):
+        if not host or any(c in host for c in "/ @?#"):
+            raise ConfigError("AGENTLEDGER_UI_ALLOW_HOSTS", f"{host!r} is not a host name")
+
+
+def ui_allowed_hosts(settings: Settings) -> list[str]:
+    """AGENTLEDGER_UI_ALLOW_HOSTS' names, lower case."""
+    return [h.strip().lower() for h in settings.ui_allow_hosts.split(",") if h.strip()]
+
+
 def sandbox_environ(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """The worker variables the operator passes into sandboxed commands
     (AGENTLEDGER_SANDBOX_ENV names them); unset ones are left out."""
@@ -315,7 +343,7 @@ def sandbox_environ(settings: Settings, environ: Mapping[str, str] | None = None
     return {n: env[n] for n in names if n and n in env}
 
 
-ALWAYS_SECRET = ("ANTHROPIC_API_KEY",)
+ALWAYS_SECRET = ("ANTHROPIC_API_KEY", "AGENTLEDGER_UI_TOKEN")
 
 
 def read_secrets(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -66,7 +66,7 @@ def redis_problem(client: redis.Redis) -> str | None:
 
 
 def serve_one(
-    services: Services, client: redis.Redis, port: int, served: Sequence[Served]
+    services: Services, client: redis.Redis, at: tuple[str, int], served: Sequence[Served]
 ) -> OpsServer:
     """The operations port of a single worker process."""
     from prometheus_client import CollectorRegistry
@@ -84,7 +84,8 @@ def serve_one(
     def ready() -> str | None:
         return services.problem() or redis_problem(client)
 
-    return OpsServer(registry, port=port, live=services.problem, ready=ready).start()
+    host, port = at
+    return OpsServer(registry, host=host, port=port, live=services.problem, ready=ready).start()
 
 
 @dataclass
@@ -117,7 +118,7 @@ def serve_parent(
     client: redis.Redis,
     children: Sequence[subprocess.Popen[bytes]],
     folder: str,
-    port: int,
+    at: tuple[str, int],
     served: Sequence[Served],
 ) -> OpsServer:
     from prometheus_client import CollectorRegistry
@@ -148,6 +149,7 @@ def serve_parent(
     def ready() -> str | None:
         return problem(first_beat_s=0.0) or redis_problem(client)
 
+    host, port = at
     return OpsServer(
-        registry, port=port, live=lambda: problem(first_beat_s=FIRST_BEAT_S), ready=ready
+        registry, host=host, port=port, live=lambda: problem(first_beat_s=FIRST_BEAT_S), ready=ready
     ).start()

@@ -15,7 +15,7 @@ from events.types import ToolError
 from services.adapters.ledger.port import Verdict
 from services.handlers.app import App
 from services.handlers.outage import through_outage
-from services.secrets import redactor_for
+from services.secrets import stored_redactor
 
 
 def run_once(
@@ -44,7 +44,7 @@ def run_once(
     outcome = run()
     match outcome:
         case Succeeded(output):
-            kept = output if state.spec.keep_secrets_in_log else redactor_for(state.spec).value(output)
+            kept = stored_redactor(state.spec).value(output)
             through_outage(
                 lambda: app.ledger.finish(op_key, request, owner, kept, now=app.clock.now()),
                 outage_s=retry_s, doing=f"recording operation {op_key}",

@@ -8,7 +8,7 @@ from events.resolution_step import Finding, needs_resolution, resolve_unknown
 from services.adapters.tools.context import Lookup, ToolContext
 from services.adapters.tools.sandbox import policy_for
 from services.handlers.app import App
-from services.secrets import redactor_for
+from services.secrets import stored_redactor
 
 SOURCE = "tools"
 
@@ -33,7 +33,7 @@ def handle_resolve_call(app: App, run_id: str, call_id: str) -> None:
             why = f"lookup failed: {type(exc).__name__}: {exc}"
     if found.done is True:
         owner = f"{run_id}/{call_id}/{call.attempts}"
-        kept = found.result if state.spec.keep_secrets_in_log else redactor_for(state.spec).value(found.result)
+        kept = stored_redactor(state.spec).value(found.result)
         request = call.request_hash or request_hash(call.input)
         app.ledger.finish(call.op_key, request, owner, kept, now=app.clock.now())
     elif found.done is False:

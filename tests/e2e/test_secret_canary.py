@@ -14,6 +14,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 import redis
@@ -161,3 +162,152 @@ def _until_ended(cli: Cli, run_id: str, timeout_s: float = 60) -> str:
         cli.wait_events(run_id, lambda events: bool(SETTLING & set(types(events))), timeout_s)
     done = cli("status", run_id, "--json")
     return str(json.loads(done.stdout).get("status")) if done.stdout.strip().startswith("{") else "unknown"
+
+
+# --- the process's own secrets, encoded --------------------------------------------
+
+ENCODED_TOOLS = '''"""A tool that finds the worker's own secrets (as /proc/self/environ would
+show them) and says each in every common encoding: result, print, log line."""
+
+import base64
+import logging
+import os
+from pathlib import Path
+from urllib.parse import quote, quote_plus, unquote, urlsplit
+
+import yaml
+
+from services.tools import ToolContext, tool
+
+log = logging.getLogger("encoded_tools")
+
+
+def encodings(value: str) -> list[str]:
+    raw = value.encode()
+    b64 = [base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()]
+    blob = base64.b64encode(b"HOME=/root\\\\0SECRET=" + raw + b"\\\\0PATH=/bin").decode()
+    return [*b64, *(b.rstrip("=") for b in b64), raw.hex(), raw.hex().upper(),
+            quote(value, safe=""), quote_plus(value), blob]
+
+
+def secrets() -> dict[str, str]:
+    state = Path(os.environ["AGENTLEDGER_STATE_DIR"])
+    filed = yaml.safe_load((state / "publishers.yaml").read_text())["publishers"]
+    return {
+        "redis_password": unquote(urlsplit(os.environ["REDIS_URL"]).password or ""),
+        "inline_key": filed["canary-svc"]["key"],
+        "env_key": os.environ["AL_CANARY_PUB_KEY"],
+        "declared": os.environ["AL_CANARY_TOKEN"],
+    }
+
+
+@tool(read_only=True, reads=lambda a: ["canary:env"])
+def leak_encoded(ctx: ToolContext) -> dict:
+    """Say the worker's secrets, encoded."""
+    said = {name: encodings(value) for name, value in secrets().items()}
+    for name, forms in said.items():
+        print(name, *forms)
+        log.warning("leaking %s: %s", name, " ".join(forms))
+    return said
+'''
+ENCODED_SPEC = f"""task: "Say the worker's secrets, encoded."
+tools: [encoded_tools]
+secrets: [{CANARY_VAR}]
+principal: {{id: alice, tenant: shop-1}}
+budgets: {{max_turns: 3}}
+model:
+  scripted:
+    - tool_use: [{{id: e1, name: leak_encoded, input: {{}}}}]
+    - end_turn: "done"
+"""
+
+
+def encodings(value: str) -> list[str]:
+    """The forms the tool says `value` in (the test's own copy, not the redactor's)."""
+    import base64
+    from urllib.parse import quote, quote_plus
+
+    raw = value.encode()
+    b64 = [base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()]
+    blob = base64.b64encode(b"HOME=/root\\0SECRET=" + raw + b"\\0PATH=/bin").decode()
+    return [value, *b64, *(b.rstrip("=") for b in b64), raw.hex(), raw.hex().upper(),
+            quote(value, safe=""), quote_plus(value), blob]  # fmt: skip
+
+
+def test_the_redis_password_publisher_keys_and_a_declared_secret_appear_in_no_encoding(
+    cli: Cli, tmp_path: Path, private_redis: PrivateRedis
+) -> None:
+    """A tool says the worker's Redis password, a publisher's inline key, another's
+    `key_env` key and a declared secret in base64 (standard, URL-safe, padded or
+    not, inside a longer blob), hex (both cases) and URL-encoded: none of it is in
+    the log (`raw` included: these are redacted before anything is stored), tail,
+    status, runs, trace, replay, the worker's output and log lines, or the AOF."""
+    import yaml
+
+    password = f"pw/{uuid.uuid4().hex[:12]}+ {uuid.uuid4().hex[:6]}="  # every encoding differs
+    admin = redis.Redis.from_url(private_redis.url)
+    admin.config_set("requirepass", password)
+    url = private_redis.url.replace("redis://", f"redis://:{quote(password, safe='')}@")
+    token, env_key = f"canary-{uuid.uuid4().hex}", uuid.uuid4().hex * 2
+    cli.env.update({"REDIS_URL": url, CANARY_VAR: token, "AL_CANARY_PUB_KEY": env_key})
+    project = cli.cwd / "encoded"
+    project.mkdir()
+    (project / "encoded_tools.py").write_text(ENCODED_TOOLS)
+    (project / "spec.yaml").write_text(ENCODED_SPEC)
+    printed: dict[str, str] = {}
+
+    def said(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        done = cli(*args)
+        printed[" ".join(map(str, args[:2]))] = done.stdout + done.stderr
+        return done
+
+    added = cli("publishers", "add", "canary-svc", "--principal", "alice@shop-1", "--json")  # its key, once
+    inline_key = json.loads(added.stdout)["key"]
+    path = Path(cli.env["AGENTLEDGER_STATE_DIR"]) / "publishers.yaml"
+    filed = yaml.safe_load(path.read_text())
+    filed["publishers"]["env-svc"] = {"key_env": "AL_CANARY_PUB_KEY", "principals": [{"id": "bob", "tenant": "t"}]}
+    path.write_text(yaml.safe_dump(filed))
+    secrets = {"redis password": password, "inline key": inline_key, "key_env key": env_key, "declared": token}
+    worker_log = tmp_path / "worker-output.txt"
+    try:
+        with worker_log.open("w") as out:
+            worker = subprocess.Popen(
+                [*AGENTLEDGER, "--log-level", "info", "workers", "--tools", "encoded_tools",
+                 "--tool-path", str(project)],
+                cwd=cli.cwd, env=cli.env, stdout=out, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+            try:
+                submitted = said("submit", "--as", "canary-svc", "--unserved", project / "spec.yaml")
+                assert submitted.returncode == 0, submitted.stderr
+                run_id = submitted.stdout.strip()
+                status = _until_ended(cli, run_id)
+                assert status == "completed", (status, worker_log.read_text()[-2000:])
+                for args in (
+                    ("status", run_id), ("status", run_id, "--json"), ("runs",), ("runs", "--json"),
+                    ("tail", "--run", run_id), ("tail", "--run", run_id, "--json"),
+                    ("trace", run_id), ("trace", run_id, "--json"), ("replay", run_id), ("raw", run_id),
+                ):  # fmt: skip
+                    said(*args)
+            finally:
+                worker.terminate()
+                worker.wait(timeout=15)
+        names = [k.decode(errors="replace") for k in admin.scan_iter(count=1000)]
+    finally:
+        admin.config_set("requirepass", "")
+        admin.close()
+    aof = b"".join(p.read_bytes() for p in sorted(private_redis.data_dir.rglob("*")) if p.is_file())
+    output = worker_log.read_text()
+    everything = {**{f"`{args}`": text for args, text in printed.items()}, "worker output and logs": output,
+                  "Redis key names": "\n".join(names), "AOF": aof.decode(errors="replace")}  # fmt: skip
+    hits = {
+        (where, name, form): text.count(form)
+        for where, text in everything.items() for name, value in secrets.items()
+        for form in encodings(value) if form in text
+    }  # fmt: skip
+    assert hits == {}, sorted(hits)[:5]
+    shown = "".join(printed.values())
+    for marker in ("[REDACTED:redis_password]", "[REDACTED:publisher_key:canary-svc]",
+                   "[REDACTED:publisher_key:env-svc]", f"[REDACTED:{CANARY_VAR}]"):  # fmt: skip
+        assert marker in shown, f"the tool did say it, redacted: {marker} missing"
+    assert "leaking redis_password: [REDACTED:redis_password]" in output, "its log line is there, redacted"
+    assert len(names) > 10 and len(aof) > 10_000, "there was something to search"

@@ -7,15 +7,13 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from e2ekit import AGENTLEDGER, Cli, clean_environ
-from webkit import post, start_ui
+from webkit import post, request, start_ui
 
 from services.adapters.redis.local_server import PrivateRedis, start_server
 
@@ -34,11 +32,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]
 
 
 def get(url: str) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url, timeout=20) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+    return request(url)
 
 
 def test_the_config_says_who_the_view_acts_as(served: tuple[Cli, str]) -> None:
@@ -97,17 +91,10 @@ def test_a_bad_port_is_refused_by_the_parser(served: tuple[Cli, str]) -> None:
 
 def test_a_control_from_another_site_or_not_as_json_is_refused(served: tuple[Cli, str]) -> None:
     url = f"{served[1]}api/runs/r-x/control"
-    plain = urllib.request.Request(url, b'{"action": "resume"}', {"Content-Type": "text/plain"})
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(plain, timeout=20)
-    assert refused.value.code == 415
-    other = urllib.request.Request(
-        url, b'{"action": "resume"}',
-        {"Content-Type": "application/json", "Origin": "http://evil.example"},
-    )  # fmt: skip
-    with pytest.raises(urllib.error.HTTPError) as cross:
-        urllib.request.urlopen(other, timeout=20)
-    assert cross.value.code == 403 and json.loads(cross.value.read())["error"] == "cross-site"
+    code, _ = request(url, {"action": "resume"}, headers={"Content-Type": "text/plain"})
+    assert code == 415
+    code, body = request(url, {"action": "resume"}, headers={"Origin": "http://evil.example"})
+    assert (code, body["error"]) == (403, "cross-site")
 
 
 def test_with_json_the_view_says_where_it_listens_as_one_object(served: tuple[Cli, str]) -> None:
@@ -120,7 +107,11 @@ def test_with_json_the_view_says_where_it_listens_as_one_object(served: tuple[Cl
         assert proc.stdout is not None
         said = json.loads(proc.stdout.readline())
         assert said["read_only"] is True and said["publisher"] is None
-        assert get(f"{said['url']}api/config")[1] == {"publisher": None, "read_only": True}
+        token = said["signin_url"].split("#token=", 1)[1]
+        assert said["token_from"] == "file" and said["signin_url"].startswith(said["url"])
+        code, config = request(f"{said['url']}api/config", signed_in=False,
+                               headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+        assert (code, config) == (200, {"publisher": None, "read_only": True})
     finally:
         proc.terminate()
         proc.wait(timeout=15)

@@ -1,6 +1,7 @@
 """`agentledger ui` as a person uses it, in a real headless Chromium (Debian's
 `chromium`, driven by Playwright through `executable_path`): the run's page
-shows its timeline growing live (the same lines `tail` prints), an Approve
+shows its timeline growing live (the same lines `tail` prints) to a person
+signed in through the sign-in URL the view printed, an Approve
 click publishes through the inbox and the run completes on screen; the runs
 list filters by status; a view started without `--as` is read-only. A private
 redis-server on a free port; the screenshot is kept (its path is printed)."""
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from e2ekit import Cli, clean_environ, copy_example, start_workers, stop_workers
-from webkit import post, start_ui
+from webkit import post, sign_in, start_ui
 
 from services.adapters.redis.local_server import PrivateRedis, start_server
 
@@ -79,7 +80,7 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         page = browser.new_page()  # type: ignore[attr-defined]
-        page.goto(f"{url}runs/{run_id}")
+        sign_in(page, url, f"runs/{run_id}")
         lines = page.locator("#timeline .line")
         lines.first.wait_for(timeout=TIMEOUT_MS)
         page.evaluate("window.__same_page = true")  # gone if the page reloaded
@@ -91,7 +92,7 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
 
         # the read-only view shows the same run with its buttons off, and refuses a post
         ro = browser.new_page()  # type: ignore[attr-defined]
-        ro.goto(f"{ro_url}runs/{run_id}")
+        sign_in(ro, ro_url, f"runs/{run_id}")
         ro.locator('.approval[data-call="p1"] button.approve').wait_for(timeout=TIMEOUT_MS)
         assert ro.locator('.approval[data-call="p1"] button.approve').is_disabled()
         assert "read-only" in ro.locator("#mode").inner_text()
@@ -124,7 +125,7 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
 
         # the runs list: the run with its status, turns and cost; the status filter holds
         index = browser.new_page()  # type: ignore[attr-defined]
-        index.goto(url)
+        sign_in(index, url)
         row = index.locator(f'#runs tr[data-run="{run_id}"]')
         row.wait_for(timeout=TIMEOUT_MS)
         assert "completed" in row.inner_text() and "$0.0000" in row.inner_text()
@@ -153,7 +154,7 @@ def test_a_run_awaiting_a_human_gets_a_reply_box_and_abort_ends_it_failed(
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         page = browser.new_page()  # type: ignore[attr-defined]
-        page.goto(f"{url}runs/{run_id}")
+        sign_in(page, url, f"runs/{run_id}")
         box = page.locator(".wait.human")
         box.wait_for(timeout=TIMEOUT_MS)
         assert "3 identical `not_found`" in box.inner_text()

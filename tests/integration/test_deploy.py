@@ -35,6 +35,8 @@ from services.adapters.broker.streams_queue import GROUP, StreamQueue
 from services.adapters.publishers.publishers_file import key_of
 from services.adapters.redis.local_server import answers, free_port, start_server
 from services.entrypoints.cli.parser import parser
+from services.errors import ConfigError
+from services.settings import from_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -131,6 +133,7 @@ def test_each_worker_pool_has_a_deployment_with_probes_and_a_scaled_object() -> 
         (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
         args = parser().parse_args(container["args"])
         assert (args.command, args.pools, args.metrics_port) == ("workers", [pool], 9100)
+        assert args.metrics_host == "0.0.0.0"  # the kubelet's probes and Prometheus come from outside the pod
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
         assert name in scalers, f"no ScaledObject for {name}"
@@ -138,6 +141,19 @@ def test_each_worker_pool_has_a_deployment_with_probes_and_a_scaled_object() -> 
     (ui,) = deployments["agentledger-ui"]["spec"]["template"]["spec"]["containers"]
     args = parser().parse_args(ui["args"])
     assert (args.command, args.host, args.port) == ("ui", "0.0.0.0", 8080)
+    (token,) = [e for e in ui["env"] if e["name"] == "AGENTLEDGER_UI_TOKEN"]
+    assert token["valueFrom"]["secretKeyRef"]["name"] == "agentledger-ui"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert ui[probe]["httpGet"]["httpHeaders"] == [{"name": "Host", "value": "localhost"}]
+
+
+def test_the_ui_token_is_a_secret_of_its_own_and_a_placeholder_is_refused() -> None:
+    secrets = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "Secret"}
+    placeholder = secrets["agentledger-ui"]["stringData"]["AGENTLEDGER_UI_TOKEN"]
+    assert "AGENTLEDGER_UI_TOKEN" not in secrets["agentledger-secrets"]["stringData"]  # no worker sees it
+    with pytest.raises(ConfigError) as refused:
+        from_env({"AGENTLEDGER_UI_TOKEN": placeholder})
+    assert refused.value.name == "AGENTLEDGER_UI_TOKEN"
 
 
 def test_every_scaler_is_a_redis_streams_trigger_keda_understands() -> None:
@@ -159,7 +175,7 @@ def test_the_publishers_file_is_valid_and_its_keys_come_from_the_secret() -> Non
     """The ConfigMap's publishers file as the intake reads it; every key_env in the
     Secret, as a placeholder the intake refuses (not hex): no known key ever runs."""
     config = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "ConfigMap"}
-    (secret,) = [d for _, d in documents() if d["kind"] == "Secret"]
+    (secret,) = [d for _, d in documents() if d["kind"] == "Secret" and d["metadata"]["name"] == "agentledger-secrets"]
     text = config["agentledger-publishers"]["data"]["publishers.yaml"]
     publishers = PublishersFile.model_validate(yaml.safe_load(text)).publishers
     assert publishers
@@ -209,7 +225,7 @@ def test_compose_runs_redis_with_aof_each_pool_and_the_web_view() -> None:
     for pool in ("model", "tools", "accept"):
         args = parser().parse_args(services[pool]["command"])
         assert (args.command, args.pools) == ("workers", [pool])
-        assert args.metrics_port == 9100 and args.log_format == "json"
+        assert args.metrics_port == 9100 and args.log_format == "json" and args.metrics_host == "0.0.0.0"
     args = parser().parse_args(services["ui"]["command"])
     assert (args.command, args.host, args.port) == ("ui", "0.0.0.0", 8080)
 

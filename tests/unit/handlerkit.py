@@ -44,7 +44,7 @@ from services.handlers.carry import handle_drive_call, handle_request_model, han
 from services.handlers.resolve import handle_resolve_call
 from services.handlers.runs import Runs
 from services.keys import Keys
-from services.secrets import redactor_for
+from services.secrets import stored_redactor
 from services.settings import Settings
 from tests.contracts.clock import ManualClock
 from tests.contracts.commands import decoded
@@ -191,7 +191,7 @@ class Unit:
         self.workspace = workspace
         self.memory = MemoryEventStore()
         self._doing = threading.local()
-        self.store = RecordingStore(RedactingStore(self.memory, redactor_for), self._doing)
+        self.store = RecordingStore(RedactingStore(self.memory, stored_redactor), self._doing)
         self.sent: list[Command] = []  # what was sent on its own, not with an append
         settings = Settings(prefix="unit", shards=1, lock_lease_s=lock_lease_s, sandbox="off")
         outbox = Outbox(Keys(settings.prefix, settings.shards))

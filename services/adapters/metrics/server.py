@@ -2,10 +2,12 @@
 (Prometheus text), `/healthz` (liveness: the worker processes and their threads
 are alive and beating) and `/readyz` (readiness: that, and Redis answers). A
 small threaded HTTP server on its own daemon thread; each probe answers 200 or
-503 with one line saying why."""
+503 with one line saying why. It listens on 127.0.0.1 unless told otherwise
+(`--metrics-host`): the metrics name queues, tool sets and run counts."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 Check = Callable[[], str | None]  # None: healthy; else what is wrong
+LOOPBACK = "127.0.0.1"  # the default: this machine only; a scraper elsewhere needs it said
 
 
 class OpsServer:
@@ -23,15 +26,22 @@ class OpsServer:
         port: int,
         live: Check,
         ready: Check,
-        host: str = "0.0.0.0",
+        host: str = LOOPBACK,
     ) -> None:
         handler = _handler(registry, live, ready)
-        self.httpd = ThreadingHTTPServer((host, port), handler)
+        server = _Server6 if ":" in host else ThreadingHTTPServer
+        self.httpd = server((host, port), handler)
         self.httpd.daemon_threads = True
+        self.host = host
         self.port = int(self.httpd.server_address[1])
         self._thread = threading.Thread(
             target=self.httpd.serve_forever, name="agentledger-metrics", daemon=True
         )
+
+    @property
+    def where(self) -> str:
+        """Where it listens, as said when it starts."""
+        return f"port {self.port} of {self.host}"
 
     def start(self) -> OpsServer:
         self._thread.start()
@@ -40,6 +50,10 @@ class OpsServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class _Server6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
 
 
 def _handler(

@@ -1,8 +1,9 @@
-"""An event store that redacts secrets before anything is appended, for runs
-whose spec does not keep them in the log (`keep_secrets_in_log: false`, the
-default). It wraps the real store in the composition root, so every writer —
-the model, tool and acceptance pools, the intake — goes through it, and what
-a tool returned never reaches Redis with a secret in it."""
+"""An event store that redacts secrets before anything is appended: what the
+run's redactor for its log (`services.secrets.stored_redactor`: every secret,
+or for a spec that keeps its own in the log, the process's only) finds. It
+wraps the real store in the composition root, so every writer — the model,
+tool and acceptance pools, the intake — goes through it, and what a tool
+returned never reaches Redis with a secret in it."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ class RedactingStore:
         """The events with their secrets redacted: what the log will hold (redacting
         them again changes nothing and returns the same objects)."""
         spec = self._spec(run_id, events)
-        if spec is None or spec.keep_secrets_in_log:
+        if spec is None:
             stored = list(events)
         else:
             r = self._redactor_for(spec)

@@ -1,18 +1,22 @@
 """A worker's tool set: the tool modules it was started with — never a module a
 message names — their tools and the built-in ones, and a fingerprint of their
-code (module names and a hash of their source files; a package counts with
-every `.py` file under it). Runs are bound to a fingerprint when they are
-created; a worker with another fingerprint never takes their commands.
+code: every module of the tool set's own folders that the named modules import
+(`services.adapters.tools.closure` says which), each by its name and a hash of
+its file. Runs are bound to a fingerprint when they are created; a worker with
+another fingerprint never takes their commands.
 
-`fingerprint_of` computes the same fingerprint from the source files alone,
-without importing anything, so `submit` can name the exact code a run needs."""
+`fingerprint_of` computes the fingerprint from the source files alone, without
+importing anything, so `submit` can name the exact code a run needs. The worker
+(`load_toolset`) computes the same, then looks at what importing the modules
+loaded: a module of the tool set's folders the source did not name (an import
+by a computed name) is added, and the tool set says so (`dynamic`): its
+fingerprint is then not `fingerprint_of`'s (`agentledger toolset --load` prints
+the worker's)."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.machinery
-import importlib.util
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.spec import ToolSpec
+from services.adapters.tools.closure import Code, NotFound, code_of
 from services.adapters.tools.registry import REGISTRY, RegisteredTool
 from services.errors import ServiceError
 
@@ -41,6 +46,8 @@ class ToolSet:
     modules: tuple[str, ...]  # sorted; the built-in module is in every set and not listed
     fingerprint: str
     tools: Mapping[str, RegisteredTool]
+    hashed: tuple[str, ...] = ()  # every module the fingerprint covers, sorted
+    dynamic: tuple[str, ...] = ()  # of those, the ones only importing found
 
     def get(self, name: str) -> RegisteredTool | None:
         return self.tools.get(name)
@@ -73,29 +80,77 @@ class ToolSet:
 def load_toolset(modules: Iterable[str], paths: Sequence[str] = ()) -> ToolSet:
     """Import the modules (looking in `paths` first) and gather their tools."""
     names = _names(modules)
+    code = _code(names, paths)
     _add_paths(paths)
     tools: dict[str, RegisteredTool] = {}
     for module in [*names, BUILTIN]:
-        try:
-            importlib.import_module(module)
-        except Exception as exc:  # any failure importing user code is the module's problem
-            raise ToolSetError(module, f"cannot import it: {type(exc).__name__}: {exc}") from exc
+        _import(module)
         for t in REGISTRY.of_module(module):
             other = tools.get(t.spec.name)
             if other is not None and other.module != module:
                 raise ToolSetError(module, f"tool {t.spec.name!r} is defined by {other.module!r} too")
             tools[t.spec.name] = t
-    files = {m: _files_of_loaded(m) for m in [*names, BUILTIN]}
-    return ToolSet(names, _fingerprint(files), tools)
+    files = dict(code.modules)
+    dynamic = _loaded_beyond(code, names)
+    files.update(dynamic)
+    return ToolSet(
+        names, _fingerprint(files), tools, hashed=tuple(sorted(files)), dynamic=tuple(sorted(dynamic))
+    )
 
 
 def fingerprint_of(modules: Iterable[str], paths: Sequence[str] = ()) -> str:
-    """The fingerprint `load_toolset` would give, from the source files alone."""
-    names = _names(modules)
-    files = {m: _files_unloaded(m, paths) for m in names}
-    importlib.import_module(BUILTIN)  # our own module: importing it runs no one else's code
-    files[BUILTIN] = _files_of_loaded(BUILTIN)
-    return _fingerprint(files)
+    """The fingerprint `load_toolset` gives, from the source files alone (unless
+    the modules import others by computed names: see `ToolSet.dynamic`)."""
+    return _fingerprint(static_code(modules, paths))
+
+
+def static_code(modules: Iterable[str], paths: Sequence[str] = ()) -> dict[str, Path]:
+    """The modules `fingerprint_of` covers, by name, with their files."""
+    return dict(_code(_names(modules), paths).modules)
+
+
+def computing_imports(modules: Iterable[str], paths: Sequence[str] = ()) -> tuple[str, ...]:
+    """The modules of the tool set that import by a name they compute: what a worker
+    imports then may add to its fingerprint (`load_toolset` says, `--load` shows)."""
+    return _code(_names(modules), paths).computed
+
+
+# for each named module, the modules of any folder that importing it loaded
+# (kept: a module imported once is not imported again by a second load)
+_BROUGHT: dict[str, frozenset[str]] = {}
+
+
+def _import(module: str) -> None:
+    before = set(sys.modules)
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # any failure importing user code is the module's problem
+        raise ToolSetError(module, f"cannot import it: {type(exc).__name__}: {exc}") from exc
+    _BROUGHT[module] = _BROUGHT.get(module, frozenset()) | (set(sys.modules) - before)
+
+
+def _loaded_beyond(code: Code, names: Sequence[str]) -> dict[str, Path]:
+    """Modules from the tool set's folders that importing it loaded and its source does not name."""
+    found: dict[str, Path] = {}
+    for name in sorted(set().union(*(_BROUGHT.get(n, frozenset()) for n in names))):
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None)
+        if name in code.modules or not origin:
+            continue
+        path = Path(origin).resolve()
+        if code.holds(path) and path.is_file():
+            found[name] = path
+    return found
+
+
+def _code(names: tuple[str, ...], paths: Sequence[str]) -> Code:
+    """The named modules' code, and the built-in module (our own: counted by its file)."""
+    try:
+        code = code_of(names, [*paths, *sys.path]) if names else Code((), {})
+    except NotFound as exc:
+        raise ToolSetError(exc.module, exc.reason) from None
+    builtin = Path(importlib.import_module(BUILTIN).__file__ or "").resolve()
+    return Code(code.roots, {**code.modules, BUILTIN: builtin}, code.computed)
 
 
 def _names(modules: Iterable[str]) -> tuple[str, ...]:
@@ -112,63 +167,11 @@ def _add_paths(paths: Sequence[str]) -> None:
             sys.path.insert(0, path)
 
 
-def _fingerprint(files: Mapping[str, list[Path]]) -> str:
+def _fingerprint(files: Mapping[str, Path]) -> str:
+    """Over each module's name and the sha256 of its file, in name order: where the
+    files are does not count, so the same code has one fingerprint on every host."""
     digest = hashlib.sha256()
     for module in sorted(files):
         digest.update(module.encode() + b"\0")
-        root = _root(files[module])
-        for path in files[module]:
-            digest.update(str(path.relative_to(root)).encode() + b"\0")
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(hashlib.sha256(files[module].read_bytes()).digest())
     return digest.hexdigest()[:FINGERPRINT_CHARS]
-
-
-def _root(files: list[Path]) -> Path:
-    return files[0].parent if len(files) == 1 else Path(*_common(files))
-
-
-def _common(files: list[Path]) -> tuple[str, ...]:
-    parts = [f.parent.parts for f in files]
-    common: list[str] = []
-    for level in zip(*parts, strict=False):
-        if len(set(level)) != 1:
-            break
-        common.append(level[0])
-    return tuple(common)
-
-
-def _files_of_loaded(module: str) -> list[Path]:
-    mod = sys.modules[module]
-    locations = list(getattr(mod, "__path__", []) or [])
-    if locations:
-        return _package_files(module, locations)
-    origin = getattr(mod, "__file__", None)
-    if not origin:
-        raise ToolSetError(module, "has no source file")
-    return [Path(origin).resolve()]
-
-
-def _files_unloaded(module: str, paths: Sequence[str]) -> list[Path]:
-    try:
-        if "." in module:
-            spec = importlib.util.find_spec(module)  # imports the parent packages only
-        else:
-            spec = importlib.machinery.PathFinder.find_spec(module, [*paths, *sys.path])
-    except (ImportError, ValueError) as exc:
-        raise ToolSetError(module, f"cannot find it: {exc}") from exc
-    if spec is None:
-        raise ToolSetError(module, f"cannot find it in {[*paths] or 'the Python path'}")
-    if spec.submodule_search_locations:
-        return _package_files(module, list(spec.submodule_search_locations))
-    if not spec.origin or not spec.has_location:
-        raise ToolSetError(module, "has no source file")
-    return [Path(spec.origin).resolve()]
-
-
-def _package_files(module: str, locations: list[str]) -> list[Path]:
-    found = sorted(
-        p.resolve() for loc in locations for p in Path(loc).rglob("*.py") if p.is_file()
-    )
-    if not found:
-        raise ToolSetError(module, "is a package with no source files")
-    return found

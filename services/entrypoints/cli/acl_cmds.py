@@ -14,7 +14,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from services.adapters.redis.acl import rules
 from services.entrypoints.cli.reply import emit, say
 from services.entrypoints.cli.session import Session
-from services.settings import Settings
+from services.settings import Settings, masked
 
 
 def acl(settings: Settings, session: Session | None, *, as_json: bool) -> int:
@@ -34,7 +34,7 @@ def acl(settings: Settings, session: Session | None, *, as_json: bool) -> int:
     for role, row in rows.items():
         print(f"{role}: {row['url']}" if session is not None else row["command"])
     if session is not None:
-        say(f"ACL users for prefix {settings.prefix!r} set on {session.located.url}: each URL "
+        say(f"ACL users for prefix {settings.prefix!r} set on {masked(session.located.url)}: each URL "
             "above holds its password, printed once: give each role its own")  # fmt: skip
     return 0
 

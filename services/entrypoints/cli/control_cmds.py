@@ -28,6 +28,7 @@ from services.entrypoints.cli.publisher_cmds import signer_for
 from services.entrypoints.cli.reply import emit, fail
 from services.entrypoints.cli.session import Session
 from services.loops.intake import publish
+from services.settings import masked
 
 TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox
 WAIT_S = 10.0  # for its verdict, once it took the message
@@ -99,7 +100,7 @@ def _verdict(session: Session, message: inbox.Control, entry_id: str) -> Verdict
 
 
 def _no_intake(session: Session, *, sent: bool) -> Verdict:
-    where = f"{session.located.url} (prefix {session.settings.prefix!r})"
+    where = f"{masked(session.located.url)} (prefix {session.settings.prefix!r})"
     what = f"nothing took the message within {TAKE_S:g}s; it was withdrawn" if sent else "nothing was sent"
     return Verdict(
         exit_codes.NO_WORKERS, "no workers",

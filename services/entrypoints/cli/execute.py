@@ -97,7 +97,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "toolset":
         from services.entrypoints.cli import run_cmds
 
-        return run_cmds.print_toolset(args.tools, args.tool_path, as_json=as_json)
+        return run_cmds.print_toolset(args.tools, args.tool_path, load=args.load, as_json=as_json)
     if args.command in ("run", "submit"):
         from services.entrypoints.cli import run_cmds
     # a bad spec is refused, every problem with its line, before any Redis is touched
@@ -130,7 +130,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
                 return workers_cmds.workers(
                     session, modules=args.tools, paths=args.tool_path, queue=args.queue,
                     processes=args.processes, pools=args.pools, mcp=args.mcp,
-                    as_json=as_json, metrics_port=args.metrics_port,
+                    as_json=as_json, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                 )  # fmt: skip
         return _read_or_control(args, session, as_json)
 
@@ -172,8 +172,9 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
             from services.entrypoints.web.server import serve
 
             return serve(
-                session, host=args.host, port=args.port, publisher=args.publisher, as_json=as_json
-            )
+                session, host=args.host, port=args.port, publisher=args.publisher,
+                allow_hosts=args.allow_hosts, as_json=as_json,
+            )  # fmt: skip
         case "trace":
             from services.entrypoints.cli import trace_cmds
 

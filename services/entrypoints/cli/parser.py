@@ -93,12 +93,15 @@ def parser() -> argparse.ArgumentParser:
     dl = command("dead-letters", "messages a task queue gave up on; re-drive one")
     dl.add_argument("--queue", type=_queue, help="only this task queue")
     dl.add_argument("--redrive", metavar="HANDLE", help="put this dead letter back on its queue")
-    w.add_argument(
-        "--metrics-port", type=_port, metavar="PORT",
-        help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free one)",
-    )  # fmt: skip
+    metrics_options(w)
     _threads(w)
-    _toolset(command("toolset", "print the fingerprint of a tool set's code"))
+    ts = command("toolset", "print the fingerprint of a tool set's code")
+    _toolset(ts)
+    ts.add_argument(
+        "--load", action="store_true",
+        help="import the modules as a worker does (their code runs here): the worker's fingerprint, "
+        "which differs when they import modules by computed names (default: from the source, no import)",
+    )  # fmt: skip
     command("status", "a run's state").add_argument("run_id")
     _runs(command("runs", "the runs, newest first"))
     t = command("tail", "events one a line, in time order across runs")
@@ -135,7 +138,15 @@ def parser() -> argparse.ArgumentParser:
         _signer(c, "sign as this publisher (default: the embedded run's own)")
     ui = command("ui", "the web view: runs, live timelines, approvals and replies")
     ui.add_argument("--port", type=_port, default=8765, help="0: a free port (default 8765)")
-    ui.add_argument("--host", default="127.0.0.1", help="the address to listen on (default loopback)")
+    ui.add_argument(
+        "--host", default="127.0.0.1",
+        help="the address to listen on (default 127.0.0.1: this machine only)",
+    )  # fmt: skip
+    ui.add_argument(
+        "--allow-host", dest="allow_hosts", action="append", default=[], type=_host_name, metavar="NAME",
+        help="a Host name the view answers to besides localhost, 127.0.0.1, [::1] and --host "
+        "(repeat; AGENTLEDGER_UI_ALLOW_HOSTS adds more): the name browsers reach it by",
+    )  # fmt: skip
     ui.add_argument(
         "--as", dest="publisher", metavar="NAME",
         help="act as this publisher: approve, deny, reply, resume, abort (default: read-only)",
@@ -147,6 +158,13 @@ def parser() -> argparse.ArgumentParser:
     a = command("acl", "Redis ACL users for the roles (publisher, workers, ops) of this prefix")
     a.add_argument("--apply", action="store_true", help="run them on the Redis REDIS_URL names")
     return p
+
+
+def _host_name(text: str) -> str:
+    name = text.strip().lower()
+    if not name or any(c in name for c in "/@?# ") or (":" in name and not name.startswith("[")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a host name (a name or an address, no port)")
+    return name
 
 
 def _signer(c: argparse.ArgumentParser, help_: str) -> None:
@@ -193,6 +211,19 @@ def _toolset(c: argparse.ArgumentParser) -> None:
     c.add_argument(
         "--tool-path", action="append", default=[], metavar="DIR", help="where to find them"
     )
+
+
+def metrics_options(c: argparse.ArgumentParser) -> None:
+    """`--metrics-port` and `--metrics-host`: the operations port of a long-running role."""
+    c.add_argument(
+        "--metrics-port", type=_port, metavar="PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free one)",
+    )  # fmt: skip
+    c.add_argument(
+        "--metrics-host", default="127.0.0.1", metavar="ADDRESS",
+        help="the address the metrics port listens on (default 127.0.0.1: this machine only; "
+        "0.0.0.0 for a scraper or probe from elsewhere)",
+    )  # fmt: skip
 
 
 def _mcp(c: argparse.ArgumentParser) -> None:

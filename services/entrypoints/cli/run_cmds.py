@@ -25,7 +25,14 @@ from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
 from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.directory import Directory
-from services.adapters.tools.toolset import ToolSet, ToolSetError, fingerprint_of, load_toolset
+from services.adapters.tools.toolset import (
+    ToolSet,
+    ToolSetError,
+    computing_imports,
+    fingerprint_of,
+    load_toolset,
+    static_code,
+)
 from services.clock import new_run_id
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.children import die_with_parent
@@ -43,7 +50,7 @@ from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
 from services.secrets import redactor_for
-from services.settings import Settings, environ_for_children
+from services.settings import Settings, environ_for_children, masked
 from services.structured_logs import child_args
 
 CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
@@ -190,7 +197,7 @@ def submit(
         say(f"no worker serves {what} right now; the run waits for one")
     if intake_liveness(session.client, session.keys, ttl_s=session.settings.member_ttl_s) is Liveness.NONE:
         say(
-            f"no intake reads the inbox on {session.located.url} (prefix "
+            f"no intake reads the inbox on {masked(session.located.url)} (prefix "
             f"{session.settings.prefix!r}) yet: the run waits until `agentledger workers` start there"
         )
     request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
@@ -411,14 +418,31 @@ class Children:
         stop_children(self.procs)
 
 
-def print_toolset(modules: Sequence[str], paths: Sequence[str], *, as_json: bool) -> int:
-    """The fingerprint outside publishers name in a RunRequested's `toolset`."""
+def print_toolset(
+    modules: Sequence[str], paths: Sequence[str], *, load: bool = False, as_json: bool
+) -> int:
+    """The fingerprint outside publishers name in a RunRequested's `toolset`: from
+    the source files (no import), or with `load` as a worker computes it."""
     try:
-        fingerprint = fingerprint_of(modules, paths)
+        if load:
+            loaded = load_toolset(modules, paths)
+            fingerprint, hashed, dynamic = loaded.fingerprint, list(loaded.hashed), list(loaded.dynamic)
+        else:
+            fingerprint, hashed, dynamic = fingerprint_of(modules, paths), sorted(static_code(modules, paths)), []
+        computing = [] if load else list(computing_imports(modules, paths))
     except ToolSetError as exc:
         return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
     if as_json:
-        emit({"toolset": fingerprint, "modules": sorted(set(modules))})
+        emit({"toolset": fingerprint, "modules": sorted(set(modules)), "hashed": hashed,
+              "loaded": load, "dynamic": dynamic, "computing_imports": computing})  # fmt: skip
     else:
         print(fingerprint)
+        if computing:
+            print(f"agentledger: {', '.join(computing)} import modules by computed names, which a worker's "
+                  "fingerprint counts and this one cannot: `agentledger toolset --load …` prints the "
+                  "workers' (it imports the modules)", file=sys.stderr)  # fmt: skip
+        if dynamic:
+            print(f"agentledger: importing the modules loaded {', '.join(dynamic)}, which their source "
+                  "does not name: this is the workers' fingerprint; without --load it is another",
+                  file=sys.stderr)  # fmt: skip
     return 0

@@ -18,6 +18,7 @@ from services.adapters.store.redis_store import RedisEventStore
 from services.entrypoints.cli.reply import say_loading
 from services.handlers.state_cache import cache_for
 from services.keys import Keys, keys_for
+from services.secrets import configure as configure_secrets
 from services.settings import Settings
 
 
@@ -39,6 +40,7 @@ def open_session(settings: Settings, *, may_start: bool) -> Iterator[Session]:
     if (notice := found.notice()) is not None:
         print(f"agentledger: {notice}", file=sys.stderr, flush=True)
     settings = settings.with_(redis_url=found.url)
+    configure_secrets(settings)  # its password is a secret from here on
     client = redis_client(found.url)
     keys = keys_for(settings)
     try:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Sequence
 
 from services.adapters.metrics.scrape import Served
-from services.adapters.tools.toolset import ToolSetError, load_toolset
+from services.adapters.metrics.server import LOOPBACK
+from services.adapters.tools.toolset import ToolSet, ToolSetError, load_toolset
 from services.bootstrap import ALL_POOLS, Services, build_services
 from services.entrypoints import operations
 from services.entrypoints.cli import exit_codes
@@ -34,6 +36,7 @@ def workers(
     mcp: str | None = None,
     as_json: bool = False,
     metrics_port: int | None = None,
+    metrics_host: str = LOOPBACK,
 ) -> int:
     pools = pools or [str(pool) for pool in ALL_POOLS]
     try:
@@ -41,9 +44,10 @@ def workers(
     except ToolSetError as exc:
         return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
     served = [Served(queue, pool) for pool in pools]
+    metrics = None if metrics_port is None else (metrics_host, metrics_port)
     if processes > 1:
         args = [*worker_args(modules, paths, queue, mcp=mcp), "--pools", ",".join(pools)]
-        return _parent(session, args, processes, metrics_port, served)
+        return _parent(session, args, processes, metrics, served)
     settings = session.settings
     instruments = None
     if metrics_port is not None or settings.metrics_dir:
@@ -64,10 +68,17 @@ def workers(
     if hub is not None:
         follow_servers(services, hub, base)
     beat = operations.Beat(services, settings.metrics_dir).start() if settings.metrics_dir else None
-    ops = (
-        operations.serve_one(services, session.client, metrics_port, served)
-        if metrics_port is not None else None
-    )  # fmt: skip
+    try:
+        ops = (
+            operations.serve_one(services, session.client, metrics, served)
+            if metrics is not None else None
+        )  # fmt: skip
+    except OSError as exc:
+        services.stop()
+        if hub is not None:
+            hub.close()
+        return fail(exit_codes.USAGE, "bad option", _cannot_listen(metrics, exc), as_json)
+    _say_dynamic(base, as_json)
     threads = services.worker.worker_threads if services.worker is not None else 0
     by_pool = services.pool_threads()  # bounds: each pool's own budget
     if as_json:
@@ -76,7 +87,8 @@ def workers(
             "redis": masked(settings.redis_url or ""),
             "prefix": settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
             "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
-            **({"metrics_port": ops.port} if ops else {}),
+            "dynamic": list(base.dynamic),
+            **({"metrics_port": ops.port, "metrics_host": ops.host} if ops else {}),
         })  # fmt: skip
     else:
         print(
@@ -84,7 +96,7 @@ def workers(
             f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
             f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}, "
             f"{threads} threads ({', '.join(f'{p} {n}' for p, n in by_pool.items())})"
-            + (f", metrics on port {ops.port}" if ops else ""),
+            + (f", metrics on {ops.where}" if ops else ""),
             flush=True,
         )
     _wait_for_signal()
@@ -100,17 +112,34 @@ def workers(
     return 0
 
 
+def _cannot_listen(metrics: tuple[str, int] | None, exc: OSError) -> str:
+    host, port = metrics or ("", 0)
+    return f"--metrics-host/--metrics-port: cannot listen on {host}:{port}: {exc.strerror or exc}"
+
+
+def _say_dynamic(toolset: ToolSet, as_json: bool) -> None:
+    """A tool set whose import loaded modules its source does not name: its
+    fingerprint is not the one `agentledger toolset` computes without importing."""
+    if toolset.dynamic and not as_json:
+        print(
+            f"agentledger workers: importing the tool modules loaded {', '.join(toolset.dynamic)}, "
+            f"which their source does not name: tool set {toolset.fingerprint} is what "
+            "`agentledger toolset --load …` prints, not `agentledger toolset …`",
+            file=sys.stderr, flush=True,
+        )  # fmt: skip
+
+
 def _parent(
     session: Session,
     args: list[str],
     processes: int,
-    metrics_port: int | None,
+    metrics: tuple[str, int] | None,
     served: list[Served],
 ) -> int:
     """N worker processes kept alive (one that dies is started again); with a
     metrics port, this process serves their metrics."""
     stop = _signalled()
-    if metrics_port is None:
+    if metrics is None:
         supervisor = Supervisor(session.settings, [*child_args(), *args], processes)
         supervisor.keep_alive(stop)
         supervisor.stop()
@@ -121,10 +150,13 @@ def _parent(
         env={"PROMETHEUS_MULTIPROC_DIR": folder},
     )  # fmt: skip
     try:  # the server watches supervisor.children: the list the supervisor keeps current
-        ops = operations.serve_parent(
-            session.settings, session.client, supervisor.children, folder, metrics_port, served
-        )
-        print(f"agentledger workers: {processes} processes, metrics on port {ops.port}", flush=True)
+        try:
+            ops = operations.serve_parent(
+                session.settings, session.client, supervisor.children, folder, metrics, served
+            )
+        except OSError as exc:
+            return fail(exit_codes.USAGE, "bad option", _cannot_listen(metrics, exc), False)
+        print(f"agentledger workers: {processes} processes, metrics on {ops.where}", flush=True)
         supervisor.keep_alive(stop)
         ops.stop()
     finally:

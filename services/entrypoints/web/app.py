@@ -4,16 +4,18 @@ the runs list whenever a shard feed moves, a run's timeline as its log grows
 (each event's `tail` line, the SSE id its seq, so a reconnect resumes). The
 buttons post to `/api/runs/{id}/control`, which publishes through the CLI's own
 control path (`control_cmds.deliver`) as the publisher the view was started
-with — and refuses with 403 when it was started without one (read-only)."""
+with — and refuses with 403 when it was started without one (read-only).
+Every request passes the door first (`guard`: Host allowlist, sign-in, same
+origin); the sign-in page trades the operator's token for a session cookie."""
 
 from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import anyio
 from starlette.applications import Starlette
@@ -26,6 +28,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from services.entrypoints.cli import control_cmds, exit_codes
 from services.entrypoints.cli.session import Session
 from services.entrypoints.web import views
+from services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
+from services.entrypoints.web.guard import Guard
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
@@ -39,12 +43,18 @@ HTTP_OF = {exit_codes.USAGE: 409, exit_codes.NO_WORKERS: 503}
 
 
 def make_app(
-    session: Session, *, publisher: str | None, stopping: Callable[[], bool] = lambda: False
+    session: Session, *, publisher: str | None, access: Access,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> ASGIApp:
     """`stopping` says the server is shutting down: the streams end (within BLOCK_MS)."""
     web = _Web(session, publisher, stopping)
-    return _OneLineErrors(Starlette(routes=[
+    door = _Door(access)
+    return _OneLineErrors(Guard(Starlette(routes=[
         Route("/", web.page("index.html")),
+        Route("/signin", web.page("signin.html")),
+        Route("/healthz", door.healthz),
+        Route("/api/signin", door.sign_in, methods=["POST"]),
+        Route("/api/signout", door.sign_out, methods=["POST"]),
         Route("/runs/{run_id}", web.page("run.html")),
         Route("/api/config", web.config),
         Route("/api/runs", web.runs),
@@ -53,21 +63,43 @@ def make_app(
         Route("/api/runs/{run_id}/stream", web.run_stream),
         Route("/api/runs/{run_id}/control", web.control, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
-    ]))  # fmt: skip
+    ]), access))  # fmt: skip
 
 
-def _cross_site(request: Request) -> Response | None:
-    """A control comes from this view's own page: JSON (so another site's page
-    cannot send it without a CORS preflight, which is never granted) and, when
-    the browser names its origin, from this host."""
+def _not_json(request: Request) -> Response | None:
+    """A control is JSON (so another site's page cannot send it without a CORS
+    preflight, which is never granted; the door checked its origin already)."""
     if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
         return JSONResponse({"error": "bad request", "message": "send the control as application/json"},
                             status_code=415)  # fmt: skip
-    origin = request.headers.get("origin")
-    if origin and urlsplit(origin).netloc != request.headers.get("host"):
-        return JSONResponse({"error": "cross-site", "message": f"a control from {origin!r} is refused"},
-                            status_code=403)  # fmt: skip
     return None
+
+
+class _Door:
+    """Signing in and out: the token for a session cookie (HttpOnly, SameSite=Strict)."""
+
+    def __init__(self, access: Access) -> None:
+        self.access = access
+
+    async def healthz(self, _: Request) -> Response:
+        return Response("ok\n", media_type="text/plain")
+
+    async def sign_in(self, request: Request) -> Response:
+        try:
+            token = str((await request.json())["token"])
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse({"error": "bad request", "message": "send JSON {token}"}, status_code=400)
+        if not token_ok(self.access, token.strip()):
+            return JSONResponse({"error": "bad token", "message": "that is not this view's token"}, status_code=401)
+        reply = JSONResponse({"signed_in": True, "for_s": SESSION_S})
+        reply.set_cookie(self.access.cookie, session_value(self.access, time.time()), max_age=SESSION_S,
+                         path="/", httponly=True, samesite="strict")  # fmt: skip
+        return reply
+
+    async def sign_out(self, _: Request) -> Response:
+        reply = JSONResponse({"signed_in": False})
+        reply.delete_cookie(self.access.cookie, path="/", httponly=True, samesite="strict")
+        return reply
 
 
 class _OneLineErrors:
@@ -207,7 +239,7 @@ class _Web:
                 "error": "read-only",
                 "message": "this view is read-only: start it with `agentledger ui --as NAME` to act",
             }, status_code=403)  # fmt: skip
-        if (refused := _cross_site(request)) is not None:
+        if (refused := _not_json(request)) is not None:
             return refused
         try:
             body = await request.json()

@@ -25,6 +25,16 @@ function age(iso) {
   return `${Math.round(s / 86400)}d`;
 }
 
+// signed out (the session ended, the token changed): back to the sign-in page, then here
+function signInAgain() {
+  location.replace(`/signin?next=${encodeURIComponent(location.pathname + location.search)}`);
+}
+
+async function stillSignedIn() {
+  const reply = await fetch("/api/config", { credentials: "same-origin" });
+  if (reply.status === 401) signInAgain();
+}
+
 function notice(text, isError) {
   const n = document.getElementById("notice");
   n.textContent = text;
@@ -35,8 +45,9 @@ async function control(runId, action, extra = {}) {
   notice(`${action}…`, false);
   const reply = await fetch(`/api/runs/${encodeURIComponent(runId)}/control`, {
     method: "POST", headers: { "Content-Type": "application/json" },
-    body: JSON.stringify({ action, ...extra }),
+    body: JSON.stringify({ action, ...extra }), credentials: "same-origin",
   });
+  if (reply.status === 401) { signInAgain(); return; }
   const body = await reply.json();
   if (reply.ok) notice(`${action}: recorded ${body.events.join(", ")}`, false);
   else notice(`${action} refused: ${body.message}`, true);
@@ -105,6 +116,7 @@ function indexPage() {
     if (source) source.close();
     const q = new URLSearchParams({ status: select.value, q: text.value });
     source = new EventSource(`/api/runs/stream?${q}`);
+    source.onerror = stillSignedIn;
     source.addEventListener("runs", (e) => { rows = JSON.parse(e.data); render(); });
   };
   select.addEventListener("change", listen);
@@ -120,6 +132,7 @@ function runPage() {
   document.title = `agentledger — ${runId}`;
   const timeline = document.getElementById("timeline");
   const source = new EventSource(`/api/runs/${encodeURIComponent(runId)}/stream`);
+  source.onerror = stillSignedIn;
   source.addEventListener("line", (e) => {
     const item = JSON.parse(e.data);
     if (timeline.querySelector(`[data-seq="${item.seq}"]`)) return;  // a reconnect resent it
@@ -153,7 +166,9 @@ function showRun(runId, view) {
 }
 
 (async () => {
-  CONFIG = await (await fetch("/api/config")).json();
+  const config = await fetch("/api/config", { credentials: "same-origin" });
+  if (config.status === 401) { signInAgain(); return; }
+  CONFIG = await config.json();
   showMode();
   if (document.body.dataset.page === "index") indexPage(); else runPage();
 })();
