@@ -1,12 +1,20 @@
 """Running one command, sandboxed or not: its own process group, a minimal
 environment, bounded output, its timeout, and the process limit watched until it
 exits. The executor can signal it while it runs (cancellation): SIGTERM goes to
-the processes inside the sandbox, SIGKILL ends the sandbox whole."""
+the processes inside the sandbox, SIGKILL ends the sandbox whole.
+
+Before a sandboxed command, its workspace is walked once (`handover.py`: handed
+to the sandbox uid when the worker is root, its special files covered); a
+`network=True` command's sandbox waits until its user-mode network is up
+(`usernet.py`). A sandbox that fails before the command starts raises
+SandboxUnavailable with bwrap's reason and what to change: it is never reported
+as the command's own exit."""
 
 from __future__ import annotations
 
 import codecs
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -15,17 +23,24 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
-from services.adapters.tools import pids
+from services.adapters.tools import handover, pids, usernet
 from services.adapters.tools.capture import Bounded
 from services.adapters.tools.sandbox import (
     LIFELINE_PROCESSES,
+    Fds,
     SandboxPolicy,
+    SandboxUnavailable,
+    as_root,
     command_line,
     environment,
+    private_file,
 )
+from services.adapters.tools.sandbox_failures import explain
 
+FIRST_FD = 10  # descriptors passed into a sandbox are this or above
 WATCH_S = 0.01  # how often a running command's process count is looked at
 OUTPUT_CHARS = 200_000  # per stream; the rest is counted and left out
 READ_CHUNK = 65536
@@ -114,16 +129,20 @@ def run_command(
 ) -> Completed:
     """Run `argv` to its end. `started(process)` is told of it as soon as it runs.
     Raises SandboxUnavailable (nothing ran) or subprocess.TimeoutExpired (killed)."""
-    group = None
-    info_r = info_w = life_r = life_w = -1
-    if policy.enabled:
-        pids.reap_orphans()
-        parent = pids.cgroup_parent()
-        # bwrap's two processes and the lifeline's two are not the command's
-        allowed = policy.limits.processes + 2 + LIFELINE_PROCESSES
-        group = pids.PidsCgroup.make(parent, allowed) if parent else None
-        info_r, info_w = os.pipe()
-        life_r, life_w = os.pipe()  # the write end stays here, close-on-exec
+    if not policy.enabled:
+        return _run(list(argv), argv, policy, cwd, env, input, timeout_s, started, None)
+    root = as_root()
+    masked: tuple[str, ...] = ()
+    if workspace is not None:
+        owner = (policy.uid, policy.gid) if root else None
+        masked = handover.prepare(workspace, owner=owner, limit=policy.scan_max).special
+    pids.reap_orphans()
+    parent = pids.cgroup_parent()
+    # bwrap's two processes and the lifeline's two are not the command's
+    allowed = policy.limits.processes + 2 + LIFELINE_PROCESSES
+    group = pids.PidsCgroup.make(parent, allowed) if parent else None
+    pipes = _Pipes.open(network)
+    try:
         line = command_line(
             argv,
             policy=policy,
@@ -131,60 +150,123 @@ def run_command(
             cwd=cwd,
             network=network,
             writable=writable,
-            info_fd=info_w,
-            lifeline_fd=life_r,
+            fds=pipes.passed(),
             cgroup_procs=str(group.procs) if group else None,
+            masked=masked,
+            root=root,
         )
-    else:
-        line = list(argv)
-    try:
-        popen = subprocess.Popen(
-            line,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=environment(policy, env),
-            cwd="/" if policy.enabled else cwd,
-            start_new_session=True,
-            pass_fds=(info_w, life_r) if info_w >= 0 else (),
-        )
-    except BaseException:
+        sandbox = _Sandbox(pipes, group, network, root)
+        return _run(line, argv, policy, "/", env, input, timeout_s, started, sandbox)
+    finally:
+        pipes.close()
         if group is not None:
             group.remove()
-        _close(info_r, info_w, life_r, life_w)
-        raise
-    _close(info_w, life_r)
-    process = Process(popen, group)
+
+
+@dataclass
+class _Pipes:
+    """The worker's ends and the ends passed into the sandbox (closed here once it started)."""
+
+    info_r: int
+    info_w: int
+    life_r: int
+    life_w: int  # stays here, close-on-exec: its closing is the lifeline's EOF
+    started_r: int
+    started_w: int
+    seccomp: int
+    block_r: int = -1
+    block_w: int = -1
+
+    @classmethod
+    def open(cls, network: bool) -> _Pipes:
+        fds = [*os.pipe(), *os.pipe(), *os.pipe()]
+        seccomp = os.open(private_file("seccomp.bpf"), os.O_RDONLY | os.O_CLOEXEC)
+        block = os.pipe() if network else (-1, -1)
+        return cls(*[_high(fd) for fd in (*fds, seccomp, *block)])
+
+    def passed(self) -> Fds:
+        return Fds(self.info_w, self.life_r, self.started_w, self.seccomp, self.block_r)
+
+    def inside(self) -> tuple[int, ...]:
+        return tuple(fd for fd in (self.info_w, self.life_r, self.started_w, self.seccomp, self.block_r) if fd >= 0)
+
+    def started_by_now(self) -> bool:
+        """Whether the lifeline wrote its mark (the sandbox was built)."""
+        return bool(select.select([self.started_r], [], [], 0)[0]) and os.read(self.started_r, 1) == b"1"
+
+    def close_inside(self) -> None:
+        _close(*self.inside())
+        self.info_w = self.life_r = self.started_w = self.seccomp = self.block_r = -1
+
+    def close(self) -> None:
+        self.close_inside()
+        _close(self.info_r, self.life_w, self.started_r, self.block_w)
+
+
+@dataclass
+class _Sandbox:
+    pipes: _Pipes
+    group: pids.PidsCgroup | None
+    network: bool
+    root: bool
+    net: usernet.UserNet | None = None
+
+
+def _run(
+    line: list[str],
+    argv: Sequence[str],
+    policy: SandboxPolicy,
+    cwd: str,
+    env: Mapping[str, str] | None,
+    input: str | None,
+    timeout_s: float | None,
+    started: Any,
+    sandbox: _Sandbox | None,
+) -> Completed:
+    popen = subprocess.Popen(
+        line,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(policy, env),
+        cwd=cwd,
+        start_new_session=True,
+        pass_fds=sandbox.pipes.inside() if sandbox else (),
+    )
+    if sandbox is not None:
+        sandbox.pipes.close_inside()
+    process = Process(popen, sandbox.group if sandbox else None)
     if started is not None:
         started(process)
     try:
-        return _follow(process, argv, info_r, input, timeout_s, policy)
+        return _follow(process, argv, input, timeout_s, policy, sandbox)
     finally:
-        _close(info_r, life_w)
-        if group is not None:
-            group.remove()
+        if sandbox is not None and sandbox.net is not None:
+            sandbox.net.close()
 
 
 def _follow(
     process: Process,
     argv: Sequence[str],
-    info_r: int,
     input: str | None,
     timeout_s: float | None,
     policy: SandboxPolicy,
+    sandbox: _Sandbox | None,
 ) -> Completed:
     popen = process.popen
     out, err = Bounded(OUTPUT_CHARS), Bounded(OUTPUT_CHARS)
     readers = [_reader(popen.stdout, out), _reader(popen.stderr, err)]
     if input is not None:
         readers.append(_writer(popen.stdin, input))
-    info = _InfoReader(info_r)
+    info = _InfoReader(sandbox.pipes.info_r if sandbox else -1)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     limit = policy.limits.processes
     while popen.poll() is None:
         if info.read() is not None and process.init_pid is None:
             process.init_pid, process.pid_ns = info.value["child-pid"], info.value["pid-namespace"]
-        if policy.enabled and process.over_limit(limit):
+            if sandbox is not None and sandbox.network:
+                _network(process, sandbox)
+        if sandbox is not None and process.over_limit(limit):
             process.killed_for = f"the limit of {limit} processes"
             process.kill()
         elif deadline is not None and time.monotonic() > deadline:
@@ -197,14 +279,30 @@ def _follow(
     if process.killed_for == "timeout":
         raise subprocess.TimeoutExpired(list(argv), timeout_s or 0, out.text(), err.text())
     stderr = err.text()
+    if sandbox is not None and process.killed_for is None and not sandbox.pipes.started_by_now():
+        raise SandboxUnavailable(*explain(stderr, root=sandbox.root, network=sandbox.network))
     code = popen.returncode
-    if policy.enabled and code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
+    if sandbox is not None and code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
         process.killed_for = f"the CPU limit of {policy.limits.cpu_s} s"
         stderr += f"\n[sandbox: stopped at {process.killed_for}]"
     elif process.killed_for is not None:
         stderr += f"\n[sandbox: stopped at {process.killed_for}]"
         code = -signal.SIGKILL
     return Completed(argv, code, out.text(), stderr, process.killed_for)
+
+
+def _network(process: Process, sandbox: _Sandbox) -> None:
+    """The sandbox waits (bwrap's --block-fd) until its user-mode network is up."""
+    assert process.init_pid is not None
+    try:
+        sandbox.net = usernet.attach(process.init_pid, root=sandbox.root)
+    except usernet.NetworkUnavailable as exc:
+        process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.popen.wait(5)
+        raise SandboxUnavailable(str(exc), usernet.PACKAGE_HINT) from None
+    with contextlib.suppress(OSError):  # a sandbox already gone is found by the caller
+        os.write(sandbox.pipes.block_w, b"1")
 
 
 class _InfoReader:
@@ -254,6 +352,15 @@ def _writer(pipe: IO[bytes] | None, text: str) -> threading.Thread:
     t = threading.Thread(target=feed, daemon=True, name="command-input")
     t.start()
     return t
+
+
+def _high(fd: int) -> int:
+    """`fd` moved to 10 or above (close-on-exec): the lifeline's shell uses 7-9."""
+    if fd < 0 or fd >= FIRST_FD:
+        return fd
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FIRST_FD)
+    os.close(fd)
+    return moved
 
 
 def _close(*fds: int) -> None:
