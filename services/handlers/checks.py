@@ -61,8 +61,9 @@ def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
         )
     except subprocess.TimeoutExpired:
         return Verdict(what, False, {"reason": f"no exit within {check.timeout_s:g}s", "cwd": cwd})
-    except SandboxUnavailable as exc:
-        return Verdict(what, False, {"reason": str(exc), "cwd": cwd})
+    except SandboxUnavailable as exc:  # the sandbox's failure: the command never ran
+        reason = f"not run: the sandbox failed, not the command: {exc}"
+        return Verdict(what, False, {"reason": reason, "sandbox_failed": True, "cwd": cwd})
     evidence: dict[str, Any] = {
         "exit_code": done.returncode,
         "stdout_tail": done.stdout[-TAIL:],

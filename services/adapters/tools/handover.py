@@ -39,10 +39,9 @@ def prepare(root: str, *, owner: tuple[int, int] | None, limit: int) -> Walked:
     """Walk the workspace `root`: chown what `owner` (uid, gid) does not own yet
     (None: nothing is chowned) and list its special files. SandboxUnavailable
     when it has more than `limit` entries or more than MAX_SPECIAL special files."""
-    entries = handed = 0
+    entries, handed = 1, 0  # the workspace folder; each entry below is counted in its folder
     special: list[str] = []
     for folder, dirs, files, dir_fd in os.fwalk(root, follow_symlinks=False):
-        entries += 1
         if owner is not None:
             handed += _hand_over(dir_fd, None, owner)
         for name in [*dirs, *files]:
@@ -87,6 +86,11 @@ def _hand_over(
             os.chown(name, uid, gid, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return 0
+    except OSError as exc:  # a uid this host (or user namespace) has no room for, a read-only mount
+        raise SandboxUnavailable(
+            f"the workspace could not be handed to uid {uid}/gid {gid}: {exc}",
+            "set AGENTLEDGER_SANDBOX_UID/_GID to ids that exist here, or make the workspace writable",
+        ) from None
     return 1
 
 

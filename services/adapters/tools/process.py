@@ -20,6 +20,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -40,6 +41,7 @@ from services.adapters.tools.sandbox import (
 )
 from services.adapters.tools.sandbox_failures import explain
 
+NOT_FOUND = 127  # the shell's exit status for a program it cannot find
 FIRST_FD = 10  # descriptors passed into a sandbox are this or above
 WATCH_S = 0.01  # how often a running command's process count is looked at
 OUTPUT_CHARS = 200_000  # per stream; the rest is counted and left out
@@ -288,7 +290,19 @@ def _follow(
     elif process.killed_for is not None:
         stderr += f"\n[sandbox: stopped at {process.killed_for}]"
         code = -signal.SIGKILL
+    elif sandbox is not None and code == NOT_FOUND:
+        stderr += f"\n[sandbox: {not_found_hint(policy)}]"
     return Completed(argv, code, out.text(), stderr, process.killed_for)
+
+
+def not_found_hint(policy: SandboxPolicy) -> str:
+    """What a sandboxed command that exited 127 (a program not found) could find."""
+    path = environment(policy, None)["PATH"]
+    return (
+        f"exit 127: a program was not found in the sandbox, whose PATH is {path}; "
+        f"`python` there is this worker's interpreter {sys.executable} "
+        f"(bound from {os.path.realpath(sys.executable)})"
+    )
 
 
 def _network(process: Process, sandbox: _Sandbox) -> None:

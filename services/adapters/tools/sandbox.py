@@ -245,7 +245,10 @@ def bwrap_flags(
         flags += ["--ro-bind", private_file("empty"), path]
     # the sandbox's own root and its /dev are tmpfs bwrap makes, unsized: read-only, or
     # a command could fill the worker's memory through them (its /dev/shm is its own)
-    flags += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", cwd]
+    flags += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    # a root worker's bwrap keeps no DAC capability: a workspace of the sandbox uid
+    # that is 0700 is entered by the command itself, as that uid (MARK, ENTER)
+    flags += ["--chdir", "/" if root else cwd]
     if seccomp_fd is not None:
         flags += ["--seccomp", str(seccomp_fd)]
     if block_fd is not None:
@@ -356,10 +359,11 @@ LIFELINE = (
     "exec 8<&- 9<&-; "
     'wait "$c"'
 )
-# The last step before the command (as the sandbox uid, after setpriv): a mark on
-# fd 7 that tells the worker the sandbox was built. An exit without it is the
-# sandbox's failure (bwrap's, setpriv's), never reported as the command's.
-MARK = 'printf 1 >&7; exec 7>&-; exec "$@"'
+# The last step before the command (as the sandbox uid, after setpriv): into its
+# folder, then a mark on fd 7 that tells the worker the sandbox was built. An exit
+# without it is the sandbox's failure (bwrap's, setpriv's), never the command's.
+MARK = 'cd -- "$0" || exit; printf 1 >&7; exec 7>&-; exec "$@"'
+ENTER = 'cd -- "$0" && exec "$@"'  # the same without the mark (an MCP server)
 LIFELINE_PROCESSES = 2  # the shell and its reader
 
 
@@ -395,7 +399,7 @@ def command_line(
         block_fd=fds.block if network else None,
     )
     lifeline = LIFELINE.format(fd=fds.lifeline, started=fds.started)
-    command = [*(drop_to(policy) if root else []), "/bin/sh", "-c", MARK, "sh", *argv]
+    command = [*(drop_to(policy) if root else []), "/bin/sh", "-c", MARK, cwd, *argv]
     line += ["--", "/bin/sh", "-c", lifeline, pids.owner_mark(), *command]
     if cgroup_procs is not None:
         join = 'echo $$ > "$1" || exit 125; shift; exec "$@"'

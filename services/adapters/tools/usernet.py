@@ -31,6 +31,7 @@ import os
 import select
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +79,7 @@ def attach(pid: int, *, root: bool) -> UserNet:
     """Give the network namespace of the sandbox process `pid` its stack and
     routes. A worker that is not root enters the namespace through the user
     namespace that owns it (bwrap's first one: the command's is nested in it)."""
+    _wait_for_loopback(pid)
     net_fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
     owner_fd = -1 if root else fcntl.ioctl(net_fd, NS_GET_USERNS)
     ready_r, ready_w = os.pipe()
@@ -111,6 +113,21 @@ def attach(pid: int, *, root: bool) -> UserNet:
     return net
 
 
+def _wait_for_loopback(pid: int) -> None:
+    """Until bwrap has given the namespace its 127.0.0.1: slirp4netns's --configure
+    brings the loopback up too, and the kernel then adds that address itself, so
+    bwrap's own request for it, coming second, would fail (EEXIST) and end the sandbox."""
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
+        try:
+            if "127.0.0.1" in _local_addresses(Path(f"/proc/{pid}/net/fib_trie").read_text()):
+                return
+        except OSError as exc:
+            raise NetworkUnavailable(f"the sandbox went away before its network was made: {exc}") from None
+        time.sleep(0.002)
+    raise NetworkUnavailable(f"the sandbox's loopback was not up within {READY_S:g}s")
+
+
 def _wait_ready(popen: subprocess.Popen[bytes], ready_r: int) -> None:
     readable, _, _ = select.select([ready_r], [], [], READY_S)
     if readable and os.read(ready_r, 1) == b"1":
@@ -139,19 +156,23 @@ def _prohibit(net_fd: int, owner_fd: int, addresses: list[str]) -> None:
 def host_addresses() -> list[str]:
     """The host's own IPv4 addresses but loopback, as /32 routes (IPv6 is not
     routed into the sandbox at all: slirp4netns runs without it)."""
+    try:
+        text = Path("/proc/net/fib_trie").read_text()
+    except OSError:
+        return []
+    return [f"{a}/32" for a in _local_addresses(text) if not a.startswith("127.")]
+
+
+def _local_addresses(fib_trie: str) -> list[str]:
+    """The local addresses a /proc/…/net/fib_trie lists."""
     found: list[str] = []
     last = ""
-    try:
-        lines = Path("/proc/net/fib_trie").read_text().splitlines()
-    except OSError:
-        return found
-    for line in lines:
+    for line in fib_trie.splitlines():
         text = line.strip()
         if text.startswith("|--"):
             last = text[3:].strip()
-        elif text.startswith("/32 host LOCAL") and last and not last.startswith("127."):
-            if f"{last}/32" not in found:
-                found.append(f"{last}/32")
+        elif text.startswith("/32 host LOCAL") and last and last not in found:
+            found.append(last)
     return found
 
 

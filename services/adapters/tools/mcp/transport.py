@@ -53,7 +53,8 @@ def stdio_command(
     boot = launch.boot_line(
         root=root, network=config.network, seccomp_file=sandbox.private_file("seccomp.bpf")
     )
-    inner = [*sandbox.drop_to(policy), *argv] if root else argv
+    enter = ["/bin/sh", "-c", sandbox.ENTER, workspace or "/tmp"]
+    inner = [*sandbox.drop_to(policy), *enter, *argv] if root else argv
     limits = sandbox.limit_flags(policy.limits, root=root)
     return [*boot, *clean, prlimit, *limits, "--", bwrap, *flags, "--", *inner]
 
