@@ -64,7 +64,8 @@ ETC = (
     "passwd",
     "protocols",
     "services",
-    "ssl",
+    "ssl/certs",  # never ssl/private: the host's keys
+    "ssl/openssl.cnf",
     "timezone",
 )
 MERGED = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -223,7 +224,7 @@ def bwrap_flags(
             flags += ["--symlink", os.readlink(host), str(host)]
         elif host.is_dir():
             flags += ["--ro-bind", str(host), str(host)]
-    flags += ["--perms", "0755", "--dir", "/etc"]
+    flags += _way_to([f"/etc/{name}" for name in ETC])
     for name in ETC:
         flags += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     if network:
