@@ -389,3 +389,37 @@ print(subprocess.run(['ip', 'route'], capture_output=True, text=True).stdout)
     done = ToolContext("r", "c", str(ws), "p", "t", network=True).run(py(code))
     assert "pong from inside" in done.stdout, done.stderr
     assert "default via 10.0.2.2 dev tap0" in done.stdout  # slirp4netns's stack, not the host's
+
+
+# --- MCP stdio servers: the same sandbox, started from a command line ------------
+
+
+def mcp_line(ws: Path, command: list[str], *, network: bool) -> list[str]:
+    from schemas.mcp_servers import McpServer
+    from services.adapters.tools.mcp.transport import stdio_command
+
+    config = McpServer.model_validate({"command": command, "network": network})
+    return stdio_command(config, workspace=str(ws), policy=POLICY)
+
+
+def test_an_mcp_stdio_server_is_never_host_root_either(ws: Path) -> None:
+    line = mcp_line(ws, ["/bin/sh", "-c", "cat /proc/self/status; pwd; unshare -U true || echo refused"], network=False)
+    done = subprocess.run(line, capture_output=True, text=True, timeout=60)
+    inside = status(done.stdout)
+    assert "0" not in inside["Uid"].split() and int(inside["CapEff"], 16) == 0
+    assert inside["NoNewPrivs"] == "1" and inside["Seccomp"] == "2"
+    assert f"\n{ws}\n" in done.stdout and done.stdout.rstrip().endswith("refused")
+
+
+@pytest.mark.skipif(usernet.missing() is not None, reason="no slirp4netns here (apt-get install slirp4netns)")
+def test_an_mcp_server_with_network_true_gets_a_network_of_its_own(
+    ws: Path, canary: tuple[int, list[object]]
+) -> None:
+    port, accepted = canary
+    targets = [f"127.0.0.1:{port}", "127.0.0.1:6379"] + [f"{a}:{port}" for a in host_addresses()]
+    code = CONNECT + "\nimport subprocess; print(subprocess.run(['ip', 'route'], capture_output=True, text=True).stdout)"
+    line = mcp_line(ws, [sys.executable, "-c", code, *targets], network=True)
+    done = subprocess.run(line, capture_output=True, text=True, timeout=60)
+    assert "default via 10.0.2.2 dev tap0" in done.stdout, done.stdout + done.stderr
+    assert "CONNECTED" not in done.stdout and done.stdout.count("refused") == len(targets)
+    assert accepted == []

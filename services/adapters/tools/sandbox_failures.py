@@ -40,8 +40,8 @@ def explain(stderr: str, *, root: bool, network: bool = False) -> tuple[str, str
         return what, ROOT_SETPRIV
     if any(
         s in said
-        for s in ("No permissions to create", "Creating new namespace failed", "setting up uid map",
-                  "unshare", "user namespace", "loopback: Failed RTM_NEWADDR")
+        for s in ("No permissions to creat", "Creating new namespace failed", "setting up uid map",
+                  "unshare", "user namespace")
     ):  # fmt: skip
         return what, NO_USERNS
     if root and ("Can't mount" in said or "Operation not permitted" in said):

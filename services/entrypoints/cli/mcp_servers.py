@@ -12,9 +12,9 @@ from pathlib import Path
 from events.mcp_policy import unknown_asks
 from schemas.errors import SpecProblem
 from schemas.spec import RunSpec
+from services.adapters.tools import sandbox_probe
 from services.adapters.tools.mcp.config import load_servers_file
 from services.adapters.tools.mcp.hub import McpHub
-from services.adapters.tools import sandbox_probe
 from services.adapters.tools.sandbox import policy_for
 from services.adapters.tools.toolset import ToolSet
 from services.bootstrap import Services
