@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from services.adapters.tools import handover, sandbox, seccomp
+from services.adapters.tools.lifeline import MARK, Fds, command_line
 from services.adapters.tools.sandbox import (
-    Fds,
     Limits,
     SandboxPolicy,
     SandboxUnavailable,
     bwrap_flags,
-    command_line,
     limit_flags,
     policy_for,
 )
@@ -110,7 +109,7 @@ def test_a_root_workers_command_runs_under_setpriv_as_the_sandbox_uid() -> None:
         sandbox.setpriv(), "--reuid", "4242", "--regid", "4343", "--clear-groups",
         "--bounding-set", "-all", "--inh-caps", "-all", "--no-new-privs", "--", "/bin/sh",
     ]  # fmt: skip
-    assert line[-4:] == [sandbox.MARK, "/w", "python", "-V"]
+    assert line[-4:] == [MARK, "/w", "python", "-V"]
     assert not any(x.startswith("--nproc") for x in line)  # one uid for every sandbox
     plain = command_line(
         ["true"], policy=policy, workspace="/w", cwd="/w", network=False, writable=True,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import codecs
 import contextlib
-import fcntl
 import json
 import os
 import select
@@ -29,20 +28,16 @@ from typing import IO, Any
 
 from services.adapters.tools import handover, pids, usernet
 from services.adapters.tools.capture import Bounded
+from services.adapters.tools.lifeline import LIFELINE_PROCESSES, Pipes, command_line
 from services.adapters.tools.sandbox import (
-    LIFELINE_PROCESSES,
-    Fds,
     SandboxPolicy,
     SandboxUnavailable,
     as_root,
-    command_line,
     environment,
-    private_file,
 )
 from services.adapters.tools.sandbox_failures import explain
 
 NOT_FOUND = 127  # the shell's exit status for a program it cannot find
-FIRST_FD = 10  # descriptors passed into a sandbox are this or above
 WATCH_S = 0.01  # how often a running command's process count is looked at
 OUTPUT_CHARS = 200_000  # per stream; the rest is counted and left out
 READ_CHUNK = 65536
@@ -67,6 +62,7 @@ class Process:
         self.init_pid: int | None = None  # the sandbox's PID 1, seen from the host
         self.pid_ns: int | None = None
         self.killed_for: str | None = None
+        self.signalled = False  # by the executor (a cancel): not the sandbox's failure
 
     @property
     def pid(self) -> int:
@@ -79,6 +75,7 @@ class Process:
         """Whether the command was still there to get it."""
         if self.popen.poll() is not None:
             return False
+        self.signalled = True
         if sig == signal.SIGKILL:
             self.kill()
             return True
@@ -142,9 +139,10 @@ def run_command(
     parent = pids.cgroup_parent()
     # bwrap's two processes and the lifeline's two are not the command's
     allowed = policy.limits.processes + 2 + LIFELINE_PROCESSES
-    group = pids.PidsCgroup.make(parent, allowed) if parent else None
-    pipes = _Pipes.open(network)
+    pipes = Pipes.open(network)
+    group = None
     try:
+        group = pids.PidsCgroup.make(parent, allowed) if parent else None
         line = command_line(
             argv,
             policy=policy,
@@ -166,48 +164,8 @@ def run_command(
 
 
 @dataclass
-class _Pipes:
-    """The worker's ends and the ends passed into the sandbox (closed here once it started)."""
-
-    info_r: int
-    info_w: int
-    life_r: int
-    life_w: int  # stays here, close-on-exec: its closing is the lifeline's EOF
-    started_r: int
-    started_w: int
-    seccomp: int
-    block_r: int = -1
-    block_w: int = -1
-
-    @classmethod
-    def open(cls, network: bool) -> _Pipes:
-        fds = [*os.pipe(), *os.pipe(), *os.pipe()]
-        seccomp = os.open(private_file("seccomp.bpf"), os.O_RDONLY | os.O_CLOEXEC)
-        block = os.pipe() if network else (-1, -1)
-        return cls(*[_high(fd) for fd in (*fds, seccomp, *block)])
-
-    def passed(self) -> Fds:
-        return Fds(self.info_w, self.life_r, self.started_w, self.seccomp, self.block_r)
-
-    def inside(self) -> tuple[int, ...]:
-        return tuple(fd for fd in (self.info_w, self.life_r, self.started_w, self.seccomp, self.block_r) if fd >= 0)
-
-    def started_by_now(self) -> bool:
-        """Whether the lifeline wrote its mark (the sandbox was built)."""
-        return bool(select.select([self.started_r], [], [], 0)[0]) and os.read(self.started_r, 1) == b"1"
-
-    def close_inside(self) -> None:
-        _close(*self.inside())
-        self.info_w = self.life_r = self.started_w = self.seccomp = self.block_r = -1
-
-    def close(self) -> None:
-        self.close_inside()
-        _close(self.info_r, self.life_w, self.started_r, self.block_w)
-
-
-@dataclass
 class _Sandbox:
-    pipes: _Pipes
+    pipes: Pipes
     group: pids.PidsCgroup | None
     network: bool
     root: bool
@@ -281,7 +239,8 @@ def _follow(
     if process.killed_for == "timeout":
         raise subprocess.TimeoutExpired(list(argv), timeout_s or 0, out.text(), err.text())
     stderr = err.text()
-    if sandbox is not None and process.killed_for is None and not sandbox.pipes.started_by_now():
+    built = process.killed_for is not None or process.signalled or sandbox is None
+    if not built and sandbox is not None and not sandbox.pipes.started_by_now():
         raise SandboxUnavailable(*explain(stderr, root=sandbox.root, network=sandbox.network))
     code = popen.returncode
     if sandbox is not None and code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
@@ -366,15 +325,6 @@ def _writer(pipe: IO[bytes] | None, text: str) -> threading.Thread:
     t = threading.Thread(target=feed, daemon=True, name="command-input")
     t.start()
     return t
-
-
-def _high(fd: int) -> int:
-    """`fd` moved to 10 or above (close-on-exec): the lifeline's shell uses 7-9."""
-    if fd < 0 or fd >= FIRST_FD:
-        return fd
-    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FIRST_FD)
-    os.close(fd)
-    return moved
 
 
 def _close(*fds: int) -> None:

@@ -28,18 +28,16 @@ commands as the worker, unconfined, with the same minimal environment."""
 
 from __future__ import annotations
 
-import atexit
 import functools
 import os
 import shutil
 import site
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.adapters.tools import pids, seccomp
+from services.adapters.tools.sandbox_files import private_file as private_file  # re-exported
 from services.settings import Settings, sandbox_environ
 
 INSTALL_HINT = (
@@ -296,35 +294,6 @@ def _way_to(paths: Sequence[str]) -> list[str]:
     return [x for folder in made for x in ("--perms", "0755", "--dir", folder)]
 
 
-PRIVATE_FILES = {
-    "empty": b"",
-    "resolv.conf": b"nameserver 10.0.2.3\n",  # the user-mode network's DNS (slirp4netns)
-    "seccomp.bpf": None,  # written when first asked for
-}
-
-
-@functools.cache
-def _private_dir() -> str:
-    folder = tempfile.mkdtemp(prefix="agentledger-sandbox-")
-    atexit.register(shutil.rmtree, folder, True)
-    os.mkdir(os.path.join(folder, "empty-dir"), 0o555)
-    return folder
-
-
-@functools.cache
-def private_file(name: str) -> str:
-    """A file of this worker's own, bound read-only into sandboxes: an empty file
-    and folder (masks), the resolv.conf of the user-mode network, the seccomp filter."""
-    path = os.path.join(_private_dir(), name)
-    if name == "empty-dir":
-        return path
-    content = PRIVATE_FILES[name]
-    with open(path, "wb") as f:
-        f.write(seccomp.program() if content is None else content)
-    os.chmod(path, 0o444)
-    return path
-
-
 @functools.cache
 def python_paths() -> tuple[str, ...]:
     """The worker interpreter's prefixes and site-packages, outside /usr: bound
@@ -343,79 +312,3 @@ def python_paths() -> tuple[str, ...]:
         if not any(path.startswith(k.rstrip("/") + "/") for k in kept):
             kept.append(path)
     return tuple(kept)
-
-
-# Inside the sandbox the command runs under this shell, which holds the read end
-# of a pipe whose only write end is the worker's. When the worker dies (even by
-# SIGKILL) the read sees EOF and everything in the sandbox is killed: bwrap's
-# --die-with-parent alone lets the sandbox's init outlive its parent now and then
-# (measured here). The command is started before SIGTERM is ignored, so a cancel
-# reaches it; the shell passes on its exit status. The descriptors it is given
-# are all 10 or more (process.py), so 7-9 are free here.
-LIFELINE = (
-    "exec 8</proc/self/fd/{fd} 9<&0; "  # dash names fds 0-9 only: reopen it low
-    '"$@" <&9 7>/proc/self/fd/{started} 8<&- 9<&- & c=$!; '
-    "trap '' TERM INT; "
-    "{{ read _ <&8; kill -9 -1; }} 9<&- & "
-    "exec 8<&- 9<&-; "
-    'wait "$c"'
-)
-# The last step before the command (as the sandbox uid, after setpriv): into its
-# folder, then a mark on fd 7 that tells the worker the sandbox was built. An exit
-# without it is the sandbox's failure (bwrap's, setpriv's), never the command's.
-MARK = 'cd -- "$0" || exit; printf 1 >&7; exec 7>&-; exec "$@"'
-ENTER = 'cd -- "$0" && exec "$@"'  # the same without the mark (an MCP server)
-LIFELINE_PROCESSES = 2  # the shell and its reader
-
-
-def command_line(
-    argv: Sequence[str],
-    *,
-    policy: SandboxPolicy,
-    workspace: str | None,
-    cwd: str,
-    network: bool,
-    writable: bool,
-    fds: Fds,
-    cgroup_procs: str | None,
-    masked: Sequence[str] = (),
-    root: bool | None = None,
-) -> list[str]:
-    """The full command: join the pids cgroup (a shell that writes its own pid,
-    then execs), set the limits, enter the sandbox, run `argv` under the lifeline
-    (as the sandbox uid when the worker is root)."""
-    root = as_root() if root is None else root
-    bwrap, prlimit = tools()
-    line = [prlimit, *limit_flags(policy.limits, root=root), "--", bwrap]
-    line += bwrap_flags(
-        workspace=workspace,
-        cwd=cwd,
-        network=network,
-        limits=policy.limits,
-        info_fd=fds.info,
-        writable=writable,
-        root=root,
-        masked=masked,
-        seccomp_fd=fds.seccomp,
-        block_fd=fds.block if network else None,
-    )
-    lifeline = LIFELINE.format(fd=fds.lifeline, started=fds.started)
-    command = [*(drop_to(policy) if root else []), "/bin/sh", "-c", MARK, cwd, *argv]
-    line += ["--", "/bin/sh", "-c", lifeline, pids.owner_mark(), *command]
-    if cgroup_procs is not None:
-        join = 'echo $$ > "$1" || exit 125; shift; exec "$@"'
-        line = ["/bin/sh", "-c", join, "sh", cgroup_procs, *line]
-    return line
-
-
-@dataclass(frozen=True)
-class Fds:
-    """The descriptors a sandboxed command is given (their numbers in the worker):
-    bwrap's info (its init's pid), the lifeline's read end, the started mark's
-    write end, the seccomp filter, and the block bwrap waits on for the network."""
-
-    info: int
-    lifeline: int
-    started: int
-    seccomp: int
-    block: int

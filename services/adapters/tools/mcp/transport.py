@@ -15,7 +15,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from schemas.mcp_servers import McpServer
-from services.adapters.tools import handover, launch, sandbox
+from services.adapters.tools import handover, launch, lifeline, sandbox
 from services.adapters.tools.sandbox import SandboxPolicy
 
 
@@ -53,7 +53,7 @@ def stdio_command(
     boot = launch.boot_line(
         root=root, network=config.network, seccomp_file=sandbox.private_file("seccomp.bpf")
     )
-    enter = ["/bin/sh", "-c", sandbox.ENTER, workspace or "/tmp"]
+    enter = ["/bin/sh", "-c", lifeline.ENTER, workspace or "/tmp"]
     inner = [*sandbox.drop_to(policy), *enter, *argv] if root else argv
     limits = sandbox.limit_flags(policy.limits, root=root)
     return [*boot, *clean, prlimit, *limits, "--", bwrap, *flags, "--", *inner]
