@@ -273,7 +273,7 @@ def _network(process: Process, sandbox: _Sandbox) -> None:
         process.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(5)
-        raise SandboxUnavailable(str(exc), usernet.PACKAGE_HINT) from None
+        raise SandboxUnavailable(str(exc), usernet.hint(str(exc))) from None
     with contextlib.suppress(OSError):  # a sandbox already gone is found by the caller
         os.write(sandbox.pipes.block_w, b"1")
 

@@ -39,6 +39,10 @@ PACKAGE_HINT = (
     "install slirp4netns (`apt-get install -y slirp4netns`), which gives network=True "
     "tools' commands a network of their own, or set AGENTLEDGER_SANDBOX=off"
 )
+TUN_HINT = (
+    "slirp4netns needs /dev/net/tun (a container: compose `devices: [/dev/net/tun]`, "
+    "Kubernetes a device plugin that offers it), or set AGENTLEDGER_SANDBOX=off"
+)
 NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: the user namespace that owns it
 READY_S = 10.0
 PROHIBITED_ALWAYS = ("169.254.0.0/16",)
@@ -46,6 +50,11 @@ PROHIBITED_ALWAYS = ("169.254.0.0/16",)
 
 class NetworkUnavailable(Exception):
     """The user-mode network could not be made; the command must not run."""
+
+
+def hint(failure: str) -> str:
+    """What to change for a network that could not be made."""
+    return TUN_HINT if "/dev/net/tun" in failure else PACKAGE_HINT
 
 
 def missing() -> str | None:
