@@ -9,12 +9,15 @@ worker's flow; as another user, the unprivileged one."""
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import shutil
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -423,3 +426,64 @@ def test_an_mcp_server_with_network_true_gets_a_network_of_its_own(
     assert "default via 10.0.2.2 dev tap0" in done.stdout, done.stdout + done.stderr
     assert "CONNECTED" not in done.stdout and done.stdout.count("refused") == len(targets)
     assert accepted == []
+
+
+# --- a worker that is not root: the unprivileged flow, from this root test run -------
+
+UNPRIVILEGED = """
+import json, sys
+from services.adapters.tools.process import run_command
+from services.adapters.tools.sandbox import SandboxPolicy
+ws, value, network = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+script = ('cat /proc/self/status; printf "%s" "$1" > /proc/sys/kernel/core_pattern && echo WROTE; '
+          'unshare -U true && echo NESTED; echo x > made.txt; touch /dev/x && echo DEV-WRITABLE; ip route')
+done = run_command(["/bin/sh", "-c", script, "sh", value], policy=SandboxPolicy(), workspace=ws,
+                   cwd=ws, network=network)
+print(json.dumps({"code": done.returncode, "stdout": done.stdout, "stderr": done.stderr}))
+"""
+
+
+def system_python() -> str | None:
+    """An interpreter the sandbox uid can run that imports the sandbox's modules
+    (they need the standard library only): the distribution's own."""
+    for path in ("/usr/bin/python3",):
+        if os.access(path, os.X_OK):
+            return path
+    return None
+
+
+@pytest.mark.skipif(not ROOT or system_python() is None, reason="needs root to become another user")
+@pytest.mark.parametrize("network", [False, True])
+def test_a_worker_that_is_not_root_gets_the_same_from_inside(network: bool) -> None:
+    if network and usernet.missing() is not None:
+        pytest.skip("no slirp4netns here")
+    outer = Path(tempfile.mkdtemp(prefix="al-unprivileged-", dir="/tmp"))  # pytest's are 0700
+    outer.chmod(0o755)
+    try:
+        _as_another_user(outer, network)
+    finally:
+        shutil.rmtree(outer)
+
+
+def _as_another_user(outer: Path, network: bool) -> None:
+    ws = outer / "ws"
+    ws.mkdir(mode=0o700)
+    os.chown(ws, 65534, 65534)
+    root_dir = Path(__file__).resolve().parents[2]
+    value = Path(CORE_PATTERN).read_text().rstrip("\n")
+    done = subprocess.run(
+        ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", system_python(),
+         "-c", UNPRIVILEGED, str(ws), value, "1" if network else "0"],  # type: ignore[list-item]
+        capture_output=True, text=True, timeout=120, cwd="/",
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(root_dir), "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    if "ModuleNotFoundError" in done.stderr:
+        pytest.skip(f"the distribution's python cannot import the sandbox's modules: {done.stderr[-200:]}")
+    assert done.stdout.strip(), done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    inside = status(result["stdout"])
+    assert int(inside["CapEff"], 16) == int(inside["CapBnd"], 16) == 0 and inside["NoNewPrivs"] == "1"
+    assert "WROTE" not in result["stdout"] and "Read-only file system" in result["stderr"]
+    assert "NESTED" not in result["stdout"] and "DEV-WRITABLE" not in result["stdout"]
+    assert (ws / "made.txt").stat().st_uid == 65534  # the worker's own uid on the host
+    assert ("default via 10.0.2.2 dev tap0" in result["stdout"]) is network

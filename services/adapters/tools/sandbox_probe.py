@@ -19,13 +19,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from services.adapters.tools import usernet
 from services.adapters.tools.process import run_command
 from services.adapters.tools.sandbox import SandboxUnavailable, policy_for
-from services.adapters.tools.toolset import ToolSet
 from services.errors import ConfigError
 from services.settings import Settings
+
+if TYPE_CHECKING:
+    from services.adapters.tools.toolset import ToolSet
 
 VARIABLE = "AGENTLEDGER_SANDBOX"
 PROBE_TIMEOUT_S = 60.0
