@@ -6,6 +6,7 @@ uid, the workspace walk, and what a sandbox failure tells the operator."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import struct
 from pathlib import Path
@@ -229,3 +230,12 @@ def test_a_sandbox_failure_names_what_to_change(stderr: str, root: bool, hint: s
     what, said = explain(f"noise\n{stderr}\n", root=root)
     assert said == hint and stderr[:60] in what
     assert "AGENTLEDGER_SANDBOX=off" in said
+
+
+def test_the_workers_private_files_are_made_again_when_a_tmp_cleaner_removed_them() -> None:
+    first = sandbox.private_file("seccomp.bpf")
+    shutil.rmtree(os.path.dirname(first))
+    again = sandbox.private_file("seccomp.bpf")
+    assert again != first and Path(again).read_bytes() == seccomp.program()
+    assert Path(sandbox.private_file("empty")).read_bytes() == b""
+    assert os.listdir(sandbox.private_file("empty-dir")) == []
