@@ -72,14 +72,15 @@ def test_under_a_masked_proc_the_probe_refuses_naming_the_setting_and_a_check_bl
 
 
 @needs_root
+@pytest.mark.parametrize("processes", ["1", "2"])  # a supervisor refuses too, not a restart loop
 def test_under_a_masked_proc_a_workers_process_refuses_to_start(
-    client: redis.Redis, prefix: str, tmp_path: Path
+    client: redis.Redis, prefix: str, tmp_path: Path, processes: str
 ) -> None:
     env = {"REDIS_URL": "redis://127.0.0.1:6379/0", "AGENTLEDGER_PREFIX": prefix,
            "AGENTLEDGER_STATE_DIR": str(tmp_path / "state"), "AGENTLEDGER_PROBE_URL": "off"}  # fmt: skip
     done = masked_proc(
         sys.executable, "-m", "services.entrypoints.cli.main", "workers", "--pools", "accept",
-        "--queue", "q", env=env,
+        "--queue", "q", "--processes", processes, env=env,
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     [line] = [ln for ln in done.stderr.splitlines() if "AGENTLEDGER_SANDBOX" in ln]
