@@ -15,16 +15,21 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# bwrap (bubblewrap) and prlimit (util-linux) must be on PATH unless AGENTLEDGER_SANDBOX=off.
-# Idempotent: nothing happens when bwrap is there; as root with apt-get it is installed.
+# bwrap (bubblewrap) and prlimit, setpriv (util-linux) must be on PATH unless
+# AGENTLEDGER_SANDBOX=off; slirp4netns and ip (iproute2) give network=True tools' commands a
+# network of their own (without them a worker with such tools refuses to start).
+# Idempotent: nothing happens when they are there; as root with apt-get they are installed.
+SANDBOX_PACKAGES := bubblewrap slirp4netns iproute2 util-linux
 sandbox:
-	@command -v bwrap >/dev/null 2>&1 || { \
+	@missing=""; for p in bwrap slirp4netns ip prlimit setpriv nsenter; do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null && apt-get install -y -q bubblewrap >/dev/null; }; \
+	    apt-get install -y -q $(SANDBOX_PACKAGES) >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q $(SANDBOX_PACKAGES) >/dev/null; }; \
 	  else \
-	    echo "bubblewrap is missing: sudo apt-get install -y bubblewrap (or set AGENTLEDGER_SANDBOX=off)" >&2; exit 1; \
-	  fi; }
+	    echo "missing:$$missing: sudo apt-get install -y $(SANDBOX_PACKAGES) (or set AGENTLEDGER_SANDBOX=off)" >&2; \
+	    command -v bwrap >/dev/null 2>&1 || exit 1; \
+	  fi; fi
 	@command -v bwrap >/dev/null && command -v prlimit >/dev/null
 
 # chromium (Debian's), for the web view's browser test (Playwright drives it through

@@ -34,6 +34,7 @@ from services.adapters.redis.worker_deaths import WorkerDeaths
 from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.store.redis_store import RedisEventStore
+from services.adapters.tools import sandbox_probe
 from services.adapters.tools.toolset import ToolSet
 from services.clock import SystemClock, worker_name
 from services.entrypoints.actors import declare_actors
@@ -349,6 +350,8 @@ def build_services(
 ) -> Services:
     """`instruments`: count every step (metrics)."""
     pools = tuple(pools)
+    if {Pool.TOOLS, Pool.ACCEPT} & set(pools):  # they run commands: a broken sandbox refuses here
+        sandbox_probe.ready(settings, network_tools=sandbox_probe.network_tools(toolset))
     keys = keys_for(settings)
     worker = worker_name()
     set_worker(worker)

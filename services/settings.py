@@ -64,6 +64,13 @@ class Settings:
     sandbox_file_mb: int = 64  # largest file a command may write
     sandbox_processes: int = 64  # processes of one command, all of its tree
     sandbox_env: str = ""  # names (comma-separated) of worker variables passed into commands
+    # the sandbox (issue 32, wt/sandbox): the host uid/gid a command runs as when the
+    # worker is root (never root itself); the size of its /tmp and of its /dev/shm, each;
+    # how many entries of a workspace are looked at before a command (more: refused)
+    sandbox_uid: int = 65534
+    sandbox_gid: int = 65534
+    sandbox_tmp_mb: int = 256
+    sandbox_scan_max: int = 100_000
     # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT set: workers send the runs' spans over OTLP/HTTP
     # (the exporter reads the OTEL_* variables itself)
     otlp_traces: bool = False
@@ -134,6 +141,11 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SANDBOX_FILE_MB": ("sandbox_file_mb", int),
     "AGENTLEDGER_SANDBOX_PROCESSES": ("sandbox_processes", int),
     "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
+    # the sandbox (issue 32, wt/sandbox)
+    "AGENTLEDGER_SANDBOX_UID": ("sandbox_uid", int),
+    "AGENTLEDGER_SANDBOX_GID": ("sandbox_gid", int),
+    "AGENTLEDGER_SANDBOX_TMP_MB": ("sandbox_tmp_mb", int),
+    "AGENTLEDGER_SANDBOX_SCAN_MAX": ("sandbox_scan_max", int),
     "AGENTLEDGER_PUBLISHERS": ("publishers_file", str),
     "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),
     "AGENTLEDGER_REPLICA_ACKS": ("replica_acks", int),
@@ -311,9 +323,14 @@ def _check_sandbox(settings: Settings) -> None:
         ("AGENTLEDGER_SANDBOX_MEMORY_MB", "sandbox_memory_mb"),
         ("AGENTLEDGER_SANDBOX_FILE_MB", "sandbox_file_mb"),
         ("AGENTLEDGER_SANDBOX_PROCESSES", "sandbox_processes"),
+        ("AGENTLEDGER_SANDBOX_TMP_MB", "sandbox_tmp_mb"),
+        ("AGENTLEDGER_SANDBOX_SCAN_MAX", "sandbox_scan_max"),
     ):
         if getattr(settings, name) < 1:
             raise ConfigError(var, "must be at least 1")
+    for var, name in (("AGENTLEDGER_SANDBOX_UID", "sandbox_uid"), ("AGENTLEDGER_SANDBOX_GID", "sandbox_gid")):
+        if not 1 <= getattr(settings, name) < 2**32 - 1:  # 0 is root; 2**32-1 is "no id"
+            raise ConfigError(var, f"must be a uid/gid from 1 to {2**32 - 2}, not root (0)")
 
 
 UI_TOKEN_MIN_CHARS = 32  # 'REPLACE_ME…' placeholders are shorter: nothing runs with a known token

@@ -90,8 +90,9 @@ def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
     except subprocess.TimeoutExpired:
         reason = _no_exit(timeout, check.timeout_s, most)
         return Verdict(what, False, {"reason": reason, "cwd": cwd})
-    except SandboxUnavailable as exc:
-        return Verdict(what, False, {"reason": str(exc), "cwd": cwd})
+    except SandboxUnavailable as exc:  # the sandbox's failure: the command never ran
+        reason = f"not run: the sandbox failed, not the command: {exc}"
+        return Verdict(what, False, {"reason": reason, "sandbox_failed": True, "cwd": cwd})
     if isinstance(done, StopReport):
         return Verdict(what, False, {"reason": done.detail, "cwd": cwd}, stopped=done)
     evidence: dict[str, Any] = {

@@ -398,6 +398,33 @@ def payloads(g: Ground) -> dict[str, tuple[str, Answer]]:
             "contained",
         ),
         "become_another_user": ("os.setuid(1000); return 'ESCAPED'", "contained"),
+        "write_core_pattern": (  # the safe form: its own value back; a crash would run it as root
+            "v = open('/proc/sys/kernel/core_pattern').read().rstrip('\\n')\n"
+            "    open('/proc/sys/kernel/core_pattern', 'w').write(v); return 'ESCAPED'",
+            "contained",
+        ),
+        "be_host_root": (
+            "s = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+            "    bad = [k for k in ('Uid', 'Gid') if '0' in s[k].split()]\n"
+            "    bad += [k for k in ('CapEff', 'CapPrm', 'CapBnd') if int(s[k], 16)]\n"
+            "    bad += ['NoNewPrivs'] if s['NoNewPrivs'].strip() != '1' else []\n"
+            "    return 'ESCAPED %s' % bad if bad else 'contained (uid %s, no capabilities)' % s['Uid'].split()[0]",
+            "contained",
+        ),
+        "a_new_user_namespace": (
+            "import ctypes\n"
+            "    libc = ctypes.CDLL(None, use_errno=True)\n"
+            "    if libc.unshare(0x10000000) == 0: return 'ESCAPED'\n"
+            "    return 'contained (unshare errno %d)' % ctypes.get_errno()",
+            "contained",
+        ),
+        "fill_dev_shm": (  # files under the file size limit, past /dev/shm's size
+            "n = 0\n"
+            "    while n < 200:\n"
+            "        open('/dev/shm/f%d' % n, 'wb').write(b'x' * 1000000); n += 1\n"
+            "    return 'ESCAPED %d MB' % n",
+            "contained",
+        ),
         "open_devices": ("open('/dev/mem', 'rb'); return 'ESCAPED'", "contained"),
         "write_sysfs": (
             "open('/sys/kernel/mm/transparent_hugepage/enabled', 'w').write('never'); return 'ESCAPED'",
@@ -412,7 +439,8 @@ def payloads(g: Ground) -> dict[str, tuple[str, Answer]]:
             "contained",
         ),
         "kill_everything": (
-            "import signal; os.kill(-1, signal.SIGKILL); time.sleep(1); return 'ESCAPED'",
+            "import signal; os.kill(-1, signal.SIGKILL); time.sleep(1)\n"
+            "    return 'contained (kill -1 reached the sandbox only; the ground truth is outside)'",
             "contained",
         ),
         "fork_bomb": (
@@ -466,6 +494,15 @@ def second_run(g: Ground) -> tuple[Batch, list[list[Hostile]], dict[str, str]]:
     return b, turns, run_of
 
 
+# an acceptance `command:` (publisher text) tries the safe probe: it passes only when
+# the write is refused and the command is not host root
+CORE_PATTERN_CHECK = (
+    'v="$(cat /proc/sys/kernel/core_pattern)"; '
+    'if printf "%s" "$v" > /proc/sys/kernel/core_pattern; then echo ESCAPED; exit 1; fi; '
+    "grep -q '^Uid:[[:space:]]*[1-9]' /proc/self/status && echo contained"
+)
+
+
 def spec(turns: list[list[Hostile]], *, acceptance: bool) -> dict[str, Any]:
     scripted: list[dict[str, Any]] = [
         {"tool_use": [{"id": h.call_id, "name": h.name, "input": h.input} for h in turn]}
@@ -503,7 +540,9 @@ def spec(turns: list[list[Hostile]], *, acceptance: bool) -> dict[str, Any]:
             "max_output_tokens": 100_000_000,
         },
         "model": {"scripted": scripted},
-        "acceptance": [{"command": "python -m pytest -q"}] if acceptance else [],
+        "acceptance": [{"command": "python -m pytest -q"}, {"command": CORE_PATTERN_CHECK}]
+        if acceptance
+        else [],
     }
 
 

@@ -44,6 +44,7 @@ LIMITS = {  # small, so that the limits are reached fast
     "AGENTLEDGER_SANDBOX_MEMORY_MB": "768",
     "AGENTLEDGER_SANDBOX_FILE_MB": "1",
     "AGENTLEDGER_SANDBOX_PROCESSES": "32",
+    "AGENTLEDGER_SANDBOX_TMP_MB": "64",  # /tmp and /dev/shm
 }
 RUN_TIMEOUT_S = 300.0
 
@@ -385,8 +386,19 @@ def test_the_model_sees_each_refusal_as_a_coded_error(suite: Suite) -> None:
 def test_the_code_run_ends_completed_on_the_sandboxed_acceptance_check(suite: Suite) -> None:
     ran = suite.runs[1]
     assert ran.code == 0, ran.summary
-    [check] = [e["data"] for e in ran.events if e["type"] == "AcceptanceChecked"]
+    [check] = [e["data"] for e in ran.events if e["type"] == "AcceptanceChecked" and e["data"]["index"] == 0]
     assert check["passed"] is True and check["evidence"]["exit_code"] == 0
+
+
+def test_an_acceptance_command_cannot_write_core_pattern_nor_run_as_host_root(suite: Suite) -> None:
+    """The safe probe (its own value written back) from publisher text: refused."""
+    [check] = [
+        e["data"] for e in suite.runs[1].events
+        if e["type"] == "AcceptanceChecked" and e["data"]["index"] == 1
+    ]  # fmt: skip
+    assert check["passed"] is True, check["evidence"]
+    assert "Read-only file system" in check["evidence"]["stderr_tail"]
+    assert check["evidence"]["stdout_tail"].strip() == "contained"
 
 
 def test_calls_to_tools_the_run_does_not_have_are_refused_before_it_starts(

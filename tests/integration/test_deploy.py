@@ -358,3 +358,30 @@ def test_redis_can_tell_the_lag_after_our_acks_delete_entries(
     (group,) = client.xinfo_groups(queue.stream)
     assert (group["lag"], group["pending"]) == (1, 0)
     client.delete(queue.stream)
+
+
+def test_the_pools_that_run_commands_get_what_the_sandbox_needs_and_no_more() -> None:
+    """tools and accept: a non-root worker (bwrap's unprivileged flow) with no capability,
+    /proc unmasked (in a user namespace of the pod's own), seccomp and AppArmor
+    unconfined for bwrap's namespaces and mounts; the model pool gets none of it."""
+    deployments = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "Deployment"}
+    for pool in ("tools", "accept"):
+        pod = deployments[f"agentledger-{pool}"]["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        ctx = container["securityContext"]
+        assert pod["hostUsers"] is False and pod["securityContext"]["runAsNonRoot"] is True
+        assert ctx["procMount"] == "Unmasked" and ctx["capabilities"]["drop"] == ["ALL"]
+        assert ctx["allowPrivilegeEscalation"] is False and "add" not in ctx["capabilities"]
+        assert ctx["seccompProfile"]["type"] == ctx["appArmorProfile"]["type"] == "Unconfined"
+        assert not ctx.get("privileged")
+    model = deployments["agentledger-model"]["spec"]["template"]["spec"]
+    assert "procMount" not in model["containers"][0]["securityContext"]
+    services = compose()["services"]
+    for pool in ("tools", "accept"):
+        assert set(services[pool]["security_opt"]) == {
+            "no-new-privileges:true", "seccomp=unconfined", "apparmor=unconfined",
+            "systempaths=unconfined",
+        }  # fmt: skip
+        assert services[pool]["cap_drop"] == ["ALL"] and "cap_add" not in services[pool]
+        assert "privileged" not in services[pool]
+    assert "security_opt" not in services["model"]

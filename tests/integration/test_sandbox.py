@@ -118,7 +118,11 @@ import os
 print(sorted(os.environ))
 print(os.path.exists({str(ws.parent / "other-run" / "secret.txt")!r}))
 print(sorted(os.listdir({home!r})) if os.path.isdir({home!r}) else [])
-print(os.path.exists('/etc/shadow'), os.path.exists('/proc/1/environ') and b'canary' in open('/proc/1/environ','rb').read())
+try:  # as the sandbox uid of a root worker, the sandbox's init is not even readable
+    seen = b'canary' in open('/proc/1/environ', 'rb').read()
+except PermissionError:
+    seen = False
+print(os.path.exists('/etc/shadow'), seen)
 """
     done = run(ws, py(code))
     env, other, listing, shadow = done.stdout.splitlines()
@@ -162,9 +166,11 @@ for host, p in [('127.0.0.1', {port}), ('127.0.0.1', 6379)]:
     done = run(ws, py(code))
     assert "CONNECTED" not in done.stdout and done.stdout.count("refused") == 2
     assert accepted == []
-    allowed = run(ws, py(code.replace(", ('127.0.0.1', 6379)]", "]")), network=True)
-    assert f"CONNECTED {port}" in allowed.stdout
-    assert len(accepted) == 1
+    # a network tool's commands have a network of their own, which never leads to
+    # the host's loopback either (tests/integration/test_sandbox_hardening.py)
+    allowed = run(ws, py(code), network=True)
+    assert "CONNECTED" not in allowed.stdout and allowed.stdout.count("refused") == 2
+    assert accepted == []
 
 
 def test_no_capabilities_so_no_remounting_and_no_nested_namespaces(ws: Path) -> None:

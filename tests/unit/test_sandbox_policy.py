@@ -27,10 +27,13 @@ from services.errors import ConfigError
 from services.settings import Settings, from_env, sandbox_environ
 
 
-def flags(*, network: bool = False, workspace: str | None = "/work/ws") -> list[str]:
+def flags(
+    *, network: bool = False, workspace: str | None = "/work/ws", root: bool = False
+) -> list[str]:
     return bwrap_flags(
-        workspace=workspace, cwd="/work/ws", network=network, limits=Limits(), info_fd=9
-    )
+        workspace=workspace, cwd="/work/ws", network=network, limits=Limits(), info_fd=9,
+        root=root, block_fd=7 if network else None,
+    )  # fmt: skip
 
 
 def pairs(line: list[str], option: str) -> list[str]:
@@ -51,10 +54,14 @@ def test_every_namespace_is_new_and_every_capability_dropped() -> None:
     assert "--die-with-parent" in line and "--new-session" in line
 
 
-def test_the_network_is_shared_only_when_declared() -> None:
-    assert "--unshare-net" not in flags(network=True)
-    assert "/etc/resolv.conf" in pairs(flags(network=True), "--ro-bind-try")
-    assert "/etc/resolv.conf" not in pairs(flags(), "--ro-bind-try")
+def test_a_network_tools_commands_get_a_network_namespace_of_their_own() -> None:
+    """Never the host's: a user-mode stack is attached while the sandbox waits on
+    its block fd, and its resolver is that stack's (usernet.py)."""
+    line = flags(network=True)
+    assert "--unshare-net" in line and pairs(line, "--block-fd") == ["7"]
+    assert line[line.index("/etc/resolv.conf") - 1] == sandbox.private_file("resolv.conf")
+    assert open(sandbox.private_file("resolv.conf")).read() == "nameserver 10.0.2.3\n"
+    assert "/etc/resolv.conf" not in flags()
 
 
 def test_only_the_workspace_is_writable_and_not_for_a_read_only_tool() -> None:
@@ -69,7 +76,7 @@ def test_only_the_workspace_is_writable_and_not_for_a_read_only_tool() -> None:
         writable=False,
     )
     assert pairs(read_only, "--bind") == [] and "/work/ws" in pairs(read_only, "--ro-bind")
-    assert pairs(line, "--remount-ro") == ["/"]
+    assert pairs(line, "--remount-ro") == ["/dev", "/"]  # bwrap's own tmpfs, unsized
     assert pairs(flags(workspace=None), "--bind") == []
     assert pairs(line, "--chdir") == ["/work/ws"]
 

@@ -1,7 +1,14 @@
 """Running one command, sandboxed or not: its own process group, a minimal
 environment, bounded output, its timeout, and the process limit watched until it
 exits. The executor can signal it while it runs (cancellation): SIGTERM goes to
-the processes inside the sandbox, SIGKILL ends the sandbox whole."""
+the processes inside the sandbox, SIGKILL ends the sandbox whole.
+
+Before a sandboxed command, its workspace is walked once (`handover.py`: handed
+to the sandbox uid when the worker is root, its special files covered); a
+`network=True` command's sandbox waits until its user-mode network is up
+(`usernet.py`). A sandbox that fails before the command starts raises
+SandboxUnavailable with bwrap's reason and what to change: it is never reported
+as the command's own exit."""
 
 from __future__ import annotations
 
@@ -12,20 +19,25 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import IO, Any
 
-from services.adapters.tools import pids
+from services.adapters.tools import handover, pids, usernet
 from services.adapters.tools.capture import Bounded
+from services.adapters.tools.lifeline import LIFELINE_PROCESSES, Pipes, command_line
 from services.adapters.tools.sandbox import (
-    LIFELINE_PROCESSES,
     SandboxPolicy,
-    command_line,
+    SandboxUnavailable,
+    as_root,
     environment,
 )
+from services.adapters.tools.sandbox_failures import explain
 
+NOT_FOUND = 127  # the shell's exit status for a program it cannot find
 WATCH_S = 0.01  # how often a running command's process count is looked at
 OUTPUT_CHARS = 200_000  # per stream; the rest is counted and left out
 READ_CHUNK = 65536
@@ -50,6 +62,7 @@ class Process:
         self.init_pid: int | None = None  # the sandbox's PID 1, seen from the host
         self.pid_ns: int | None = None
         self.killed_for: str | None = None
+        self.signalled = False  # by the executor (a cancel): not the sandbox's failure
 
     @property
     def pid(self) -> int:
@@ -62,6 +75,7 @@ class Process:
         """Whether the command was still there to get it."""
         if self.popen.poll() is not None:
             return False
+        self.signalled = True
         if sig == signal.SIGKILL:
             self.kill()
             return True
@@ -114,16 +128,21 @@ def run_command(
 ) -> Completed:
     """Run `argv` to its end. `started(process)` is told of it as soon as it runs.
     Raises SandboxUnavailable (nothing ran) or subprocess.TimeoutExpired (killed)."""
+    if not policy.enabled:
+        return _run(list(argv), argv, policy, cwd, env, input, timeout_s, started, None)
+    root = as_root()
+    masked: tuple[str, ...] = ()
+    if workspace is not None:
+        owner = (policy.uid, policy.gid) if root else None
+        masked = handover.prepare(workspace, owner=owner, limit=policy.scan_max).special
+    pids.reap_orphans()
+    parent = pids.cgroup_parent()
+    # bwrap's two processes and the lifeline's two are not the command's
+    allowed = policy.limits.processes + 2 + LIFELINE_PROCESSES
+    pipes = Pipes.open(network)
     group = None
-    info_r = info_w = life_r = life_w = -1
-    if policy.enabled:
-        pids.reap_orphans()
-        parent = pids.cgroup_parent()
-        # bwrap's two processes and the lifeline's two are not the command's
-        allowed = policy.limits.processes + 2 + LIFELINE_PROCESSES
+    try:
         group = pids.PidsCgroup.make(parent, allowed) if parent else None
-        info_r, info_w = os.pipe()
-        life_r, life_w = os.pipe()  # the write end stays here, close-on-exec
         line = command_line(
             argv,
             policy=policy,
@@ -131,60 +150,83 @@ def run_command(
             cwd=cwd,
             network=network,
             writable=writable,
-            info_fd=info_w,
-            lifeline_fd=life_r,
+            fds=pipes.passed(),
             cgroup_procs=str(group.procs) if group else None,
+            masked=masked,
+            root=root,
         )
-    else:
-        line = list(argv)
-    try:
-        popen = subprocess.Popen(
-            line,
-            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=environment(policy, env),
-            cwd="/" if policy.enabled else cwd,
-            start_new_session=True,
-            pass_fds=(info_w, life_r) if info_w >= 0 else (),
-        )
-    except BaseException:
+        sandbox = _Sandbox(pipes, group, network, root)
+        return _run(line, argv, policy, "/", env, input, timeout_s, started, sandbox)
+    finally:
+        pipes.close()
         if group is not None:
             group.remove()
-        _close(info_r, info_w, life_r, life_w)
-        raise
-    _close(info_w, life_r)
-    process = Process(popen, group)
+
+
+@dataclass
+class _Sandbox:
+    pipes: Pipes
+    group: pids.PidsCgroup | None
+    network: bool
+    root: bool
+    net: usernet.UserNet | None = None
+
+
+def _run(
+    line: list[str],
+    argv: Sequence[str],
+    policy: SandboxPolicy,
+    cwd: str,
+    env: Mapping[str, str] | None,
+    input: str | None,
+    timeout_s: float | None,
+    started: Any,
+    sandbox: _Sandbox | None,
+) -> Completed:
+    popen = subprocess.Popen(
+        line,
+        stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(policy, env),
+        cwd=cwd,
+        start_new_session=True,
+        pass_fds=sandbox.pipes.inside() if sandbox else (),
+    )
+    if sandbox is not None:
+        sandbox.pipes.close_inside()
+    process = Process(popen, sandbox.group if sandbox else None)
     if started is not None:
         started(process)
     try:
-        return _follow(process, argv, info_r, input, timeout_s, policy)
+        return _follow(process, argv, input, timeout_s, policy, sandbox)
     finally:
-        _close(info_r, life_w)
-        if group is not None:
-            group.remove()
+        if sandbox is not None and sandbox.net is not None:
+            sandbox.net.close()
 
 
 def _follow(
     process: Process,
     argv: Sequence[str],
-    info_r: int,
     input: str | None,
     timeout_s: float | None,
     policy: SandboxPolicy,
+    sandbox: _Sandbox | None,
 ) -> Completed:
     popen = process.popen
     out, err = Bounded(OUTPUT_CHARS), Bounded(OUTPUT_CHARS)
     readers = [_reader(popen.stdout, out), _reader(popen.stderr, err)]
     if input is not None:
         readers.append(_writer(popen.stdin, input))
-    info = _InfoReader(info_r)
+    info = _InfoReader(sandbox.pipes.info_r if sandbox else -1)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     limit = policy.limits.processes
     while popen.poll() is None:
         if info.read() is not None and process.init_pid is None:
             process.init_pid, process.pid_ns = info.value["child-pid"], info.value["pid-namespace"]
-        if policy.enabled and process.over_limit(limit):
+            if sandbox is not None and sandbox.network:
+                _network(process, sandbox)
+        if sandbox is not None and process.over_limit(limit):
             process.killed_for = f"the limit of {limit} processes"
             process.kill()
         elif deadline is not None and time.monotonic() > deadline:
@@ -197,14 +239,43 @@ def _follow(
     if process.killed_for == "timeout":
         raise subprocess.TimeoutExpired(list(argv), timeout_s or 0, out.text(), err.text())
     stderr = err.text()
+    built = process.killed_for is not None or process.signalled or sandbox is None
+    if not built and sandbox is not None and not sandbox.pipes.started_by_now():
+        raise SandboxUnavailable(*explain(stderr, root=sandbox.root, network=sandbox.network))
     code = popen.returncode
-    if policy.enabled and code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
+    if sandbox is not None and code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
         process.killed_for = f"the CPU limit of {policy.limits.cpu_s} s"
         stderr += f"\n[sandbox: stopped at {process.killed_for}]"
     elif process.killed_for is not None:
         stderr += f"\n[sandbox: stopped at {process.killed_for}]"
         code = -signal.SIGKILL
+    elif sandbox is not None and code == NOT_FOUND:
+        stderr += f"\n[sandbox: {not_found_hint(policy)}]"
     return Completed(argv, code, out.text(), stderr, process.killed_for)
+
+
+def not_found_hint(policy: SandboxPolicy) -> str:
+    """What a sandboxed command that exited 127 (a program not found) could find."""
+    path = environment(policy, None)["PATH"]
+    return (
+        f"exit 127: a program was not found in the sandbox, whose PATH is {path}; "
+        f"`python` there is this worker's interpreter {sys.executable} "
+        f"(bound from {os.path.realpath(sys.executable)})"
+    )
+
+
+def _network(process: Process, sandbox: _Sandbox) -> None:
+    """The sandbox waits (bwrap's --block-fd) until its user-mode network is up."""
+    assert process.init_pid is not None
+    try:
+        sandbox.net = usernet.attach(process.init_pid, root=sandbox.root)
+    except usernet.NetworkUnavailable as exc:
+        process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.popen.wait(5)
+        raise SandboxUnavailable(str(exc), usernet.hint(str(exc))) from None
+    with contextlib.suppress(OSError):  # a sandbox already gone is found by the caller
+        os.write(sandbox.pipes.block_w, b"1")
 
 
 class _InfoReader:

@@ -12,6 +12,7 @@ from pathlib import Path
 from events.mcp_policy import unknown_asks
 from schemas.errors import SpecProblem
 from schemas.spec import RunSpec
+from services.adapters.tools import sandbox_probe
 from services.adapters.tools.mcp.config import load_servers_file
 from services.adapters.tools.mcp.hub import McpHub
 from services.adapters.tools.sandbox import policy_for
@@ -24,6 +25,8 @@ def start_hub(path: str, settings: Settings) -> McpHub:
     """The file's servers, started; a server that does not start is said on stderr
     (its tools are not offered until it is up)."""
     file = load_servers_file(path, max_timeout_s=settings.max_mcp_timeout_s)
+    network = [name for name, server in file.servers.items() if server.command and server.network]
+    sandbox_probe.ready(settings, network_tools=network)  # a broken sandbox refuses here
     scratch = Path(settings.state_dir, "mcp", str(os.getpid()))
     scratch.mkdir(parents=True, exist_ok=True)
     hub = McpHub(file, policy=policy_for(settings), scratch_dir=str(scratch))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from services.adapters.metrics.scrape import Served
 from services.adapters.metrics.server import LOOPBACK
+from services.adapters.tools import sandbox_probe
 from services.adapters.tools.toolset import ToolSet, ToolSetError, load_toolset
 from services.bootstrap import ALL_POOLS, Services, build_services
 from services.entrypoints import operations
@@ -45,6 +46,8 @@ def workers(
         return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
     served = [Served(queue, pool) for pool in pools]
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
+    if processes > 1 and {"tools", "accept"} & set(pools):  # refuse here, not in a restart loop
+        sandbox_probe.ready(session.settings, network_tools=sandbox_probe.network_tools(toolset))
     if processes > 1:
         args = [*worker_args(modules, paths, queue, mcp=mcp), "--pools", ",".join(pools)]
         return _parent(session, args, processes, metrics, served)

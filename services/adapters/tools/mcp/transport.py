@@ -15,7 +15,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from schemas.mcp_servers import McpServer
-from services.adapters.tools import sandbox
+from services.adapters.tools import handover, launch, lifeline, sandbox
 from services.adapters.tools.sandbox import SandboxPolicy
 
 
@@ -23,7 +23,9 @@ def stdio_command(
     config: McpServer, *, workspace: str | None, policy: SandboxPolicy
 ) -> list[str]:
     """The command line that starts the server: `{workspace}` filled in, sandboxed
-    unless the operator turned the sandbox off."""
+    unless the operator turned the sandbox off (as every command: never host root,
+    the workspace handed over and its special files covered, a network of its own
+    with `network: true`; `launch.py` starts it)."""
     assert config.command is not None
     argv = [a.replace("{workspace}", workspace or "/tmp") for a in config.command]
     env = sandbox.environment(policy, config.env)
@@ -31,15 +33,30 @@ def stdio_command(
     if not policy.enabled:
         return [*clean, *argv]
     bwrap, prlimit = sandbox.tools()
+    root = sandbox.as_root()
+    masked: tuple[str, ...] = ()
+    if workspace is not None:
+        owner = (policy.uid, policy.gid) if root else None
+        masked = handover.prepare(workspace, owner=owner, limit=policy.scan_max).special
     flags = sandbox.bwrap_flags(
         workspace=workspace,
         cwd=workspace or "/tmp",
         network=config.network,
         limits=policy.limits,
-        info_fd=None,
+        info_fd="{info}" if config.network else None,
         read_only_paths=config.read_only_paths,
+        root=root,
+        masked=masked,
+        seccomp_fd="{seccomp}",
+        block_fd="{block}" if config.network else None,
     )
-    return [*clean, prlimit, *sandbox.limit_flags(policy.limits), "--", bwrap, *flags, "--", *argv]
+    boot = launch.boot_line(
+        root=root, network=config.network, seccomp_file=sandbox.private_file("seccomp.bpf")
+    )
+    enter = ["/bin/sh", "-c", lifeline.ENTER, workspace or "/tmp"]
+    inner = [*sandbox.drop_to(policy), *enter, *argv] if root else argv
+    limits = sandbox.limit_flags(policy.limits, root=root)
+    return [*boot, *clean, prlimit, *limits, "--", bwrap, *flags, "--", *inner]
 
 
 @asynccontextmanager
