@@ -107,8 +107,14 @@ def suite(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], C
     (folder / "twice_refused.yaml").write_text(TWICE_REFUSED)
     (folder / "raw_tool_as_check.yaml").write_text(RAW_TOOL_AS_CHECK)
     keys_of = {
-        "billing-svc": _add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", SCOPES),
-        "squatter": _add(cli, "squatter", "--principal", "mallory@shop-2", "--scopes", SCOPES),
+        "billing-svc": _add(
+            cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", SCOPES,
+            "--workspaces", str(folder),
+        ),
+        "squatter": _add(
+            cli, "squatter", "--principal", "mallory@shop-2", "--scopes", SCOPES,
+            "--workspaces", str(folder),
+        ),
     }
     workers = start_workers(cli, tools=["inventory_tools"], tool_path=folder)
     client = cli.redis()

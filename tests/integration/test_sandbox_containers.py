@@ -15,10 +15,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import redis
+from checkkit import check_app, check_state
 
 from schemas.spec import CommandCheck
 from services.adapters.tools import sandbox, sandbox_probe, usernet
@@ -32,7 +32,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0 or not MASKABLE, reason="the e
 
 INSIDE = """
 import json, sys
-from types import SimpleNamespace
+from checkkit import check_app, check_state
 from schemas.spec import CommandCheck
 from services.adapters.tools import sandbox_probe
 from services.errors import ConfigError
@@ -43,8 +43,7 @@ try:
     print(json.dumps({"probe": "ready"}))
 except ConfigError as exc:
     print(json.dumps({"probe": str(exc), "variable": exc.name}))
-state = SimpleNamespace(workspace=None, base_dir=None)
-verdict = run_check(SimpleNamespace(settings=Settings()), state, CommandCheck(command="true"))
+verdict = run_check(check_app(), check_state(None), CommandCheck(command="true"))
 print(json.dumps({"passed": verdict.passed, "evidence": verdict.evidence}))
 """
 
@@ -55,7 +54,7 @@ def masked_proc(*argv: str, env: dict[str, str] | None = None) -> subprocess.Com
     return subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", cover, "sh", *argv],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'integration'}", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
     )  # fmt: skip
 
 
@@ -90,15 +89,14 @@ def test_under_a_masked_proc_a_workers_process_refuses_to_start(
 
 VENV_CHECK = """
 import json, sys
-from types import SimpleNamespace
+from checkkit import check_app, check_state
 from schemas.spec import CommandCheck
 from services.adapters.tools import sandbox_probe
 from services.handlers.checks import run_check
 from services.settings import Settings
 sandbox_probe.ready(Settings())
-state = SimpleNamespace(workspace=sys.argv[1], base_dir=None)
 check = CommandCheck(command="python -c 'import sys; print(sys.prefix)' && python -m pytest --version")
-verdict = run_check(SimpleNamespace(settings=Settings()), state, check)
+verdict = run_check(check_app(), check_state(sys.argv[1]), check)
 print(json.dumps({"passed": verdict.passed, "evidence": verdict.evidence}))
 """
 
@@ -115,7 +113,7 @@ def test_a_venv_under_tmp_runs_a_command_check_with_its_python(tmp_path: Path) -
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-c", VENV_CHECK, str(ws)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'integration'}", "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     verdict = json.loads(done.stdout.strip().splitlines()[-1])
@@ -139,8 +137,7 @@ def test_a_missing_interpreter_is_named_by_the_probe_and_by_a_failing_check(
         sandbox_probe.ready(Settings())
     assert caught.value.name == "AGENTLEDGER_SANDBOX"
     assert repr(sys.executable) in str(caught.value) and "exit 127" in str(caught.value)
-    state = SimpleNamespace(workspace=str(tmp_path), base_dir=None)
-    verdict = run_check(SimpleNamespace(settings=Settings()), state, CommandCheck(command="python -c pass"))
+    verdict = run_check(check_app(), check_state(str(tmp_path)), CommandCheck(command="python -c pass"))
     assert verdict.passed is False and verdict.evidence["exit_code"] == 127  # type: ignore[attr-defined]
     assert f"this worker's interpreter {sys.executable}" in verdict.evidence["stderr_tail"]  # type: ignore[attr-defined]
 

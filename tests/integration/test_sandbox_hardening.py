@@ -23,10 +23,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import redis
+from checkkit import check_app, check_state
 
 from schemas.spec import CommandCheck
 from services.adapters.redis.local_server import redis_server_binary
@@ -56,9 +56,8 @@ def py(code: str) -> list[str]:
 
 def command_check(ws: Path, command: str, settings: Settings | None = None) -> object:
     """A `command:` acceptance check, as the acceptance worker runs it."""
-    app = SimpleNamespace(settings=settings or Settings())
-    state = SimpleNamespace(workspace=str(ws), base_dir=None)
-    return run_check(app, state, CommandCheck(command=command, timeout_s=60))  # type: ignore[arg-type]
+    state = check_state(str(ws))
+    return run_check(check_app(settings), state, CommandCheck(command=command, timeout_s=60))
 
 
 def status(text: str) -> dict[str, str]:
