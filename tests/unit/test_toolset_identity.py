@@ -169,7 +169,7 @@ def test_an_installed_package_brings_only_its_own_folder(tmp_path: Path) -> None
 def test_a_module_that_is_not_there_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(ToolSetError) as refused:
         fingerprint_of(["nowhere_tools"], [str(tmp_path)])
-    assert refused.value.module == "nowhere_tools" and "cannot find it" in refused.value.reason
+    assert refused.value.module == "nowhere_tools" and "cannot find module" in refused.value.reason
 
 
 def test_a_library_in_a_virtualenv_inside_the_tool_folder_is_no_dynamic_module(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def code_of(names: Sequence[str], search: Sequence[str]) -> Code:
     for name in names:
         trail = _walk(name, [str(p) for p in search])
         if not trail:
-            raise NotFound(name, f"cannot find it in {list(search) or 'the Python path'}")
+            raise NotFound(name, f"cannot find module {name!r}")
         root = _root_of(name, trail[0][1])
         if root not in roots:
             roots.append(root)

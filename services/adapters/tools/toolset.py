@@ -147,8 +147,9 @@ def _code(names: tuple[str, ...], paths: Sequence[str]) -> Code:
     """The named modules' code, and the built-in module (our own: counted by its file)."""
     try:
         code = code_of(names, [*paths, *sys.path]) if names else Code((), {})
-    except NotFound as exc:
-        raise ToolSetError(exc.module, exc.reason) from None
+    except NotFound as exc:  # where it looked: the tool paths, then the Python path
+        where = f"in {list(dict.fromkeys(paths))} or " if paths else "on "
+        raise ToolSetError(exc.module, f"{exc.reason} {where}the Python path") from None
     builtin = Path(importlib.import_module(BUILTIN).__file__ or "").resolve()
     return Code(code.roots, {**code.modules, BUILTIN: builtin}, code.computed)
 

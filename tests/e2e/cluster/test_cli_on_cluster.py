@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from e2ekit import AGENTLEDGER, Cli, copy_example, stop_workers, types
+from webkit import request, start_ui, token_for
 
 from events.lock_partitions import partition_of
 from services.adapters.redis.client import redis_client
@@ -54,20 +55,16 @@ def test_the_web_view_lists_shows_and_streams_a_run_on_the_cluster(
     code, summary = ccli.run_json(example / "spec.yaml")
     assert code == 0, summary
     run_id = summary["run_id"]
-    ui = subprocess.Popen(
-        [*AGENTLEDGER, "ui", "--port", "0"], cwd=ccli.cwd, env=ccli.env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+    ui, url = start_ui(ccli)  # signed in with the token its sign-in URL carries
+    base = url.rstrip("/")
     try:
-        assert ui.stdout is not None
-        first = ui.stdout.readline()  # "agentledger ui on http://127.0.0.1:PORT/ (…)"
-        assert " on http://127.0.0.1:" in first, first
-        base = first.split(" on ", 1)[1].split()[0].rstrip("/")
-        listed = json.load(urllib.request.urlopen(f"{base}/api/runs", timeout=30))
-        assert [r["run_id"] for r in listed["runs"]] == [run_id]
-        shown = json.load(urllib.request.urlopen(f"{base}/api/runs/{run_id}", timeout=30))
-        assert shown["view"]["summary"]["status"] == "completed"
-        with urllib.request.urlopen(f"{base}/api/runs/{run_id}/stream", timeout=30) as stream:
+        status, listed = request(f"{base}/api/runs")
+        assert status == 200 and [r["run_id"] for r in listed["runs"]] == [run_id], listed
+        status, shown = request(f"{base}/api/runs/{run_id}")
+        assert status == 200 and shown["view"]["summary"]["status"] == "completed"
+        bearer = {"Authorization": f"Bearer {token_for(url)}"}
+        stream_request = urllib.request.Request(f"{base}/api/runs/{run_id}/stream", headers=bearer)
+        with urllib.request.urlopen(stream_request, timeout=30) as stream:
             head = stream.read(200).decode()
         assert head.startswith("id: 1\nevent: line\n") and '"RunCreated"' in head, head
     finally:
