@@ -76,6 +76,9 @@ class Settings:
     # prometheus_client's multiprocess folder: set, every worker process keeps its metrics there
     metrics_dir: str | None = None
     replica_acks: int = 0  # appends, claims and ledger writes WAIT for this many replicas
+    # intake (issue 31.2/31.3): each partition's rejected stream keeps about this many
+    # entries (each a digest of at most 4 kB: 10,000 are at most ~40 MB)
+    rejected_maxlen: int = 10_000
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -113,6 +116,8 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_PUBLISHERS": ("publishers_file", str),
     "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),
     "AGENTLEDGER_REPLICA_ACKS": ("replica_acks", int),
+    # intake (issue 31.2/31.3)
+    "AGENTLEDGER_REJECTED_MAXLEN": ("rejected_maxlen", int),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -120,7 +125,7 @@ _POSITIVE = (
     "AGENTLEDGER_INBOX_MAX_BYTES", "AGENTLEDGER_LEASE_S", "AGENTLEDGER_SWEEP_INTERVAL_S",
     "AGENTLEDGER_LOCK_LEASE_S", "AGENTLEDGER_MODEL_LEASE_S", "AGENTLEDGER_ACCEPTANCE_LEASE_S",
     "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
-    "AGENTLEDGER_BROKER_MAX_DELIVERIES",
+    "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REJECTED_MAXLEN",
 )  # fmt: skip
 _NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",

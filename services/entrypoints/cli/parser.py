@@ -86,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--processes", type=_count, default=1)
     w.add_argument(
         "--pools", type=_pools, default=list(POOLS), metavar="POOL,…",
-        help="the pools to run (default: model,tools,accept)",
+        help="the pools to run (default: model,tools,accept); 'intake' alone: an intake, no tool code",
     )  # fmt: skip
     _mcp(w)
     w.add_argument("--list", action="store_true", help="list the live workers instead; serve nothing")
@@ -98,6 +98,11 @@ def parser() -> argparse.ArgumentParser:
         help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free one)",
     )  # fmt: skip
     _threads(w)
+    i = command("intake", "read the inbox and create runs (no tool code) until SIGTERM")
+    i.add_argument(
+        "--metrics-port", type=_port, metavar="PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free one)",
+    )  # fmt: skip
     _toolset(command("toolset", "print the fingerprint of a tool set's code"))
     command("status", "a run's state").add_argument("run_id")
     _runs(command("runs", "the runs, newest first"))
@@ -144,7 +149,7 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("action", choices=("status", "start", "stop"))
     local.add_argument("--force", action="store_true", help="stop: even with clients connected")
     _publishers(command("publishers", "who may publish to the inbox, and what each may ask for"))
-    a = command("acl", "Redis ACL users for the roles (publisher, workers, ops) of this prefix")
+    a = command("acl", "Redis ACL users of this prefix: one per publisher, the intake, workers, ops")
     a.add_argument("--apply", action="store_true", help="run them on the Redis REDIS_URL names")
     return p
 
@@ -164,6 +169,9 @@ def _publishers(c: argparse.ArgumentParser) -> None:
     add.add_argument("--scopes", type=_list, default=[], metavar="A,B", help="scopes it may grant")
     add.add_argument("--queues", type=_list, default=[], metavar="Q,…", help="default: 'default'")
     actions.add_parser("list", help="the publishers and their grants (never their keys)")
+    actions.add_parser(
+        "adopt", help="make this publishers file the deployment's (record its digest in Redis)"
+    )
     for a in actions.choices.values():
         a.add_argument("--json", action="store_true", help="machine output on stdout")
 
@@ -181,6 +189,7 @@ def _publisher_name(text: str) -> str:
 
 
 POOLS = ("model", "tools", "accept")
+INTAKE_POOL = "intake"  # `workers --pools intake`: the intake alone, no tool code
 _QUEUE = re.compile(QUEUE_PATTERN)
 
 
@@ -215,9 +224,15 @@ def _threads(c: argparse.ArgumentParser) -> None:
 
 def _pools(text: str) -> list[str]:
     pools = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in pools if p not in POOLS]
+    unknown = [p for p in pools if p not in (*POOLS, INTAKE_POOL)]
     if unknown or not pools:
-        raise argparse.ArgumentTypeError(f"{text!r}: the pools are {', '.join(POOLS)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the pools are {', '.join(POOLS)} (or {INTAKE_POOL} alone)"
+        )
+    if INTAKE_POOL in pools and len(set(pools)) > 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {INTAKE_POOL} runs alone (it loads no tool code): --pools {INTAKE_POOL}"
+        )
     return pools
 
 
