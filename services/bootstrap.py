@@ -42,7 +42,6 @@ from services.handlers.runs import Observe, Runs
 from services.handlers.state_cache import warm_up
 from services.keys import Keys, keys_for
 from services.lock_partitions import lock_partitions
-from services.loops import inbox_parse
 from services.loops.sweeper import run_sweeper
 from services.secrets import redactor_for
 from services.settings import Settings
@@ -71,13 +70,12 @@ def worker_middleware() -> list[Middleware]:
 
 
 def prepare_readers() -> None:
-    """What a run's first load builds (the snapshot reader, the fold's copy functions)
-    and the inbox message reader, built before a worker's threads start, and a first
-    pass over a run's load (`state_cache.warm_up`): not paid by the first step of its
-    first run (a CLI command builds only what it uses)."""
+    """What a run's first load builds (the snapshot reader, the fold's copy functions),
+    built before a worker's threads start, and a first pass over a run's load
+    (`state_cache.warm_up`): not paid by the first step of its first run (a CLI
+    command builds only what it uses). The intake builds the inbox message reader."""
     snapshot.prepare()
     fold.prepare()
-    inbox_parse.prepare()
     warm_up()
 
 
