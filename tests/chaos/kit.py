@@ -338,13 +338,14 @@ class Cluster:
             )  # fmt: skip
         pool = Pool(proc, log)
         self.pools.append(pool)
-        self.start_intake()
         if wait:
             pool.ready(processes)  # each process says "workers up" once its pools serve
+            self.start_intake()  # after: a request it reads names a tool set they registered
         return pool
 
     def start_intake(self) -> Pool:
-        """The one intake of the cluster, started once (no tool code: never killed here)."""
+        """The one intake of the cluster, started once, once workers are up (no tool
+        code: never killed here)."""
         if self.intake is None:
             log = self.tmp / "intake.log"
             command = [sys.executable, "-m", "services.entrypoints.cli.main", "intake"]
