@@ -35,6 +35,7 @@ from services.loops import inbox_parse
 from services.loops.agreement import Agreement
 from services.loops.intake import BEATS_PER_TTL, Intake
 from services.settings import Settings
+from services.structured_logs import set_worker
 
 if TYPE_CHECKING:
     from services.adapters.metrics.instruments import Instruments
@@ -104,7 +105,10 @@ def build_intake(
     `only`. ConfigError when a deployment's file is not the one it records."""
     keys = keys_for(settings)
     worker = worker or worker_name()
-    app = build_app(settings, client, NO_TOOLS, worker=worker)
+    if only is None:  # a process of its own: its log lines name it (the embedded run's, its pools)
+        set_worker(worker)
+    observe = instruments.observe_step if instruments is not None else None  # RunCreated, controls
+    app = build_app(settings, client, NO_TOOLS, worker=worker, observe=observe)
     registry = Registry(settings.publishers_path)
     agreement = None
     if only is None:
