@@ -102,7 +102,7 @@ def build_intake(
     worker: str | None = None,
 ) -> IntakeService:
     """The intake of a deployment (`only` None), or the embedded run's for publisher
-    `only`. ConfigError when a deployment's file is not the one it records."""
+    `only`. ConfigError when a deployment's file is broken, or not the one it records."""
     keys = keys_for(settings)
     worker = worker or worker_name()
     if only is None:  # a process of its own: its log lines name it (the embedded run's, its pools)
@@ -112,6 +112,9 @@ def build_intake(
     registry = Registry(settings.publishers_path)
     agreement = None
     if only is None:
+        file, _ = registry.snapshot()
+        if isinstance(file, ConfigError):  # a broken file is never the one a deployment agrees to
+            raise file
         every_s = settings.member_ttl_s / BEATS_PER_TTL
         agreement = Agreement(client, keys, settings.publishers_path, every_s=every_s)
         if (held := agreement.check(registry.digest())) is not None:

@@ -177,3 +177,13 @@ def test_the_embedded_runs_intake_neither_records_nor_checks_the_digest(
     assert service.intake.poll_once(block_ms=10) == 0 and service.intake.held is None
     assert agreed.recorded(client, keys) == "0" * 64
 
+
+
+def test_a_deployment_intake_refuses_to_start_with_a_broken_file(
+    settings: Settings, client: redis.Redis, keys: Keys
+) -> None:
+    Path(settings.publishers_path).write_text("publishers: {p: {key: 12}}\n")
+    with pytest.raises(ConfigError) as refused:
+        build_intake(settings, client, worker="broken")
+    assert str(refused.value).startswith("AGENTLEDGER_PUBLISHERS: ")
+    assert agreed.recorded(client, keys) is None  # nothing recorded of a broken file
