@@ -1,6 +1,7 @@
 """The composition root: builds the Redis client, the store, the clock, the model
 adapters, the lock table, the ledger, the run repository and the worker pools
-of one tool set from one Settings object."""
+of one tool set from one Settings object. The intake is a role of its own, in a
+process with no tool code (`services.intake_role`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import dramatiq
 import redis
@@ -43,8 +44,6 @@ from services.handlers.runs import Observe, Runs
 from services.handlers.state_cache import warm_up
 from services.keys import Keys, keys_for
 from services.lock_partitions import lock_partitions
-from services.loops import inbox_parse
-from services.loops.intake import Intake
 from services.loops.sweeper import run_sweeper
 from services.secrets import configure as configure_secrets
 from services.secrets import stored_redactor
@@ -74,18 +73,21 @@ def worker_middleware() -> list[Middleware]:
 
 
 def prepare_readers() -> None:
-    """What a run's first load builds (the snapshot reader, the fold's copy functions)
-    and the inbox message reader, built before a worker's threads start, and a first
-    pass over a run's load (`state_cache.warm_up`): not paid by the first step of its
-    first run (a CLI command builds only what it uses)."""
+    """What a run's first load builds (the snapshot reader, the fold's copy functions),
+    built before a worker's threads start, and a first pass over a run's load
+    (`state_cache.warm_up`): not paid by the first step of its first run (a CLI
+    command builds only what it uses). The intake builds the inbox message reader."""
     snapshot.prepare()
     fold.prepare()
-    inbox_parse.prepare()
     warm_up()
 
 
-def shards_ever(client: redis.Redis, keys: Keys) -> range:
-    """Every shard a run may be in: as many as the largest count this Redis has seen."""
+def shards_ever(client: redis.Redis, keys: Keys, *, record: bool = True) -> range:
+    """Every shard a run may be in: as many as the largest count this Redis has seen
+    (this process's counted in: `record`, a script; a reader, as ops, only reads)."""
+    if not record:
+        seen = cast(bytes | None, client.hget(keys.meta, "shards"))
+        return range(max(int(seen or 0), keys.shards))
     return range(int(client.register_script(_SHARDS)(keys=[keys.meta], args=[keys.shards])))
 
 
@@ -176,8 +178,8 @@ def build_app(
 
 @dataclass
 class Services:
-    """The worker pools of one tool set on one task queue, plus the intake and
-    sweeper loops, in one process."""
+    """The worker pools of one tool set on one task queue, plus the sweeper loop, in
+    one process (no intake: that role loads no tool code, `services.intake_role`)."""
 
     app: App
     client: redis.Redis
@@ -189,7 +191,7 @@ class Services:
     instruments: Instruments | None = None  # metrics, when they are on
     stop_flag: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
-    loop_members: list[Membership] = field(default_factory=list)  # the intake's, the sweeper's
+    loop_members: list[Membership] = field(default_factory=list)  # the sweeper's
     tracing: Any = None  # services.adapters.tracing.otel.Tracing, when traces are exported
     trace_export: Any = None  # its loop (services.loops.trace_export.TraceExport)
     retool_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -253,16 +255,9 @@ class Services:
     def _start_loops(self) -> None:
         keys = self.broker.keys
         ttl = self.app.settings.member_ttl_s
-        me = self.broker.worker_id
-        taking = Membership(self.client, keys.members("intake"), me, ttl_s=ttl)
-        intake = Intake(
-            self.app, self.client, keys, self.directory, taking,
-            on_rejected=self.instruments.rejected_inc if self.instruments is not None else None,
-        )  # fmt: skip
-        sweep = Membership(self.client, keys.members("sweep"), me, ttl_s=ttl)
-        self.loop_members += [taking, sweep]
+        sweep = Membership(self.client, keys.members("sweep"), self.broker.worker_id, ttl_s=ttl)
+        self.loop_members.append(sweep)
         shards = self.broker.shards
-        self._spawn("intake", lambda: intake.run(self.stop_flag))
         self._spawn("sweeper", lambda: run_sweeper(self.app, sweep, shards, self.stop_flag))
         if self.app.settings.otlp_traces:
             self._start_trace_export(shards)
@@ -307,9 +302,13 @@ class Services:
             return "stopping"
         return f"not running: {', '.join(sorted(dead))}" if dead else None
 
+    def unready(self) -> str | None:
+        """Why this process is alive but not ready: nothing beyond `problem`."""
+        return self.problem()
+
     def stop(self) -> None:
-        # the loops see the flag once their current read returns (the intake's blocks
-        # up to half a second): the pools stop meanwhile, not after; a delivery that
+        # the loops see the flag once their current read returns: the pools stop
+        # meanwhile, not after; a delivery that
         # carries a run on stops carrying (what is due next goes through the queue)
         self.stop_flag.set()
         if self.app.carrying is not None:
@@ -319,8 +318,7 @@ class Services:
                 self.worker.stop(timeout=5000)
         for thread in self.threads:
             thread.join(timeout=5)
-        # else the inbox partitions we owned wait `member_ttl_s` for another intake
-        # (the next `agentledger run` would not see its request taken until then)
+        # else the shards we swept wait `member_ttl_s` for another sweeper
         for member in self.loop_members:
             member.leave()
         if self.tracing is not None:  # what the last steps ended, before the process goes

@@ -7,7 +7,8 @@ the mapping is never recomputed: `AGENTLEDGER_SHARDS` may grow for new runs
 while old ones keep theirs. An id without the suffix (chosen by a publisher)
 maps by a hash over the shard count. Task-queue streams are partitioned by the
 same shards; the inbox by its own partitions. Ledger and request keys are
-digests: no argument, secret or request id ever appears in a key name."""
+digests: no argument, secret or request id ever appears in a key name. Each
+publisher has its own inbox stream per partition (`<prefix>:{in<N>}:inbox:<name>`)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from services.settings import Settings
 
 _SUFFIX = re.compile(r"\.s(\d{1,4})$")
+_INBOX = re.compile(r"^:\{in(\d+)\}:inbox:(.+)$")
 LOCK_PARTS = ("req", "order", "holders", "tokens", "leases", "seq")
 
 
@@ -83,8 +85,16 @@ class Keys:
         """Stream of a queue stream's dead letters: nacked, undecodable, delivered too often."""
         return f"{stream}:dead"
 
-    def inbox(self, partition: int) -> str:
-        return f"{self.prefix}:{{in{partition}}}:inbox"
+    def inbox(self, partition: int, publisher: str) -> str:
+        """Stream: one publisher's entries of one inbox partition. A publisher writes
+        only its own streams (its Redis user reaches no other); every stream of a
+        partition shares its hash tag, so one XREADGROUP reads them all."""
+        return f"{self.prefix}:{{in{partition}}}:inbox:{publisher}"
+
+    def inbox_publisher(self, stream: str) -> tuple[int, str] | None:
+        """The partition and publisher an inbox stream belongs to (None: not one)."""
+        found = _INBOX.match(stream[len(self.prefix) :]) if stream.startswith(self.prefix) else None
+        return (int(found.group(1)), found.group(2)) if found else None
 
     def rejected(self, partition: int) -> str:
         return f"{self.prefix}:{{in{partition}}}:rejected"
@@ -118,6 +128,12 @@ class Keys:
     def members(self, group: str) -> str:
         """Sorted set of the live processes of a group by last heartbeat (ms, Redis time)."""
         return f"{self.prefix}:members:{group}"
+
+    def intake_members(self, publisher: str | None = None) -> str:
+        """Sorted set: the live deployment intakes (`all`), or the embedded run's intakes
+        of one publisher (which own that publisher's streams alone). Apart from the
+        pools' `members`, so the workers' Redis user cannot pose as an intake."""
+        return f"{self.prefix}:intakes:" + ("all" if publisher is None else f"pub:{publisher}")
 
     def toolsets(self, queue: str) -> str:
         """Hash: fingerprint -> manifest of every tool set that served the task queue."""

@@ -107,6 +107,9 @@ class Settings:
     # and Host names the view answers besides loopback and its own address (comma-separated)
     ui_token: str | None = field(default=None, repr=False)  # never in a log line
     ui_allow_hosts: str = ""
+    # intake (issue 31.2/31.3): each partition's rejected stream keeps about this many
+    # entries (each a digest of at most 4 kB: 10,000 are at most ~40 MB)
+    rejected_maxlen: int = 10_000
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -165,6 +168,8 @@ _ENV: dict[str, tuple[str, type]] = {
     # identity and the web view (issue 31.6, 31.7)
     "AGENTLEDGER_UI_TOKEN": ("ui_token", str),
     "AGENTLEDGER_UI_ALLOW_HOSTS": ("ui_allow_hosts", str),
+    # intake (issue 31.2/31.3)
+    "AGENTLEDGER_REJECTED_MAXLEN": ("rejected_maxlen", int),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -179,6 +184,7 @@ _POSITIVE = (
     "AGENTLEDGER_MAX_MCP_TIMEOUT_S", "AGENTLEDGER_MODEL_THREADS", "AGENTLEDGER_TOOLS_THREADS",
     "AGENTLEDGER_ACCEPT_THREADS",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REPLAY_WINDOW_S",
+    "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REJECTED_MAXLEN",
 )  # fmt: skip
 _NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",

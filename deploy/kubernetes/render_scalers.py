@@ -91,7 +91,7 @@ def scaled_object(name: str, streams: list[tuple[str, str]]) -> dict[str, Any]:
         },
         "spec": {
             "scaleTargetRef": {"name": name},
-            # never 0: every workers process also runs an intake and a sweeper
+            # never 0: every workers process also runs a sweeper
             "minReplicaCount": 1,
             "maxReplicaCount": 10,
             "pollingInterval": 5,

@@ -1,4 +1,4 @@
-"""Metrics and health for `agentledger workers`. One process: its own counters
+"""Metrics and health for `agentledger workers` and `agentledger intake`. One process: its own counters
 plus what a scrape reads from Redis, served on `--metrics-port`. With
 `--processes N` the parent serves: it gives its children a prometheus_client
 multiprocess folder (`PROMETHEUS_MULTIPROC_DIR`: ours, made and removed here,
@@ -7,7 +7,8 @@ into it and beats a health file there, and the parent adds them up.
 
 Liveness (`/healthz`): every worker process alive, its pools' threads alive,
 its beat fresh. Readiness (`/readyz`): that, every process has beaten once,
-and Redis answers."""
+nothing holds it back (an intake whose publishers file is not the
+deployment's), and Redis answers."""
 
 from __future__ import annotations
 
@@ -20,20 +21,36 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import redis
 
 from services.adapters.metrics.scrape import RedisCollector, Served
 from services.adapters.metrics.server import OpsServer
 from services.adapters.store.redis_store import RedisEventStore
-from services.bootstrap import Services, shards_ever
+from services.bootstrap import shards_ever
+from services.handlers.app import App
 from services.handlers.state_cache import cache_for
 from services.keys import keys_for
 from services.settings import Settings
 
+if TYPE_CHECKING:
+    from services.adapters.metrics.instruments import Instruments
+
 BEAT_S = 1.0
 SILENT_S = 15.0  # a process whose beat is older than this is not alive
 FIRST_BEAT_S = 60.0  # how long a new process may take to beat the first time
+
+
+class Process(Protocol):
+    """What the operations port asks of a process: workers' `Services`, an `IntakeService`."""
+
+    @property
+    def app(self) -> App: ...
+    @property
+    def instruments(self) -> Instruments | None: ...
+    def problem(self) -> str | None: ...  # liveness
+    def unready(self) -> str | None: ...  # readiness (what `problem` says, and more)
 
 
 def metrics_dir(settings: Settings) -> tuple[str, Callable[[], None]]:
@@ -66,7 +83,7 @@ def redis_problem(client: redis.Redis) -> str | None:
 
 
 def serve_one(
-    services: Services, client: redis.Redis, at: tuple[str, int], served: Sequence[Served]
+    services: Process, client: redis.Redis, at: tuple[str, int], served: Sequence[Served]
 ) -> OpsServer:
     """The operations port of a single worker process."""
     from prometheus_client import CollectorRegistry
@@ -82,7 +99,7 @@ def serve_one(
     registry.register(redis_collector(settings, client, served))
 
     def ready() -> str | None:
-        return services.problem() or redis_problem(client)
+        return services.unready() or redis_problem(client)
 
     host, port = at
     return OpsServer(registry, host=host, port=port, live=services.problem, ready=ready).start()
@@ -92,7 +109,7 @@ def serve_one(
 class Beat:
     """A child's health file, beaten every second with its problem or 'ok'."""
 
-    services: Services
+    services: Process
     folder: str
     stop_flag: threading.Event = field(default_factory=threading.Event)
 
@@ -153,3 +170,9 @@ def serve_parent(
     return OpsServer(
         registry, host=host, port=port, live=lambda: problem(first_beat_s=FIRST_BEAT_S), ready=ready
     ).start()
+
+
+def cannot_listen(metrics: tuple[str, int] | None, exc: OSError) -> str:
+    """The one line said when the operations port cannot be opened."""
+    host, port = metrics or ("", 0)
+    return f"--metrics-host/--metrics-port: cannot listen on {host}:{port}: {exc.strerror or exc}"

@@ -1,7 +1,10 @@
 """The intake: reads the inbox partitions this process owns, where any system
 publishes task events (JSON in the entry's `message` field, signed by its
-publisher: `publisher` and `signature`). An entry whose signature is not its
-publisher's is refused unread. A valid RunRequested within its publisher's
+publisher: `publisher` and `signature`), each publisher in streams of its own
+(`Keys.inbox(partition, publisher)`): the stream of every publisher in the
+publishers file (or, for the embedded run's intake, of its one publisher). An
+entry whose signature is not its publisher's is refused unread, and so is one
+whose `publisher` is not its stream's. A valid RunRequested within its publisher's
 grant becomes the run's first event, bound to its task queue and tool set, the
 run holding only the scopes the grant allows; a control, from a publisher
 granted the run's principal, is appended to its run if it fits the run's
@@ -9,9 +12,11 @@ state; anything else goes to the rejected stream with its reason and the
 original fields.
 
 Every entry ends acked after one try, and is deleted from the inbox: created,
-an idempotent no-op (the same request again), or rejected. A bad entry never
-stops the intake and is never retried forever: one that a dead intake held is
-taken over, and rejected once it has been delivered too often."""
+an idempotent no-op (the same request again), or rejected (the rejected stream
+keeps a bounded digest: `services.loops.rejections`). A bad entry never stops
+the intake and is never retried forever: one that a dead intake held is taken
+over, and rejected once it has been delivered too often. A deployment intake
+whose publishers file is not the deployment's reads nothing (`agreement`)."""
 
 from __future__ import annotations
 
@@ -51,12 +56,15 @@ from services.adapters.redis.directory import Directory
 from services.adapters.redis.replicas import NotReplicated
 from services.adapters.redis.slot_reads import SlotReads
 from services.clock import new_run_id
-from services.errors import ConcurrencyConflict, ServiceError
+from services.errors import ConcurrencyConflict, ConfigError, ServiceError
 from services.handlers.app import App
 from services.handlers.spec_check import check_spec
 from services.keys import Keys
+from services.loops import rejections
+from services.loops.agreement import Agreement
 from services.loops.inbox_auth import Granted, authenticate, check_fresh
 from services.loops.inbox_parse import Rejected, parse
+from services.loops.inbox_streams import InboxStreams
 from services.loops.intake_workspaces import Workspaces
 
 GROUP = "intake"
@@ -66,7 +74,6 @@ MAX_DELIVERIES = 3  # an entry that took down this many intakes is rejected as p
 BEATS_PER_TTL = 4  # the intake beats (and looks at what it owns) this often per member ttl
 RECLAIM_IDLE_MS = 10_000
 RECLAIM_EVERY = 20  # polls of at most 0.5 s: look for a dead intake's entries every ~10 s
-KEEP_FIELD_BYTES = 1 << 20  # of each original field kept with a rejection
 log = logging.getLogger(__name__)
 
 
@@ -79,13 +86,20 @@ def publish(
     client: redis.Redis, keys: Keys, message: RunRequested | Control, *, signer: Signer
 ) -> str:
     """What any publisher does: one XADD of the message as JSON, signed with its
-    key, to a partition chosen by its request id (or at random)."""
+    key, to its own stream of a partition chosen by its request id (or at random).
+    Returns the entry's id, `partition/publisher/stream id`."""
     key = getattr(message, "request_id", None) or getattr(message, "run_id", None)
     n = keys.inbox_partitions
     part = partition_of(key, n) if key else random.randrange(n)
     fields = signed_entry(signer.name, signer.key, stamped(message).model_dump_json().encode())
-    entry = cast(bytes, client.xadd(keys.inbox(part), fields))  # type: ignore[arg-type]
-    return f"{part}/{entry.decode()}"
+    entry = cast(bytes, client.xadd(keys.inbox(part, signer.name), fields))  # type: ignore[arg-type]
+    return entry_name(part, signer.name, entry.decode())
+
+
+def entry_name(part: int, publisher: str, stream_id: str) -> str:
+    """An inbox entry's id everywhere it is named (rejections, causation ids):
+    `partition/publisher/stream id`."""
+    return f"{part}/{publisher}/{stream_id}"
 
 
 M = TypeVar("M", bound=RunRequested | Control)
@@ -108,22 +122,32 @@ class Intake:
         membership: Membership,
         publishers: Registry | None = None,
         on_rejected: Callable[[], None] | None = None,  # told of each rejection (metrics)
+        *,
+        only: str | None = None,  # read this publisher's streams alone (the embedded run's)
+        agreement: Agreement | None = None,  # read only while the file is the deployment's
     ):
         self._app = app
-        self._publishers = publishers or Registry(app.settings.publishers_path)
+        self._publishers = self.registry = publishers or Registry(app.settings.publishers_path)
         self._workspaces = Workspaces(app.settings)
         self._on_rejected = on_rejected
         self._r = client
         self._keys = keys
         self._directory = directory
         self._membership = membership
+        self._only = only
+        self.agreement = agreement
         self._owned: list[int] = []
         self._next_beat = 0.0  # time.monotonic()
-        self._slot_reads = SlotReads(client, GROUP, app.worker) if is_cluster(client) else None
+        self._names: tuple[str, ...] = (only,) if only else ()  # whose streams are read
+        slot_reads = SlotReads(client, GROUP, app.worker) if is_cluster(client) else None
+        self._streams = InboxStreams(client, keys, GROUP, app.worker, slot_reads)
         self._nonces: Nonces = RedisNonces(client, keys)  # replays (31.4)
         self._shards_read = keys.shards  # the deployment's shard count, as last read (31.5)
-        for part in range(keys.inbox_partitions):
-            _ensure_group(client, keys.inbox(part))
+
+    @property
+    def held(self) -> str | None:
+        """Why this intake reads nothing now (its file is not the deployment's); None: it reads."""
+        return self.agreement.held if self.agreement is not None else None
 
     def poll_once(self, *, block_ms: int = 500) -> int:
         now = time.monotonic()
@@ -131,33 +155,51 @@ class Intake:
             self._membership.beat()
             self._owned = self._membership.owned(range(self._keys.inbox_partitions))
             self._next_beat = now + self._membership.ttl_s / BEATS_PER_TTL
-        if not self._owned:
+        registry = self._publishers.pinned()  # one file for the whole batch
+        if self.agreement is not None and self.agreement.check(registry.digest()) is not None:
             threading.Event().wait(block_ms / 1000)
             return 0
-        reply = self._read(block_ms)
+        names = self._readable(registry)
+        if not self._owned or not names:
+            threading.Event().wait(block_ms / 1000)
+            return 0
+        reply = self._streams.read(self._owned, names, count=READ_COUNT, block_ms=block_ms)
         handled = 0
-        for stream, entries in reply or []:
-            part = self._part_of(stream)
+        for part, publisher, entries in reply:
             for entry_id, fields in entries:
-                self.handle(part, entry_id, fields or {})
+                self.handle(part, publisher, entry_id, fields or {}, registry=registry)
                 handled += 1
         return handled
 
-    def _read(self, block_ms: int) -> Any:
-        """One XREADGROUP over the owned partitions; on a cluster one per partition (slot)."""
-        if self._slot_reads is not None:
-            partitions = [self._keys.inbox(p) for p in self._owned]
-            return self._slot_reads.read(partitions, count=READ_COUNT, block_ms=block_ms)
-        streams: Any = {self._keys.inbox(p): ">" for p in self._owned}
-        return self._r.xreadgroup(GROUP, self._app.worker, streams, count=READ_COUNT, block=block_ms)
+    def _readable(self, registry: Registry) -> tuple[str, ...]:
+        """Whose streams are read: the publishers of the file (the last good one's
+        while it is broken: their entries are refused with the reason), or the one."""
+        if self._only is None:
+            file, _ = registry.snapshot()
+            if not isinstance(file, ConfigError):
+                self._names = tuple(sorted(file.publishers))
+        return self._names
 
-    def handle(self, part: int, entry_id: bytes, fields: dict[bytes, bytes]) -> str | None:
-        """Turn one entry into its outcome and ack it; the rejection reason, if any."""
-        cause = f"{part}/{entry_id.decode()}"
+    def handle(
+        self,
+        part: int,
+        publisher: str,
+        entry_id: bytes,
+        fields: dict[bytes, bytes],
+        *,
+        registry: Registry | None = None,
+    ) -> str | None:
+        """Turn one entry of `publisher`'s stream into its outcome and ack it; the
+        rejection reason, if any."""
+        cause = entry_name(part, publisher, entry_id.decode())
         reason: str | None = None
         try:
             max_bytes = self._app.settings.inbox_max_bytes
-            by = authenticate(fields, self._publishers, max_bytes=max_bytes)
+            by = authenticate(fields, registry or self._publishers, max_bytes=max_bytes)
+            if by.name != publisher:
+                raise Rejected(
+                    f"wrong stream: signed by {by.name!r} but written to {publisher!r}'s stream"
+                )
             message = parse(fields, max_bytes=max_bytes)
             check_fresh(
                 message, by, self._nonces, partitions=self._keys.inbox_partitions, entry=cause,
@@ -176,7 +218,7 @@ class Intake:
         except Exception as exc:  # a bug must not wedge the intake: say so, move on
             log.exception("inbox entry %s could not be handled", cause)
             reason = f"internal error: {type(exc).__name__}: {exc}"
-        self._finish(part, entry_id, fields, reason)
+        self._finish(part, publisher, entry_id, fields, reason)
         return reason
 
     def control(self, message: Control, by: Granted, *, causation_id: str | None = None) -> None:
@@ -294,35 +336,38 @@ class Intake:
         )
 
     def _finish(
-        self, part: int, entry_id: bytes, fields: dict[bytes, bytes], reason: str | None
+        self,
+        part: int,
+        publisher: str,
+        entry_id: bytes,
+        fields: dict[bytes, bytes],
+        reason: str | None,
     ) -> None:
+        stream = self._keys.inbox(part, publisher)
         with self._r.pipeline(transaction=False) as pipe:
             if reason is not None:
-                log.warning("inbox entry %s/%s rejected: %s", part, entry_id.decode(), reason)
-                moved: dict[Any, Any] = {"entry_id": f"{part}/{entry_id.decode()}", "reason": reason}
-                for k, v in fields.items():
-                    name = k.decode(errors="replace")
-                    moved[f"field:{name}"] = v[:KEEP_FIELD_BYTES]
-                    if len(v) > KEEP_FIELD_BYTES:  # what was cut away is said, not kept
-                        moved[f"size:{name}"] = len(v)
-                pipe.xadd(self._keys.rejected(part), moved, maxlen=100_000, approximate=True)
+                name = entry_name(part, publisher, entry_id.decode())
+                log.warning("inbox entry %s rejected: %s", name, reason)
+                moved: Any = rejections.digest(name, publisher, reason, fields)
+                maxlen = self._app.settings.rejected_maxlen
+                pipe.xadd(self._keys.rejected(part), moved, maxlen=maxlen, approximate=True)
                 if self._on_rejected is not None:
                     self._on_rejected()
-            pipe.xack(self._keys.inbox(part), GROUP, entry_id)
-            pipe.xdel(self._keys.inbox(part), entry_id)
+            pipe.xack(stream, GROUP, entry_id)
+            pipe.xdel(stream, entry_id)
             pipe.execute()
 
     def reclaim_once(self, *, min_idle_ms: int = RECLAIM_IDLE_MS) -> int:
         """Entries an intake took and never acknowledged (it died): handle them here,
         or reject them as poison once they have been delivered too often."""
+        if self.held is not None:
+            return 0
+        registry = self._publishers.pinned()
         n = 0
-        for part in self._owned:
-            stream = self._keys.inbox(part)
-            reply = cast(
-                list[Any] | None,
-                self._r.xautoclaim(stream, GROUP, self._app.worker, min_idle_ms, "0-0", count=50),
-            )
-            claimed = cast(list[tuple[bytes, dict[bytes, bytes]]], reply[1] if reply else [])
+        for part, publisher, claimed in self._streams.claim(
+            self._owned, self._readable(registry), min_idle_ms=min_idle_ms
+        ):
+            stream = self._keys.inbox(part, publisher)
             for entry_id, fields in claimed:
                 n += 1
                 pending = cast(
@@ -330,32 +375,24 @@ class Intake:
                 )
                 times = int(pending[0]["times_delivered"]) if pending else 1
                 if not fields:
-                    self._finish(part, entry_id, {}, None)  # trimmed away: nothing left to do
+                    self._finish(part, publisher, entry_id, {}, None)  # trimmed away: nothing left
                 elif times > MAX_DELIVERIES:
-                    self._finish(part, entry_id, fields, f"poison: delivered {times} times without an answer")
+                    why = f"poison: delivered {times} times without an answer"
+                    self._finish(part, publisher, entry_id, fields, why)
                 else:
-                    self.handle(part, entry_id, fields)
+                    self.handle(part, publisher, entry_id, fields, registry=registry)
         return n
 
     def run(self, stop: threading.Event) -> None:
         polls = 0
-        while not stop.is_set():
-            self.poll_once()
-            polls += 1
-            if polls % RECLAIM_EVERY == 0:
-                self.reclaim_once()
-
-    def _part_of(self, stream: bytes | str) -> int:
-        name = stream.decode() if isinstance(stream, bytes) else stream
-        return next(p for p in range(self._keys.inbox_partitions) if self._keys.inbox(p) == name)
-
-
-def _ensure_group(client: redis.Redis, stream: str) -> None:
-    try:
-        client.xgroup_create(stream, GROUP, id="0", mkstream=True)
-    except redis.ResponseError as exc:
-        if "BUSYGROUP" not in str(exc):
-            raise
+        try:
+            while not stop.is_set():
+                self.poll_once()
+                polls += 1
+                if polls % RECLAIM_EVERY == 0:
+                    self.reclaim_once()
+        finally:
+            self._streams.close()
 
 
 def _decide_control(s: RunState, m: Control, *, publisher: str) -> list[Event]:

@@ -34,6 +34,7 @@ from services.settings import Settings, environ_for_children
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY = b"agentledger workers up"
+INTAKE_READY = b"agentledger intake up"
 SETTLE_S = 0.15  # the workers write their counts every 50 ms
 ENDINGS = frozenset(
     {"RunCompleted", "RunFailed", "RunBudgetExhausted", "RunEscalated", "RunTimedOut"}
@@ -149,12 +150,17 @@ class Bench:
 
     @contextmanager
     def workers(self, prefix: str, count: int, extra: Sequence[str] = ()) -> Iterator[Pool]:
-        """`count` worker processes on `prefix`, ready on entry, stopped on exit;
-        `extra`: more options of `agentledger workers` (`--metrics-port 0`)."""
+        """`count` worker processes on `prefix`, and the intake beside them (counted
+        too: its work was the workers' before it was a role of its own; never killed),
+        ready on entry, stopped on exit; `extra`: more options of `agentledger
+        workers` (`--metrics-port 0`)."""
+        assert self.signer  # filed before the intake reads the file (its digest is agreed then)
         env = environ_for_children(self.settings.with_(prefix=prefix))
         procs: list[subprocess.Popen[bytes]] = []
-        logs, counts = [], []
+        logs, counts = [self.log_dir / f"{prefix}-intake.log"], [self.log_dir / f"{prefix}-intake.counts.json"]
+        intake = _counted(counts[0], logs[0], ["intake"], env)
         try:
+            _await_ready(intake, timeout_s=60, ready=INTAKE_READY)
             for i in range(count):
                 logs.append(self.log_dir / f"{prefix}-{i}.log")
                 counts.append(self.log_dir / f"{prefix}-{i}.counts.json")
@@ -181,7 +187,17 @@ class Bench:
         except BenchError as exc:
             raise BenchError(f"{exc}\n{_tails(logs)}") from None
         finally:
-            stop(procs)
+            stop([*procs, intake])
+
+
+def _counted(
+    counts: Path, log: Path, command: list[str], env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    with log.open("wb") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.bench.counted_worker", str(counts), *command],
+            env=env, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
+        )  # fmt: skip
 
 
 def _workers_command(extra: Sequence[str]) -> list[str]:
@@ -255,14 +271,14 @@ def _redis_cpu_s(client: redis.Redis) -> float:
     return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])
 
 
-def _await_ready(proc: subprocess.Popen[bytes], *, timeout_s: float) -> None:
+def _await_ready(proc: subprocess.Popen[bytes], *, timeout_s: float, ready: bytes = READY) -> None:
     assert proc.stdout is not None
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         readable, _, _ = select.select([proc.stdout], [], [], 0.2)
         if readable:
             line = proc.stdout.readline()
-            if line.startswith(READY):
+            if line.startswith(ready):
                 return
             if not line and proc.poll() is not None:
                 break

@@ -81,7 +81,10 @@ def inbox_garbage(tmp: Path, size: Size) -> Figures:
         rejected, unreasoned = _rejections(client, keys)
         dups = sum(1 for _ in client.scan_iter(match=f"{keys.prefix}:*run:dup-*", count=1000))
         client.close()
-        restarts = pool.tail(1 << 30).count("starting it again")
+        assert c.intake is not None
+        restarts = pool.tail(1 << 30).count("starting it again") + c.intake.tail(1 << 30).count(
+            "starting it again"
+        )
         f.extra.update(
             garbage=sent_garbage, kinds=len(kinds), request_ids_reused=reused, rejected=rejected,
             rejected_without_reason=unreasoned, pending=pending, intake_restarts=restarts,
@@ -116,6 +119,6 @@ def _rejections(client: object, keys: object) -> tuple[int, int]:
 def _pending(client: object, keys: object) -> int:
     n = 0
     for part in range(keys.inbox_partitions):  # type: ignore[attr-defined]
-        stream = keys.inbox(part)  # type: ignore[attr-defined]
+        stream = keys.inbox(part, "chaos")  # type: ignore[attr-defined]  # the chaos publisher's
         n += client.xlen(stream)  # type: ignore[attr-defined]
     return int(n)

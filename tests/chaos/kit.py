@@ -1,9 +1,10 @@
 """The chaos suite's harness: a private redis-server with AOF on a free port
 (killed, stopped and restarted at will, never the shared 6379), `agentledger
 workers --processes N` as an operator starts them (their children killed at
-random), the tools' own ground truth (one line per real execution of a write,
-in the run's workspace: the intake's copy), and the one function that writes
-inbox entries."""
+random) and the `agentledger intake` beside them (the workers run none), the
+tools' own ground truth (one line per real execution of a write, in the run's
+workspace: the intake's copy), and the one function that writes inbox entries
+(into the chaos publisher's own streams)."""
 
 from __future__ import annotations
 
@@ -151,7 +152,9 @@ def write_inbox(client: redis.Redis, keys: Keys, part: int, message: str | bytes
 def write_fields(
     client: redis.Redis, keys: Keys, part: int, fields: dict[str, str | bytes]
 ) -> None:
-    client.xadd(keys.inbox(part % keys.inbox_partitions), fields)  # type: ignore[arg-type]
+    """Any fields, into the chaos publisher's stream of a partition (all it may write)."""
+    assert _signer is not None, "inbox entries are written inside `cluster()`"
+    client.xadd(keys.inbox(part % keys.inbox_partitions, _signer.name), fields)  # type: ignore[arg-type]
 
 
 def submit(client: redis.Redis, keys: Keys, request: RunRequested, part: int | None = None) -> None:
@@ -243,9 +246,9 @@ class Pool:
         except (FileNotFoundError, ProcessLookupError):
             return []
 
-    def ready(self, processes: int, timeout_s: float = 120.0) -> None:
+    def ready(self, processes: int, timeout_s: float = 120.0, *, up: bytes = b"agentledger workers up") -> None:
         deadline = time.monotonic() + timeout_s
-        while self.log.read_bytes().count(b"agentledger workers up") < processes:
+        while self.log.read_bytes().count(up) < processes:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"workers did not start:\n{self.tail()}")
             time.sleep(0.1)
@@ -278,6 +281,7 @@ class Cluster:
     prefix: str
     overrides: dict[str, str] = field(default_factory=dict)
     pools: list[Pool] = field(default_factory=list)
+    intake: Pool | None = None  # `agentledger intake`, started with the first workers
 
     @property
     def settings(self) -> Settings:
@@ -341,15 +345,32 @@ class Cluster:
         self.pools.append(pool)
         if wait:
             pool.ready(processes)  # each process says "workers up" once its pools serve
+            self.start_intake()  # after: a request it reads names a tool set they registered
         return pool
 
+    def start_intake(self) -> Pool:
+        """The one intake of the cluster, started once, once workers are up (no tool
+        code: never killed here)."""
+        if self.intake is None:
+            log = self.tmp / "intake.log"
+            command = [sys.executable, "-m", "services.entrypoints.cli.main", "intake"]
+            with log.open("wb") as out:
+                proc = subprocess.Popen(command, env=self.env(), cwd=self.tmp, stdin=subprocess.DEVNULL,
+                                        stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+            self.intake = Pool(proc, log)
+            self.intake.ready(1, up=b"agentledger intake up")
+        return self.intake
+
     def logs(self) -> str:
-        return "\n".join(f"--- {p.log.name}:\n{p.tail()}" for p in self.pools)
+        return "\n".join(f"--- {p.log.name}:\n{p.tail()}" for p in self.everyone())
+
+    def everyone(self) -> list[Pool]:
+        return [*self.pools, *([self.intake] if self.intake is not None else [])]
 
     def stop(self) -> None:
-        for pool in self.pools:
+        for pool in self.everyone():
             pool.terminate()  # all at once: they stop side by side
-        for pool in self.pools:
+        for pool in self.everyone():
             pool.stop()
 
 

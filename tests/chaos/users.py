@@ -59,6 +59,7 @@ def two_users(tmp: Path, size: Size) -> Figures:
         client.close()
         for pool in pools:  # both started at once: they boot side by side
             pool.ready(1)
+        c.start_intake()
         finish(f, c, workspaces, [], size, time.monotonic())
         calls = cross = 0
         for run_id, ws in workspaces.items():

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,9 +260,49 @@ def delete_prefix(url: str, pattern: str) -> None:
         client.close()
 
 
-def start_workers(cli: Cli, *, tools: list[str], tool_path: Path) -> subprocess.Popen[str]:
+def start_intake(cli: Cli, *extra: str) -> subprocess.Popen[str]:
+    """`agentledger intake` as an operator starts it, in the test's folder (its
+    publishers file the state folder's), returned once it is up."""
+    proc = subprocess.Popen(
+        [*AGENTLEDGER, "intake", *extra], cwd=cli.cwd, env=cli.env, text=True, stdout=subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "intake up" not in line:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"the intake did not start: {line!r} (exit {proc.returncode})")
+    return proc
+
+
+class Started:
+    """`agentledger workers` and the `agentledger intake` beside them, stopped together
+    (as `subprocess.Popen` is by `stop_workers`): the workers run no intake."""
+
+    def __init__(self, workers: subprocess.Popen[str], intake: subprocess.Popen[str]):
+        self.workers, self.intake = workers, intake
+        self.stdout, self.pid = workers.stdout, workers.pid
+
+    def poll(self) -> int | None:
+        return self.workers.poll()
+
+    def terminate(self) -> None:
+        self.workers.terminate()
+        self.intake.terminate()
+
+    def kill(self) -> None:
+        self.workers.kill()
+        self.intake.kill()
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.intake.wait(timeout)
+        return self.workers.wait(timeout)
+
+
+def start_workers(cli: Cli, *, tools: list[str], tool_path: Path) -> Started:
     """`agentledger workers` serving these tool modules, as an operator starts them:
-    in the test's folder, returned once its tool set is registered ("workers up")."""
+    in the test's folder, returned once its tool set is registered ("workers up"),
+    with an `agentledger intake` beside them (the workers run none)."""
     args = [*AGENTLEDGER, "workers", "--tools", *tools, "--tool-path", str(tool_path)]
     proc = subprocess.Popen(
         args, cwd=cli.cwd, env=cli.env, text=True, stdout=subprocess.PIPE
@@ -270,10 +310,15 @@ def start_workers(cli: Cli, *, tools: list[str], tool_path: Path) -> subprocess.
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert "workers up" in line, f"the workers did not start: {line!r} (exit {proc.poll()})"
-    return proc
+    try:
+        return Started(proc, start_intake(cli))
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
 
 
-def stop_workers(procs: list[subprocess.Popen[str]]) -> None:
+def stop_workers(procs: Sequence[subprocess.Popen[str] | Started]) -> None:
     for proc in procs:
         proc.terminate()
     for proc in procs:

@@ -121,11 +121,13 @@ def test_a_read_of_an_unknown_run_says_no_run(cli: Cli, command: tuple[str, ...]
 
 
 def inbox_length(cli: Cli) -> int:
-    """Entries waiting in every inbox partition of the CLI's prefix."""
+    """Entries waiting in every inbox stream (every partition, every publisher) of the
+    CLI's prefix."""
     client = redis.Redis.from_url(cli.env.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    keys = Keys(cli.env["AGENTLEDGER_PREFIX"], 16)
+    prefix = cli.env["AGENTLEDGER_PREFIX"]
     try:
-        return sum(int(client.xlen(keys.inbox(p))) for p in range(keys.inbox_partitions))
+        streams = list(client.scan_iter(match=f"{prefix}:{{in*}}:inbox:*", count=1000))
+        return sum(int(client.xlen(stream)) for stream in streams)
     finally:
         client.close()
 
@@ -166,17 +168,20 @@ def test_a_control_when_the_workers_have_stopped_says_so_at_once_and_sends_nothi
     example = copy_example("steering", tmp_path)
     run_id = on_private("submit", "--as", on_private.publisher(), "--unserved", example / "approval.yaml").stdout.strip()
     tools = ["--tools", "steer_tools", "--tool-path", str(example)]
-    workers = subprocess.Popen([*AGENTLEDGER, "workers", *tools], cwd=on_private.cwd,
-                               env=on_private.env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    started = [
+        subprocess.Popen([*AGENTLEDGER, *command], cwd=on_private.cwd, env=on_private.env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for command in (["workers", *tools], ["intake"])
+    ]  # fmt: skip
     try:
         deadline = time.monotonic() + 30
         while on_private("status", run_id).returncode == 2:  # not created yet
             assert time.monotonic() < deadline
             time.sleep(0.2)
     finally:
-        workers.send_signal(signal.SIGTERM)
-        workers.wait(timeout=30)
+        for proc in started:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
     before = inbox_length(on_private)
     time.sleep(2.5)  # the intakes' heartbeats are older than the membership ttl (2 s)
 

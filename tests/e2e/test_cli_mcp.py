@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from e2ekit import AGENTLEDGER, Cli, by_call, of_type
+from e2ekit import AGENTLEDGER, Cli, by_call, of_type, start_intake, stop_workers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ : the shared MCP kit
 
@@ -213,10 +213,12 @@ def test_workers_with_a_servers_file_serve_runs_submitted_for_the_same_fingerpri
         [*AGENTLEDGER, "workers", "--queue", "mcpq", "--mcp", str(servers)],
         cwd=cli.cwd, env=cli.env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
+    intakes = []
     try:
         assert workers.stdout is not None
         up = workers.stdout.readline()
         assert "workers up" in up, (up, workers.poll())
+        intakes.append(start_intake(cli))
         done = cli("submit", "--as", cli.publisher(), "--json", spec, "--queue", "mcpq", "--mcp", servers)
         assert done.returncode == 0, done.stderr
         submitted = json.loads(done.stdout.strip().splitlines()[-1])
@@ -224,6 +226,7 @@ def test_workers_with_a_servers_file_serve_runs_submitted_for_the_same_fingerpri
         run_id = submitted["run_id"]
         wait_for(lambda: cli("status", run_id).returncode == 0, 120, "the run completing")
     finally:
+        stop_workers(intakes)
         workers.terminate()
         try:
             workers.wait(30)

@@ -153,21 +153,22 @@ def test_results_go_back_in_proposal_order_paired_by_call_id(reads: Ran) -> None
 @pytest.fixture
 def start_workers(cli: Cli) -> Iterator[Callable[[], None]]:
     """Starts `agentledger workers` for the parallel example's tools in the test's
-    folder; stopped with SIGTERM after."""
+    folder, and an `agentledger intake`; stopped with SIGTERM after."""
     procs: list[subprocess.Popen[bytes]] = []
 
     def start() -> None:
         tools = ["--tools", "parallel_tools", "--tool-path", str(cli.cwd / "parallel")]
         with open(cli.cwd / "workers.log", "wb") as log:
-            procs.append(
-                subprocess.Popen(
-                    [*AGENTLEDGER, "workers", *tools],
-                    cwd=cli.cwd,
-                    env=cli.env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
+            for command in (["workers", *tools], ["intake"]):
+                procs.append(
+                    subprocess.Popen(
+                        [*AGENTLEDGER, *command],
+                        cwd=cli.cwd,
+                        env=cli.env,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
                 )
-            )
 
     yield start
     for proc in procs:

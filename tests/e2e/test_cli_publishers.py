@@ -20,6 +20,7 @@ from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers
 from schemas.inbox import RunRequested
 from schemas.signature import entry
 from schemas.spec import RunSpec
+from services.adapters.publishers.publishers_file import local_name
 from services.keys import Keys
 
 REJECTED_WITHIN_S = 20.0
@@ -99,15 +100,15 @@ def test_submit_as_a_publisher_runs_to_completion_and_a_forged_request_is_reject
     assert not_granted.returncode == 2
     assert "not granted: 'bobs' may not control runs of principal alice@shop-1" in not_granted.stderr
 
-    # forged: billing-svc's name, another key; straight to the inbox as any XADD can
+    # forged: billing-svc's name, another key; straight into its stream as any XADD there can
     client = cli.redis()
     keys = Keys(cli.env["AGENTLEDGER_PREFIX"], 16)
     spec = RunSpec.model_validate(json.loads(json.dumps(created["spec"])))
     forged = RunRequested(run_id="r-forged", request_id="r-forged", spec=spec, queue="default",
                           base_dir=str(inventory))  # fmt: skip
     fields = entry("billing-svc", "ab" * 32, forged.model_dump_json().encode())
-    entry_id = client.xadd(keys.inbox(0), fields).decode()  # type: ignore[arg-type]
-    reason = _rejected(client, keys, f"0/{entry_id}")
+    entry_id = client.xadd(keys.inbox(0, "billing-svc"), fields).decode()  # type: ignore[arg-type]
+    reason = _rejected(client, keys, f"0/billing-svc/{entry_id}")
     assert reason.startswith("bad signature: the message is not signed with 'billing-svc'"), reason
     assert "r-forged" not in cli.runs()
 
@@ -136,9 +137,10 @@ def test_the_embedded_run_needs_no_setup_and_files_only_a_private_queue_publishe
     assert code == 0, summary
     assert summary["status"] == "completed"
     filed = json.loads(cli("publishers", "list", "--json").stdout)["publishers"]
-    assert filed["local"]["queues"] == ["run.*"]
+    local = local_name(str(cli.state_dir))  # the state folder's own: local-<12 hex>
+    assert list(filed) == [local] and filed[local]["queues"] == ["run.*"]
     [created] = of_type(cli.events(summary["run_id"]), "RunCreated")
-    assert created["publisher"] == "local" and created["queue"].startswith("run.")
+    assert created["publisher"] == local and created["queue"].startswith("run.")
 
 
 def _rejected(client, keys: Keys, entry_id: str) -> str:  # type: ignore[no-untyped-def]

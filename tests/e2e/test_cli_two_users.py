@@ -1,7 +1,10 @@
 """Two users, two folders, each with a `tools.py` defining a tool of the same
 name, run `agentledger run` at the same time on one Redis: every call of each
 run is executed by its own user's code, in its own user's process — as the
-tools themselves record it."""
+tools themselves record it. With two state folders too (two users' own
+publishers files and keys): each embedded run publishes as its folder's own
+publisher and its intake reads only that publisher's streams, so neither takes
+the other's request, however often they start together."""
 
 from __future__ import annotations
 
@@ -13,7 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2ekit import AGENTLEDGER, COMMAND_TIMEOUT_S, Cli
+from e2ekit import (
+    AGENTLEDGER,
+    COMMAND_TIMEOUT_S,
+    Cli,
+    clean_environ,
+    of_type,
+    start_intake,
+    stop_workers,
+)
+
+from services.adapters.publishers.publishers_file import local_name
+from services.adapters.redis.local_server import start_server
 
 TOOLS = '''"""{owner}'s tools."""
 
@@ -70,6 +84,43 @@ def test_two_users_runs_with_same_named_tools_each_run_only_their_own_code(
         assert len({line.split()[2] for line in ran}) == 1  # one process: its own `run`
 
 
+ROUNDS = 4
+
+
+def test_two_state_folders_running_at_once_on_one_redis_all_complete(tmp_path: Path) -> None:
+    """The runs that refused each other ("bad signature … 'local''s key", 8 of 9 tries)."""
+    server = start_server(tmp_path / "redis")  # private: not the shared server
+    try:
+        users = {}
+        for owner in ("frank", "grace"):
+            folder = _folder(tmp_path, owner)
+            env = clean_environ(f"two-{owner}", folder / "state")  # the state folders differ
+            users[owner] = (folder, {**env, "REDIS_URL": server.url, "AGENTLEDGER_PREFIX": "shared"})
+        for round_ in range(ROUNDS):
+            runs = {
+                owner: subprocess.Popen(
+                    [*AGENTLEDGER, "run", "--json", "spec.yaml"], cwd=folder, env=env,
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                )  # fmt: skip
+                for owner, (folder, env) in users.items()
+            }
+            done = {owner: p.communicate(timeout=COMMAND_TIMEOUT_S * 2) for owner, p in runs.items()}
+            for owner, proc in runs.items():
+                assert proc.returncode == 0, f"round {round_}, {owner}: {done[owner][1][-2000:]}"
+                assert json.loads(done[owner][0].splitlines()[-1])["status"] == "completed"
+        for owner, (folder, env) in users.items():
+            created = [
+                of_type(Cli(folder, env).events(run_id), "RunCreated")[0]
+                for run_id in Cli(folder, env).runs()
+            ]
+            mine = local_name(str(folder / "state"))
+            assert sum(c["publisher"] == mine for c in created) == ROUNDS, owner
+            ran = (folder / "ws" / "ran.log").read_text().splitlines()
+            assert {line.split()[1] for line in ran} == {owner} and len(ran) == ROUNDS * CALLS
+    finally:
+        server.stop()
+
+
 @pytest.mark.slow
 def test_status_says_when_no_worker_serves_a_live_runs_queue_and_tool_set(
     tmp_path: Path, cli: Cli
@@ -83,8 +134,10 @@ def test_status_says_when_no_worker_serves_a_live_runs_queue_and_tool_set(
         [*AGENTLEDGER, "workers", *tools], cwd=folder, env=cli.env, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
+    intakes = []
     try:
         assert workers.stdout is not None and "workers up" in workers.stdout.readline()
+        intakes.append(start_intake(cli))
         toolset = workers_toolset(cli, folder)
         submitted = cli("submit", "--as", cli.publisher(), "--queue", "erin", folder / "slow.yaml")
         assert submitted.returncode == 0, submitted.stderr
@@ -94,6 +147,7 @@ def test_status_says_when_no_worker_serves_a_live_runs_queue_and_tool_set(
     finally:
         workers.terminate()
         workers.wait(timeout=30)
+        stop_workers(intakes)
 
     said = _until(cli, run_id, lambda s: "waiting_for" in s)
     assert said["status"] == "requesting_model"

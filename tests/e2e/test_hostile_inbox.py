@@ -1,14 +1,21 @@
-"""The hostile suite's inbox half: forged, unsigned, replayed and over-reaching
-entries put straight into the inbox (as anyone who can XADD there can), next
-to real workers started with the CLI. Each must land in the rejected stream
-with the reason of its kind; none may create a run, act on a run, or widen a
-principal's scopes. The suite prints its counts."""
+"""The hostile suite's inbox half: forged, unsigned, replayed, over-reaching and
+misplaced entries put straight into publishers' inbox streams (as anyone who can
+XADD there can), next to real workers and an intake started with the CLI. Each
+must land in the rejected stream with the reason of its kind; none may create a
+run, act on a run, or widen a principal's scopes. An entry signed by one
+publisher in another's stream is refused as in the wrong stream; and under the
+Redis ACL users (a private redis-server 7), a publisher cannot write another's
+stream at all. The suite prints its counts."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
+import os
+import re
+import shutil
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -23,12 +30,17 @@ from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers, type
 from schemas.inbox import ApprovalGranted, HumanReplied, RunCancelRequested, RunRequested
 from schemas.signature import sign
 from schemas.spec import Principal, RunSpec
+from services.adapters.redis.local_server import answers, free_port
 from services.keys import Keys
 from services.loops.intake import stamped
 
 WAIT_S = 40.0
 GRANTED = ["stock:read", "stock:write"]
-KINDS = ("unsigned", "unknown publisher", "bad signature", "replayed", "not granted", "invalid")
+KINDS = (
+    "unsigned", "unknown publisher", "bad signature", "replayed", "not granted", "invalid",
+    "wrong stream",
+)  # fmt: skip
+FILED = ("billing-svc", "bobs", "ledger-svc", "env-svc")
 
 
 @dataclass(frozen=True)
@@ -37,6 +49,16 @@ class Hostile:
     kind: str  # the reason must start with it ("invalid": the message's shape is refused)
     fields: dict[str, Any]
     run_id: str | None = None  # the run it tries to create (must not exist after)
+    stream: str | None = None  # whose stream it is written to (None: the one it claims)
+
+    @property
+    def writer(self) -> str:
+        """The publisher whose stream holds it: the one it names when that one is filed
+        (anyone able to write there), else billing-svc's."""
+        if self.stream is not None:
+            return self.stream
+        claimed = self.fields.get("publisher")
+        return claimed if isinstance(claimed, str) and claimed in FILED else "billing-svc"
 
 
 @dataclass
@@ -90,8 +112,10 @@ def _entries(
     alice = spec.principal
     out: list[Hostile] = []
 
-    def add(label: str, kind: str, fields: dict[str, Any], run_id: str | None = None) -> None:
-        out.append(Hostile(label, kind, fields, run_id))
+    def add(
+        label: str, kind: str, fields: dict[str, Any], run_id: str | None = None, stream: str | None = None
+    ) -> None:
+        out.append(Hostile(label, kind, fields, run_id, stream))
 
     n = iter(range(1, 1000))
     # unsigned
@@ -172,6 +196,14 @@ def _entries(
         add(label, "not granted", _signed("bobs", bobs, stamped(control).model_dump_json().encode()))
     cancel = stamped(RunCancelRequested(run_id=legit, by="alice", reason="forged")).model_dump_json().encode()
     add("a cancel forged under billing-svc's name", "bad signature", _signed("billing-svc", bobs, cancel))
+    # signed by one publisher, in another's stream (only its Redis user, or an admin, can write
+    # there: the ACL test below shows a publisher cannot)
+    r, m = req(next(n))
+    add("ledger-svc's own request in billing-svc's stream", "wrong stream", _signed("ledger-svc", ledger, m), r, "billing-svc")
+    add("bob's control in billing-svc's stream", "wrong stream",
+        _signed("bobs", bobs, RunCancelRequested(run_id=legit, by="bob").model_dump_json().encode()), None, "billing-svc")  # fmt: skip
+    r, m = req(next(n))
+    add("billing-svc's request in bob's stream", "wrong stream", _signed("billing-svc", billing, m), r, "bobs")
     # extra fields that would carry a grant, properly signed
     for label, path, extra in (
         ("a grant in the request", (), {"grant": {"scopes": ["*"]}}),
@@ -200,6 +232,8 @@ def suite(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], C
         f.write("  env-svc:\n    key_env: AL_HOSTILE_UNSET_KEY\n"
                 "    principals: [{id: '*', tenant: '*'}]\n    scopes: ['*']\n    queues: ['*']\n")  # fmt: skip
     cli.env.pop("AL_HOSTILE_UNSET_KEY", None)
+    adopted = cli("publishers", "adopt")  # a file edited by hand: the operator adopts it
+    assert adopted.returncode == 0, adopted.stderr
     workers = start_workers(cli, tools=["inventory_tools"], tool_path=inventory)
     client = cli.redis()
     keys = Keys(cli.env["AGENTLEDGER_PREFIX"], 16)
@@ -213,11 +247,16 @@ def suite(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], C
             base_dir=created["base_dir"], queue="default", toolset=created["toolset"],
         )  # fmt: skip (the workspace is the spec's, from base_dir, as `submit` sends it)
         hostile = _entries(request, legit, billing, bobs, ledger)
-        ids = {client.xadd(keys.inbox(0), h.fields).decode(): h.label for h in hostile}  # type: ignore[arg-type]
+        ids = {
+            f"0/{h.writer}/{client.xadd(keys.inbox(0, h.writer), h.fields).decode()}": h.label  # type: ignore[arg-type]
+            for h in hostile
+        }
         exact = stamped(request).model_dump_json().encode()
-        restamped = "0/" + client.xadd(keys.inbox(0), _signed("billing-svc", billing, exact)).decode()  # type: ignore[arg-type]
-        replay_id = "0/" + client.xadd(keys.inbox(0), _signed("billing-svc", billing, exact)).decode()  # type: ignore[arg-type]
-        reasons = _reasons(client, keys, {f"0/{i}": label for i, label in ids.items()}, replay_id)
+        again = client.xadd(keys.inbox(0, "billing-svc"), _signed("billing-svc", billing, exact))  # type: ignore[arg-type]
+        restamped = f"0/billing-svc/{again.decode()}"
+        replay = client.xadd(keys.inbox(0, "billing-svc"), _signed("billing-svc", billing, exact))  # type: ignore[arg-type]
+        replay_id = f"0/billing-svc/{replay.decode()}"
+        reasons = _reasons(client, keys, ids, replay_id)
         yield Suite(cli, client, keys, legit, hostile, reasons, restamped, replay_id)
     finally:
         stop_workers([workers])
@@ -236,7 +275,7 @@ def _reasons(
             entry_id = fields[b"entry_id"].decode()
             if entry_id in wanted:
                 found[wanted[entry_id]] = fields[b"reason"].decode()
-        if len(found) == len(wanted) and client.xlen(keys.inbox(0)) == 0:
+        if len(found) == len(wanted) and sum(client.xlen(keys.inbox(0, p)) for p in FILED) == 0:
             return found
         time.sleep(0.2)
     missing = sorted(set(wanted.values()) - found.keys())
@@ -261,7 +300,7 @@ def test_every_hostile_inbox_entry_is_rejected_with_the_reason_of_its_kind(
             + f"; each rejected with its reason: {len(suite.hostile) - len(wrong)}; "
             f"{len(wrong)} answered otherwise; runs created by them: {_created(suite)}"
         )
-    assert set(counts) == set(KINDS) and len(suite.hostile) >= 35
+    assert set(counts) == set(KINDS) and len(suite.hostile) >= 38
     assert wrong == []
 
 
@@ -301,3 +340,49 @@ def test_the_legit_request_stamped_anew_is_a_no_op_and_those_bytes_again_are_rep
     assert reasons[suite.exact_replay].startswith("replayed: nonce ")
     assert suite.cli.runs() == [suite.legit]
 
+
+
+def _redis7() -> str | None:
+    for candidate in ("/usr/bin/redis-server", shutil.which("redis-server")):
+        if candidate and os.path.exists(candidate):
+            out = subprocess.run([candidate, "--version"], capture_output=True, text=True).stdout
+            found = re.search(r"v=(\d+)\.", out)
+            if found and int(found.group(1)) >= 7:
+                return candidate
+    return None
+
+
+def test_under_the_acl_users_a_publisher_cannot_write_another_publishers_stream(
+    make_cli: Callable[[Path], Cli], tmp_path: Path
+) -> None:
+    binary = _redis7()
+    if binary is None:
+        pytest.skip("needs a redis-server 7 or later")
+    port = free_port()
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        cli = make_cli(tmp_path)
+        cli.env["REDIS_URL"] = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + 10
+        while not answers(cli.env["REDIS_URL"], timeout=0.2):
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        billing = _add(cli, "billing-svc", "--principal", "alice@shop-1")
+        _add(cli, "bobs", "--principal", "bob@shop-1")
+        done = cli("acl", "--apply", "--json")
+        assert done.returncode == 0, done.stderr
+        prefix = cli.env["AGENTLEDGER_PREFIX"]
+        as_billing = redis.Redis.from_url(json.loads(done.stdout)["users"][f"{prefix}-pub-billing-svc"]["url"])
+        keys = Keys(prefix, 16)
+        cancel = RunCancelRequested(run_id="r-x", by="alice").model_dump_json().encode()
+        entry = _signed("billing-svc", billing, cancel)
+        for target in (keys.inbox(0, "bobs"), f"{prefix}:{{in0}}:inbox", keys.rejected(0)):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                as_billing.xadd(target, entry)
+        as_billing.xadd(keys.inbox(0, "billing-svc"), entry)  # its own: allowed
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -96,8 +96,9 @@ def total(found: dict[str, float], name: str, **labels: str) -> float:
 def operated(
     private_redis: PrivateRedis, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:
-    """Workers with metrics, RUNS runs submitted and one garbage inbox entry; what
-    was scraped while they ran and after, and the workers' stderr once stopped."""
+    """Workers with metrics and an intake with metrics, RUNS runs submitted and one
+    garbage inbox entry; what was scraped while they ran and after, and the
+    workers' and the intake's stderr once stopped."""
     folder = tmp_path_factory.mktemp("ops")
     prefix = f"ops{uuid.uuid4().hex[:8]}"
     env = clean_environ(prefix, folder / "state")
@@ -110,8 +111,16 @@ def operated(
          "--tools", "ops_tools", "--tool-path", str(folder), "--metrics-port", "0"],
         cwd=folder, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
+    intake = subprocess.Popen(
+        [*AGENTLEDGER, "--log-format", "json", "--log-level", "info", "intake", "--metrics-port", "0"],
+        cwd=folder, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
     try:
-        assert workers.stdout is not None
+        assert workers.stdout is not None and intake.stdout is not None
+        intake_up = re.search(r"metrics on port (\d+)", intake.stdout.readline())
+        assert intake_up, "the intake did not start"
+        intake_port = int(intake_up.group(1))
+        until("the intake ready", lambda: get(intake_port, "/readyz")[0] == 200)
         first = workers.stdout.readline()
         said = re.search(r"metrics on port (\d+)", first)
         if not said:
@@ -122,7 +131,7 @@ def operated(
         port = int(said.group(1))
         until("ready", lambda: get(port, "/readyz")[0] == 200)
         client = redis.Redis.from_url(private_redis.url)
-        client.xadd(f"{prefix}:{{in0}}:inbox", {"message": b"not json"})
+        client.xadd(f"{prefix}:{{in0}}:inbox:{publisher}", {"message": b"not json"})
         for _ in range(RUNS):
             done = subprocess.run(
                 [*AGENTLEDGER, "submit", "--as", publisher, "spec.yaml", "--json"], cwd=folder, env=env,
@@ -152,10 +161,15 @@ def operated(
             ),
         )
         probes = {path: get(port, path) for path in ("/healthz", "/readyz", "/nothing")}
+        intake_probes = {path: get(intake_port, path) for path in ("/healthz", "/readyz")}
+        intake_metrics = samples(get(intake_port, "/metrics")[1])
     finally:
         workers.terminate()
+        intake.terminate()
         _, stderr = workers.communicate(timeout=30)
-    yield {"during": during, "after": after, "probes": probes, "stderr": stderr}
+        _, intake_stderr = intake.communicate(timeout=30)
+    yield {"during": during, "after": after, "probes": probes, "stderr": stderr + intake_stderr,
+           "intake_probes": intake_probes, "intake_metrics": intake_metrics}  # fmt: skip
 
 
 def test_a_scrape_during_the_runs_shows_them_live(operated: dict[str, Any]) -> None:
@@ -165,16 +179,19 @@ def test_a_scrape_during_the_runs_shows_them_live(operated: dict[str, Any]) -> N
 
 
 def test_every_metric_counts_what_the_runs_did(operated: dict[str, Any]) -> None:
-    m = operated["after"]
+    m, by_intake = operated["after"], operated["intake_metrics"]
     assert total(m, "agentledger_runs_ended_total", status="completed") == RUNS
+    # the runs' first events are the intake's, counted there
     assert (
         total(
-            m, "agentledger_run_transitions_total", from_status="none", to_status="requesting_model"
+            by_intake, "agentledger_run_transitions_total", from_status="none",
+            to_status="requesting_model",
         )
         == RUNS
-    )
+    )  # fmt: skip
+    assert total(by_intake, "agentledger_events_appended_total", type="RunCreated") == RUNS
+    assert total(m, "agentledger_events_appended_total", type="RunCreated") == 0
     assert total(m, "agentledger_run_transitions_total", to_status="completed") == RUNS
-    assert total(m, "agentledger_events_appended_total", type="RunCreated") == RUNS
     assert total(m, "agentledger_model_tokens_total", kind="input", model="scripted") > 0
     assert total(m, "agentledger_model_tokens_total", kind="output", model="scripted") > 0
     assert 0 < total(m, "agentledger_model_cost_usd_total", model="scripted") < 0.1
@@ -182,8 +199,9 @@ def test_every_metric_counts_what_the_runs_did(operated: dict[str, Any]) -> None
         assert total(m, "agentledger_tool_calls_total", tool=tool, outcome="succeeded") == RUNS
     # the write waits for the slow read's lock on the same key, in each run
     assert total(m, "agentledger_lock_waits_total", tool="ops_logged_write") == RUNS
-    assert total(m, "agentledger_inbox_rejected_total") == 1
-    assert total(m, "agentledger_inbox_rejected_entries") == 1
+    assert total(m, "agentledger_inbox_rejected_entries") == 1  # read from Redis
+    assert total(m, "agentledger_inbox_rejected_total") == 0  # the workers run no intake
+    assert total(operated["intake_metrics"], "agentledger_inbox_rejected_total") == 1
     # two model requests a run, each a step of the model pool: a message it ran, or a step
     # carried on in the append of the outcome before it; the tools pool's steps likewise
     for pool in ("model", "tools"):
@@ -201,6 +219,7 @@ def test_the_probes_answer(operated: dict[str, Any]) -> None:
     assert probes["/healthz"] == (200, "ok\n")
     assert probes["/readyz"] == (200, "ok\n")
     assert probes["/nothing"][0] == 404
+    assert operated["intake_probes"] == {"/healthz": (200, "ok\n"), "/readyz": (200, "ok\n")}
 
 
 def test_json_log_lines_name_run_call_pool_and_worker_and_hide_secrets(

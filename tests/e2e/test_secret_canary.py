@@ -116,6 +116,10 @@ def test_a_secret_canary_appears_nowhere_but_raw(
              "--tool-path", str(project)],
             cwd=cli.cwd, env=cli.env, stdout=out, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
+        intake = subprocess.Popen(  # its output is checked too
+            [*AGENTLEDGER, "--log-level", "info", "intake"],
+            cwd=cli.cwd, env=cli.env, stdout=out, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
         try:
             submitted = said("submit", "--as", "canary-svc", "--unserved", project / "spec.yaml")
             assert submitted.returncode == 0, submitted.stderr
@@ -129,8 +133,9 @@ def test_a_secret_canary_appears_nowhere_but_raw(
             ):  # fmt: skip
                 said(*args)
         finally:
-            worker.terminate()
-            worker.wait(timeout=15)
+            for proc in (worker, intake):
+                proc.terminate()
+                proc.wait(timeout=15)
     raw = cli("raw", run_id).stdout  # the one unredacted view (redacted here: not kept)
 
     client = redis.Redis.from_url(private_redis.url)

@@ -106,5 +106,5 @@ def intake(app: App, client: redis.Redis, keys: Keys) -> Intake:
     """An intake on the test's prefix; the test queue's tool set registered."""
     directory = Directory(client, keys, member_ttl_s=2.0)
     directory.register(QUEUE, app.toolset.fingerprint, app.toolset.manifest())
-    membership = Membership(client, keys.members("intake"), app.worker, ttl_s=2.0)
+    membership = Membership(client, keys.intake_members(), app.worker, ttl_s=2.0)
     return Intake(app, client, keys, directory, membership)

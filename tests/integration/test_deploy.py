@@ -125,6 +125,27 @@ def test_the_validators_refuse_what_is_wrong() -> None:
     assert list(keda_validator("ScaledObject").iter_errors(scaled))
 
 
+def test_the_intake_has_a_deployment_of_its_own_with_no_tool_code() -> None:
+    deployments = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "Deployment"}
+    pod = deployments["agentledger-intake"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    args = parser().parse_args(container["args"])
+    assert (args.command, args.metrics_port) == ("intake", 9100)
+    assert not any(a.startswith("--tool") or a == "--mcp" for a in container["args"])
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    secrets = {ref["secretRef"]["name"] for ref in container["envFrom"] if "secretRef" in ref}
+    assert secrets == {"agentledger-intake"}, "its own Redis user and the keys: not the workers'"
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "publishers"]
+    assert volume["secret"]["secretName"] == "agentledger-publishers"
+    for name, deployment in deployments.items():  # no other pod runs an intake
+        (other,) = deployment["spec"]["template"]["spec"]["containers"]
+        parsed = parser().parse_args(other["args"])
+        assert name == "agentledger-intake" or (
+            parsed.command != "intake" and "intake" not in getattr(parsed, "pools", [])
+        )
+
+
 def test_each_worker_pool_has_a_deployment_with_probes_and_a_scaled_object() -> None:
     deployments = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "Deployment"}
     scalers = {s["spec"]["scaleTargetRef"]["name"]: s for s in scaled_objects()}
@@ -171,25 +192,33 @@ def test_every_scaler_is_a_redis_streams_trigger_keda_understands() -> None:
             assert int(meta.get("lagCount") or meta["pendingEntriesCount"]) > 0
 
 
-def test_the_publishers_file_is_valid_and_its_keys_come_from_the_secret() -> None:
-    """The ConfigMap's publishers file as the intake reads it; every key_env in the
-    Secret, as a placeholder the intake refuses (not hex): no known key ever runs."""
-    config = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "ConfigMap"}
-    (secret,) = [d for _, d in documents() if d["kind"] == "Secret" and d["metadata"]["name"] == "agentledger-secrets"]
-    text = config["agentledger-publishers"]["data"]["publishers.yaml"]
+def test_the_publishers_file_is_valid_and_its_keys_come_from_the_intakes_secret() -> None:
+    """The Secret's publishers file as the intake reads it; every key_env in the
+    intake's own Secret, as a placeholder the intake refuses (not hex): no known key
+    ever runs. Only the intake (and the web view) mount it; no pool sees a key."""
+    secrets = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "Secret"}
+    text = secrets["agentledger-publishers"]["stringData"]["publishers.yaml"]
     publishers = PublishersFile.model_validate(yaml.safe_load(text)).publishers
+    intake_env = secrets["agentledger-intake"]["stringData"]
     assert publishers
     for publisher in publishers.values():
-        assert publisher.key is None and publisher.key_env in secret["stringData"]
+        assert publisher.key is None and publisher.key_env in intake_env
+        assert publisher.key_env not in secrets["agentledger-secrets"]["stringData"]
         with pytest.MonkeyPatch.context() as env:
-            env.setenv(publisher.key_env, secret["stringData"][publisher.key_env])
+            env.setenv(publisher.key_env, intake_env[publisher.key_env])
             assert key_of(publisher) is None
+    assert intake_env["REDIS_URL"].startswith("redis://al-intake:")  # its own Redis user
+    config = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "ConfigMap"}
     mounted = config["agentledger-settings"]["data"]["AGENTLEDGER_PUBLISHERS"]
+    readers = set()
     for _, doc in documents():
         if doc["kind"] == "Deployment":
             (container,) = doc["spec"]["template"]["spec"]["containers"]
             mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
-            assert str(Path(mounts["publishers"], "publishers.yaml")) == mounted
+            if "publishers" in mounts:
+                assert str(Path(mounts["publishers"], "publishers.yaml")) == mounted
+                readers.add(doc["metadata"]["name"])
+    assert readers == {"agentledger-intake", "agentledger-ui"}
 
 
 def test_the_rendered_scalers_are_up_to_date() -> None:
@@ -215,7 +244,7 @@ def test_the_compose_file_validates_against_the_compose_specification() -> None:
     assert list(compose_validator().iter_errors(bad))
 
 
-def test_compose_runs_redis_with_aof_each_pool_and_the_web_view() -> None:
+def test_compose_runs_redis_with_aof_the_intake_each_pool_and_the_web_view() -> None:
     services = compose()["services"]
     assert "--appendonly" in services["redis"]["command"]
     assert (
@@ -226,6 +255,8 @@ def test_compose_runs_redis_with_aof_each_pool_and_the_web_view() -> None:
         args = parser().parse_args(services[pool]["command"])
         assert (args.command, args.pools) == ("workers", [pool])
         assert args.metrics_port == 9100 and args.log_format == "json" and args.metrics_host == "0.0.0.0"
+    args = parser().parse_args(services["intake"]["command"])
+    assert (args.command, args.metrics_port, args.metrics_host) == ("intake", 9100, "0.0.0.0")
     args = parser().parse_args(services["ui"]["command"])
     assert (args.command, args.host, args.port) == ("ui", "0.0.0.0", 8080)
 

@@ -23,8 +23,9 @@ from schemas.publishers import GrantedPrincipal, Publisher
 from services.adapters.publishers.publishers_file import Signer
 from services.handlers.app import App
 from services.keys import Keys
+from services.loops import rejections
 from services.loops.inbox_auth import Granted
-from services.loops.intake import GROUP, KEEP_FIELD_BYTES, Intake, publish, stamped
+from services.loops.intake import GROUP, Intake, publish, stamped
 
 TTL_S = 2.0
 
@@ -79,11 +80,17 @@ def rejected(client: redis.Redis, keys: Keys) -> list[dict[bytes, bytes]]:
     return [f for p in range(keys.inbox_partitions) for _, f in client.xrange(keys.rejected(p))]
 
 
-def pending(client: redis.Redis, keys: Keys) -> int:
-    return sum(
-        client.xpending(keys.inbox(p), GROUP)["pending"] + client.xlen(keys.inbox(p))
-        for p in range(keys.inbox_partitions)
-    )
+def pending(client: redis.Redis, keys: Keys, publishers: tuple[str, ...] = (PUBLISHER,)) -> int:
+    """Entries still in the inbox streams of these publishers (read or not)."""
+    total = 0
+    for p in range(keys.inbox_partitions):
+        for name in publishers:
+            stream = keys.inbox(p, name)
+            grouped = client.exists(stream) and any(
+                g["name"] == GROUP.encode() for g in client.xinfo_groups(stream)
+            )
+            total += client.xlen(stream) + (client.xpending(stream, GROUP)["pending"] if grouped else 0)
+    return total
 
 
 def poll_until(intake: Intake, n: int) -> None:
@@ -106,23 +113,27 @@ def test_a_malformed_entry_is_rejected_with_its_reason_and_the_next_good_one_acc
     workspace: Path, signer: Signer,
 ) -> None:  # fmt: skip
     fields, reason_names = bad_entries(good(app, tools_dir, workspace, "run-bad"))[kind]
-    bad_id = client.xadd(keys.inbox(0), signed(fields, signer))
+    bad_id = client.xadd(keys.inbox(0, signer.name), signed(fields, signer))
     good_fields = {"message": json.dumps(good(app, tools_dir, workspace, "run-good"))}
-    client.xadd(keys.inbox(0), signed(good_fields, signer))
+    client.xadd(keys.inbox(0, signer.name), signed(good_fields, signer))
 
     poll_until(intake, 2)
 
     [moved] = rejected(client, keys)
     reason = moved[b"reason"].decode()
     assert all(name in reason for name in reason_names), reason
-    assert moved[b"entry_id"] == b"0/" + bad_id
-    kept = {k.decode().removeprefix("field:"): v for k, v in moved.items() if k.startswith(b"field:")}
+    assert moved[b"entry_id"] == f"0/{signer.name}/{bad_id.decode()}".encode()
+    assert moved[b"publisher"] == signer.name.encode()  # the stream's: who really wrote it
     original = {
-        k: v if isinstance(v, bytes) else v.encode() for k, v in signed(fields, signer).items()
+        k.encode(): v if isinstance(v, bytes) else v.encode()
+        for k, v in signed(fields, signer).items()
     }
-    assert kept == {k: v[:KEEP_FIELD_BYTES] for k, v in original.items()}
-    for k, v in original.items():  # a field too big to keep is cut, and its size said
-        assert moved.get(f"size:{k}".encode()) == (str(len(v)).encode() if len(v) > KEEP_FIELD_BYTES else None)
+    expected = rejections.digest(moved[b"entry_id"].decode(), signer.name, reason, original)
+    assert moved == {k.encode(): v for k, v in expected.items()}
+    assert sum(len(k) + len(v) for k, v in moved.items()) <= rejections.MAX_BYTES
+    for k, v in original.items():  # kept whole, or its start with its size and sha256
+        kept = moved[b"field:" + k]
+        assert kept == v or (v.startswith(kept) and moved[b"size:" + k] == str(len(v)).encode())
     assert app.runs.load("run-bad") is None
     good_run = app.runs.load("run-good")
     assert good_run is not None and good_run.status is RunStatus.REQUESTING_MODEL
@@ -164,8 +175,9 @@ def test_an_entry_taken_by_an_intake_that_died_is_handled_by_another(
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
     entry = publish(client, keys, request(app, "run-orphan", spec, workspace), signer=signer)
     part = int(entry.split("/")[0])
-    # another intake read it and died before acknowledging it
-    client.xreadgroup(GROUP, "dead-intake", {keys.inbox(part): ">"}, count=10)
+    # another intake (its group made) read it and died before acknowledging it
+    client.xgroup_create(keys.inbox(part, signer.name), GROUP, id="0")
+    client.xreadgroup(GROUP, "dead-intake", {keys.inbox(part, signer.name): ">"}, count=10)
     assert intake.poll_once(block_ms=10) == 0  # new entries only: it is not seen again
 
     assert intake.reclaim_once(min_idle_ms=0) == 1
@@ -181,9 +193,10 @@ def test_an_entry_that_keeps_killing_intakes_is_rejected_as_poison(
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
     entry = publish(client, keys, request(app, "run-p", spec, workspace), signer=signer)
     part = int(entry.split("/")[0])
-    client.xreadgroup(GROUP, "dead-1", {keys.inbox(part): ">"}, count=10)
+    client.xgroup_create(keys.inbox(part, signer.name), GROUP, id="0")
+    client.xreadgroup(GROUP, "dead-1", {keys.inbox(part, signer.name): ">"}, count=10)
     for dead in ("dead-2", "dead-3"):  # each takes it over, and dies too
-        client.xautoclaim(keys.inbox(part), GROUP, dead, 0, "0-0")
+        client.xautoclaim(keys.inbox(part, signer.name), GROUP, dead, 0, "0-0")
     assert intake.poll_once(block_ms=10) == 0  # nothing new; it learns what it owns
 
     assert intake.reclaim_once(min_idle_ms=0) == 1

@@ -1,10 +1,13 @@
-"""The pools and a publisher under the Redis ACL users `agentledger acl --apply`
-sets, on a private redis-server (7 or later) with ACLs: a run published by the
-publisher user is created, driven and completed by workers connected as the
-workers user and read by ops connected as the ops user — and each of them is
-refused outside its rights: the publisher can only XADD to the inbox, the
-workers touch no key outside the prefix and run no admin command, ops write
-nothing."""
+"""The roles under the Redis ACL users `agentledger acl --apply` sets, on a private
+redis-server (7 or later) with ACLs: a run published by its publisher's user is
+created by an intake connected as the intake user, driven and completed by
+workers connected as the workers user, and read by ops connected as the ops
+user, which runs no script. Each is refused outside its rights: a publisher can
+only XADD to its own inbox streams (not another's), so its MAXLEN 0, its
+maximal explicit id and its flood of 1 MiB fields hurt only itself while
+another publisher's requests still create runs; the workers reach no inbox;
+ops writes nothing and cannot EVAL. Loaded as an ACL file (deploy/redis-acl's
+form), the rules turn Redis's `default` user off."""
 
 from __future__ import annotations
 
@@ -22,11 +25,13 @@ from typing import Any
 
 import pytest
 import redis
-from itkit import QUEUE, TOOL_MODULE, call, executions, scripted_spec
+from itkit import QUEUE, TOOL_MODULE, call, executions, file_publisher, scripted_spec
 
 from events.status import RunStatus
 from schemas.inbox import RunRequested
+from services.adapters.publishers import publishers_file
 from services.adapters.publishers.publishers_file import Signer
+from services.adapters.redis.acl import DEFAULT_OFF, rules
 from services.adapters.redis.local_server import answers, free_port
 from services.adapters.store.redis_store import RedisEventStore
 from services.keys import Keys
@@ -34,10 +39,11 @@ from services.loops.intake import publish
 from services.settings import Settings
 
 CLI = [sys.executable, "-m", "services.entrypoints.cli.main"]
+MAX_ID = "18446744073709551615-18446744073709551615"
 
 
-def _redis7() -> str | None:
-    """A redis-server of version 7 or later (subcommand ACL rules), if the machine has one."""
+def redis7() -> str | None:
+    """A redis-server of version 7 or later (selectors, subcommand rules), if the machine has one."""
     for candidate in ("/usr/bin/redis-server", shutil.which("redis-server")):
         if not candidate or not os.path.exists(candidate):
             continue
@@ -48,17 +54,22 @@ def _redis7() -> str | None:
     return None
 
 
-@pytest.fixture
-def admin_url(tmp_path: Path) -> Iterator[str]:
-    binary = _redis7()
+def start_redis7(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[bytes], int]:
+    binary = redis7()
     if binary is None:
         pytest.skip("needs a redis-server 7 or later (apt-get install redis-server)")
     port = free_port()
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", tempfile.mkdtemp(dir=tmp_path)],
+         "--dir", tempfile.mkdtemp(dir=tmp_path), *extra],
         stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
     )  # fmt: skip
+    return proc, port
+
+
+@pytest.fixture
+def admin_url(tmp_path: Path) -> Iterator[str]:
+    proc, port = start_redis7(tmp_path)
     url = f"redis://127.0.0.1:{port}/0"
     try:
         deadline = time.monotonic() + 10
@@ -82,35 +93,51 @@ def env(settings: Settings, tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def users(admin_url: str, env: dict[str, str]) -> dict[str, str]:
-    """role -> the URL it connects with, as `agentledger acl --apply` printed it."""
-    done = subprocess.run([*CLI, "acl", "--apply", "--json"], env={**env, "REDIS_URL": admin_url},
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return {role: row["url"] for role, row in json.loads(done.stdout)["users"].items()}
+def other(settings: Settings) -> Signer:
+    """A second publisher, filed before the users are made: it gets a user of its own."""
+    file_publisher(Path(settings.publishers_path), "wrecker")
+    return publishers_file.signer(settings.publishers_path, "wrecker")
 
 
 @pytest.fixture
-def workers(
-    users: dict[str, str], env: dict[str, str], tools_dir: Path, tmp_path: Path
-) -> Iterator[Callable[[], str]]:
-    log = tmp_path / "workers.log"
+def users(admin_url: str, env: dict[str, str], other: Signer) -> dict[str, str]:
+    """user name -> the URL it connects with, as `agentledger acl --apply` printed it."""
+    done = subprocess.run([*CLI, "acl", "--apply", "--json"], env={**env, "REDIS_URL": admin_url},
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert "default" in printed["default_user"]  # it says the default user stays on
+    return {name: row["url"] for name, row in printed["users"].items()}
+
+
+def start(command: list[str], url: str, env: dict[str, str], log: Path, up: str) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [*CLI, "workers", "--tools", TOOL_MODULE, "--tool-path", str(tools_dir), "--queue", QUEUE],
-            env={**env, "REDIS_URL": users["workers"]}, stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        proc = subprocess.Popen([*CLI, *command], env={**env, "REDIS_URL": url}, stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while up not in log.read_text():
+        assert proc.poll() is None, f"{command[0]} stopped:\n{log.read_text()}"
+        assert time.monotonic() < deadline, f"{command[0]} did not start:\n{log.read_text()}"
+        time.sleep(0.1)
+    return proc
+
+
+@pytest.fixture
+def roles(
+    users: dict[str, str], env: dict[str, str], tools_dir: Path, tmp_path: Path, settings: Settings
+) -> Iterator[Callable[[], str]]:
+    """Workers as the workers user and an intake as the intake user; their output."""
+    head = settings.prefix
+    workers_log, intake_log = tmp_path / "workers.log", tmp_path / "intake.log"
+    tools = ["workers", "--tools", TOOL_MODULE, "--tool-path", str(tools_dir), "--queue", QUEUE]
+    procs = [start(tools, users[f"{head}-workers"], env, workers_log, "workers up")]
     try:
-        deadline = time.monotonic() + 30
-        while "workers up" not in log.read_text():
-            assert proc.poll() is None, f"the workers stopped:\n{log.read_text()}"
-            assert time.monotonic() < deadline, f"the workers did not start:\n{log.read_text()}"
-            time.sleep(0.1)
-        yield log.read_text
+        procs.append(start(["intake"], users[f"{head}-intake"], env, intake_log, "intake up"))
+        yield lambda: workers_log.read_text() + intake_log.read_text()
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        for proc in procs:
+            proc.terminate()
+            proc.wait(timeout=20)
 
 
 def refused(client: redis.Redis, *command: Any) -> bool:
@@ -119,19 +146,26 @@ def refused(client: redis.Redis, *command: Any) -> bool:
     except redis.exceptions.NoPermissionError:
         return True
     except redis.ResponseError as exc:  # a command inside a script: refused as the caller's
-        return "can't run this command" in str(exc)
+        return "can't run this command" in str(exc) or "no permissions" in str(exc)
     return False
 
 
+def until(what: str, check: Callable[[], bool], output: Callable[[], str], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"not within {timeout_s}s: {what}\n{output()}"
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
-def test_pools_and_a_publisher_work_under_their_acl_users_and_each_is_refused_outside_its_rights(
-    users: dict[str, str], workers: Callable[[], str], env: dict[str, str], signer: Signer,
-    settings: Settings, tools_dir: Path, workspace: Path,
+def test_each_role_works_under_its_acl_user_and_is_refused_outside_its_rights(
+    users: dict[str, str], roles: Callable[[], str], env: dict[str, str], signer: Signer,
+    other: Signer, settings: Settings, tools_dir: Path, workspace: Path,
 ) -> None:  # fmt: skip
-    keys = Keys(settings.prefix, settings.shards)
-    publisher = redis.Redis.from_url(users["publisher"])
-    ops = redis.Redis.from_url(users["ops"])
-    as_workers = redis.Redis.from_url(users["workers"])
+    keys, head = Keys(settings.prefix, settings.shards), settings.prefix
+    publisher = redis.Redis.from_url(users[f"{head}-pub-{signer.name}"])
+    ops = redis.Redis.from_url(users[f"{head}-ops"])
+    as_workers = redis.Redis.from_url(users[f"{head}-workers"])
     spec = scripted_spec(
         [{"tool_use": [call("c1", "it_write", key="a", value="1")]}, {"end_turn": "done"}],
         tools_dir=tools_dir,
@@ -140,30 +174,36 @@ def test_pools_and_a_publisher_work_under_their_acl_users_and_each_is_refused_ou
                            base_dir=str(workspace.parent), workspace=str(workspace))  # fmt: skip
     publish(publisher, keys, request, signer=signer)
 
-    store = RedisEventStore(ops, keys)  # ops reads the log (its tail script included)
-    deadline = time.monotonic() + 30
-    while not any(e.type == "RunCompleted" for e in store.read("run-acl")):
-        assert time.monotonic() < deadline, f"no completion: {[e.type for e in store.read('run-acl')]}\n{workers()}"
-        time.sleep(0.1)
+    store = RedisEventStore(ops, keys)  # ops reads the log: plain reads, no script
+    until("the run completed", lambda: any(e.type == "RunCompleted" for e in store.read("run-acl")), roles)
     copy = Path(store.read("run-acl")[0].data.workspace)  # the intake's copy: where the run worked
     assert executions(copy) == {"c1": 1}  # the tool ran once
-    status = subprocess.run([*CLI, "status", "run-acl", "--json"], env={**env, "REDIS_URL": users["ops"]},
+    status = subprocess.run([*CLI, "status", "run-acl", "--json"], env={**env, "REDIS_URL": users[f"{head}-ops"]},
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["status"] == RunStatus.COMPLETED
-    assert "NOPERM" not in workers() and "no permissions" not in workers()
+    for read in (["runs", "--json"], ["tail", "--run", "run-acl", "--json"], ["workers", "--list", "--json"]):
+        done = subprocess.run([*CLI, *read], env={**env, "REDIS_URL": users[f"{head}-ops"]},
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert done.returncode == 0, (read, done.stderr)
+    assert "NOPERM" not in roles() and "no permissions" not in roles()
 
-    run_key, inbox, meta = keys.run("run-acl"), keys.inbox(0), keys.meta
+    run_key, meta = keys.run("run-acl"), keys.meta
+    own, theirs = keys.inbox(0, signer.name), keys.inbox(0, other.name)
     checks = {
-        "publisher reads the inbox": refused(publisher, "XRANGE", inbox, "-", "+"),
-        "publisher reads its group": refused(publisher, "XREADGROUP", "GROUP", "intake", "x", "STREAMS", inbox, ">"),
+        "publisher writes another publisher's stream": refused(publisher, "XADD", theirs, "*", "f", "v"),
+        "publisher writes the old shared inbox": refused(publisher, "XADD", f"{head}:{{in0}}:inbox", "*", "f", "v"),
+        "publisher reads its stream": refused(publisher, "XRANGE", own, "-", "+"),
+        "publisher reads its group": refused(publisher, "XREADGROUP", "GROUP", "intake", "x", "STREAMS", own, ">"),
         "publisher appends to a run": refused(publisher, "XADD", run_key, "*", "f", "v"),
         "publisher adds to the rejected stream": refused(publisher, "XADD", keys.rejected(0), "*", "f", "v"),
         "publisher reads a key": refused(publisher, "GET", meta),
-        "publisher deletes the inbox": refused(publisher, "DEL", inbox),
+        "publisher deletes its stream": refused(publisher, "DEL", own),
         "publisher flushes": refused(publisher, "FLUSHALL"),
+        "workers write an inbox stream": refused(as_workers, "XADD", own, "*", "f", "v"),
+        "workers write a request id": refused(as_workers, "SET", keys.request("run-acl"), "x"),
+        "workers pose as an intake": refused(as_workers, "ZADD", keys.intake_members(), "1", "w"),
         "workers write outside the prefix": refused(as_workers, "SET", "elsewhere:key", "1"),
-        "workers read outside the prefix": refused(as_workers, "GET", "elsewhere:key"),
         "workers flush": refused(as_workers, "FLUSHALL"),
         "workers configure": refused(as_workers, "CONFIG", "SET", "appendonly", "no"),
         "workers list every key": refused(as_workers, "KEYS", "*"),
@@ -171,17 +211,77 @@ def test_pools_and_a_publisher_work_under_their_acl_users_and_each_is_refused_ou
         "workers flush the scripts": refused(as_workers, "SCRIPT", "FLUSH"),
         "workers shut the server down": refused(as_workers, "SHUTDOWN", "NOSAVE"),
         "ops append to a run": refused(ops, "XADD", run_key, "*", "f", "v"),
-        "ops publish": refused(ops, "XADD", inbox, "*", "message", "{}"),
+        "ops publish": refused(ops, "XADD", own, "*", "message", "{}"),
         "ops delete a run": refused(ops, "DEL", run_key),
-        "ops write in a script": refused(ops, "EVAL", "return redis.call('DEL', KEYS[1])", 1, run_key),
+        "ops eval a loop": refused(ops, "EVAL", "while true do end", 0),
+        "ops eval read-only": refused(ops, "EVAL_RO", "return 1", 0),
+        "ops load a script": refused(ops, "SCRIPT", "LOAD", "return 1"),
+        "ops call a function": refused(ops, "FCALL", "f", 0),
         "ops flush": refused(ops, "FLUSHALL"),
         "ops read outside the prefix": refused(ops, "GET", "elsewhere:key"),
     }  # fmt: skip
     assert [what for what, ok in checks.items() if not ok] == []
     assert ops.exists(run_key) and ops.xlen(run_key) > 3, "nothing ops tried happened"
 
-    cancel = subprocess.run([*CLI, "cancel", "run-acl", "--as", "it-publisher"],
-                            env={**env, "REDIS_URL": users["ops"]}, capture_output=True, text=True,
+    cancel = subprocess.run([*CLI, "cancel", "run-acl", "--as", signer.name],
+                            env={**env, "REDIS_URL": users[f"{head}-ops"]}, capture_output=True, text=True,
                             timeout=60)  # fmt: skip
     assert cancel.returncode == 2 and "not permitted" in cancel.stderr, cancel.stderr
     assert "Traceback" not in cancel.stderr
+
+
+@pytest.mark.slow
+def test_what_a_publisher_does_to_its_own_streams_hurts_only_itself(
+    users: dict[str, str], roles: Callable[[], str], signer: Signer, other: Signer,
+    settings: Settings, tools_dir: Path, workspace: Path,
+) -> None:  # fmt: skip
+    keys, head = Keys(settings.prefix, settings.shards), settings.prefix
+    publisher = redis.Redis.from_url(users[f"{head}-pub-{signer.name}"])
+    wrecker = redis.Redis.from_url(users[f"{head}-pub-{other.name}"])
+    admin = redis.Redis.from_url(users[f"{head}-ops"])
+    spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
+    flood = {f"f{i}": b"x" * (1 << 20) for i in range(10)} | {"message": b"y" * (1 << 20)}
+    runs = [f"run-{i}" for i in range(12)]
+    for i, run_id in enumerate(runs):
+        publish(publisher, keys, RunRequested(run_id=run_id, request_id=run_id, spec=spec, queue=QUEUE,
+                base_dir=str(workspace.parent), workspace=str(workspace)), signer=signer)  # fmt: skip
+        for part in range(keys.inbox_partitions):  # what dropped others' requests before
+            wrecker.xadd(keys.inbox(part, other.name), {"m": "x"}, maxlen=0)  # type: ignore[arg-type]
+        if i < 3:  # 10 x 1 MiB fields a time, into its own stream
+            wrecker.xadd(keys.inbox(i % keys.inbox_partitions, other.name), flood)  # type: ignore[arg-type]
+    for part in range(keys.inbox_partitions):  # what made every later XADD fail for good
+        wrecker.xadd(keys.inbox(part, other.name), {"m": "x"}, id=MAX_ID)  # type: ignore[arg-type]
+    publish(publisher, keys, RunRequested(run_id="run-after", request_id="run-after", spec=spec,
+            queue=QUEUE, base_dir=str(workspace.parent), workspace=str(workspace)), signer=signer)  # fmt: skip
+
+    store = RedisEventStore(admin, keys)
+    for run_id in [*runs, "run-after"]:
+        until(f"{run_id} created", lambda r=run_id: bool(store.read(r)), roles)  # type: ignore[misc]
+    with pytest.raises(redis.ResponseError):  # the wrecker's own streams take no more
+        wrecker.xadd(keys.inbox(0, other.name), {"message": "z"})  # type: ignore[arg-type]
+    rejected = sum(admin.xlen(keys.rejected(p)) for p in range(keys.inbox_partitions))
+    kept = sum(admin.memory_usage(keys.rejected(p)) or 0 for p in range(keys.inbox_partitions))
+    assert rejected >= 3 and kept < 256 << 10, (rejected, kept)  # 33 MiB sent, < 256 kB kept
+
+
+def test_the_acl_file_form_turns_the_default_user_off(tmp_path: Path) -> None:
+    acl = tmp_path / "users.acl"
+    lines = [DEFAULT_OFF, "user admin on >admin-pw ~* &* +@all"]
+    lines += [u.file_line(f">pw-{u.role}") for u in rules("al", ["billing-svc"])]
+    acl.write_text("\n".join(lines) + "\n")
+    proc, port = start_redis7(tmp_path, "--aclfile", str(acl))
+    try:
+        admin = f"redis://admin:admin-pw@127.0.0.1:{port}/0"
+        deadline = time.monotonic() + 10
+        while not answers(admin, timeout=0.2):
+            assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        with pytest.raises(redis.AuthenticationError):  # no user: the default one, which is off
+            redis.Redis(port=port).ping()
+        listed = redis.Redis.from_url(admin).acl_list()
+        assert any(line.startswith("user default off") for line in listed), listed
+        ops = redis.Redis(port=port, username="al-ops", password="pw-ops")
+        assert refused(ops, "EVAL", "while true do end", 0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -1,6 +1,6 @@
 """A process that stops cleanly leaves every group it was a member of: the
-intakes and sweepers still running take its inbox partitions and shards at
-their next beat, not `member_ttl_s` later (the next `agentledger run` on the
+sweepers still running take its shards at their next beat, and the intakes its
+inbox partitions, not `member_ttl_s` later (the next `agentledger run` on the
 prefix would wait that long for its request to be taken). Its deliveries under
 way stop carrying runs on, as they do when it moves to another tool set."""
 
@@ -15,32 +15,49 @@ from itkit import QUEUE
 from events.commands import Pool
 from services.adapters.tools.toolset import ToolSet, load_toolset
 from services.bootstrap import build_services
+from services.intake_role import build_intake
 from services.keys import Keys
 from services.settings import Settings
-
-GROUPS = ("intake", "sweep")
 
 
 def members(client: redis.Redis, key: str) -> set[str]:
     return {m.decode() for m in client.zrange(key, 0, -1)}
 
 
-def test_a_stopped_process_is_no_member_of_the_intakes_or_sweepers(
+def until_member(client: redis.Redis, key: str, me: str) -> None:
+    deadline = time.monotonic() + 30
+    while me not in members(client, key):
+        assert time.monotonic() < deadline, "the loop never beat"
+        time.sleep(0.05)
+
+
+def test_a_stopped_worker_process_is_no_sweeper_and_never_was_an_intake(
     settings: Settings, client: redis.Redis, keys: Keys, toolset: ToolSet
 ) -> None:
     settings = settings.with_(sweep_interval_s=0.1)  # the sweeper beats at once
     services = build_services(settings, client, toolset, queue=QUEUE)
     me = services.broker.worker_id
     services.start()
-    try:  # both loops have said they are alive
-        deadline = time.monotonic() + 30
-        while not all(me in members(client, keys.members(g)) for g in GROUPS):
-            assert time.monotonic() < deadline, "the loops never beat"
-            time.sleep(0.05)
+    try:
+        until_member(client, keys.members("sweep"), me)
+        assert [t.name for t in services.threads] == ["agentledger-sweeper"]  # no intake here
+        assert client.zcard(keys.intake_members()) == 0
     finally:
         services.stop()
-    for group in GROUPS:
-        assert me not in members(client, keys.members(group)), group
+    assert me not in members(client, keys.members("sweep"))
+
+
+def test_a_stopped_intake_is_no_member_of_the_intakes(
+    settings: Settings, client: redis.Redis, keys: Keys
+) -> None:
+    service = build_intake(settings, client, worker="intake-1").start()
+    try:
+        until_member(client, keys.intake_members(), "intake-1")
+        assert service.problem() is None and service.unready() is None
+    finally:
+        service.stop()
+    assert "intake-1" not in members(client, keys.intake_members())
+    assert service.problem() == "stopping"
 
 
 def test_stopping_or_changing_tool_sets_ends_carrying_for_the_deliveries_under_way(

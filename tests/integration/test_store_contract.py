@@ -30,3 +30,14 @@ class TestRedisEventStore(EventStoreContract):
     @pytest.fixture
     def stream(self, keys: Keys) -> str:
         return keys.queue(keys.shard("run-a"), "default", "fp", "model")
+
+
+class TestRedisEventStoreWithoutScripts(TestRedisEventStore):
+    """The same contract with the tails read by plain reads (`plain_tails`), as the
+    store reads them for a Redis user refused scripts (ops)."""
+
+    @pytest.fixture
+    def store(self, client: redis.Redis, keys: Keys) -> RedisEventStore:
+        store = RedisEventStore(client, keys)
+        store._scripted_reads = False
+        return store

@@ -42,10 +42,11 @@ class Workers:
         self._tools = ["--tools", TOOL_MODULE, "--tool-path", str(tools_dir), "--queue", QUEUE]
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def start(self) -> subprocess.Popen[bytes]:
+    def start(self, *command: str) -> subprocess.Popen[bytes]:
+        """`agentledger workers` serving the test tools, or `command` (`intake`)."""
         log = open(self._logs / f"workers-{len(self.procs) + 1}.log", "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "services.entrypoints.cli.main", "workers", *self._tools],
+            [sys.executable, "-m", "services.entrypoints.cli.main", *(command or ["workers", *self._tools])],
             env=self._env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -90,6 +91,7 @@ def workers(
     }
     pool = Workers(env, tmp_path, tools_dir)
     try:
+        pool.start("intake")  # the workers run none: the run is created by this one
         yield pool
     finally:
         pool.stop_all()  # before the prefix's keys are deleted

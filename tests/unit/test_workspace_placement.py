@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from schemas.inbox import RunRequested
 from schemas.publishers import GrantedPrincipal, Publisher
@@ -273,16 +272,10 @@ def _umask() -> Iterator[None]:
     os.umask(old)
 
 
-def test_the_embedded_runs_own_grant_has_the_root_slash_and_an_older_one_is_brought_up_to_it(
-    tmp_path: Path,
-) -> None:
+def test_the_embedded_runs_own_grant_has_the_root_slash(tmp_path: Path) -> None:
     from services.adapters.publishers import publishers_file
 
     path = str(tmp_path / "publishers.yaml")
-    first = publishers_file.local_signer(path)
-    assert publishers_file.read(path).publishers[publishers_file.LOCAL].workspaces == ("/",)
-    older = {"key": first.key, "principals": [{"id": "*", "tenant": "*"}], "scopes": ["*"], "queues": ["run.*"]}
-    Path(path).write_text(yaml.safe_dump({"publishers": {publishers_file.LOCAL: older}}))
-    again = publishers_file.local_signer(path)
-    assert again.key == first.key
-    assert publishers_file.read(path).publishers[publishers_file.LOCAL].workspaces == ("/",)
+    signer, _ = publishers_file.local_signer(path, str(tmp_path))
+    assert signer.name == publishers_file.local_name(str(tmp_path))
+    assert publishers_file.read(path).publishers[signer.name].workspaces == ("/",)

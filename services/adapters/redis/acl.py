@@ -1,35 +1,46 @@
-"""Redis ACL users for the roles of a deployment, one per role, each with only
-the keys and commands it needs (under the key prefix of the deployment):
+"""Redis ACL users for the roles of a deployment, each with only the keys and
+commands it needs (under the key prefix of the deployment):
 
-- **publisher** — `XADD` to the inbox partitions, nothing else: it cannot read
-  the inbox back, touch a run's log, or see any other key;
-- **workers** — the pools, intake and sweeper: every key under the prefix, the
-  data, stream and scripting commands; no admin or dangerous command (no
-  `CONFIG`, `FLUSHALL`, `KEYS`, `DEBUG`, `SHUTDOWN`, `ACL`, `SCRIPT FLUSH`), no
-  pub/sub, no key outside the prefix;
-- **ops** — read-only: every key under the prefix for reading (scripts may
-  run, but any write inside one is refused by the key permission), nothing
-  else.
+- **one user per publisher** (`<prefix>-pub-<name>`) — `XADD` to its own inbox
+  streams (`<prefix>:{in*}:inbox:<name>`), nothing else: it cannot read them
+  back, write another publisher's, touch a run's log or see any other key; a
+  `MAXLEN 0`, an explicit maximal id or a flood hurts only its own streams;
+- **intake** — the inbox streams, the rejected streams, request ids, the runs'
+  keys (it appends their first events and the controls), the lock table (a
+  control may release locks), its membership sets and the meta hash; reads the
+  tool sets' manifests; no ledger, no pool membership;
+- **workers** — the pools and the sweeper: the runs' keys and task-queue streams,
+  the ledger, the lock table, the pools' membership, the meta hash and the tool
+  sets' manifests; not the inbox (it reads the rejected streams' sizes, for
+  metrics), not the request ids, not the intakes' membership;
+- **ops** — reads every key under the prefix, with read commands only: no
+  write, and no script (`EVAL`, `EVALSHA`, `SCRIPT`, `FUNCTION`, `FCALL`: a
+  script can block Redis for everyone); the CLI's reads fall back to plain
+  reads for it.
 
-Scripts are allowed to ops because Redis checks every command a script runs
-against the caller's rights: a write inside one is refused. The rules need
-Redis 7 or later (subcommand rules). `rules` is the one home of these rules;
-`agentledger acl` prints them as `ACL SETUSER` lines (or applies them), and
-`deploy/redis-acl/` shows the ACL-file form."""
+The intake and the workers run the data, stream and scripting commands; no
+admin or dangerous command (`CONFIG`, `FLUSHALL`, `KEYS`, `DEBUG`, `SHUTDOWN`,
+`ACL`, `SCRIPT FLUSH`), no pub/sub. The rules need Redis 7 or later (selectors,
+subcommand rules). `rules` is the one home of these rules; `agentledger acl`
+prints them as `ACL SETUSER` lines (or applies them), and `deploy/redis-acl/`
+shows the ACL-file form, which also turns the `default` user off."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-ROLES = ("publisher", "workers", "ops")
+ROLES = ("publisher", "intake", "workers", "ops")
+DEFAULT_OFF = "user default off"  # the ACL file's line for Redis's own default user
 
-_WORKER_REFUSED = (
+_SERVICE_REFUSED = (
     "-@dangerous", "-@admin", "-@pubsub", "-script|flush", "-script|kill", "-script|debug", "-function",
     "-select", "-swapdb", "-move", "-migrate",
 )  # fmt: skip
-_OPS_ALLOWED = (
-    "+@read", "+@connection", "+time", "+evalsha", "+eval", "+evalsha_ro", "+eval_ro",
-    "+script|load", "+script|exists", "+xinfo", "+xpending", "+xrange", "+xrevrange", "+scan",
+_OPS_ALLOWED = ("+@read", "+@connection", "+time", "+xinfo", "+xpending", "+xrange", "+xrevrange", "+scan")
+_OPS_REFUSED = (
+    "-@write", "-@dangerous", "-@scripting", "-eval", "-evalsha", "-eval_ro", "-evalsha_ro",
+    "-script", "-function", "-fcall", "-fcall_ro",
 )  # fmt: skip
 
 
@@ -38,6 +49,7 @@ class AclUser:
     role: str
     name: str
     rules: tuple[str, ...]  # after `reset on >password`
+    publisher: str | None = None  # the publisher a publisher user writes as
 
     def setuser(self, password: str) -> list[str]:
         """The arguments of `ACL SETUSER` for this user with `password`."""
@@ -48,15 +60,33 @@ class AclUser:
         return " ".join(["user", self.name, "on", password, *self.rules])
 
 
-def rules(prefix: str, *, user_prefix: str | None = None) -> list[AclUser]:
-    """The users of a deployment whose keys start with `prefix`."""
+def publisher_user(prefix: str, name: str, *, user_prefix: str | None = None) -> AclUser:
+    """The user of one publisher: XADD to its own inbox streams, nothing else."""
     head = user_prefix if user_prefix is not None else prefix
-    everything = f"~{prefix}:*"
+    rules = ("resetchannels", f"~{prefix}:{{in*}}:inbox:{name}", "-@all", "+xadd")
+    return AclUser("publisher", f"{head}-pub-{name}", rules, publisher=name)
+
+
+def rules(
+    prefix: str, publishers: Sequence[str] = (), *, user_prefix: str | None = None
+) -> list[AclUser]:
+    """The users of a deployment whose keys start with `prefix`: one per publisher
+    in `publishers`, then the intake, the workers and ops."""
+    head = user_prefix if user_prefix is not None else prefix
+    p = prefix
+    runs, locks = f"~{p}:{{[0-9]*}}:*", f"~{p}:{{lk*}}:*"
+    intake_keys = (
+        f"~{p}:{{in*}}:*", f"~{p}:{{rq*}}:*", runs, locks, f"~{p}:intakes:*", f"~{p}:meta",
+        f"%R~{p}:toolsets:*",
+    )  # fmt: skip
+    workers_keys = (
+        runs, f"~{p}:{{ld*}}:*", locks, f"~{p}:members:*", f"~{p}:meta", f"~{p}:toolsets:*",
+        f"%R~{p}:{{in*}}:rejected",
+    )  # fmt: skip
     return [
-        AclUser("publisher", f"{head}-publisher",
-                ("resetchannels", f"~{prefix}:{{in*}}:inbox", "-@all", "+xadd")),
-        AclUser("workers", f"{head}-workers",
-                ("resetchannels", everything, "+@all", *_WORKER_REFUSED)),
+        *(publisher_user(prefix, name, user_prefix=user_prefix) for name in sorted(publishers)),
+        AclUser("intake", f"{head}-intake", ("resetchannels", *intake_keys, "+@all", *_SERVICE_REFUSED)),
+        AclUser("workers", f"{head}-workers", ("resetchannels", *workers_keys, "+@all", *_SERVICE_REFUSED)),
         AclUser("ops", f"{head}-ops",
-                ("resetchannels", everything, "-@all", *_OPS_ALLOWED, "-@write", "-@dangerous")),
+                ("resetchannels", f"%R~{p}:*", "-@all", *_OPS_ALLOWED, *_OPS_REFUSED)),
     ]  # fmt: skip

@@ -1,7 +1,8 @@
 """Reading many streams of a Redis Cluster without a command over several slots.
 
-`SlotReads` keeps one blocking XREADGROUP out per stream, each on its own
-connection to the master that holds the stream, and waits for the first
+`SlotReads` keeps one blocking XREADGROUP out per stream (or per group of
+streams in one slot: the inbox streams of one partition), each on its own
+connection to the master that holds it, and waits for the first
 replies of all of them together (select): a message on any stream wakes the
 reader at once, with no polling and one thread. A read still out when the
 caller returns stays out for the next call (its entries are delivered to us
@@ -33,27 +34,33 @@ class SlotReads:
         self._client: Any = client
         self._group = group
         self._consumer = consumer
-        self._out: dict[str, tuple[ConnectionPool, Any]] = {}  # stream -> (pool, connection)
+        # streams read together (one slot) -> (pool, connection)
+        self._out: dict[tuple[str, ...], tuple[ConnectionPool, Any]] = {}
 
-    def read(self, streams: Iterable[str], *, count: int, block_ms: int) -> Batch:
+    def read(
+        self, streams: Iterable[str | tuple[str, ...]], *, count: int, block_ms: int
+    ) -> Batch:
+        """New entries of these streams; a tuple is streams of one slot, read by one command."""
         try:
-            for stream in streams:
-                if stream not in self._out:
-                    self._send(stream, count, block_ms)
+            for item in streams:
+                together = (item,) if isinstance(item, str) else item
+                if together and together not in self._out:
+                    self._send(together, count, block_ms)
             return self._collect(block_ms)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             self.close()
             refresh(self._client)
             raise redis.ConnectionError(f"a stream read failed: {exc}") from None
 
-    def _send(self, stream: str, count: int, block_ms: int) -> None:
-        node = self._client.get_node_from_key(stream)
+    def _send(self, streams: tuple[str, ...], count: int, block_ms: int) -> None:
+        node = self._client.get_node_from_key(streams[0])
         pool = node.redis_connection.connection_pool
         conn = pool.get_connection()
-        self._out[stream] = (pool, conn)  # first: close() gives it back if the send fails
+        self._out[streams] = (pool, conn)  # first: close() gives it back if the send fails
         conn.send_command(
             "XREADGROUP", "GROUP", self._group, self._consumer,
-            "COUNT", max(1, count), "BLOCK", max(1, block_ms), "STREAMS", stream, ">",
+            "COUNT", max(1, count), "BLOCK", max(1, block_ms),
+            "STREAMS", *streams, *[">"] * len(streams),
         )  # fmt: skip
 
     def _collect(self, block_ms: int) -> Batch:

@@ -1,7 +1,8 @@
 """The Redis event store: one stream per run (entry ids 0-<seq>), one feed per
 shard, both written by one registered Lua script that checks `expected_seq`.
 A run's tail is read by another script that checks, in the same call, that the
-log still holds the event the caller folded last (or the snapshot's)."""
+log still holds the event the caller folded last (or the snapshot's); by plain
+reads (`plain_tails`) for a caller the server refuses scripts (the ops user)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from importlib.resources import files
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoPermissionError, NoScriptError
 
 from events.types import CODEC
 from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
 from services.adapters.redis.replicas import ReplicaAcks
+from services.adapters.store import plain_tails
 from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
 from services.errors import ConcurrencyConflict
 from services.keys import Keys
@@ -37,6 +39,7 @@ class RedisEventStore:
         self._append = client.register_script(_APPEND)
         self._tail = client.register_script(_TAIL)
         self._snapshot = client.register_script(_SNAPSHOT)
+        self._scripted_reads = True  # until the server refuses this user a script
 
     def append(
         self,
@@ -80,6 +83,15 @@ class RedisEventStore:
         return [_decode(entry_id, fields) for entry_id, fields in entries]
 
     def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:
+        if self._scripted_reads:
+            try:
+                return self._scripted_tails(heads, snapshot_version)
+            except NoPermissionError:  # a user with no scripts (ops): plain reads from now on
+                self._scripted_reads = False
+        replies = plain_tails.read_tails(self._r, self._keys, heads, snapshot_version)
+        return [_tail(reply, snapshot_version) for reply in replies]
+
+    def _scripted_tails(self, heads: Sequence[Head], snapshot_version: str) -> list[Tail]:
         if len(heads) == 1:
             head = heads[0]
             replies = [

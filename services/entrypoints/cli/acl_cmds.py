@@ -1,41 +1,59 @@
-"""`agentledger acl [--apply]`: one Redis ACL user per role (publisher, workers,
-ops) for this deployment's key prefix (`services.adapters.redis.acl`), each
-with a fresh password. Without --apply it prints the `ACL SETUSER` commands
-(for redis-cli, or an operator's own tooling); with --apply it runs them on
-the Redis it finds, as the user REDIS_URL names (one allowed to run ACL), and
-prints the URL each role connects with. The passwords are printed once."""
+"""`agentledger acl [--apply]`: the Redis ACL users of this deployment's key prefix
+(`services.adapters.redis.acl`): one per publisher of the publishers file, the
+intake, the workers and ops, each with a fresh password. Without --apply it
+prints the `ACL SETUSER` commands (for redis-cli, or an operator's own tooling);
+with --apply it runs them on the Redis it finds, as the user REDIS_URL names
+(one allowed to run ACL), and prints the URL each user connects with. The
+passwords are printed once. It says, and never does itself, that Redis's
+`default` user should be turned off once an admin user of your own exists (the
+ACL-file form in deploy/redis-acl/ does it)."""
 
 from __future__ import annotations
 
 import secrets
 import shlex
+from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from services.adapters.publishers import publishers_file
 from services.adapters.redis.acl import rules
 from services.entrypoints.cli.reply import emit, say
 from services.entrypoints.cli.session import Session
 from services.settings import Settings, masked
 
+DEFAULT_NOTE = (
+    "Redis's `default` user (no password, every right) stays on until you turn it off: "
+    "once an admin user of your own exists, `ACL SETUSER default off` (an ACL file: "
+    "`user default off`, as deploy/redis-acl/users.acl has it)"
+)
+
 
 def acl(settings: Settings, session: Session | None, *, as_json: bool) -> int:
-    users = rules(settings.prefix)
-    passwords = {u.role: secrets.token_urlsafe(24) for u in users}
-    rows = {}
+    names = sorted(publishers_file.read(settings.publishers_path).publishers)
+    users = rules(settings.prefix, names)
+    rows: dict[str, dict[str, Any]] = {}
     for user in users:
-        command = user.setuser(passwords[user.role])
-        row = {"user": user.name, "password": passwords[user.role], "command": shlex.join(command)}
+        password = secrets.token_urlsafe(24)
+        command = user.setuser(password)
+        row: dict[str, Any] = {"role": user.role, "password": password, "command": shlex.join(command)}
+        if user.publisher is not None:
+            row["publisher"] = user.publisher
         if session is not None:
             session.client.execute_command(*command)  # type: ignore[no-untyped-call]
-            row["url"] = _url_as(session.located.url, user.name, passwords[user.role])
-        rows[user.role] = row
+            row["url"] = _url_as(session.located.url, user.name, password)
+        rows[user.name] = row
     if as_json:
-        emit({"prefix": settings.prefix, "applied": session is not None, "users": rows})
+        emit({"prefix": settings.prefix, "applied": session is not None, "users": rows,
+              "publishers_file": settings.publishers_path, "default_user": DEFAULT_NOTE})  # fmt: skip
         return 0
-    for role, row in rows.items():
-        print(f"{role}: {row['url']}" if session is not None else row["command"])
+    for name, row in rows.items():
+        print(f"{row['role']} {name}: {row['url']}" if session is not None else row["command"])
     if session is not None:
         say(f"ACL users for prefix {settings.prefix!r} set on {masked(session.located.url)}: each URL "
-            "above holds its password, printed once: give each role its own")  # fmt: skip
+            "above holds its password, printed once: give each its own")  # fmt: skip
+    if not names:
+        say(f"no publishers in {settings.publishers_path}: no publisher users")
+    say(DEFAULT_NOTE)
     return 0
 
 

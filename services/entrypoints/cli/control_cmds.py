@@ -55,7 +55,7 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
         return Verdict(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent")
     signer = signer_for(session.settings, publisher)
     ttl_s = session.settings.member_ttl_s
-    if intake_liveness(session.client, session.keys, ttl_s=ttl_s) is Liveness.NONE:
+    if intake_liveness(session.client, session.keys, ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
         return _no_intake(session, sent=False)
     entry_id = publish(session.client, session.keys, message, signer=signer)
     deadline = time.monotonic() + TAKE_S
@@ -104,7 +104,7 @@ def _no_intake(session: Session, *, sent: bool) -> Verdict:
     what = f"nothing took the message within {TAKE_S:g}s; it was withdrawn" if sent else "nothing was sent"
     return Verdict(
         exit_codes.NO_WORKERS, "no workers",
-        f"no intake reads the inbox on {where}: start `agentledger workers` there; {what}",
+        f"no intake reads the inbox on {where}: start `agentledger intake` there; {what}",
     )  # fmt: skip
 
 

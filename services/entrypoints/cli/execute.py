@@ -22,8 +22,8 @@ from services.errors import ConfigError, RedisUnavailable, ServiceBusy
 from services.secrets import install_log_filter
 from services.settings import Settings, from_env, masked, user_state_dir
 
-# the commands that may start the local Redis service; submit, workers and the
-# controls never do (a run or a message nobody will ever read)
+# the commands that may start the local Redis service; submit, workers, intake and
+# the controls never do (a run or a message nobody will ever read)
 MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw", "trace", "ui"})
 
 
@@ -86,6 +86,9 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
                 settings, args.name, principals=principals, scopes=args.scopes,
                 queues=args.queues, workspaces=args.workspaces, as_json=as_json,
             )  # fmt: skip
+        if args.action == "adopt":
+            with open_session(settings, may_start=False) as session:
+                return publisher_cmds.adopt(session, as_json=as_json)
         return publisher_cmds.list_(settings, as_json=as_json)
     if args.command == "acl":
         from services.entrypoints.cli import acl_cmds
@@ -124,6 +127,13 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
                 from services.entrypoints.cli import pool_cmds
 
                 return pool_cmds.list_workers(session, as_json=as_json)
+            case "intake":
+                from services.entrypoints.cli import intake_cmds
+
+                return intake_cmds.intake(
+                    session, as_json=as_json, metrics_port=args.metrics_port,
+                    metrics_host=args.metrics_host,
+                )  # fmt: skip
             case "workers":
                 from services.entrypoints.cli import workers_cmds
 

@@ -1,9 +1,10 @@
 """What a publisher on the CLI can learn about the inbox: whether an intake is
-reading it (`intake_liveness`, the one place that judges it: the intakes'
-membership heartbeats), whether an entry was taken, what the intake said about
-it, and taking back an entry no intake has read (so a message nobody took
-never acts later by surprise). Entry ids are `partition/stream id`, as
-`publish` returns them."""
+reading its streams (`intake_liveness`, the one place that judges it: the
+membership heartbeats of the deployment's intakes and of the embedded run's
+intake of that publisher), whether an entry was taken, what the intake said
+about it, and taking back an entry no intake has read (so a message nobody took
+never acts later by surprise). Entry ids are `partition/publisher/stream id`,
+as `publish` returns them."""
 
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ import redis
 from services.keys import Keys
 from services.loops.intake import GROUP, partition_of
 
-# what `status` searches of the newest refusals in a run's partition: a refusal keeps up
-# to 1 MiB of each field (a hostile publisher's entries can be that big), so few at a time
-REFUSALS_SEARCHED = 200
-REFUSALS_PAGE = 10
-REFUSALS_MAX_BYTES = 16 << 20
+# what `status` searches of the newest refusals in a run's partition: a refusal keeps at
+# most 4 kB (`services.loops.rejections`), so a page of 100 is at most ~400 kB
+REFUSALS_SEARCHED = 2000
+REFUSALS_PAGE = 100
+REFUSALS_MAX_BYTES = 8 << 20
 
 _WITHDRAW = """
 -- XDEL an inbox entry unless the intake group has read it. KEYS: inbox; ARGV: group, entry id
@@ -47,18 +48,25 @@ class Liveness(StrEnum):
     NONE = "none"  # no intake is alive on this Redis and prefix
 
 
-def intake_liveness(client: redis.Redis, keys: Keys, *, ttl_s: float) -> Liveness:
-    """Live when some intake heartbeated within `ttl_s` (Redis's own clock)."""
+def intake_liveness(
+    client: redis.Redis, keys: Keys, *, ttl_s: float, publisher: str | None = None
+) -> Liveness:
+    """Live when some deployment intake (or an embedded intake of `publisher`)
+    heartbeated within `ttl_s` (Redis's own clock)."""
     now_s, now_us = client.time()
     now_ms = now_s * 1000 + now_us // 1000
-    live = client.zrangebyscore(keys.members("intake"), now_ms - ttl_s * 1000, "+inf")
+    sets = [keys.intake_members(), *([keys.intake_members(publisher)] if publisher else [])]
+    with client.pipeline(transaction=False) as pipe:
+        for members in sets:
+            pipe.zrangebyscore(members, now_ms - ttl_s * 1000, "+inf")
+        live = any(pipe.execute())
     return Liveness.LIVE if live else Liveness.NONE
 
 
 def taken(client: redis.Redis, keys: Keys, entry_id: str) -> bool:
     """The intake group has read the entry (or it is gone)."""
-    part, stream_id = _split(entry_id)
-    for group in client.xinfo_groups(keys.inbox(part)):
+    part, publisher, stream_id = _split(entry_id)
+    for group in client.xinfo_groups(keys.inbox(part, publisher)):
         if group["name"].decode() == GROUP:
             return _id(group["last-delivered-id"].decode()) >= _id(stream_id)
     return False
@@ -66,14 +74,16 @@ def taken(client: redis.Redis, keys: Keys, entry_id: str) -> bool:
 
 def withdraw(client: redis.Redis, keys: Keys, entry_id: str) -> bool:
     """Delete the entry if no intake has read it yet; True when it was deleted."""
-    part, stream_id = _split(entry_id)
-    return bool(client.eval(_WITHDRAW, 1, keys.inbox(part), GROUP, stream_id))
+    part, publisher, stream_id = _split(entry_id)
+    return bool(client.eval(_WITHDRAW, 1, keys.inbox(part, publisher), GROUP, stream_id))
 
 
 def rejected_reason(client: redis.Redis, keys: Keys, entry_id: str) -> str | None:
-    """Why the intake refused the entry, if it did (its rejection comes after it)."""
-    part, stream_id = _split(entry_id)
-    rejected: Any = client.xrange(keys.rejected(part), min=stream_id, count=1000)
+    """Why the intake refused the entry, if it did (its rejection comes after it: a
+    stream id of another stream, so the search starts a little before, in time)."""
+    part, _, stream_id = _split(entry_id)
+    ms, _ = _id(stream_id)
+    rejected: Any = client.xrange(keys.rejected(part), min=f"{max(0, ms - 1000)}-0", count=1000)
     for _, fields in rejected:
         if fields.get(b"entry_id", b"").decode() == entry_id:
             return str(fields.get(b"reason", b"").decode())
@@ -82,9 +92,9 @@ def rejected_reason(client: redis.Redis, keys: Keys, entry_id: str) -> str | Non
 
 def refusal_of_run(client: redis.Redis, keys: Keys, run_id: str) -> tuple[str, str] | None:
     """The newest refusal of an inbox entry that named `run_id` (what the intake said,
-    and the publisher the entry claimed), among the newest of its partition: a run
-    whose request was refused never exists, and this says why. Requests published
-    by `submit` and `run` go to the partition of their run id."""
+    and the publisher whose stream held it), among the newest of its partition: a
+    run whose request was refused never exists, and this says why. Requests
+    published by `submit` and `run` go to the partition of their run id."""
     stream = keys.rejected(partition_of(run_id, keys.inbox_partitions))
     needle = f'"run_id":"{run_id}"'.encode()
     searched, read, before = 0, 0, "+"
@@ -92,7 +102,7 @@ def refusal_of_run(client: redis.Redis, keys: Keys, run_id: str) -> tuple[str, s
         page: Any = client.xrevrange(stream, max=before, count=REFUSALS_PAGE)
         for entry_id, fields in page:
             if needle in fields.get(b"field:message", b""):
-                publisher = fields.get(b"field:publisher", b"?").decode(errors="replace")
+                publisher = fields.get(b"publisher", b"?").decode(errors="replace")
                 return fields.get(b"reason", b"").decode(errors="replace"), publisher
             read += sum(len(v) for v in fields.values())
             before = _just_before(entry_id.decode())  # the next page starts below it
@@ -108,9 +118,9 @@ def _just_before(stream_id: str) -> str:
     return f"{ms}-{seq - 1}" if seq > 0 else f"{ms - 1}-{2**64 - 1}"
 
 
-def _split(entry_id: str) -> tuple[int, str]:
-    part, _, stream_id = entry_id.partition("/")
-    return int(part), stream_id
+def _split(entry_id: str) -> tuple[int, str, str]:
+    part, publisher, stream_id = entry_id.split("/", 2)
+    return int(part), publisher, stream_id
 
 
 def _id(entry_id: str) -> tuple[int, int]:

@@ -86,7 +86,7 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--processes", type=_count, default=1)
     w.add_argument(
         "--pools", type=_pools, default=list(POOLS), metavar="POOL,…",
-        help="the pools to run (default: model,tools,accept)",
+        help="the pools to run (default: model,tools,accept); 'intake' alone: an intake, no tool code",
     )  # fmt: skip
     _mcp(w)
     w.add_argument("--list", action="store_true", help="list the live workers instead; serve nothing")
@@ -95,6 +95,8 @@ def parser() -> argparse.ArgumentParser:
     dl.add_argument("--redrive", metavar="HANDLE", help="put this dead letter back on its queue")
     metrics_options(w)
     _threads(w)
+    i = command("intake", "read the inbox and create runs (no tool code) until SIGTERM")
+    metrics_options(i)
     ts = command("toolset", "print the fingerprint of a tool set's code")
     _toolset(ts)
     ts.add_argument(
@@ -155,7 +157,7 @@ def parser() -> argparse.ArgumentParser:
     local.add_argument("action", choices=("status", "start", "stop"))
     local.add_argument("--force", action="store_true", help="stop: even with clients connected")
     _publishers(command("publishers", "who may publish to the inbox, and what each may ask for"))
-    a = command("acl", "Redis ACL users for the roles (publisher, workers, ops) of this prefix")
+    a = command("acl", "Redis ACL users of this prefix: one per publisher, the intake, workers, ops")
     a.add_argument("--apply", action="store_true", help="run them on the Redis REDIS_URL names")
     return p
 
@@ -186,6 +188,9 @@ def _publishers(c: argparse.ArgumentParser) -> None:
         help="absolute folders its runs' workspaces may be inside (besides AGENTLEDGER_WORKSPACE_ROOTS)",
     )  # fmt: skip
     actions.add_parser("list", help="the publishers and their grants (never their keys)")
+    actions.add_parser(
+        "adopt", help="make this publishers file the deployment's (record its digest in Redis)"
+    )
     for a in actions.choices.values():
         a.add_argument("--json", action="store_true", help="machine output on stdout")
 
@@ -203,6 +208,7 @@ def _publisher_name(text: str) -> str:
 
 
 POOLS = ("model", "tools", "accept")
+INTAKE_POOL = "intake"  # `workers --pools intake`: the intake alone, no tool code
 _QUEUE = re.compile(QUEUE_PATTERN)
 
 
@@ -250,9 +256,15 @@ def _threads(c: argparse.ArgumentParser) -> None:
 
 def _pools(text: str) -> list[str]:
     pools = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in pools if p not in POOLS]
+    unknown = [p for p in pools if p not in (*POOLS, INTAKE_POOL)]
     if unknown or not pools:
-        raise argparse.ArgumentTypeError(f"{text!r}: the pools are {', '.join(POOLS)}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the pools are {', '.join(POOLS)} (or {INTAKE_POOL} alone)"
+        )
+    if INTAKE_POOL in pools and len(set(pools)) > 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: {INTAKE_POOL} runs alone (it loads no tool code): --pools {INTAKE_POOL}"
+        )
     return pools
 
 

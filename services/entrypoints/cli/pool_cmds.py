@@ -61,7 +61,7 @@ def queues(client: redis.Redis, keys: Keys) -> list[str]:
 def live_workers(session: Session) -> list[Worker]:
     client, keys = session.client, session.keys
     directory = Directory(client, keys, member_ttl_s=session.settings.member_ttl_s)
-    shards = shards_ever(client, keys)
+    shards = shards_ever(client, keys, record=False)  # a read: ops may run it
     found: list[Worker] = []
     for queue in queues(client, keys):
         for toolset, manifest in directory.toolsets(queue).items():
@@ -122,7 +122,7 @@ def dead_letters(session: Session, *, queue: str | None) -> list[DeadLetter]:
     found: list[DeadLetter] = []
     for q in [queue] if queue else queues(client, keys):
         for toolset in directory.toolsets(q):
-            for shard in shards_ever(client, keys):
+            for shard in shards_ever(client, keys, record=False):
                 for pool in Pool:
                     dead = keys.queue_dead(keys.queue(shard, q, toolset, str(pool)))
                     entries: list[tuple[bytes, dict[bytes, bytes]]] = client.xrange(dead)  # type: ignore[assignment]

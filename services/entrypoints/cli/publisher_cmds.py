@@ -1,20 +1,27 @@
-"""`agentledger publishers add|list`: the publishers file (who may publish to the
-inbox, with which key, and what each may ask for), and the signer `--as NAME`
+"""`agentledger publishers add|list|adopt`: the publishers file (who may publish to
+the inbox, with which key, and what each may ask for), and the signer `--as NAME`
 names for `submit` and the controls. A new publisher's key is printed once,
-when it is added; `list` never shows a key."""
+when it is added; `list` never shows a key. The deployment records the digest
+of its agreed file in Redis (`services.adapters.publishers.agreed`): `adopt`
+records this file's (an operator's act); `add`, and the embedded run filing its
+own publisher, move the record along when it can reach Redis and the
+deployment had agreed to the file before the change."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
 
+import redis
+
 from events.grants import request_refusal
 from schemas.publishers import GrantedPrincipal, Publisher
 from schemas.spec import Principal
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
+from services.adapters.publishers import agreed, publishers_file
+from services.adapters.publishers.publishers_file import Filed, Signer
 from services.entrypoints.cli.reply import emit, say
-from services.errors import ConfigError
+from services.entrypoints.cli.session import Session, open_session
+from services.errors import ConfigError, RedisUnavailable
 from services.settings import Settings
 
 
@@ -31,15 +38,66 @@ def add(
     path = settings.publishers_path
     granted = [_principal(p) for p in principals]
     roots = [_root(w) for w in workspaces]
-    key = publishers_file.add(
+    key, change = publishers_file.add_filed(
         path, name, principals=granted, scopes=scopes, queues=queues or ["default"], workspaces=roots
     )
+    note = _follow(settings, change)
     if as_json:
-        emit({"publisher": name, "key": key, "file": path})
+        emit({"publisher": name, "key": key, "file": path, "publishers_digest": change.after,
+              "recorded": note is None})  # fmt: skip
     else:
         print(key)
         say(f"publisher {name!r} filed in {path}; its key is printed once, above: keep it secret")
+    if note is not None:
+        say(note)
     return 0
+
+
+def adopt(session: Session, *, as_json: bool) -> int:
+    """Record this file's digest as the deployment's (running intakes read with it)."""
+    path = session.settings.publishers_path
+    digest = publishers_file.file_digest(publishers_file.read_bytes(path))
+    publishers_file.read(path)  # a broken file is refused here, not adopted
+    before = agreed.adopt(session.client, session.keys, digest)
+    if as_json:
+        emit({"file": path, "publishers_digest": digest, "before": before})
+    else:
+        was = "it recorded none" if before is None else f"it recorded sha256 {before}"
+        print(f"the deployment's publishers file is now {path} (sha256 {digest}); {was}")
+    return 0
+
+
+def _follow(settings: Settings, change: Filed) -> str | None:
+    """Move the deployment's record to the changed file; None when done, else why not."""
+    try:
+        with open_session(settings, may_start=False) as session:
+            return follow_in(session, change)
+    except (RedisUnavailable, redis.RedisError) as exc:  # the file is filed: say, do not fail
+        return (
+            f"the deployment's record of the publishers file is not moved ({exc}); "
+            "`agentledger publishers adopt` where Redis is reachable makes this file the deployment's"
+        )
+
+
+def follow_in(session: Session, change: Filed) -> str | None:
+    if agreed.follow(session.client, session.keys, change):
+        return None
+    return (
+        f"the deployment records another publishers file than {session.settings.publishers_path}: "
+        "its intakes read nothing while theirs differs; `agentledger publishers adopt` makes "
+        "this one the deployment's"
+    )
+
+
+def local_signer(session: Session) -> Signer:
+    """The embedded run's own publisher, filed on first need (the deployment's record
+    of the file moved along with it)."""
+    signer, change = publishers_file.local_signer(
+        session.settings.publishers_path, session.settings.state_dir
+    )
+    if change is not None and (note := follow_in(session, change)) is not None:
+        say(note)
+    return signer
 
 
 def list_(settings: Settings, *, as_json: bool) -> int:
@@ -60,20 +118,19 @@ def list_(settings: Settings, *, as_json: bool) -> int:
     return 0
 
 
-def signer_for(settings: Settings, name: str | None, *, file_local: bool = False) -> Signer:
-    """The publisher `--as` names; without it, the embedded run's own `local` one
-    (filed here only by the embedded run itself: `file_local`)."""
+def signer_for(settings: Settings, name: str | None) -> Signer:
+    """The publisher `--as` names; without it, the embedded run's own one of this
+    state folder (filed only by the embedded run itself: `local_signer`)."""
     path = settings.publishers_path
     if name:
         return publishers_file.signer(path, name)
-    if file_local:
-        return publishers_file.local_signer(path)
-    if publishers_file.LOCAL not in publishers_file.read(path).publishers:
+    local = publishers_file.local_name(settings.state_dir)
+    if local not in publishers_file.read(path).publishers:
         raise ConfigError(
             "--as", f"no publisher to sign with: pass --as NAME (the embedded run's own "
-            f"{publishers_file.LOCAL!r} publisher is not in {path!r})",
+            f"{local!r} publisher is not in {path!r})",
         )  # fmt: skip
-    return publishers_file.signer(path, publishers_file.LOCAL)
+    return publishers_file.signer(path, local)
 
 
 def check_grant(settings: Settings, signer: Signer, principal: Principal, queue: str) -> None:

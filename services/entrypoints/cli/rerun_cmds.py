@@ -19,7 +19,7 @@ from schemas.envelope import Envelope
 from schemas.errors import InvalidSpec
 from schemas.spec import ReplayModel, ReplaySettings, RunSpec
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.publisher_cmds import signer_for
+from services.entrypoints.cli.publisher_cmds import local_signer
 from services.entrypoints.cli.run_cmds import private_queue, request_for, start_workers, toolset_of
 from services.entrypoints.cli.session import Session
 from services.loops.intake import publish
@@ -49,9 +49,11 @@ def rerun(session: Session, run_id: str, *, as_json: bool) -> int:
             f"{toolset.fingerprint}): the rerun runs today's",
             file=sys.stderr,
         )
-    stop_workers = start_workers(session, toolset, spec, created.base_dir, queue=queue, processes=0)
+    signer = local_signer(session)  # a private queue
+    stop_workers = start_workers(
+        session, toolset, spec, created.base_dir, queue=queue, processes=0, publisher=signer.name
+    )
     try:
-        signer = signer_for(session.settings, None, file_local=True)  # a private queue
         publish(session.client, session.keys, request, signer=signer)
         state = _until_settled(session, request.run_id)
     finally:

@@ -1,6 +1,7 @@
 """Commands that start work: run (embedded: a private task queue served by workers
-in this process or its children; follows the run to its end), submit (publish
-to a shared task queue) and toolset (the fingerprint a publisher names). With
+in this process or its children, and an intake in this process that reads only
+its own publisher's streams; follows the run to its end), submit (publish to a
+shared task queue) and toolset (the fingerprint a publisher names). With
 `--processes N` the run's workers are child `agentledger workers` (`workers_cmds`)."""
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from services.entrypoints.cli.control_cmds import user_name
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.inbox_watch import Liveness, intake_liveness, rejected_reason
 from services.entrypoints.cli.inspect_cmds import run_summary
-from services.entrypoints.cli.publisher_cmds import check_grant, signer_for
+from services.entrypoints.cli.publisher_cmds import check_grant, local_signer, signer_for
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
@@ -195,10 +196,12 @@ def submit(
         )
     if manifest is not None and not directory.live(queue, fingerprint):
         say(f"no worker serves {what} right now; the run waits for one")
-    if intake_liveness(session.client, session.keys, ttl_s=session.settings.member_ttl_s) is Liveness.NONE:
+    ttl_s = session.settings.member_ttl_s
+    if intake_liveness(session.client, session.keys, ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
         say(
             f"no intake reads the inbox on {masked(session.located.url)} (prefix "
-            f"{session.settings.prefix!r}) yet: the run waits until `agentledger workers` start there"
+            f"{session.settings.prefix!r}) yet: the run waits until `agentledger intake` (or "
+            "`agentledger workers --pools intake`) starts there"
         )
     request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
     entry_id = publish(session.client, session.keys, request, signer=signer)
@@ -224,7 +227,8 @@ def run(
     assert prepared.toolset is not None
     spec, toolset = prepared.spec, prepared.toolset
     queue = queue or private_queue()
-    signer = signer_for(session.settings, as_, file_local=True)  # its own, filed on first need
+    # its own, filed on first need
+    signer = signer_for(session.settings, as_) if as_ else local_signer(session)
     check_grant(session.settings, signer, spec.principal, queue)
     request = request_for(
         spec, prepared.base_dir, session.settings, queue=queue, toolset=toolset.fingerprint
@@ -233,7 +237,7 @@ def run(
     assert run_id is not None
     stop_workers = start_workers(
         session, toolset, spec, prepared.base_dir, queue=queue, processes=processes,
-        prepared=prepared,
+        prepared=prepared, publisher=signer.name,
     )  # fmt: skip
     try:
         state, interrupted = _publish_and_follow(session, request, signer, quiet=as_json)
@@ -351,13 +355,18 @@ def start_workers(
     *,
     queue: str,
     processes: int,
+    publisher: str,
     prepared: Prepared | None = None,
 ) -> Callable[[], None]:
     """Worker pools for the spec's tool set on `queue`, in this process (processes=0)
-    or in child processes (which start the MCP servers of their own)."""
+    or in child processes (which start the MCP servers of their own); and, in this
+    process, an intake of `publisher`'s streams alone (the embedded run's own)."""
+    from services.intake_role import build_intake  # dramatiq: `submit` needs none of it
+
+    intake = build_intake(session.settings, session.client, only=publisher).start()
     hub = prepared.hub if prepared is not None else None
     if processes <= 0:
-        from services.bootstrap import build_services  # dramatiq: `submit` needs none of it
+        from services.bootstrap import build_services
 
         services = build_services(session.settings, session.client, toolset, queue=queue)
         services.start()
@@ -368,6 +377,7 @@ def start_workers(
 
         def stop() -> None:
             services.stop()
+            intake.stop()
             if hub is not None:
                 hub.close()
 
@@ -376,7 +386,13 @@ def start_workers(
     args = worker_args(modules_of(spec.tools), tool_paths(spec, base_dir), queue, mcp=mcp)
     if hub is not None:
         hub.close()  # the children start their own
-    return spawn_workers(session.settings, args, processes)
+    children = spawn_workers(session.settings, args, processes)
+
+    def stop_all() -> None:
+        children()
+        intake.stop()
+
+    return stop_all
 
 
 def worker_args(

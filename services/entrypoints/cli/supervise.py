@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 from services.entrypoints.cli.children import die_with_parent
 from services.settings import Settings, environ_for_children
@@ -67,3 +68,18 @@ def stop_children(children: list[subprocess.Popen[bytes]]) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def wait_for_signal() -> None:
+    """Until SIGTERM or SIGINT."""
+    done = signalled()
+    while not done.wait(0.5):
+        time.sleep(0)
+
+
+def signalled() -> threading.Event:
+    """Set on SIGTERM or SIGINT."""
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    return done

@@ -1,14 +1,13 @@
 """`agentledger workers`: the pools of one tool set on one task queue, in this
 process or in N supervised child processes, until SIGTERM; with a metrics port,
-/metrics, /healthz and /readyz (the one command that imports prometheus)."""
+/metrics, /healthz and /readyz (the one command that imports prometheus). They
+run no intake: `--pools intake` is `agentledger intake` (`intake_cmds`), which
+loads no tool code, so it takes no --tools, --tool-path or --mcp."""
 
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
-import time
 from collections.abc import Sequence
 
 from services.adapters.metrics.scrape import Served
@@ -18,10 +17,11 @@ from services.adapters.tools.toolset import ToolSet, ToolSetError, load_toolset
 from services.bootstrap import ALL_POOLS, Services, build_services
 from services.entrypoints import operations
 from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli.parser import INTAKE_POOL
 from services.entrypoints.cli.reply import emit, fail
 from services.entrypoints.cli.run_cmds import worker_args
 from services.entrypoints.cli.session import Session
-from services.entrypoints.cli.supervise import Supervisor
+from services.entrypoints.cli.supervise import Supervisor, signalled, wait_for_signal
 from services.settings import masked
 from services.structured_logs import child_args
 
@@ -40,6 +40,8 @@ def workers(
     metrics_host: str = LOOPBACK,
 ) -> int:
     pools = pools or [str(pool) for pool in ALL_POOLS]
+    if INTAKE_POOL in pools:
+        return _intake(session, modules, paths, mcp, processes, as_json, metrics_port, metrics_host)
     try:
         toolset = base = load_toolset(modules, paths)
     except ToolSetError as exc:
@@ -80,7 +82,7 @@ def workers(
         services.stop()
         if hub is not None:
             hub.close()
-        return fail(exit_codes.USAGE, "bad option", _cannot_listen(metrics, exc), as_json)
+        return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), as_json)
     _say_dynamic(base, as_json)
     threads = services.worker.worker_threads if services.worker is not None else 0
     by_pool = services.pool_threads()  # bounds: each pool's own budget
@@ -102,7 +104,7 @@ def workers(
             + (f", metrics on {ops.where}" if ops else ""),
             flush=True,
         )
-    _wait_for_signal()
+    wait_for_signal()
     if ops is not None:
         ops.stop()
     services.stop()
@@ -113,11 +115,6 @@ def workers(
     if instruments is not None:
         instruments.stop()  # the last tallies, into the files a parent reads
     return 0
-
-
-def _cannot_listen(metrics: tuple[str, int] | None, exc: OSError) -> str:
-    host, port = metrics or ("", 0)
-    return f"--metrics-host/--metrics-port: cannot listen on {host}:{port}: {exc.strerror or exc}"
 
 
 def _say_dynamic(toolset: ToolSet, as_json: bool) -> None:
@@ -132,6 +129,29 @@ def _say_dynamic(toolset: ToolSet, as_json: bool) -> None:
         )  # fmt: skip
 
 
+def _intake(
+    session: Session,
+    modules: Sequence[str],
+    paths: Sequence[str],
+    mcp: str | None,
+    processes: int,
+    as_json: bool,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> int:
+    """`--pools intake`: the intake alone, refusing what would load tool code."""
+    if modules or paths or mcp:
+        given = ", ".join(f for f, v in (("--tools", modules), ("--tool-path", paths), ("--mcp", mcp)) if v)
+        why = f"--pools {INTAKE_POOL} loads no tool code: drop {given} (the workers serve the tools)"
+        return fail(exit_codes.USAGE, "bad option", why, as_json)
+    if processes != 1:
+        why = f"--pools {INTAKE_POOL} is one process: run more of them (replicas) instead of --processes"
+        return fail(exit_codes.USAGE, "bad option", why, as_json)
+    from services.entrypoints.cli.intake_cmds import intake
+
+    return intake(session, as_json=as_json, metrics_port=metrics_port, metrics_host=metrics_host)
+
+
 def _parent(
     session: Session,
     args: list[str],
@@ -141,7 +161,7 @@ def _parent(
 ) -> int:
     """N worker processes kept alive (one that dies is started again); with a
     metrics port, this process serves their metrics."""
-    stop = _signalled()
+    stop = signalled()
     if metrics is None:
         supervisor = Supervisor(session.settings, [*child_args(), *args], processes)
         supervisor.keep_alive(stop)
@@ -158,7 +178,7 @@ def _parent(
                 session.settings, session.client, supervisor.children, folder, metrics, served
             )
         except OSError as exc:
-            return fail(exit_codes.USAGE, "bad option", _cannot_listen(metrics, exc), False)
+            return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), False)
         print(f"agentledger workers: {processes} processes, metrics on {ops.where}", flush=True)
         supervisor.keep_alive(stop)
         ops.stop()
@@ -166,17 +186,3 @@ def _parent(
         supervisor.stop()
         clean()
     return 0
-
-
-def _wait_for_signal() -> None:
-    done = _signalled()
-    while not done.wait(0.5):
-        time.sleep(0)
-
-
-def _signalled() -> threading.Event:
-    """Set on SIGTERM or SIGINT."""
-    done = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: done.set())
-    return done

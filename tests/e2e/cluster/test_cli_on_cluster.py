@@ -207,13 +207,19 @@ def start_workers_n(
     log = example / "workers.log"  # a file, not a pipe nobody drains
     with log.open("w") as out:
         proc = subprocess.Popen(args, cwd=example, env=cli.env, text=True, stdout=out, stderr=out)
+    intake_log = example / "intake.log"  # the intake beside them: the workers run none
+    with intake_log.open("w") as out:
+        intake = subprocess.Popen(
+            [*AGENTLEDGER, "intake"], cwd=example, env=cli.env, text=True, stdout=out, stderr=out
+        )
     deadline = time.monotonic() + 30
-    while log.read_text().count("workers up") < processes:  # each process says it once
-        if proc.poll() is not None or time.monotonic() > deadline:
+    while log.read_text().count("workers up") < processes or "intake up" not in intake_log.read_text():
+        if proc.poll() is not None or intake.poll() is not None or time.monotonic() > deadline:
             proc.kill()
-            raise AssertionError(f"the workers did not start:\n{log.read_text()}")
+            intake.kill()
+            raise AssertionError(f"did not start:\n{log.read_text()}\n{intake_log.read_text()}")
         time.sleep(0.1)
-    return [proc]
+    return [proc, intake]
 
 
 def submit(cli: Cli, spec: Path) -> str:

@@ -1,0 +1,68 @@
+"""`agentledger intake` (and `workers --pools intake`): the intake alone in this
+process — signatures, grants and spec checks, no tool code, no worker pool —
+until SIGTERM; with a metrics port, /metrics, /healthz and /readyz (not ready
+while the publishers file is not the deployment's). It refuses to start with a
+publishers file other than the one the deployment records."""
+
+from __future__ import annotations
+
+import os
+
+from services.adapters.metrics.server import LOOPBACK
+from services.entrypoints import operations
+from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli.reply import emit, fail
+from services.entrypoints.cli.session import Session
+from services.entrypoints.cli.supervise import wait_for_signal
+from services.intake_role import build_intake
+from services.settings import masked
+
+
+def intake(
+    session: Session, *, as_json: bool, metrics_port: int | None = None, metrics_host: str = LOOPBACK
+) -> int:
+    settings = session.settings
+    instruments = None
+    if metrics_port is not None or settings.metrics_dir:
+        from services.adapters.metrics.instruments import Instruments
+
+        instruments = Instruments().start()
+    service = build_intake(settings, session.client, instruments=instruments)
+    service.start()
+    beat = operations.Beat(service, settings.metrics_dir).start() if settings.metrics_dir else None
+    metrics = None if metrics_port is None else (metrics_host, metrics_port)
+    try:
+        ops = (
+            operations.serve_one(service, session.client, metrics, [])
+            if metrics is not None else None
+        )  # fmt: skip
+    except OSError as exc:
+        service.stop()
+        return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), as_json)
+    registry = service.intake.registry
+    names = sorted(registry.current().publishers)
+    if as_json:
+        emit({
+            "intake": "up", "redis": masked(settings.redis_url or ""), "prefix": settings.prefix,
+            "publishers_file": registry.path, "publishers_digest": registry.digest(),
+            "publishers": names, "pid": os.getpid(),
+            **({"metrics_port": ops.port, "metrics_host": ops.host} if ops else {}),
+        })  # fmt: skip
+    else:
+        print(
+            f"agentledger intake up on {masked(settings.redis_url or '')} (prefix "
+            f"{settings.prefix!r}): publishers file {registry.path} (sha256 "
+            f"{registry.digest()[:12]}), {len(names)} publishers, "
+            f"{settings.inbox_partitions} inbox partitions"
+            + (f", metrics on {ops.where}" if ops else ""),
+            flush=True,
+        )
+    wait_for_signal()
+    if ops is not None:
+        ops.stop()
+    service.stop()
+    if beat is not None:
+        beat.stop()
+    if instruments is not None:
+        instruments.stop()
+    return 0
