@@ -5,7 +5,6 @@ depends on ("*": any write of the run)."""
 from __future__ import annotations
 
 import importlib
-import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from services.adapters.tools.process import run_command
 from services.adapters.tools.registry import ToolContext
 from services.adapters.tools.runner import run_tool
 from services.adapters.tools.sandbox import SandboxUnavailable, policy_for
+from services.handlers import linear_regex
 from services.handlers.app import App
 
 TAIL = 2000
@@ -40,7 +40,10 @@ def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
         case ToolCheck():
             return _tool(app, s, check)
         case FileCheck():
-            return _file(s, check)
+            try:
+                return _file(s, check)
+            except linear_regex.BadPattern as exc:  # a run recorded before patterns were checked
+                return Verdict(f"file {check.file!r} matches /{check.matches}/", False, {"reason": str(exc)})
         case PythonCheck():
             return _python(app, s, check)
 
@@ -120,7 +123,7 @@ def _file(s: RunState, check: FileCheck) -> Verdict:
         )
     text = path.read_text(errors="replace")
     found = (check.contains is None or check.contains in text) and (
-        check.matches is None or re.search(check.matches, text) is not None
+        check.matches is None or linear_regex.search(check.matches, text)
     )
     evidence: dict[str, Any] = {"path": str(path), "size": len(text), "head": text[:TAIL]}
     if not found:

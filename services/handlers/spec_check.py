@@ -12,8 +12,17 @@ from typing import Any
 
 from events.pricing import price_of
 from schemas.errors import InvalidSpec, SpecProblem
-from schemas.spec import AnthropicModel, PythonCheck, ReplayModel, RunSpec, ScriptedModel, ToolCheck
+from schemas.spec import (
+    AnthropicModel,
+    FileCheck,
+    PythonCheck,
+    ReplayModel,
+    RunSpec,
+    ScriptedModel,
+    ToolCheck,
+)
 from services.adapters.tools.toolset import ToolSet
+from services.handlers.linear_regex import pattern_problem
 
 
 def tool_paths(spec: RunSpec, base_dir: str | None) -> list[str]:
@@ -42,6 +51,7 @@ def spec_problems(
 ) -> list[SpecProblem]:
     tools = _tools(toolset, manifest)
     problems = _tool_problems(spec, tools, toolset) if tools is not None else []
+    problems += _pattern_problems(spec)
     if isinstance(spec.model, ScriptedModel):
         problems += _script_problems(spec.model, tools)
     if isinstance(spec.model, AnthropicModel) and spec.model.anthropic.temperature is not None:
@@ -95,6 +105,18 @@ def _tool_problems(
                 )
                 problems.append(SpecProblem(f"acceptance.{i}.python", reason))
     return problems
+
+
+def _pattern_problems(spec: RunSpec) -> list[SpecProblem]:
+    """A file check's regex must compile under RE2 (linear time): found now, not at
+    acceptance time."""
+    return [
+        SpecProblem(f"acceptance.{i}.matches", why)
+        for i, check in enumerate(spec.acceptance)
+        if isinstance(check, FileCheck)
+        and check.matches is not None
+        and (why := pattern_problem(check.matches)) is not None
+    ]
 
 
 def _script_problems(model: ScriptedModel, tools: dict[str, bool] | None) -> list[SpecProblem]:

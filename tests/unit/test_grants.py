@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
+import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from events.grants import (
     authentication_refusal,
@@ -140,3 +144,26 @@ def test_the_publishers_file_is_read_exactly_as_the_issue_writes_it() -> None:
 def test_a_malformed_publisher_entry_is_refused(entry_: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         PublishersFile.model_validate({"publishers": {"p": entry_}})
+
+
+def _as_regex(pattern: str) -> re.Pattern[str]:
+    """The reference: what a `*` pattern meant when grants were matched by `re`."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
+
+
+@given(
+    st.text(alphabet="ab*", max_size=8),
+    st.text(alphabet="ab", max_size=12),
+)
+def test_a_star_pattern_matches_exactly_what_the_equivalent_regex_matches(
+    pattern: str, value: str
+) -> None:
+    grant = BILLING.model_copy(update={"scopes": (pattern,)})
+    assert bool(held_scopes([value], grant)) == (_as_regex(pattern).fullmatch(value) is not None)
+
+
+def test_a_pattern_of_many_stars_costs_no_backtracking_on_a_long_value() -> None:
+    grant = BILLING.model_copy(update={"scopes": ("a*a*a*a*a*a*a*a*a*a*b",)})
+    began = time.perf_counter()
+    assert held_scopes(["a" * 100_000], grant) == ()  # `re` backtracks for hours here
+    assert time.perf_counter() - began < 1.0

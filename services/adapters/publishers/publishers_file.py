@@ -14,12 +14,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
 from schemas.publishers import GrantedPrincipal, Publisher, PublishersFile
+from services import bounded_yaml
+from services.bounded_yaml import OverLimit
 from services.errors import ConfigError
 from services.settings import read_key_variable
 
@@ -44,14 +45,18 @@ class Signer:
 def read(path: str) -> PublishersFile:
     """The file's publishers; none when it does not exist; ConfigError when it is broken."""
     try:
-        text = Path(path).read_text()
+        text = bounded_yaml.read_text(path)
     except FileNotFoundError:
         return PublishersFile()
     except OSError as exc:
         raise ConfigError(VARIABLE, f"cannot read {path!r}: {exc.strerror}") from None
+    except (OverLimit, UnicodeDecodeError) as exc:
+        raise ConfigError(VARIABLE, f"{path!r}: {_unreadable(exc)}") from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = bounded_yaml.safe_load(text) or {}
         return PublishersFile.model_validate(data)
+    except OverLimit as exc:
+        raise ConfigError(VARIABLE, f"{path!r}: {bounded_yaml.problem(exc)}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(VARIABLE, f"{path!r} is not YAML: {exc}") from None
     except ValidationError as exc:
@@ -59,6 +64,10 @@ def read(path: str) -> PublishersFile:
             f"{'.'.join(str(p) for p in e['loc']) or '(file)'}: {e['msg']}" for e in exc.errors()[:5]
         )
         raise ConfigError(VARIABLE, f"{path!r}: {problems}") from None
+
+
+def _unreadable(exc: Exception) -> str:
+    return bounded_yaml.problem(exc) if isinstance(exc, OverLimit) else "not a text file (UTF-8)"
 
 
 def key_of(publisher: Publisher) -> str | None:

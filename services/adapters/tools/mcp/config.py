@@ -3,12 +3,12 @@ every problem named with where it is, never a traceback."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 from pydantic import ValidationError
 
 from schemas.mcp_servers import McpServersFile
+from services import bounded_yaml
+from services.bounded_yaml import OverLimit
 from services.errors import ConfigError
 
 
@@ -23,11 +23,17 @@ class McpConfigError(ConfigError):
 
 def load_servers_file(path: str) -> McpServersFile:
     try:
-        text = Path(path).read_text()
+        text = bounded_yaml.read_text(path)
     except OSError as exc:
         raise McpConfigError(path, f"cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise McpConfigError(path, "is not a text file (UTF-8)") from None
+    except OverLimit as exc:
+        raise McpConfigError(path, bounded_yaml.problem(exc)) from None
     try:
-        data = yaml.safe_load(text)
+        data = bounded_yaml.safe_load(text)
+    except OverLimit as exc:
+        raise McpConfigError(path, bounded_yaml.problem(exc)) from None
     except yaml.YAMLError as exc:
         raise McpConfigError(path, f"is not YAML: {exc}") from None
     try:
