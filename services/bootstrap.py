@@ -141,8 +141,12 @@ def build_app(
 ) -> App:
     keys = keys_for(settings)
     store = RedactingStore(
-        RedisEventStore(client, keys, replica_acks=settings.replica_acks), redactor_for
-    )
+        RedisEventStore(
+            client, keys, replica_acks=settings.replica_acks,
+            event_max_bytes=settings.event_max_bytes,
+        ),
+        redactor_for,
+    )  # fmt: skip
     outbox = Outbox(keys)
     keys = dataclasses.replace(keys, lock_partitions=lock_partitions(client, keys, settings))
     locks = RedisLocks(

@@ -76,6 +76,11 @@ class Settings:
     # prometheus_client's multiprocess folder: set, every worker process keeps its metrics there
     metrics_dir: str | None = None
     replica_acks: int = 0  # appends, claims and ledger writes WAIT for this many replicas
+    # sizes (issue 32.7, docs/security/sizes.md): no stored event is larger than
+    # event_max_bytes (a tool-made field past it is cut, the rest kept in the run's
+    # overflow pages); a worker keeps folded states of at most state_cache_max_bytes
+    event_max_bytes: int = 256 << 10
+    state_cache_max_bytes: int = 64 << 20
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -113,6 +118,9 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_PUBLISHERS": ("publishers_file", str),
     "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),
     "AGENTLEDGER_REPLICA_ACKS": ("replica_acks", int),
+    # sizes (issue 32.7)
+    "AGENTLEDGER_EVENT_MAX_BYTES": ("event_max_bytes", int),
+    "AGENTLEDGER_STATE_CACHE_MAX_BYTES": ("state_cache_max_bytes", int),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -170,6 +178,7 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         check_redis_url("AGENTLEDGER_PROBE_URL", settings.probe_url)
     _check_broker(settings)
     _check_sandbox(settings)
+    _check_sizes(settings)
     if not settings.prefix or any(c in settings.prefix for c in "{} "):
         raise ConfigError(
             "AGENTLEDGER_PREFIX", f"{settings.prefix!r} is empty or has braces/spaces"
@@ -238,6 +247,16 @@ def _check_broker(settings: Settings) -> None:
         raise ConfigError("AGENTLEDGER_BROKER_CLAIM_IDLE_S", "must be positive")
     if settings.broker_max_deliveries < 1:
         raise ConfigError("AGENTLEDGER_BROKER_MAX_DELIVERIES", "must be at least 1")
+
+
+MIN_EVENT_MAX_BYTES = 128 << 10  # room for a head beside an outcome's stdout and stderr
+
+
+def _check_sizes(settings: Settings) -> None:
+    if settings.event_max_bytes < MIN_EVENT_MAX_BYTES:
+        raise ConfigError("AGENTLEDGER_EVENT_MAX_BYTES", f"must be at least {MIN_EVENT_MAX_BYTES}")
+    if settings.state_cache_max_bytes < 1 << 20:
+        raise ConfigError("AGENTLEDGER_STATE_CACHE_MAX_BYTES", f"must be at least {1 << 20}")
 
 
 def _check_sandbox(settings: Settings) -> None:

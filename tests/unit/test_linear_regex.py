@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from runlog import Log
+
 from schemas.spec import FileCheck, RunSpec
 from services.handlers import checks
 from services.handlers.linear_regex import BadPattern, pattern_problem, search

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from functools import cache
 from typing import Any
 
 from services.tools import Lookup, ToolCancelled, ToolContext, ToolFailure, tool
@@ -102,3 +103,24 @@ def kv_commit(key: str, value: str, ctx: ToolContext) -> dict[str, Any]:
     if stall == "after":
         gate(ctx.call_id).wait(HELD_S)
     return result
+
+
+@cache
+def numbered_text(chars: int) -> str:
+    """`chars` characters in which every position can be told apart: 10-character
+    lines of their own offset (a window read at the wrong place shows it)."""
+    lines = "".join(f"{i:09d}\n" for i in range(0, chars, 10))
+    return lines[:chars]
+
+
+@tool(read_only=True, output_cap=None)
+def big_output(chars: int, ctx: ToolContext) -> str:
+    """Returns `chars` characters (numbered lines), and declares no output cap."""
+    RAN[ctx.call_id] += 1
+    return numbered_text(chars)
+
+
+@tool(read_only=True)
+def big_failure(chars: int, ctx: ToolContext) -> str:
+    """Fails with a message of `chars` characters."""
+    raise ToolFailure("not_found", numbered_text(chars))

@@ -49,14 +49,17 @@ class RedactingStore:
         )  # fmt: skip
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
-        """The events with their secrets redacted: what the log will hold (redacting
-        them again changes nothing and returns the same objects)."""
+        """The events with their secrets redacted, then as the store writes them (a
+        field past its cap cut, after redaction: a secret is never split between an
+        event and its overflow pages): what the log will hold (doing it again changes
+        nothing and returns the same objects)."""
         spec = self._spec(run_id, events)
         if spec is None or spec.keep_secrets_in_log:
             stored = list(events)
         else:
             r = self._redactor_for(spec)
             stored = [redact_envelope(env, r) for env in events]
+        stored = self._inner.as_stored(run_id, stored)
         seen_run, seen = self._seen()
         if seen_run != run_id:
             seen = {}
