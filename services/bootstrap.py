@@ -34,6 +34,7 @@ from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.store.redis_store import RedisEventStore
 from services.adapters.tools.toolset import ToolSet
+from services.bounded_cache import BoundedCache
 from services.clock import SystemClock, worker_name
 from services.entrypoints.actors import declare_actors
 from services.handlers.app import App, Carrying
@@ -44,6 +45,7 @@ from services.lock_partitions import lock_partitions
 from services.loops import inbox_parse
 from services.loops.intake import Intake
 from services.loops.sweeper import run_sweeper
+from services.process_memory import limit_arenas
 from services.secrets import redactor_for
 from services.settings import Settings
 from services.structured_logs import set_worker
@@ -86,9 +88,12 @@ def shards_ever(client: redis.Redis, keys: Keys) -> range:
     return range(int(client.register_script(_SHARDS)(keys=[keys.meta], args=[keys.shards])))
 
 
-_ADAPTERS: dict[tuple[str, Settings], ModelAdapter] = {}
-_BY_OBJECT: dict[tuple[int, Settings], tuple[ModelSpec, ModelAdapter]] = {}  # no re-dump per call
-MAX_BY_OBJECT = 1024
+# one adapter per distinct model spec, and the spec objects last asked about (no re-dump
+# per call): bounded by count and by the specs' JSON (a scripted spec can be megabytes)
+_ADAPTERS: BoundedCache[ModelAdapter] = BoundedCache(max_items=256, max_bytes=16 << 20)
+_BY_OBJECT: BoundedCache[tuple[ModelSpec, ModelAdapter]] = BoundedCache(
+    max_items=1024, max_bytes=16 << 20
+)
 
 
 def model_for(
@@ -103,10 +108,9 @@ def model_for(
     key = (spec.model_dump_json(), settings)
     adapter = _ADAPTERS.get(key)
     if adapter is None:
-        adapter = _ADAPTERS[key] = _make_adapter(spec, settings, store)
-    if len(_BY_OBJECT) >= MAX_BY_OBJECT:
-        _BY_OBJECT.clear()
-    _BY_OBJECT[(id(spec), settings)] = (spec, adapter)  # holding spec keeps its id unique
+        adapter = _make_adapter(spec, settings, store)
+        _ADAPTERS.put(key, adapter, len(key[0]))
+    _BY_OBJECT.put((id(spec), settings), (spec, adapter), len(key[0]))  # holding spec keeps its id unique
     return adapter
 
 
@@ -159,7 +163,10 @@ def build_app(
 
     return App(
         settings=settings,
-        runs=Runs(store, clock, outbox, locks, push, observe),
+        runs=Runs(
+            store, clock, outbox, locks, push, observe,
+            cache_max_bytes=settings.state_cache_max_bytes,
+        ),  # fmt: skip
         clock=clock,
         toolset=toolset,
         model_for=lambda spec: model_for(spec, settings, store),
@@ -195,6 +202,7 @@ class Services:
     retool_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, *, loops: bool = True) -> None:
+        limit_arenas(self.app.settings.malloc_arenas)  # before the pools' threads start
         prepare_readers()
         self.worker = self._serve(self.app.toolset)
         # dramatiq's own CLI emits process_boot; TimeLimit starts its watchdog on it

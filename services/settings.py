@@ -78,9 +78,11 @@ class Settings:
     replica_acks: int = 0  # appends, claims and ledger writes WAIT for this many replicas
     # sizes (issue 32.7, docs/security/sizes.md): no stored event is larger than
     # event_max_bytes (a tool-made field past it is cut, the rest kept in the run's
-    # overflow pages); a worker keeps folded states of at most state_cache_max_bytes
+    # overflow pages); a worker keeps folded states of at most state_cache_max_bytes;
+    # its C allocator makes at most malloc_arenas arenas (0: glibc's default)
     event_max_bytes: int = 256 << 10
     state_cache_max_bytes: int = 64 << 20
+    malloc_arenas: int = 2
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -121,6 +123,7 @@ _ENV: dict[str, tuple[str, type]] = {
     # sizes (issue 32.7)
     "AGENTLEDGER_EVENT_MAX_BYTES": ("event_max_bytes", int),
     "AGENTLEDGER_STATE_CACHE_MAX_BYTES": ("state_cache_max_bytes", int),
+    "AGENTLEDGER_MALLOC_ARENAS": ("malloc_arenas", int),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -132,7 +135,7 @@ _POSITIVE = (
 )  # fmt: skip
 _NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",
-    "AGENTLEDGER_CARRY_S",
+    "AGENTLEDGER_CARRY_S", "AGENTLEDGER_MALLOC_ARENAS",
 )  # fmt: skip
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 

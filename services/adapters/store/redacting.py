@@ -15,15 +15,19 @@ from events.types import RunCreated
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec
 from services.adapters.store.port import EventStore, Outgoing, RunIndexEntry, Snapshot
+from services.bounded_cache import BoundedCache
 
 MAX_SPECS = 4096  # runs whose spec is remembered; older ones are read again
+MAX_SPEC_BYTES = 16 << 20  # and their specs' JSON at most (a scripted spec can be megabytes)
 
 
 class RedactingStore:
     def __init__(self, inner: EventStore, redactor_for: Callable[[RunSpec], Redactor]):
         self._inner = inner
         self._redactor_for = redactor_for
-        self._specs: dict[str, RunSpec] = {}
+        self._specs: BoundedCache[RunSpec] = BoundedCache(
+            max_items=MAX_SPECS, max_bytes=MAX_SPEC_BYTES
+        )
         # per thread, the events as_stored returned since the last append (by id, held:
         # an id is not reused while its object is held), which need no redacting again
         self._stored = threading.local()
@@ -95,7 +99,6 @@ class RedactingStore:
             first = first or self._inner.read(run_id)[:1]
             if not first or not isinstance(first[0].data, RunCreated):
                 return None
-            if len(self._specs) >= MAX_SPECS:
-                self._specs.pop(next(iter(self._specs)))
-            spec = self._specs[run_id] = first[0].data.spec
+            spec = first[0].data.spec
+            self._specs.put(run_id, spec, len(spec.model_dump_json()))
         return spec
