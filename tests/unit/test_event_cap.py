@@ -187,3 +187,13 @@ def test_a_secret_is_redacted_before_the_output_is_cut() -> None:
     pages = inner.overflow_pages(RUN_ID, env.id, 0, env.data.overflow.pages)
     whole = env.data.output + "".join(pages)
     assert "s3cr3t" not in whole and whole.count("[REDACTED:anthropic_api_key]") == 8
+
+
+def test_an_outcome_logged_before_the_cap_existed_decodes_as_it_did() -> None:
+    stored = envelope(ToolCallSucceeded(call_id="c", output={"n": 1}, started_at=T0, finished_at=T0), seq=2)
+    old = {**stored.model_dump(mode="json"), "data": {
+        "type": "ToolCallSucceeded", "call_id": "c", "output": {"n": 1},
+        "started_at": T0, "finished_at": T0,
+    }}  # fmt: skip
+    decoded = CODEC.from_mapping(old)
+    assert decoded.data == stored.data and decoded.data.overflow is None
