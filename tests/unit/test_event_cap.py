@@ -33,6 +33,7 @@ from services.adapters.store.redacting import RedactingStore
 from services.adapters.tools.builtin import PAGE, read_output
 from services.adapters.tools.context import ToolContext
 from services.handlers.outputs import RunOutputs
+from services.handlers.state_cache import _decoded, encode
 
 BIG = 30_000_000
 
@@ -197,3 +198,13 @@ def test_an_outcome_logged_before_the_cap_existed_decodes_as_it_did() -> None:
     }}  # fmt: skip
     decoded = CODEC.from_mapping(old)
     assert decoded.data == stored.data and decoded.data.overflow is None
+
+
+def test_a_cut_output_survives_a_snapshot_of_the_state(big: tuple[Unit, str]) -> None:
+    unit, run = big
+    state = unit.state(run)
+    snap = encode(state, pages_saved=0, with_spec=True)
+    restored = _decoded(snap, lambda n: [snap.pages[i] for i in range(n)])
+    [cut] = [c for t in restored.turns for c in t.calls if c.call_id == "c1"]
+    assert cut.overflow is not None and cut.overflow.chars == BIG
+    assert restored.turns == state.turns
