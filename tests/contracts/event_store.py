@@ -143,21 +143,21 @@ class EventStoreContract:
     ) -> None:
         output = {"rows": [f"row {i}" for i in range(200_000)]}  # ~2.6 MB as JSON
         whole = json.dumps(output, sort_keys=True)
-        big = envelope("run-o", 2, _succeeded(output))
-        store.append("run-o", batch("run-o", 1, 1), expected_seq=0, live=True)
+        big = envelope("run-a", 2, _succeeded(output))
+        store.append("run-a", batch("run-a", 1, 1), expected_seq=0, live=True)
 
-        stored = store.as_stored("run-o", [big])  # what the writer folds
-        seq = store.append("run-o", stored, expected_seq=1, live=True,
+        stored = store.as_stored("run-a", [big])  # what the writer folds
+        seq = store.append("run-a", stored, expected_seq=1, live=True,
                            messages=[Outgoing(stream, b"m")])  # fmt: skip
 
-        [read] = store.read("run-o", after_seq=1)
+        [read] = store.read("run-a", after_seq=1)
         assert seq == 2 and read == stored[0] and queued(stream) == [b"m"]
         assert len(CODEC.encode(read)) <= DEFAULT_MAX_BYTES
         over = read.data.overflow
         assert over is not None and over.ref == read.id and over.chars == len(whole)
-        pages = store.overflow_pages("run-o", over.ref, 0, over.pages)
+        pages = store.overflow_pages("run-a", over.ref, 0, over.pages)
         assert read.data.output + "".join(pages) == whole
-        assert store.overflow_pages("run-o", over.ref, 1, 2) == pages[1:3]
+        assert store.overflow_pages("run-a", over.ref, 1, 2) == pages[1:3]
 
     def test_an_uncut_append_of_a_big_output_cuts_it_and_a_conflict_writes_no_pages(
         self, store: EventStore
