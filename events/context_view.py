@@ -189,7 +189,7 @@ def _unit(turn: Turn, r: Redactor) -> _Unit:
         assistant = tuple(r.block(b) for b in turn.content if _sendable(b))
         user = tuple(r.block(b) for b in user_reply(turn))
     unit = _make(turn, assistant, user)
-    _remember(_UNITS, key, unit)
+    _remember_unit(_UNITS, key, unit, unit.size)
     return unit
 
 
@@ -212,6 +212,8 @@ def _make(
 _UNITS: dict[Any, _Unit] = {}
 _SHORT: dict[Any, tuple[_Unit, _Unit]] = {}
 _CACHE_MAX = 8192  # units
+_CHARS_MAX = 4 << 20  # of the units kept in each of _UNITS and _SHORT (their JSON's characters)
+_CHARS: dict[int, int] = {}  # id(cache) -> the characters of the units it keeps (about)
 _RUNS_MAX = 256  # runs whose past and last build are kept: a worker drives few at a time
 
 
@@ -223,6 +225,30 @@ def _remember(cache: dict[Any, Any], key: Any, value: Any, most: int = _CACHE_MA
         except (KeyError, RuntimeError, StopIteration):
             pass  # another thread changed it meanwhile: a cache, either way is right
     cache[key] = value
+
+
+def _remember_unit(cache: dict[Any, Any], key: Any, value: Any, chars: int) -> None:
+    """`_remember`, the cache also bounded by the characters of its units. The count is
+    kept without a lock, so threads may blur it: a cache, a blurred bound is right enough."""
+    old = cache.pop(key, None)
+    total = _CHARS.get(id(cache), 0) - (_chars(old) if old is not None else 0) + chars
+    while cache and (len(cache) >= _CACHE_MAX or total > _CHARS_MAX):
+        try:
+            total -= _chars(cache.pop(next(iter(cache))))
+        except (KeyError, RuntimeError, StopIteration):
+            break  # another thread changed it meanwhile
+    cache[key] = value
+    _CHARS[id(cache)] = max(total, chars)
+
+
+def _chars(kept: _Unit | tuple[_Unit, _Unit]) -> int:
+    return kept.size if isinstance(kept, _Unit) else kept[1].size
+
+
+def forget(run_id: str) -> None:
+    """Let go of a run's past and last build (its state left this process's cache)."""
+    _PAST.pop(run_id, None)
+    _BUILT.pop(run_id, None)
 
 
 def _short_unit(u: _Unit, preview: int) -> _Unit:
@@ -237,7 +263,7 @@ def _short_unit(u: _Unit, preview: int) -> _Unit:
             blocks[j], items = short, items + 1
             before, after = before + len(b.content), after + len(short.content)
     out = _make(u.turn, u.assistant, tuple(blocks), (items, before, after)) if items else u
-    _remember(_SHORT, key, (u, out))
+    _remember_unit(_SHORT, key, (u, out), out.size)
     return out
 
 

@@ -5,10 +5,9 @@ proposal order. Acceptance feedback follows as text."""
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
-from events.output_cap import capped
+from events.output_cap import DEFAULT_CAP, capped, output_text
 from events.state import Call, RunState, Turn
 from schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock
 
@@ -52,10 +51,13 @@ def tool_result(call: Call) -> ToolResultBlock:
                 exclude={"fields"} if not call.error.fields else None,
             )
         }
-        return ToolResultBlock(tool_use_id=call.call_id, content=_text(body), is_error=True)
-    content = capped(_text(call.output), ref=call.call_id, cap=call.output_cap)
+        text = output_text(body)
+        cap = call.output_cap or DEFAULT_CAP
+        if len(text) > cap:  # an error is not kept for read_output: cut, and said so
+            text = f"{text[:cap]}\n[cut: shown characters 0–{cap} of {len(text)}]"
+        return ToolResultBlock(tool_use_id=call.call_id, content=text, is_error=True)
+    # never uncapped: a tool that declares no cap gets the default
+    cap = call.output_cap if call.output_cap is not None else DEFAULT_CAP
+    total = call.overflow.chars if call.overflow is not None else None
+    content = capped(output_text(call.output), ref=call.call_id, cap=cap, total=total)
     return ToolResultBlock(tool_use_id=call.call_id, content=content)
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)

@@ -104,7 +104,10 @@ def _changes(e: CallEvent) -> Callable[[Call], dict[str, Any]]:
                 started_at=e.claimed_at,
             )
         case ToolCallSucceeded():
-            return _ended(started_at=e.started_at, finished_at=e.finished_at, output=e.output)
+            return _ended(
+                started_at=e.started_at, finished_at=e.finished_at, output=e.output,
+                overflow=e.overflow,
+            )  # fmt: skip
         case ToolCallFailed():
             return _ended(started_at=e.started_at, finished_at=e.finished_at, error=e.error)
         case ToolCallOutcomeUnknown():

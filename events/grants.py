@@ -16,10 +16,8 @@ Grant entries match exactly, or as patterns where `*` stands for any text."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from functools import lru_cache
 
 from schemas.publishers import Publisher
 from schemas.signature import matches
@@ -82,12 +80,22 @@ def principal_granted(grant: Publisher, id_: str, tenant: str) -> bool:
 
 
 def _match(pattern: str, value: str) -> bool:
-    return pattern == value or ("*" in pattern and _compiled(pattern).fullmatch(value) is not None)
-
-
-@lru_cache(maxsize=1024)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
+    """`*` stands for any text. Matched piece by piece with `str.find`, leftmost first
+    (enough for a pattern whose only wildcard is `*`), not by a backtracking regex:
+    a pattern with many stars cannot make a long value cost polynomial time."""
+    if pattern == value or "*" not in pattern:
+        return pattern == value
+    first, *middle, last = pattern.split("*")
+    end = len(value) - len(last)
+    if end < len(first) or not value.startswith(first) or not value.endswith(last):
+        return False
+    at = len(first)
+    for part in middle:
+        found = value.find(part, at, end)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return True
 
 
 def freshness_refusal(

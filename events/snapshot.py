@@ -23,7 +23,7 @@ from pydantic import TypeAdapter
 from events.history import History, Pages
 from events.state import Call, Check, RunState, Turn
 from events.status import CallStatus, RunStatus
-from events.types import ToolError
+from events.types import Overflow, ToolError
 from schemas.content import ContentBlock, Usage
 from schemas.spec import RunSpec
 
@@ -58,7 +58,7 @@ _SCALARS = (
 _CALL_PLAIN = tuple(
     f
     for f in Call.__dataclass_fields__
-    if f not in ("status", "reads", "writes", "error", "claimed_by")
+    if f not in ("status", "reads", "writes", "error", "claimed_by", "overflow")
 )
 
 
@@ -187,6 +187,8 @@ def _call(c: Call) -> Record:
         error=c.error.model_dump(mode="json") if c.error else None,
         claimed_by=c.claimed_by,
     )
+    if c.overflow is not None:
+        record["overflow"] = c.overflow.model_dump(mode="json")
     return record
 
 
@@ -198,6 +200,7 @@ def _call_of(r: Record) -> Call:
         writes=tuple(r["writes"]),
         error=ToolError.model_validate(r["error"]) if r["error"] else None,
         claimed_by=r.get("claimed_by"),  # added within version 2: older records hold none
+        overflow=Overflow.model_validate(r["overflow"]) if r.get("overflow") else None,  # as well
     )
 
 

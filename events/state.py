@@ -7,7 +7,7 @@ from typing import Any
 
 from events.history import History
 from events.status import CallStatus, RunStatus
-from events.types import EscalationReason, ToolError
+from events.types import EscalationReason, Overflow, ToolError
 from schemas.content import ContentBlock, Usage
 from schemas.spec import RunSpec
 
@@ -40,6 +40,7 @@ class Call:
     finished_at: float | None = None
     output: Any = None
     error: ToolError | None = None
+    overflow: Overflow | None = None  # the output was cut: `output` is its text's head
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,6 +210,19 @@ class ToolCallStarted(_Event):
     claimed_at: float | None = None
 
 
+class Overflow(_Event):
+    """A tool-made field too large for its event (`events.output_cap.cut_event`): the
+    event holds the first `head` characters of the field's text, and the run's
+    overflow pages the rest, `page_chars` characters a page, under `ref`."""
+
+    field: Literal["output", "error.message", "evidence"]
+    ref: str = Field(min_length=1)
+    chars: int = Field(ge=0, description="the whole text's length, in characters")
+    head: int = Field(ge=0)
+    page_chars: int = Field(ge=1)
+    pages: int = Field(ge=1)
+
+
 class ToolCallSucceeded(_Event):
     type: Literal["ToolCallSucceeded"] = "ToolCallSucceeded"
     call_id: str
@@ -225,6 +238,9 @@ class ToolCallSucceeded(_Event):
     )
     stdout: str | None = Field(default=None, description="what the tool printed (bounded)")
     stderr: str | None = Field(default=None, description="what the tool wrote to stderr (bounded)")
+    overflow: Overflow | None = Field(
+        default=None, description="the output was cut: `output` is its text's head"
+    )
 
 
 class ToolCallFailed(_Event):
@@ -235,6 +251,7 @@ class ToolCallFailed(_Event):
     finished_at: float
     stdout: str | None = Field(default=None, description="what the tool printed (bounded)")
     stderr: str | None = Field(default=None, description="what the tool wrote to stderr (bounded)")
+    overflow: Overflow | None = Field(default=None, description="the error's message was cut")
 
 
 class ToolCallOutcomeUnknown(_Event):
@@ -348,6 +365,9 @@ class AcceptanceChecked(_Event):
     )
     checked_at: float
     depends_on: tuple[str, ...] = Field(default=(), description="resources; '*' is any write")
+    overflow: Overflow | None = Field(
+        default=None, description="the evidence was cut: it holds its text's head and its reason"
+    )
 
 
 Signal = Literal["SIGTERM", "SIGKILL"]

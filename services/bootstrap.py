@@ -37,6 +37,7 @@ from services.adapters.store.redacting import RedactingStore
 from services.adapters.store.redis_store import RedisEventStore
 from services.adapters.tools import sandbox_probe
 from services.adapters.tools.toolset import ToolSet
+from services.bounded_cache import BoundedCache
 from services.clock import SystemClock, worker_name
 from services.entrypoints.actors import declare_actors
 from services.handlers.app import App, Carrying
@@ -45,6 +46,7 @@ from services.handlers.state_cache import warm_up
 from services.keys import Keys, keys_for
 from services.lock_partitions import lock_partitions
 from services.loops.sweeper import run_sweeper
+from services.process_memory import limit_arenas
 from services.secrets import configure as configure_secrets
 from services.secrets import stored_redactor
 from services.settings import Settings
@@ -91,9 +93,12 @@ def shards_ever(client: redis.Redis, keys: Keys, *, record: bool = True) -> rang
     return range(int(client.register_script(_SHARDS)(keys=[keys.meta], args=[keys.shards])))
 
 
-_ADAPTERS: dict[tuple[str, Settings], ModelAdapter] = {}
-_BY_OBJECT: dict[tuple[int, Settings], tuple[ModelSpec, ModelAdapter]] = {}  # no re-dump per call
-MAX_BY_OBJECT = 1024
+# one adapter per distinct model spec, and the spec objects last asked about (no re-dump
+# per call): bounded by count and by the specs' JSON (a scripted spec can be megabytes)
+_ADAPTERS: BoundedCache[ModelAdapter] = BoundedCache(max_items=256, max_bytes=16 << 20)
+_BY_OBJECT: BoundedCache[tuple[ModelSpec, ModelAdapter]] = BoundedCache(
+    max_items=1024, max_bytes=16 << 20
+)
 
 
 def model_for(
@@ -108,10 +113,9 @@ def model_for(
     key = (spec.model_dump_json(), settings)
     adapter = _ADAPTERS.get(key)
     if adapter is None:
-        adapter = _ADAPTERS[key] = _make_adapter(spec, settings, store)
-    if len(_BY_OBJECT) >= MAX_BY_OBJECT:
-        _BY_OBJECT.clear()
-    _BY_OBJECT[(id(spec), settings)] = (spec, adapter)  # holding spec keeps its id unique
+        adapter = _make_adapter(spec, settings, store)
+        _ADAPTERS.put(key, adapter, len(key[0]))
+    _BY_OBJECT.put((id(spec), settings), (spec, adapter), len(key[0]))  # holding spec keeps its id unique
     return adapter
 
 
@@ -147,8 +151,12 @@ def build_app(
     keys = keys_for(settings)
     configure_secrets(settings)
     store = RedactingStore(
-        RedisEventStore(client, keys, replica_acks=settings.replica_acks), stored_redactor
-    )
+        RedisEventStore(
+            client, keys, replica_acks=settings.replica_acks,
+            event_max_bytes=settings.event_max_bytes,
+        ),
+        stored_redactor,
+    )  # fmt: skip
     outbox = Outbox(keys)
     keys = dataclasses.replace(keys, lock_partitions=lock_partitions(client, keys, settings))
     locks = RedisLocks(
@@ -161,7 +169,10 @@ def build_app(
 
     return App(
         settings=settings,
-        runs=Runs(store, clock, outbox, locks, push, observe),
+        runs=Runs(
+            store, clock, outbox, locks, push, observe,
+            cache_max_bytes=settings.state_cache_max_bytes,
+        ),  # fmt: skip
         clock=clock,
         toolset=toolset,
         model_for=lambda spec: model_for(spec, settings, store),
@@ -197,6 +208,7 @@ class Services:
     retool_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, *, loops: bool = True) -> None:
+        limit_arenas(self.app.settings.malloc_arenas)  # before the pools' threads start
         prepare_readers()
         self.worker = self._serve(self.app.toolset)
         # dramatiq's own CLI emits process_boot; TimeLimit starts its watchdog on it

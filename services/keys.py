@@ -61,6 +61,11 @@ class Keys:
         """Hash: the newest snapshot of the run's folded state (a cache checked against the log)."""
         return f"{self.prefix}:{{{self.shard(run_id)}}}:snap:{run_id}"
 
+    def overflow(self, run_id: str) -> str:
+        """Hash: the run's overflow pages ('<event id>:<n>' -> text), the rest of tool-made
+        fields too large for their event (`events.output_cap`); part of the log."""
+        return f"{self.prefix}:{{{self.shard(run_id)}}}:over:{run_id}"
+
     def feed(self, shard: int) -> str:
         """Stream: one entry per append of the shard's runs (for `tail` and ops)."""
         return f"{self.prefix}:{{{shard}}}:feed"

@@ -110,6 +110,13 @@ class Settings:
     # intake (issue 31.2/31.3): each partition's rejected stream keeps about this many
     # entries (each a digest of at most 4 kB: 10,000 are at most ~40 MB)
     rejected_maxlen: int = 10_000
+    # sizes (issue 32.7, docs/security/sizes.md): no stored event is larger than
+    # event_max_bytes (a tool-made field past it is cut, the rest kept in the run's
+    # overflow pages); a worker keeps folded states of at most state_cache_max_bytes;
+    # its C allocator makes at most malloc_arenas arenas (0: glibc's default)
+    event_max_bytes: int = 256 << 10
+    state_cache_max_bytes: int = 64 << 20
+    malloc_arenas: int = 2
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -170,6 +177,10 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_UI_ALLOW_HOSTS": ("ui_allow_hosts", str),
     # intake (issue 31.2/31.3)
     "AGENTLEDGER_REJECTED_MAXLEN": ("rejected_maxlen", int),
+    # sizes (issue 32.7)
+    "AGENTLEDGER_EVENT_MAX_BYTES": ("event_max_bytes", int),
+    "AGENTLEDGER_STATE_CACHE_MAX_BYTES": ("state_cache_max_bytes", int),
+    "AGENTLEDGER_MALLOC_ARENAS": ("malloc_arenas", int),
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (
@@ -188,7 +199,7 @@ _POSITIVE = (
 )  # fmt: skip
 _NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",
-    "AGENTLEDGER_CARRY_S",
+    "AGENTLEDGER_CARRY_S", "AGENTLEDGER_MALLOC_ARENAS",
 )  # fmt: skip
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 
@@ -237,6 +248,7 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     _check_broker(settings)
     _check_sandbox(settings)
     _check_ui(settings)
+    _check_sizes(settings)
     if not settings.prefix or any(c in settings.prefix for c in "{} "):
         raise ConfigError(
             "AGENTLEDGER_PREFIX", f"{settings.prefix!r} is empty or has braces/spaces"
@@ -316,6 +328,16 @@ def _check_broker(settings: Settings) -> None:
         raise ConfigError("AGENTLEDGER_BROKER_CLAIM_IDLE_S", "must be positive")
     if settings.broker_max_deliveries < 1:
         raise ConfigError("AGENTLEDGER_BROKER_MAX_DELIVERIES", "must be at least 1")
+
+
+MIN_EVENT_MAX_BYTES = 128 << 10  # room for a head beside an outcome's stdout and stderr
+
+
+def _check_sizes(settings: Settings) -> None:
+    if settings.event_max_bytes < MIN_EVENT_MAX_BYTES:
+        raise ConfigError("AGENTLEDGER_EVENT_MAX_BYTES", f"must be at least {MIN_EVENT_MAX_BYTES}")
+    if settings.state_cache_max_bytes < 1 << 20:
+        raise ConfigError("AGENTLEDGER_STATE_CACHE_MAX_BYTES", f"must be at least {1 << 20}")
 
 
 def _check_sandbox(settings: Settings) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import posixpath
-import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from services.adapters.tools.runner import run_tool
 from services.adapters.tools.sandbox import SandboxUnavailable, policy_for
 from services.adapters.tools.stopping import StopReport, run_stoppable
 from services.adapters.tools.workspace_files import WorkspaceFiles, file_resource
+from services.handlers import linear_regex
 from services.handlers.app import App
 from services.handlers.execution import RunWatch
 from services.handlers.findings import max_timeout_s
@@ -53,7 +53,10 @@ def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
         case ToolCheck():
             return _tool(app, s, check)
         case FileCheck():
-            return _file(s, check)
+            try:
+                return _file(s, check)
+            except linear_regex.BadPattern as exc:  # a run recorded before patterns were checked
+                return Verdict(f"file {check.file!r} matches /{check.matches}/", False, {"reason": str(exc)})
         case PythonCheck():
             return _python(app, s, check)
 
@@ -180,7 +183,7 @@ def _file(s: RunState, check: FileCheck) -> Verdict:
         return Verdict(what, False, {"reason": read}, depends)
     path, text = read
     found = (check.contains is None or check.contains in text) and (
-        check.matches is None or re.search(check.matches, text) is not None
+        check.matches is None or linear_regex.search(check.matches, text)
     )
     evidence: dict[str, Any] = {"path": path, "size": len(text), "head": text[:TAIL]}
     if not found:

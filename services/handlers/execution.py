@@ -21,6 +21,7 @@ from services.handlers.app import App
 from services.handlers.findings import max_timeout_s
 from services.handlers.once import run_once
 from services.handlers.outage import OUTAGE_ERRORS
+from services.handlers.outputs import RunOutputs
 
 WATCH_EVERY_S = 0.1
 
@@ -30,6 +31,7 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
     if registered is None:  # validated by a worker of the same tool set: cannot happen
         message = f"tool {call.name!r} is not in this worker's tool set"
         return Errored(ToolError(code="internal", message=message, retryable=False))
+    outputs = RunOutputs(app, state.run_id)
     ctx = ToolContext(
         run_id=state.run_id,
         call_id=call.call_id,
@@ -38,7 +40,8 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
         tenant=state.spec.principal.tenant,
         tokens=dict(call.tokens or {}),
         op_key=call.op_key,
-        outputs=lambda ref: _output_of(app, state.run_id, ref),
+        outputs=outputs.whole,
+        output_window=outputs.window,
         sandbox=policy_for(app.settings),
     )
     owner = f"{state.run_id}/{call.call_id}/{call.attempts}"
@@ -57,16 +60,6 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
                 grace_s=state.spec.policies.cancel_grace_s,
             ),
         )
-
-
-def _output_of(app: App, run_id: str, call_id: str) -> object | None:
-    state = app.runs.load(run_id)
-    for turn in state.turns if state else ():
-        call = turn.call(call_id)
-        if call is not None and call.output is not None:
-            found: object = call.output
-            return found
-    return None
 
 
 class RunWatch:

@@ -122,6 +122,8 @@ class Runs:
         locks: Locks,
         send: Callable[[Sequence[Outgoing]], None],
         observe: Observe | None = None,
+        *,
+        cache_max_bytes: int | None = None,
     ):
         self.store = store
         self.observe = observe
@@ -129,6 +131,8 @@ class Runs:
         self._outbox = outbox
         self._locks = locks
         self._send = send
+        if cache_max_bytes is not None:  # the worker's budget for the states it keeps
+            cache_for(store, max_bytes=cache_max_bytes)
 
     @property
     def cache(self) -> StateCache:
@@ -286,7 +290,7 @@ class Runs:
         snapshot = cache.snapshot_due(run_id, after)
         with cache.expecting(run_id, after, batch[-1].id):
             self._append(run_id, batch, before, after, messages, snapshot, outage_s)
-            cache.appended(run_id, after, batch[-1].id, snapshot)
+            cache.appended(run_id, after, batch[-1].id, snapshot, batch)
         if self.observe is not None:
             self.observe(Appended(before, after, batch, statuses, carried))
         if released := released_asks(before, after):

@@ -20,6 +20,7 @@ from schemas.errors import InvalidSpec, SpecProblem
 from schemas.spec import (
     AnthropicModel,
     CommandCheck,
+    FileCheck,
     PythonCheck,
     ReplayModel,
     RunSpec,
@@ -28,6 +29,7 @@ from schemas.spec import (
 )
 from services.adapters.tools.registry import REGISTRY, not_a_check
 from services.adapters.tools.toolset import ToolSet
+from services.handlers.linear_regex import pattern_problem
 from services.settings import Settings
 
 
@@ -62,6 +64,7 @@ def spec_problems(
     problems = _tool_problems(spec, tools, toolset) if tools is not None else []
     if settings is not None:
         problems += timeout_problems(spec, settings)
+    problems += _pattern_problems(spec)
     if isinstance(spec.model, ScriptedModel):
         problems += _script_problems(spec.model, tools)
     if isinstance(spec.model, AnthropicModel) and spec.model.anthropic.temperature is not None:
@@ -149,6 +152,18 @@ def _check_problem(target: str) -> str | None:
     except Exception as exc:  # the tool set's own code failed to import: say why
         return f"cannot import {module!r}: {type(exc).__name__}: {exc}"
     return None if REGISTRY.is_check(fn) else not_a_check(target)
+
+
+def _pattern_problems(spec: RunSpec) -> list[SpecProblem]:
+    """A file check's regex must compile under RE2 (linear time): found now, not at
+    acceptance time."""
+    return [
+        SpecProblem(f"acceptance.{i}.matches", why)
+        for i, check in enumerate(spec.acceptance)
+        if isinstance(check, FileCheck)
+        and check.matches is not None
+        and (why := pattern_problem(check.matches)) is not None
+    ]
 
 
 def _script_problems(model: ScriptedModel, tools: dict[str, bool] | None) -> list[SpecProblem]:

@@ -1,8 +1,10 @@
 """Run states as snapshot + tail, behind `services.handlers.runs.Runs.load`.
 
 A run's state is the fold of its log and nothing else; this module only says
-where folding may start. Each process keeps the states it folded last (a
-bounded LRU, each with the seq and id of the last event folded), and every
+where folding may start. Each process keeps the states it folded last (an
+LRU bounded by count and by an estimate of their bytes, `state_bytes`; the run
+used last is kept whatever it costs; a run let go is let go by the context
+view's caches too), each with the seq and id of the last event folded, and every
 SNAPSHOT_EVERY events a snapshot of the state goes into the store: data
 through the codec (`events.snapshot`), a small header plus the pages of past
 turns that filled up since the last one, so writing one costs the same at
@@ -16,7 +18,10 @@ whole log when neither matches (a stream deleted and made again), which is
 then folded from nothing. Loads of many runs (`agentledger list`, the web
 view, the metrics) share one call. A writer hands over the state it folded
 from the events it appended (`expecting`, `appended`), so its own steps are
-not read back."""
+not read back. A state this process holds is brought up to date by folding the
+events after it, even when another thread's append has just left a newer
+snapshot: decoding that snapshot would make a second copy of every past turn
+(and of the context view's rendering of them)."""
 
 from __future__ import annotations
 
@@ -26,11 +31,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from events import snapshot
+from events import context_view, snapshot
 from events.fold import fold
 from events.sample_run import sample_log
 from events.snapshot import PAGE_TURNS
@@ -41,10 +45,15 @@ from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
 from schemas.spec import RunSpec
 from services.adapters.store.port import EventStore, Head, Snapshot, Tail
+from services.bounded_cache import BoundedCache
+from services.handlers import state_bytes
 
 SNAPSHOT_EVERY = 12  # events between two snapshots of a run (about two tool calls)
-CACHED_RUNS = 1024  # folded states kept per process (and per store)
+CACHED_RUNS = 1024  # folded states kept per process (and per store), at most
+MAX_BYTES = 64 << 20  # their estimated bytes, at most (AGENTLEDGER_STATE_CACHE_MAX_BYTES)
+CATCH_UP = 8 * SNAPSHOT_EVERY  # events a held state is folded on by rather than a snapshot
 SPECS_KEPT = 256  # validated specs of snapshots kept per process, by their bytes
+SPECS_MAX_BYTES = 16 << 20  # and at most this many bytes of them
 log = logging.getLogger(__name__)
 
 
@@ -72,7 +81,7 @@ class PackedTurns:
     identity (the entry holds the turn, so its id is not reused while kept), the
     newest `capacity` turns and at most `max_bytes` of packed bytes."""
 
-    def __init__(self, capacity: int = 4 * CACHED_RUNS, max_bytes: int = 32 << 20) -> None:
+    def __init__(self, capacity: int = 4 * CACHED_RUNS, max_bytes: int = 8 << 20) -> None:
         self._capacity = capacity
         self._max_bytes = max_bytes
         self._bytes = 0
@@ -151,12 +160,19 @@ def warm_up() -> None:
     assert state is not None and state.history.item(0) == older.history.item(0)
 
 
-@lru_cache(maxsize=SPECS_KEPT)
+_SPECS: BoundedCache[RunSpec] = BoundedCache(max_items=SPECS_KEPT, max_bytes=SPECS_MAX_BYTES)
+
+
 def spec_of(blob: bytes) -> RunSpec:
     """The spec a snapshot holds, validated once per process for the same bytes: runs
     of one spec (a fleet of the same agent) share it, and a RunSpec is frozen. What
-    comes from Redis is still validated, each distinct spec once."""
-    return RunSpec.model_validate(unpack(blob))
+    comes from Redis is still validated, each distinct spec once. Kept: the specs
+    used last, SPECS_KEPT of them and SPECS_MAX_BYTES of their bytes at most."""
+    found = _SPECS.get(blob)
+    if found is None:
+        found = RunSpec.model_validate(unpack(blob))
+        _SPECS.put(blob, found, len(blob))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +182,7 @@ class Folded:
     snapshot_seq: int  # the newest snapshot the store holds, as last seen
     pages_saved: int = 0  # full pages of past turns this process knows are stored
     spec_saved: bool = False
+    size: int = 0  # estimated bytes (`state_bytes`)
 
 
 class StateCache:
@@ -177,10 +194,15 @@ class StateCache:
         *,
         capacity: int = CACHED_RUNS,
         snapshot_every: int = SNAPSHOT_EVERY,
+        max_bytes: int = MAX_BYTES,
+        let_go: Callable[[str], None] = context_view.forget,
     ):
         self._store = store
         self._capacity = capacity
         self._every = snapshot_every
+        self.max_bytes = max_bytes
+        self._let_go = let_go  # told of each run dropped: its other caches drop it too
+        self._bytes = 0
         self._entries: OrderedDict[str, Folded] = OrderedDict()
         self._expected: dict[str, RunState] = {}  # event id -> state, while appends are in flight
         self._inflight: dict[str, RunState] = {}  # run id -> the state an append under way leads to
@@ -234,23 +256,34 @@ class StateCache:
 
     def forget(self, run_id: str) -> None:
         with self._lock:
-            self._entries.pop(run_id, None)
+            dropped = self._entries.pop(run_id, None)
+            self._bytes -= dropped.size if dropped is not None else 0
+        if dropped is not None:
+            self._let_go(run_id)
 
     def __len__(self) -> int:
         return len(self._entries)
 
+    @property
+    def bytes(self) -> int:
+        """The estimated bytes of the states kept."""
+        return self._bytes
+
     def _bring_up(self, run_id: str, held: Folded | None, tail: Tail) -> RunState | None:
-        base, base_id, events = self._base(run_id, held, tail)
+        base, base_id, events, restored = self._base(run_id, held, tail)
         state = fold(events, base)
         if state is None:
             self.forget(run_id)
             return None
-        if base is not None and tail.snapshot is not None:  # what the snapshot holds is stored
-            self._put(
-                run_id,
-                Folded(base, base_id, tail.snapshot_seq, len(base.history) // PAGE_TURNS, True),
-            )
-        self._keep(run_id, state, events[-1].id if events else base_id, tail.snapshot_seq)
+        if restored and base is not None:  # what the snapshot holds is stored
+            size = state_bytes.guessed(base)
+            pages = len(base.history) // PAGE_TURNS
+            self._put(run_id, Folded(base, base_id, tail.snapshot_seq, pages, True, size))
+            base_size = size
+        else:
+            base_size = held.size if held is not None and base is held.state else 0
+        size = base_size + state_bytes.grown_by(events)
+        self._keep(run_id, state, events[-1].id if events else base_id, tail.snapshot_seq, size)
         return state
 
     @contextmanager
@@ -276,17 +309,31 @@ class StateCache:
         return encode(state, pages_saved=pages_saved, with_spec=not spec_saved)
 
     def appended(
-        self, run_id: str, state: RunState, event_id: str, snapshot: Snapshot | None = None
+        self,
+        run_id: str,
+        state: RunState,
+        event_id: str,
+        snapshot: Snapshot | None = None,
+        batch: Sequence[Envelope[Any]] = (),
     ) -> None:
-        """A writer appended the events that end with `event_id` (and `snapshot`, from
-        `snapshot_due`, with them) and folded them into `state` (from the events as
-        stored): keep that instead of reading them back."""
+        """A writer appended `batch`, the events that end with `event_id` (and
+        `snapshot`, from `snapshot_due`, with them) and folded them into `state` (from
+        the events as stored): keep that instead of reading them back."""
         marks = self._marks(run_id, state)
         if snapshot is not None:
             marks = (state.seq, len(state.history) // PAGE_TURNS, True)
-        self._put(run_id, Folded(state, event_id, *marks))
+        held = self.get(run_id)
+        if held is not None and held.state.created_at == state.created_at:
+            size = held.size + state_bytes.grown_by(batch)
+        elif batch and batch[0].seq == 1:
+            size = state_bytes.grown_by(batch)
+        else:
+            size = state_bytes.guessed(state)
+        self._put(run_id, Folded(state, event_id, *marks, size))
 
-    def _keep(self, run_id: str, state: RunState, event_id: str, snapshot_seq: int) -> None:
+    def _keep(
+        self, run_id: str, state: RunState, event_id: str, snapshot_seq: int, size: int
+    ) -> None:
         """A reader folded `state`: kept, and a snapshot of it saved when one is due."""
         _, pages_saved, spec_saved = self._marks(run_id, state)
         if state.seq - snapshot_seq >= self._every:
@@ -294,7 +341,7 @@ class StateCache:
             self._store.save_snapshot(run_id, snap)
             snapshot_seq, spec_saved = state.seq, True
             pages_saved = len(state.history) // PAGE_TURNS
-        self._put(run_id, Folded(state, event_id, snapshot_seq, pages_saved, spec_saved))
+        self._put(run_id, Folded(state, event_id, snapshot_seq, pages_saved, spec_saved, size))
 
     def _marks(self, run_id: str, state: RunState) -> tuple[int, int, bool]:
         """What this process knows is stored of `state`'s run: the newest snapshot's
@@ -307,40 +354,67 @@ class StateCache:
 
     def _base(
         self, run_id: str, held: Folded | None, tail: Tail
-    ) -> tuple[RunState | None, str, list[Envelope[Any]]]:
-        """The state `tail.events` fold onto, the id of its last event, and the events."""
+    ) -> tuple[RunState | None, str, list[Envelope[Any]], bool]:
+        """The state `tail.events` fold onto, the id of its last event, the events, and
+        whether that state was restored from a snapshot."""
+        if tail.snapshot is not None and held is not None:
+            caught_up = self._catch_up(run_id, held, tail)
+            if caught_up is not None:
+                return held.state, held.event_id, caught_up, False
         if tail.snapshot is not None:
             try:
                 state = decode(tail.snapshot, run_id, self._store)
                 if state.seq != tail.base or state.run_id != run_id:
                     raise ValueError(f"holds {state.run_id!r} at seq {state.seq}")
-                return state, tail.snapshot.event_id, tail.events
+                return state, tail.snapshot.event_id, tail.events, True
             except Exception as exc:  # any unreadable cache entry: fold the log instead
                 log.warning("snapshot of run %r at seq %d not used: %r", run_id, tail.base, exc)
-                return None, "", self._store.read(run_id)
+                return None, "", self._store.read(run_id), False
         if tail.base == 0:
-            return None, "", tail.events
+            return None, "", tail.events, False
         assert held is not None and held.state.seq == tail.base
-        return held.state, held.event_id, tail.events
+        return held.state, held.event_id, tail.events, False
+
+    def _catch_up(self, run_id: str, held: Folded, tail: Tail) -> list[Envelope[Any]] | None:
+        """The events after a held state a little behind a newer snapshot (another
+        thread's append has just left one), when the log still holds its last event."""
+        behind = tail.base - held.state.seq
+        if held.state.seq < 1 or not 0 < behind <= CATCH_UP:
+            return None
+        events = self._store.read(run_id, after_seq=held.state.seq - 1)
+        if not events or events[0].id != held.event_id or events[0].seq != held.state.seq:
+            return None
+        return events[1:]
 
     def _put(self, run_id: str, folded: Folded) -> None:
+        dropped: list[str] = []
         with self._lock:
             kept = self._entries.get(run_id)
             if kept is None or kept.state.seq <= folded.state.seq:  # a slower load never wins
                 self._entries[run_id] = folded
+                self._bytes += folded.size - (kept.size if kept is not None else 0)
             self._entries.move_to_end(run_id)
-            while len(self._entries) > self._capacity:
-                self._entries.popitem(last=False)
+            while len(self._entries) > 1 and (
+                len(self._entries) > self._capacity or self._bytes > self.max_bytes
+            ):  # least recently used first; the run used last stays, whatever it costs
+                gone, old = self._entries.popitem(last=False)
+                self._bytes -= old.size
+                dropped.append(gone)
+        for gone in dropped:
+            self._let_go(gone)
 
 
 _CACHES: WeakKeyDictionary[Any, StateCache] = WeakKeyDictionary()
 _CACHES_LOCK = threading.Lock()
 
 
-def cache_for(store: EventStore) -> StateCache:
-    """The process's cache of `store`'s runs (one per store object)."""
+def cache_for(store: EventStore, *, max_bytes: int | None = None) -> StateCache:
+    """The process's cache of `store`'s runs (one per store object); `max_bytes`, when
+    given, its budget (the worker's setting)."""
     with _CACHES_LOCK:
         cache = _CACHES.get(store)
         if cache is None:
-            cache = _CACHES[store] = StateCache(store)
+            cache = _CACHES[store] = StateCache(store, max_bytes=max_bytes or MAX_BYTES)
+        elif max_bytes is not None:
+            cache.max_bytes = max_bytes
         return cache

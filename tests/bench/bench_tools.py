@@ -20,3 +20,10 @@ def bench_sleep(seconds: float = 1.0) -> dict[str, float]:
     """Sleep, then say how long; reads and writes nothing."""
     time.sleep(seconds)
     return {"slept_s": seconds}
+
+
+@tool(read_only=True)
+def bench_text(n: int = 0, chars: int = 1000) -> dict[str, object]:
+    """Return the number it was given and `chars` characters of text (a tool
+    result of a realistic size); reads and writes nothing."""
+    return {"n": n, "text": f"{n:08d} " * (chars // 9) + "." * (chars % 9)}

@@ -9,14 +9,19 @@ that adapter keeps them) and `stream` (a task-queue stream name of its keys)."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from events.types import CODEC, ToolCallSucceeded
+from schemas.errors import InvalidEvent
+from services.adapters.store.overflow import DEFAULT_MAX_BYTES
 from services.adapters.store.port import EventStore, Head, Outgoing, Snapshot
 from services.errors import ConcurrencyConflict
-from tests.contracts.envelopes import T0, batch
+from tests.contracts.envelopes import T0, batch, envelope
 
 
 def new_run(store: EventStore, n: int = 1, *, at: float = T0, live: bool = True) -> str:
@@ -26,6 +31,10 @@ def new_run(store: EventStore, n: int = 1, *, at: float = T0, live: bool = True)
 
 
 V1 = "v1"
+
+
+def _succeeded(output: Any) -> ToolCallSucceeded:
+    return ToolCallSucceeded(call_id="c1", output=output, started_at=T0, finished_at=T0)
 
 
 def snap(seq: int, event_id: str, *, version: str = V1, state: bytes = b"state") -> Snapshot:
@@ -128,6 +137,44 @@ class EventStoreContract:
             store.append("run-a", batch("run-a", 2, 1), expected_seq=0, live=True,
                          messages=[Outgoing(stream, b"m2")])  # fmt: skip
         assert queued(stream) == [b"m1"]
+
+    def test_a_tool_output_past_the_event_cap_is_stored_as_a_head_and_overflow_pages(
+        self, store: EventStore, queued: Callable[[str], list[bytes]], stream: str
+    ) -> None:
+        output = {"rows": [f"row {i}" for i in range(200_000)]}  # ~2.6 MB as JSON
+        whole = json.dumps(output, sort_keys=True)
+        big = envelope("run-a", 2, _succeeded(output))
+        store.append("run-a", batch("run-a", 1, 1), expected_seq=0, live=True)
+
+        stored = store.as_stored("run-a", [big])  # what the writer folds
+        seq = store.append("run-a", stored, expected_seq=1, live=True,
+                           messages=[Outgoing(stream, b"m")])  # fmt: skip
+
+        [read] = store.read("run-a", after_seq=1)
+        assert seq == 2 and read == stored[0] and queued(stream) == [b"m"]
+        assert len(CODEC.encode(read)) <= DEFAULT_MAX_BYTES
+        over = read.data.overflow
+        assert over is not None and over.ref == read.id and over.chars == len(whole)
+        pages = store.overflow_pages("run-a", over.ref, 0, over.pages)
+        assert read.data.output + "".join(pages) == whole
+        assert store.overflow_pages("run-a", over.ref, 1, 2) == pages[1:3]
+
+    def test_an_uncut_append_of_a_big_output_cuts_it_and_a_conflict_writes_no_pages(
+        self, store: EventStore
+    ) -> None:
+        store.append("run-o", batch("run-o", 1, 1), expected_seq=0, live=True)
+        lost = envelope("run-o", 2, _succeeded("x" * 1_000_000))
+        with pytest.raises(ConcurrencyConflict):
+            store.append("run-o", [lost], expected_seq=0, live=True)
+        with pytest.raises(InvalidEvent):
+            store.overflow_pages("run-o", lost.id, 0, 1)
+
+        store.append("run-o", [lost], expected_seq=1, live=True)  # never through as_stored
+
+        [read] = store.read("run-o", after_seq=1)
+        assert read.data.overflow is not None
+        pages = store.overflow_pages("run-o", lost.id, 0, read.data.overflow.pages)
+        assert read.data.output + "".join(pages) == "x" * 1_000_000
 
     def test_runs_are_listed_newest_first(self, store: EventStore) -> None:
         created = [new_run(store, at=T0 + i) for i in range(4)]

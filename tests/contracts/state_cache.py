@@ -15,8 +15,9 @@ from events.fold import fold
 from services.adapters.broker.outbox import Outbox
 from services.adapters.locks.memory_locks import MemoryLocks
 from services.adapters.store.port import EventStore, Head, Snapshot, Tail
+from services.handlers import state_bytes
 from services.handlers.runs import Runs
-from services.handlers.state_cache import SNAPSHOT_EVERY, VERSION, StateCache
+from services.handlers.state_cache import SNAPSHOT_EVERY, VERSION, StateCache, encode
 from services.keys import Keys
 from tests.contracts.clock import ManualClock
 from tests.contracts.envelopes import T0, batch
@@ -168,6 +169,48 @@ class StateCacheSuite:
         cache.load("run-c")
 
         assert (cache.get("run-a") is not None, cache.get("run-b"), len(cache)) == (True, None, 2)
+
+    def test_a_held_state_just_behind_a_newer_snapshot_is_folded_on_not_read_again(
+        self, store: EventStore
+    ) -> None:
+        """Another thread's append left a snapshot its `appended` has not handed over
+        yet: decoding it would make a second copy of every past turn."""
+        grow(store, "run-a", 10)
+        cache = StateCache(store)
+        held = cache.load("run-a")
+        grow(store, "run-a", 14)
+        newer = fold(store.read("run-a"))
+        assert held is not None and newer is not None
+        store.save_snapshot("run-a", encode(newer, pages_saved=0, with_spec=True))
+
+        state = cache.load("run-a")
+
+        assert state == newer
+        assert state is not None and state.spec is held.spec, "folded on from the held state"
+        assert StateCache(store).load("run-a").spec is not held.spec  # type: ignore[union-attr]
+
+    def test_the_cache_is_bounded_by_the_bytes_of_its_states_least_recently_used_first(
+        self, store: EventStore
+    ) -> None:
+        let_go: list[str] = []
+        for run_id in ("run-a", "run-b", "run-c"):
+            grow(store, run_id, 3)
+        one = StateCache(store).load("run-a")
+        assert one is not None
+        size = state_bytes.grown_by(store.read("run-a"))
+        cache = StateCache(store, max_bytes=2 * size, let_go=let_go.append)
+
+        cache.load("run-a"), cache.load("run-b"), cache.load("run-a"), cache.load("run-c")
+
+        assert (cache.get("run-a") is not None, cache.get("run-b"), len(cache)) == (True, None, 2)
+        assert let_go == ["run-b"] and cache.bytes == 2 * size
+
+    def test_the_run_used_last_is_kept_whatever_it_costs(self, store: EventStore) -> None:
+        grow(store, "run-a", 5)
+        cache = StateCache(store, max_bytes=1, let_go=lambda run_id: None)
+
+        assert cache.load("run-a") is not None
+        assert len(cache) == 1 and cache.bytes > cache.max_bytes
 
     def test_many_runs_load_in_one_store_call(self, store: EventStore) -> None:
         spy = Spy(store)

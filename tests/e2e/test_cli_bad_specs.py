@@ -134,3 +134,63 @@ def test_a_spec_file_that_does_not_exist_exits_2(cli: Cli) -> None:
     assert done.returncode == 2
     assert "nowhere.yaml" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+LAUGHS = "\n".join(
+    [
+        'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]',
+        *(
+            f"{name}: &{name} [{','.join([f'*{prev}'] * 9)}]"
+            for prev, name in zip("abcdefgh", "bcdefghi", strict=True)
+        ),
+        "task: *i",
+        "principal: {id: a, tenant: t}",
+        "model:",
+        "  scripted: [{end_turn: done}]",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (LAUGHS, "with its aliases written out it is over 8,388,608 bytes (the limit)"),
+        ("task: " + "[" * 5000 + "]" * 5000, "nested deeper than 64 (the limit)"),
+    ],
+    ids=["alias_bomb", "nested_brackets"],
+)
+def test_a_spec_past_the_parsing_limits_exits_2_at_once_naming_the_limit(
+    cli: Cli, tmp_path: Path, text: str, said: str
+) -> None:
+    (tmp_path / "bad.yaml").write_text(text)
+
+    done = cli("run", tmp_path / "bad.yaml")  # a hang would end at the command's timeout
+
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and f"{tmp_path / 'bad.yaml'}:" in done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+    assert cli.runs() == []
+
+
+def test_an_endless_file_as_a_spec_exits_2_at_the_size_limit(cli: Cli) -> None:
+    done = cli("submit", "/dev/zero")
+    assert done.returncode == 2
+    assert "/dev/zero: larger than 8,388,608 bytes (the limit)" in done.stderr
+
+
+def test_a_regex_re2_cannot_match_in_linear_time_is_a_spec_error_with_its_line(
+    cli: Cli, tmp_path: Path
+) -> None:
+    (tmp_path / "bad.yaml").write_text(
+        "task: count\n"
+        "principal: {id: a, tenant: t}\n"
+        "model: {scripted: [{end_turn: done}]}\n"
+        "acceptance:\n"
+        "  - {file: out.txt, matches: '(a+)+$'}\n"  # fine under RE2: linear
+        "  - file: out.txt\n"
+        "    matches: '(\\w+) \\1'\n"  # line 7
+    )
+    done = cli("run", tmp_path / "bad.yaml")
+    assert done.returncode == 2
+    assert ":7: acceptance.1.matches: invalid escape sequence: \\1" in done.stderr
+    assert cli.runs() == []

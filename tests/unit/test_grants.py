@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
+import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from events.grants import (
     authentication_refusal,
@@ -150,3 +154,26 @@ def test_a_grant_names_its_workspace_roots_as_absolute_folders_and_none_by_defau
         "/srv/ws",
     )
     assert BILLING.workspaces == ()
+
+
+def _as_regex(pattern: str) -> re.Pattern[str]:
+    """The reference: what a `*` pattern meant when grants were matched by `re`."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
+
+
+@given(
+    st.text(alphabet="ab*", max_size=8),
+    st.text(alphabet="ab", max_size=12),
+)
+def test_a_star_pattern_matches_exactly_what_the_equivalent_regex_matches(
+    pattern: str, value: str
+) -> None:
+    grant = BILLING.model_copy(update={"scopes": (pattern,)})
+    assert bool(held_scopes([value], grant)) == (_as_regex(pattern).fullmatch(value) is not None)
+
+
+def test_a_pattern_of_many_stars_costs_no_backtracking_on_a_long_value() -> None:
+    grant = BILLING.model_copy(update={"scopes": ("a*a*a*a*a*a*a*a*a*a*b",)})
+    began = time.perf_counter()
+    assert held_scopes(["a" * 100_000], grant) == ()  # `re` backtracks for hours here
+    assert time.perf_counter() - began < 1.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from functools import cache
 from typing import Any
 
 from services.tools import Lookup, ToolCancelled, ToolContext, ToolFailure, check, tool
@@ -114,3 +115,24 @@ def not_declared(workspace: str | None) -> bool:
     """A plain function of the tool module: a `python:` check never calls it."""
     RAN["not_declared"] += 1
     return True
+
+
+@cache
+def numbered_text(chars: int) -> str:
+    """`chars` characters in which every position can be told apart: 10-character
+    lines of their own offset (a window read at the wrong place shows it)."""
+    lines = "".join(f"{i:09d}\n" for i in range(0, chars, 10))
+    return lines[:chars]
+
+
+@tool(read_only=True, output_cap=None)
+def big_output(chars: int, ctx: ToolContext) -> str:
+    """Returns `chars` characters (numbered lines), and declares no output cap."""
+    RAN[ctx.call_id] += 1
+    return numbered_text(chars)
+
+
+@tool(read_only=True)
+def big_failure(chars: int, ctx: ToolContext) -> str:
+    """Fails with a message of `chars` characters."""
+    raise ToolFailure("not_found", numbered_text(chars))

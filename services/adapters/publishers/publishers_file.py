@@ -17,12 +17,13 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import yaml
 from pydantic import ValidationError
 
 from schemas.publishers import GrantedPrincipal, Publisher, PublishersFile
+from services import bounded_yaml
+from services.bounded_yaml import OverLimit
 from services.errors import ConfigError
 from services.settings import read_key_variable
 
@@ -61,11 +62,13 @@ def file_digest(data: bytes) -> str:
 def read_bytes(path: str) -> bytes:
     """The file's bytes (none when it does not exist); ConfigError when it cannot be read."""
     try:
-        return Path(path).read_bytes()
+        return bounded_yaml.read_bytes(path)
     except FileNotFoundError:
         return b""
     except OSError as exc:
         raise ConfigError(VARIABLE, f"cannot read {path!r}: {exc.strerror}") from None
+    except OverLimit as exc:
+        raise ConfigError(VARIABLE, f"{path!r}: {bounded_yaml.problem(exc)}") from None
 
 
 def read(path: str) -> PublishersFile:
@@ -78,10 +81,12 @@ def parse(raw: bytes, path: str) -> PublishersFile:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(VARIABLE, f"{path!r} is not UTF-8 text ({exc.reason})") from None
+        raise ConfigError(VARIABLE, f"{path!r}: {_unreadable(exc)} ({exc.reason})") from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = bounded_yaml.safe_load(text) or {}
         return PublishersFile.model_validate(data)
+    except OverLimit as exc:
+        raise ConfigError(VARIABLE, f"{path!r}: {bounded_yaml.problem(exc)}") from None
     except yaml.YAMLError as exc:
         raise ConfigError(VARIABLE, f"{path!r} is not YAML: {exc}") from None
     except ValidationError as exc:
@@ -89,6 +94,10 @@ def parse(raw: bytes, path: str) -> PublishersFile:
             f"{'.'.join(str(p) for p in e['loc']) or '(file)'}: {e['msg']}" for e in exc.errors()[:5]
         )
         raise ConfigError(VARIABLE, f"{path!r}: {problems}") from None
+
+
+def _unreadable(exc: Exception) -> str:
+    return bounded_yaml.problem(exc) if isinstance(exc, OverLimit) else "not a text file (UTF-8)"
 
 
 def key_of(publisher: Publisher) -> str | None:

@@ -1,14 +1,17 @@
 -- Append a batch of events to a run's stream, one entry to its shard's feed, the
--- shard's indexes, the commands the batch made due to their task-queue streams,
--- and the snapshot of the state the batch leads to when the writer made one
+-- shard's indexes, the overflow pages of events whose tool-made field passed the
+-- cap, the commands the batch made due to their task-queue streams, and the
+-- snapshot of the state the batch leads to when the writer made one
 -- (keep_snapshot.lua, prepended): all or nothing, at the expected seq. The writer
 -- dispatches.
--- KEYS: run stream, shard feed, shard runs index, shard live index, run snapshot, then
---       one task-queue stream per command (all in the run's shard: one hash tag)
+-- KEYS: run stream, shard feed, shard runs index, shard live index, run snapshot,
+--       run overflow (hash: '<event id>:<n>' -> page), then one task-queue stream per
+--       command (all in the run's shard: one hash tag)
 -- ARGV: expected_seq, run_id, at_ms, live (1|0), feed_maxlen, n events, the id of the
 --       event at expected_seq ('' for none: then the length alone is checked),
 --       then (event_id, type, blob) per event, then k and k snapshot args (as
---       snapshot.lua's ARGV; k = 0: none), then one encoded message per command
+--       snapshot.lua's ARGV; k = 0: none), then p and p (field, page) pairs' 2p
+--       args, then one encoded message per command
 -- Entry ids are 0-<seq>, so XLEN is the run's seq and reads after a seq are O(log n).
 local expected = tonumber(ARGV[1])
 local run_id = ARGV[2]
@@ -57,7 +60,12 @@ if k > 0 then
   keep_snapshot(KEYS[5], ARGV, base + 1, base + k)
 end
 base = base + 1 + k
-for j = 6, #KEYS do
-  redis.call('XADD', KEYS[j], '*', 'm', ARGV[base + j - 6])
+local p = tonumber(ARGV[base])
+for j = 1, p do
+  redis.call('HSET', KEYS[6], ARGV[base + 2 * j - 1], ARGV[base + 2 * j])
+end
+base = base + 1 + 2 * p
+for j = 7, #KEYS do
+  redis.call('XADD', KEYS[j], '*', 'm', ARGV[base + j - 7])
 end
 return {'ok', expected + n}

@@ -9,6 +9,7 @@ from typing import Any
 
 from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
+from services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
 from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
 from services.errors import ConcurrencyConflict
 
@@ -38,11 +39,17 @@ class MemoryOutbox:
 
 class MemoryEventStore:
     def __init__(
-        self, outbox: MemoryOutbox | None = None, shard_of: Callable[[str], int] | None = None
+        self,
+        outbox: MemoryOutbox | None = None,
+        shard_of: Callable[[str], int] | None = None,
+        *,
+        event_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self.outbox = outbox or MemoryOutbox()  # where appended commands go
         self._shard_of = shard_of
+        self._cutter = Cutter(event_max_bytes)
         self._logs: dict[str, list[Envelope[Any]]] = {}
+        self._overflow: dict[str, dict[str, bytes]] = {}
         self._live: dict[str, float] = {}
         self._snapshots: dict[str, Snapshot] = {}
         self._lock = threading.Lock()
@@ -60,15 +67,21 @@ class MemoryEventStore:
     ) -> int:
         if not events:
             raise ValueError("nothing to append")
+        events, pages = self._cutter.for_append(events)
         with self._lock:
             log = self._logs.setdefault(run_id, [])
             if len(log) != expected_seq:
+                self._cutter.appended()
                 if len(log) > expected_seq and log[expected_seq].id == events[0].id:
                     return expected_seq + len(events)  # a resend of an append that landed
                 raise ConcurrencyConflict(run_id, expected_seq, len(log))
             if expected_id and expected_seq and log[expected_seq - 1].id != expected_id:
+                self._cutter.appended()
                 raise ConcurrencyConflict(run_id, expected_seq, len(log))
+            self._cutter.appended()
             log.extend(events)
+            if pages:
+                self._overflow.setdefault(run_id, {}).update(pages)
             if live:
                 self._live[run_id] = events[-1].at
             else:
@@ -80,11 +93,19 @@ class MemoryEventStore:
             return len(log)
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
-        return list(events)  # written as given
+        return self._cutter.as_stored(events)  # a field past the cap cut
 
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
         with self._lock:
             return list(self._logs.get(run_id, [])[after_seq:])
+
+    def overflow_pages(self, run_id: str, ref: str, first: int, count: int) -> list[str]:
+        with self._lock:
+            kept = self._overflow.get(run_id, {})
+            fields = [page_field(ref, n) for n in range(first, first + count)]
+            if any(f not in kept for f in fields):
+                raise InvalidEvent(f"run {run_id!r} lacks overflow pages of {ref!r}", field="overflow")
+            return [kept[f].decode() for f in fields]
 
     def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:
         with self._lock:

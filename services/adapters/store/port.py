@@ -8,7 +8,12 @@ Snapshots are opaque bytes to the store (`services.handlers.state_cache` makes t
 with `events.snapshot`): a header, the run's spec (stored once) and pages of past
 turns (each written once, read only on demand). The store keeps the newest
 header per run and hands it out when the entry at its seq still holds the event
-it was folded up to."""
+it was folded up to.
+
+No event is stored larger than the store's cap (`event_max_bytes`): `as_stored`
+cuts a tool-made field that would pass it (`events.output_cap.cut_event`), and
+`append` writes the rest of that field's text as the run's overflow pages in the
+same call as the event (both or neither); `overflow_pages` reads them back."""
 
 from __future__ import annotations
 
@@ -89,11 +94,17 @@ class EventStore(Protocol):
         ...
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
-        """The events as `append` will write them (a store may rewrite them, e.g. redact
-        secrets). A writer folds these, so the state it goes on with is the log's."""
+        """The events as `append` will write them (a store may rewrite them: redact
+        secrets, cut a field past the cap). A writer folds these, so the state it goes
+        on with is the log's."""
         ...
 
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]: ...
+
+    def overflow_pages(self, run_id: str, ref: str, first: int, count: int) -> list[str]:
+        """Pages `first`… (`count` of them) of the overflow an event's `Overflow` names
+        (`ref`); InvalidEvent when one is missing."""
+        ...
 
     def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:
         """One tail per head, in order, read at once (one round trip on Redis)."""

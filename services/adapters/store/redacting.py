@@ -16,15 +16,19 @@ from events.types import RunCreated
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec
 from services.adapters.store.port import EventStore, Outgoing, RunIndexEntry, Snapshot
+from services.bounded_cache import BoundedCache
 
 MAX_SPECS = 4096  # runs whose spec is remembered; older ones are read again
+MAX_SPEC_BYTES = 16 << 20  # and their specs' JSON at most (a scripted spec can be megabytes)
 
 
 class RedactingStore:
     def __init__(self, inner: EventStore, redactor_for: Callable[[RunSpec], Redactor]):
         self._inner = inner
         self._redactor_for = redactor_for
-        self._specs: dict[str, RunSpec] = {}
+        self._specs: BoundedCache[RunSpec] = BoundedCache(
+            max_items=MAX_SPECS, max_bytes=MAX_SPEC_BYTES
+        )
         # per thread, the events as_stored returned since the last append (by id, held:
         # an id is not reused while its object is held), which need no redacting again
         self._stored = threading.local()
@@ -50,14 +54,17 @@ class RedactingStore:
         )  # fmt: skip
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
-        """The events with their secrets redacted: what the log will hold (redacting
-        them again changes nothing and returns the same objects)."""
+        """The events with their secrets redacted, then as the store writes them (a
+        field past its cap cut, after redaction: a secret is never split between an
+        event and its overflow pages): what the log will hold (doing it again changes
+        nothing and returns the same objects)."""
         spec = self._spec(run_id, events)
         if spec is None:
             stored = list(events)
         else:
             r = self._redactor_for(spec)
             stored = [redact_envelope(env, r) for env in events]
+        stored = self._inner.as_stored(run_id, stored)
         seen_run, seen = self._seen()
         if seen_run != run_id:
             seen = {}
@@ -93,7 +100,6 @@ class RedactingStore:
             first = first or self._inner.read(run_id)[:1]
             if not first or not isinstance(first[0].data, RunCreated):
                 return None
-            if len(self._specs) >= MAX_SPECS:
-                self._specs.pop(next(iter(self._specs)))
-            spec = self._specs[run_id] = first[0].data.spec
+            spec = first[0].data.spec
+            self._specs.put(run_id, spec, len(spec.model_dump_json()))
         return spec

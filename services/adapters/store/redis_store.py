@@ -18,6 +18,7 @@ from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
 from services.adapters.redis.replicas import ReplicaAcks
 from services.adapters.store import plain_tails
+from services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
 from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
 from services.errors import ConcurrencyConflict
 from services.keys import Keys
@@ -32,9 +33,17 @@ SNAPSHOT_TTL_MS = 7 * 24 * 3600 * 1000  # a cache: an idle run's snapshot may go
 
 
 class RedisEventStore:
-    def __init__(self, client: redis.Redis, keys: Keys, *, replica_acks: int = 0):
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        replica_acks: int = 0,
+        event_max_bytes: int = DEFAULT_MAX_BYTES,
+    ):
         self._r = client
         self._keys = keys
+        self._cutter = Cutter(event_max_bytes)
         self._acks = ReplicaAcks(client, replica_acks)  # 0: the append is the only round trip
         self._append = client.register_script(_APPEND)
         self._tail = client.register_script(_TAIL)
@@ -54,6 +63,7 @@ class RedisEventStore:
     ) -> int:
         if not events:
             raise ValueError("nothing to append")
+        events, pages = self._cutter.for_append(events)
         shard = self._keys.shard(run_id)
         argv: list[Any] = [expected_seq, run_id, _ms(events[-1].at), int(live), FEED_MAXLEN]
         argv += [len(events), expected_id]
@@ -61,6 +71,7 @@ class RedisEventStore:
             argv += [env.id, env.type, CODEC.encode(env)]
         kept = _snapshot_args(snapshot) if snapshot is not None else []
         argv += [len(kept), *kept]
+        argv += [len(pages), *(x for page in pages.items() for x in page)]
         argv += [m.data for m in messages]
         keys = [
             self._keys.run(run_id),
@@ -68,19 +79,30 @@ class RedisEventStore:
             self._keys.runs(shard),
             self._keys.live(shard),
             self._keys.snapshot(run_id),
+            self._keys.overflow(run_id),
             *(m.stream for m in messages),
         ]
         verdict, seq = self._acks.call(self._append, keys, argv)
+        self._cutter.appended()  # landed, or conflicted (an outage raised above: resent whole)
         if verdict == b"conflict":
             raise ConcurrencyConflict(run_id, expected_seq, int(seq))
         return int(seq)
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
-        return list(events)  # written as given
+        return self._cutter.as_stored(events)  # a field past the cap cut
 
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
         entries: Any = self._r.xrange(self._keys.run(run_id), f"0-{after_seq + 1}", "+")
         return [_decode(entry_id, fields) for entry_id, fields in entries]
+
+    def overflow_pages(self, run_id: str, ref: str, first: int, count: int) -> list[str]:
+        if count <= 0:
+            return []
+        fields = [page_field(ref, n) for n in range(first, first + count)]
+        found: list[Any] = self._r.hmget(self._keys.overflow(run_id), fields)
+        if any(blob is None for blob in found):
+            raise InvalidEvent(f"run {run_id!r} lacks overflow pages of {ref!r}", field="overflow")
+        return [blob.decode() for blob in found]
 
     def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:
         if self._scripted_reads:

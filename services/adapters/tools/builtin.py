@@ -3,27 +3,28 @@ was shown only part of (see events/output_cap.py)."""
 
 from __future__ import annotations
 
-import json
-
-from events.output_cap import READ_TOOL, capped
+from events.output_cap import READ_TOOL, window
 from services.adapters.tools.context import ToolContext, ToolFailure
 from services.adapters.tools.registry import tool
 
 PAGE = 4000
+MARKER_ROOM = 500  # its own page's marker: the model is shown the page and the marker whole
 
 
-@tool(read_only=True, name=READ_TOOL, output_cap=None)
+@tool(read_only=True, name=READ_TOOL, output_cap=PAGE + MARKER_ROOM)
 def read_output(ref: str, ctx: ToolContext, offset: int = 0) -> str:
     """Read a tool's full output from the run's log, from `offset` (characters),
     one page at a time: `ref` is the call id shown in the cut marker."""
-    if ctx.outputs is None:
+    if ctx.output_window is None:
         raise ToolFailure("internal", "outputs cannot be read from here")
     if offset < 0:
         raise ToolFailure("invalid_arguments", "offset must be at least 0")
-    output = ctx.outputs(ref)
-    if output is None:
+    found = ctx.output_window(ref, offset, offset + PAGE)
+    if found is None:
         raise ToolFailure("not_found", f"no output of call {ref!r} in this run")
-    text = output if isinstance(output, str) else json.dumps(output, sort_keys=True, default=str)
-    if offset >= len(text) and text:
-        raise ToolFailure("invalid_arguments", f"offset {offset} is past the end ({len(text)})")
-    return capped(text, ref=ref, cap=PAGE, offset=offset)
+    shown, total = found
+    if offset >= total and total:
+        raise ToolFailure("invalid_arguments", f"offset {offset} is past the end ({total})")
+    if offset == 0 and total <= PAGE:
+        return shown  # the whole output
+    return window(shown, ref=ref, offset=offset, total=total)

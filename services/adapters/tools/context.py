@@ -59,6 +59,9 @@ class ToolContext:
     tokens: dict[str, int] = field(default_factory=dict)  # fencing token per locked resource
     op_key: str | None = None  # a write's operation key: pass it on so the service can dedupe
     outputs: Callable[[str], Any] | None = None  # a call id of this run -> its full output
+    # a call id of this run, a window (start, end) -> those characters of its output's
+    # text and the text's length (overflow pages read as far as the window needs)
+    output_window: Callable[[str, int, int], tuple[str, int] | None] | None = None
     processes: list[Process] = field(default_factory=list)
     sandbox: SandboxPolicy = field(default_factory=SandboxPolicy)  # the operator's choice
     network: bool = False  # the tool declared it needs the network (`@tool(network=True)`)

@@ -34,6 +34,7 @@ from services.adapters.tools.toolset import (
     load_toolset,
     static_code,
 )
+from services.bounded_yaml import Limits
 from services.clock import new_run_id
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.children import die_with_parent
@@ -83,7 +84,8 @@ def prepare(
     `run` imports the spec's tool modules (they run here); `submit` only hashes them.
     With `mcp`, the servers file's servers are started: their tools and versions
     are part of the tool set (`submit` stops them again once it knows the fingerprint)."""
-    spec, base_dir, lines = load_spec_file(spec_path)
+    limits = Limits(max_bytes=(settings or Settings()).inbox_max_bytes)  # a spec goes in a message
+    spec, base_dir, lines = load_spec_file(spec_path, limits)
     paths = tool_paths(spec, base_dir)
     modules = modules_of(spec.tools)
     problems: list[SpecProblem] = []

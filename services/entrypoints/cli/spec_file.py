@@ -1,6 +1,8 @@
 """Reading a run spec file (YAML). Every problem becomes one InvalidSpec naming
 the file, with all problems found at once, each with its field path, a plain
-reason and its line: YAML syntax, keys given twice, the schema's errors."""
+reason and its line: YAML syntax, keys given twice, the schema's errors. The
+file is read within the inbox's limits (`services.bounded_yaml`: its size, its
+nesting, its aliases written out), checked before any node is built."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from pydantic import ValidationError
 
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.spec import RunSpec
+from services import bounded_yaml
+from services.bounded_yaml import DEFAULT, LOADER, Limits, OverLimit
 from services.entrypoints.cli.spec_errors import problems_of
 
 
@@ -34,16 +38,18 @@ class SpecLines:
         return line
 
 
-def load_spec_file(path: str) -> tuple[RunSpec, str, SpecLines]:
+def load_spec_file(path: str, limits: Limits = DEFAULT) -> tuple[RunSpec, str, SpecLines]:
     """The spec, the absolute folder its relative paths resolve from, and its lines."""
     file = Path(path)
     try:
-        text = file.read_text()
+        text = bounded_yaml.read_text(file, limits)
     except OSError as exc:
         raise InvalidSpec("", f"cannot read it: {exc.strerror}", source=path) from None
     except UnicodeDecodeError:
         raise InvalidSpec("", "not a text file (UTF-8)", source=path) from None
-    root, data = _load_yaml(text, path)
+    except OverLimit as exc:
+        raise InvalidSpec("", exc.reason, source=path) from None
+    root, data = _load_yaml(text, path, limits)
     if not isinstance(data, dict):
         shown = "nothing" if data is None else f"a {type(data).__name__}"
         raise InvalidSpec("", f"a spec is a mapping of keys (task, principal, model, …), got {shown}", source=path)
@@ -73,13 +79,10 @@ def with_lines(problems: list[SpecProblem], lines: SpecLines) -> list[SpecProble
     return sorted(placed, key=lambda p: p.line or 0)
 
 
-# libyaml's parser where PyYAML was built with it (10x faster on a long script), same nodes and marks
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _load_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
-    loader = _LOADER(text)
+def _load_yaml(text: str, path: str, limits: Limits) -> tuple[yaml.Node | None, Any]:
+    loader = LOADER(text)
     try:
+        bounded_yaml.check(text, limits)  # before any node is built
         root = loader.get_single_node()
         return root, (loader.construct_document(root) if root is not None else None)
     except yaml.MarkedYAMLError as exc:
@@ -92,6 +95,8 @@ def _load_yaml(text: str, path: str) -> tuple[yaml.Node | None, Any]:
         raise InvalidSpec.of([problem], source=path) from None
     except yaml.YAMLError as exc:
         raise InvalidSpec("", f"not valid YAML: {exc}", source=path) from None
+    except OverLimit as exc:
+        raise InvalidSpec.of([SpecProblem("", exc.reason, exc.line)], source=path) from None
     finally:
         loader.dispose()
 

@@ -4,12 +4,12 @@ the deployment's maximum (AGENTLEDGER_MAX_MCP_TIMEOUT_S) is one of them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 from pydantic import ValidationError
 
 from schemas.mcp_servers import McpServersFile
+from services import bounded_yaml
+from services.bounded_yaml import OverLimit
 from services.errors import ConfigError
 
 
@@ -51,11 +51,17 @@ def timeout_problems(file: McpServersFile, most: float) -> list[str]:
 
 def _read(path: str) -> McpServersFile:
     try:
-        text = Path(path).read_text()
+        text = bounded_yaml.read_text(path)
     except OSError as exc:
         raise McpConfigError(path, f"cannot read it: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise McpConfigError(path, "is not a text file (UTF-8)") from None
+    except OverLimit as exc:
+        raise McpConfigError(path, bounded_yaml.problem(exc)) from None
     try:
-        data = yaml.safe_load(text)
+        data = bounded_yaml.safe_load(text)
+    except OverLimit as exc:
+        raise McpConfigError(path, bounded_yaml.problem(exc)) from None
     except yaml.YAMLError as exc:
         raise McpConfigError(path, f"is not YAML: {exc}") from None
     try:
