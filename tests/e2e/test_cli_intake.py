@@ -139,7 +139,10 @@ def test_publishers_add_moves_the_deployments_record_along(cli: Cli, tmp_path: P
     cli.publisher("billing")
     intake = start_intake(cli)
     try:
-        added = cli("publishers", "add", "late", "--principal", "*@*", "--scopes", "*", "--json")
+        added = cli(
+            "publishers", "add", "late", "--principal", "*@*", "--scopes", "*",
+            "--workspaces", str(tmp_path), "--json",
+        )  # fmt: skip
         assert added.returncode == 0, added.stderr
         said = json.loads(added.stdout)
         assert said["recorded"] is True

@@ -65,15 +65,15 @@ class Suite:
     def send(self, publisher: str, message: bytes, part: int = 0) -> str:
         """Put a signed entry into the inbox by hand; its entry id (`part/id`)."""
         fields = signed_entry(publisher, self.keys_of[publisher], message)
-        # the partition's inbox stream (one per publisher once the streams are split)
-        entry_id = self.client.xadd(self.keys.inbox(part), fields)  # type: ignore[arg-type]
-        return f"{part}/{entry_id.decode()}"
+        # the publisher's own stream of the partition, named as `publish` names it
+        entry_id = self.client.xadd(self.keys.inbox(part, publisher), fields)  # type: ignore[arg-type]
+        return f"{part}/{publisher}/{entry_id.decode()}"
 
     def outcome(self, entry_id: str) -> str | None:
         """The rejection reason of an entry once the intake handled it (None: taken)."""
-        part, raw_id = entry_id.split("/", 1)
+        part, publisher, raw_id = entry_id.split("/", 2)
         deadline = time.monotonic() + WAIT_S
-        while self.client.xrange(self.keys.inbox(int(part)), raw_id, raw_id):
+        while self.client.xrange(self.keys.inbox(int(part), publisher), raw_id, raw_id):
             assert time.monotonic() < deadline, f"{entry_id} was not handled within {WAIT_S}s"
             time.sleep(0.1)
         for _, fields in self.client.xrange(self.keys.rejected(int(part))):

@@ -142,9 +142,9 @@ def _wait_rejected(client: redis.Redis, keys: Keys, attacks: list[Attack]) -> di
 
 def _wait_handled(client: redis.Redis, keys: Keys, entry_id: str) -> None:
     """Until the intake has taken the entry (it leaves the inbox, or is rejected)."""
-    part, stream_id = entry_id.split("/")
+    part, publisher, stream_id = entry_id.split("/")  # as `publish` names it
     deadline = time.monotonic() + WAIT_S
-    while client.xrange(keys.inbox(int(part)), stream_id, stream_id):
+    while client.xrange(keys.inbox(int(part), publisher), stream_id, stream_id):
         assert time.monotonic() < deadline, f"{entry_id} was not taken within {WAIT_S:g}s"
         time.sleep(0.2)
 

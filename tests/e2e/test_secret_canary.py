@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from urllib.parse import quote
 
 import pytest
 import redis
-from e2ekit import AGENTLEDGER, SETTLING, Cli, types
+from e2ekit import AGENTLEDGER, SETTLING, Cli, start_intake, stop_workers, types
 
 from services.adapters.redis.local_server import PrivateRedis, start_server
 from tests.standin.messages_api import MessagesStandin, Streamed, Text, ToolUse
@@ -272,6 +273,7 @@ def test_the_redis_password_publisher_keys_and_a_declared_secret_appear_in_no_en
     filed = yaml.safe_load(path.read_text())
     filed["publishers"]["env-svc"] = {"key_env": "AL_CANARY_PUB_KEY", "principals": [{"id": "bob", "tenant": "t"}]}
     path.write_text(yaml.safe_dump(filed))
+    assert cli("publishers", "adopt").returncode == 0  # a hand-edited file is made the deployment's
     secrets = {"redis password": password, "inline key": inline_key, "key_env key": env_key, "declared": token}
     worker_log = tmp_path / "worker-output.txt"
     try:
@@ -281,7 +283,13 @@ def test_the_redis_password_publisher_keys_and_a_declared_secret_appear_in_no_en
                  "--tool-path", str(project)],
                 cwd=cli.cwd, env=cli.env, stdout=out, stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
+            intake = None
             try:
+                deadline = time.monotonic() + 60
+                while "workers up" not in worker_log.read_text():  # its tool set registered
+                    assert worker.poll() is None and time.monotonic() < deadline, worker_log.read_text()
+                    time.sleep(0.1)
+                intake = start_intake(cli)  # the workers run no intake
                 submitted = said("submit", "--as", "canary-svc", "--unserved", project / "spec.yaml")
                 assert submitted.returncode == 0, submitted.stderr
                 run_id = submitted.stdout.strip()
@@ -296,6 +304,8 @@ def test_the_redis_password_publisher_keys_and_a_declared_secret_appear_in_no_en
             finally:
                 worker.terminate()
                 worker.wait(timeout=15)
+                if intake is not None:
+                    stop_workers([intake])
         names = [k.decode(errors="replace") for k in admin.scan_iter(count=1000)]
     finally:
         admin.config_set("requirepass", "")

@@ -201,7 +201,7 @@ def test_each_role_works_under_its_acl_user_and_is_refused_outside_its_rights(
         "publisher deletes its stream": refused(publisher, "DEL", own),
         "publisher flushes": refused(publisher, "FLUSHALL"),
         "workers write an inbox stream": refused(as_workers, "XADD", own, "*", "f", "v"),
-        "workers write a request id": refused(as_workers, "SET", keys.request("run-acl"), "x"),
+        "workers write a request id": refused(as_workers, "SET", keys.request("publisher-acl", "run-acl"), "x"),
         "workers pose as an intake": refused(as_workers, "ZADD", keys.intake_members(), "1", "w"),
         "workers write outside the prefix": refused(as_workers, "SET", "elsewhere:key", "1"),
         "workers flush": refused(as_workers, "FLUSHALL"),
