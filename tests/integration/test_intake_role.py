@@ -33,7 +33,10 @@ from services.loops.intake import publish
 from services.settings import Settings
 
 args = json.loads(sys.argv[1])
-settings = Settings(redis_url=args["url"], prefix=args["prefix"], publishers_file=args["publishers"])
+settings = Settings(
+    redis_url=args["url"], prefix=args["prefix"], publishers_file=args["publishers"],
+    state_dir=args["state_dir"],
+)
 client = redis_client(settings.redis_url)
 keys = keys_for(settings)
 Directory(client, keys, member_ttl_s=2.0).register(args["queue"], args["toolset"], args["manifest"])
@@ -63,6 +66,7 @@ def test_the_intake_process_creates_a_run_and_imports_no_tool_module(
                            base_dir=str(workspace.parent), workspace=str(workspace))  # fmt: skip
     args = {
         "url": settings.redis_url, "prefix": settings.prefix, "publishers": settings.publishers_path,
+        "state_dir": settings.state_dir,
         "queue": QUEUE, "toolset": toolset.fingerprint, "manifest": toolset.manifest(),
         "request": request.model_dump_json(), "publisher": "it-publisher", "module": TOOL_MODULE,
     }  # fmt: skip
@@ -71,6 +75,6 @@ def test_the_intake_process_creates_a_run_and_imports_no_tool_module(
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout.strip().splitlines()[-1])
-    assert said["created"] == ["RunCreated"]
+    assert said["created"] == ["RunCreated"], done.stderr[-3000:]
     assert said["modules"] == [], "the intake imported tool code"
     assert not [t for t in said["threads"] if "worker" in t.lower()], said["threads"]
