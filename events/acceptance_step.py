@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from events.budgets import turns_left, wall_clock_exceeded
+from events.causes import ACCEPTANCE_FAILED, acceptance_failure, check_cause
 from events.state import RunState
 from events.status import RunStatus
 from events.types import (
@@ -113,7 +114,9 @@ def record_acceptance(
     if now is not None and (timed_out := wall_clock_exceeded(s, now=now)) is not None:
         return [*checked, timed_out]
     failed = [
-        f"check {i + 1} ({r.check}): {_why(r)}" for i, r in enumerate(results) if not r.passed
+        f"check {i + 1} ({r.check}): {check_cause(r.evidence)}"
+        for i, r in enumerate(results)
+        if not r.passed
     ]
     if not failed:
         detail = (
@@ -125,7 +128,8 @@ def record_acceptance(
     if turns_left(s) > 0:
         feedback = "The task is not accepted yet. Failed checks:\n" + "\n".join(failed)
         return [*checked, AcceptanceFailed(feedback=feedback)]
-    return [*checked, RunFailed(reason="acceptance_failed", detail="; ".join(failed))]
+    told = acceptance_failure([(r.check, r.passed, r.evidence) for r in results])
+    return [*checked, RunFailed(reason=ACCEPTANCE_FAILED, detail=told or "; ".join(failed))]
 
 
 def record_check_stopped(
@@ -170,11 +174,6 @@ def _fresh(s: RunState, r: CheckResult) -> CheckResult:
 
 def _touches(writes: Sequence[str], depends_on: Sequence[str]) -> bool:
     return "*" in depends_on or bool(set(writes) & set(depends_on))
-
-
-def _why(r: CheckResult) -> str:
-    reason = r.evidence.get("reason")
-    return str(reason) if reason else "failed"
 
 
 def contains(expected: Any, actual: Any) -> bool:

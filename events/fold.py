@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any, assert_never
 
 from events import frozen
+from events.causes import ACCEPTANCE_FAILED, acceptance_failure, after_acceptance
 from events.errors import BrokenLog, IllegalTransition
 from events.fold_calls import call_changed, call_proposed, phase
 from events.frozen import fill, replace
@@ -121,9 +122,11 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
         case AcceptanceCheckStopped():  # recorded after the run's end: its claim is over
             return replace(s, acceptance_claim_deadline=None)
         case AcceptanceFailed():
+            told = acceptance_failure([(c.check, c.passed, c.evidence) for c in s.checks])
             return _with_feedback(
-                replace(s, acceptance_claim_deadline=None), e.type, e.feedback, R.REQUESTING_MODEL
-            )
+                replace(s, acceptance_claim_deadline=None, failed_acceptance=told),
+                e.type, e.feedback, R.REQUESTING_MODEL,
+            )  # fmt: skip
         case HumanReplied():
             return _human_spoke(_with_feedback(s, e.type, f"{e.by} says: {e.text}", None))
         case RunResumed():
@@ -137,10 +140,11 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
                 escalation=s.seq + 1,
             )  # fmt: skip
         case RunCompleted() | RunFailed() | RunBudgetExhausted() | RunTimedOut() | RunCancelled():
-            return replace(s, status=_ENDS[type(e)], detail=e.detail)
+            return replace(s, status=_ENDS[type(e)], detail=_ended(s, e))
         case RunAborted():
             note = f": {e.note}" if e.note else ""
-            return replace(s, status=R.FAILED, detail=f"aborted by {_who(e.by, e.publisher)}{note}")
+            told = f"aborted by {_who(e.by, e.publisher)}{note}"
+            return replace(s, status=R.FAILED, detail=after_acceptance(s.failed_acceptance, told))
         case _:
             assert_never(e)
 
@@ -152,6 +156,16 @@ _ENDS: dict[type, RunStatus] = {
     RunTimedOut: R.TIMEOUT,
     RunCancelled: R.CANCELLED,
 }
+
+
+def _ended(
+    s: RunState, e: RunCompleted | RunFailed | RunBudgetExhausted | RunTimedOut | RunCancelled
+) -> str:
+    """How the run's end is told: after the acceptance that failed before it, if one did
+    (a run that failed acceptance says so first; its acceptance's own end says it already)."""
+    if isinstance(e, RunCompleted) or (isinstance(e, RunFailed) and e.reason == ACCEPTANCE_FAILED):
+        return e.detail
+    return after_acceptance(s.failed_acceptance, e.detail)
 
 
 def _created(run_id: str, e: RunCreated, at: float) -> RunState:

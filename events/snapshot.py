@@ -77,6 +77,8 @@ def header(s: RunState) -> Record:
         usage=s.usage.model_dump(),
         checks=[_check(c) for c in s.checks],
     )
+    if s.failed_acceptance is not None:
+        record["failed_acceptance"] = s.failed_acceptance
     return record
 
 
@@ -140,6 +142,7 @@ def restore(
         current_turn=_turn_of(current) if current is not None else None,
         usage=Usage.model_validate(record["usage"]),
         checks=tuple(Check(**c) for c in record["checks"]),
+        failed_acceptance=record.get("failed_acceptance"),  # added within version 3: older hold none
     )
 
 

@@ -99,6 +99,7 @@ class RunState:
     acceptance_claim_deadline: float | None = None
     checks: tuple[Check, ...] = ()
     detail: str = ""
+    failed_acceptance: str | None = None  # the latest failed acceptance, told (events.causes)
     escalated_for: EscalationReason | None = None  # why the run waits for a human (RunEscalated.reason)
     escalation: int | None = None  # the seq of the latest RunEscalated: what an answer must name
     publisher: str | None = None  # who published its request (RunCreated.publisher)

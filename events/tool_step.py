@@ -100,6 +100,7 @@ class Succeeded:
 class Errored:
     error: ToolError
     printed: Printed = NOTHING_PRINTED
+    traceback: str | None = None  # an unexpected exception's last frames (the tool's bug)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,13 +176,14 @@ def record_outcome(
                     **resolved,
                 )
             ]
-        case Errored(error, printed):
+        case Errored(error, printed, traceback):
             return [
                 ToolCallFailed(
                     call_id=call_id,
                     error=error,
                     stdout=printed.stdout,
                     stderr=printed.stderr,
+                    traceback=traceback,
                     **times,
                 )
             ]

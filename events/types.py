@@ -252,6 +252,10 @@ class ToolCallFailed(_Event):
     stdout: str | None = Field(default=None, description="what the tool printed (bounded)")
     stderr: str | None = Field(default=None, description="what the tool wrote to stderr (bounded)")
     overflow: Overflow | None = Field(default=None, description="the error's message was cut")
+    traceback: str | None = Field(
+        default=None,
+        description="the tool raised an unexpected exception: its last frames (bounded; never told the model)",
+    )
 
 
 class ToolCallOutcomeUnknown(_Event):

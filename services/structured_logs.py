@@ -3,7 +3,8 @@ time, level, logger, message and, on every record, the run id, call id, pool
 and worker it was written for (null when none). The ids come from context
 variables a dramatiq middleware (`services.adapters.broker.log_context`) sets
 around each message (a worker thread has its own context), so no call site
-passes them. Redaction is the same filter as for text (`services.secrets`):
+passes them; a step carried on into another pool's work says so itself
+(`scope`), and a tool's thread gets a copy of its caller's context. Redaction is the same filter as for text (`services.secrets`):
 the message and the traceback are redacted before this formatter sees them."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from typing import Any
 
 LOG_FORMATS = ("text", "json")
@@ -21,6 +22,26 @@ CALL_ID: ContextVar[str | None] = ContextVar("agentledger_call_id", default=None
 POOL: ContextVar[str | None] = ContextVar("agentledger_pool", default=None)
 _WORKER: list[str | None] = [None]  # this process's worker name, once it has one
 _CHOSEN = {"level": "warning", "format": "text"}  # what `configure` was told: children get it too
+
+
+class scope:  # noqa: N801 -- used as a `with` statement, like a function
+    """Inside, log records carry this run id, call id and pool (then the previous ones)."""
+
+    __slots__ = ("_ids", "_tokens")
+
+    def __init__(self, run_id: str | None, call_id: str | None, pool: str | None):
+        self._ids = (run_id, call_id, pool)
+        self._tokens: tuple[Token[str | None], ...] = ()
+
+    def __enter__(self) -> None:
+        run_id, call_id, pool = self._ids
+        self._tokens = (RUN_ID.set(run_id), CALL_ID.set(call_id), POOL.set(pool))
+
+    def __exit__(self, *exc: object) -> None:
+        run_token, call_token, pool_token = self._tokens
+        POOL.reset(pool_token)
+        CALL_ID.reset(call_token)
+        RUN_ID.reset(run_token)
 
 
 def set_worker(name: str) -> None:

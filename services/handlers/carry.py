@@ -11,7 +11,8 @@ A delivery carries on for at most `Carrying.for_s` seconds; then what is due
 goes through its queue, behind the other runs. It never carries a run of
 another task queue or tool set, nor anything once its process is stopping. A
 worker that dies while it carries leaves a claim that runs out, as any dead
-worker does: the sweeper re-drives the run.
+worker does: the sweeper re-drives the run. Each step's log lines carry its run,
+its pool and (a tool call's) its call id, whichever message the delivery began with.
 
 Each pool has its own thread budget (`services.adapters.broker.budgets`): a
 delivery carries a step of another pool on only by moving its slot to that
@@ -35,6 +36,7 @@ from services.handlers.app import App
 from services.handlers.call import CallClaim, CallHeld, run
 from services.handlers.model import ModelClaim, ModelHeld, answer
 from services.handlers.runs import Then
+from services.structured_logs import scope
 
 Claim = ModelClaim | CallClaim | AcceptClaim
 Held = ModelHeld | CallHeld | AcceptHeld
@@ -72,11 +74,14 @@ def go_on(
     while holding is not None:
         match holding:
             case ModelHeld():
-                step = answer(app, run_id, step, holding, then)
+                with scope(run_id, None, Pool.MODEL):
+                    step = answer(app, run_id, step, holding, then)
             case CallHeld():
-                step = run(app, run_id, step, holding, then)
+                with scope(run_id, holding.started.call_id, Pool.TOOLS):
+                    step = run(app, run_id, step, holding, then)
             case AcceptHeld():
-                step = accept(app, run_id, step, holding, then)
+                with scope(run_id, None, Pool.ACCEPT):
+                    step = accept(app, run_id, step, holding, then)
         carried = step.carried
         assert carried is None or isinstance(carried, ModelClaim | CallClaim | AcceptClaim)
         holding = carried.held(step.appended) if carried is not None else None

@@ -18,7 +18,7 @@ from typing import Any
 from events.acceptance_step import check_timeout_s, contains
 from events.frozen import replace
 from events.state import RunState
-from events.tool_step import StillRunning, Stopped, Succeeded
+from events.tool_step import Errored, Lost, StillRunning, Stopped, Succeeded, TimedOut
 from schemas.spec import CommandCheck, FileCheck, PythonCheck, ToolCheck
 from services.adapters.tools.context import ToolFailure
 from services.adapters.tools.process import run_command
@@ -107,7 +107,7 @@ def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
     if done.limit is not None:
         evidence["reason"] = f"stopped at {done.limit}"
     elif done.returncode != 0:
-        evidence["reason"] = f"exit code {done.returncode}"
+        evidence["reason"] = f"exit {done.returncode}"
     return Verdict(what, done.returncode == 0, evidence)
 
 
@@ -156,8 +156,19 @@ def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
         if not passed:
             evidence["reason"] = f"got {outcome.output!r}"
         return Verdict(what, passed, evidence, tuple(reads) or ("*",))
-    evidence["reason"] = str(outcome)
+    evidence["reason"] = _tool_failed(outcome)
     return Verdict(what, False, evidence)
+
+
+def _tool_failed(outcome: Errored | TimedOut | Lost) -> str:
+    """What came back from a tool check that returned no output."""
+    match outcome:
+        case Errored(error):
+            return f"the tool failed: {error.code}: {error.message}"
+        case TimedOut(after_s):
+            return f"no result within {after_s:g}s"
+        case Lost(reason):
+            return f"no result: {reason}"
 
 
 def _tool_stopped(outcome: Stopped | StillRunning, grace_s: float, now: float) -> StopReport:
@@ -182,13 +193,21 @@ def _file(s: RunState, check: FileCheck) -> Verdict:
     if isinstance(read, str):
         return Verdict(what, False, {"reason": read}, depends)
     path, text = read
-    found = (check.contains is None or check.contains in text) and (
-        check.matches is None or linear_regex.search(check.matches, text)
-    )
+    missing = _not_found(check, text)
     evidence: dict[str, Any] = {"path": path, "size": len(text), "head": text[:TAIL]}
-    if not found:
-        evidence["reason"] = "not found in the file"
-    return Verdict(what, found, evidence, depends)
+    if missing:
+        evidence["reason"] = f"{' and '.join(missing)} in its {len(text)} characters"
+    return Verdict(what, not missing, evidence, depends)
+
+
+def _not_found(check: FileCheck, text: str) -> list[str]:
+    """What a file check looked for and did not find in the file's text."""
+    missing = []
+    if check.contains is not None and check.contains not in text:
+        missing.append(f"{check.contains!r} not found")
+    if check.matches is not None and not linear_regex.search(check.matches, text):
+        missing.append(f"no match for /{check.matches}/")
+    return missing
 
 
 def _python(app: App, s: RunState, check: PythonCheck) -> Verdict:

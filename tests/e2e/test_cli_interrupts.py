@@ -131,7 +131,7 @@ def test_a_second_signal_stops_at_once_and_leaves_the_run_to_other_workers(
 
     assert proc.returncode == 130 and "Traceback" not in err, err
     assert time.monotonic() - asked < 20, "it waited for the 60 s grace"
-    assert "stopped at once" in err and "cancelling" in err
+    assert "stopped at once" in err and "is being cancelled" in err
     assert cli.events(run_id)[-1]["type"] == "RunCancelRequested"  # nothing half-written
     # the command it says would take the run on names where its tools are, from any folder
     (hint,) = [line for line in err.splitlines() if "stopped at once" in line]

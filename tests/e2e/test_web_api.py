@@ -4,15 +4,17 @@ use is refused by the command with exit 2 — never a traceback."""
 
 from __future__ import annotations
 
+import html
 import json
 import socket
 import subprocess
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from e2ekit import AGENTLEDGER, Cli, clean_environ
+from e2ekit import AGENTLEDGER, Cli, clean_environ, copy_example
 from webkit import post, request, start_ui
 
 from services.adapters.redis.local_server import PrivateRedis, start_server
@@ -115,3 +117,49 @@ def test_with_json_the_view_says_where_it_listens_as_one_object(served: tuple[Cl
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def failed_run(served: tuple[Cli, str]) -> str:
+    """A run whose acceptance check failed (the example's model only claims success)."""
+    cli, _ = served
+    example = copy_example("fix_tests", cli.cwd)
+    code, summary = cli.run_json(example / "spec_claims_success.yaml")
+    assert code == 1 and summary["status"] == "failed", summary
+    return str(summary["run_id"])
+
+
+def test_the_icon_is_served_to_anyone_who_may_reach_the_view(served: tuple[Cli, str]) -> None:
+    url = served[1]
+    with urllib.request.urlopen(f"{url}favicon.ico", timeout=20) as reply:  # not signed in
+        assert reply.status == 200 and reply.headers["Content-Type"] == "image/x-icon"
+        assert reply.read(4) == b"\0\0\1\0"  # an icon file's header
+    code, body = request(f"{url}favicon.ico", signed_in=False, headers={"Host": "evil.example"})
+    assert (code, body["error"]) == (421, "wrong host")
+
+
+def test_acceptance_evidence_is_numbered_from_1(served: tuple[Cli, str], failed_run: str) -> None:
+    code, body = get(f"{served[1]}api/runs/{failed_run}")
+    assert code == 200
+    [check] = body["view"]["checks"]
+    assert (check["index"], check["number"], check["passed"]) == (0, 1, False)
+
+
+def test_without_javascript_the_pages_carry_the_runs_and_the_run_as_text(
+    served: tuple[Cli, str], failed_run: str
+) -> None:
+    cli, url = served
+    code, index = get(url)
+    assert code == 200 and "<noscript>" in index
+    assert f'<a href="/runs/{failed_run}">{failed_run}</a>  failed' in index
+    code, page = get(f"{url}runs/{failed_run}")
+    assert code == 200
+    text = html.unescape(page.split("<noscript>", 2)[2].split("</noscript>", 1)[0])
+    assert f"run {failed_run}: failed</b> acceptance failed (1 of 1 check: command 'python -m pytest -q'" in text
+    for line in cli("tail", "--run", failed_run).stdout.splitlines():  # the lines `tail` prints
+        assert line in text
+    assert "1. FAIL command 'python -m pytest -q' exits 0" in text and "0. FAIL" not in text
+    code, unknown = get(f"{url}runs/r-nope")
+    assert code == 200 and "no run &#x27;r-nope&#x27;" in unknown
+    _, door = request(f"{url}runs/{failed_run}", signed_in=False)  # sent on to the sign-in page
+    assert "agentledger — sign in" in door and "acceptance failed" not in door

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from e2ekit import Cli, clean_environ, copy_example, start_workers, stop_workers
-from webkit import post, sign_in, start_ui
+from webkit import post, sign_in, start_ui, token_for
 
 from services.adapters.redis.local_server import PrivateRedis, start_server
 
@@ -114,6 +114,7 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
         assert shown == tail.stdout.splitlines()  # the very lines `tail` prints
         assert any("ApprovalGranted" in s and "by alice" in s for s in shown)
         assert page.locator("#checks tbody tr").first.inner_text().count("PASS") == 1
+        assert page.locator("#checks tbody tr td").first.inner_text() == "1"  # evidence counts from 1
         assert page.locator('#calls tr[data-call="p1"]').inner_text().count("succeeded") == 1
 
         shot = tmp_path / "ui-approve.png"
@@ -122,6 +123,23 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
         kept = ARTIFACTS / "ui-approve.png"
         shutil.copy(shot, kept)
         print(f"screenshot: {kept}")
+
+        # without JavaScript the page is the same run as text, the script's parts hidden
+        nojs = browser.new_context(  # type: ignore[attr-defined]
+            java_script_enabled=False, extra_http_headers={"Authorization": f"Bearer {token_for(url)}"}
+        )
+        plain = nojs.new_page()
+        plain.goto(f"{url}runs/{run_id}")
+        said = plain.locator("body").inner_text()
+        assert f"run {run_id}: completed" in said and "1 acceptance check passed" in said
+        assert all(line.strip() in said for line in tail.stdout.splitlines())
+        assert "1. PASS file 'note.txt' contains 'hi'" in said
+        assert plain.locator("#timeline").is_hidden()
+        plain.goto(url)
+        assert run_id in plain.locator("body").inner_text()
+        plain.goto(f"{url}signin")
+        assert "Signing in here needs JavaScript" in plain.locator("body").inner_text()
+        nojs.close()
 
         # the runs list: the run with its status, turns and cost; the status filter holds
         index = browser.new_page()  # type: ignore[attr-defined]

@@ -90,7 +90,8 @@ def test_failing_checks_without_turns_left_fail_the_run() -> None:
     log = accepting(max_turns=1)
     events = do_accept(log, check(False, reason="exit status 2"))
     assert events[-1] == RunFailed(
-        reason="acceptance_failed", detail="check 1 (pytest -q exits 0): exit status 2"
+        reason="acceptance_failed",
+        detail="acceptance failed (1 of 1 check: pytest -q exits 0: exit status 2)",
     )
     assert log.s.status is R.FAILED
 

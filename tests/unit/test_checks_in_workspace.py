@@ -15,7 +15,7 @@ from handlerkit import Unit, new_unit, spec
 
 from events.frozen import replace
 from events.state import RunState
-from schemas.spec import CommandCheck, FileCheck
+from schemas.spec import CommandCheck, FileCheck, ToolCheck
 from services.handlers.checks import Verdict, run_check
 
 DONE = {"end_turn": "done"}
@@ -94,3 +94,30 @@ def test_a_command_check_runs_in_the_runs_workspace(tmp_path: Path) -> None:
     (tmp_path / "ws" / "stock.json").write_text("{}")
     verdict = run_check(unit.app, _state(unit, tmp_path / "ws"), CommandCheck(command="test -f stock.json"))
     assert verdict.passed and verdict.evidence["cwd"] == str(tmp_path / "ws")
+
+
+def test_a_failed_file_check_says_what_it_did_not_find(tmp_path: Path) -> None:
+    unit = new_unit(tmp_path / "ws")
+    (tmp_path / "ws" / "out.txt").write_text("all done\n")
+    state = _state(unit, tmp_path / "ws")
+    missing = _file_check(unit, state, "out.txt", "42 reserved")
+    assert not missing.passed and missing.evidence["reason"] == "'42 reserved' not found in its 9 characters"
+    both = run_check(unit.app, state, FileCheck(file="out.txt", contains="x", matches="^[0-9]+$"))
+    assert both.evidence["reason"] == "'x' not found and no match for /^[0-9]+$/ in its 9 characters"
+
+
+def test_a_failed_command_check_records_its_exit_code_as_its_reason(tmp_path: Path) -> None:
+    unit = new_unit(tmp_path / "ws")
+    check = CommandCheck(command="echo 'E   assert 2 == 3' >&2; exit 3")
+    verdict = run_check(unit.app, _state(unit, tmp_path / "ws"), check)
+    assert not verdict.passed and verdict.evidence["reason"] == "exit 3"
+    assert verdict.evidence["stderr_tail"] == "E   assert 2 == 3\n"
+
+
+def test_a_tool_check_says_what_came_back(tmp_path: Path) -> None:
+    unit = new_unit(tmp_path / "ws")
+    state = _state(unit, tmp_path / "ws")
+    wrong = run_check(unit.app, state, ToolCheck(tool="kv_read", input={"key": "k"}, expect={"value": "w"}))
+    assert wrong.evidence["reason"] == "got {'key': 'k', 'value': 'v'}"
+    broken = run_check(unit.app, state, ToolCheck(tool="kv_ratio", input={"key": "k"}, expect={}))
+    assert broken.evidence["reason"] == "the tool failed: internal: ZeroDivisionError: division by zero"

@@ -5,6 +5,7 @@ one of its calls is running."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from functools import cache
@@ -12,6 +13,7 @@ from typing import Any
 
 from services.tools import Lookup, ToolCancelled, ToolContext, ToolFailure, check, tool
 
+log = logging.getLogger("unit_tools")
 RAN: Counter[str] = Counter()  # call id -> executions
 GATES: dict[str, threading.Event] = {}
 HELD_S = 10.0  # a gate never opened fails the test, not the machine
@@ -60,6 +62,14 @@ def kv_odd_failure(key: str, ctx: ToolContext) -> dict[str, Any]:
     """A write that fails with an error code no model is told of."""
     _enter(ctx, "")
     raise ToolFailure("on_fire", f"{key} is on fire")  # type: ignore[arg-type]
+
+
+@tool(read_only=True, reads=lambda a: [f"kv:{a['key']}"])
+def kv_ratio(key: str, ctx: ToolContext) -> dict[str, Any]:
+    """A read with a bug: it logs, then divides by zero."""
+    _enter(ctx, "")
+    log.info("reading the ratio of %s", key)
+    return {"key": key, "ratio": len(key) / 0}
 
 
 @tool(writes=lambda a: [f"kv:{a['key']}"], approval="always")

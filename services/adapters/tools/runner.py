@@ -12,15 +12,21 @@ still running (its outcome unknown).
 
 What the tool prints goes to the call's own capture, never to the worker's
 output, and is recorded on its outcome (bounded); its commands (`ctx.run`) run
-in the sandbox, with the network only when the tool declares `network=True`."""
+in the sandbox, with the network only when the tool declares `network=True`.
+An unexpected exception (the tool's own bug) is a failed call the model is told
+about in one line; its traceback's last frames go on the outcome (the log holds
+them, redacted as the rest of it, never the model) and into one log line naming
+the run, the call, the tool and the pool."""
 
 from __future__ import annotations
 
 import contextvars
 import dataclasses
 import json
+import logging
 import signal
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +44,7 @@ from events.tool_step import (
 from events.types import ToolError
 from schemas.codec import pack
 from schemas.errors import InvalidEvent
-from services.adapters.tools import threads
+from services.adapters.tools import registry, threads
 from services.adapters.tools.capture import Captured, capturing
 from services.adapters.tools.registry import (
     ExternalTool,
@@ -47,8 +53,13 @@ from services.adapters.tools.registry import (
     ToolContext,
     ToolFailure,
 )
+from services.structured_logs import POOL
 
+log = logging.getLogger(__name__)
 POLL_S = 0.05
+TRACEBACK_FRAMES = 8  # the innermost frames of a tool's unexpected exception are kept
+TRACEBACK_CHARS = 4000  # and at most this much of their text (its end)
+_CALLERS = frozenset({__file__, registry.__file__})  # our frames above a tool's own
 
 
 def run_tool(
@@ -135,15 +146,40 @@ def _outcome(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outco
     except ToolCancelled:
         return Stopped(time.time(), killed=False)
     except Exception as exc:  # a tool's own bug is an outcome the model is told about
-        return Errored(
-            ToolError(code="internal", message=f"{type(exc).__name__}: {exc}", retryable=False)
-        )
+        return _raised(t, ctx, exc)
     try:
         pack(json.loads(json.dumps(output)))  # what the log and the model will hold
     except (TypeError, ValueError, InvalidEvent) as exc:
         message = f"output cannot be recorded as JSON: {exc}"
         return Errored(ToolError(code="internal", message=message, retryable=False))
     return Succeeded(output)
+
+
+def _raised(t: RegisteredTool, ctx: ToolContext, exc: Exception) -> Errored:
+    """A tool's unexpected exception: one line for the model, its traceback for the
+    log, and one log line with the ids (they ride on the record for JSON lines too)."""
+    pool = POOL.get()
+    log.warning(
+        "tool %r raised %s in run %s, call %s (pool %s)", t.spec.name, type(exc).__name__,
+        ctx.run_id, ctx.call_id, pool, exc_info=exc,
+        extra={"run_id": ctx.run_id, "call_id": ctx.call_id, "pool": pool},
+    )  # fmt: skip
+    message = f"{type(exc).__name__}: {exc}"
+    return Errored(
+        ToolError(code="internal", message=message, retryable=False), traceback=last_frames(exc)
+    )
+
+
+def last_frames(exc: BaseException) -> str:
+    """The exception's traceback from the tool's own code on (not ours, that called
+    it): its innermost TRACEBACK_FRAMES frames, the text's last TRACEBACK_CHARS
+    characters (`…` in front when cut)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename in _CALLERS:
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(exc), exc, tb, limit=-TRACEBACK_FRAMES)
+    text = "".join(lines).rstrip()
+    return text if len(text) <= TRACEBACK_CHARS else "…" + text[-(TRACEBACK_CHARS - 1) :]
 
 
 def _failure(f: ToolFailure) -> ToolError:

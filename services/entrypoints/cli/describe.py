@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from events.causes import check_cause
 from events.model_step import refusal_details
 from events.types import (
     AcceptanceChecked,
@@ -45,6 +46,8 @@ from schemas.content import ProviderBlock, TextBlock
 from schemas.envelope import Envelope
 
 WIDTH = 100
+CAUSE_WIDTH = 240  # a failed check's line: what it checked and why it failed, output tail included
+LEDGER = "answered from the ledger, not run again"  # a write whose operation was done before
 
 
 def line(env: Envelope[Any], *, with_run: bool = False) -> str:
@@ -81,8 +84,11 @@ def summary(e: Any) -> str:
         case ToolCallStarted():
             return f"{e.call_id} attempt {e.attempt} on {e.worker}"
         case ToolCallSucceeded():
+            output = json.dumps(e.output, default=str)
+            if e.replay_of is not None:
+                return _cut(f"{e.call_id} {LEDGER} (done as {e.replay_of}) -> {output}")
             ms = (e.finished_at - e.started_at) * 1000
-            return _cut(f"{e.call_id} in {ms:.1f} ms -> {json.dumps(e.output, default=str)}")
+            return _cut(f"{e.call_id} in {ms:.1f} ms -> {output}")
         case ToolCallFailed():
             return _cut(f"{e.call_id} {e.error.code}: {e.error.message}")
         case ToolCallOutcomeUnknown():
@@ -90,7 +96,9 @@ def summary(e: Any) -> str:
         case AcceptanceStarted():
             return f"attempt {e.attempt}"
         case AcceptanceChecked():
-            return _cut(f"{'PASS' if e.passed else 'FAIL'} {e.check}")
+            if e.passed:
+                return _cut(f"PASS {e.check}")
+            return _cut(f"FAIL {e.check}: {check_cause(e.evidence)}", CAUSE_WIDTH)
         case AcceptanceCheckStopped():
             took = e.stopped_at - e.requested_at
             return _cut(f"{e.check} stopped {took:.2f}s after the request: {e.detail}")
@@ -133,8 +141,8 @@ def _args(args: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in args.items())
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
+def _cut(text: str, width: int = WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _why(e: ModelResponded) -> str:

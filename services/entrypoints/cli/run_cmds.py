@@ -241,19 +241,20 @@ def run(
         session, toolset, spec, prepared.base_dir, queue=queue, processes=processes,
         prepared=prepared, publisher=signer.name,
     )  # fmt: skip
+    at_once = False
     try:
         state, interrupted = _publish_and_follow(session, request, signer, quiet=as_json)
     except interrupts.Interrupted:  # the second signal: stop following at once
-        state, interrupted = session.load(run_id), True
-        left = state.status if state else "not created"
-        workers = worker_args(
-            modules_of(spec.tools), tool_paths(spec, prepared.base_dir), queue, mcp=prepared.mcp
-        )
-        say(f"stopped at once: run {run_id} is left {left}; "
-            f"`{shlex.join(['agentledger', *workers])}` would take it on")  # fmt: skip
+        state, interrupted, at_once = None, True, True
     finally:
         with interrupts.shielded("stopping the workers (they finish what they hold)"):
             stop_workers()
+    if at_once:  # told once the workers stopped: what they finished meanwhile counts
+        state = session.load(run_id)
+        workers = worker_args(
+            modules_of(spec.tools), tool_paths(spec, prepared.base_dir), queue, mcp=prepared.mcp
+        )
+        say(stopped_at_once(run_id, state, shlex.join(["agentledger", *workers])))
     if state is None:  # refused by the intake, or interrupted before it took the request
         return exit_codes.INTERRUPTED if interrupted else exit_codes.USAGE
     redact = redactor_for(state.spec)
@@ -264,6 +265,20 @@ def run(
         if state.status is RunStatus.AWAITING_HUMAN:
             print(f"  the run waits for a human; see `agentledger status {run_id}`")
     return exit_codes.INTERRUPTED if interrupted else exit_codes.for_status(state.status)
+
+
+def stopped_at_once(run_id: str, state: RunState | None, workers: str) -> str:
+    """What a second signal left behind, said after the workers stopped: a run that
+    ended meanwhile is told as ended; one still cancelling, as being cancelled."""
+    if state is not None and state.status.terminal:
+        return f"stopped at once: run {run_id} ended {state.status}"
+    if state is not None and state.status is RunStatus.CANCELLING:
+        return (
+            f"stopped at once: run {run_id} is being cancelled (the cancel is recorded); "
+            f"`{workers}` would finish it"
+        )
+    left = state.status if state is not None else "not created"
+    return f"stopped at once: run {run_id} is left {left}; `{workers}` would take it on"
 
 
 def _publish_and_follow(

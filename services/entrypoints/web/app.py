@@ -1,7 +1,9 @@
 """The web view's routes. Pages are static HTML and one script (no build step);
 their data comes from `/api/…` as JSON, and live from server-sent event streams:
 the runs list whenever a shard feed moves, a run's timeline as its log grows
-(each event's `tail` line, the SSE id its seq, so a reconnect resumes). The
+(each event's `tail` line, the SSE id its seq, so a reconnect resumes); the
+list's and a run's page carry the same as text for a browser without
+JavaScript (`plain`, inside `<noscript>`). The
 buttons post to `/api/runs/{id}/control`, which publishes through the CLI's own
 control path (`control_cmds.deliver`) as the publisher the view was started
 with — and refuses with 403 when it was started without one (read-only).
@@ -27,7 +29,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from services.entrypoints.cli import control_cmds, exit_codes
 from services.entrypoints.cli.session import Session
-from services.entrypoints.web import views
+from services.entrypoints.web import plain, views
 from services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from services.entrypoints.web.guard import Guard
 
@@ -50,12 +52,13 @@ def make_app(
     web = _Web(session, publisher, stopping)
     door = _Door(access)
     return _OneLineErrors(Guard(Starlette(routes=[
-        Route("/", web.page("index.html")),
+        Route("/", web.index_page),
         Route("/signin", web.page("signin.html")),
+        Route("/favicon.ico", door.favicon),
         Route("/healthz", door.healthz),
         Route("/api/signin", door.sign_in, methods=["POST"]),
         Route("/api/signout", door.sign_out, methods=["POST"]),
-        Route("/runs/{run_id}", web.page("run.html")),
+        Route("/runs/{run_id}", web.run_page),
         Route("/api/config", web.config),
         Route("/api/runs", web.runs),
         Route("/api/runs/stream", web.runs_stream),
@@ -83,6 +86,9 @@ class _Door:
 
     async def healthz(self, _: Request) -> Response:
         return Response("ok\n", media_type="text/plain")
+
+    async def favicon(self, _: Request) -> Response:
+        return FileResponse(STATIC / "favicon.ico", media_type="image/x-icon")
 
     async def sign_in(self, request: Request) -> Response:
         try:
@@ -116,6 +122,12 @@ class _OneLineErrors:
             log.error("internal error serving %s: %s: %s", scope.get("path"), type(exc).__name__, exc)
 
 
+def _with_text(page: str, text: str) -> Response:
+    """A static page with its server-rendered text in place of its `<!--noscript-->`."""
+    html = (STATIC / page).read_text().replace(plain.PLACE, text, 1)
+    return Response(html, media_type="text/html", headers={"Cache-Control": "no-store"})
+
+
 def _sse(event: str, data: Any, *, id_: int | None = None) -> str:
     head = f"id: {id_}\n" if id_ is not None else ""
     return f"{head}event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
@@ -137,6 +149,19 @@ class _Web:
             return FileResponse(STATIC / name, media_type="text/html")
 
         return serve
+
+    async def index_page(self, _: Request) -> Response:
+        """The runs list's page, its rows as text for a browser without JavaScript."""
+        rows = await anyio.to_thread.run_sync(
+            lambda: views.runs_list(self.s, status=frozenset(), text="", limit=50)
+        )
+        return _with_text("index.html", plain.runs_text(rows))
+
+    async def run_page(self, request: Request) -> Response:
+        """A run's page, the run as text for a browser without JavaScript."""
+        run_id = request.path_params["run_id"]
+        found = await anyio.to_thread.run_sync(self._read, run_id, 0)
+        return _with_text("run.html", plain.run_text(run_id, found))
 
     async def config(self, _: Request) -> Response:
         return JSONResponse({"publisher": self.publisher, "read_only": self.publisher is None})

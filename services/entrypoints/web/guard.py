@@ -3,8 +3,8 @@ of `access` to every request before any route runs:
 
 1. a Host this view does not answer to: 421 (no Host at all: 400), one line,
    nothing else read;
-2. the sign-in page, its script and style, `/api/signin` and `/healthz` are
-   open (they hold no data); everything else needs the token (Bearer) or a
+2. the sign-in page, its script and style, `/api/signin`, `/healthz` and the
+   icon are open (they hold no data); everything else needs the token (Bearer) or a
    session cookie: else 401 for `/api/…`, a redirect to the sign-in page for
    pages;
 3. a request that changes something and came with the cookie must come from
@@ -32,7 +32,7 @@ from services.entrypoints.web.access import (
     session_ok,
 )
 
-OPEN = frozenset({"/signin", "/api/signin", "/healthz", "/static/signin.js", "/static/app.css"})
+OPEN = frozenset({"/signin", "/api/signin", "/healthz", "/favicon.ico", "/static/signin.js", "/static/app.css"})
 
 
 class Guard:

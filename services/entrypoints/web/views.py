@@ -1,7 +1,8 @@
 """What the web view shows, as JSON-ready values: the runs list (the rows `agentledger
 runs` prints) and one run's page: its summary, timeline lines (`describe.line`,
 as `tail` prints them), calls, the locks they hold and waited for, acceptance
-evidence, what waits for a person. Everything passes the run's redactor."""
+evidence (`index` as its event has it, from 0; `number` as a person counts, from 1),
+what waits for a person. Everything passes the run's redactor."""
 
 from __future__ import annotations
 
@@ -86,8 +87,8 @@ def run_view(state: RunState, envelopes: Sequence[Envelope[Any]]) -> dict[str, A
         "summary": run_summary(state),
         "calls": calls,
         "checks": [
-            {"index": k.index, "check": k.check, "passed": k.passed, "evidence": k.evidence,
-             "checked_at": iso(k.checked_at)}
+            {"index": k.index, "number": k.index + 1, "check": k.check, "passed": k.passed,
+             "evidence": k.evidence, "checked_at": iso(k.checked_at)}
             for k in state.checks
         ],  # fmt: skip
         "pending_approvals": pending,

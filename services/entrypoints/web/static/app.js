@@ -161,7 +161,7 @@ function showRun(runId, view) {
     el("td", {}, c.locks_waited.join(" ")),
     el("td", {}, c.error ?? (c.output === null ? "" : JSON.stringify(c.output))))));
   document.querySelector("#checks tbody").replaceChildren(...view.checks.map((k) => el("tr", {},
-    el("td", {}, k.index), el("td", {}, k.check), el("td", { class: k.passed ? "completed" : "failed" }, k.passed ? "PASS" : "FAIL"),
+    el("td", {}, k.number), el("td", {}, k.check), el("td", { class: k.passed ? "completed" : "failed" }, k.passed ? "PASS" : "FAIL"),
     el("td", {}, el("code", {}, JSON.stringify(k.evidence))), el("td", {}, k.checked_at))));
 }
 
