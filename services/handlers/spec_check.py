@@ -130,8 +130,8 @@ def _tool_problems(
             if not tools[check.tool]:
                 problems.append(SpecProblem(f"acceptance.{i}.tool", f"{check.tool!r} is not read-only"))
             t = toolset.get(check.tool) if toolset is not None else None
-            if t is not None and (reason := _input_problem(t, check.input)) is not None:
-                problems.append(SpecProblem(f"acceptance.{i}.input", reason))
+            if t is not None and (wrong := _input_problem(t, check.input)) is not None:
+                problems.append(SpecProblem(f"acceptance.{i}.input", wrong))
         if isinstance(check, PythonCheck):
             module = check.python.split(":")[0]
             if not any(module == m or module.startswith(f"{m}.") for m in modules):
