@@ -1,8 +1,8 @@
 # agentledger: `make run` runs the main job end to end, `make test` runs the tests.
 # Both install what they need first (pip, into $(PYTHON); bubblewrap, the sandbox of
-# subprocess tools and command checks, with apt-get when it is missing). Every tool
-# runs through $(PYTHON) -m, so `make run PYTHON=venv/bin/python` works without
-# activating the venv.
+# subprocess tools and command checks, with apt-get when it is missing and make runs as
+# root, saying which packages before it installs them). Every tool runs through
+# $(PYTHON) -m, so `make run PYTHON=venv/bin/python` works without activating the venv.
 PYTHON ?= python3
 AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
@@ -18,14 +18,17 @@ install: $(STAMP)
 # bwrap (bubblewrap) and prlimit, setpriv (util-linux) must be on PATH unless
 # AGENTLEDGER_SANDBOX=off; slirp4netns and ip (iproute2) give network=True tools' commands a
 # network of their own (without them a worker with such tools refuses to start).
-# Idempotent: nothing happens when they are there; as root with apt-get they are installed.
+# Idempotent: nothing happens when they are there; as root with apt-get they are installed,
+# saying so first (the command, and the package lists' update when it is needed).
 SANDBOX_PACKAGES := bubblewrap slirp4netns iproute2 util-linux
 sandbox:
 	@missing=""; for p in bwrap slirp4netns ip prlimit setpriv nsenter; do command -v $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make sandbox: missing$$missing; installing system packages as root: apt-get install -y $(SANDBOX_PACKAGES)" >&2; \
 	    apt-get install -y -q $(SANDBOX_PACKAGES) >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null && apt-get install -y -q $(SANDBOX_PACKAGES) >/dev/null; }; \
+	    { echo "make sandbox: apt-get update first (the package lists), then apt-get install -y $(SANDBOX_PACKAGES)" >&2; \
+	      apt-get update -q >/dev/null && apt-get install -y -q $(SANDBOX_PACKAGES) >/dev/null; }; \
 	  else \
 	    echo "missing:$$missing: sudo apt-get install -y $(SANDBOX_PACKAGES) (or set AGENTLEDGER_SANDBOX=off)" >&2; \
 	    command -v bwrap >/dev/null 2>&1 || exit 1; \
@@ -34,12 +37,14 @@ sandbox:
 
 # chromium (Debian's), for the web view's browser test (Playwright drives it through
 # executable_path; it never downloads a browser of its own). Idempotent; as root with
-# apt-get it is installed, otherwise the test skips saying how to install it.
+# apt-get it is installed, saying so first; otherwise the test skips saying how to install it.
 browser:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make browser: chromium is missing; installing a system package as root: apt-get install -y chromium" >&2; \
 	    apt-get install -y -q chromium >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
+	    { echo "make browser: apt-get update first (the package lists), then apt-get install -y chromium" >&2; \
+	      apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } || \
 	    echo "could not install chromium: the browser test will skip" >&2; \
 	  else \
 	    echo "chromium is missing (sudo apt-get install -y chromium): the browser test will skip" >&2; \

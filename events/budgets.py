@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from events.context_view import ContextView, assemble
+from events.counted import counted
 from events.pricing import output_rate, price_of, worst_input_rate
 from events.repeat import consecutive_failures
 from events.state import RunState
@@ -153,7 +154,7 @@ def _turns(s: RunState, _: RequestEstimate) -> RunBudgetExhausted | None:
     limit = s.spec.budgets.max_turns
     if s.turns_used < limit:
         return None
-    return _exhausted(s, "turns", s.turns_used, limit, f"{s.turns_used} of {limit} turns used")
+    return _exhausted(s, "turns", s.turns_used, limit, f"{s.turns_used} of {counted(limit, 'turn')} used")
 
 
 def _consecutive_failures(s: RunState, _: RequestEstimate) -> RunBudgetExhausted | None:
@@ -162,7 +163,7 @@ def _consecutive_failures(s: RunState, _: RequestEstimate) -> RunBudgetExhausted
     if limit is None or failing < limit:
         return None
     return _exhausted(
-        s, "consecutive_failures", failing, limit, f"{failing} failing steps in a row"
+        s, "consecutive_failures", failing, limit, f"{counted(failing, 'failing step')} in a row"
     )
 
 
@@ -185,4 +186,5 @@ def model_id(s: RunState) -> str:
 def done_so_far(s: RunState) -> str:
     calls = [c for t in s.turns for c in t.calls]
     ok = sum(c.status is CallStatus.SUCCEEDED for c in calls)
-    return f"done so far: {s.turns_used} turns, {ok} of {len(calls)} tool calls succeeded"
+    calls_made = counted(len(calls), "tool call")
+    return f"done so far: {counted(s.turns_used, 'turn')}, {ok} of {calls_made} succeeded"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from events.counted import counted
 from events.repeat import failing_streak
 from events.state import RunState
 from events.status import CallStatus, RunStatus
@@ -44,7 +45,7 @@ def settle(s: RunState) -> list[Event]:
     if s.status is RunStatus.REQUESTING_MODEL:
         streak, fp = failing_streak(s)
         if fp is not None and streak >= s.spec.budgets.repeat_limit:
-            detail = f"{s.turns_used} turns, {streak} identical {fp.describe()}"
+            detail = f"{counted(s.turns_used, 'turn')}, {streak} identical {fp.describe()}"
             return [RunEscalated(reason="repeated_failure", detail=detail)]
     return []
 

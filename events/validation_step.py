@@ -40,6 +40,9 @@ class Finding:
     resolvable: bool = False  # the tool can look up an unknown outcome
     output_cap: int | None = None
     max_timeout_s: float | None = None  # the operator's maximum for such a call (tool or MCP)
+    # a rule of the tool's own (its resources) refused these arguments: the code and why
+    # (a path that leaves the workspace names no resource in it: `permission_denied`)
+    refused: tuple[ErrorCode, str] | None = None
 
 
 def undecided(s: RunState) -> list[str]:
@@ -78,6 +81,8 @@ def validate_call(
     if found.field_errors:
         what = "; ".join(f"{f.loc}: {f.msg}" for f in found.field_errors)
         return [_reject(call_id, "invalid_arguments", what, fields=found.field_errors)]
+    if found.refused is not None:
+        return [_reject(call_id, *found.refused)]
     if tool.scope is not None and tool.scope not in s.spec.principal.scopes:
         who = s.spec.principal.id
         return [_reject(call_id, "permission_denied", f"{who!r} lacks scope {tool.scope!r}")]

@@ -19,6 +19,11 @@ class SystemClock:
         return time.time()
 
 
+MAX_SHARDS = 4096  # AGENTLEDGER_SHARDS is at most this
+# the longest id `new_run_id` makes (shard 4095): a column of run ids is this wide
+RUN_ID_WIDTH = len(f"r-{0:011x}{0:08x}.s{MAX_SHARDS - 1}")
+
+
 def new_run_id(shard: int) -> str:
     """Sortable by creation time (ms timestamp in hex, then randomness), and carrying
     its shard, so the keys of the run never depend on how many shards there are."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import redis
 
+from events.counted import counted
 from services.adapters.redis.client import is_cluster
 from services.errors import ConfigError
 from services.keys import LOCK_PARTS, Keys
@@ -44,7 +45,7 @@ def lock_partitions(client: redis.Redis, keys: Keys, settings: Settings) -> int:
     if wanted is not None and wanted != recorded:
         raise ConfigError(
             VARIABLE,
-            f"this deployment's lock table has {recorded} partitions (recorded in "
+            f"this deployment's lock table has {counted(recorded, 'partition')} (recorded in "
             f"{keys.meta!r} at its first start) and this process asks for {wanted}: the "
             "count is fixed per deployment (unset the variable to use the recorded one)",
         )

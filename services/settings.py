@@ -15,7 +15,7 @@ from schemas.json_limits import MAX_MESSAGE_BYTES
 from services.errors import ConfigError
 
 SANDBOX_MODES = frozenset({"on", "off"})
-NO_PROBE = "off"  # AGENTLEDGER_PROBE_URL=off: never try the default address
+NO_PROBE = "off"  # AGENTLEDGER_PROBE_URL=off (or unset): probe nothing
 
 
 def user_state_dir(environ: Mapping[str, str] | None = None) -> str:
@@ -29,8 +29,11 @@ def user_state_dir(environ: Mapping[str, str] | None = None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    redis_url: str | None = None  # None: the CLI finds one (probe, then the local service)
-    probe_url: str | None = "redis://127.0.0.1:6379/0"  # used when it answers; None: never
+    redis_url: str | None = None  # None: the CLI finds one (the probe if set, the local service)
+    # a Redis the CLI uses when it answers and REDIS_URL is unset: only when asked for
+    # (AGENTLEDGER_PROBE_URL), never by default: a Redis found on a well-known port may
+    # be anybody's, and a newcomer's runs are not to be mixed into it
+    probe_url: str | None = None
     prefix: str = "al"
     shards: int = 16  # for new runs; a run's shard is in its id
     inbox_partitions: int = 4

@@ -8,6 +8,7 @@ the run's `cancel_grace_s` — and says so (`Verdict.stopped`) instead of a verd
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import posixpath
 import subprocess
@@ -255,7 +256,9 @@ def read_workspace_file(workspace: str | None, name: str) -> tuple[str, str] | s
 
 def _file_resources(workspace: str | None, name: str) -> tuple[str, ...]:
     """What a file check's evidence depends on: the file by every name a tool may give it."""
-    names = [f"file:{name}", file_resource(name, workspace)]
+    names = [f"file:{name}"]
+    with contextlib.suppress(ToolFailure):  # a name outside the workspace: read as nothing
+        names.append(file_resource(name, workspace))
     if workspace is not None:
         names.append(f"file:{posixpath.normpath(posixpath.join(workspace, name))}")
     return tuple(dict.fromkeys(names))

@@ -11,6 +11,7 @@ from events.idempotency import request_hash
 from events.state import Call, RunState
 from events.types import FieldError
 from events.validation_step import Finding, undecided
+from services.adapters.tools.context import ToolFailure
 from services.adapters.tools.registry import ExternalTool, RegisteredTool
 from services.adapters.tools.toolset import ToolSet
 from services.settings import Settings
@@ -35,6 +36,8 @@ def finding(toolset: ToolSet, call: Call, s: RunState, settings: Settings | None
         approval = t.approval_reason(args, s.spec.principal)
         op_key = t.op_key(call.input, s.spec.principal.tenant, writes, run_id=s.run_id)
         digest = request_hash(t.canonical(call.input))
+    except ToolFailure as exc:  # a rule refused these arguments, saying why: the model is told
+        return Finding(tool=t.spec, refused=(exc.code, exc.message))
     except Exception as exc:  # the tool's own rules failed on these arguments: tell the model
         error = FieldError(loc="(input)", msg=f"{type(exc).__name__}: {exc}")
         return Finding(tool=t.spec, field_errors=(error,))

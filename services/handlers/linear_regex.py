@@ -61,4 +61,22 @@ def _reason(exc: Exception) -> str:
             f"{text}: not a regex RE2 can match in linear time (no backreferences, "
             "lookaround, atomic groups or possessive repeats)"
         )
-    return f"not a valid regex: {text}"
+    kind, _, where = text.partition(": ")
+    plain = _PLAIN.get(kind)
+    return f"not a valid regex: {plain.format(where) if plain else text}"
+
+
+# RE2's own words for a pattern it cannot parse, as a person would say them
+_PLAIN = {
+    "missing ]": "a '[' is never closed with ']' ({})",
+    "missing )": "a '(' is never closed with ')' ({})",
+    "unexpected )": "a ')' closes no '(' ({})",
+    "trailing \\": "it ends with a lone backslash (write \\\\ for a backslash)",
+    "no argument for repetition operator": "{} repeats nothing: put what it repeats before it",
+    "invalid repetition size": "the count {} is not a valid repeat (n <= m, at most 1000)",
+    "invalid character class range": "{} is not a valid range or class inside [...]",
+    "invalid character class": "{} is not a valid class inside [...]",
+    "invalid named capture group": "{} is not a valid group name",
+    "invalid UTF-8": "it is not valid UTF-8",
+    "pattern too large - compile failed": "it is too large for RE2 (fewer or smaller repeat counts)",
+}

@@ -15,6 +15,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from events.pricing import price_of
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.spec import (
@@ -27,9 +29,10 @@ from schemas.spec import (
     ScriptedModel,
     ToolCheck,
 )
-from services.adapters.tools.registry import REGISTRY, not_a_check
+from services.adapters.tools.registry import REGISTRY, ExternalTool, RegisteredTool, not_a_check
 from services.adapters.tools.toolset import ToolSet
 from services.handlers.linear_regex import pattern_problem
+from services.pydantic_words import plain_reason, reworded
 from services.settings import Settings
 
 
@@ -127,9 +130,8 @@ def _tool_problems(
             if not tools[check.tool]:
                 problems.append(SpecProblem(f"acceptance.{i}.tool", f"{check.tool!r} is not read-only"))
             t = toolset.get(check.tool) if toolset is not None else None
-            if t is not None and (errors := t.check(check.input)[1]):
-                reason = "; ".join(f"{e.loc}: {e.msg}" for e in errors)
-                problems.append(SpecProblem(f"acceptance.{i}.input", reason))
+            if t is not None and (wrong := _input_problem(t, check.input)) is not None:
+                problems.append(SpecProblem(f"acceptance.{i}.input", wrong))
         if isinstance(check, PythonCheck):
             module = check.python.split(":")[0]
             if not any(module == m or module.startswith(f"{m}.") for m in modules):
@@ -141,6 +143,23 @@ def _tool_problems(
             elif toolset is not None and (why := _check_problem(check.python)) is not None:
                 problems.append(SpecProblem(f"acceptance.{i}.python", why))
     return problems
+
+
+def _input_problem(t: RegisteredTool, given: dict[str, Any]) -> str | None:
+    """What is wrong with a tool check's `input`, each field in plain words."""
+    errors = t.check(given)[1]
+    if not errors:
+        return None
+    if isinstance(t, ExternalTool):  # its server's JSON schema said so, in its own words
+        return "; ".join(f"{e.loc}: {reworded(e.msg)}" for e in errors)
+    try:
+        t.args_model.model_validate(given)
+    except ValidationError as exc:
+        return "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(input)'}: {plain_reason(e, given=', got ')}"
+            for e in exc.errors()
+        )
+    return "; ".join(f"{e.loc}: {reworded(e.msg)}" for e in errors)
 
 
 def _check_problem(target: str) -> str | None:

@@ -1,10 +1,10 @@
 """Fixtures of the end-to-end tests. Each test runs the CLI in its own empty
 folder, with a state folder of its own (`<folder>/state`) and its own key
 prefix, all under one prefix per test session whose keys are deleted at the
-end. The CLI finds its Redis as it would for a user: REDIS_URL, else
-127.0.0.1:6379 when it answers (shared: never flushed), else the local Redis
-service of the test's state folder, stopped when the test (or, for a module's
-CLI, the session) is over."""
+end. The CLI finds its Redis as it would for a user: REDIS_URL, else the probe
+address the suite sets (AGENTLEDGER_PROBE_URL=127.0.0.1:6379, shared: never
+flushed) when it answers, else the local Redis service of the test's state
+folder, stopped when the test (or, for a module's CLI, the session) is over."""
 
 from __future__ import annotations
 

@@ -34,10 +34,14 @@ AGENTLEDGER = (
 def clean_environ(prefix: str, state_dir: Path) -> dict[str, str]:
     """This process's environment without any agentledger setting but the prefix
     and a state folder of the test's own (never the user's); REDIS_URL is kept,
-    so the suite runs against the Redis the user chose."""
+    so the suite runs against the Redis the user chose. The CLI probes nothing
+    unless told: the suite tells it to use the machine's Redis at the default
+    address when one answers there (each test with its own prefix), as a user
+    may with AGENTLEDGER_PROBE_URL, else the test's own local service."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTLEDGER_")}
     env["AGENTLEDGER_PREFIX"] = prefix
     env["AGENTLEDGER_STATE_DIR"] = str(state_dir)
+    env["AGENTLEDGER_PROBE_URL"] = DEFAULT_URL
     # the examples' own pytest runs need no plugins, and loading every plugin
     # installed next to this interpreter costs over a second per acceptance check
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
@@ -172,10 +176,12 @@ class Cli:
 
     def redis(self) -> redis.Redis:
         """A client of the Redis this CLI uses (as it finds one: REDIS_URL, the
-        default address, else its local service, started if need be)."""
+        probe address when it is set and answers, else its local service, started
+        if need be)."""
         url = self.env.get("REDIS_URL")
-        if url is None:
-            url = DEFAULT_URL if answers(DEFAULT_URL) else None
+        probe = self.env.get("AGENTLEDGER_PROBE_URL", "off")
+        if url is None and probe != "off":
+            url = probe if answers(probe) else None
         if url is None:
             url, _ = LocalService(self.state_dir).start()
         return redis.Redis.from_url(url)

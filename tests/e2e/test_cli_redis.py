@@ -68,6 +68,38 @@ def test_the_local_service_outlives_run_and_every_folder_finds_the_run(
         shared.close()
 
 
+def test_a_run_with_neither_redis_url_nor_a_probe_uses_the_local_service_never_the_redis_on_6379(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """`make run` on a machine where some Redis answers on the default port: the
+    newcomer's run goes into their own local service, not into that server."""
+    cli.env.pop("REDIS_URL", None)
+    cli.env.pop("AGENTLEDGER_PROBE_URL", None)
+    example = copy_example("inventory", tmp_path)
+
+    done = cli("run", "--json", example / "spec.yaml")
+
+    assert done.returncode == 0, done.stderr
+    assert "using the local Redis service" in done.stderr, done.stderr
+    assert json.loads(done.stdout)["status"] == "completed"
+    if answers(DEFAULT_URL):  # something answers there (the machine's shared server here)
+        shared = redis.Redis.from_url(DEFAULT_URL)
+        assert not list(shared.scan_iter(match=f"{cli.env['AGENTLEDGER_PREFIX']}:*"))
+        shared.close()
+
+
+@pytest.mark.skipif(not answers(DEFAULT_URL), reason="no Redis answers at the default address")
+def test_a_probe_asked_for_is_used_when_it_answers_and_the_command_says_so(cli: Cli) -> None:
+    cli.env.pop("REDIS_URL", None)
+    cli.env["AGENTLEDGER_PROBE_URL"] = DEFAULT_URL
+
+    done = cli("runs")
+
+    assert done.returncode == 0, done.stderr
+    assert f"using the Redis at {DEFAULT_URL} (AGENTLEDGER_PROBE_URL: it answers there" in done.stderr
+    assert not (cli.state_dir / "redis").exists()  # no local service was started
+
+
 def test_after_local_stop_a_read_command_starts_it_again_from_its_aof(
     local: Cli, tmp_path: Path
 ) -> None:

@@ -48,7 +48,7 @@ EXCEEDED_BY_ONE_TURN: dict[str, dict[str, Any]] = {
     "turns": {"max_turns": 1},
     "consecutive_failures": {"max_consecutive_failures": 1},
 }
-DONE = "done so far: 1 turns, 0 of 1 tool calls succeeded"
+DONE = "done so far: 1 turn, 0 of 1 tool call succeeded"
 
 
 def after_one_failing_turn(*budgets: str) -> Log:
@@ -76,8 +76,8 @@ def test_within_every_budget_the_model_is_asked() -> None:
         ("cost", 2.0, 2.0, "cost: $2.0000 spent; the next request could bring it to $"),
         ("input_tokens", 100, 100, "input_tokens: 100 input tokens used; the next request needs ~"),
         ("output_tokens", 100, 100, "output_tokens: 100 of 100 output tokens used"),
-        ("turns", 1, 1, "turns: 1 of 1 turns used"),
-        ("consecutive_failures", 1, 1, "consecutive_failures: 1 failing steps in a row"),
+        ("turns", 1, 1, "turns: 1 of 1 turn used"),
+        ("consecutive_failures", 1, 1, "consecutive_failures: 1 failing step in a row"),
     ],
 )
 def test_each_budget_ends_the_run_naming_what_was_used_and_done(

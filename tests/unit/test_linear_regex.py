@@ -74,8 +74,10 @@ def test_a_pattern_finds_what_python_re_finds(pattern: str, text: str, found: bo
         (r"foo(?=bar)", "linear time"),  # lookahead
         (r"(?<!x)y", "linear time"),  # lookbehind
         (r"a++", "linear time"),  # possessive
-        (r"(unclosed", "not a valid regex: missing )"),
-        (r"a{1001}", "not a valid regex"),
+        (r"(unclosed", "not a valid regex: a '(' is never closed with ')'"),
+        (r"[a-z", "not a valid regex: a '[' is never closed with ']'"),
+        (r"*a", "not a valid regex: * repeats nothing"),
+        (r"a{1001}", "not a valid regex: the count {1001} is not a valid repeat"),
     ],
 )
 def test_a_pattern_re2_cannot_match_in_linear_time_or_read_is_named_as_such(

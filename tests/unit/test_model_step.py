@@ -230,7 +230,7 @@ def test_a_model_request_past_max_turns_exhausts_the_turn_budget() -> None:
     assert isinstance(exhausted, RunBudgetExhausted)
     assert (exhausted.budget, exhausted.used, exhausted.limit) == ("turns", 1, 1)
     assert exhausted.detail == (
-        "turns: 1 of 1 turns used; done so far: 1 turns, 2 of 2 tool calls succeeded"
+        "turns: 1 of 1 turn used; done so far: 1 turn, 2 of 2 tool calls succeeded"
     )
     assert log.s.status is R.BUDGET_EXHAUSTED
     assert request_model(log.s, now=T0, lease_s=LEASE_S) == []

@@ -122,7 +122,7 @@ def test_identical_failing_calls_in_one_turn_count_as_steps() -> None:
     for i in range(3):
         do_claim(log, f"x{i}")
         events = do_finish(log, f"x{i}", Errored(NOT_FOUND))
-    assert events[-1].detail == "1 turns, 3 identical `not_found` for read_file(path='x')"  # type: ignore[union-attr]
+    assert events[-1].detail == "1 turn, 3 identical `not_found` for read_file(path='x')"  # type: ignore[union-attr]
 
 
 def test_a_reply_starts_counting_afresh() -> None:

@@ -84,6 +84,13 @@ def test_a_state_folder_that_is_a_file_is_refused(tmp_path) -> None:  # type: ig
     assert err.value.name == "AGENTLEDGER_STATE_DIR"
 
 
+def test_nothing_is_probed_unless_asked_and_a_probe_asked_for_is_inherited() -> None:
+    assert from_env({}).probe_url is None  # a Redis on 127.0.0.1:6379 may be anybody's
+    asked = from_env({"AGENTLEDGER_PROBE_URL": "redis://127.0.0.1:6379/0"})
+    assert asked.probe_url == "redis://127.0.0.1:6379/0"
+    assert from_env(environ_for_children(asked)).probe_url == asked.probe_url
+
+
 def test_the_probe_can_be_switched_off_and_children_inherit_that() -> None:
     settings = from_env({"AGENTLEDGER_PROBE_URL": "off"})
     assert settings.probe_url is None

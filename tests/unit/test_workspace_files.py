@@ -8,9 +8,14 @@ import os
 from pathlib import Path
 
 import pytest
+from runlog import T0, Log, do_model_turn, use
 
+from events.types import ToolCallRejected, ToolCallValidated
+from events.validation_step import validate_turn
 from services.adapters.tools.context import ToolFailure
+from services.adapters.tools.toolset import load_toolset
 from services.adapters.tools.workspace_files import WorkspaceFiles, clean_relative, file_resource
+from services.handlers.findings import findings
 
 
 @pytest.fixture
@@ -205,10 +210,18 @@ def test_a_file_resource_is_the_same_on_hosts_that_mount_the_workspace_elsewhere
     here, there = "/srv/a/shared/ws", "/mnt/nfs/ws"
     assert file_resource("notes.txt", here) == file_resource("./notes.txt", there) == "file:ws/notes.txt"
     assert file_resource("src/../calc.py", "/state/workspaces/r-1a2.s3") == "file:r-1a2.s3/calc.py"
-    # a path that tries to climb out still names something inside the workspace's name
-    assert file_resource("../../etc/passwd", here) == "file:ws/etc/passwd"
-    assert file_resource("/etc/passwd", here) == "file:ws/etc/passwd"
+    assert file_resource(".", here) == file_resource("./", there) == "file:ws/"  # the whole of it
     assert file_resource("a.txt", "/w/r-1") != file_resource("a.txt", "/w/r-2")
+
+
+@pytest.mark.parametrize(
+    "path", ["../../etc/passwd", "/etc/passwd", "//etc", "~/.ssh/id_rsa", "..", "a/../../x", "./../x"]
+)
+def test_a_path_that_leaves_the_workspace_names_no_file_in_it(path: str) -> None:
+    with pytest.raises(ToolFailure) as refused:
+        file_resource(path, "/srv/a/shared/ws")
+    assert refused.value.code == "permission_denied"
+    assert refused.value.message.startswith(f"path {ascii(path)} leads outside the workspace")
 
 
 def test_a_read_may_replace_what_is_not_utf8_instead_of_refusing_it(ws: Path) -> None:
@@ -238,3 +251,28 @@ def test_an_append_never_goes_through_a_link_a_fifo_a_hard_link_or_to_a_protecte
     assert code_of(files.append_text, "calc.py", "x" * 1001) == "invalid_arguments"
     assert (ws.parent / "outside.txt").read_text() == "secret\n"
     assert (ws / "calc.py").read_text() == "x = 1\n"
+
+
+FIX_TESTS = Path(__file__).resolve().parents[2] / "examples" / "fix_tests"
+
+
+def test_a_fix_tests_call_on_a_path_outside_the_workspace_is_rejected_before_it_runs() -> None:
+    toolset = load_toolset(["fix_tools"], [str(FIX_TESTS)])
+    log = Log.created(scopes=("files:read", "files:write"))
+    do_model_turn(
+        log,
+        use("up", "write_file", path="../../etc/passwd", content="x"),
+        use("abs", "read_file", path="/etc/passwd"),
+        use("ok", "read_file", path="src/../calc.py"),
+    )
+
+    found = findings(toolset, log.s)
+    verdicts = {e.call_id: e for e in validate_turn(log.s, found, known_tools=[], now=T0)}
+
+    for call_id, path in (("up", "../../etc/passwd"), ("abs", "/etc/passwd")):
+        rejected = verdicts[call_id]
+        assert isinstance(rejected, ToolCallRejected)
+        assert rejected.error.code == "permission_denied"
+        assert rejected.error.message.startswith(f"path {path!r} leads outside the workspace")
+    ok = verdicts["ok"]
+    assert isinstance(ok, ToolCallValidated) and ok.reads == ("file:ws/calc.py",)

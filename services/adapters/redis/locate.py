@@ -1,9 +1,10 @@
-"""Which Redis a command uses: REDIS_URL when set (it must answer); else the
-probe address (127.0.0.1:6379) when something answers there; else the local
-Redis service of the user's state folder — running already, or started now
-when the command may start it (`run` and the read-only commands; `submit`,
+"""Which Redis a command uses: REDIS_URL when set (it must answer); else
+AGENTLEDGER_PROBE_URL, when it is set and something answers there; else the
+local Redis service of the user's state folder — running already, or started
+now when the command may start it (`run` and the read-only commands; `submit`,
 `workers` and the controls never do: a run written to a Redis no worker
-watches would wait for nobody)."""
+watches would wait for nobody). Nothing is probed by default: a Redis answering
+on 127.0.0.1:6379 may be anybody's, and a user's runs go in it only when asked."""
 
 from __future__ import annotations
 
@@ -37,7 +38,10 @@ class Located:
             case Origin.REDIS_URL:
                 return None
             case Origin.PROBE:
-                return f"using the Redis at {masked(self.url)} (REDIS_URL is unset; it answers there)"
+                return (
+                    f"using the Redis at {masked(self.url)} (AGENTLEDGER_PROBE_URL: it answers "
+                    "there; REDIS_URL is unset)"
+                )
             case Origin.LOCAL:
                 how = "started it" if self.started else "running"
                 return (
@@ -59,7 +63,11 @@ def locate(settings: Settings, *, may_start: bool, waiting: Waiting | None = Non
     if url is not None:
         return Located(url, Origin.LOCAL, settings.state_dir)
     if not may_start:
-        probe = f"nothing answers at {masked(settings.probe_url)}, " if settings.probe_url else ""
+        probe = (
+            f"nothing answers at AGENTLEDGER_PROBE_URL {masked(settings.probe_url)}, "
+            if settings.probe_url
+            else ""
+        )
         raise RedisUnavailable(
             f"REDIS_URL is unset, {probe}and the local Redis service (data in "
             f"{settings.state_dir}) is not running; this command never starts one. "

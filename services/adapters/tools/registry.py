@@ -5,11 +5,14 @@ The input schema comes from the function's type hints via pydantic; a
 parameter annotated `ToolContext` is not part of the input and receives the
 run's workspace, ids and cancel flag. Only registered tools ever execute, and
 a `python:` check calls only a function declared with `@check` — never a tool
-function raw (no validation, scope, locks or ledger) nor any other attribute."""
+function raw (no validation, scope, locks or ledger) nor any other attribute.
+A tool without a docstring or with parameters without type hints is registered
+with a warning naming it and what the model will not see."""
 
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -146,6 +149,7 @@ class ToolRegistry:
 
 
 REGISTRY = ToolRegistry()
+log = logging.getLogger(__name__)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -198,6 +202,8 @@ def tool(
 
     def register(f: Callable[..., Any]) -> Callable[..., Any]:
         model, ctx_param = _args_model(f)
+        if (lacks := _what_the_model_lacks(f, description, ctx_param)) is not None:
+            log.warning("tool %r of module %r has %s", name or f.__name__, f.__module__, lacks)
         spec = ToolSpec(
             name=name or f.__name__,
             description=description or inspect.getdoc(f) or "",
@@ -260,6 +266,28 @@ def _takes_workspace(rule: Resources) -> bool:
         return takes
     except TypeError:  # an unhashable callable: asked each time
         return len(inspect.signature(rule).parameters) >= 2
+
+
+def _what_the_model_lacks(
+    f: Callable[..., Any], description: str | None, ctx_param: str | None
+) -> str | None:
+    """What a tool's model-facing interface lacks, said once when it is registered.
+    It is still registered: the model can call it (it sees the parameters' names,
+    and the function gets what it is sent), but it calls it blind."""
+    lacks: list[str] = []
+    if not (description or inspect.getdoc(f)):
+        lacks.append("no docstring: the model sees an empty description (write one, or pass description=)")
+    bare = [
+        p.name
+        for p in inspect.signature(f).parameters.values()
+        if p.annotation is inspect.Parameter.empty and p.name != ctx_param
+    ]
+    if bare:
+        lacks.append(
+            f"no type hint for {', '.join(bare)}: the model is told any value will do ({{}} in "
+            "its input schema) and none is checked"
+        )
+    return " and ".join(lacks) or None
 
 
 def _args_model(f: Callable[..., Any]) -> tuple[type[BaseModel], str | None]:

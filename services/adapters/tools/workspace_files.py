@@ -54,10 +54,19 @@ def file_resource(path: str, workspace: str | None) -> str:
     name (a run's own copy is named after the run), never a host's absolute path,
     so calls from two hosts on one shared workspace meet in the lock table. Two
     workspaces with the same folder name share names: they serialise, which
-    costs time, never safety."""
+    costs time, never safety. A path that leaves the workspace (absolute, or
+    climbing out with `..`) names nothing in it: ToolFailure, so a resource rule
+    refuses the call before it runs, as WorkspaceFiles would when it ran."""
     folder = PurePosixPath(workspace).name if workspace else "."
-    inside = posixpath.normpath("/" + str(path)).lstrip("/")  # `..` cannot climb out of it
-    return f"file:{folder}/{inside}"
+    text = str(path)
+    inside = posixpath.normpath(text) if text else "."
+    if text.startswith(("/", "~")) or inside == ".." or inside.startswith("../"):
+        raise ToolFailure(
+            "permission_denied",
+            f"path {ascii(text[:80])} leads outside the workspace: give it relative to the "
+            "workspace, without climbing out with '..'",
+        )
+    return f"file:{folder}/{'' if inside == '.' else inside}"
 
 
 def clean_relative(raw: str) -> PurePosixPath:

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from events.context_view import ContextView, canonical
+from events.counted import counted
 from events.fold import fold
 from events.mcp_policy import modules_of
 from events.types import ModelRequested
@@ -32,7 +33,7 @@ def context(session: Session, run_id: str, *, turn: int, attempt: int | None, as
         return exit_codes.USAGE
     at = _request_at(envs, turn, attempt)
     if at is None:
-        print(f"agentledger: run {run_id!r} has no model request for turn {turn}", file=sys.stderr)
+        print(f"agentledger: {no_request(envs, run_id, turn, attempt)}", file=sys.stderr)
         return exit_codes.USAGE
     requested: ModelRequested = envs[at].data
     state = fold(envs[:at])
@@ -82,12 +83,35 @@ def describe_decision(d: ContextDecision) -> str:
     )
     match d.action:
         case "withdrawn":
-            return f"withdrew {d.items} refused turn(s), {turns} (the log keeps them)"
+            return f"withdrew {counted(d.items, 'refused turn')}, {turns} (the log keeps them)"
         case "shortened":
-            return f"shortened {d.items} tool results of {turns}: {d.chars_before:,} -> {d.chars_after:,} chars"
+            results = counted(d.items, "tool result")
+            return f"shortened {results} of {turns}: {d.chars_before:,} -> {d.chars_after:,} chars"
         case "omitted":
-            return f"omitted {turns} ({d.items} turns, {d.chars_before:,} chars)"
+            return f"omitted {turns} ({counted(d.items, 'turn')}, {d.chars_before:,} chars)"
     return f"over budget: {d.chars_before:,} chars for a budget of {d.chars_after:,}"
+
+
+def no_request(envs: list[Envelope[Any]], run_id: str, turn: int, attempt: int | None) -> str:
+    """Why there is no request to show: the turn's attempts, else the run's turns."""
+    asked = [e.data for e in envs if isinstance(e.data, ModelRequested)]
+    attempts = sorted({r.attempt for r in asked if r.turn == turn})
+    if attempts:
+        which = "attempt" if len(attempts) == 1 else "attempts"
+        return (
+            f"turn {turn} of run {run_id!r} had {counted(len(attempts), 'attempt')} "
+            f"({which} {_listed(attempts)}): there is no attempt {attempt}"
+        )
+    turns = sorted({r.turn for r in asked})
+    if not turns:
+        return f"run {run_id!r} has no model request for turn {turn}: it made no model request"
+    span = f"turn {turns[0]}" if len(turns) == 1 else f"turns {turns[0]} to {turns[-1]}"
+    return f"run {run_id!r} has no model request for turn {turn}: its requests are for {span}"
+
+
+def _listed(numbers: list[int]) -> str:
+    text = ", ".join(str(n) for n in numbers)
+    return " and ".join(text.rsplit(", ", 1))
 
 
 def _request_at(envs: list[Envelope[Any]], turn: int, attempt: int | None) -> int | None:

@@ -44,6 +44,7 @@ from events.types import (
 )
 from schemas.content import ProviderBlock, TextBlock
 from schemas.envelope import Envelope
+from services.clock import RUN_ID_WIDTH
 
 WIDTH = 100
 CAUSE_WIDTH = 240  # a failed check's line: what it checked and why it failed, output tail included
@@ -52,7 +53,7 @@ LEDGER = "answered from the ledger, not run again"  # a write whose operation wa
 
 def line(env: Envelope[Any], *, with_run: bool = False) -> str:
     at = datetime.fromtimestamp(env.at, UTC).strftime("%H:%M:%S.%f")[:-3]
-    run = f"{env.run_id}  " if with_run else ""
+    run = f"{env.run_id:<{RUN_ID_WIDTH}}  " if with_run else ""
     return f"{run}{env.seq:>4}  {at}  {env.source:<8} {env.type:<24} {summary(env.data)}"
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from events.commands import Pool
+from events.counted import counted
 from events.errors import CoreError
 from events.fold import apply
 from events.state import RunState
@@ -18,6 +19,7 @@ from events.status import RunStatus
 from events.types import CODEC
 from schemas.errors import InvalidEvent
 from services.adapters.redis.directory import Directory
+from services.clock import RUN_ID_WIDTH
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.inbox_watch import refusal_of_run
@@ -84,7 +86,7 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     if as_json:
         emit(summary)
     else:
-        print(f"run {state.run_id}: {state.status}  (seq {state.seq}, {state.turns_used} turns)")
+        print(f"run {state.run_id}: {state.status}  (seq {state.seq}, {counted(state.turns_used, 'turn')})")
         print(f"  task: {summary['task']!r}  principal: {summary['principal']}")
         took = f"{summary['duration_s']:.1f}s" + ("" if state.status.terminal else " so far")
         print(f"  created {summary['created_at']}, {took}; cost ${summary['cost_usd']:.4f}")
@@ -144,12 +146,17 @@ def runs(session: Session, query: RunsQuery, *, as_json: bool) -> int:
         emit({"runs": rows, "next_page": page.next_token})
         return 0
     for row in rows:
-        print(
-            f"{row['run_id']}  {row['status']:<17} {row['created_at']}  {row['duration_s']:>8.1f}s"
-            f"  ${row['cost_usd']:<8.4f} {row['task'][:50]!r}"
-        )
+        print(run_row(row))
     _say_next(page)
     return 0
+
+
+def run_row(row: dict[str, Any]) -> str:
+    """One run of `runs`, in columns that line up for every shard's ids."""
+    return (
+        f"{row['run_id']:<{RUN_ID_WIDTH}}  {row['status']:<17} {row['created_at']}  "
+        f"{row['duration_s']:>8.1f}s  ${row['cost_usd']:<8.4f} {row['task'][:50]!r}"
+    )
 
 
 def _say_next(page: Page) -> None:
@@ -185,6 +192,6 @@ def replay(session: Session, run_id: str, *, as_json: bool) -> int:
         emit({"run_id": run_id, "ok": True, "events": state.seq, "status": str(state.status),
               "broken": None})  # fmt: skip
     else:
-        print(f"log ok: {state.seq} events, no gaps, every transition legal; status {state.status}")
+        print(f"log ok: {counted(state.seq, 'event')}, no gaps, every transition legal; status {state.status}")
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from events.counted import counted
 from services.adapters.metrics.server import LOOPBACK
 from services.entrypoints import operations
 from services.entrypoints.cli import exit_codes
@@ -52,8 +53,8 @@ def intake(
         print(
             f"agentledger intake up on {masked(settings.redis_url or '')} (prefix "
             f"{settings.prefix!r}): publishers file {registry.path} (sha256 "
-            f"{registry.digest()[:12]}), {len(names)} publishers, "
-            f"{settings.inbox_partitions} inbox partitions"
+            f"{registry.digest()[:12]}), {counted(len(names), 'publisher')}, "
+            f"{counted(settings.inbox_partitions, 'inbox partition')}"
             + (f", metrics on {ops.where}" if ops else ""),
             flush=True,
         )

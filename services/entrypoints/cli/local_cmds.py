@@ -3,6 +3,7 @@ user's state folder (`services.adapters.redis.local_service`)."""
 
 from __future__ import annotations
 
+from events.counted import counted
 from services.adapters.redis.local_service import LocalService, ServiceStatus
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.reply import emit, say_loading
@@ -30,13 +31,13 @@ def _report(status: ServiceStatus, what: str | None, as_json: bool) -> int:
     head = f"local Redis service: {what}" if what else "local Redis service"
     if status.running:
         held = (
-            f"{status.keys} keys"
+            counted(status.keys or 0, "key")
             if status.loading_perc is None
             else f"still loading its AOF ({status.loading_perc:.0f}%): commands wait for it"
         )
         print(
             f"{head}\n  running at {status.url} (pid {status.pid}, redis {status.version}, "
-            f"up {status.uptime_s}s)\n  {held}; {status.other_clients} other clients "
+            f"up {status.uptime_s}s)\n  {held}; {counted(status.other_clients or 0, 'other client')} "
             f"connected\n  data in {status.state_dir}/redis (AOF, appendfsync everysec)"
         )
     else:

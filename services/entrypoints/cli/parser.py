@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -69,7 +70,10 @@ def parser() -> argparse.ArgumentParser:
 
     r = command("run", "run a spec end to end on embedded workers and follow it")
     r.add_argument("spec")
-    r.add_argument("--processes", type=_count, default=0, help="worker processes (0: threads here)")
+    r.add_argument(
+        "--processes", type=_processes, default=0,
+        help=f"worker processes (0: threads in this process; at most {max_processes()} here)",
+    )  # fmt: skip
     r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
     _mcp(r)
     _signer(r, "sign as this publisher (default: the embedded run's own, for private queues)")
@@ -83,7 +87,10 @@ def parser() -> argparse.ArgumentParser:
     w = command("workers", "serve a task queue with a tool set until SIGTERM")
     _toolset(w)
     w.add_argument("--queue", type=_queue, default="default", help="the task queue (default: 'default')")
-    w.add_argument("--processes", type=_count, default=1)
+    w.add_argument(
+        "--processes", type=_processes, default=1,
+        help=f"worker processes, supervised (at most {max_processes()} here)",
+    )  # fmt: skip
     w.add_argument(
         "--pools", type=_pools, default=list(POOLS), metavar="POOL,…",
         help="the pools to run (default: model,tools,accept); 'intake' alone: an intake, no tool code",
@@ -283,6 +290,30 @@ def _runs(c: argparse.ArgumentParser) -> None:
     c.add_argument("--until", metavar="TIME", help="created before this time")
     c.add_argument("--limit", type=_count, default=20, help="at most this many (default 20)")
     c.add_argument("--page", metavar="TOKEN", help="the next page: the token the last page gave")
+
+
+PROCESSES_PER_CPU = 4
+MIN_MAX_PROCESSES = 8  # the bound on a machine of 1 or 2 CPUs
+
+
+def max_processes() -> int:
+    """The most worker processes one command starts: more than a few per CPU only
+    adds memory and Redis connections (each process has its own threads)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))  # the CPUs this process may run on
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(PROCESSES_PER_CPU * cpus, MIN_MAX_PROCESSES)
+
+
+def _processes(text: str) -> int:
+    n, most = _count(text), max_processes()
+    if n > most:
+        raise argparse.ArgumentTypeError(
+            f"at most {most} worker processes here ({PROCESSES_PER_CPU} per CPU, "
+            f"{MIN_MAX_PROCESSES} on a smaller machine), got {n}"
+        )
+    return n
 
 
 def _port(text: str) -> int:

@@ -12,6 +12,7 @@ import redis
 from dramatiq import Message
 
 from events.commands import Pool
+from events.counted import counted
 from services.adapters.broker.streams_queue import GROUP
 from services.adapters.redis.directory import Directory
 from services.bootstrap import shards_ever
@@ -165,7 +166,7 @@ def show_dead_letters(session: Session, *, queue: str | None, as_json: bool) -> 
     for d in found:
         print(
             f"{d.handle}  {d.actor} run {d.run_id or '?'}  {d.reason} "
-            f"after {d.deliveries} deliveries"
+            f"after {counted(d.deliveries, 'delivery', 'deliveries')}"
         )
     if found:
         print("re-drive one: agentledger dead-letters --redrive HANDLE")

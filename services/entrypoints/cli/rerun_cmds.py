@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any
 
+from events.counted import counted
 from events.divergence import Divergence, essence, first_divergence
 from events.fold import apply
 from events.state import RunState
@@ -123,7 +124,7 @@ def _text(report: dict[str, Any], d: Divergence | None) -> str:
     lines = [f"rerun {report['rerun']} of {report['recorded']}: {report['status']}"]
     if d is None:
         lines.append(
-            f"no divergence: {report['compared']} events compared (ids, times, claims left out)"
+            f"no divergence: {counted(report['compared'], 'event')} compared (ids, times, claims left out)"
         )
     else:
         lines.append(f"DIVERGED at compared event {d.position}:")

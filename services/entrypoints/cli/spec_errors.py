@@ -14,6 +14,7 @@ from pydantic_core import ErrorDetails
 
 from schemas.errors import SpecProblem
 from schemas.spec import RunSpec
+from services.pydantic_words import plain_reason, shown
 
 Path = tuple[str | int, ...]
 
@@ -26,6 +27,8 @@ WHAT: dict[str, str] = {
     'refusal: "text"',
     "model.scripted.*.tool_use": "tool_use is a list of calls, each {id: c1, name: a_tool, input: {…}}",
     "model.scripted.*.tool_use.*": "a scripted call is {id: c1, name: a_tool, input: {…}}",
+    "model.anthropic": "anthropic settings are a mapping, e.g. {model: claude-sonnet-4-5, max_tokens: 4096}",
+    "model.replay": "a replay is a mapping: {run_id: r-…}, the recorded run whose replies are played",
     "principal": "the principal is who the run acts for: {id: alice, tenant: shop-1, scopes: […]}",
     "tools": "tools is a list of tool module names, e.g. [inventory_tools]",
     "acceptance": "acceptance is a list of checks, each with one of command, tool, file or python",
@@ -33,6 +36,7 @@ WHAT: dict[str, str] = {
     "budgets": "budgets is a mapping, e.g. {max_turns: 8, max_cost_usd: 0.5}",
     "policies": "policies is a mapping, e.g. {on_refusal: escalate}",
     "secrets": "secrets is a list of environment variable names",
+    "context": "context is a mapping, e.g. {budget_tokens: 150000, keep_recent_turns: 4}",
 }
 _SHAPE_ERRORS = {
     "tuple_type", "list_type", "dict_type", "model_type", "model_attributes_type",
@@ -41,8 +45,9 @@ _SHAPE_ERRORS = {
 
 
 def problems_of(exc: ValidationError) -> list[SpecProblem]:
+    errors = _without_echoes(exc.errors())
     found: list[SpecProblem] = []
-    for err in exc.errors():
+    for err in errors:
         problem = problem_of(err)
         if all(str(p) != str(problem) for p in found):
             found.append(problem)
@@ -51,8 +56,23 @@ def problems_of(exc: ValidationError) -> list[SpecProblem]:
 
 def problem_of(err: ErrorDetails) -> SpecProblem:
     path, parent = user_path(err["loc"])
-    field = ".".join(str(p) for p in path)
-    return SpecProblem(field, _reason(err, path, parent))
+    typo = _typo_of_tag(err, path, parent)
+    if typo is not None:
+        path, reason = typo
+    else:
+        reason = _reason(err, path, parent)
+    return SpecProblem(".".join(str(p) for p in path), reason)
+
+
+def _without_echoes(errors: list[ErrorDetails]) -> list[ErrorDetails]:
+    """Leave out "too short" of a list whose items were refused: pydantic counts
+    only the items that passed, so a list of one bad turn is also "empty"."""
+    locs = [e["loc"] for e in errors]
+
+    def inside(loc: tuple[str | int, ...]) -> bool:
+        return any(len(other) > len(loc) and other[: len(loc)] == loc for other in locs)
+
+    return [e for e in errors if e["type"] != "too_short" or not inside(e["loc"])]
 
 
 def user_path(loc: tuple[str | int, ...]) -> tuple[Path, Any]:
@@ -74,22 +94,50 @@ def user_path(loc: tuple[str | int, ...]) -> tuple[Path, Any]:
 
 
 def _reason(err: ErrorDetails, path: Path, parent: Any) -> str:
-    kind, got = err["type"], _shown(err.get("input"))
+    kind, got = err["type"], shown(err.get("input"))
     if kind == "extra_forbidden":
         return _unknown_key(str(path[-1]) if path else "", parent)
     if kind == "missing":
         return "required" + _about(parent, path)
-    if kind in _SHAPE_ERRORS:
-        what = WHAT.get(_pattern(path))
-        if what:
-            return f"{what}; got {got}"
-        if kind in ("tuple_type", "list_type"):  # pydantic says "a valid tuple" for a list
-            return f"should be a list; got {got}"
-    message = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
-    message = message.replace("Input should be", "should be")
-    if kind == "value_error" or isinstance(err.get("input"), dict | list):
-        return message
-    return f"{message}; got {got}"
+    if kind in _SHAPE_ERRORS and (what := WHAT.get(_pattern(path))):
+        return f"{what}; got {got}"
+    if kind == "string_pattern_mismatch" and (form := FORMS.get(_pattern(path))):
+        return f"{form}; got {got}"
+    return plain_reason(err)
+
+
+def _typo_of_tag(err: ErrorDetails, path: Path, parent: Any) -> tuple[Path, str] | None:
+    """A mapping of a tagged union (a check, the model) without its tag, one of whose
+    keys is a typo of a tag (`comand:`): the key's path, and which tag it may mean."""
+    given = err.get("input")
+    if err["type"] not in _SHAPE_ERRORS or not path or not isinstance(given, dict):
+        return None
+    tags = _tags(_unwrap(_child(parent, path[-1])))
+    listed = " or ".join(", ".join(repr(t) for t in tags).rsplit(", ", 1))
+    for key in given:
+        close = difflib.get_close_matches(str(key), tags, n=1, cutoff=0.6)
+        if close:
+            said = f"unknown key (did you mean {close[0]!r}? it needs one of {listed})"
+            return (*path, str(key)), said
+    members = _tags_fields(_unwrap(_child(parent, path[-1])))
+    owners = [tag for tag, keys in members if given and set(given) <= keys]
+    if len(owners) == 1:
+        keys = " and ".join(repr(k) for k in given)
+        verb = "goes" if len(given) == 1 else "go"
+        return path, f"needs the key {owners[0]!r} ({keys} {verb} with it); got {shown(given)}"
+    return None
+
+
+# what a field with a pattern holds, for a value that does not match it
+FORMS: dict[str, str] = {
+    "queue": "a queue name is letters, digits, '.', '_' or '-' (at most 64, a letter or digit first)",
+    "secrets.*": "a secret is named by its environment variable: letters, digits and '_', "
+    "not a digit first",
+    "acceptance.*.python": "a python check is module:function, e.g. my_checks:stock_is_right",
+    "model.anthropic.server_tools.*.type": "a server tool's type is lowercase letters, digits "
+    "and '_', e.g. web_search_20250305",
+    "model.anthropic.server_tools.*.name": "a name is letters, digits, '_' or '-' (at most 64)",
+}
 
 
 def _unknown_key(key: str, model: Any) -> str:
@@ -114,11 +162,6 @@ def _pattern(path: Path) -> str:
     return ".".join("*" if isinstance(p, int) else p for p in path)
 
 
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:59] + "…"
-
-
 def _unwrap(tp: Any) -> Any:
     """Strip Annotated and Optional."""
     while True:
@@ -133,6 +176,25 @@ def _unwrap(tp: Any) -> Any:
 
 def _is_union(tp: Any) -> bool:
     return get_origin(tp) in (Union, types.UnionType)
+
+
+def _tags(tp: Any) -> list[str]:
+    """The tags of a tagged union's members, in order ([] for any other type)."""
+    return [tag for tag, _ in _tags_fields(tp)]
+
+
+def _tags_fields(tp: Any) -> list[tuple[str, set[str]]]:
+    """Each member of a tagged union: its tag and its keys ([] for any other type)."""
+    if not _is_union(tp):
+        return []
+    found: list[tuple[str, set[str]]] = []
+    for member in get_args(tp):
+        if get_origin(member) is Annotated:
+            inner, *meta = get_args(member)
+            is_model = isinstance(inner, type) and issubclass(inner, BaseModel)
+            fields = set(inner.model_fields) if is_model else set()
+            found += [(m.tag, fields) for m in meta if isinstance(getattr(m, "tag", None), str)]
+    return found
 
 
 def _tagged(tp: Any, part: str | int) -> Any:

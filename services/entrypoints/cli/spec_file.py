@@ -2,7 +2,8 @@
 the file, with all problems found at once, each with its field path, a plain
 reason and its line: YAML syntax, keys given twice, the schema's errors. The
 file is read within the inbox's limits (`services.bounded_yaml`: its size, its
-nesting, its aliases written out), checked before any node is built."""
+nesting, its aliases written out), checked before any node is built. A file
+check's regex RE2 refuses is named with the schema's problems."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from schemas.spec import RunSpec
 from services import bounded_yaml
 from services.bounded_yaml import DEFAULT, LOADER, Limits, OverLimit
 from services.entrypoints.cli.spec_errors import problems_of
+from services.handlers.linear_regex import pattern_problem
 
 
 class SpecLines:
@@ -58,11 +60,24 @@ def load_spec_file(path: str, limits: Limits = DEFAULT) -> tuple[RunSpec, str, S
     try:
         spec = RunSpec.model_validate(data)
     except ValidationError as exc:
-        problems += problems_of(exc)
+        problems += problems_of(exc) + raw_pattern_problems(data)
         spec = None
     if problems or spec is None:
         raise InvalidSpec.of(with_lines(problems, lines), source=path)
     return spec, str(file.resolve().parent), lines
+
+
+def raw_pattern_problems(data: dict[str, Any]) -> list[SpecProblem]:
+    """The regexes of file checks RE2 refuses, read from the mapping as written: with
+    the schema's problems, every problem is named at once (once the schema passes,
+    `spec_check` finds them on the spec itself)."""
+    checks = data.get("acceptance")
+    return [
+        SpecProblem(f"acceptance.{i}.matches", why)
+        for i, check in enumerate(checks if isinstance(checks, list) else [])
+        if isinstance(check, dict) and "file" in check and isinstance(check.get("matches"), str)
+        and (why := pattern_problem(check["matches"])) is not None
+    ]  # fmt: skip
 
 
 def parse_spec(data: dict[str, Any]) -> RunSpec:

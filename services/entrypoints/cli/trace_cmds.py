@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from events.counted import counted
 from events.errors import CoreError
 from events.spans import Span, by_parent, spans_of, trace_id_of
 from services.adapters.tracing.otlp_json import otlp_json
@@ -28,7 +29,7 @@ def trace(session: Session, run_id: str, *, as_json: bool) -> int:
     if as_json:
         emit(redactor.value(otlp_json(spans, version=package_version())))
         return 0
-    print(f"trace {trace_id_of(run_id)}  run {run_id}  {len(spans)} spans")
+    print(f"trace {trace_id_of(run_id)}  run {run_id}  {counted(len(spans), 'span')}")
     for depth, span in tree_lines(spans):
         print(redactor.text(f"{'  ' * depth}{describe(span, width=32 - 2 * depth)}"))
     return 0

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from events.counted import counted
 from services.adapters.metrics.scrape import Served
 from services.adapters.metrics.server import LOOPBACK
 from services.adapters.tools import sandbox_probe
@@ -100,7 +101,7 @@ def workers(
             f"agentledger workers up on {masked(settings.redis_url or '')} (prefix "
             f"{settings.prefix!r}): queue {queue!r}, tool set {toolset.fingerprint} "
             f"({', '.join(toolset.modules) or 'built-in tools only'}), pools {', '.join(pools)}, "
-            f"{threads} threads ({', '.join(f'{p} {n}' for p, n in by_pool.items())})"
+            f"{counted(threads, 'thread')} ({', '.join(f'{p} {n}' for p, n in by_pool.items())})"
             + (f", metrics on {ops.where}" if ops else ""),
             flush=True,
         )
