@@ -63,7 +63,8 @@ DEFAULT_QUEUE = "default"
 
 
 class RunCreated(_Event):
-    """`queue` is the task queue the run's commands go to; `toolset` the fingerprint
+    """The intake created the run: its spec, where it works, who published it.
+    `queue` is the task queue the run's commands go to; `toolset` the fingerprint
     of the tool code that may serve it: a worker with other code never takes them."""
 
     type: Literal["RunCreated"] = "RunCreated"

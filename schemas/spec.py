@@ -87,8 +87,14 @@ class Budgets(_Spec):
 class Policies(_Spec):
     """How the run reacts to model stop reasons, approvals and cancellation."""
 
-    on_max_tokens: Literal["continue", "fail"] = "continue"
-    on_refusal: Literal["escalate", "fail"] = "escalate"
+    on_max_tokens: Literal["continue", "fail"] = Field(
+        default="continue",
+        description="a reply cut at max_tokens: ask for more, or end the run failed "
+        "(a cut-off tool call is never executed)",
+    )
+    on_refusal: Literal["escalate", "fail"] = Field(
+        default="escalate", description="a refusal: wait for a person, or end the run failed"
+    )
     approval_timeout_s: float = Field(
         default=3600.0, gt=0, description="an unanswered request is denied"
     )
