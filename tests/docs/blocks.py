@@ -9,6 +9,10 @@ has run, and is waited for until it prints its first line (a server saying it is
 up). A block that cannot run in a test is marked right before it, with why:
 
     <!-- not run: needs a Kubernetes cluster -->
+
+A block of any language marked `<!-- file: PATH -->` right before it is written
+to PATH (in the reader's clone) when the blocks before it have run: the files a
+walkthrough asks the reader to write, then run.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from tests.docs.reference import ROOT
 SHELL = {"sh": "sh", "bash": "sh", "shell": "sh", "console": "console"}
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w-]*)")
 NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<why>.+?)\s*-->")
+FILE = re.compile(r"<!--\s*file:\s*(?P<path>\S+)\s*-->")
 
 
 @dataclass
@@ -38,12 +43,14 @@ class Command:
 @dataclass
 class Block:
     path: Path
-    lang: str  # "sh" or "console"
+    lang: str  # "sh", "console", or "file" (its body is written to `file`)
     start: int  # the 0-based index of the fence's first content line
     end: int  # the index of the closing fence
     indent: str
     commands: list[Command]
     not_run: str | None  # why, when the block is marked not to run
+    file: str | None = None  # where a "file" block is written, relative to the clone
+    body: list[str] = field(default_factory=list)
 
     @property
     def where(self) -> str:
@@ -74,11 +81,13 @@ def blocks_of(path: Path, text: str | None = None) -> list[Block]:
         while end < len(lines) and not lines[end].strip().startswith(fence):
             end += 1
         lang = SHELL.get(m["lang"])
-        if lang is not None:
-            body = [line.removeprefix(indent) for line in lines[i + 1 : end]]
-            found.append(
-                Block(path, lang, i + 1, end, indent, _commands(lang, body, i + 2), _marked(lines, i))
-            )
+        body = [line.removeprefix(indent) for line in lines[i + 1 : end]]
+        written = _marked(lines, i, FILE, "path")
+        if written is not None:
+            found.append(Block(path, "file", i + 1, end, indent, [], None, written, body))
+        elif lang is not None:
+            commands = _commands(lang, body, i + 2)
+            found.append(Block(path, lang, i + 1, end, indent, commands, _marked(lines, i, NOT_RUN, "why")))
         i = end + 1
     return found
 
@@ -103,12 +112,12 @@ def plain_blocks_showing_commands(path: Path) -> list[int]:
     return hits
 
 
-def _marked(lines: list[str], fence_index: int) -> str | None:
+def _marked(lines: list[str], fence_index: int, marker: re.Pattern[str], group: str) -> str | None:
     j = fence_index - 1
     while j >= 0 and not lines[j].strip():
         j -= 1
-    m = NOT_RUN.search(lines[j]) if j >= 0 else None
-    return m["why"] if m else None
+    m = marker.search(lines[j]) if j >= 0 else None
+    return m[group] if m else None
 
 
 def _commands(lang: str, body: list[str], first_line: int) -> list[Command]:

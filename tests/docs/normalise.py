@@ -17,6 +17,7 @@ RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     for pattern, replacement in (
         (r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?", "<when>"),
         (r"\b\d{2}:\d{2}:\d{2}(\.\d+)?\b", "<time>"),
+        (r"\b1\d{9}(\.\d+)?\b", "<epoch>"),  # unix seconds, in JSON
         (r"\br-[0-9a-f]{8,}(\.s\d+)?", "<run>"),
         (r"\b[\w.-]+:\d+:[0-9a-f]{6}\b", "<worker>"),  # host:pid:random
         (r"#\d{10,}", "#<token>"),  # fencing tokens: microseconds
@@ -24,7 +25,10 @@ RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"/tmp/[^\s'\"),]+", "<tmp>"),
         (r"\b[0-9a-f]{12,}\b", "<hex>"),  # digests, fingerprints, keys, trace ids
         (r"token=[\w-]+", "token=<token>"),
+        (r"(?<=>)[\w-]{24,}", "<password>"),  # ACL SETUSER … '>password'
+        (r"(?<=:)[\w-]{24,}(?=@)", "<password>"),  # redis://user:password@host
         (r"\bpid:? \d+|\"pid\": \d+", "pid <n>"),
+        (r"\bredis \d+\.\d+\.\d+", "redis <version>"),
         (r"(?<![\w.])\d+(\.\d+)?\s?(ms|µs|s)\b", "<duration>"),
         (r"[ \t]+", " "),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import re
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,12 @@ def header(title: str, source: str) -> str:
         f"<!-- Made by `make docs` from {source}: edit the code, not this page. -->\n\n"
         f"# {title}\n\n"
     )
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as '-'."""
+    text = heading.strip().lower().replace("`", "")
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
 
 
 def cell(text: str) -> str:
@@ -213,7 +220,7 @@ def cli_page() -> str:
         "streams; an error is then one object too, `{\"error\", \"message\", "
         "\"exit_code\", …}`) and `--log-level` / `--log-format`, before or after the "
         "command. Exit codes: [exit-codes.md](exit-codes.md). What each command is for: "
-        "[the guide](../guide/README.md).\n\n"
+        "[the guide](../README.md).\n\n"
     )
     text += "```text\n" + p.format_usage().removeprefix("usage: ").rstrip() + "\n```\n\n"
     rows = _argument_rows(p, common=True)
@@ -406,7 +413,7 @@ def spec_models() -> list[tuple[type[BaseModel], str]]:
 
 def spec_page() -> str:
     models = spec_models()
-    anchors = {m: m.__name__.lower() for m, _ in models}
+    anchors = {m: slug(_spec_heading(m, path)) for m, path in models}
 
     def link(m: type[BaseModel]) -> str:
         return f"[{m.__name__}](#{anchors[m]})" if m in anchors else m.__name__
@@ -417,17 +424,20 @@ def spec_page() -> str:
         "read it, publishers send it in `RunRequested`. Unknown keys are refused, and so is "
         "a key given twice; every problem is reported at once, with its line. The same "
         "contract as JSON Schema: `schemas/run_spec.schema.json`. How to write one: "
-        "[the guide](../guide/README.md).\n\n"
+        "[writing a spec](../guide/specs.md).\n\n"
     )
     for model, path in models:
-        where = f" — `{path}`" if path else " — the top level"
-        text += f"## {model.__name__}{where}\n\n"
+        text += f"## {_spec_heading(model, path)}\n\n"
         if _doc(model):
             text += _doc(model) + "\n\n"
         extra = model.model_config.get("extra") == "allow"
         text += _model_table(model, link)
         text += "\nOther keys are passed through as given.\n\n" if extra else "\n"
     return text.rstrip("\n") + "\n"
+
+
+def _spec_heading(model: type[BaseModel], path: str) -> str:
+    return f"{model.__name__} — `{path}`" if path else f"{model.__name__} — the top level"
 
 
 # ---------------------------------------------------------------- prices

@@ -27,6 +27,11 @@ from tests.docs.normalise import difference, matches
 from tests.docs.reference import ROOT
 
 COMMAND_TIMEOUT_S = 180.0
+SETTLE_S = 30.0  # a read command is asked again, this long at most, until it prints what is shown
+READ_ONLY = re.compile(
+    r"^agentledger (status|runs|trace|context|toolset|workers --list|local status|publishers list"
+    r"|tail(?!.*--follow)|replay(?!.*--rerun)|dead-letters(?!.*--redrive))\b"
+)
 STARTUP_TIMEOUT_S = 60.0
 RUN_ID = re.compile(r"\br-[0-9a-f]{8,}(?:\.s\d+)?")
 PROJECT_SHOWN = "/home/you/agentledger"
@@ -71,7 +76,6 @@ class DocSession:
         self.cwdfile = workdir / ".cwd"
         self.background: list[tuple[subprocess.Popen[bytes], Path]] = []
         self.ids: dict[str, str] = {}  # a run id the document shows -> this session's
-        self.last_id: str | None = None
         self._setup()
 
     def _setup(self) -> None:
@@ -148,6 +152,14 @@ class DocSession:
             time.sleep(0.1)
         return f"no line within {STARTUP_TIMEOUT_S:g}s"
 
+    def write(self, relative: str, lines: list[str]) -> None:
+        """Write a file the document shows, as the reader would (inside the clone)."""
+        target = (self.project / relative).resolve()
+        if not target.is_relative_to(self.project.resolve()):
+            raise ValueError(f"<!-- file: {relative} --> is outside the reader's folder")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("\n".join(lines) + "\n")
+
     def close(self) -> None:
         for proc, _ in self.background:
             _stop_group(proc)
@@ -166,16 +178,15 @@ class DocSession:
     # ------------------------------------------------------------ run ids
 
     def mapped(self, text: str) -> str:
-        """`text` with the run ids the document shows replaced by this session's."""
-        return RUN_ID.sub(lambda m: self.ids.get(m[0]) or self.last_id or m[0], text)
+        """`text` with the run ids the document showed in an output before replaced
+        by this session's (an id it never showed, e.g. one that names no run, stays)."""
+        return RUN_ID.sub(lambda m: self.ids.get(m[0], m[0]), text)
 
     def learn(self, shown: list[str], printed: list[str]) -> None:
         want = _unique(RUN_ID.findall("\n".join(shown)))
         got = _unique(RUN_ID.findall("\n".join(printed)))
         for doc_id, real in zip(want, got, strict=False):
             self.ids.setdefault(doc_id, real)
-        if got:
-            self.last_id = got[-1]
 
 
 def _unique(items: list[str]) -> list[str]:
@@ -205,6 +216,9 @@ def run_document(path: Path, session: DocSession, *, text: str | None = None) ->
     outputs: dict[int, list[tuple[Command, list[str], bool]]] = {}
     try:
         for block in blocks:
+            if block.lang == "file":
+                session.write(block.file or "", block.body)
+                continue
             if block.not_run is not None:
                 report.skipped.append((block.where, block.not_run))
                 continue
@@ -235,8 +249,13 @@ def _run_command(
         session.learn([], printed)
         return command, printed, code == 0
     shown = [session.mapped(line) for line in command.expected]
-    session.learn(command.expected, printed)
     ok = matches(shown, printed)
+    deadline = time.monotonic() + SETTLE_S
+    while not ok and READ_ONLY.match(text) and time.monotonic() < deadline:
+        time.sleep(0.5)  # what it reads may not have happened yet (a run on other workers)
+        code, printed = session.run(text)
+        ok = matches(shown, printed)
+    session.learn(command.expected, printed)
     if not ok:
         report.problems.append(
             f"{where}: `{text}` (exit {code}) printed other than shown:\n" + difference(shown, printed)
