@@ -87,6 +87,8 @@ def list_blocks() -> int:
     ran, skipped = 0, []
     for path in documents():
         for block in blocks_of(path):
+            if block.lang == "file":
+                continue
             if block.not_run is None:
                 ran += 1
             else:

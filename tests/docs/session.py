@@ -112,10 +112,12 @@ class DocSession:
     # ------------------------------------------------------------ running
 
     def _script(self, command: str) -> str:
+        # `$?` is the previous command's exit code, as in one shell
         return (
             f'set -a; . "{self.envfile}" 2>/dev/null; cd "$(cat "{self.cwdfile}")" || exit 97\n'
+            f"(exit ${{DOCS_LAST_EXIT:-0}})\n"
             f"{command}\n"
-            f'__rc=$?; export -p > "{self.envfile}"; pwd > "{self.cwdfile}"; exit $__rc\n'
+            f'DOCS_LAST_EXIT=$?; export -p > "{self.envfile}"; pwd > "{self.cwdfile}"; exit $DOCS_LAST_EXIT\n'
         )
 
     def run(self, command: str) -> tuple[int, list[str]]:
