@@ -265,9 +265,10 @@ def environment_page() -> str:
     text = header("Environment", "services/settings.py (`_ENV`, `ENV_HELP`, `ENV_ALSO`, `Settings`)")
     text += (
         "Settings are the environment, read once when a command starts, into one frozen "
-        "settings object. Every value is checked then: a bad one (`REDIS_URL=garbage`, a "
-        "port or database that is not a number, a negative lease) exits 2 naming the "
-        "variable. An empty value is the same as unset. `run --processes N` and "
+        "settings object. Every value is checked then: a bad one (`REDIS_URL=garbage`, an "
+        "`http://` URL, a port or database that is not a number, a negative lease) exits 2 "
+        "naming the variable; so does a database the server does not have. An empty value "
+        "is the same as unset. `run --processes N` and "
         "`workers --processes N` give their children the same settings.\n\n"
     )
     rows = [
