@@ -2,7 +2,13 @@
 command run again, and how two outputs are compared: times, run ids, worker
 names, lock tokens, ports, pids, durations, hex digests and temporary paths
 become placeholders; runs of spaces become one (columns may widen); a line `...`
-stands for any lines, `...` inside a line for any text. Pure: no I/O."""
+stands for any lines, `...` inside a line for any text.
+
+Events whose presence depends on scheduling, not on what the run did, are left
+out of a timeline on both sides, with the sequence numbers they shift (as
+tests/e2e/e2ekit.py's `essential` does): a call that waited for a lock whose
+release had not landed yet (`ToolCallWaiting`), a model call claimed again after
+a busy machine let its claim expire (`ModelRequested … (attempt 2)`). Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -41,8 +47,18 @@ def normalise_line(line: str) -> str:
     return line.strip()
 
 
+INCIDENTAL = re.compile(r"^<seq> <time> \S+ (ToolCallWaiting|ModelRequested turn \d+ \(attempt (?!1\))\d+\))")
+SEQ = (re.compile(r"^\d+ <time> "), "<seq> <time> "), (re.compile(r"\(seq \d+,"), "(seq <n>,")
+
+
 def normalise(lines: list[str]) -> list[str]:
-    out = [normalise_line(line) for line in lines]
+    out = []
+    for line in lines:
+        shown = normalise_line(line)
+        for pattern, replacement in SEQ:
+            shown = pattern.sub(replacement, shown)
+        if not INCIDENTAL.match(shown):
+            out.append(shown)
     while out and not out[-1]:
         out.pop()
     while out and not out[0]:

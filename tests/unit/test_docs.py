@@ -158,3 +158,23 @@ def test_the_readme_teaches_in_at_most_300_lines() -> None:
     for must in ("make run", "make test", "## A first run, explained", "## A first tool of your own",
                  "## Changed in this release", "docs/"):  # fmt: skip
         assert must in readme
+
+
+def test_events_that_depend_on_scheduling_are_left_out_of_a_timeline_with_the_seqs_they_shift() -> None:
+    shown = [
+        "   5  03:53:38.091  tools    ToolCallScheduled        p1 locks granted",
+        "   6  03:53:38.092  tools    ToolCallStarted          p1 attempt 1 on vm:1:abcdef",
+        "run r-1a2497c62200d546aca.s1: completed  (seq 6, 1 turns)",
+    ]
+    printed = [
+        "   5  03:53:38.091  tools    ToolCallWaiting          p1 waits for stock:A1",
+        "   6  03:53:38.091  tools    ToolCallScheduled        p1 locks granted",
+        "   7  03:53:38.092  tools    ToolCallStarted          p1 attempt 1 on vm:1:abcdef",
+        "run r-1a2497c62200d546aca.s1: completed  (seq 7, 1 turns)",
+    ]
+    assert matches(shown, printed)
+    assert matches(["  2  03:53:38.091  model  ModelRequested  turn 1 (attempt 1)"],
+                   ["  2  03:53:38.091  model  ModelRequested  turn 1 (attempt 1)",
+                    "  3  03:53:39.091  model  ModelRequested  turn 1 (attempt 2)"])  # fmt: skip
+    assert not matches(["  2  03:53:38.091  model  ModelRequested  turn 1 (attempt 1)"],
+                       ["  2  03:53:38.091  model  ModelRequested  turn 2 (attempt 1)"])  # fmt: skip
