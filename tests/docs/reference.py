@@ -142,8 +142,10 @@ def _subcommands(p: argparse.ArgumentParser) -> list[tuple[str, argparse.Argumen
     return []
 
 
-# What a positional argument is, where the parser gives it no help
+# What an argument is, where the parser gives it no help (better: a `help=` in parser.py)
 POSITIONALS = {
+    "processes": "worker processes, each supervised: one that dies is started again",
+    "turn": "the turn (1, 2, …) whose request to rebuild",
     "spec": "the run spec file (YAML or JSON)",
     "run_id": "the run's id (`r-…`, as `run`, `submit` and `runs` print it)",
     "call_id": "the tool call's id (as the timeline and `status` print it)",
