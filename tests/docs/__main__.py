@@ -56,11 +56,12 @@ def main(argv: list[str] | None = None) -> int:
             if server is not None:
                 server.stop()  # type: ignore[attr-defined]
     for report in reports:
-        failed |= _say(report, write=not args.check)
+        stale = _say(report, write=not args.check)
+        failed |= stale if args.check else bool(report.unfixable)
     ran = sum(r.ran for r in reports)
     print(f"shell blocks: {ran} run ({sum(r.commands for r in reports)} commands) "
           f"in {len(reports)} documents")  # fmt: skip
-    return int(failed and args.check)
+    return int(failed)
 
 
 def _run(path: Path, tmp: Path, url: str) -> Report:

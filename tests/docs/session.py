@@ -49,6 +49,7 @@ class Report:
     commands: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (where, why)
     problems: list[str] = field(default_factory=list)
+    unfixable: int = 0  # problems writing the printed outputs cannot mend (a command that failed)
     refreshed: str | None = None  # the document with the printed outputs, when they differ
 
 
@@ -243,11 +244,13 @@ def _run_command(
         why = session.start(text)
         if why is not None:
             report.problems.append(f"{where}: `{text}` in the background: {why}")
+            report.unfixable += 1
         return command, [], why is None
     code, printed = session.run(text)
     if block.lang == "sh":
         if code != 0:
             report.problems.append(f"{where}: `{text}` exited {code}:\n" + "\n".join(printed[-20:]))
+            report.unfixable += 1
         session.learn([], printed)
         return command, printed, code == 0
     shown = [session.mapped(line) for line in command.expected]
