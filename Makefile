@@ -7,7 +7,7 @@ PYTHON ?= python3
 AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
-.PHONY: install sandbox browser mcp-servers run test test-unit test-integration test-e2e lint schemas bench bench-quick bench-claude bench-smoke chaos clean deploy-scalers
+.PHONY: install sandbox browser mcp-servers run test test-unit test-integration test-e2e lint schemas docs bench bench-quick bench-claude bench-smoke chaos clean deploy-scalers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -89,6 +89,14 @@ lint: install
 
 schemas: install
 	$(PYTHON) -m schemas.export
+
+# docs/reference/*.md from the code (the parser, settings, exit codes, events, the spec, prices),
+# then every shell example of README.md and docs/ run again (a folder, state and key prefix of
+# its own; REDIS_URL, else 127.0.0.1:6379, else a private redis-server): a sample output that no
+# longer matches is replaced by what the command printed. `python -m tests.docs --check` writes
+# nothing; the tests (tests/unit/test_docs.py, tests/e2e/test_docs_examples.py) fail on either.
+docs: install sandbox
+	$(PYTHON) -m tests.docs
 
 BENCH_STAMP := .agentledger/.bench-installed
 

@@ -1,7 +1,7 @@
 """Model prices in US dollars per million tokens, and the cost of one reply's usage.
 
 The defaults are Anthropic's list prices for the Claude API, checked on
-2026-12-01 (the README says so too); a run spec overrides or adds models
+2026-12-01 (docs/reference/prices.md is made from this table); a run spec overrides or adds models
 under `budgets.prices`. Cache reads, 5-minute and 1-hour cache writes are
 priced apart; a model priced by prompt length (Haiku 5.5) bills every token of
 a long-prompt request at its higher price; web searches cost per thousand. A

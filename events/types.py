@@ -63,7 +63,8 @@ DEFAULT_QUEUE = "default"
 
 
 class RunCreated(_Event):
-    """`queue` is the task queue the run's commands go to; `toolset` the fingerprint
+    """The intake created the run: its spec, where it works, who published it.
+    `queue` is the task queue the run's commands go to; `toolset` the fingerprint
     of the tool code that may serve it: a worker with other code never takes them."""
 
     type: Literal["RunCreated"] = "RunCreated"
@@ -97,6 +98,9 @@ class ModelRequested(_Event):
 
 
 class ModelResponded(_Event):
+    """The model's reply to a turn's request: every content block verbatim, why it
+    stopped, and the usage it was billed for."""
+
     type: Literal["ModelResponded"] = "ModelResponded"
     turn: int = Field(ge=1)
     content: tuple[ContentBlock, ...]
@@ -111,6 +115,9 @@ class ModelResponded(_Event):
 
 
 class ToolCallProposed(_Event):
+    """The model asked for a tool call (one per `tool_use` block). A proposal only:
+    nothing runs until the call is validated."""
+
     type: Literal["ToolCallProposed"] = "ToolCallProposed"
     call_id: str
     turn: int = Field(ge=1)
@@ -134,6 +141,9 @@ class _Cleared(_Event):
 
 
 class ToolCallValidated(_Cleared):
+    """The call may run: registered in the worker's tool set, valid arguments,
+    the principal's scope, no approval needed. Its resources and limits are fixed here."""
+
     type: Literal["ToolCallValidated"] = "ToolCallValidated"
 
 
@@ -146,6 +156,8 @@ class ApprovalRequested(_Cleared):
 
 
 class ApprovalGranted(_Event):
+    """A person approved a call awaiting approval; it goes on to its locks."""
+
     type: Literal["ApprovalGranted"] = "ApprovalGranted"
     call_id: str
     by: str
@@ -156,6 +168,9 @@ class ApprovalGranted(_Event):
 
 
 class ApprovalDenied(_Event):
+    """A person denied a call (or its approval expired: `expired`); the model is
+    told and the tool never runs."""
+
     type: Literal["ApprovalDenied"] = "ApprovalDenied"
     call_id: str
     by: str
@@ -167,6 +182,9 @@ class ApprovalDenied(_Event):
 
 
 class ToolCallRejected(_Event):
+    """Validation refused the call (unknown tool, invalid arguments, no scope…);
+    the error goes back to the model and the tool never runs."""
+
     type: Literal["ToolCallRejected"] = "ToolCallRejected"
     call_id: str
     error: ToolError
@@ -224,6 +242,9 @@ class Overflow(_Event):
 
 
 class ToolCallSucceeded(_Event):
+    """The tool ran and returned `output` (or the ledger answered: `replay_of`;
+    or an unknown outcome was resolved: `resolved_by`)."""
+
     type: Literal["ToolCallSucceeded"] = "ToolCallSucceeded"
     call_id: str
     output: Any
@@ -244,6 +265,9 @@ class ToolCallSucceeded(_Event):
 
 
 class ToolCallFailed(_Event):
+    """The call ended with a coded error the model sees (`error.retryable` says
+    whether trying again can help)."""
+
     type: Literal["ToolCallFailed"] = "ToolCallFailed"
     call_id: str
     error: ToolError
@@ -297,6 +321,9 @@ class ToolCallForceTerminated(_Event):
 
 
 class RunCancelRequested(_Event):
+    """Someone asked the run to stop: running calls get their cancel flag and
+    SIGTERM, then SIGKILL after the policy's `cancel_grace_s`."""
+
     type: Literal["RunCancelRequested"] = "RunCancelRequested"
     by: str
     source: str
@@ -328,6 +355,8 @@ class HumanReplied(_Event):
 
 
 class RunResumed(_Event):
+    """A person let a run awaiting a human go on."""
+
     type: Literal["RunResumed"] = "RunResumed"
     by: str
     note: str = ""
@@ -337,6 +366,8 @@ class RunResumed(_Event):
 
 
 class RunAborted(_Event):
+    """A person ended a run awaiting a human: it ends `failed`."""
+
     type: Literal["RunAborted"] = "RunAborted"
     by: str
     note: str = ""
@@ -346,6 +377,8 @@ class RunAborted(_Event):
 
 
 class RunTimedOut(_Event):
+    """The run's wall-clock budget ran out: it ends `timeout`."""
+
     type: Literal["RunTimedOut"] = "RunTimedOut"
     limit_s: float
     elapsed_s: float
@@ -353,12 +386,17 @@ class RunTimedOut(_Event):
 
 
 class AcceptanceStarted(_Event):
+    """The model ended its turn: the acceptance worker claimed the checks until
+    `deadline_at`."""
+
     type: Literal["AcceptanceStarted"] = "AcceptanceStarted"
     attempt: int = Field(ge=1)
     deadline_at: float
 
 
 class AcceptanceChecked(_Event):
+    """One acceptance check's verdict, on evidence the acceptance worker gathered."""
+
     type: Literal["AcceptanceChecked"] = "AcceptanceChecked"
     index: int = Field(ge=0)
     check: str = Field(description="what was checked, in words")
@@ -400,17 +438,25 @@ class AcceptanceFailed(_Event):
 
 
 class RunCompleted(_Event):
+    """Every acceptance check passed: the run ends `completed`."""
+
     type: Literal["RunCompleted"] = "RunCompleted"
     detail: str
 
 
 class RunFailed(_Event):
+    """The run ends `failed`: checks failed with no turns left, a stop the run does
+    not continue from, a model error retrying cannot fix, or an abort."""
+
     type: Literal["RunFailed"] = "RunFailed"
     reason: str
     detail: str
 
 
 class RunBudgetExhausted(_Event):
+    """A budget would be exceeded by the next step: the run ends
+    `budget_exhausted`, saying what was used and what was done."""
+
     type: Literal["RunBudgetExhausted"] = "RunBudgetExhausted"
     budget: BudgetName
     used: float

@@ -18,9 +18,9 @@ class _Spec(BaseModel):
 class Principal(_Spec):
     """Who the run acts for; a tool with a scope runs only if the principal holds it."""
 
-    id: str = Field(min_length=1)
-    tenant: str = Field(min_length=1)
-    scopes: tuple[str, ...] = ()
+    id: str = Field(min_length=1, description="who the run acts for")
+    tenant: str = Field(min_length=1, description="whose data: ledger keys and replays stay within it")
+    scopes: tuple[str, ...] = Field(default=(), description="what it may do: a tool's `scope` must be here")
 
 
 class Price(_Spec):
@@ -30,14 +30,18 @@ class Price(_Spec):
     `long_prompt`, which applies to every token of a request whose prompt
     (input, cache reads and writes) is over `long_prompt_over` tokens."""
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
-    cache_read: float = Field(default=0.0, ge=0)
-    cache_write: float = Field(default=0.0, ge=0)
-    cache_write_1h: float | None = Field(default=None, ge=0)
+    input: float = Field(ge=0, description="$ per million input tokens")
+    output: float = Field(ge=0, description="$ per million output tokens")
+    cache_read: float = Field(default=0.0, ge=0, description="$ per million cache-read tokens")
+    cache_write: float = Field(default=0.0, ge=0, description="$ per million 5-minute cache-write tokens")
+    cache_write_1h: float | None = Field(
+        default=None, ge=0, description="$ per million 1-hour cache-write tokens (None: twice `input`)"
+    )
     web_search_per_1k: float = Field(default=10.0, ge=0, description="$ per 1,000 web searches")
-    long_prompt_over: int | None = Field(default=None, ge=1)
-    long_prompt: Price | None = None
+    long_prompt_over: int | None = Field(
+        default=None, ge=1, description="prompt tokens over which `long_prompt` prices the request"
+    )
+    long_prompt: Price | None = Field(default=None, description="the longer prompts' price")
 
     @model_validator(mode="after")
     def _tiers_together(self) -> Price:
@@ -54,12 +58,20 @@ class Budgets(_Spec):
     """Limits that end a run in an explicit state when exhausted. Checked on the
     state machine's transitions: before each model request and each tool claim."""
 
-    max_turns: int = Field(default=8, ge=1, le=10_000)
-    max_input_tokens: int | None = Field(default=None, ge=1)
-    max_output_tokens: int | None = Field(default=None, ge=1)
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_wall_clock_s: float | None = Field(default=None, gt=0)
-    max_consecutive_failures: int | None = Field(default=None, ge=1)
+    max_turns: int = Field(default=8, ge=1, le=10_000, description="model responses")
+    max_input_tokens: int | None = Field(
+        default=None, ge=1, description="input tokens, cached ones too; the next request's estimate counts"
+    )
+    max_output_tokens: int | None = Field(default=None, ge=1, description="output tokens")
+    max_cost_usd: float | None = Field(
+        default=None, gt=0, description="US dollars; needs a price for the model (Claude ids have defaults)"
+    )
+    max_wall_clock_s: float | None = Field(
+        default=None, gt=0, description="seconds from the run's creation; ends it `timeout`"
+    )
+    max_consecutive_failures: int | None = Field(
+        default=None, ge=1, description="failing tool steps in a row"
+    )
     tool_timeout_s: float | None = Field(
         default=None, gt=0, description="caps every tool's own timeout"
     )
@@ -75,8 +87,14 @@ class Budgets(_Spec):
 class Policies(_Spec):
     """How the run reacts to model stop reasons, approvals and cancellation."""
 
-    on_max_tokens: Literal["continue", "fail"] = "continue"
-    on_refusal: Literal["escalate", "fail"] = "escalate"
+    on_max_tokens: Literal["continue", "fail"] = Field(
+        default="continue",
+        description="a reply cut at max_tokens: ask for more, or end the run failed "
+        "(a cut-off tool call is never executed)",
+    )
+    on_refusal: Literal["escalate", "fail"] = Field(
+        default="escalate", description="a refusal: wait for a person, or end the run failed"
+    )
     approval_timeout_s: float = Field(
         default=3600.0, gt=0, description="an unanswered request is denied"
     )
@@ -90,17 +108,19 @@ class Policies(_Spec):
 
 
 class ScriptedCall(_Spec):
-    id: str = Field(min_length=1)
-    name: str = Field(min_length=1)
-    input: dict[str, Any] = Field(default_factory=dict)
+    """One tool call of a scripted turn, as a `tool_use` block."""
+
+    id: str = Field(min_length=1, description="the call id")
+    name: str = Field(min_length=1, description="the tool")
+    input: dict[str, Any] = Field(default_factory=dict, description="its arguments")
 
 
 class ScriptedTurn(_Spec):
     """One scripted model response: tool calls, or the end of the model's turn."""
 
-    tool_use: tuple[ScriptedCall, ...] | None = None
-    end_turn: str | None = None
-    refusal: str | None = None
+    tool_use: tuple[ScriptedCall, ...] | None = Field(default=None, description="calls to propose")
+    end_turn: str | None = Field(default=None, description="the final text: the model ends its turn")
+    refusal: str | None = Field(default=None, description="a refusal, with this text")
     stop_reason: Literal["max_tokens", "pause_turn", "stop_sequence"] | None = Field(
         default=None, description="play a reply that stopped this way instead"
     )
@@ -119,7 +139,10 @@ class ScriptedTurn(_Spec):
 
 
 class ScriptedModel(_Spec):
-    scripted: tuple[ScriptedTurn, ...] = Field(min_length=1)
+    """A model that plays its turns in order (no API, no key): for examples and tests.
+    A request for a turn it does not have ends the run `failed`."""
+
+    scripted: tuple[ScriptedTurn, ...] = Field(min_length=1, description="the turns, in order")
 
 
 class ServerTool(BaseModel):
@@ -143,15 +166,23 @@ class AnthropicSettings(_Spec):
     `off`. `fallback_model`: after a refusal the refused request is sent again,
     without the refused turn, to this model, which then serves the rest of the run."""
 
-    model: str = Field(min_length=1)
-    max_tokens: int = Field(default=4096, ge=1)
-    system: str | None = None
+    model: str = Field(min_length=1, description="the model id")
+    max_tokens: int = Field(default=4096, ge=1, description="the output limit of a request")
+    system: str | None = Field(default=None, description="added to the spec's own system text")
     temperature: float | None = Field(default=None, ge=0.0, le=1.0)
-    thinking: dict[str, Any] | None = None
-    server_tools: tuple[ServerTool, ...] = ()
+    thinking: dict[str, Any] | None = Field(
+        default=None, description="passed through as the API defines it, e.g. {type: adaptive}"
+    )
+    server_tools: tuple[ServerTool, ...] = Field(
+        default=(), description="run by the provider, passed through as the API defines them"
+    )
     prompt_cache: Literal["breakpoints", "automatic", "off"] = "breakpoints"
-    cache_ttl: Literal["5m", "1h"] = "5m"
-    fallback_model: str | None = Field(default=None, min_length=1)
+    cache_ttl: Literal["5m", "1h"] = Field(
+        default="5m", description="1h: cache writes cost 2x input instead of 1.25x"
+    )
+    fallback_model: str | None = Field(
+        default=None, min_length=1, description="gets a refused request, once, and the rest of the run"
+    )
 
     @model_validator(mode="after")
     def _server_tool_names_unique(self) -> AnthropicSettings:
@@ -162,6 +193,8 @@ class AnthropicSettings(_Spec):
 
 
 class AnthropicModel(_Spec):
+    """Claude through the Messages API (ANTHROPIC_API_KEY)."""
+
     anthropic: AnthropicSettings
 
 
@@ -214,24 +247,28 @@ class ContextSettings(_Spec):
 class CommandCheck(_Spec):
     """Passes when the command exits 0 in the run's workspace."""
 
-    command: str = Field(min_length=1)
-    timeout_s: float = Field(default=300.0, gt=0)
+    command: str = Field(min_length=1, description="a shell command, run in the sandbox")
+    timeout_s: float = Field(
+        default=300.0, gt=0, description="held to AGENTLEDGER_MAX_COMMAND_TIMEOUT_S and the wall clock"
+    )
 
 
 class ToolCheck(_Spec):
     """Passes when a registered read-only tool returns a value that contains `expect`."""
 
-    tool: str = Field(min_length=1)
-    input: dict[str, Any] = Field(default_factory=dict)
-    expect: Any
+    tool: str = Field(min_length=1, description="a registered read-only tool")
+    input: dict[str, Any] = Field(default_factory=dict, description="its arguments")
+    expect: Any = Field(description="a subset of its result: every key given must match")
 
 
 class FileCheck(_Spec):
     """Passes when a workspace file contains a string and/or matches a regex."""
 
-    file: str = Field(min_length=1)
-    contains: str | None = None
-    matches: str | None = None
+    file: str = Field(min_length=1, description="a path relative to the workspace")
+    contains: str | None = Field(default=None, description="a string the file must contain")
+    matches: str | None = Field(
+        default=None, description="a regex (RE2: linear time) the file must match, searched"
+    )
 
     @model_validator(mode="after")
     def _something_to_check(self) -> FileCheck:
@@ -243,7 +280,10 @@ class FileCheck(_Spec):
 class PythonCheck(_Spec):
     """Passes when `module:function(workspace)` returns True (or (True, evidence))."""
 
-    python: str = Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+    python: str = Field(
+        pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+        description="module:function of a function decorated @check",
+    )
 
 
 AcceptanceCheck = Annotated[
@@ -256,8 +296,14 @@ AcceptanceCheck = Annotated[
 
 
 class RunSpec(_Spec):
-    task: str = Field(min_length=1)
-    workspace: str | None = None
+    """A run: its task, who it acts for, its model, its tools, its budgets and
+    what must be true at the end (`acceptance`)."""
+
+    task: str = Field(min_length=1, description="what the run is for: the model's first message")
+    workspace: str | None = Field(
+        default=None,
+        description="the folder its tools, commands and checks work in (relative: to the spec's folder)",
+    )
     copy_workspace: bool | None = Field(
         default=None,
         description="unset or true: the run works in a copy of `workspace` the intake makes "
@@ -274,12 +320,14 @@ class RunSpec(_Spec):
         pattern=QUEUE_PATTERN,
         description="the task queue whose workers serve the run ('default' when unnamed)",
     )
-    system: str | None = None
+    system: str | None = Field(default=None, description="the system text sent with every request")
     principal: Principal
     budgets: Budgets = Budgets()
     policies: Policies = Policies()
-    model: ModelSpec
-    acceptance: tuple[AcceptanceCheck, ...] = ()
+    model: ModelSpec = Field(description="exactly one of `scripted`, `anthropic`, `replay`")
+    acceptance: tuple[AcceptanceCheck, ...] = Field(
+        default=(), description="checks that must all pass for the run to end `completed`"
+    )
     context: ContextSettings = ContextSettings()
     secrets: tuple[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")], ...] = Field(
         default=(), description="environment variables whose values are secret"

@@ -93,7 +93,7 @@ class Settings:
     workspace_max_bytes: int = 1 << 30
     workspace_max_files: int = 100_000
     # --- bounds (issue 32.3-32.5): the operator's maxima for user-given timeouts, and
-    # each pool's own thread budget (docs/security/bounds.md) ---
+    # each pool's own thread budget (docs/guide/limits.md) ---
     max_command_timeout_s: float = 600.0  # an acceptance `command:` check's timeout_s
     max_tool_timeout_s: float = 600.0  # a tool call's timeout (the tool's, the spec's tool_timeout_s)
     max_mcp_timeout_s: float = 600.0  # an MCP tool call's timeout (the servers file's timeout_s)
@@ -113,7 +113,7 @@ class Settings:
     # intake (issue 31.2/31.3): each partition's rejected stream keeps about this many
     # entries (each a digest of at most 4 kB: 10,000 are at most ~40 MB)
     rejected_maxlen: int = 10_000
-    # sizes (issue 32.7, docs/security/sizes.md): no stored event is larger than
+    # sizes (issue 32.7, docs/guide/limits.md): no stored event is larger than
     # event_max_bytes (a tool-made field past it is cut, the rest kept in the run's
     # overflow pages); a worker keeps folded states of at most state_cache_max_bytes;
     # its C allocator makes at most malloc_arenas arenas (0: glibc's default)
@@ -184,6 +184,70 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_EVENT_MAX_BYTES": ("event_max_bytes", int),
     "AGENTLEDGER_STATE_CACHE_MAX_BYTES": ("state_cache_max_bytes", int),
     "AGENTLEDGER_MALLOC_ARENAS": ("malloc_arenas", int),
+}
+# One line per variable of _ENV: what it sets (docs/reference/environment.md is made from
+# this, `make docs`; a unit test fails when a variable has none). Defaults come from Settings.
+ENV_HELP: dict[str, str] = {
+    "REDIS_URL": "the Redis (or any node of a Redis Cluster) to use; it must answer, else exit 10",
+    "AGENTLEDGER_PROBE_URL": "tried when REDIS_URL is unset, used when it answers; `off` never tries it",
+    "AGENTLEDGER_PREFIX": "the key prefix of every key of this deployment (tests use their own)",
+    "AGENTLEDGER_SHARDS": "new runs are spread over this many shards; a run's shard is in its id (`r-<hex>.s3`), so raising it later never moves a run (every reader covers the largest count this Redis has seen)",
+    "AGENTLEDGER_INBOX_PARTITIONS": "inbox partitions (`<prefix>:{in<N>}:inbox:<publisher>`); a request goes to one by a hash of its id",
+    "AGENTLEDGER_LOCK_PARTITIONS": "partitions of the lock table; unset: the count recorded in `<prefix>:meta`, else 1 on one Redis and 8 on a cluster. Fixed per deployment: another count refuses to start (exit 2)",
+    "AGENTLEDGER_MEMBER_TTL_S": "a worker silent this long is gone: its shards and pool membership move to the others",
+    "AGENTLEDGER_OUTCOME_RETRY_S": "how long a worker holding an outcome (a tool's result, its claim, its operation key, a model reply, acceptance results) keeps trying to record it across a Redis outage, with back-off; 0 never retries",
+    "AGENTLEDGER_INBOX_MAX_BYTES": "a bigger inbox message (or spec file) is rejected unread (`size limit`)",
+    "AGENTLEDGER_LEASE_S": "a live run without progress this long is re-driven by the sweeper, from its log (claims still within their deadline are left alone)",
+    "AGENTLEDGER_SWEEP_INTERVAL_S": "how often the sweeper looks (a run it looked at is looked at again after the lease, or at its next deadline)",
+    "AGENTLEDGER_LOCK_LEASE_S": "a lock holder that stops renewing loses its locks after this",
+    "AGENTLEDGER_LEDGER_KEEP_S": "how long a done operation key is remembered and replayed; 0 keeps it forever",
+    "AGENTLEDGER_MODEL_LEASE_S": "the claim lease of an anthropic model call (plus its retry waits); the scripted model uses its longest delay + 1 s",
+    "AGENTLEDGER_ACCEPTANCE_LEASE_S": "unused: an acceptance claim lasts its checks' timeouts plus AGENTLEDGER_LEASE_S",
+    "AGENTLEDGER_WORKER_THREADS": "worker threads per process (`--threads`), split among the pools it serves",
+    "AGENTLEDGER_CARRY_S": "how long one delivery may carry its run on into the next step a pool of this process serves, with no message; 0: every step goes through its queue",
+    "AGENTLEDGER_BROKER_CLAIM_IDLE_S": "a delivered message idle this long (its worker died) goes to another worker",
+    "AGENTLEDGER_BROKER_MAX_DELIVERIES": "deliveries (kills included) before a message is dead-lettered",
+    "AGENTLEDGER_STATE_DIR": "the per-user state folder: the local Redis service's data, workspace copies, publishers file, last internal error (default $XDG_STATE_HOME/agentledger, else ~/.local/state/agentledger)",
+    "ANTHROPIC_API_KEY": "for `model: anthropic`; always secret",
+    "ANTHROPIC_BASE_URL": "for `model: anthropic`: another endpoint than the SDK's default",
+    "AGENTLEDGER_SANDBOX": "`on`: commands run under bubblewrap; `off`: as the worker, unconfined, with its rights (only the environment stays minimal)",
+    "AGENTLEDGER_SANDBOX_CPU_S": "CPU seconds per process of a sandboxed command (SIGXCPU, then SIGKILL a second later)",
+    "AGENTLEDGER_SANDBOX_MEMORY_MB": "address space per process of a sandboxed command",
+    "AGENTLEDGER_SANDBOX_FILE_MB": "the largest file a sandboxed command may write",
+    "AGENTLEDGER_SANDBOX_PROCESSES": "processes of one command, its whole tree; at the limit the command is stopped",
+    "AGENTLEDGER_SANDBOX_ENV": "names (comma-separated) of worker variables passed into every sandboxed command; none by default",
+    "AGENTLEDGER_SANDBOX_UID": "the host uid a root worker's commands run as (never 0)",
+    "AGENTLEDGER_SANDBOX_GID": "the host gid a root worker's commands run as (never 0)",
+    "AGENTLEDGER_SANDBOX_TMP_MB": "the size of a command's /tmp, and of its /dev/shm",
+    "AGENTLEDGER_SANDBOX_SCAN_MAX": "entries of a workspace looked at before a command; a bigger workspace is refused",
+    "AGENTLEDGER_PUBLISHERS": "the publishers file: who may publish to the inbox, with which key, and what each may ask for (default <state folder>/publishers.yaml)",
+    "PROMETHEUS_MULTIPROC_DIR": "prometheus_client's multiprocess folder (`--processes N`); unset: a fresh temporary one",
+    "AGENTLEDGER_REPLICA_ACKS": "appends, ledger writes and lock-table changes wait (WAIT) until this many replicas hold them",
+    "AGENTLEDGER_WORKSPACE_ROOTS": "absolute folders (`:` or `,` between) every publisher's runs may ask for a workspace inside",
+    "AGENTLEDGER_WORKSPACE_MAX_BYTES": "the most bytes the intake copies for one run's workspace",
+    "AGENTLEDGER_WORKSPACE_MAX_FILES": "the most entries (files, links, folders) the intake copies for one run's workspace",
+    "AGENTLEDGER_MAX_COMMAND_TIMEOUT_S": "the operator's maximum for an acceptance `command:` check's timeout_s",
+    "AGENTLEDGER_MAX_TOOL_TIMEOUT_S": "the operator's maximum for a tool call's timeout (the tool's, the spec's tool_timeout_s)",
+    "AGENTLEDGER_MAX_MCP_TIMEOUT_S": "the operator's maximum for an MCP tool call's timeout (the servers file's timeout_s)",
+    "AGENTLEDGER_MODEL_THREADS": "the model pool's thread budget; unset: its share of the worker threads",
+    "AGENTLEDGER_TOOLS_THREADS": "the tools pool's thread budget; unset: its share of the worker threads",
+    "AGENTLEDGER_ACCEPT_THREADS": "the acceptance pool's thread budget; unset: a quarter of the worker threads",
+    "AGENTLEDGER_REPLAY_WINDOW_S": "an inbox message issued further than this from the intake's clock (either side) is refused; nonces are kept twice as long",
+    "AGENTLEDGER_UI_TOKEN": "the web view's sign-in token (at least 32 characters); unset: <state folder>/ui-token, made on first start",
+    "AGENTLEDGER_UI_ALLOW_HOSTS": "Host names (comma-separated) the web view answers to besides loopback and its own address",
+    "AGENTLEDGER_REJECTED_MAXLEN": "entries each partition's rejected stream keeps (each a digest of at most 4 kB)",
+    "AGENTLEDGER_EVENT_MAX_BYTES": "the largest stored event (at least 131072); a tool-made field past it keeps a head, the rest in overflow pages",
+    "AGENTLEDGER_STATE_CACHE_MAX_BYTES": "the folded run states a worker keeps, in estimated bytes (at least 1 MiB)",
+    "AGENTLEDGER_MALLOC_ARENAS": "glibc allocator arenas of a worker (0: glibc's default; MALLOC_ARENA_MAX in the environment wins)",
+}
+# Variables read outside _ENV (not settings of their own), for the same reference page.
+ENV_ALSO: dict[str, str] = {
+    "AGENTLEDGER_SECRETS": "names (comma-separated) of more variables whose values are secret, for every run",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "set (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): `workers` and `run` send each run's spans over OTLP/HTTP; the exporter reads the other OTEL_* variables itself",
+    "OTEL_SDK_DISABLED": "`true` switches trace export off (so does OTEL_TRACES_EXPORTER=none)",
+    "XDG_STATE_HOME": "where the default state folder lives ($XDG_STATE_HOME/agentledger)",
+    "MALLOC_ARENA_MAX": "when set, wins over AGENTLEDGER_MALLOC_ARENAS",
+    "LOGNAME": "who a control says it is from when `--by` is not given (as getpass finds the user name)",
 }
 # numbers that must be positive (> 0) or at least zero, by variable
 _POSITIVE = (

@@ -13,13 +13,15 @@ NO_WORKERS = 11  # a control with no live intake to take it: nothing was left qu
 BUG = 70  # the CLI itself failed: a bug (the traceback is kept in the state folder)
 INTERRUPTED = 130  # SIGINT or SIGTERM
 
+# `run` and `status` exit with the code of the state the run is in (docs/reference/exit-codes.md
+# is made from these comments and the ones above, `make docs`)
 BY_STATUS: dict[RunStatus, int] = {
-    RunStatus.COMPLETED: 0,
-    RunStatus.FAILED: 1,
-    RunStatus.BUDGET_EXHAUSTED: 3,
-    RunStatus.TIMEOUT: 4,
-    RunStatus.CANCELLED: 5,
-    RunStatus.AWAITING_HUMAN: 6,
+    RunStatus.COMPLETED: 0,  # the model ended its turn and every acceptance check passed
+    RunStatus.FAILED: 1,  # checks failed with no turns left, a stop the run does not go on from, a model error, an abort
+    RunStatus.BUDGET_EXHAUSTED: 3,  # the next step would exceed a budget (turns, tokens, cost, failures)
+    RunStatus.TIMEOUT: 4,  # the wall-clock budget ran out
+    RunStatus.CANCELLED: 5,  # cancelled on request; nothing is rolled back
+    RunStatus.AWAITING_HUMAN: 6,  # not ended: the run waits for a person (reply, resume or abort)
 }
 
 

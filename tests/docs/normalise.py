@@ -1,0 +1,95 @@
+"""What may differ between the output a document shows and the output of the same
+command run again, and how two outputs are compared: times, run ids, worker
+names, lock tokens, ports, pids, durations, hex digests and temporary paths
+become placeholders; runs of spaces become one (columns may widen); a line `...`
+stands for any lines, `...` inside a line for any text.
+
+Events whose presence depends on scheduling, not on what the run did, are left
+out of a timeline on both sides, with the sequence numbers they shift (as
+tests/e2e/e2ekit.py's `essential` does): a call that waited for a lock whose
+release had not landed yet (`ToolCallWaiting`), a model call claimed again after
+a busy machine let its claim expire (`ModelRequested … (attempt 2)`). Pure: no I/O."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from functools import cache
+
+ELLIPSIS = "..."
+
+RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), replacement)
+    for pattern, replacement in (
+        (r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?", "<when>"),
+        (r"\b\d{2}:\d{2}:\d{2}(\.\d+)?\b", "<time>"),
+        (r"\b1\d{9}(\.\d+)?\b", "<epoch>"),  # unix seconds, in JSON
+        (r"\br-[0-9a-f]{8,}(\.s\d+)?", "<run>"),
+        (r"\b[\w.-]+:\d+:[0-9a-f]{6}\b", "<worker>"),  # host:pid:random
+        (r"#\d{10,}", "#<token>"),  # fencing tokens: microseconds
+        (r"\b(127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0):\d+", r"\1:<port>"),
+        (r"/tmp/[^\s'\"),]+", "<tmp>"),
+        (r"\b[0-9a-f]{12,}\b", "<hex>"),  # digests, fingerprints, keys, trace ids
+        (r"token=[\w-]+", "token=<token>"),
+        (r"(?<=>)[\w-]{24,}", "<password>"),  # ACL SETUSER … '>password'
+        (r"(?<=:)[\w-]{24,}(?=@)", "<password>"),  # redis://user:password@host
+        (r"\bpid:? \d+|\"pid\": \d+", "pid <n>"),
+        (r"\bredis \d+\.\d+\.\d+", "redis <version>"),
+        (r"(?<![\w.])\d+(\.\d+)?\s?(ms|µs|s)\b", "<duration>"),
+        (r"[ \t]+", " "),
+    )
+)
+
+
+def normalise_line(line: str) -> str:
+    for pattern, replacement in RULES:
+        line = pattern.sub(replacement, line)
+    return line.strip()
+
+
+INCIDENTAL = re.compile(r"^<seq> <time> \S+ (ToolCallWaiting|ModelRequested turn \d+ \(attempt (?!1\))\d+\))")
+SEQ = (re.compile(r"^\d+ <time> "), "<seq> <time> "), (re.compile(r"\(seq \d+,"), "(seq <n>,")
+
+
+def normalise(lines: list[str]) -> list[str]:
+    out = []
+    for line in lines:
+        shown = normalise_line(line)
+        for pattern, replacement in SEQ:
+            shown = pattern.sub(replacement, shown)
+        if not INCIDENTAL.match(shown):
+            out.append(shown)
+    while out and not out[-1]:
+        out.pop()
+    while out and not out[0]:
+        out.pop(0)
+    return out
+
+
+@cache
+def _pattern(expected: str) -> re.Pattern[str]:
+    return re.compile(".*".join(re.escape(part) for part in expected.split(ELLIPSIS)) + r"\Z")
+
+
+def matches(expected: list[str], actual: list[str]) -> bool:
+    """Whether `actual` is what `expected` shows, both normalised."""
+    want, got = normalise(expected), normalise(actual)
+
+    @cache
+    def at(i: int, j: int) -> bool:
+        if i == len(want):
+            return j == len(got)
+        if want[i] == ELLIPSIS:
+            return any(at(i + 1, k) for k in range(j, len(got) + 1))
+        return j < len(got) and _pattern(want[i]).match(got[j]) is not None and at(i + 1, j + 1)
+
+    return at(0, 0)
+
+
+def difference(expected: list[str], actual: list[str]) -> str:
+    """The two outputs, normalised, as a unified diff (what the document shows first)."""
+    return "\n".join(
+        difflib.unified_diff(
+            normalise(expected), normalise(actual), "shown", "printed", lineterm="", n=2
+        )
+    )
