@@ -68,7 +68,12 @@ def parser() -> argparse.ArgumentParser:
         return c
 
     r = command("run", "run a spec end to end on embedded workers and follow it")
-    r.add_argument("spec")
+    r.add_argument("spec", nargs="?", help="the spec file (YAML); none with --attach")
+    r.add_argument(
+        "--attach", metavar="RUN",
+        help="go on with an embedded run of this state folder no process serves (its `run` exited): "
+        "serve it with the tool set it started with and follow it to its end",
+    )  # fmt: skip
     r.add_argument("--processes", type=_count, default=0, help="worker processes (0: threads here)")
     r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
     _mcp(r)
