@@ -250,7 +250,8 @@ def test_attach_refuses_a_run_on_a_shared_queue(cli, steering):
     hint = line_with(done.stdout, "waits for a person")
     reply, *_, workers = quoted(hint)
     # its controls are signed as its publisher, and the workers of its queue go on with it
-    assert reply[-3:-1] == ["--as", publisher] and workers[:4] == ["agentledger", "workers", "--queue", "shared"]
+    assert reply[-2:] == ["--as", publisher]
+    assert workers[:4] == ["agentledger", "workers", "--queue", "shared"]
     run_id = reply[2]
     refused(cli("run", "--attach", run_id), 2, "shared task queue 'shared'", "agentledger workers")
 

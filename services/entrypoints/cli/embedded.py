@@ -60,7 +60,7 @@ def attach_command(run_id: str) -> str:
 
 def reply_command(run_id: str, *, as_: str | None = None) -> str:
     """`agentledger reply RUN "…"`: the person writes their guidance in place of the dots."""
-    return command("reply", run_id, *(["--as", as_] if as_ else [])) + ' "…"'
+    return command("reply", run_id) + ' "…"' + (f" {shlex.join(['--as', as_])}" if as_ else "")
 
 
 def waiting_for_a_person(run_id: str, go_on: str, *, as_: str | None = None) -> str:

@@ -1,8 +1,10 @@
 """Commands that start work: run (embedded: a private task queue served by workers
 in this process or its children, and an intake in this process that reads only
-its own publisher's streams; follows the run to its end), submit (publish to a
-shared task queue) and toolset (the fingerprint a publisher names). With
-`--processes N` the run's workers are child `agentledger workers` (`workers_cmds`)."""
+its own publisher's streams; follows the run to its end — `to_the_end`, which
+`run --attach` shares (`attach_cmds`) — and, when it stops before the end, says
+the exact commands that let the run go on), submit (publish to a shared task
+queue) and toolset (the fingerprint a publisher names). With `--processes N` the
+run's workers are child `agentledger workers` (`workers_cmds`)."""
 
 from __future__ import annotations
 
