@@ -92,7 +92,7 @@ def refusal(session: Session, run_id: str, state: RunState | None) -> Refusal | 
             exit_codes.SERVED, "served",
             f"run {run_id!r} is served by a live process (worker {', '.join(workers)}): "
             f"`{command('tail', '--run', run_id, '--follow')}` follows it; attach once that "
-            "process has exited",
+            f"process has exited (one that died stops counting after {session.settings.member_ttl_s:g}s)",
         )  # fmt: skip
     return None
 
