@@ -108,7 +108,7 @@ def test_an_interrupted_run_cancels_its_run_and_exits_130(
     assert of_type(events, "ToolCallCancelled"), "the running tool was stopped, not abandoned"
 
 
-def test_a_second_signal_stops_at_once_and_leaves_the_run_to_other_workers(
+def test_a_second_signal_stops_at_once_and_names_the_command_that_goes_on(
     cli: Cli, tmp_path: Path, started: list[subprocess.Popen[str]]
 ) -> None:
     (tmp_path / "deaf_tools.py").write_text(DEAF_TOOLS)
@@ -133,11 +133,9 @@ def test_a_second_signal_stops_at_once_and_leaves_the_run_to_other_workers(
     assert time.monotonic() - asked < 20, "it waited for the 60 s grace"
     assert "stopped at once" in err and "is being cancelled" in err
     assert cli.events(run_id)[-1]["type"] == "RunCancelRequested"  # nothing half-written
-    # the command it says would take the run on names where its tools are, from any folder
+    # the command it says goes on with the run: the attach (test_cli_attach runs it)
     (hint,) = [line for line in err.splitlines() if "stopped at once" in line]
-    command = shlex.split(hint.split("`")[1])
-    assert command[:2] == ["agentledger", "workers"] and "deaf_tools" in command
-    assert command[command.index("--tool-path") + 1] == str(tmp_path.resolve())
+    assert shlex.split(hint.split("`")[1]) == ["agentledger", "run", "--attach", run_id]
 
 
 def test_worker_processes_of_run_never_outlive_it(

@@ -34,7 +34,6 @@ from events.causes import (
     check_cause,
     last_lines,
 )
-from events.frozen import replace
 from events.model_step import record_model_error, request_model
 from events.status import RunStatus
 from events.tool_step import Errored, Succeeded
@@ -48,7 +47,7 @@ from events.types import (
     ToolError,
 )
 from services.entrypoints.cli.describe import line, summary
-from services.entrypoints.cli.run_cmds import stopped_at_once
+from services.entrypoints.cli.embedded import left
 
 R = RunStatus
 PYTEST_STDERR = "collected 1 item\n\n    def test_add():\n>       assert add(1, 1) == 3\nE   assert 2 == 3\n"
@@ -238,13 +237,11 @@ def test_a_tools_traceback_goes_on_its_failed_call_and_not_to_the_model() -> Non
 @pytest.mark.parametrize(
     ("status", "said"),
     [
-        (R.CANCELLED, "stopped at once: run r-1 ended cancelled"),
-        (R.CANCELLING, "stopped at once: run r-1 is being cancelled (the cancel is recorded); "
-                       "`agentledger workers --queue q` would finish it"),
-        (R.RUNNING_TOOLS, "stopped at once: run r-1 is left running_tools; "
-                          "`agentledger workers --queue q` would take it on"),
+        (R.CANCELLING, "run r-1 is left cancelling (it was asked to cancel: it ends cancelled); "
+                       "`agentledger run --attach r-1` goes on with it"),
+        (R.RUNNING_TOOLS, "run r-1 is left running_tools; `agentledger run --attach r-1` goes on with it"),
     ],
 )  # fmt: skip
 def test_a_second_signal_tells_the_run_as_the_workers_left_it(status: RunStatus, said: str) -> None:
-    state = replace(failed_once().s, status=status)
-    assert stopped_at_once("r-1", state, "agentledger workers --queue q") == said
+    # (a run that ended meanwhile is said as ended: tests/e2e/test_cli_attach.py)
+    assert left("r-1", status, "agentledger run --attach r-1") == said

@@ -17,6 +17,7 @@ from schemas import inbox
 from schemas.envelope import Envelope
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
+from services.entrypoints.cli.embedded import after_control, intake_while_delivering
 from services.entrypoints.cli.inbox_watch import (
     Liveness,
     intake_liveness,
@@ -25,7 +26,7 @@ from services.entrypoints.cli.inbox_watch import (
     withdraw,
 )
 from services.entrypoints.cli.publisher_cmds import signer_for
-from services.entrypoints.cli.reply import emit, fail
+from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
 from services.loops.intake import publish
 from services.settings import masked
@@ -69,18 +70,28 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
 def send(
     session: Session, message: inbox.Control, *, as_json: bool, publisher: str | None = None
 ) -> int:
-    verdict = deliver(session, message, publisher=publisher)
+    with intake_while_delivering(session, message.run_id, publisher):
+        verdict = deliver(session, message, publisher=publisher)
     if verdict.code != 0:
         return fail(verdict.code, verdict.kind, verdict.message, as_json)
+    go_on = after_control(session, message.run_id)
     if as_json:
         emit({
             "run_id": message.run_id, "control": message.type, "entry_id": verdict.entry_id,
             "events": [e.model_dump(mode="json") for e in verdict.events],
+            **({"next": [go_on]} if go_on else {}),
         })  # fmt: skip
     else:
         for env in verdict.events:
             print(line(env))
+        _say_go_on(message.run_id, go_on)
     return 0
+
+
+def _say_go_on(run_id: str, go_on: str | None) -> None:
+    """An embedded run no process serves goes on only when attached: say how."""
+    if go_on:
+        say(f"no process serves run {run_id} (the run command that started it has exited): `{go_on}` goes on with it")
 
 
 def _verdict(session: Session, message: inbox.Control, entry_id: str) -> Verdict:

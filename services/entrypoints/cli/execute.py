@@ -16,6 +16,7 @@ import redis
 from schemas.errors import InvalidSpec
 from services import structured_logs
 from services.entrypoints.cli import exit_codes, interrupts
+from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import fail
 from services.entrypoints.cli.session import Session, open_session
 from services.errors import ConfigError, RedisUnavailable, ServiceBusy
@@ -103,14 +104,21 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
         return run_cmds.print_toolset(args.tools, args.tool_path, load=args.load, as_json=as_json)
     if args.command in ("run", "submit"):
         from services.entrypoints.cli import run_cmds
+    attach = _attach_args(args)
     # a bad spec is refused, every problem with its line, before any Redis is touched
     prepared = (
         run_cmds.prepare(args.spec, args.command, mcp=args.mcp, settings=settings)
-        if args.command in ("run", "submit")
+        if args.command in ("run", "submit") and attach is None
         else None
     )
     with open_session(settings, may_start=args.command in MAY_START) as session:
         match args.command:
+            case "run" if attach is not None:
+                from services.entrypoints.cli import attach_cmds
+
+                return attach_cmds.attach(
+                    session, attach, as_json=as_json, processes=args.processes, mcp=args.mcp
+                )
             case "run":
                 assert prepared is not None
                 return run_cmds.run(
@@ -143,6 +151,24 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
                     as_json=as_json, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
                 )  # fmt: skip
         return _read_or_control(args, session, as_json)
+
+
+def _attach_args(args: argparse.Namespace) -> str | None:
+    """The run `run --attach` names (None: a `run SPEC`, or another command);
+    BadOption for what cannot go with it."""
+    if args.command != "run":
+        return None
+    attach: str | None = args.attach
+    if attach is None and args.spec is None:
+        raise BadOption("SPEC", "run takes a spec file (`agentledger run SPEC`), or --attach RUN")
+    if attach is not None:
+        given = [f for f, v in (("SPEC", args.spec), ("--queue", args.queue), ("--as", args.as_)) if v]
+        if given:
+            raise BadOption(
+                given[0], f"--attach serves the run's own queue, signed as this state folder's own "
+                f"publisher, with the tool set it started with: drop {', '.join(given)}",
+            )  # fmt: skip
+    return attach
 
 
 def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) -> int:

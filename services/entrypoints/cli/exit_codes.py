@@ -10,6 +10,7 @@ USAGE = 2  # a bad spec, bad arguments or settings, an unknown run: nothing was 
 STILL_LIVE = 9  # `status` of a run that has not ended
 NO_REDIS = 10  # no Redis to use (none reachable, or this command may not start one), or it went away
 NO_WORKERS = 11  # a control with no live intake to take it: nothing was left queued
+SERVED = 12  # `run --attach` of a run a live process already serves: nothing was started
 BUG = 70  # the CLI itself failed: a bug (the traceback is kept in the state folder)
 INTERRUPTED = 130  # SIGINT or SIGTERM
 

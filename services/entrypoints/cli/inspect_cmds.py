@@ -22,6 +22,7 @@ from services.adapters.redis.directory import Directory
 from services.clock import RUN_ID_WIDTH
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
+from services.entrypoints.cli.embedded import attach_command, embedded_here
 from services.entrypoints.cli.inbox_watch import refusal_of_run
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import emit, fail, say
@@ -73,6 +74,8 @@ def unserved(session: Session, state: RunState) -> str | None:
     directory = Directory(session.client, session.keys, member_ttl_s=session.settings.member_ttl_s)
     if any(directory.live(state.queue, state.toolset, pool) for pool in Pool):
         return None
+    if embedded_here(state, session.settings):
+        return f"no process serves this embedded run: `{attach_command(state.run_id)}` goes on with it"
     return f"no worker serves queue {state.queue!r} with tool set {state.toolset}"
 
 

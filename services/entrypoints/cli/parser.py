@@ -69,7 +69,12 @@ def parser() -> argparse.ArgumentParser:
         return c
 
     r = command("run", "run a spec end to end on embedded workers and follow it")
-    r.add_argument("spec")
+    r.add_argument("spec", nargs="?", help="the spec file (YAML); none with --attach")
+    r.add_argument(
+        "--attach", metavar="RUN",
+        help="go on with an embedded run of this state folder no process serves (its `run` exited): "
+        "serve it with the tool set it started with and follow it to its end",
+    )  # fmt: skip
     r.add_argument(
         "--processes", type=_processes, default=0,
         help=f"worker processes (0: threads in this process; at most {max_processes()} here)",

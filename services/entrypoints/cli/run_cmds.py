@@ -1,12 +1,13 @@
 """Commands that start work: run (embedded: a private task queue served by workers
 in this process or its children, and an intake in this process that reads only
-its own publisher's streams; follows the run to its end), submit (publish to a
-shared task queue) and toolset (the fingerprint a publisher names). With
-`--processes N` the run's workers are child `agentledger workers` (`workers_cmds`)."""
+its own publisher's streams; follows the run to its end — `to_the_end`, which
+`run --attach` shares (`attach_cmds`) — and, when it stops before the end, says
+the exact commands that let the run go on), submit (publish to a shared task
+queue) and toolset (the fingerprint a publisher names). With `--processes N` the
+run's workers are child `agentledger workers` (`workers_cmds`)."""
 
 from __future__ import annotations
 
-import shlex
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ from events.types import DEFAULT_QUEUE, ApprovalRequested
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
-from services.adapters.publishers.publishers_file import Signer
+from services.adapters.publishers.publishers_file import Signer, local_name
 from services.adapters.redis.directory import Directory
 from services.adapters.tools.toolset import (
     ToolSet,
@@ -40,7 +41,21 @@ from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.children import die_with_parent
 from services.entrypoints.cli.control_cmds import user_name
 from services.entrypoints.cli.describe import line
-from services.entrypoints.cli.inbox_watch import Liveness, intake_liveness, rejected_reason
+from services.entrypoints.cli.embedded import (
+    PRIVATE_PREFIX,
+    attach_command,
+    command,
+    is_private,
+    left,
+    reply_command,
+    waiting_for_a_person,
+)
+from services.entrypoints.cli.inbox_watch import (
+    Liveness,
+    intake_liveness,
+    rejected_reason,
+    withdraw,
+)
 from services.entrypoints.cli.inspect_cmds import run_summary
 from services.entrypoints.cli.publisher_cmds import check_grant, local_signer, signer_for
 from services.entrypoints.cli.redacted import RunRedactors
@@ -130,7 +145,7 @@ def mcp_ask_problems(spec: RunSpec, hub: Any) -> list[SpecProblem]:
 
 def private_queue() -> str:
     """The task queue of one embedded `run`: nobody else's workers serve it."""
-    return f"run.{uuid.uuid4().hex[:12]}"
+    return f"{PRIVATE_PREFIX}{uuid.uuid4().hex[:12]}"
 
 
 def toolset_of(spec: RunSpec, base_dir: str | None) -> ToolSet:
@@ -223,9 +238,7 @@ def run(
     queue: str | None,
     as_: str | None = None,
 ) -> int:
-    """Run on embedded workers and follow. The first SIGINT/SIGTERM asks the run to
-    cancel and waits for it to end (within its cancel grace); a second stops at once.
-    Either way the workers stop gracefully, and the exit code is 130."""
+    """Run on embedded workers and follow (`to_the_end`)."""
     assert prepared.toolset is not None
     spec, toolset = prepared.spec, prepared.toolset
     queue = queue or private_queue()
@@ -241,58 +254,113 @@ def run(
         session, toolset, spec, prepared.base_dir, queue=queue, processes=processes,
         prepared=prepared, publisher=signer.name,
     )  # fmt: skip
+    embedded = is_private(queue) and signer.name == local_name(session.settings.state_dir)
+    workers = worker_args(
+        modules_of(spec.tools), tool_paths(spec, prepared.base_dir), queue, mcp=prepared.mcp
+    )
+    then = Then(attach_command(run_id) if embedded else command(*workers), as_)
+    return to_the_end(
+        session, run_id, signer, stop_workers, request=request, as_json=as_json, then=then
+    )
+
+
+@dataclass(frozen=True)
+class Then:
+    """How a person lets the run go on once this command has exited: `go_on` serves
+    it (the attach, or the workers of its shared queue); `as_` signs their controls."""
+
+    go_on: str
+    as_: str | None = None
+
+
+def to_the_end(
+    session: Session,
+    run_id: str,
+    signer: Signer,
+    stop_workers: Callable[[], None],
+    *,
+    request: RunRequested | None,
+    as_json: bool,
+    then: Then,
+) -> int:
+    """Publish the run's request (none: attaching to a run that exists) and follow the
+    run to its end, or until it waits for a person. The first SIGINT/SIGTERM asks the
+    run to cancel and waits for it to end (within its cancel grace); a second stops
+    at once. Either way the workers stop gracefully, and the exit code is 130."""
+    entry_id: str | None = None
     at_once = False
     try:
-        state, interrupted = _publish_and_follow(session, request, signer, quiet=as_json)
+        if request is not None:
+            entry_id = publish(session.client, session.keys, request, signer=signer)
+        state, interrupted = _follow_or_cancel(
+            session, run_id, entry_id, signer, quiet=as_json, then=then
+        )
     except interrupts.Interrupted:  # the second signal: stop following at once
         state, interrupted, at_once = None, True, True
     finally:
         with interrupts.shielded("stopping the workers (they finish what they hold)"):
             stop_workers()
-    if at_once:  # told once the workers stopped: what they finished meanwhile counts
-        state = session.load(run_id)
-        workers = worker_args(
-            modules_of(spec.tools), tool_paths(spec, prepared.base_dir), queue, mcp=prepared.mcp
-        )
-        say(stopped_at_once(run_id, state, shlex.join(["agentledger", *workers])))
+    if at_once:  # said once the workers stopped: what they finished meanwhile is counted
+        state = _stopped_at_once(session, run_id, entry_id, then)
     if state is None:  # refused by the intake, or interrupted before it took the request
         return exit_codes.INTERRUPTED if interrupted else exit_codes.USAGE
-    redact = redactor_for(state.spec)
-    if as_json:
-        emit(redact.value({**run_summary(state), **({"interrupted": True} if interrupted else {})}))
-    else:
-        print(f"\nrun {run_id}: {state.status}  {redact.text(state.detail)}")
-        if state.status is RunStatus.AWAITING_HUMAN:
-            print(f"  the run waits for a human; see `agentledger status {run_id}`")
+    _summary(state, interrupted, as_json=as_json, then=then)
     return exit_codes.INTERRUPTED if interrupted else exit_codes.for_status(state.status)
 
 
-def stopped_at_once(run_id: str, state: RunState | None, workers: str) -> str:
-    """What a second signal left behind, said after the workers stopped: a run that
-    ended meanwhile is told as ended; one still cancelling, as being cancelled."""
-    if state is not None and state.status.terminal:
-        return f"stopped at once: run {run_id} ended {state.status}"
-    if state is not None and state.status is RunStatus.CANCELLING:
-        return (
-            f"stopped at once: run {run_id} is being cancelled (the cancel is recorded); "
-            f"`{workers}` would finish it"
-        )
-    left = state.status if state is not None else "not created"
-    return f"stopped at once: run {run_id} is left {left}; `{workers}` would take it on"
+def _summary(state: RunState, interrupted: bool, *, as_json: bool, then: Then) -> None:
+    redact = redactor_for(state.spec)
+    steps = _next_steps(state, then)
+    if as_json:
+        extra = {**({"interrupted": True} if interrupted else {}), **({"next": steps} if steps else {})}
+        emit(redact.value({**run_summary(state), **extra}))
+        return
+    print(f"\nrun {state.run_id}: {state.status}  {redact.text(state.detail)}")
+    if state.status is RunStatus.AWAITING_HUMAN:
+        print(f"  {waiting_for_a_person(state.run_id, then.go_on, as_=then.as_)}")
 
 
-def _publish_and_follow(
-    session: Session, request: RunRequested, signer: Signer, *, quiet: bool
+def _next_steps(state: RunState, then: Then) -> list[str]:
+    """The commands that let a run go on once this command has exited (none: it ended)."""
+    if state.status.terminal:
+        return []
+    if state.status is RunStatus.AWAITING_HUMAN:
+        return [reply_command(state.run_id, as_=then.as_), then.go_on]
+    return [then.go_on]
+
+
+def _stopped_at_once(
+    session: Session, run_id: str, entry_id: str | None, then: Then
+) -> RunState | None:
+    """After a second signal, with the workers stopped: what the run was left in, said.
+    A request no intake took yet is withdrawn (it would create a run nobody follows)."""
+    state = session.load(run_id)
+    if state is None and entry_id is not None:
+        if withdraw(session.client, session.keys, entry_id):
+            say(f"stopped at once: the request for run {run_id} was withdrawn; no run was created")
+            return None
+        state = session.load(run_id)  # taken meanwhile
+    if state is None:
+        reason = rejected_reason(session.client, session.keys, entry_id) if entry_id else None
+        say(f"stopped at once: run {run_id} was not created" + (f": {reason}" if reason else ""))
+    elif state.status.terminal:
+        say(f"stopped at once: run {run_id} ended {state.status} meanwhile")
+    elif state.status is RunStatus.AWAITING_HUMAN:
+        say(f"stopped at once: run {run_id} waits for a person")
+    else:
+        say(f"stopped at once: {left(run_id, state.status, then.go_on)}")
+    return state
+
+
+def _follow_or_cancel(
+    session: Session, run_id: str, entry_id: str | None, signer: Signer, *, quiet: bool, then: Then
 ) -> tuple[RunState | None, bool]:
     """The run's state when following ends, and whether a signal ended it."""
-    run_id = request.run_id
-    assert run_id is not None
-    entry_id = publish(session.client, session.keys, request, signer=signer)
     with interrupts.graceful() as asked:
         state = follow(session, run_id, entry_id, quiet=quiet, until=asked)
         if not asked.is_set() or _settled(state):
             return state, False
-        return _cancel_and_wait(session, run_id, entry_id, state, signer, quiet=quiet), True
+        return _cancel_and_wait(session, run_id, entry_id, state, signer, quiet=quiet, then=then), True
 
 
 def _settled(state: RunState | None) -> bool:
@@ -302,11 +370,12 @@ def _settled(state: RunState | None) -> bool:
 def _cancel_and_wait(
     session: Session,
     run_id: str,
-    entry_id: str,
+    entry_id: str | None,
     state: RunState | None,
     signer: Signer,
     *,
     quiet: bool,
+    then: Then,
 ) -> RunState | None:
     """Ask the run to cancel (through the inbox, after its request) and follow it
     until it ends or its cancel grace (plus a margin) is over."""
@@ -324,14 +393,14 @@ def _cancel_and_wait(
         timer.cancel()
     if not _settled(final):
         status = final.status if final else "not created"
-        say(f"run {run_id} did not end within {grace:g}s (it is {status})")
+        say(f"run {run_id} did not end within {grace:g}s (it is {status}); `{then.go_on}` goes on with it")
     return final
 
 
 def follow(
     session: Session,
     run_id: str,
-    entry_id: str,
+    entry_id: str | None,
     *,
     quiet: bool,
     until: threading.Event,
@@ -356,9 +425,12 @@ def follow(
             print("\n".join(printed), flush=True)
         if _settled(state) or until.is_set():
             return state
-        if state is None and (reason := rejected_reason(session.client, session.keys, entry_id)):
-            say(f"refused: {reason}")
-            return None
+        if state is None:
+            if entry_id is None:  # attached to a run that does not exist
+                return None
+            if reason := rejected_reason(session.client, session.keys, entry_id):
+                say(f"refused: {reason}")
+                return None
         if batch and until.wait(FOLLOW_GATHER_S):  # let a few steps gather: fewer wake-ups
             continue
         session.client.xread({key: f"0-{state.seq if state else 0}"}, block=250)
