@@ -27,6 +27,7 @@ from events.types import (
     Event,
     HumanReplied,
     ModelRequested,
+    ModelRequestFailed,
     ModelResponded,
     RunAborted,
     RunBudgetExhausted,
@@ -98,7 +99,15 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
         case RunCreated():
             raise IllegalTransition(s.status, e.type, s.run_id, "the run already exists")
         case ModelRequested():
-            return replace(s, model_attempts=e.attempt, model_claim_deadline=e.deadline_at)
+            first = s.model_first_attempt_at if e.attempt > 1 else None
+            return replace(
+                s, model_attempts=e.attempt, model_claim_deadline=e.deadline_at,
+                model_first_attempt_at=at if first is None else first,
+            )  # fmt: skip
+        case ModelRequestFailed():
+            # the next attempt is not due before `retry_at`: the claim's deadline moves there
+            # (without one a RunFailed follows in the same batch)
+            return replace(s, model_claim_deadline=e.retry_at, model_failed_attempt=e.attempt)
         case ModelResponded():
             return _model_responded(s, e)
         case ToolCallProposed():
@@ -187,6 +196,8 @@ def _model_responded(s: RunState, e: ModelResponded) -> RunState:
         cost_usd=s.cost_usd + cost_usd(e.usage, price_of(e.model, s.spec.budgets.prices)),
         model_claim_deadline=None,
         model_attempts=0,
+        model_first_attempt_at=None,
+        model_failed_attempt=0,
         checks=(),
         acceptance_attempts=0,
     )

@@ -45,7 +45,12 @@ class Settings:
     lock_lease_s: float = 5.0  # a lock holder that stops renewing loses its locks after this
     ledger_keep_s: float = 30 * 86400.0  # a done operation key is replayed this long (0: forever)
     sweep_interval_s: float = 0.5  # a pass is 2-3 small calls; it also beats membership
-    model_lease_s: float = 120.0
+    # how long one model request may take before another worker asks again (an attempt);
+    # the turn's attempts and the time its retries may take (`events.model_retry`): past
+    # either, a model error ends the run `failed` with its cause
+    model_lease_s: float = 240.0
+    model_max_attempts: int = 5
+    model_retry_s: float = 300.0
     acceptance_lease_s: float = 600.0
     worker_threads: int = 8
     # a delivery carries its run on (the next step due in a pool this process serves, in
@@ -137,6 +142,8 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_LOCK_LEASE_S": ("lock_lease_s", float),
     "AGENTLEDGER_LEDGER_KEEP_S": ("ledger_keep_s", float),
     "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
+    "AGENTLEDGER_MODEL_MAX_ATTEMPTS": ("model_max_attempts", int),
+    "AGENTLEDGER_MODEL_RETRY_S": ("model_retry_s", float),
     "AGENTLEDGER_ACCEPTANCE_LEASE_S": ("acceptance_lease_s", float),
     "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
     "AGENTLEDGER_CARRY_S": ("carry_s", float),
@@ -187,6 +194,7 @@ _POSITIVE = (
     "AGENTLEDGER_SHARDS", "AGENTLEDGER_INBOX_PARTITIONS", "AGENTLEDGER_MEMBER_TTL_S",
     "AGENTLEDGER_INBOX_MAX_BYTES", "AGENTLEDGER_LEASE_S", "AGENTLEDGER_SWEEP_INTERVAL_S",
     "AGENTLEDGER_LOCK_LEASE_S", "AGENTLEDGER_MODEL_LEASE_S", "AGENTLEDGER_ACCEPTANCE_LEASE_S",
+    "AGENTLEDGER_MODEL_MAX_ATTEMPTS", "AGENTLEDGER_MODEL_RETRY_S",
     "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES",
     "AGENTLEDGER_WORKSPACE_MAX_BYTES", "AGENTLEDGER_WORKSPACE_MAX_FILES",
