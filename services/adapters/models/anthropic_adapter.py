@@ -27,10 +27,11 @@ from events.types import ModelErrorKind
 from schemas.spec import AnthropicSettings
 from services.adapters.models.anthropic_wire import Incomplete, StreamLog, request_params, to_reply
 from services.adapters.models.port import ModelError, ModelReply, ModelRequest
+from services.adapters.models.preflight import DEFAULT_BASE_URL
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 # SDK 2.x sends anthropic-version 2026-10-21, which refuses sampling parameters
 # (even at their defaults), and has no `temperature` argument any more
+CONNECT_TIMEOUT_S = 10.0
 NO_TEMPERATURE = (
     "the Messages API version the anthropic SDK sends refuses `temperature`; "
     "remove it from the run spec's anthropic settings"
@@ -83,8 +84,11 @@ class AnthropicAdapter:
         # with no key the SDK would look for credentials on its own (env, profiles on disk)
         self._client = None
         if api_key:
+            # a connection is made in seconds or not at all: a silent address is a
+            # timeout of its own attempt, not a wait of `timeout_s`
+            timeout = httpx2.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S)
             self._client = anthropic.Anthropic(
-                api_key=api_key, base_url=self._url, max_retries=0, timeout=timeout_s
+                api_key=api_key, base_url=self._url, max_retries=0, timeout=timeout
             )
 
     def claim_lease_s(self) -> float:
@@ -105,7 +109,8 @@ class AnthropicAdapter:
         except anthropic.APIStatusError as exc:
             raise status_error(exc) from exc
         except anthropic.APITimeoutError as exc:
-            raise ModelError(f"no answer from {self._url} within {self._timeout_s:g}s", kind="timeout") from exc
+            waited = f"{CONNECT_TIMEOUT_S:g} s to connect, {self._timeout_s:g} s a read"
+            raise ModelError(f"no answer from {self._url} in time ({waited})", kind="timeout") from exc
         except anthropic.APIConnectionError as exc:  # SDK 2.x wraps a broken stream in one too
             raise self._connection_error(exc, started=log.message is not None) from exc
         except httpx2.TransportError as exc:  # SDK 1.x does not wrap errors while reading a stream
@@ -133,7 +138,7 @@ def unreachable(url: str, exc: BaseException) -> str:
     unresolved = next((c for c in causes if isinstance(c, socket.gaierror)), None)
     if unresolved is not None:
         return f"cannot resolve the host of {url} ({unresolved.strerror or unresolved})"
-    return f"cannot connect to {url}: {root_cause(exc)}"
+    return f"the connection to {url} failed: {root_cause(exc)}"
 
 
 def status_error(exc: anthropic.APIStatusError) -> ModelError:
