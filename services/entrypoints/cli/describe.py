@@ -61,8 +61,8 @@ def summary(e: Any) -> str:
         case ModelRequested():
             return f"turn {e.turn} (attempt {e.attempt})"
         case ModelRequestFailed():
-            again = "" if e.retry_at is None else f"; asked again at {_clock(e.retry_at)}"
-            return _cut(f"turn {e.turn} (attempt {e.attempt}) {e.kind}: {e.cause}{again}")
+            again = "not retried" if e.retry_at is None else f"again at {_clock(e.retry_at)}"
+            return _cut(f"turn {e.turn} attempt {e.attempt} ({again}): {e.cause}")
         case ModelResponded():
             text = " ".join(b.text for b in e.content if isinstance(b, TextBlock))
             tokens = f"{e.usage.input_tokens}+{e.usage.output_tokens} tokens"
