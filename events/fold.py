@@ -106,8 +106,13 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
             )  # fmt: skip
         case ModelRequestFailed():
             # the next attempt is not due before `retry_at`: the claim's deadline moves there
-            # (without one a RunFailed follows in the same batch)
-            return replace(s, model_claim_deadline=e.retry_at, model_failed_attempt=e.attempt)
+            # (without one a RunFailed follows in the same batch); `status` shows why it waits
+            waits = f"turn {e.turn} attempt {e.attempt} failed: {e.cause}"
+            if e.retry_at is not None:
+                waits += f"; asked again {max(0.0, e.retry_at - at):.1f} s later"
+            return replace(
+                s, model_claim_deadline=e.retry_at, model_failed_attempt=e.attempt, detail=waits
+            )
         case ModelResponded():
             return _model_responded(s, e)
         case ToolCallProposed():
@@ -198,6 +203,7 @@ def _model_responded(s: RunState, e: ModelResponded) -> RunState:
         model_attempts=0,
         model_first_attempt_at=None,
         model_failed_attempt=0,
+        detail="" if s.model_failed_attempt else s.detail,  # the failed attempts' story is over
         checks=(),
         acceptance_attempts=0,
     )

@@ -76,6 +76,10 @@ def test_a_refused_connection_is_recorded_and_the_turn_is_not_asked_again_before
     assert claim(log, now=failed.retry_at - 0.001) == []
     assert due_commands(log.s, now=failed.retry_at - 0.001) == []
     assert next_tick(log.s) == failed.retry_at, "the sweeper looks again when the wait is over"
+    wait = failed.retry_at - (T0 + 0.1)
+    assert log.s.detail == (
+        f"turn 1 attempt 1 failed: connection refused at http://127.0.0.1:1; asked again {wait:.1f} s later"
+    ), "status says why the run waits"
     assert claim(log, now=failed.retry_at) == [
         ModelRequested(turn=1, attempt=2, deadline_at=failed.retry_at + LEASE_S)
     ]
@@ -165,6 +169,7 @@ def test_a_reply_starts_the_next_turns_attempts_and_time_afresh() -> None:
     log.now = failed.retry_at or T0
     do_model_turn(log, text("done"), stop="end_turn")
     assert (log.s.model_attempts, log.s.model_failed_attempt, log.s.model_first_attempt_at) == (0, 0, None)
+    assert log.s.detail == "", "the failure is no longer why the run waits"
 
 
 def test_a_failed_request_ends_its_chat_span_with_the_cause() -> None:
