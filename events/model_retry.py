@@ -72,14 +72,15 @@ def after_failure(
     if not failure.retryable:
         return _gave_up(failure, turn, attempt, "retrying cannot help")
     if attempt >= bound.max_attempts:
-        return _gave_up(failure, turn, attempt, f"gave up after {attempt} attempts in {spent:.1f} s ({_bound(bound)})")
+        tried = f"gave up after {_attempts(attempt)} in {spent:.1f} s"
+        return _gave_up(failure, turn, attempt, f"{tried} ({_bound(bound)})")
     wait = failure.retry_after_s
     if wait is None:
         wait = backoff_s(bound, s.run_id, turn, attempt)
     if spent + wait > bound.retry_s:
         asked = "the API asked to wait" if failure.retry_after_s is not None else "the next wait would be"
         past = f"{asked} {wait:.1f} s, past {bound.retry_s:g} s after the turn's first attempt"
-        return _gave_up(failure, turn, attempt, f"{past} ({attempt} attempts; {_bound(bound)})")
+        return _gave_up(failure, turn, attempt, f"{past} ({_attempts(attempt)}; {_bound(bound)})")
     return [_failed(failure, turn, attempt, retry_at=now + wait)]
 
 
@@ -101,12 +102,17 @@ def out_of_attempts(s: RunState, bound: RetryBound) -> RunFailed | None:
     died, or never recorded one): it is not claimed again."""
     if s.model_attempts < bound.max_attempts:
         return None
-    cause = f"no reply after {s.model_attempts} attempts (each claim ran out: its worker died or hung)"
+    tried = _attempts(s.model_attempts)
+    cause = f"no reply after {tried} (the last claim ran out: its worker died or hung)"
     return _ended(s.turns_used + 1, f"{cause} ({_bound(bound)})")
 
 
 def _bound(bound: RetryBound) -> str:
-    return f"the bound: {bound.max_attempts} attempts, {bound.retry_s:g} s a turn"
+    return f"the bound: {_attempts(bound.max_attempts)}, {bound.retry_s:g} s a turn"
+
+
+def _attempts(n: int) -> str:
+    return f"{n} attempt{'' if n == 1 else 's'}"
 
 
 def _ended(turn: int, detail: str) -> RunFailed:

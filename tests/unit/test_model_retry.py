@@ -17,6 +17,9 @@ from events.spans import spans_of
 from events.status import RunStatus
 from events.ticks import next_tick
 from events.types import ModelErrorKind, ModelRequested, ModelRequestFailed, RunFailed
+from services.errors import ConfigError
+from services.handlers.model import retry_bound
+from services.settings import from_env
 
 R = RunStatus
 BOUND = RetryBound(max_attempts=3, retry_s=60.0)
@@ -111,7 +114,7 @@ def test_a_retry_after_past_the_turns_time_ends_the_run_saying_so() -> None:
     assert events[0].retry_at is None
     assert events[1].detail == (
         "model request failed (turn 1): rate limited (429 rate_limit_error): slow; the API asked "
-        "to wait 120.0 s, past 60 s after the turn's first attempt (1 attempts; the bound: "
+        "to wait 120.0 s, past 60 s after the turn's first attempt (1 attempt; the bound: "
         "3 attempts, 60 s a turn)"
     )
 
@@ -149,7 +152,7 @@ def test_claims_that_ran_out_with_no_reply_use_up_the_turns_attempts() -> None:
     [ended] = claim(log, now=T0 + 4 * LEASE_S)
     assert isinstance(ended, RunFailed) and log.s.status is R.FAILED
     assert ended.detail == (
-        "model request failed (turn 1): no reply after 3 attempts (each claim ran out: its "
+        "model request failed (turn 1): no reply after 3 attempts (the last claim ran out: its "
         "worker died or hung) (the bound: 3 attempts, 60 s a turn)"
     )
 
@@ -178,3 +181,12 @@ def test_a_failed_request_ends_its_chat_span_with_the_cause() -> None:
     fail(log, WRONG_KEY, now=T0 + 0.2)
     [chat] = [s for s in spans_of(log.envelopes) if s.attributes.get("gen_ai.operation.name") == "chat"]
     assert chat.error == WRONG_KEY.cause and chat.attributes["error.type"] == "authentication"
+
+
+def test_the_bound_is_the_operators_settings() -> None:
+    assert retry_bound(from_env({})) == RetryBound(max_attempts=5, retry_s=300.0)
+    chosen = from_env({"AGENTLEDGER_MODEL_MAX_ATTEMPTS": "7", "AGENTLEDGER_MODEL_RETRY_S": "90"})
+    assert retry_bound(chosen) == RetryBound(max_attempts=7, retry_s=90.0)
+    for variable in ("AGENTLEDGER_MODEL_MAX_ATTEMPTS", "AGENTLEDGER_MODEL_RETRY_S"):
+        with pytest.raises(ConfigError, match=f"^{variable}: must be more than 0, got 0"):
+            from_env({variable: "0"})
