@@ -188,6 +188,9 @@ def test_a_refused_connection_ends_a_submitted_run_failed_naming_the_url_and_no_
     assert [f["kind"] for f in of_type(events, "ModelRequestFailed")] == ["connection", "connection"]
     shown = cli("status", run_id)
     assert shown.returncode == 1 and f"connection refused at {url}" in shown.stdout
+    warned_by = time.monotonic() + 30  # each is written just after its failure's append
+    while logs.read_text().count("model request failed") < 2 and time.monotonic() < warned_by:
+        time.sleep(0.1)
     stop_workers(worker_logs)
     said = logs.read_text()
     no_traceback(said)

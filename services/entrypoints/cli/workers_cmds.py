@@ -85,6 +85,7 @@ def workers(
             hub.close()
         return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), as_json)
     _say_dynamic(base, as_json)
+    _say_no_key(settings, queue, pools)  # before "workers up": who reads that may stop us next
     threads = services.worker.worker_threads if services.worker is not None else 0
     by_pool = services.pool_threads()  # bounds: each pool's own budget
     if as_json:
@@ -105,7 +106,6 @@ def workers(
             + (f", metrics on {ops.where}" if ops else ""),
             flush=True,
         )
-    _say_no_key(settings, queue, pools)
     wait_for_signal()
     if ops is not None:
         ops.stop()
