@@ -7,7 +7,7 @@ PYTHON ?= python3
 AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
-.PHONY: install sandbox browser mcp-servers run test test-unit test-integration test-e2e lint schemas docs bench bench-quick bench-claude bench-smoke chaos clean deploy-scalers
+.PHONY: install sandbox browser mcp-servers run test test-unit test-integration test-e2e test-floors lint schemas docs bench bench-quick bench-claude bench-smoke chaos clean deploy-scalers
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[dev]'
@@ -72,6 +72,12 @@ TEST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/.agentledger/
 PYTEST_FAST := -n 4 --dist loadgroup -p no:langsmith_plugin -p no:benchmark
 test: install sandbox browser mcp-servers
 	$(TEST_ENV) $(PYTHON) -m pytest -q $(PYTEST_FAST) tests
+
+# The anthropic SDK at both ends of its pin in pyproject.toml: the adapter's tests in a
+# fresh venv with the floor release, and in one with the newest below the upper bound
+# (kept under .agentledger/sdk-floors; ~100 s the first time, ~40 s after). CI runs it.
+test-floors: install
+	AGENTLEDGER_TEST_FLOORS=1 $(PYTHON) -m pytest -q -p no:langsmith_plugin -p no:benchmark tests/integration/test_sdk_floors.py
 
 test-unit: install
 	$(PYTHON) -m pytest tests/unit

@@ -13,11 +13,13 @@ from typing import Any
 
 from schemas.envelope import Envelope
 
-# claims, leases and locks: how often they happen depends on timing, not on the run
+# claims, leases and locks: how often they happen depends on timing, not on the run;
+# and a model request that failed (a re-run plays the recorded replies: it never fails)
 SKIPPED = frozenset(
     {
         "RunCreated",
         "ModelRequested",
+        "ModelRequestFailed",
         "ToolCallStarted",
         "AcceptanceStarted",
         "ToolCallWaiting",

@@ -28,6 +28,7 @@ from events.types import (
     Event,
     HumanReplied,
     ModelRequested,
+    ModelRequestFailed,
     ModelResponded,
     RunAborted,
     RunBudgetExhausted,
@@ -99,7 +100,20 @@ def _step(s: RunState, e: Event, at: float) -> RunState:
         case RunCreated():
             raise IllegalTransition(s.status, e.type, s.run_id, "the run already exists")
         case ModelRequested():
-            return replace(s, model_attempts=e.attempt, model_claim_deadline=e.deadline_at)
+            first = s.model_first_attempt_at if e.attempt > 1 else None
+            return replace(
+                s, model_attempts=e.attempt, model_claim_deadline=e.deadline_at,
+                model_first_attempt_at=at if first is None else first,
+            )  # fmt: skip
+        case ModelRequestFailed():
+            # the next attempt is not due before `retry_at`: the claim's deadline moves there
+            # (without one a RunFailed follows in the same batch); `status` shows why it waits
+            waits = f"turn {e.turn} attempt {e.attempt} failed: {e.cause}"
+            if e.retry_at is not None:
+                waits += f"; asked again {max(0.0, e.retry_at - at):.1f} s later"
+            return replace(
+                s, model_claim_deadline=e.retry_at, model_failed_attempt=e.attempt, detail=waits
+            )
         case ModelResponded():
             return _model_responded(s, e)
         case ToolCallProposed():
@@ -201,6 +215,9 @@ def _model_responded(s: RunState, e: ModelResponded) -> RunState:
         cost_usd=s.cost_usd + cost_usd(e.usage, price_of(e.model, s.spec.budgets.prices)),
         model_claim_deadline=None,
         model_attempts=0,
+        model_first_attempt_at=None,
+        model_failed_attempt=0,
+        detail="" if s.model_failed_attempt else s.detail,  # the failed attempts' story is over
         checks=(),
         acceptance_attempts=0,
     )

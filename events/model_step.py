@@ -15,6 +15,9 @@ Every stop reason is handled distinctly:
                                      refused turn stays in the log and leaves the view
     model_context_window_exceeded -> fail
 
+A failed request (no reply) is recorded with its cause and asked again within
+the operator's bound, or ends the run: `events.model_retry`.
+
 Server tool uses (web search, web fetch, code execution) are the provider's:
 they stay in the reply's content and are never proposed to our executor."""
 
@@ -24,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from events.budgets import RequestEstimate, exceeded_before_model_request
+from events.model_retry import ModelFailure, RetryBound, after_failure, out_of_attempts
 from events.state import RunState
 from events.status import RunStatus
 from events.types import (
@@ -40,6 +44,7 @@ from events.types import (
 from schemas.content import ContentBlock, ProviderBlock, ToolUseBlock, Usage
 from schemas.spec import AnthropicModel
 
+NO_RETRY = RetryBound(max_attempts=1)  # a failed request ends the run
 # a reply that arrives while or after the run is cancelled is recorded, not acted on
 _RECORD_ONLY = frozenset({RunStatus.CANCELLING, RunStatus.CANCELLED})
 
@@ -53,14 +58,22 @@ def model_request_due(s: RunState, *, now: float) -> bool:
 
 
 def request_model(
-    s: RunState, *, now: float, lease_s: float, estimate: RequestEstimate | None = None
+    s: RunState,
+    *,
+    now: float,
+    lease_s: float,
+    estimate: RequestEstimate | None = None,
+    bound: RetryBound | None = None,
 ) -> list[Event]:
     """Claim the turn's model call; `estimate` is the size of the request that
-    would be sent (the context view's), checked against the budgets first."""
+    would be sent (the context view's), checked against the budgets first; with
+    `bound`, a turn whose attempts are used up fails instead (`events.model_retry`)."""
     if not model_request_due(s, now=now):
         return []
     if (ended := exceeded_before_model_request(s, now=now, estimate=estimate)) is not None:
         return [ended]
+    if bound is not None and (spent := out_of_attempts(s, bound)) is not None:
+        return [spent]
     return [
         ModelRequested(
             turn=s.turns_used + 1,
@@ -155,16 +168,26 @@ def refusal_details(details: Mapping[str, Any] | None) -> str:
     return f" ({text})" if text else ""
 
 
-def record_model_error(s: RunState, *, turn: int, attempt: int, message: str) -> list[Event]:
-    """A model error that retrying will not fix ends the run, with the API's words."""
-    if not _holds_claim(s, turn, attempt) or s.status in _RECORD_ONLY:
-        return []
-    return [RunFailed(reason="model_error", detail=message)]
+def record_model_error(
+    s: RunState,
+    *,
+    turn: int,
+    attempt: int,
+    failure: ModelFailure,
+    now: float,
+    bound: RetryBound = NO_RETRY,
+) -> list[Event]:
+    """A failed model request is recorded with its cause; the turn is asked again
+    after a wait, or the run fails (`events.model_retry` decides which)."""
+    if attempt < 1 or not _holds_claim(s, turn, attempt) or s.status in _RECORD_ONLY:
+        return []  # never claimed, a late failure, or the run is being cancelled
+    return after_failure(s, failure, turn=turn, attempt=attempt, now=now, bound=bound)
 
 
 def _holds_claim(s: RunState, turn: int, attempt: int) -> bool:
     claimable = s.status is RunStatus.REQUESTING_MODEL or s.status in _RECORD_ONLY
-    return claimable and s.turns_used + 1 == turn and s.model_attempts == attempt
+    failed = s.model_failed_attempt == attempt  # its failure is recorded: the claim is over
+    return claimable and s.turns_used + 1 == turn and s.model_attempts == attempt and not failed
 
 
 def _tool_use_problem(

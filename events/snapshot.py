@@ -27,9 +27,10 @@ from events.types import Overflow, ToolError
 from schemas.content import ContentBlock, Usage
 from schemas.spec import RunSpec
 
-VERSION = 3  # 2: the tail turns are read on demand, as the pages are; 3: the escalation
+VERSION = 4  # 2: the tail turns are read on demand, as the pages are; 3: the escalation
 # a person's answer must name, and the run's publisher (a version-2 record has neither:
-# it is folded past, never read as if the run waited on no escalation)
+# it is folded past, never read as if the run waited on no escalation); 4: when the
+# turn's first model request was made (the start of its retry bound)
 PAGE_TURNS = 16
 Record = dict[str, Any]
 Upgrade = Callable[[Record], Record]
@@ -52,8 +53,8 @@ def prepare() -> None:
 _SCALARS = (
     "run_id", "workspace", "created_at", "base_dir", "request_id", "queue", "toolset", "seq",
     "last_event_id", "updated_at", "cost_usd", "counting_from_turn", "cancel_requested_at",
-    "cancel_by", "model_attempts", "model_claim_deadline", "acceptance_attempts",
-    "acceptance_claim_deadline", "detail", "escalated_for", "escalation", "publisher",
+    "cancel_by", "model_attempts", "model_claim_deadline", "model_first_attempt_at",
+    "model_failed_attempt", "acceptance_attempts", "acceptance_claim_deadline", "detail", "escalated_for", "escalation", "publisher",
 )  # fmt: skip
 _CALL_PLAIN = tuple(
     f

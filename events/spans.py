@@ -4,8 +4,8 @@ the same spans (ids included) wherever and whenever it is read, so a past run
 is exported exactly as a live one was.
 
 One `invoke_agent` span per run (RunCreated → its terminal event), one `chat`
-span per model request (ModelRequested → ModelResponded; a claim that expired
-ends where the next attempt starts), one `execute_tool` span per tool call
+span per model request (ModelRequested → ModelResponded, or ModelRequestFailed
+with its cause; a claim that expired ends where the next attempt starts), one `execute_tool` span per tool call
 (ToolCallProposed → the event that finishes it), the calls' steps (validated,
 waiting for locks, approval, claimed) as span events, acceptance checks and the
 people's controls as events of the run's span. `chat` and `execute_tool` are
@@ -35,6 +35,7 @@ from events.types import (
     ApprovalRequested,
     HumanReplied,
     ModelRequested,
+    ModelRequestFailed,
     ModelResponded,
     RunAborted,
     RunCancelRequested,
@@ -156,6 +157,11 @@ class SpanBuilder:
             chat = self._open_chat(event.turn)
             if chat is not None:
                 ended.append(self._end(chat, env, attributes=_reply_attributes(event)))
+        elif isinstance(event, ModelRequestFailed):
+            chat = self._open_chat(event.turn)
+            if chat is not None:
+                failed: dict[str, AttrValue] = {"error.type": event.kind}
+                ended.append(self._end(chat, env, error=event.cause, attributes=failed))
         elif isinstance(event, ToolCallProposed):
             self._start(_tool_span(env, event))
         elif (call_id := getattr(event, "call_id", None)) is not None:

@@ -94,7 +94,9 @@ class RunState:
     cancel_requested_at: float | None = None
     cancel_by: str = ""
     model_attempts: int = 0
-    model_claim_deadline: float | None = None
+    model_claim_deadline: float | None = None  # after a failed attempt: when the next may start
+    model_first_attempt_at: float | None = None  # the turn's first model request (the retry bound's start)
+    model_failed_attempt: int = 0  # the turn's latest attempt recorded as failed: its claim is over
     acceptance_attempts: int = 0
     acceptance_claim_deadline: float | None = None
     checks: tuple[Check, ...] = ()

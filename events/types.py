@@ -23,6 +23,26 @@ StopReason = Literal[
     "model_context_window_exceeded",
 ]
 
+# what went wrong with one model request, as the adapter classified it; which of
+# these a later attempt may get past is `events.model_retry`'s rule
+ModelErrorKind = Literal[
+    "connection",  # refused, reset, the host's name not found: nothing answered
+    "timeout",  # no answer in time
+    "rate_limited",  # 429
+    "overloaded",  # 529
+    "server_error",  # 5xx, 408, 409, an `api_error` in the stream
+    "stream_broken",  # the stream stopped before the message was complete
+    "authentication",  # 401: the key is wrong
+    "permission",  # 403: the key may not use this model or feature
+    "not_found",  # 404: no such model
+    "invalid_request",  # 400 and the other 4xx: the request itself is wrong
+    "request_too_large",  # 413
+    "billing",  # the account cannot pay
+    "malformed_reply",  # the reply broke the protocol (an unknown stop reason, a bad block)
+    "not_configured",  # nothing was sent: the worker has no key, or the spec asks for what the API refuses
+    "other",
+]
+
 EscalationReason = Literal["repeated_failure", "refusal", "outcome_unknown"]
 
 BudgetName = Literal["turns", "input_tokens", "output_tokens", "cost", "consecutive_failures"]
@@ -95,6 +115,20 @@ class ModelRequested(_Event):
         default=None,
         description="the model asked, when the spec names one (a fallback after a refusal)",
     )
+
+
+class ModelRequestFailed(_Event):
+    """The turn's model request (attempt `attempt`) failed: `cause` says how, in one
+    line (`connection refused at http://127.0.0.1:1`). With `retry_at` the turn is
+    asked again from then on; without it the run ends (a RunFailed follows)."""
+
+    type: Literal["ModelRequestFailed"] = "ModelRequestFailed"
+    turn: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    kind: ModelErrorKind
+    cause: str
+    status: int | None = Field(default=None, description="the HTTP status, when one came")
+    retry_at: float | None = Field(default=None, description="when the next attempt may start")
 
 
 class ModelResponded(_Event):
@@ -494,6 +528,7 @@ CallEvent = (
 Event = Annotated[
     RunCreated
     | ModelRequested
+    | ModelRequestFailed
     | ModelResponded
     | ToolCallProposed
     | CallEvent

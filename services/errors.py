@@ -50,3 +50,14 @@ class ServiceBusy(ServiceError):
             f"{clients} other connection{'s are' if clients != 1 else ' is'} open to it "
             "(a run, workers or a tail)"
         )
+
+
+class ProviderUnready(ServiceError):
+    """A run's model provider cannot be reached from here (no key, no answer):
+    said before the run is created, and nothing is recorded."""
+
+    def __init__(self, what: str, detail: str, *, variable: str | None = None):
+        self.what = what
+        self.detail = detail
+        self.variable = variable
+        super().__init__(f"{what}: {detail}")

@@ -48,7 +48,12 @@ class Settings:
     lock_lease_s: float = 5.0  # a lock holder that stops renewing loses its locks after this
     ledger_keep_s: float = 30 * 86400.0  # a done operation key is replayed this long (0: forever)
     sweep_interval_s: float = 0.5  # a pass is 2-3 small calls; it also beats membership
-    model_lease_s: float = 120.0
+    # how long one model request may take before another worker asks again (an attempt);
+    # the turn's attempts and the time its retries may take (`events.model_retry`): past
+    # either, a model error ends the run `failed` with its cause
+    model_lease_s: float = 240.0
+    model_max_attempts: int = 5
+    model_retry_s: float = 300.0
     acceptance_lease_s: float = 600.0
     worker_threads: int = 8
     # a delivery carries its run on (the next step due in a pool this process serves, in
@@ -140,6 +145,8 @@ _ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_LOCK_LEASE_S": ("lock_lease_s", float),
     "AGENTLEDGER_LEDGER_KEEP_S": ("ledger_keep_s", float),
     "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
+    "AGENTLEDGER_MODEL_MAX_ATTEMPTS": ("model_max_attempts", int),
+    "AGENTLEDGER_MODEL_RETRY_S": ("model_retry_s", float),
     "AGENTLEDGER_ACCEPTANCE_LEASE_S": ("acceptance_lease_s", float),
     "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
     "AGENTLEDGER_CARRY_S": ("carry_s", float),
@@ -201,7 +208,9 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_SWEEP_INTERVAL_S": "how often the sweeper looks (a run it looked at is looked at again after the lease, or at its next deadline)",
     "AGENTLEDGER_LOCK_LEASE_S": "a lock holder that stops renewing loses its locks after this",
     "AGENTLEDGER_LEDGER_KEEP_S": "how long a done operation key is remembered and replayed; 0 keeps it forever",
-    "AGENTLEDGER_MODEL_LEASE_S": "the claim lease of an anthropic model call (plus its retry waits); the scripted model uses its longest delay + 1 s",
+    "AGENTLEDGER_MODEL_LEASE_S": "the claim lease of one anthropic model request (another worker may ask again after it); the scripted model uses its longest delay + 1 s",
+    "AGENTLEDGER_MODEL_MAX_ATTEMPTS": "model requests per turn before the run fails with the cause (connection refused, overloaded…); an error retrying cannot help (401, 403, 400) fails it at once",
+    "AGENTLEDGER_MODEL_RETRY_S": "no model request of a turn starts later than this after the turn's first attempt",
     "AGENTLEDGER_ACCEPTANCE_LEASE_S": "unused: an acceptance claim lasts its checks' timeouts plus AGENTLEDGER_LEASE_S",
     "AGENTLEDGER_WORKER_THREADS": "worker threads per process (`--threads`), split among the pools it serves",
     "AGENTLEDGER_CARRY_S": "how long one delivery may carry its run on into the next step a pool of this process serves, with no message; 0: every step goes through its queue",
@@ -254,6 +263,7 @@ _POSITIVE = (
     "AGENTLEDGER_SHARDS", "AGENTLEDGER_INBOX_PARTITIONS", "AGENTLEDGER_MEMBER_TTL_S",
     "AGENTLEDGER_INBOX_MAX_BYTES", "AGENTLEDGER_LEASE_S", "AGENTLEDGER_SWEEP_INTERVAL_S",
     "AGENTLEDGER_LOCK_LEASE_S", "AGENTLEDGER_MODEL_LEASE_S", "AGENTLEDGER_ACCEPTANCE_LEASE_S",
+    "AGENTLEDGER_MODEL_MAX_ATTEMPTS", "AGENTLEDGER_MODEL_RETRY_S",
     "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES",
     "AGENTLEDGER_WORKSPACE_MAX_BYTES", "AGENTLEDGER_WORKSPACE_MAX_FILES",

@@ -1,5 +1,5 @@
 """The model pool's step: claim the turn's model call (`ModelClaim`), call the
-adapter, record the reply (`answer`).
+adapter, record the reply or the failure (`answer`).
 
 The turn's context view (bounded, redacted) is assembled once per request —
 gathered before the claim is decided, on the state it is decided on — and
@@ -10,12 +10,14 @@ these steps, and what they carry on with, is `services.handlers.carry`'s."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from events.budgets import estimate_request
 from events.context_view import ContextView, assemble, with_context
+from events.model_retry import ModelFailure, RetryBound
 from events.model_step import (
     model_request_due,
     record_model_error,
@@ -23,15 +25,17 @@ from events.model_step import (
     request_model,
 )
 from events.state import RunState
-from events.types import Event, ModelRequested
+from events.types import Event, ModelRequested, ModelRequestFailed
 from services.adapters.models.port import ModelError, ModelRequest
 from services.adapters.tools.toolset import ToolSet
 from services.adapters.tracing.current import model_request_context
 from services.handlers.app import App
 from services.handlers.runs import StepResult, Then
 from services.secrets import redactor_for
+from services.settings import Settings
 
 SOURCE = "model"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +62,9 @@ class ModelClaim:
         if view is None:
             return []
         lease = self.app.model_for(s.spec.model).claim_lease_s()
+        now, estimate = self.app.clock.now(), estimate_request(s, view)
         events = request_model(
-            s, now=self.app.clock.now(), lease_s=lease, estimate=estimate_request(s, view)
+            s, now=now, lease_s=lease, estimate=estimate, bound=retry_bound(self.app.settings)
         )
         if not events or not isinstance(events[0], ModelRequested):
             return events
@@ -73,9 +78,11 @@ class ModelClaim:
 
 def answer(app: App, run_id: str, step: StepResult, held: ModelHeld, then: Then | None) -> StepResult:
     """Call the adapter with the claimed view and record the reply (with the step
-    `then` carries on, in the same append); a model error that retrying will not
-    fix ends the run, one that it may fix is raised: the claim expires and the
-    sweeper re-drives the turn."""
+    `then` carries on, in the same append). A failed request is an outcome too: it
+    is recorded with its cause (`ModelRequestFailed`) and logged as one warning
+    line, and the turn is asked again after a wait (the sweeper re-drives it at
+    `retry_at`) or the run fails — `events.model_retry` decides, within the
+    operator's bound. Nothing is raised for dramatiq to log a traceback of."""
     claimed = held.claimed
     request = model_request(run_id, claimed, held.view, tenant=step.state.spec.principal.tenant)
     adapter = app.model_for(step.state.spec.model)
@@ -83,17 +90,7 @@ def answer(app: App, run_id: str, step: StepResult, held: ModelHeld, then: Then 
         with model_request_context(run_id, claimed.turn, claimed.attempt):  # the SDK's span: a child
             reply = adapter.respond(request)
     except ModelError as exc:
-        if exc.retryable:
-            raise
-        message = str(exc)
-        return app.runs.step(
-            run_id,
-            lambda s: record_model_error(
-                s, turn=claimed.turn, attempt=claimed.attempt, message=message
-            ),
-            source=SOURCE,
-            held=step.state,  # the state of our own claim: no reload
-        )
+        return _failed(app, run_id, step, claimed, exc.failure)
     return app.runs.step(
         run_id,
         lambda s: record_model_reply(
@@ -114,6 +111,35 @@ def answer(app: App, run_id: str, step: StepResult, held: ModelHeld, then: Then 
         outage_s=app.settings.outcome_retry_s,
         then=then,
     )
+
+
+def _failed(
+    app: App, run_id: str, step: StepResult, claimed: ModelRequested, failure: ModelFailure
+) -> StepResult:
+    now, bound = app.clock.now(), retry_bound(app.settings)
+    result = app.runs.step(
+        run_id,
+        lambda s: record_model_error(
+            s, turn=claimed.turn, attempt=claimed.attempt, failure=failure, now=now, bound=bound
+        ),
+        source=SOURCE,
+        held=step.state,  # the state of our own claim: no reload
+        outage_s=app.settings.outcome_retry_s,
+    )
+    recorded = next((e.data for e in result.appended if isinstance(e.data, ModelRequestFailed)), None)
+    then = "not recorded (the turn moved on)"
+    if recorded is not None:
+        then = f"asked again in {recorded.retry_at - now:.1f} s" if recorded.retry_at else "the run fails"
+    log.warning(
+        "run %s turn %d attempt %d: model request failed: %s; %s",
+        run_id, claimed.turn, claimed.attempt, failure.cause, then,
+    )  # fmt: skip
+    return result
+
+
+def retry_bound(settings: Settings) -> RetryBound:
+    """The operator's bound on a turn's model requests."""
+    return RetryBound(max_attempts=settings.model_max_attempts, retry_s=settings.model_retry_s)
 
 
 def model_request(

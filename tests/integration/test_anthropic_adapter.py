@@ -1,5 +1,10 @@
 """The anthropic adapter through the real SDK, against the local stand-in of
-the Messages API. No Redis; no connection may leave the loopback interface."""
+the Messages API. No Redis; no connection may leave the loopback interface.
+One request per attempt: every failure comes back classified (its kind says
+whether a later attempt may get past it) with its cause in one line.
+
+`make test-floors` runs this file with the oldest and the newest anthropic SDK
+the pin allows (tests/integration/test_sdk_floors.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ from typing import Any, get_args
 
 import pytest
 
+from events.model_retry import ModelFailure
 from events.types import StopReason
 from schemas.content import (
     Message,
@@ -22,13 +28,14 @@ from schemas.content import (
     Usage,
 )
 from schemas.spec import AnthropicModel, AnthropicSettings, ToolSpec
-from services.adapters.models.anthropic_adapter import AnthropicAdapter, RetryPolicy
+from services.adapters.models.anthropic_adapter import AnthropicAdapter
 from services.adapters.models.port import ModelError, ModelRequest
 from services.bootstrap import model_for
 from services.settings import from_env
 from tests.standin.messages_api import (
     MODEL,
     Failed,
+    Hangup,
     MessagesStandin,
     RedactedThinking,
     Streamed,
@@ -40,7 +47,6 @@ from tests.standin.messages_api import (
 )
 
 KEY = "sk-ant-standin-0123456789"
-FAST = RetryPolicy(max_retries=2, base_s=0.01, max_wait_s=0.2)
 TASK = Message(role="user", content=(TextBlock(text="Count the stock."),))
 READ = ToolSpec(
     name="read_stock",
@@ -78,9 +84,9 @@ Make = Callable[..., AnthropicAdapter]
 
 @pytest.fixture
 def make(api: MessagesStandin) -> Make:
-    def adapter(retry: RetryPolicy = FAST, **settings: Any) -> AnthropicAdapter:
+    def adapter(**settings: Any) -> AnthropicAdapter:
         model = AnthropicSettings(**{"model": "claude-test", "max_tokens": 64_000, **settings})
-        return AnthropicAdapter(model, api_key=KEY, base_url=api.url, retry=retry)
+        return AnthropicAdapter(model, api_key=KEY, base_url=api.url)
 
     return adapter
 
@@ -237,70 +243,106 @@ def test_a_max_tokens_cut_before_any_tool_json_marks_the_call_truncated(
     assert reply.content[1] == ToolUseBlock(id="toolu_c", name="write", input={})
 
 
-def test_a_429_then_success_is_retried_once_and_the_retry_reported(
-    api: MessagesStandin, make: Make
-) -> None:
-    api.play(Failed(429, "rate_limit_error", "Too many tokens per minute", retry_after=0.05))
-    api.play(Streamed((Text("done"),)))
-    reply = make().respond(ask())
-    assert reply.content == (TextBlock(text="done"),)
-    (line,) = reply.retries
-    assert "429 rate_limit_error" in line and "waited 0.050s" in line
-    assert [r.headers["x-stainless-retry-count"] for r in api.requests] == ["0", "0"]
-
-
-def test_529_until_the_limit_raises_a_retryable_error_with_every_retry(
-    api: MessagesStandin, make: Make
-) -> None:
-    api.play(*[Failed(529, "overloaded_error", "Overloaded")] * 3)
+def failure(adapter: AnthropicAdapter, request: ModelRequest | None = None) -> ModelError:
     with pytest.raises(ModelError) as raised:
-        make().respond(ask())
-    assert raised.value.retryable is True
-    assert len(raised.value.retries) == 2 and "529 overloaded_error" in str(raised.value)
-    assert len(api.requests) == 3
+        adapter.respond(request or ask())
+    return raised.value
 
 
-def test_the_sdk_does_not_retry_on_its_own(api: MessagesStandin, make: Make) -> None:
+def test_a_429_is_rate_limited_with_the_wait_the_api_asked_for(api: MessagesStandin, make: Make) -> None:
+    api.play(Failed(429, "rate_limit_error", "Too many tokens per minute", retry_after=7))
+    error = failure(make())
+    assert error.failure == ModelFailure(
+        "rate_limited", "rate limited (429 rate_limit_error): Too many tokens per minute", 429, 7.0
+    )
+    assert error.retryable is True
+
+
+def test_the_sdk_sends_one_request_and_never_retries_on_its_own(api: MessagesStandin, make: Make) -> None:
     api.play(Failed(529, "overloaded_error", "Overloaded"), Streamed((Text("late"),)))
-    with pytest.raises(ModelError):
-        make(retry=RetryPolicy(max_retries=0)).respond(ask())
+    error = failure(make())
+    assert (error.failure.kind, str(error)) == ("overloaded", "overloaded (529 overloaded_error): Overloaded")
+    assert error.retryable is True
     assert len(api.requests) == 1
-
-
-def test_a_500_an_error_event_mid_stream_and_a_dropped_stream_are_retried(
-    api: MessagesStandin, make: Make
-) -> None:
-    api.play(Failed(500, "api_error", "Internal server error"), mid_stream_error())
-    api.play(Streamed((Text("partial"),), drop=True), Streamed((Text("done"),)))
-    reply = make(retry=RetryPolicy(max_retries=3, base_s=0.01)).respond(ask())
-    assert reply.content == (TextBlock(text="done"),)
-    assert len(reply.retries) == 3
-    assert "500 api_error" in reply.retries[0]
-    assert "overloaded_error mid-stream (status 200): Overloaded" in reply.retries[1]
-    assert "ended before the message was complete" in reply.retries[2]
+    assert [r.headers["x-stainless-retry-count"] for r in api.requests] == ["0"]
+    assert make().respond(ask()).content == (TextBlock(text="late"),), "the next attempt is the log's"
 
 
 @pytest.mark.parametrize(
-    ("status", "kind", "message"),
+    ("reply", "kind", "cause"),
     [
-        (
-            400,
-            "invalid_request_error",
-            "messages.1: tool_use ids were found without tool_result blocks",
-        ),
-        (401, "authentication_error", "invalid x-api-key"),
-        (404, "not_found_error", "model: claude-test"),
+        (Failed(500, "api_error", "Internal server error"), "server_error",
+         "server error (500 api_error): Internal server error"),
+        (Failed(503, "api_error", "Unavailable"), "server_error", "server error (503 api_error): Unavailable"),
+        (mid_stream_error(), "overloaded", "overloaded_error mid-stream: Overloaded"),
+        (mid_stream_error("api_error", "Internal"), "server_error", "api_error mid-stream: Internal"),
+        (Streamed((Text("partial"),), drop=True), "stream_broken",
+         "the stream ended before the message was complete"),
     ],
-)
-def test_other_api_errors_fail_at_once_with_the_apis_message(
-    api: MessagesStandin, make: Make, status: int, kind: str, message: str
+)  # fmt: skip
+def test_a_server_error_or_a_broken_stream_is_one_a_later_attempt_may_get_past(
+    api: MessagesStandin, make: Make, reply: Any, kind: str, cause: str
+) -> None:
+    api.play(reply)
+    error = failure(make())
+    assert (error.failure.kind, str(error), error.retryable) == (kind, cause, True)
+    assert "\n" not in str(error)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "message", "ours", "what"),
+    [
+        (400, "invalid_request_error", "messages.1: tool_use ids were found without tool_result blocks",
+         "invalid_request", "request refused"),
+        (401, "authentication_error", "invalid x-api-key", "authentication", "authentication failed"),
+        (403, "permission_error", "this key may not use claude-test", "permission", "permission denied"),
+        (404, "not_found_error", "model: claude-test", "not_found", "not found"),
+        (413, "request_too_large", "request exceeds the maximum size", "request_too_large",
+         "request too large"),
+    ],
+)  # fmt: skip
+def test_a_4xx_retrying_cannot_help_is_said_with_the_apis_message(
+    api: MessagesStandin, make: Make, status: int, kind: str, message: str, ours: str, what: str
 ) -> None:
     api.play(Failed(status, kind, message))
-    with pytest.raises(ModelError) as raised:
-        make().respond(ask())
-    assert raised.value.retryable is False
-    assert str(raised.value) == f"{status} {kind}: {message}"
+    error = failure(make())
+    assert error.failure == ModelFailure(ours, f"{what} ({status} {kind}): {message}", status)  # type: ignore[arg-type]
+    assert error.retryable is False
     assert len(api.requests) == 1
+
+
+def test_an_error_event_retrying_cannot_help_mid_stream_is_not_retried(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(mid_stream_error("invalid_request_error", "prompt is too long"))
+    error = failure(make())
+    assert (error.failure.kind, error.retryable) == ("invalid_request", False)
+    assert str(error) == "invalid_request_error mid-stream: prompt is too long"
+
+
+def test_a_refused_connection_names_the_url(connections: list[Any]) -> None:
+    url = f"http://127.0.0.1:{unused_port()}"
+    adapter = AnthropicAdapter(AnthropicSettings(model="claude-test"), api_key=KEY, base_url=url)
+    error = failure(adapter)
+    assert error.failure == ModelFailure("connection", f"connection refused at {url}")
+    assert error.retryable is True
+
+
+def test_a_connection_closed_with_no_answer_is_a_connection_failure(
+    api: MessagesStandin, make: Make
+) -> None:
+    api.play(Hangup())
+    error = failure(make())
+    assert error.failure.kind == "connection" and error.retryable is True
+    assert str(error).startswith(f"the connection to {api.url} failed: ")
+    assert "\n" not in str(error)
+
+
+def unused_port() -> int:
+    """A loopback port nobody listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def test_the_key_is_sent_and_nothing_leaves_loopback(
@@ -316,8 +358,9 @@ def test_without_a_key_the_call_fails_and_nothing_is_sent(api: MessagesStandin) 
     adapter = AnthropicAdapter(
         AnthropicSettings(model="claude-test"), api_key=None, base_url=api.url
     )
-    with pytest.raises(ModelError, match="ANTHROPIC_API_KEY") as raised:
+    with pytest.raises(ModelError, match="ANTHROPIC_API_KEY is not set on this worker") as raised:
         adapter.respond(ask())
+    assert raised.value.failure.kind == "not_configured"
     assert raised.value.retryable is False and api.requests == []
 
 
@@ -327,7 +370,7 @@ def test_the_key_and_base_url_come_from_the_environment_through_bootstrap(
     settings = from_env({"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": api.url})
     assert KEY not in repr(settings)
     adapter = model_for(AnthropicModel(anthropic=AnthropicSettings(model=MODEL)), settings)
-    assert adapter.claim_lease_s() >= settings.model_lease_s  # plus the retry budget
+    assert adapter.claim_lease_s() == settings.model_lease_s  # one request: no retry waits in it
     api.play(Streamed((Text("hi"),)))
     assert adapter.respond(ask()).model == MODEL
     assert sent_key(api.requests[0].headers) == KEY

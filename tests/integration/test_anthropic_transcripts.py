@@ -14,7 +14,7 @@ import pytest
 
 from schemas.content import Message, ProviderBlock, TextBlock, ToolResultBlock, Usage, to_api
 from schemas.spec import AnthropicSettings
-from services.adapters.models.anthropic_adapter import AnthropicAdapter, RetryPolicy
+from services.adapters.models.anthropic_adapter import AnthropicAdapter
 from services.adapters.models.port import ModelRequest
 from tests.standin.messages_api import TRANSCRIPTS, MessagesStandin, Streamed, Text, Transcript
 
@@ -31,7 +31,7 @@ def api() -> Iterator[MessagesStandin]:
 
 def adapter(api: MessagesStandin) -> AnthropicAdapter:
     settings = AnthropicSettings(model="claude-sonnet-5-5", max_tokens=2048)
-    return AnthropicAdapter(settings, api_key=KEY, base_url=api.url, retry=RetryPolicy(0))
+    return AnthropicAdapter(settings, api_key=KEY, base_url=api.url)
 
 
 def expected(name: str) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ through `base_url`. It plays a queue of scripted replies to `POST
 `signature_delta`, or cut before it; redacted_thinking; compaction; any other
 block as raw JSON), any stop reason with its `stop_details`, a max_tokens cut
 in the middle of a tool call's JSON, an `error` event mid-stream, a stream
-that just stops, HTTP errors with `retry-after` — or a recorded SSE
+that just stops, HTTP errors as the API sends them (401, 403, 429 and 529 with
+`retry-after`, 500, …), a connection closed with no answer — or a recorded SSE
 transcript sent byte for byte (`Transcript`, see `transcripts/`).
 
 With `cache=True` it keeps a prompt cache as the API does: each request's
@@ -110,6 +111,11 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class Hangup:
+    """The connection closed with no response at all (a proxy or a server going down)."""
+
+
+@dataclass(frozen=True)
 class Transcript:
     """A recorded SSE stream, sent as it is (a file under transcripts/)."""
 
@@ -120,7 +126,7 @@ class Transcript:
         return cls((TRANSCRIPTS / f"{name}.sse").read_text())
 
 
-Reply = Streamed | Failed | Transcript
+Reply = Streamed | Failed | Hangup | Transcript
 DEFAULT_USAGE: dict[str, Any] = {
     "input_tokens": 12,
     "output_tokens": 7,
@@ -216,6 +222,7 @@ class MessagesStandin:
         self.usages: list[dict[str, Any]] = []  # the simulated usage of each request, with cache
         self._cache = PromptCache() if cache else None
         self._replies: deque[Reply] = deque()
+        self._always: Reply | None = None  # played once the queue is empty
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
@@ -232,6 +239,11 @@ class MessagesStandin:
         with self._lock:
             self._replies.extend(replies)
 
+    def always(self, reply: Reply) -> None:
+        """Answer every request after the queued ones with `reply` (an API that keeps failing)."""
+        with self._lock:
+            self._always = reply
+
     def bodies(self) -> list[Any]:
         return [r.body for r in self.requests]
 
@@ -242,6 +254,8 @@ class MessagesStandin:
             if recorded.path != "/v1/messages":
                 return n, Failed(404, "not_found_error", f"no {recorded.path!r}"), None
             if not self._replies:
+                if self._always is not None:
+                    return n, self._always, None
                 return n, Failed(400, "invalid_request_error", NOTHING_LEFT), None
             usage = None
             if self._cache is not None:
@@ -272,6 +286,8 @@ class _Handler(BaseHTTPRequestHandler):
         number, reply, usage = self.server.standin._next(recorded)  # type: ignore[attr-defined]
         if isinstance(reply, Failed):
             self._fail(reply)
+        elif isinstance(reply, Hangup):
+            self.close_connection = True  # nothing written: the client reads an empty answer
         elif isinstance(reply, Transcript):
             self._send_sse(reply.sse.encode())
         else:

@@ -32,6 +32,7 @@ from runlog import (
 from events import controls
 from events.acceptance_step import record_check_stopped, start_acceptance
 from events.lock_step import record_lease_expired, record_lock, request_id
+from events.model_retry import ModelFailure
 from events.model_step import record_model_error, record_model_reply, request_model
 from events.resolution_step import resolve_unknown
 from events.status import CallStatus, RunStatus
@@ -132,7 +133,8 @@ def model_refused_and_failed() -> Log:
 def model_error() -> Log:
     log = Log.created()
     log.decide(request_model, now=T0, lease_s=LEASE_S)
-    log.decide(record_model_error, turn=1, attempt=1, message="invalid_request_error")
+    refused = ModelFailure("invalid_request", "request refused (400 invalid_request_error): bad")
+    log.decide(record_model_error, turn=1, attempt=1, failure=refused, now=T0)
     return log
 
 

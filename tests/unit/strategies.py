@@ -14,6 +14,7 @@ from runlog import LEASE_S, T0, TOOLS, check, make_spec, text, use
 from events import controls
 from events.acceptance_step import record_acceptance, start_acceptance
 from events.errors import ControlRefused
+from events.model_retry import ModelFailure, RetryBound
 from events.model_step import record_model_error, record_model_reply, request_model
 from events.state import RunState
 from events.status import CallStatus, RunStatus
@@ -40,7 +41,9 @@ from events.types import (
     Event,
     FieldError,
     HumanReplied,
+    ModelErrorKind,
     ModelRequested,
+    ModelRequestFailed,
     ModelResponded,
     RunAborted,
     RunBudgetExhausted,
@@ -96,6 +99,14 @@ msgpack_ints = st.integers(-(2**63), 2**64 - 1)
 errors = st.builds(
     ToolError, code=st.sampled_from(get_args(ErrorCode)), message=words, retryable=st.booleans()
 )
+model_failures = st.builds(
+    ModelFailure,
+    kind=st.sampled_from(get_args(ModelErrorKind)),
+    cause=words,
+    retry_after_s=st.sampled_from([None, 0.5, 400.0]),
+)
+# three attempts a turn, within a minute: a run of drawn decisions meets both ends
+RETRY_BOUND = RetryBound(max_attempts=3, retry_s=60.0)
 usages = st.builds(Usage, input_tokens=st.integers(0, 300), output_tokens=st.integers(0, 40))
 tool_uses = st.lists(
     st.builds(use, call_ids, st.sampled_from(TOOL_NAMES), path=st.sampled_from(["x", "y"])),
@@ -123,6 +134,14 @@ _contract: dict[str, Any] = {"read_only": st.booleans(), "timeout_s": st.just(5.
 random_events: st.SearchStrategy[Event] = st.one_of(
     st.builds(RunCreated, spec=st.just(SPEC)),
     st.builds(ModelRequested, turn=turns, attempt=attempts, deadline_at=times),
+    st.builds(
+        ModelRequestFailed,
+        turn=turns,
+        attempt=attempts,
+        kind=st.sampled_from(get_args(ModelErrorKind)),
+        cause=words,
+        retry_at=st.one_of(st.none(), times),
+    ),
     st.builds(
         lambda turn, reply: ModelResponded(
             turn=turn, content=reply[0], stop_reason=reply[1], model="m"
@@ -276,14 +295,17 @@ def decision(data: st.DataObject, state: RunState, now: float) -> Decision:
     turn, attempt = state.turns_used + 1, state.model_attempts
     match kind:
         case "request_model":
-            return lambda s: request_model(s, now=now, lease_s=LEASE_S)
+            return lambda s: request_model(s, now=now, lease_s=LEASE_S, bound=RETRY_BOUND)
         case "reply":
             content, stop = data.draw(replies, label="reply")
             usage = data.draw(usages, label="usage")
             reply = dict(content=content, stop_reason=stop, usage=usage, model="m")
             return lambda s: record_model_reply(s, turn=turn, attempt=attempt, **reply)  # type: ignore[arg-type]
         case "model_error":
-            return lambda s: record_model_error(s, turn=turn, attempt=attempt, message="overloaded")
+            failure = data.draw(model_failures, label="model failure")
+            return lambda s: record_model_error(
+                s, turn=turn, attempt=attempt, failure=failure, now=now, bound=RETRY_BOUND
+            )
         case "validate":
             bad = data.draw(st.sampled_from([()] * 4 + [(FieldError(loc="path", msg="required"),)]))
             ask = data.draw(st.sampled_from([None] * 3 + ["writes need a person"]), label="ask")

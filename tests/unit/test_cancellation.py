@@ -26,6 +26,7 @@ from runlog import (
 )
 
 from events.dispatch import due_commands
+from events.model_retry import ModelFailure
 from events.model_step import record_model_error, record_model_reply, request_model
 from events.status import CallStatus, RunStatus
 from events.ticks import on_tick
@@ -199,7 +200,8 @@ def test_a_model_error_after_the_cancel_is_not_recorded() -> None:
     log = Log.created()
     claimed = do_request(log)
     do_cancel(log)
-    assert record_model_error(log.s, turn=claimed.turn, attempt=1, message="overloaded") == []
+    overloaded = ModelFailure("overloaded", "overloaded (529 overloaded_error): Overloaded")
+    assert record_model_error(log.s, turn=claimed.turn, attempt=1, failure=overloaded, now=T0) == []
 
 
 def test_no_model_is_asked_once_the_run_is_cancelled() -> None:

@@ -34,6 +34,7 @@ from events.causes import (
     check_cause,
     last_lines,
 )
+from events.model_retry import ModelFailure
 from events.model_step import record_model_error, request_model
 from events.status import RunStatus
 from events.tool_step import Errored, Succeeded
@@ -130,12 +131,13 @@ def failed_once(*, max_turns: int = 3) -> Log:
 def test_a_run_that_failed_acceptance_then_lost_its_model_says_the_acceptance_first() -> None:
     log = failed_once()
     claimed = do_request(log)
-    log.decide(record_model_error, turn=claimed.turn, attempt=claimed.attempt,
-               message="the scripted model has no turn 2")  # fmt: skip
+    failure = ModelFailure(kind="not_configured", cause="the scripted model has no turn 2")
+    log.decide(record_model_error, turn=claimed.turn, attempt=claimed.attempt, failure=failure,
+               now=log.now)  # fmt: skip
     assert log.s.status is R.FAILED
     assert log.s.detail == (
         "acceptance failed (1 of 1 check: pytest -q exits 0: exit 1; stderr: E   assert 2 == 3); "
-        "then: the scripted model has no turn 2"
+        "then: model request failed (turn 2): the scripted model has no turn 2; retrying cannot help"
     )
 
 

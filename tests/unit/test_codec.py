@@ -27,6 +27,7 @@ from events.types import (
     FieldError,
     HumanReplied,
     ModelRequested,
+    ModelRequestFailed,
     ModelResponded,
     RunAborted,
     RunBudgetExhausted,
@@ -68,6 +69,10 @@ ERROR = ToolError(
 EVERY_EVENT: list[Event] = [
     RunCreated(spec=make_spec(), request_id="req-1", workspace="/tmp/ws", base_dir="/tmp"),
     ModelRequested(turn=1, attempt=2, deadline_at=T0 + 0.25),
+    ModelRequestFailed(
+        turn=1, attempt=2, kind="rate_limited", cause="rate limited (429 rate_limit_error): slow down",
+        status=429, retry_at=T0 + 3.5,
+    ),  # fmt: skip
     ModelResponded(
         turn=1,
         content=(

@@ -8,6 +8,7 @@ from typing import Any
 from events.divergence import first_divergence
 from events.types import (
     ModelRequested,
+    ModelRequestFailed,
     ModelResponded,
     RunCompleted,
     ToolCallFailed,
@@ -49,6 +50,15 @@ def test_runs_that_differ_only_in_ids_times_attempts_and_outputs_do_not_diverge(
     other = recorded(attempt=2, worker="w9")
     other[4] = ToolCallSucceeded(call_id="c1", output={"left": 7}, started_at=5, finished_at=9)
     assert first_divergence(log(*recorded()), log(*other, at=100.0, run_id="r-b")) is None
+
+
+def test_model_requests_that_failed_before_the_reply_do_not_diverge() -> None:
+    failed = ModelRequestFailed(
+        turn=1, attempt=1, kind="overloaded", cause="overloaded (529 overloaded_error): Overloaded",
+        status=529, retry_at=4.0,
+    )  # fmt: skip
+    retried = [ModelRequested(turn=1, attempt=1, deadline_at=9.0), failed, *recorded(attempt=2)]
+    assert first_divergence(log(*retried), log(*recorded(), run_id="r-b")) is None
 
 
 def test_a_different_outcome_is_reported_at_its_event() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import pytest
 import unit_tools
 from handlerkit import QUEUE, Unit, call, carrying, new_unit, scripted, spec
 from prometheus_client import generate_latest
@@ -19,11 +18,10 @@ from events import controls
 from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
 from events.fold import fold
 from events.status import CallStatus, RunStatus
-from events.types import AcceptanceChecked, ModelRequested, ToolCallStarted
+from events.types import AcceptanceChecked, ModelRequested, ModelRequestFailed, ToolCallStarted
 from schemas.spec import ModelSpec
 from services.adapters.metrics.instruments import Instruments
 from services.adapters.models.port import ModelAdapter, ModelError, ModelReply, ModelRequest
-from services.entrypoints.actors import retry_when
 from services.handlers.model import context_view
 from services.loops.sweeper import sweep_once
 
@@ -82,7 +80,7 @@ def test_a_carried_acceptance_runs_its_checks_and_a_failed_one_carries_the_model
         ("AcceptanceChecked", "AcceptanceFailed", "ModelRequested"),
         ("ModelResponded", "AcceptanceStarted"),
         ("AcceptanceChecked", "AcceptanceFailed", "ModelRequested"),
-        ("RunFailed",),  # the script has no third turn
+        ("ModelRequestFailed", "RunFailed"),  # the script has no third turn
     ]
     assert unit.take() == []
     checked = [e.data for e in unit.memory.read("run-a") if isinstance(e.data, AcceptanceChecked)]
@@ -349,13 +347,13 @@ class OverloadedOnce:
             def respond(self, request: ModelRequest) -> ModelReply:
                 outer.asked.append(request.turn)
                 if request.turn == outer.turn and outer.asked.count(request.turn) == 1:
-                    raise ModelError("overloaded", retryable=True)
+                    raise ModelError("overloaded (529 overloaded_error): Overloaded", kind="overloaded")
                 return inner.respond(request)
 
         return Adapter()
 
 
-def test_a_retryable_model_error_in_a_carried_step_keeps_the_outcome_and_the_turn_is_driven_again(
+def test_a_retryable_model_error_in_a_carried_step_is_recorded_and_the_turn_asked_again_after_its_wait(
     tmp_path: Path,
 ) -> None:
     unit = carried(tmp_path)
@@ -364,17 +362,18 @@ def test_a_retryable_model_error_in_a_carried_step_keeps_the_outcome_and_the_tur
     unit.create("run-a", spec(ONE_CALL, DONE))
     unit.take()
 
-    with pytest.raises(ModelError) as raised:  # raised from the delivery: dramatiq retries it
-        unit.deliver(RequestModel("run-a"))
+    unit.deliver(RequestModel("run-a"))  # nothing raised: no traceback for dramatiq to log
 
-    assert retry_when(0, raised.value)
-    assert unit.store.appends[-1].types == ("ToolCallSucceeded", "ModelRequested")
+    assert unit.store.appends[-1].types == ("ModelRequestFailed",)
     assert unit.call_of("run-a", "c1").status is CallStatus.SUCCEEDED, "the outcome is kept"
+    failed = unit.memory.read("run-a")[-1].data
+    assert isinstance(failed, ModelRequestFailed) and failed.kind == "overloaded"
+    assert failed.retry_at is not None and failed.retry_at > unit.clock.now()
     appends = len(unit.store.appends)
-    unit.deliver(RequestModel("run-a"))  # the retry, while the turn's claim holds: a no-op
+    unit.deliver(RequestModel("run-a"))  # before its wait is over: a no-op
     assert len(unit.store.appends) == appends and unit.take() == []
 
-    unit.clock.advance(unit.app.settings.lease_s + 1.0)  # the claim (1 s) runs out; idle
+    unit.clock.advance(failed.retry_at - unit.clock.now() + unit.app.settings.lease_s + 1.0)
     assert sweep_once(unit.app, [0]) == 1
     unit.drive(until=lambda u: u.state("run-a").status is RunStatus.COMPLETED)
 

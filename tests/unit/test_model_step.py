@@ -19,6 +19,7 @@ from runlog import (
 from events import controls
 from events.conversation import messages
 from events.dispatch import due_commands
+from events.model_retry import ModelFailure
 from events.model_step import record_model_error, record_model_reply, request_model
 from events.status import CallStatus, RunStatus
 from events.tool_step import claim_call
@@ -217,9 +218,15 @@ def test_a_stop_sequence_moves_the_run_to_acceptance() -> None:
 def test_a_model_error_fails_the_run_with_the_apis_words_once() -> None:
     log = Log.created()
     log.decide(request_model, now=T0, lease_s=LEASE_S)
-    events = log.decide(record_model_error, turn=1, attempt=1, message="prompt is too long")
-    assert events == [RunFailed(reason="model_error", detail="prompt is too long")]
-    assert record_model_error(log.s, turn=1, attempt=1, message="prompt is too long") == []
+    too_long = ModelFailure("invalid_request", "request refused (400 invalid_request_error): prompt is too long")
+    events = log.decide(record_model_error, turn=1, attempt=1, failure=too_long, now=T0)
+    assert events[1:] == [
+        RunFailed(
+            reason="model_error",
+            detail=f"model request failed (turn 1): {too_long.cause}; retrying cannot help",
+        )
+    ]
+    assert record_model_error(log.s, turn=1, attempt=1, failure=too_long, now=T0) == []
 
 
 def test_a_model_request_past_max_turns_exhausts_the_turn_budget() -> None:

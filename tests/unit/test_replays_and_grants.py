@@ -319,7 +319,7 @@ def test_a_snapshot_keeps_the_escalation_and_publisher_and_an_older_one_is_not_r
     older = {k: v for k, v in snapshot.header(s).items() if k not in ("escalation", "publisher")}
     with pytest.raises(snapshot.SnapshotError, match="no upgrade from snapshot version 2"):
         snapshot.restore(older | {"v": 2}, spec=s.spec, read_tail=list, read_pages=lambda n: [])
-    assert VERSION == "codec3"
+    assert VERSION == "codec4"  # 4: the turn's first model request (events.model_retry)
 
 
 def test_a_controls_span_attributes_name_its_publisher_when_one_signed_it() -> None:

@@ -37,6 +37,7 @@ from events.types import (
     Event,
     HumanReplied,
     ModelRequested,
+    ModelRequestFailed,
     ModelResponded,
     RunAborted,
     RunCancelled,
@@ -187,6 +188,7 @@ def one_of_each_event() -> list[Event]:
     return [
         RunCreated(spec=make_spec()),
         ModelRequested(turn=1, attempt=1, deadline_at=T0),
+        ModelRequestFailed(turn=1, attempt=1, kind="overloaded", cause="overloaded", retry_at=T0),
         ModelResponded(turn=1, content=(text("hi"),), stop_reason="end_turn", model="m"),
         ModelResponded(turn=2, content=(text("hi"),), stop_reason="end_turn", model="m"),
         ModelResponded(turn=3, content=(text("hi"),), stop_reason="end_turn", model="m"),

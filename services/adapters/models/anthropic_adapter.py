@@ -4,141 +4,160 @@ API. It is the only module that imports `anthropic`.
 Requests always stream (the SDK refuses non-streaming calls with a large
 max_tokens). What is sent and how the reply is rebuilt from the stream's raw
 events is `anthropic_wire` (plain JSON, so every block goes back exactly as it
-came); here are the client, the error taxonomy and the retries. The retry
-policy is ours (the SDK's `max_retries` is 0) so that every retry is reported
-with the reply."""
+came); here are the client and the error taxonomy: every failure the SDK
+reports becomes a ModelError of one of our kinds (`events.types.ModelErrorKind`)
+with its cause in one line. The SDK never retries (`max_retries` is 0): each
+attempt is recorded in the run's log, and whether and when to try again is
+`events.model_retry`'s rule, within the operator's bound.
+
+It reads the API's error message from the response body (SDK 2.x's `api_message`
+is not in 1.x) and catches httpx2's transport errors (1.x does not wrap errors
+while reading a stream): the floor in pyproject.toml is the oldest SDK this holds
+for, and `make test-floors` runs the adapter's tests with it."""
 
 from __future__ import annotations
 
-import random
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+import socket
 from typing import Any
 
 import anthropic
 import httpx2
 
+from events.types import ModelErrorKind
 from schemas.spec import AnthropicSettings
 from services.adapters.models.anthropic_wire import Incomplete, StreamLog, request_params, to_reply
 from services.adapters.models.port import ModelError, ModelReply, ModelRequest
+from services.adapters.models.preflight import DEFAULT_BASE_URL
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 # SDK 2.x sends anthropic-version 2026-10-21, which refuses sampling parameters
 # (even at their defaults), and has no `temperature` argument any more
+CONNECT_TIMEOUT_S = 10.0
 NO_TEMPERATURE = (
     "the Messages API version the anthropic SDK sends refuses `temperature`; "
     "remove it from the run spec's anthropic settings"
 )
-RETRYABLE_STATUS = frozenset({408, 409, 429})  # and every 5xx (529 "overloaded" included)
-# error types that an `error` event in a 200 stream may carry and a retry cannot fix
-CLIENT_ERROR_TYPES = frozenset(
-    {"invalid_request_error", "authentication_error", "permission_error", "not_found_error"}
-    | {"request_too_large", "billing_error"}
-)
-
-
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    max_retries: int = 4
-    base_s: float = 1.0  # the first backoff; it doubles per retry, with jitter
-    max_wait_s: float = 30.0  # no single wait is longer, whatever retry-after says
-
-    def wait_s(self, retry: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(self.max_wait_s, retry_after)
-        backoff = self.base_s * 2.0 ** (retry - 1)
-        return min(self.max_wait_s, backoff * random.uniform(0.5, 1.0))
-
-
-class _Transient(Exception):
-    """A failed attempt that a later attempt may get past."""
-
-    def __init__(self, what: str, retry_after: float | None = None):
-        self.what = what
-        self.retry_after = retry_after
-        super().__init__(what)
+# what an HTTP status says went wrong, and its kind (`events.model_retry` says which retry)
+BY_STATUS: dict[int, tuple[ModelErrorKind, str]] = {
+    401: ("authentication", "authentication failed"),
+    402: ("billing", "billing refused"),
+    403: ("permission", "permission denied"),
+    404: ("not_found", "not found"),
+    408: ("timeout", "the API timed out"),
+    409: ("server_error", "conflict"),
+    413: ("request_too_large", "request too large"),
+    429: ("rate_limited", "rate limited"),
+    529: ("overloaded", "overloaded"),
+}
+# what an `error` event in a 200 stream says, by its type; any other type is the server's
+BY_ERROR_TYPE: dict[str, ModelErrorKind] = {
+    "overloaded_error": "overloaded",
+    "rate_limit_error": "rate_limited",
+    "api_error": "server_error",
+    "timeout_error": "timeout",
+    "authentication_error": "authentication",
+    "permission_error": "permission",
+    "not_found_error": "not_found",
+    "invalid_request_error": "invalid_request",
+    "request_too_large": "request_too_large",
+    "billing_error": "billing",
+}
 
 
 class AnthropicAdapter:
+    """One request per `respond`: a failure is raised as a classified ModelError
+    (its cause in one line, naming the URL when nothing answered) and the turn's
+    retries are the log's (`events.model_retry`), each attempt recorded."""
+
     def __init__(
         self,
         settings: AnthropicSettings,
         *,
         api_key: str | None,
         base_url: str | None = None,
-        lease_s: float = 120.0,
-        retry: RetryPolicy | None = None,
+        lease_s: float = 240.0,
         timeout_s: float = 600.0,
-        sleep: Callable[[float], None] = time.sleep,
     ):
         self._settings = settings
         self._lease_s = lease_s
-        self._retry = retry or RetryPolicy()
-        self._sleep = sleep
+        self._url = base_url or DEFAULT_BASE_URL
+        self._timeout_s = timeout_s
         # with no key the SDK would look for credentials on its own (env, profiles on disk)
         self._client = None
         if api_key:
+            # a connection is made in seconds or not at all: a silent address is a
+            # timeout of its own attempt, not a wait of `timeout_s`
+            timeout = httpx2.Timeout(timeout_s, connect=CONNECT_TIMEOUT_S)
             self._client = anthropic.Anthropic(
-                api_key=api_key,
-                base_url=base_url or DEFAULT_BASE_URL,
-                max_retries=0,
-                timeout=timeout_s,
+                api_key=api_key, base_url=self._url, max_retries=0, timeout=timeout
             )
 
     def claim_lease_s(self) -> float:
-        # the claim must outlive our own retries, or another worker re-drives the turn meanwhile
-        return self._lease_s + self._retry.max_retries * self._retry.max_wait_s
+        return self._lease_s  # one request: another worker asks again only after this
 
     def respond(self, request: ModelRequest) -> ModelReply:
         if self._client is None:
-            raise ModelError("ANTHROPIC_API_KEY is not set", retryable=False)
+            raise ModelError("ANTHROPIC_API_KEY is not set on this worker", kind="not_configured")
         if self._settings.temperature is not None:
-            raise ModelError(NO_TEMPERATURE, retryable=False)
-        params = request_params(self._settings, request)
-        retries: list[str] = []
-        while True:
-            try:
-                return replace(self._attempt(self._client, params), retries=tuple(retries))
-            except _Transient as failure:
-                if len(retries) >= self._retry.max_retries:
-                    message = f"{failure.what}; gave up after {len(retries)} retries"
-                    raise ModelError(message, retryable=True, retries=tuple(retries)) from failure
-                wait = self._retry.wait_s(len(retries) + 1, failure.retry_after)
-                retries.append(f"retry {len(retries) + 1}: {failure.what}; waited {wait:.3f}s")
-                self._sleep(wait)
-
-    def _attempt(self, client: anthropic.Anthropic, params: dict[str, Any]) -> ModelReply:
+            raise ModelError(NO_TEMPERATURE, kind="not_configured")
         log = StreamLog()
         try:
-            with client.messages.create(**params, stream=True) as stream:
+            stream = self._client.messages.create(**request_params(self._settings, request), stream=True)
+            with stream:
                 for event in stream:
                     # the JSON as it came: blocks the SDK does not know are kept whole too
                     log.see(event.to_dict(mode="json", warnings=False))
-            if log.message is None:
-                raise _Transient("the stream ended before message_start")
+        except anthropic.APIStatusError as exc:
+            raise status_error(exc) from exc
+        except anthropic.APITimeoutError as exc:
+            waited = f"{CONNECT_TIMEOUT_S:g} s to connect, {self._timeout_s:g} s a read"
+            raise ModelError(f"no answer from {self._url} in time ({waited})", kind="timeout") from exc
+        except anthropic.APIConnectionError as exc:  # SDK 2.x wraps a broken stream in one too
+            raise self._connection_error(exc, started=log.message is not None) from exc
+        except httpx2.TransportError as exc:  # SDK 1.x does not wrap errors while reading a stream
+            raise self._connection_error(exc, started=log.message is not None) from exc
+        except anthropic.APIError as exc:  # anything else the SDK reports: not ours to retry
+            raise ModelError(f"the SDK failed: {type(exc).__name__}: {one_line(str(exc))}", kind="other") from exc
+        if log.message is None:
+            raise ModelError(f"the stream from {self._url} ended before message_start", kind="stream_broken")
+        try:
             return to_reply(log)
         except Incomplete as exc:
-            raise _Transient(str(exc)) from exc
-        except anthropic.APIStatusError as exc:
-            raise _status_failure(exc) from exc
-        except anthropic.APIConnectionError as exc:
-            raise _Transient(f"connection failed: {exc.message}") from exc
-        except httpx2.TransportError as exc:  # the SDK does not wrap errors while reading a stream
-            raise _Transient(f"stream broken: {exc!r}") from exc
+            raise ModelError(str(exc), kind="stream_broken") from exc
+
+    def _connection_error(self, exc: Exception, *, started: bool) -> ModelError:
+        if started:
+            return ModelError(f"the stream from {self._url} broke: {root_cause(exc)}", kind="stream_broken")
+        return ModelError(unreachable(self._url, exc), kind="connection")
 
 
-def _status_failure(exc: anthropic.APIStatusError) -> Exception:
-    """A transient failure to retry, or a ModelError carrying the API's message."""
-    kind = exc.type or "error"
-    message = exc.api_message or exc.message
-    if exc.status_code == 200:  # an `error` event in the middle of the stream
-        if kind in CLIENT_ERROR_TYPES:
-            return ModelError(f"{kind} mid-stream: {message}", retryable=False)
-        return _Transient(f"{kind} mid-stream (status 200): {message}")
-    if exc.status_code in RETRYABLE_STATUS or exc.status_code >= 500:
-        return _Transient(f"{exc.status_code} {kind}: {message}", _retry_after(exc))
-    return ModelError(f"{exc.status_code} {kind}: {message}", retryable=False)
+def unreachable(url: str, exc: BaseException) -> str:
+    """Why nothing answered at `url`, in one line."""
+    causes = list(_chain(exc))
+    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+        return f"connection refused at {url}"
+    unresolved = next((c for c in causes if isinstance(c, socket.gaierror)), None)
+    if unresolved is not None:
+        return f"cannot resolve the host of {url} ({unresolved.strerror or unresolved})"
+    return f"the connection to {url} failed: {root_cause(exc)}"
+
+
+def status_error(exc: anthropic.APIStatusError) -> ModelError:
+    """An HTTP error (or an `error` event in a 200 stream), classified, with the API's message."""
+    body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
+    found = body.get("error")
+    error: dict[str, Any] = found if isinstance(found, dict) else {}
+    kind = str(getattr(exc, "type", None) or error.get("type") or "error")
+    said = one_line(str(error.get("message") or exc.message))
+    status = exc.status_code
+    if status == 200:  # an `error` event in the middle of the stream
+        return ModelError(f"{kind} mid-stream: {said}", kind=BY_ERROR_TYPE.get(kind, "server_error"))
+    default: tuple[ModelErrorKind, str] = (
+        ("server_error", "server error") if status >= 500 else ("invalid_request", "request refused")
+    )
+    ours, what = BY_STATUS.get(status, default)
+    return ModelError(
+        f"{what} ({status} {kind}): {said}", kind=ours, status=status, retry_after_s=_retry_after(exc)
+    )
 
 
 def _retry_after(exc: anthropic.APIStatusError) -> float | None:
@@ -149,3 +168,23 @@ def _retry_after(exc: anthropic.APIStatusError) -> float | None:
         except (KeyError, ValueError):
             continue
     return None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    at: BaseException | None = exc
+    while at is not None and at not in seen:
+        seen.append(at)
+        at = at.__cause__ or at.__context__
+    return seen
+
+
+def root_cause(exc: BaseException) -> str:
+    """The innermost error of the chain, as `Type: message` on one line."""
+    root = _chain(exc)[-1]
+    return one_line(f"{type(root).__name__}: {root}".rstrip(": "))
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

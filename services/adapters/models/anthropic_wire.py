@@ -158,7 +158,7 @@ def to_reply(log: StreamLog) -> ModelReply:
     if log.message is None or stop is None:
         raise Incomplete("the stream ended before the message was complete")
     if stop not in STOP_REASONS:
-        raise ModelError(f"unknown stop reason {stop!r}", retryable=False)
+        raise ModelError(f"unknown stop reason {stop!r}", kind="malformed_reply")
     content: list[ContentBlock] = []
     cut: list[tuple[str, str]] = []
     last = max(log.blocks, default=-1)
@@ -186,10 +186,10 @@ def _block(block: dict[str, Any]) -> ContentBlock:
     try:
         return _BLOCK.validate_python(block)
     except ValidationError as exc:
-        kind = block.get("type")
-        raise ModelError(
-            f"the model sent a malformed {kind!r} block: {exc}", retryable=False
-        ) from exc
+        kind, first = block.get("type"), exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        said = f"{where}: {first['msg']}" if where else first["msg"]
+        raise ModelError(f"the model sent a malformed {kind!r} block ({said})", kind="malformed_reply") from exc
 
 
 def usage_of(u: dict[str, Any]) -> Usage:

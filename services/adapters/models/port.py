@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from events.types import StopReason
+from events.model_retry import ModelFailure
+from events.types import ModelErrorKind, StopReason
 from schemas.content import ContentBlock, Message, Usage
 from schemas.spec import ToolSpec
 
@@ -33,18 +34,31 @@ class ModelReply:
     # kept in `content` with input {}, and never to be executed
     truncated_tool_use_ids: tuple[str, ...] = ()
     truncated_tool_json: tuple[tuple[str, str], ...] = ()  # (tool_use id, the raw partial JSON)
-    retries: tuple[str, ...] = ()  # one line per retried attempt: what failed, how long we waited
+    # one line per attempt retried before this reply (an adapter that retries on its own;
+    # the anthropic adapter does not: each attempt is the log's, `events.model_retry`)
+    retries: tuple[str, ...] = ()
     stop_sequence: str | None = None  # which stop sequence fired
     stop_details: dict[str, Any] | None = None  # the API's reasons (a refusal's category)
 
 
 class ModelError(Exception):
-    """A model call that failed; `retryable` says whether a later try can help."""
+    """A model request that failed, classified: its kind says whether a later
+    attempt can help (`events.model_retry`), its message is the cause in one line."""
 
-    def __init__(self, message: str, *, retryable: bool, retries: tuple[str, ...] = ()):
-        self.retryable = retryable
-        self.retries = retries  # the attempts retried before giving up, as in ModelReply
-        super().__init__(message)
+    def __init__(
+        self,
+        cause: str,
+        *,
+        kind: ModelErrorKind,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+    ):
+        self.failure = ModelFailure(kind, cause, status, retry_after_s)
+        super().__init__(cause)
+
+    @property
+    def retryable(self) -> bool:
+        return self.failure.retryable
 
 
 class ModelAdapter(Protocol):

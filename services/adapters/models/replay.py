@@ -38,15 +38,15 @@ class ReplayAdapter:
             self._load()
             recorded = self._replies.get(request.turn)
         if request.tenant is None:  # a replay plays only a run of the tenant of the run asking
-            raise ModelError(f"not granted: run {request.run_id!r} asked without its tenant", retryable=False)
+            raise ModelError(f"not granted: run {request.run_id!r} asked without its tenant", kind="permission")
         refusal = replay_model_refusal(request.run_id, request.tenant, self._run_id, self._tenant)
         if refusal is not None:
-            raise ModelError(refusal, retryable=False)
+            raise ModelError(refusal, kind="permission")
         if recorded is None:
             message = (
                 f"the recorded run {self._run_id!r} has no model reply for turn {request.turn}"
             )
-            raise ModelError(message, retryable=False)
+            raise ModelError(message, kind="not_found")
         return ModelReply(
             content=recorded.content,
             stop_reason=recorded.stop_reason,

@@ -18,6 +18,7 @@ from events.types import (
     ApprovalRequested,
     HumanReplied,
     ModelRequested,
+    ModelRequestFailed,
     ModelResponded,
     RunAborted,
     RunBudgetExhausted,
@@ -63,6 +64,9 @@ def summary(e: Any) -> str:
             return _cut(f"task={e.spec.task!r} principal={e.spec.principal.id}")
         case ModelRequested():
             return f"turn {e.turn} (attempt {e.attempt})"
+        case ModelRequestFailed():
+            again = "not retried" if e.retry_at is None else f"again at {_clock(e.retry_at)}"
+            return _cut(f"turn {e.turn} attempt {e.attempt} ({again}): {e.cause}")
         case ModelResponded():
             text = " ".join(b.text for b in e.content if isinstance(b, TextBlock))
             tokens = f"{e.usage.input_tokens}+{e.usage.output_tokens} tokens"
@@ -130,6 +134,10 @@ def summary(e: Any) -> str:
         case RunResumed() | RunAborted():
             return _cut(f"by {_who(e.by, e.publisher)} {e.note}".rstrip())
     return ""
+
+
+def _clock(at: float) -> str:
+    return datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S")
 
 
 def _who(by: str, publisher: str | None) -> str:

@@ -19,7 +19,7 @@ from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import fail
 from services.entrypoints.cli.session import Session, open_session
-from services.errors import ConfigError, RedisUnavailable, ServiceBusy
+from services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
 from services.secrets import install_log_filter
 from services.settings import Settings, from_env, masked, user_state_dir
 
@@ -44,6 +44,8 @@ def execute(args: argparse.Namespace) -> int:
         return fail(exit_codes.USAGE, "invalid spec", exc.render(), as_json, problems=exc.as_list())
     except ConfigError as exc:
         return fail(exit_codes.USAGE, "bad configuration", str(exc), as_json, variable=exc.name)
+    except ProviderUnready as exc:  # `run`'s model cannot be reached from here: no run is created
+        return fail(exit_codes.USAGE, exc.what, exc.detail, as_json, variable=exc.variable)
     except RedisUnavailable as exc:
         return fail(exit_codes.NO_REDIS, "no Redis", str(exc), as_json)
     except ServiceBusy as exc:

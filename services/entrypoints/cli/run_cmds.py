@@ -25,6 +25,7 @@ from events.types import DEFAULT_QUEUE, ApprovalRequested
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
+from services.adapters.models.preflight import check_provider
 from services.adapters.publishers.publishers_file import Signer, local_name
 from services.adapters.redis.directory import Directory
 from services.adapters.tools.toolset import (
@@ -63,6 +64,7 @@ from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, with_lines
 from services.entrypoints.cli.supervise import stop_children
+from services.errors import ProviderUnready
 from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
 from services.loops.intake import publish
@@ -97,6 +99,8 @@ def prepare(
 ) -> Prepared:
     """Load and check the spec file: InvalidSpec with every problem, each with its line.
     `run` imports the spec's tool modules (they run here); `submit` only hashes them.
+    `run` also checks that its model can be reached from here (ProviderUnready: no
+    key, or its API does not take a connection) before anything is recorded.
     With `mcp`, the servers file's servers are started: their tools and versions
     are part of the tool set (`submit` stops them again once it knows the fingerprint)."""
     limits = Limits(max_bytes=(settings or Settings()).inbox_max_bytes)  # a spec goes in a message
@@ -128,10 +132,15 @@ def prepare(
         hub.close()
         hub, toolset = None, None
     prepared = Prepared(spec, base_dir, lines, spec_path, toolset, fingerprint, base, hub, mcp)
-    if problems:
+    try:
+        if problems:
+            raise prepared.refuse(problems)
+        if command == "run":  # its workers are this process's: their model must answer them
+            check_provider(spec.model, settings or Settings())
+    except (InvalidSpec, ProviderUnready):
         if hub is not None:
             hub.close()
-        raise prepared.refuse(problems)
+        raise
     return prepared
 
 

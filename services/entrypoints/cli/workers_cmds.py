@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from events.commands import Pool
 from events.counted import counted
 from services.adapters.metrics.scrape import Served
 from services.adapters.metrics.server import LOOPBACK
@@ -19,11 +20,11 @@ from services.bootstrap import ALL_POOLS, Services, build_services
 from services.entrypoints import operations
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.parser import INTAKE_POOL
-from services.entrypoints.cli.reply import emit, fail
+from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.run_cmds import worker_args
 from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.supervise import Supervisor, signalled, wait_for_signal
-from services.settings import masked
+from services.settings import Settings, masked
 from services.structured_logs import child_args
 
 
@@ -85,6 +86,7 @@ def workers(
             hub.close()
         return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), as_json)
     _say_dynamic(base, as_json)
+    _say_no_key(settings, queue, pools)  # before "workers up": who reads that may stop us next
     threads = services.worker.worker_threads if services.worker is not None else 0
     by_pool = services.pool_threads()  # bounds: each pool's own budget
     if as_json:
@@ -116,6 +118,16 @@ def workers(
     if instruments is not None:
         instruments.stop()  # the last tallies, into the files a parent reads
     return 0
+
+
+def _say_no_key(settings: Settings, queue: str, pools: Sequence[str]) -> None:
+    """Once at start: the runs of `queue` whose model is anthropic cannot be served here
+    (`submit` cannot know the workers' credentials; this worker can)."""
+    if str(Pool.MODEL) in pools and not settings.anthropic_api_key:
+        say(
+            f"ANTHROPIC_API_KEY is not set for these workers: a run on queue {queue!r} whose "
+            "model is anthropic fails at its first model request (scripted runs are served)"
+        )
 
 
 def _say_dynamic(toolset: ToolSet, as_json: bool) -> None:

@@ -1,0 +1,98 @@
+"""Before `agentledger run` creates a run: could this process reach the model its
+spec names? A spec whose model is anthropic needs ANTHROPIC_API_KEY, and the
+API's address (ANTHROPIC_BASE_URL, else the SDK's default; through the proxy the
+environment names for it, when one does) must take a TCP connection. Nothing is
+sent that costs tokens: a connect to host:port with a short timeout, closed at
+once. A refused connection, a host name that does not resolve, or no answer in
+time is `ProviderUnready` (the CLI says it and exits 2; nothing is recorded).
+
+`submit` does no such check: the workers that will serve the run hold their own
+credentials (`agentledger workers` warns at start when it has no key). The
+scripted and replay models need nothing."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+from schemas.spec import AnthropicModel, ModelSpec
+from services.errors import ProviderUnready
+from services.settings import Settings
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+CONNECT_TIMEOUT_S = 5.0
+Connect = Callable[[tuple[str, int], float], socket.socket]
+
+
+def check_provider(
+    model: ModelSpec, settings: Settings, *, connect: Connect = socket.create_connection
+) -> None:
+    """Raise ProviderUnready when a run of `model` could not reach its provider from here."""
+    if not isinstance(model, AnthropicModel):
+        return
+    if not settings.anthropic_api_key:
+        raise ProviderUnready(
+            "ANTHROPIC_API_KEY is not set",
+            f"the spec's model is anthropic ({model.anthropic.model}); export the key (or set "
+            "`model: scripted`), then run again; nothing was recorded",
+            variable="ANTHROPIC_API_KEY",
+        )
+    url = settings.anthropic_base_url or DEFAULT_BASE_URL
+    variable = "ANTHROPIC_BASE_URL" if settings.anthropic_base_url else None
+    address = _address(url, variable)
+    via = _proxy_for(url)
+    where = f"{url} (through the proxy {via})" if via else url
+    if via:
+        address = _address(via, "the proxy variables")
+    problem = _cannot_connect(address, connect)
+    if problem is not None:
+        named = f" ({variable})" if variable else ""
+        raise ProviderUnready(
+            "the model's API is unreachable",
+            f"{problem} at {where}{named}; nothing was recorded",
+            variable=variable,
+        )
+
+
+def _address(url: str, variable: str | None) -> tuple[str, int]:
+    named = f" ({variable})" if variable else ""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme not in ("http", "https") or not parts.hostname or port == -1:
+        raise ProviderUnready(
+            "the model's API address is not a URL",
+            f"{url!r}{named} is not http(s)://host[:port]; nothing was recorded",
+            variable=variable,
+        )
+    return parts.hostname, port or (443 if parts.scheme == "https" else 80)
+
+
+def _proxy_for(url: str) -> str | None:
+    """The proxy the SDK's HTTP client goes through for `url` (HTTPS_PROXY, ALL_PROXY…;
+    NO_PROXY honoured), as the standard library reads the environment."""
+    parts = urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _cannot_connect(address: tuple[str, int], connect: Connect) -> str | None:
+    """Why a TCP connection to `address` failed, or None when one was made."""
+    try:
+        connect(address, CONNECT_TIMEOUT_S).close()
+    except ConnectionRefusedError:
+        return "connection refused"
+    except socket.gaierror as exc:
+        return f"the host {address[0]!r} does not resolve ({exc.strerror or exc})"
+    except TimeoutError:
+        return f"no answer within {CONNECT_TIMEOUT_S:g} s"
+    except OSError as exc:
+        return f"cannot connect ({exc.strerror or exc})"
+    return None
