@@ -1,8 +1,10 @@
 """cancel, approve, deny, reply, resume, abort: each publishes a control to the
 inbox (the CLI is one publisher among others) and waits for the intake to
 append it or refuse it, printing which. Nothing is published for a run that
-does not exist, nor when no intake reads the inbox; a message no intake took
-within TAKE_S is withdrawn, so it never acts later, when nobody expects it.
+does not exist or already ended, nor for one whose state the control does not
+fit (the intake's own decision, asked first: it would refuse it), nor when no
+intake reads the inbox; a message no intake took within TAKE_S is withdrawn,
+so it never acts later, when nobody expects it.
 A reply, resume or abort names the escalation it answers: the run's current
 one when the command reads it (`current_escalation`)."""
 
@@ -13,6 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
+from events.errors import ControlRefused
 from schemas import inbox
 from schemas.envelope import Envelope
 from services.entrypoints.cli import exit_codes
@@ -24,10 +29,11 @@ from services.entrypoints.cli.inbox_watch import (
     taken,
     withdraw,
 )
+from services.entrypoints.cli.parser import BadOption, shown
 from services.entrypoints.cli.publisher_cmds import signer_for
 from services.entrypoints.cli.reply import emit, fail
 from services.entrypoints.cli.session import Session
-from services.loops.intake import publish
+from services.loops.intake import decide_control, publish
 from services.settings import masked
 
 TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox
@@ -51,9 +57,20 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
     and wait for the intake's verdict. The one path for every control, the web
     view's buttons included."""
     run_id = message.run_id
-    if not session.client.exists(session.keys.run(run_id)):
+    state = session.load(run_id)
+    if state is None:
         return Verdict(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent")
+    if state.status.terminal:
+        return Verdict(
+            exit_codes.USAGE, "already ended",
+            f"run {run_id!r} already ended {state.status}: there is nothing to {_VERB[message.type]}; "
+            "nothing was sent",
+        )  # fmt: skip
     signer = signer_for(session.settings, publisher)
+    try:  # the intake's own decision: what it would refuse is not sent
+        decide_control(state, message, publisher=signer.name)
+    except ControlRefused as exc:
+        return Verdict(exit_codes.USAGE, "refused", f"run {run_id!r}: {exc.reason}; nothing was sent")
     ttl_s = session.settings.member_ttl_s
     if intake_liveness(session.client, session.keys, ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
         return _no_intake(session, sent=False)
@@ -123,6 +140,10 @@ def current_escalation(session: Session, run_id: str) -> int:
 
 
 ANSWERS = ("reply", "resume", "abort")  # the commands that answer an escalation
+_VERB = {
+    "RunCancelRequested": "cancel", "ApprovalGranted": "approve", "ApprovalDenied": "deny",
+    "HumanReplied": "reply to", "RunResumed": "resume", "RunAborted": "abort",
+}  # fmt: skip
 
 
 def build(
@@ -135,8 +156,20 @@ def build(
     escalation: int = 0,
 ) -> inbox.Control:
     """The control a command sends; `escalation` is the one a reply, resume or
-    abort answers (`current_escalation`)."""
-    who = by or user_name()
+    abort answers (`current_escalation`). BadOption naming the argument the
+    message cannot hold (the parser checks each first: this is the last word)."""
+    try:
+        who = by or user_name()
+        return _build(command, run_id, call_id=call_id, text=text, who=who, escalation=escalation)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or command
+        raise BadOption(where, f"{shown(str(error.get('input')))} is not accepted here") from None
+
+
+def _build(
+    command: str, run_id: str, *, call_id: str | None, text: str, who: str, escalation: int
+) -> inbox.Control:
     match command:
         case "cancel":
             return inbox.RunCancelRequested(run_id=run_id, by=who, reason=text)
