@@ -1,9 +1,9 @@
 """cancel, approve, deny, reply, resume, abort: each publishes a control to the
 inbox (the CLI is one publisher among others) and waits for the intake to
 append it or refuse it, printing which. Nothing is published for a run that
-does not exist or already ended, nor for one whose state the control does not
-fit (the intake's own decision, asked first: it would refuse it), nor when no
-intake reads the inbox; a message no intake took within TAKE_S is withdrawn,
+does not exist, whose principal the signer is not granted, that already ended,
+or whose state the control does not fit (the intake's own rules, asked first,
+in its order: it would refuse it), nor when no intake reads the inbox; a message no intake took within TAKE_S is withdrawn,
 so it never acts later, when nobody expects it.
 A reply, resume or abort names the escalation it answers: the run's current
 one when the command reads it (`current_escalation`)."""
@@ -18,8 +18,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from events.errors import ControlRefused
+from events.grants import control_refusal
+from events.state import RunState
 from schemas import inbox
 from schemas.envelope import Envelope
+from services.adapters.publishers import publishers_file
+from services.adapters.publishers.publishers_file import Signer
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.inbox_watch import (
@@ -60,13 +64,15 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
     state = session.load(run_id)
     if state is None:
         return Verdict(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent")
+    signer = signer_for(session.settings, publisher)
+    if (refusal := _not_granted(session, signer, state)) is not None:
+        return Verdict(exit_codes.USAGE, "refused", f"{refusal}; nothing was sent")
     if state.status.terminal:
         return Verdict(
             exit_codes.USAGE, "already ended",
             f"run {run_id!r} already ended {state.status}: there is nothing to {_VERB[message.type]}; "
             "nothing was sent",
         )  # fmt: skip
-    signer = signer_for(session.settings, publisher)
     try:  # the intake's own decision: what it would refuse is not sent
         decide_control(state, message, publisher=signer.name)
     except ControlRefused as exc:
@@ -81,6 +87,13 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
             return _no_intake(session, sent=True)
         time.sleep(0.05)
     return _verdict(session, message, entry_id)
+
+
+def _not_granted(session: Session, signer: Signer, state: RunState) -> str | None:
+    """What the intake would say first, by the same publishers file: the signer may
+    not speak for the run's principal."""
+    grant = publishers_file.read(session.settings.publishers_path).publishers.get(signer.name)
+    return None if grant is None else control_refusal(signer.name, grant, state.spec.principal)
 
 
 def send(
