@@ -127,6 +127,8 @@ WAITING_CASES = [
          says="waiting for the intake"),
     case("status-json-of-a-request-in-the-inbox", "status", "--json", "{waiting}", code=STILL_LIVE,
          says="waiting for the intake"),
+    case("cancel-of-a-request-in-the-inbox", "cancel", "--as", "e2e", "{waiting}", code=USAGE,
+         says="its request waits in the inbox for the intake"),
 ]  # fmt: skip
 
 # --- flags' bad values ------------------------------------------------------------------

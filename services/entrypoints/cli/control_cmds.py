@@ -30,6 +30,7 @@ from services.entrypoints.cli.inbox_watch import (
     Liveness,
     intake_liveness,
     rejected_reason,
+    request_waiting,
     taken,
     withdraw,
 )
@@ -63,7 +64,7 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
     run_id = message.run_id
     state = session.load(run_id)
     if state is None:
-        return Verdict(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent")
+        return Verdict(exit_codes.USAGE, "no run", _no_run(session, run_id))
     signer = signer_for(session.settings, publisher)
     if (refusal := _not_granted(session, signer, state)) is not None:
         return Verdict(exit_codes.USAGE, "refused", f"{refusal}; nothing was sent")
@@ -87,6 +88,13 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
             return _no_intake(session, sent=True)
         time.sleep(0.05)
     return _verdict(session, message, entry_id)
+
+
+def _no_run(session: Session, run_id: str) -> str:
+    path = session.settings.publishers_path
+    if request_waiting(session.client, session.keys, run_id, path) is not None:
+        return f"no run {run_id!r} yet: its request waits in the inbox for the intake; nothing was sent"
+    return f"no run {run_id!r}; nothing was sent"
 
 
 def _not_granted(session: Session, signer: Signer, state: RunState) -> str | None:

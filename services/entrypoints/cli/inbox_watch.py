@@ -10,13 +10,14 @@ as `publish` returns them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 import redis
 
+from services.adapters.publishers import publishers_file
+from services.errors import ConfigError
 from services.keys import Keys
 from services.loops.intake import GROUP, partition_of
 
@@ -133,14 +134,18 @@ class WaitingRequest:
 
 
 def request_waiting(
-    client: redis.Redis, keys: Keys, run_id: str, publishers: Iterable[str]
+    client: redis.Redis, keys: Keys, run_id: str, publishers_path: str
 ) -> WaitingRequest | None:
-    """The request for `run_id` waiting in the inbox stream of one of `publishers`
-    (requests go to the partition of their run id), if one is there."""
-    part = partition_of(run_id, keys.inbox_partitions)
-    names = list(publishers)
+    """The request for `run_id` waiting in the inbox stream of a publisher of the
+    publishers file at `publishers_path` (requests go to the partition of their run
+    id), if one is there."""
+    try:
+        names = sorted(publishers_file.read(publishers_path).publishers)
+    except ConfigError:  # a broken file: no request could have been signed with it
+        return None
     if not names:
         return None
+    part = partition_of(run_id, keys.inbox_partitions)
     now_s, now_us = client.time()
     with client.pipeline(transaction=False) as pipe:
         for name in names:

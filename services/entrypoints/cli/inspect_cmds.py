@@ -17,7 +17,6 @@ from events.state import RunState
 from events.status import RunStatus
 from events.types import CODEC
 from schemas.errors import InvalidEvent
-from services.adapters.publishers import publishers_file
 from services.adapters.redis.directory import Directory
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
@@ -32,7 +31,6 @@ from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.run_index import Page, page_of_runs, parse_time
 from services.entrypoints.cli.session import Session
-from services.errors import ConfigError
 from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
 from services.settings import masked
@@ -91,9 +89,10 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     """A run's state (exit: its status's code); for a request still in the inbox,
     that it waits for the intake (exit 9: not ended)."""
     state = session.load(run_id)
-    if state is None and (request := _request_waiting(session, run_id)) is not None:
-        return _awaiting_intake(session, request, as_json=as_json)
     if state is None:
+        path = session.settings.publishers_path
+        if (request := request_waiting(session.client, session.keys, run_id, path)) is not None:
+            return _awaiting_intake(session, request, as_json=as_json)
         return fail(exit_codes.USAGE, "no run", _no_run(session, run_id), as_json)
     summary = redactor_for(state.spec).value(run_summary(state))
     if (waiting := unserved(session, state)) is not None:
@@ -112,15 +111,6 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
         for call in summary["tool_calls"]:
             print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}")
     return exit_codes.for_status(state.status)
-
-
-def _request_waiting(session: Session, run_id: str) -> WaitingRequest | None:
-    """The run's request in the inbox stream of a publisher of this publishers file."""
-    try:
-        names = sorted(publishers_file.read(session.settings.publishers_path).publishers)
-    except ConfigError:  # a broken file: `submit` could not have published with it either
-        return None
-    return request_waiting(session.client, session.keys, run_id, names)
 
 
 def _awaiting_intake(session: Session, waiting: WaitingRequest, *, as_json: bool) -> int:
