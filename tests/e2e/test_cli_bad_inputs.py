@@ -276,6 +276,8 @@ REDIS_CASES = [
          env={"REDIS_URL": "{auth_weak}"}),
     case("redis-database-absent", "runs", code=USAGE, says="the server refused it",
          env={"REDIS_URL": "{db99}"}),
+    case("acl-apply-on-a-redis-before-7", "acl", "--apply", code=USAGE,
+         says="the ACL rules need Redis 7 or later", env={"REDIS_URL": "{redis6}"}),
     case("probe-at-an-http-server", "cancel", "r-1", code=NO_REDIS,
          says="the local Redis service", env={"REDIS_URL": None, "AGENTLEDGER_PROBE_URL": "{http}"}),
 ]  # fmt: skip
@@ -310,7 +312,7 @@ CASES = [
 RESULTS: dict[str, tuple[int, bool]] = {}  # case name -> (exit code, a traceback shown)
 WORLD_KEYS = (  # the module world's places (`world`); {unreadable} is made by each case
     "ended", "waiting", "closed", "http", "http_pw", "echo", "dropper", "tls", "rediss_plain",
-    "auth_none", "auth_wrong", "auth_bob", "auth_weak", "db99",
+    "auth_none", "auth_wrong", "auth_bob", "auth_weak", "db99", "redis6",
 )  # fmt: skip
 
 
@@ -396,6 +398,15 @@ def unreadable(folder: Path) -> str | None:
     return None
 
 
+def before_7(url: str) -> bool:
+    """The server is a Redis before 7 (no ACL selectors)."""
+    client = redis.Redis.from_url(url)
+    try:
+        return int(str(client.info("server")["redis_version"]).split(".")[0]) < 7
+    finally:
+        client.close()
+
+
 @pytest.fixture(scope="module")
 def world(
     tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli]
@@ -442,6 +453,7 @@ def world(
             "auth_bob": f"redis://bob:{PASSWORD}@127.0.0.1:{port}/0",
             "auth_weak": f"redis://weak:weakpw@127.0.0.1:{port}/0",
             "db99": main.url.rsplit("/", 1)[0] + "/99",
+            "redis6": main.url if before_7(main.url) else None,
         }
         yield World(cli.env, values)
     finally:
