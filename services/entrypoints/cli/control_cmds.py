@@ -3,8 +3,9 @@ inbox (the CLI is one publisher among others) and waits for the intake to
 append it or refuse it, printing which. Nothing is published for a run that
 does not exist, whose principal the signer is not granted, that already ended,
 or whose state the control does not fit (the intake's own rules, asked first,
-in its order: it would refuse it), nor when no intake reads the inbox; a message no intake took within TAKE_S is withdrawn,
-so it never acts later, when nobody expects it.
+in its order: it would refuse it), nor when no intake reads the inbox; a
+message no intake took within TAKE_S is withdrawn, so it never acts later,
+when nobody expects it.
 A reply, resume or abort names the escalation it answers: the run's current
 one when the command reads it (`current_escalation`)."""
 

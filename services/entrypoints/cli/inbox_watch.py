@@ -4,8 +4,8 @@ membership heartbeats of the deployment's intakes and of the embedded run's
 intake of that publisher), whether an entry was taken, what the intake said
 about it, a run's request still waiting in the inbox (`request_waiting`: the
 run does not exist yet), and taking back an entry no intake has read (so a
-message nobody took never acts later by surprise). Entry ids are `partition/publisher/stream id`,
-as `publish` returns them."""
+message nobody took never acts later by surprise). Entry ids are
+`partition/publisher/stream id`, as `publish` returns them."""
 
 from __future__ import annotations
 
