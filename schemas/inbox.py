@@ -15,10 +15,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.names import QUEUE_PATTERN
+from schemas.names import QUEUE_PATTERN, RUN_ID_PATTERN
 from schemas.spec import RunSpec
 
-RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$"
 TOOLSET_PATTERN = r"^[0-9a-f]{16,64}$"
 NONCE_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
 

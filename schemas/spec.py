@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from schemas.names import QUEUE_PATTERN
 
@@ -251,6 +259,13 @@ class CommandCheck(_Spec):
     timeout_s: float = Field(
         default=300.0, gt=0, description="held to AGENTLEDGER_MAX_COMMAND_TIMEOUT_S and the wall clock"
     )
+
+    @field_validator("command")
+    @classmethod
+    def _no_nul(cls, command: str) -> str:
+        if "\x00" in command:  # no process can be started with it: refused here, not at each try
+            raise ValueError("a command cannot hold a NUL character (\\0)")
+        return command
 
 
 class ToolCheck(_Spec):

@@ -232,7 +232,7 @@ class Intake:
         try:
             self._app.runs.step(
                 message.run_id,
-                lambda s: _decide_control(s, message, publisher=by.name),
+                lambda s: decide_control(s, message, publisher=by.name),
                 source=SOURCE,
                 causation_id=causation_id,
                 held=state,
@@ -395,7 +395,9 @@ class Intake:
             self._streams.close()
 
 
-def _decide_control(s: RunState, m: Control, *, publisher: str) -> list[Event]:
+def decide_control(s: RunState, m: Control, *, publisher: str) -> list[Event]:
+    """What a control appends to a run in state `s` (ControlRefused: it does not fit);
+    the CLI asks it too, before publishing, so a control bound to be refused is never sent."""
     p = publisher
     match m:
         case inbox.RunCancelRequested():

@@ -162,6 +162,12 @@ def test_a_control_with_no_workers_ever_says_so_at_once_and_sends_nothing(
     assert inbox_length(on_private) == 1
 
 
+def created(cli: Cli, run_id: str) -> bool:
+    """The intake created the run (`status` says no run, or that its request waits in the inbox, before)."""
+    done = cli("status", run_id, "--json")
+    return done.returncode != 2 and json.loads(done.stdout).get("status") != "awaiting_intake"
+
+
 def test_a_control_when_the_workers_have_stopped_says_so_at_once_and_sends_nothing(
     on_private: Cli, tmp_path: Path
 ) -> None:
@@ -175,7 +181,7 @@ def test_a_control_when_the_workers_have_stopped_says_so_at_once_and_sends_nothi
     ]  # fmt: skip
     try:
         deadline = time.monotonic() + 30
-        while on_private("status", run_id).returncode == 2:  # not created yet
+        while not created(on_private, run_id):
             assert time.monotonic() < deadline
             time.sleep(0.2)
     finally:

@@ -41,7 +41,7 @@ from services.handlers.spec_check import spec_problems
 from services.keys import Keys
 from services.loops.inbox_auth import Granted, check_fresh, nonce_partition
 from services.loops.inbox_parse import Rejected
-from services.loops.intake import _decide_control, stamped
+from services.loops.intake import decide_control, stamped
 
 R = RunStatus
 NOW = 1_800_000_000.0
@@ -227,7 +227,7 @@ def test_an_answer_to_an_earlier_escalation_is_refused_naming_both(answer: Any) 
 def test_a_controls_event_records_the_publisher_that_signed_it_and_lines_say_so() -> None:
     log = reach(R.AWAITING_HUMAN)
     message = HumanRepliedMessage(run_id=log.run_id, by="alice", text="go on", escalation=log.s.escalation or 0)
-    [replied] = _decide_control(log.s, message, publisher="billing-svc")
+    [replied] = decide_control(log.s, message, publisher="billing-svc")
     assert replied == HumanReplied(by="alice", text="go on", publisher="billing-svc")
     assert summary(replied) == "alice via billing-svc: 'go on'"
     [aborted] = controls.abort(log.s, by="alice", escalation=log.s.escalation or 0, publisher="billing-svc")

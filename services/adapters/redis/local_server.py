@@ -45,8 +45,8 @@ def answers(url: str, timeout: float = 0.5) -> bool:
         return bool(client.ping())
     except redis.ResponseError:
         return True  # it is there; it refused (a password, a database it lacks)
-    except (redis.ConnectionError, redis.TimeoutError, OSError):
-        return False
+    except (redis.ConnectionError, redis.TimeoutError, redis.exceptions.InvalidResponse, OSError):
+        return False  # nothing there, or something that is not a Redis (an HTTP server…)
     finally:
         client.close()
 

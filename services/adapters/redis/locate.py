@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from urllib.parse import urlsplit
 
 import redis
 
 from services.adapters.redis.local_server import answers
 from services.adapters.redis.local_service import LocalService, Waiting
+from services.adapters.redis.not_redis import found_at
 from services.errors import ConfigError, RedisUnavailable
 from services.settings import Settings, masked
 
@@ -88,16 +90,40 @@ def locate(settings: Settings, *, may_start: bool, waiting: Waiting | None = Non
 
 
 def check_reachable(var: str, url: str) -> None:
-    """The server at `url` answers a PING: else RedisUnavailable (nothing there)
-    or ConfigError naming `var` (it answered, and refused: password, database)."""
+    """The server at `url` is a Redis that lets us in: it answers PING with PONG.
+    Else RedisUnavailable naming `var`, the URL (password masked) and what was
+    found: nothing listening, a server that is not Redis (HTTP, TLS, an echo…),
+    or a Redis that refused the login; ConfigError naming `var` when a Redis
+    answered and refused the rest of the URL (a database it does not have)."""
+    shown = f"{var} {masked(url)!r}"
     client = redis.Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=5.0)
     try:
-        client.ping()
-    except redis.AuthenticationError as exc:
-        raise ConfigError(var, f"{masked(url)!r}: the server refused the login: {exc}") from None
+        pong = client.ping()
+    except redis.AuthenticationError as exc:  # NOAUTH, WRONGPASS: a ConnectionError to redis-py
+        if urlsplit(url).password is None:
+            raise RedisUnavailable(
+                f"the Redis at {shown} requires a password and the URL gives none "
+                "(redis://[USER]:PASSWORD@HOST:PORT/DB)"
+            ) from None
+        raise RedisUnavailable(f"the Redis at {shown} refused the login: {exc}") from None
     except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
-        raise RedisUnavailable(f"nothing answers at {var} {masked(url)!r} ({exc})") from None
+        raise RedisUnavailable(_not_there(shown, url, str(exc))) from None
     except redis.ResponseError as exc:  # e.g. SELECT of a database the server does not have
         raise ConfigError(var, f"{masked(url)!r}: the server refused it: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 -- redis-py choking on bytes no Redis sends
+        raise RedisUnavailable(_not_there(shown, url, f"{type(exc).__name__}: {exc}")) from None
     finally:
         client.close()
+    if pong is not True:
+        raise RedisUnavailable(_not_there(shown, url, f"it answered PING with {pong!r}"))
+
+
+def _not_there(shown: str, url: str, error: str) -> str:
+    """Why no Redis is usable at `url`: nothing listens, what listens instead, or
+    what the Redis there said."""
+    found = found_at(url)
+    if found is not None:
+        return f"{shown} is not a Redis server: {found}"
+    tls = url.startswith("rediss://")
+    hint = "; rediss:// speaks TLS: the port must be a TLS one, its certificate trusted" if tls else ""
+    return f"nothing answers at {shown} ({error}){hint}"

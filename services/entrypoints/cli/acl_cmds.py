@@ -15,10 +15,13 @@ import shlex
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
+import redis
+
 from services.adapters.publishers import publishers_file
 from services.adapters.redis.acl import rules
 from services.entrypoints.cli.reply import emit, say
 from services.entrypoints.cli.session import Session
+from services.errors import ConfigError
 from services.settings import Settings, masked
 
 DEFAULT_NOTE = (
@@ -29,6 +32,8 @@ DEFAULT_NOTE = (
 
 
 def acl(settings: Settings, session: Session | None, *, as_json: bool) -> int:
+    if session is not None:
+        _check_version(session)  # before any user is set: never half the rules
     names = sorted(publishers_file.read(settings.publishers_path).publishers)
     users = rules(settings.prefix, names)
     rows: dict[str, dict[str, Any]] = {}
@@ -39,7 +44,13 @@ def acl(settings: Settings, session: Session | None, *, as_json: bool) -> int:
         if user.publisher is not None:
             row["publisher"] = user.publisher
         if session is not None:
-            session.client.execute_command(*command)  # type: ignore[no-untyped-call]
+            try:
+                session.client.execute_command(*command)  # type: ignore[no-untyped-call]
+            except redis.exceptions.NoPermissionError:
+                raise  # the user REDIS_URL names may not run ACL: said as such
+            except redis.ResponseError as exc:
+                where = masked(session.located.url)
+                raise ConfigError("REDIS_URL", f"the Redis at {where!r} refused the rules of {user.name!r}: {exc}") from None
             row["url"] = _url_as(session.located.url, user.name, password)
         rows[user.name] = row
     if as_json:
@@ -55,6 +66,22 @@ def acl(settings: Settings, session: Session | None, *, as_json: bool) -> int:
         say(f"no publishers in {settings.publishers_path}: no publisher users")
     say(DEFAULT_NOTE)
     return 0
+
+
+ACL_SELECTORS = (7, 0)  # the rules use selectors: Redis 7 or later
+
+
+def _check_version(session: Session) -> None:
+    try:
+        version = str(session.client.info("server").get("redis_version", ""))
+    except redis.ResponseError:  # INFO refused to this user: SETUSER says what it refuses
+        return
+    found = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
+    if found and found < ACL_SELECTORS:
+        raise ConfigError(
+            "REDIS_URL", f"the Redis at {masked(session.located.url)!r} is {version}: the ACL rules need "
+            "Redis 7 or later (key selectors); nothing was set",
+        )  # fmt: skip
 
 
 def _url_as(url: str, user: str, password: str) -> str:

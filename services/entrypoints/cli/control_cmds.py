@@ -1,8 +1,11 @@
 """cancel, approve, deny, reply, resume, abort: each publishes a control to the
 inbox (the CLI is one publisher among others) and waits for the intake to
 append it or refuse it, printing which. Nothing is published for a run that
-does not exist, nor when no intake reads the inbox; a message no intake took
-within TAKE_S is withdrawn, so it never acts later, when nobody expects it.
+does not exist, whose principal the signer is not granted, that already ended,
+or whose state the control does not fit (the intake's own rules, asked first,
+in its order: it would refuse it), nor when no intake reads the inbox; a
+message no intake took within TAKE_S is withdrawn, so it never acts later,
+when nobody expects it.
 A reply, resume or abort names the escalation it answers: the run's current
 one when the command reads it (`current_escalation`)."""
 
@@ -13,8 +16,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
+from events.errors import ControlRefused
+from events.grants import control_refusal
+from events.state import RunState
 from schemas import inbox
 from schemas.envelope import Envelope
+from services.adapters.publishers import publishers_file
+from services.adapters.publishers.publishers_file import Signer
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import after_control, intake_while_delivering
@@ -22,13 +32,15 @@ from services.entrypoints.cli.inbox_watch import (
     Liveness,
     intake_liveness,
     rejected_reason,
+    request_waiting,
     taken,
     withdraw,
 )
+from services.entrypoints.cli.parser import BadOption, shown
 from services.entrypoints.cli.publisher_cmds import signer_for
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
-from services.loops.intake import publish
+from services.loops.intake import decide_control, publish
 from services.settings import masked
 
 TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox
@@ -52,9 +64,22 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
     and wait for the intake's verdict. The one path for every control, the web
     view's buttons included."""
     run_id = message.run_id
-    if not session.client.exists(session.keys.run(run_id)):
-        return Verdict(exit_codes.USAGE, "no run", f"no run {run_id!r}; nothing was sent")
+    state = session.load(run_id)
+    if state is None:
+        return Verdict(exit_codes.USAGE, "no run", _no_run(session, run_id))
     signer = signer_for(session.settings, publisher)
+    if (refusal := _not_granted(session, signer, state)) is not None:
+        return Verdict(exit_codes.USAGE, "refused", f"{refusal}; nothing was sent")
+    if state.status.terminal:
+        return Verdict(
+            exit_codes.USAGE, "already ended",
+            f"run {run_id!r} already ended {state.status}: there is nothing to {_VERB[message.type]}; "
+            "nothing was sent",
+        )  # fmt: skip
+    try:  # the intake's own decision: what it would refuse is not sent
+        decide_control(state, message, publisher=signer.name)
+    except ControlRefused as exc:
+        return Verdict(exit_codes.USAGE, "refused", f"run {run_id!r}: {exc.reason}; nothing was sent")
     ttl_s = session.settings.member_ttl_s
     if intake_liveness(session.client, session.keys, ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
         return _no_intake(session, sent=False)
@@ -65,6 +90,20 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
             return _no_intake(session, sent=True)
         time.sleep(0.05)
     return _verdict(session, message, entry_id)
+
+
+def _no_run(session: Session, run_id: str) -> str:
+    path = session.settings.publishers_path
+    if request_waiting(session.client, session.keys, run_id, path) is not None:
+        return f"no run {run_id!r} yet: its request waits in the inbox for the intake; nothing was sent"
+    return f"no run {run_id!r}; nothing was sent"
+
+
+def _not_granted(session: Session, signer: Signer, state: RunState) -> str | None:
+    """What the intake would say first, by the same publishers file: the signer may
+    not speak for the run's principal."""
+    grant = publishers_file.read(session.settings.publishers_path).publishers.get(signer.name)
+    return None if grant is None else control_refusal(signer.name, grant, state.spec.principal)
 
 
 def send(
@@ -134,6 +173,10 @@ def current_escalation(session: Session, run_id: str) -> int:
 
 
 ANSWERS = ("reply", "resume", "abort")  # the commands that answer an escalation
+_VERB = {
+    "RunCancelRequested": "cancel", "ApprovalGranted": "approve", "ApprovalDenied": "deny",
+    "HumanReplied": "reply to", "RunResumed": "resume", "RunAborted": "abort",
+}  # fmt: skip
 
 
 def build(
@@ -146,8 +189,20 @@ def build(
     escalation: int = 0,
 ) -> inbox.Control:
     """The control a command sends; `escalation` is the one a reply, resume or
-    abort answers (`current_escalation`)."""
-    who = by or user_name()
+    abort answers (`current_escalation`). BadOption naming the argument the
+    message cannot hold (the parser checks each first: this is the last word)."""
+    try:
+        who = by or user_name()
+        return _build(command, run_id, call_id=call_id, text=text, who=who, escalation=escalation)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"]) or command
+        raise BadOption(where, f"{shown(str(error.get('input')))} is not accepted here") from None
+
+
+def _build(
+    command: str, run_id: str, *, call_id: str | None, text: str, who: str, escalation: int
+) -> inbox.Control:
     match command:
         case "cancel":
             return inbox.RunCancelRequested(run_id=run_id, by=who, reason=text)

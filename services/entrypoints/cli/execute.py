@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import redis
+from redis.exceptions import InvalidResponse
 
 from schemas.errors import InvalidSpec
 from services import structured_logs
@@ -42,6 +43,8 @@ def execute(args: argparse.Namespace) -> int:
         return _command(args, settings)
     except InvalidSpec as exc:
         return fail(exit_codes.USAGE, "invalid spec", exc.render(), as_json, problems=exc.as_list())
+    except BadOption as exc:
+        return fail(exit_codes.USAGE, "bad option", str(exc), as_json, option=exc.name)
     except ConfigError as exc:
         return fail(exit_codes.USAGE, "bad configuration", str(exc), as_json, variable=exc.name)
     except ProviderUnready as exc:  # `run`'s model cannot be reached from here: no run is created
@@ -59,6 +62,11 @@ def execute(args: argparse.Namespace) -> int:
         where = masked(settings.redis_url) if settings and settings.redis_url else "Redis"
         return fail(
             exit_codes.NO_REDIS, "lost Redis", f"lost the connection to {where}: {exc}", as_json
+        )
+    except InvalidResponse as exc:  # it answered PING, then not in Redis's protocol: not ours
+        where = masked(settings.redis_url) if settings and settings.redis_url else "Redis"
+        return fail(
+            exit_codes.NO_REDIS, "not Redis", f"{where} answered in no Redis protocol: {exc}", as_json
         )
     except (interrupts.Interrupted, KeyboardInterrupt):
         print("agentledger: interrupted", file=sys.stderr)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from events.status import RunStatus
 
 CHECK_FAILED = 1  # replay: a broken log or a divergence; context: the view does not verify
-USAGE = 2  # a bad spec, bad arguments or settings, an unknown run: nothing was appended
-STILL_LIVE = 9  # `status` of a run that has not ended
-NO_REDIS = 10  # no Redis to use (none reachable, or this command may not start one), or it went away
+USAGE = 2  # a bad spec, bad arguments (a malformed run id, a number out of bounds) or settings, an unknown run, a control of a run that already ended or whose state it does not fit, or one the intake refused: nothing was appended
+STILL_LIVE = 9  # `status` of a run that has not ended, or whose request still waits in the inbox for the intake
+NO_REDIS = 10  # no Redis to use: nothing answers at the URL, what answers is not a Redis (an HTTP server, a TLS port, an echo), the Redis there refuses the login, this command may not start one, or it went away
 NO_WORKERS = 11  # a control with no live intake to take it: nothing was left queued
 SERVED = 12  # `run --attach` of a run a live process already serves: nothing was started
 BUG = 70  # the CLI itself failed: a bug (the traceback is kept in the state folder)

@@ -2,17 +2,22 @@
 reading its streams (`intake_liveness`, the one place that judges it: the
 membership heartbeats of the deployment's intakes and of the embedded run's
 intake of that publisher), whether an entry was taken, what the intake said
-about it, and taking back an entry no intake has read (so a message nobody took
-never acts later by surprise). Entry ids are `partition/publisher/stream id`,
-as `publish` returns them."""
+about it, a run's request still waiting in the inbox (`request_waiting`: the
+run does not exist yet), and taking back an entry no intake has read (so a
+message nobody took never acts later by surprise). Entry ids are
+`partition/publisher/stream id`, as `publish` returns them."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 import redis
 
+from services.adapters.publishers import publishers_file
+from services.errors import ConfigError
 from services.keys import Keys
 from services.loops.intake import GROUP, partition_of
 
@@ -21,6 +26,10 @@ from services.loops.intake import GROUP, partition_of
 REFUSALS_SEARCHED = 2000
 REFUSALS_PAGE = 100
 REFUSALS_MAX_BYTES = 8 << 20
+# what `status` searches of each publisher's stream of a run's partition for its request:
+# the newest entries (a request just published is among them; the intake deletes each
+# entry it has handled, so a stream holds only what waits)
+REQUESTS_SEARCHED = 100
 
 _WITHDRAW = """
 -- XDEL an inbox entry unless the intake group has read it. KEYS: inbox; ARGV: group, entry id
@@ -110,6 +119,57 @@ def refusal_of_run(client: redis.Redis, keys: Keys, run_id: str) -> tuple[str, s
         if len(page) < REFUSALS_PAGE:
             return None
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingRequest:
+    """A run's request still in the inbox: `taken` once an intake read it (the run is
+    being created), `age_s` since it was published (Redis's clock)."""
+
+    run_id: str
+    publisher: str
+    entry_id: str
+    taken: bool
+    age_s: float
+
+
+def request_waiting(
+    client: redis.Redis, keys: Keys, run_id: str, publishers_path: str
+) -> WaitingRequest | None:
+    """The request for `run_id` waiting in the inbox stream of a publisher of the
+    publishers file at `publishers_path` (requests go to the partition of their run
+    id), if one is there."""
+    try:
+        names = sorted(publishers_file.read(publishers_path).publishers)
+    except ConfigError:  # a broken file: no request could have been signed with it
+        return None
+    if not names:
+        return None
+    part = partition_of(run_id, keys.inbox_partitions)
+    now_s, now_us = client.time()
+    with client.pipeline(transaction=False) as pipe:
+        for name in names:
+            pipe.xrevrange(keys.inbox(part, name), count=REQUESTS_SEARCHED)
+        pages: list[Any] = pipe.execute()
+    for name, page in zip(names, pages, strict=True):
+        for stream_id, fields in page:
+            if _requests(fields.get(b"message", b""), run_id):
+                entry = f"{part}/{name}/{stream_id.decode()}"
+                ms, _ = _id(stream_id.decode())
+                age_s = max(0.0, (now_s * 1000 + now_us // 1000 - ms) / 1000)
+                return WaitingRequest(run_id, name, entry, taken(client, keys, entry), age_s)
+    return None
+
+
+def _requests(message: bytes, run_id: str) -> bool:
+    """The inbox message is a RunRequested for `run_id` (parsed only when it names it)."""
+    if run_id.encode() not in message or b"RunRequested" not in message:
+        return False
+    try:
+        data = json.loads(message)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and data.get("type") == "RunRequested" and data.get("run_id") == run_id
 
 
 def _just_before(stream_id: str) -> str:

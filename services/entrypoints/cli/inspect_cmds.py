@@ -23,13 +23,24 @@ from services.clock import RUN_ID_WIDTH
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import attach_command, embedded_here
-from services.entrypoints.cli.inbox_watch import refusal_of_run
+from services.entrypoints.cli.inbox_watch import (
+    Liveness,
+    WaitingRequest,
+    intake_liveness,
+    refusal_of_run,
+    request_waiting,
+)
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.run_index import Page, page_of_runs, parse_time
 from services.entrypoints.cli.session import Session
 from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
+from services.settings import masked
+
+# what `status` says of a run whose request waits in the inbox: not a RunStatus (the run
+# does not exist yet), and not ended (exit 9)
+AWAITING_INTAKE = "awaiting_intake"
 
 
 def iso(at: float | None) -> str | None:
@@ -80,8 +91,13 @@ def unserved(session: Session, state: RunState) -> str | None:
 
 
 def status(session: Session, run_id: str, *, as_json: bool) -> int:
+    """A run's state (exit: its status's code); for a request still in the inbox,
+    that it waits for the intake (exit 9: not ended)."""
     state = session.load(run_id)
     if state is None:
+        path = session.settings.publishers_path
+        if (request := request_waiting(session.client, session.keys, run_id, path)) is not None:
+            return _awaiting_intake(session, request, as_json=as_json)
         return fail(exit_codes.USAGE, "no run", _no_run(session, run_id), as_json)
     summary = redactor_for(state.spec).value(run_summary(state))
     if (waiting := unserved(session, state)) is not None:
@@ -100,6 +116,31 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
         for call in summary["tool_calls"]:
             print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}")
     return exit_codes.for_status(state.status)
+
+
+def _awaiting_intake(session: Session, waiting: WaitingRequest, *, as_json: bool) -> int:
+    if waiting.taken:
+        detail = f"the intake took its request {waiting.age_s:.1f}s ago and is creating the run"
+    else:
+        detail = (
+            f"waiting for the intake: its request is in the inbox (published as "
+            f"{waiting.publisher!r} {waiting.age_s:.1f}s ago)"
+        )
+        live = intake_liveness(
+            session.client, session.keys, ttl_s=session.settings.member_ttl_s, publisher=waiting.publisher
+        )
+        if live is Liveness.NONE:
+            where = f"{masked(session.located.url)} (prefix {session.settings.prefix!r})"
+            detail += f"; no intake reads the inbox on {where}: start `agentledger intake` there"
+    if as_json:
+        emit({
+            "run_id": waiting.run_id, "status": AWAITING_INTAKE, "detail": detail,
+            "publisher": waiting.publisher, "entry_id": waiting.entry_id, "taken": waiting.taken,
+        })  # fmt: skip
+    else:
+        print(f"run {waiting.run_id}: {AWAITING_INTAKE}")
+        print(f"  {detail}")
+    return exit_codes.STILL_LIVE
 
 
 def _no_run(session: Session, run_id: str) -> str:

@@ -1,6 +1,8 @@
 """`agentledger`: parse the arguments, then hand over to `execute`. Nothing
 else is imported before the arguments are known: `--version` and `--help` (and
-a mistyped option) answer at once, and each command imports what it uses."""
+a mistyped option) answer at once, and each command imports what it uses. An
+argument refused is usage and the error on stderr (exit 2), or, with `--json`
+anywhere among the arguments, one JSON object on stdout and one line on stderr."""
 
 from __future__ import annotations
 
@@ -12,17 +14,44 @@ import sys
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda *_: sys.exit(130))
 
-from services.entrypoints.cli.parser import parser  # noqa: E402 (after the handlers, on purpose)
+from services.entrypoints.cli.parser import (  # noqa: E402 (after the handlers, on purpose)
+    USAGE_EXIT,
+    UsageError,
+    parser,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = parser(raising=True).parse_args(argv)
+    except UsageError as exc:
+        return _usage_error(exc, as_json=_wants_json(argv))
     from services.adapters.redis.first_import import import_redis
 
     import_redis()
     from services.entrypoints.cli.execute import execute
 
     return execute(args)
+
+
+def _wants_json(argv: list[str]) -> bool:
+    """`--json` among the options (not after `--`, where it would be a value)."""
+    options = argv[: argv.index("--")] if "--" in argv else argv
+    return "--json" in options
+
+
+def _usage_error(exc: UsageError, *, as_json: bool) -> int:
+    """argparse's form on stderr (with `--json`, without the usage text), and with
+    `--json` the error as one object on stdout."""
+    if not as_json:
+        exc.parser.print_usage(sys.stderr)
+    print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr, flush=True)
+    if as_json:
+        from services.entrypoints.cli.reply import emit
+
+        emit({"error": "usage", "message": str(exc), "exit_code": USAGE_EXIT, "command": exc.parser.prog})
+    return USAGE_EXIT
 
 
 if __name__ == "__main__":

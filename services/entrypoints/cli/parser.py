@@ -1,5 +1,9 @@
 """The arguments of `agentledger` and each of its commands. Every command takes
-`--json` (one JSON object on stdout, or JSON lines for a stream)."""
+`--json` (one JSON object on stdout, or JSON lines for a stream). Each value is
+checked here, so no bad id, number or name reaches a model, a key or Redis.
+`parser(raising=True)` raises `UsageError` for arguments it refuses (the CLI
+reports it: usage on stderr, or with `--json` one object on stdout); without,
+argparse prints and exits 2 as usual."""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from schemas.names import PUBLISHER_NAME_PATTERN, QUEUE_PATTERN
+from schemas.names import PUBLISHER_NAME_PATTERN, QUEUE_PATTERN, RUN_ID_PATTERN
 from services.errors import ConfigError
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -28,6 +32,26 @@ CONTROLS = (
 
 class BadOption(ConfigError):
     """An option whose value the command cannot use (exit 2, the option named)."""
+
+
+USAGE_EXIT = 2  # argparse's code for refused arguments; exit_codes.USAGE (the parser imports no events)
+
+
+class UsageError(Exception):
+    """Arguments the parser refused: `prog` is the command (`agentledger status`)."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str):
+        super().__init__(f"{parser.prog}: {message}")
+        self.parser = parser
+        self.message = message
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, raising UsageError instead of printing and exiting: the
+    caller decides how to say it (`--json` wants an object on stdout)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self, message)
 
 
 def package_version() -> str:
@@ -50,8 +74,9 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agentledger", description="Tool-using AI agents on an event log.")
+def parser(*, raising: bool = False) -> argparse.ArgumentParser:
+    kind = _Parser if raising else argparse.ArgumentParser  # its subparsers are of its class
+    p = kind(prog="agentledger", description="Tool-using AI agents on an event log.")
     p.add_argument("--version", action=_Version, help="show program's version number and exit")
     p.add_argument(
         "--log-level", choices=LOG_LEVELS, default="warning", help="of the log lines on stderr"
@@ -116,10 +141,12 @@ def parser() -> argparse.ArgumentParser:
         help="import the modules as a worker does (their code runs here): the worker's fingerprint, "
         "which differs when they import modules by computed names (default: from the source, no import)",
     )  # fmt: skip
-    command("status", "a run's state").add_argument("run_id")
+    command("status", "a run's state").add_argument("run_id", type=_run_id)
     _runs(command("runs", "the runs, newest first"))
     t = command("tail", "events one a line, in time order across runs")
-    t.add_argument("--run", dest="run_id", help="only this run (its whole log, then new events)")
+    t.add_argument(
+        "--run", dest="run_id", type=_run_id, help="only this run (its whole log, then new events)"
+    )
     t.add_argument(
         "--type", dest="types", action="append", metavar="TYPE",
         help="only events of this type (repeat, or comma-separated)",
@@ -129,25 +156,28 @@ def parser() -> argparse.ArgumentParser:
         "--from-start", action="store_true", help="with --follow: print the history first"
     )
     rp = command("replay", "re-fold a run's log and check it")
-    rp.add_argument("run_id")
+    rp.add_argument("run_id", type=_run_id)
     rp.add_argument(
         "--rerun", action="store_true", help="run the spec again on the recorded replies; diff"
     )
     cx = command("context", "what the model saw at a turn, rebuilt and verified")
-    cx.add_argument("run_id")
+    cx.add_argument("run_id", type=_run_id)
     cx.add_argument("--turn", type=_count, required=True)
     cx.add_argument("--attempt", type=_count, help="this claim of the turn (default: the last)")
     tr = command("trace", "a run's spans from its log: invoke_agent, chat, execute_tool")
-    tr.add_argument("run_id")
+    tr.add_argument("run_id", type=_run_id)
     rw = command("raw", "the log's entries as stored (JSON lines): NOT redacted")
-    rw.add_argument("run_id")
+    rw.add_argument("run_id", type=_run_id)
     rw.add_argument("--after", type=_count, default=0, help="only entries after this seq")
     for name, help_, needs_call, text in CONTROLS:
         c = command(name, help_)
-        c.add_argument("run_id")
+        c.add_argument("run_id", type=_run_id)
         if needs_call:
-            c.add_argument("call_id")
-        c.add_argument(text, nargs="?" if text != "text" else None, default="")
+            c.add_argument("call_id", type=_call_id)
+        if text == "text":  # a reply goes to the model: it must say something
+            c.add_argument(text, type=_reply_text)
+        else:
+            c.add_argument(text, nargs="?", default="")
         c.add_argument("--by", help="who says so (default: the user name)")
         _signer(c, "sign as this publisher (default: the embedded run's own)")
     ui = command("ui", "the web view: runs, live timelines, approvals and replies")
@@ -212,7 +242,7 @@ def _list(text: str) -> list[str]:
 
 
 def _publisher_name(text: str) -> str:
-    if not re.match(PUBLISHER_NAME_PATTERN, text):
+    if not re.fullmatch(PUBLISHER_NAME_PATTERN, text):
         raise argparse.ArgumentTypeError(
             f"{text!r}: a publisher name is letters, digits, '.', '_' or '-' (at most 64)"
         )
@@ -261,8 +291,8 @@ def _log_options(c: argparse.ArgumentParser) -> None:
 
 def _threads(c: argparse.ArgumentParser) -> None:
     c.add_argument(
-        "--threads", type=_positive, metavar="N",
-        help="worker threads per process (default: AGENTLEDGER_WORKER_THREADS, else 8)",
+        "--threads", type=_thread_count, metavar="N",
+        help=f"worker threads per process, at most {MAX_THREADS} (default: AGENTLEDGER_WORKER_THREADS, else 8)",
     )  # fmt: skip
 
 
@@ -281,7 +311,7 @@ def _pools(text: str) -> list[str]:
 
 
 def _queue(text: str) -> str:
-    if not _QUEUE.match(text):
+    if not _QUEUE.fullmatch(text):
         raise argparse.ArgumentTypeError(
             f"{text!r}: a queue name is letters, digits, '.', '_' or '-' (at most 64)"
         )
@@ -328,6 +358,16 @@ def _port(text: str) -> int:
     return n
 
 
+MAX_THREADS = 256  # threads per process: far past what one process keeps busy
+
+
+def _thread_count(text: str) -> int:
+    n = _positive(text)
+    if n > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_THREADS} threads a process, got {n}")
+    return n
+
+
 def _positive(text: str) -> int:
     n = _count(text)
     if n < 1:
@@ -335,11 +375,54 @@ def _positive(text: str) -> int:
     return n
 
 
+MAX_WHOLE = 2**53  # the largest whole number every JSON reader and Redis take exactly
+
+
 def _count(text: str) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {shown(text)}") from None
     if n < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
+    if n > MAX_WHOLE:
+        raise argparse.ArgumentTypeError(f"too large: at most {MAX_WHOLE:,}, got {shown(text)}")
     return n
+
+
+_RUN_ID = re.compile(RUN_ID_PATTERN)
+RUN_ID_RULE = (
+    "a run id is a letter or digit, then letters, digits, '.', '_', ':' or '-', "
+    "at most 128 in all (as `submit` and `runs` print it)"
+)
+
+
+def _run_id(text: str) -> str:
+    if not _RUN_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{shown(text)} is not a run id: {RUN_ID_RULE}")
+    return text
+
+
+MAX_CALL_ID = 256
+
+
+def _call_id(text: str) -> str:
+    if not text or len(text) > MAX_CALL_ID or not text.isprintable() or any(c.isspace() for c in text):
+        raise argparse.ArgumentTypeError(
+            f"{shown(text)} is not a call id: the id `status RUN` lists beside the call "
+            f"(no spaces, at most {MAX_CALL_ID} characters)"
+        )
+    return text
+
+
+def _reply_text(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a reply needs some text: what the run should do next")
+    return text
+
+
+def shown(text: str, at_most: int = 40) -> str:
+    """`text` as a message shows a value it refuses: repr, cut to `at_most` characters."""
+    if len(text) <= at_most:
+        return repr(text)
+    return f"{text[:at_most]!r}… ({len(text):,} characters)"

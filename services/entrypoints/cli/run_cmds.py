@@ -62,7 +62,7 @@ from services.entrypoints.cli.publisher_cmds import check_grant, local_signer, s
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.session import Session
-from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, with_lines
+from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, source_name, with_lines
 from services.entrypoints.cli.supervise import stop_children
 from services.errors import ProviderUnready
 from services.handlers.spec_check import spec_problems, tool_paths
@@ -131,7 +131,9 @@ def prepare(
     if command != "run" and hub is not None:
         hub.close()
         hub, toolset = None, None
-    prepared = Prepared(spec, base_dir, lines, spec_path, toolset, fingerprint, base, hub, mcp)
+    prepared = Prepared(
+        spec, base_dir, lines, source_name(spec_path), toolset, fingerprint, base, hub, mcp
+    )
     try:
         if problems:
             raise prepared.refuse(problems)

@@ -3,10 +3,14 @@ the file, with all problems found at once, each with its field path, a plain
 reason and its line: YAML syntax, keys given twice, the schema's errors. The
 file is read within the inbox's limits (`services.bounded_yaml`: its size, its
 nesting, its aliases written out), checked before any node is built. A file
-check's regex RE2 refuses is named with the schema's problems."""
+check's regex RE2 refuses is named with the schema's problems. The path `-` is
+standard input, read within the same limits; its relative paths resolve from the
+current folder."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +44,20 @@ class SpecLines:
         return line
 
 
+STDIN = "-"
+STDIN_NAME = "<stdin>"  # how messages name a spec read from standard input
+
+
+def source_name(path: str) -> str:
+    return STDIN_NAME if path == STDIN else path
+
+
 def load_spec_file(path: str, limits: Limits = DEFAULT) -> tuple[RunSpec, str, SpecLines]:
     """The spec, the absolute folder its relative paths resolve from, and its lines."""
     file = Path(path)
+    path = source_name(path)
     try:
-        text = bounded_yaml.read_text(file, limits)
+        text = _read_stdin(limits) if path == STDIN_NAME else bounded_yaml.read_text(file, limits)
     except OSError as exc:
         raise InvalidSpec("", f"cannot read it: {exc.strerror}", source=path) from None
     except UnicodeDecodeError:
@@ -64,7 +77,20 @@ def load_spec_file(path: str, limits: Limits = DEFAULT) -> tuple[RunSpec, str, S
         spec = None
     if problems or spec is None:
         raise InvalidSpec.of(with_lines(problems, lines), source=path)
-    return spec, str(file.resolve().parent), lines
+    return spec, os.getcwd() if path == STDIN_NAME else str(file.resolve().parent), lines
+
+
+def _read_stdin(limits: Limits) -> str:
+    """Standard input to its end, never more than the limit read (`-` in a terminal:
+    the user types the spec, and says so how it ends)."""
+    if sys.stdin is None:
+        raise InvalidSpec("", "there is no standard input to read the spec from", source=STDIN_NAME)
+    if sys.stdin.isatty():
+        print("agentledger: reading the spec from standard input (end it with Ctrl-D)", file=sys.stderr)
+    raw = sys.stdin.buffer.read(limits.max_bytes + 1)
+    if len(raw) > limits.max_bytes:
+        raise OverLimit(f"larger than {limits.max_bytes:,} bytes (the limit)")
+    return raw.decode()
 
 
 def raw_pattern_problems(data: dict[str, Any]) -> list[SpecProblem]:
