@@ -55,6 +55,14 @@ def test_an_unknown_run_is_404_for_its_page_data_stream_and_controls(served: tup
     assert (code, body["error"]) == (404, "no run")
 
 
+@pytest.mark.parametrize("bad", ["r-..%2F..%2Fetc", "x" * 300, "%00r", "r%20x", "-r"])
+def test_a_malformed_run_id_is_404_everywhere_and_never_a_500(served: tuple[Cli, str], bad: str) -> None:
+    url = served[1]
+    assert get(f"{url}api/runs/{bad}")[0] == 404
+    assert get(f"{url}api/runs/{bad}/stream")[0] == 404
+    assert post(f"{url}api/runs/{bad}/control", {"action": "resume"})[0] == 404
+
+
 @pytest.mark.parametrize(
     ("body", "says"),
     [

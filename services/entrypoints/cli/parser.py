@@ -96,7 +96,7 @@ def parser(*, raising: bool = False) -> argparse.ArgumentParser:
     r = command("run", "run a spec end to end on embedded workers and follow it")
     r.add_argument("spec", nargs="?", help="the spec file (YAML); none with --attach")
     r.add_argument(
-        "--attach", metavar="RUN",
+        "--attach", metavar="RUN", type=_run_id,
         help="go on with an embedded run of this state folder no process serves (its `run` exited): "
         "serve it with the tool set it started with and follow it to its end",
     )  # fmt: skip

@@ -21,17 +21,20 @@ from typing import Any
 
 import anyio
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from schemas.names import RUN_ID_PATTERN
 from services.entrypoints.cli import control_cmds, exit_codes
 from services.entrypoints.cli.session import Session
 from services.entrypoints.web import plain, views
 from services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from services.entrypoints.web.guard import Guard
+from services.errors import ConfigError
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
@@ -42,6 +45,22 @@ ACTIONS = {  # action: (needs a call id, needs text)
     "resume": (False, False), "abort": (False, False), "cancel": (False, False),
 }  # fmt: skip
 HTTP_OF = {exit_codes.USAGE: 409, exit_codes.NO_WORKERS: 503}
+
+
+class RunIdConvertor(Convertor[str]):
+    """A path segment that is a run id (`schemas.names.RUN_ID_PATTERN`): anything else
+    matches no route (404), never reaches the store or the controls."""
+
+    regex = RUN_ID_PATTERN.removeprefix("^").removesuffix("$")
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("run_id", RunIdConvertor())
 
 
 def make_app(
@@ -58,13 +77,13 @@ def make_app(
         Route("/healthz", door.healthz),
         Route("/api/signin", door.sign_in, methods=["POST"]),
         Route("/api/signout", door.sign_out, methods=["POST"]),
-        Route("/runs/{run_id}", web.run_page),
+        Route("/runs/{run_id:run_id}", web.run_page),
         Route("/api/config", web.config),
         Route("/api/runs", web.runs),
         Route("/api/runs/stream", web.runs_stream),
-        Route("/api/runs/{run_id}", web.run),
-        Route("/api/runs/{run_id}/stream", web.run_stream),
-        Route("/api/runs/{run_id}/control", web.control, methods=["POST"]),
+        Route("/api/runs/{run_id:run_id}", web.run),
+        Route("/api/runs/{run_id:run_id}/stream", web.run_stream),
+        Route("/api/runs/{run_id:run_id}/control", web.control, methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]), access))  # fmt: skip
 
@@ -280,9 +299,12 @@ class _Web:
             return JSONResponse({"error": "bad request", "message": f"{action} needs {what}"}, status_code=400)
         run_id = request.path_params["run_id"]
         escalation = await anyio.to_thread.run_sync(control_cmds.current_escalation, self.s, run_id)
-        message = control_cmds.build(
-            action, run_id, call_id=call_id, text=text, by=self.publisher, escalation=escalation
-        )
+        try:
+            message = control_cmds.build(
+                action, run_id, call_id=call_id, text=text, by=self.publisher, escalation=escalation
+            )
+        except ConfigError as exc:  # a call id or text the controls refuse: the CLI's words
+            return JSONResponse({"error": "bad request", "message": exc.reason}, status_code=400)
         verdict = await anyio.to_thread.run_sync(
             lambda: control_cmds.deliver(self.s, message, publisher=self.publisher)
         )
