@@ -54,7 +54,7 @@ def test_a_failed_acceptance_is_told_first_with_each_checks_exit_code_and_output
     assert last.startswith(f"run {run_id}: failed  acceptance failed (2 of 2 checks: "
                            "command 'python -m pytest -q' exits 0: exit 1; stdout: …")  # fmt: skip
     assert "assert -1 == 5" in last
-    assert "); then: the scripted model has no turn 3" in last
+    assert "); then: model request failed (turn 3): the scripted model has no turn 3" in last
 
     timeline = cli("tail", "--run", run_id).stdout.splitlines()
     fails = [ln for ln in timeline if "AcceptanceChecked" in ln and " FAIL " in ln]
@@ -66,7 +66,7 @@ def test_a_failed_acceptance_is_told_first_with_each_checks_exit_code_and_output
     assert status.returncode == 1
     detail = status.stdout.splitlines()[3].strip()
     assert detail.startswith("acceptance failed (2 of 2 checks: command 'python -m pytest -q' exits 0: exit 1")
-    assert "then: the scripted model has no turn 3" in detail
+    assert "then: model request failed (turn 3): the scripted model has no turn 3" in detail
     summary = json.loads(cli("status", "--json", run_id).stdout)
     assert summary["detail"] == detail
 
