@@ -10,6 +10,7 @@ class ServiceError(Exception):
 class ConfigError(ServiceError):
     def __init__(self, name: str, reason: str):
         self.name = name
+        self.reason = reason
         super().__init__(f"{name}: {reason}")
 
 
