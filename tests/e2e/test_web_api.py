@@ -69,6 +69,7 @@ def test_a_malformed_run_id_is_404_everywhere_and_never_a_500(served: tuple[Cli,
         ({"action": "launch"}, "the actions are approve, deny, reply, resume, abort, cancel"),
         ({"action": "approve"}, "approve needs a call_id"),
         ({"action": "reply", "text": "  "}, "reply needs a text"),
+        ({"action": "approve", "call_id": ["c"]}, "is not accepted here"),
     ],
 )
 def test_a_bad_control_is_400_saying_what_is_missing(served: tuple[Cli, str], body: dict[str, str], says: str) -> None:
