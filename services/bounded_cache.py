@@ -22,12 +22,14 @@ class BoundedCache(Generic[V]):
         self._lock = threading.Lock()
 
     def get(self, key: Hashable) -> V | None:
-        with self._lock:
-            found = self._kept.get(key)
-            if found is None:
-                return None
-            self._kept.move_to_end(key)
-            return found[0]
+        found = self._kept.get(key)  # a lookup needs no lock (the dict's own are atomic)
+        if found is None:
+            return None
+        if next(reversed(self._kept), None) != key:  # the entry used last is asked again, mostly
+            with self._lock:
+                if key in self._kept:
+                    self._kept.move_to_end(key)
+        return found[0]
 
     def put(self, key: Hashable, value: V, size: int) -> None:
         with self._lock:

@@ -105,6 +105,8 @@ class Budgets:
     # --- what a Slot does, under the lock ------------------------------------------
 
     def _move(self, slot: Slot, to: str, tenant: str | None) -> bool:
+        if slot.pool == to and slot.tenant == tenant and to is not None:
+            return True  # already there: only its delivery's thread moves a slot
         with self._lock:
             if slot.pool is None or to not in self._pools:
                 return False

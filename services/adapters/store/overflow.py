@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from events.output_cap import cut_event
+from events.output_cap import CUT, cut_event
 from schemas.envelope import Envelope, construct
 from schemas.errors import InvalidEvent
 
@@ -36,7 +36,7 @@ class Cutter:
         out = []
         for env in events:
             stored, pages = self._cut(env)
-            if pages:
+            if pages or not _names_pages(stored):  # cut once: its append takes it as it is
                 held[id(stored)] = (stored, pages)
             out.append(stored)
         return out
@@ -52,8 +52,7 @@ class Cutter:
                 stored, texts = env, found[1]
             else:
                 stored, texts = self._cut(env)
-                overflow = getattr(stored.data, "overflow", None)
-                if not texts and overflow is not None and overflow.ref == stored.id:
+                if not texts and _names_pages(stored):
                     raise InvalidEvent(
                         f"event {stored.id!r} names overflow pages that are not at hand",
                         field="data.overflow",
@@ -79,3 +78,9 @@ class Cutter:
         if found is None:
             found = self._held.waiting = {}
         return found
+
+
+def _names_pages(env: Envelope[Any]) -> bool:
+    """Whether the event names overflow pages of its own (written with it)."""
+    overflow = env.data.overflow if isinstance(env.data, CUT) else None
+    return overflow is not None and overflow.ref == env.id

@@ -8,6 +8,7 @@ returned never reaches Redis with a secret in it."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +21,9 @@ from services.bounded_cache import BoundedCache
 
 MAX_SPECS = 4096  # runs whose spec is remembered; older ones are read again
 MAX_SPEC_BYTES = 16 << 20  # and their specs' JSON at most (a scripted spec can be megabytes)
+# a thread asks for the redactor of the run it writes again after this long (the run's
+# secrets read again from the environment, the process's looked at): a step asks ~4 times
+REDACTOR_S = 1.0
 
 
 class RedactingStore:
@@ -32,6 +36,7 @@ class RedactingStore:
         # per thread, the events as_stored returned since the last append (by id, held:
         # an id is not reused while its object is held), which need no redacting again
         self._stored = threading.local()
+        self._redactors = threading.local()  # (run id, spec, redactor, when it was asked for)
 
     def append(
         self,
@@ -62,7 +67,7 @@ class RedactingStore:
         if spec is None:
             stored = list(events)
         else:
-            r = self._redactor_for(spec)
+            r = self._redactor(run_id, spec)
             stored = [redact_envelope(env, r) for env in events]
         stored = self._inner.as_stored(run_id, stored)
         seen_run, seen = self._seen()
@@ -71,6 +76,17 @@ class RedactingStore:
         seen.update((id(e), e) for e in stored)  # appending these redacts nothing again
         self._stored.events = (run_id, seen)
         return stored
+
+    def _redactor(self, run_id: str, spec: RunSpec) -> Redactor:
+        """The run's redactor, asked for again once REDACTOR_S passed (or for another run)."""
+        now = time.monotonic()
+        last = getattr(self._redactors, "last", None)
+        if last is not None and last[0] == run_id and last[1] is spec and now - last[3] < REDACTOR_S:
+            r: Redactor = last[2]
+            return r
+        r = self._redactor_for(spec)
+        self._redactors.last = (run_id, spec, r, now)
+        return r
 
     def _seen(self) -> tuple[str, dict[int, Envelope[Any]]]:
         found: tuple[str, dict[int, Envelope[Any]]] = getattr(self._stored, "events", ("", {}))

@@ -72,7 +72,7 @@ class RegisteredTool:
                 FieldError(loc=".".join(str(p) for p in e["loc"]) or "(input)", msg=e["msg"])
                 for e in exc.errors()
             ]
-        return dict(parsed), []
+        return {**parsed.__dict__, **(parsed.__pydantic_extra__ or {})}, []
 
     def resources(self, args: dict[str, Any], workspace: str | None) -> tuple[list[str], list[str]]:
         return _resources(self.reads, args, workspace), _resources(self.writes, args, workspace)
