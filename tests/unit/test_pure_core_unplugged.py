@@ -8,8 +8,17 @@ from typing import Any
 
 import pytest
 from runlog import (
-    LEASE_S, Log, check, do_accept, do_cancel, do_claim, do_finish, do_model_turn, do_tools,
-    do_validate, use,
+    LEASE_S,
+    Log,
+    check,
+    do_accept,
+    do_cancel,
+    do_claim,
+    do_finish,
+    do_model_turn,
+    do_tools,
+    do_validate,
+    use,
 )
 
 from events.context_view import assemble
