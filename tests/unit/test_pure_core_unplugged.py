@@ -100,10 +100,14 @@ def test_every_step_is_decided_on_a_snapshot_state_with_the_store_unplugged() ->
     do_model_turn(log, use("fails", path="f1"))
     do_validate(log, "fails")
     do_claim(log, "fails")
-    do_finish(log, "fails", Errored(ToolError(code="not_found", message="no such file", retryable=False)))
+    do_finish(
+        log, "fails", Errored(ToolError(code="not_found", message="no such file", retryable=False))
+    )
     assert consecutive_failures(log.s) == 1
     do_model_turn(log, stop="end_turn")
-    do_accept(log, check(True, started_at=log.now + 1), now=log.now + 1)  # `_fresh` reads every turn
+    do_accept(
+        log, check(True, started_at=log.now + 1), now=log.now + 1
+    )  # `_fresh` reads every turn
     assert log.s.status.terminal, log.s.status
 
 

@@ -9,7 +9,15 @@ from journeys import JOURNEYS
 from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, use
 
 from events import snapshot
-from events.snapshot import PAGE_TURNS, SnapshotError, full_pages, header, pages, restore, tail_turns
+from events.snapshot import (
+    PAGE_TURNS,
+    SnapshotError,
+    full_pages,
+    header,
+    pages,
+    restore,
+    tail_turns,
+)
 from events.state import RunState
 from events.tool_step import Succeeded
 from schemas.codec import pack, unpack
@@ -48,7 +56,8 @@ def test_a_long_runs_header_stays_small_and_names_the_pages_to_read_with_it() ->
     assert len(pack(header(long))) < 2 * len(pack(header(short))) + 2000
     restored, full = round_trip(long)
     assert full == 3 and full_pages(header(short)) == 0
-    assert list(restored.history) == list(long.history) and restored.current_turn == long.current_turn
+    assert list(restored.history) == list(long.history)
+    assert restored.current_turn == long.current_turn
 
 
 def test_only_the_pages_that_filled_up_since_are_written_again() -> None:
