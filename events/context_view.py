@@ -34,6 +34,7 @@ from typing import Any
 
 from events.conversation import add_message, user_reply
 from events.history import History
+from events.memo import IdentityMemo, Memo
 from events.output_cap import READ_TOOL
 from events.redact import Redactor
 from events.state import RunState, Turn
@@ -176,9 +177,8 @@ def _unit(turn: Turn, r: Redactor) -> _Unit:
     """A turn's redacted messages, size and hash. Turns are frozen and a run's past
     turns are the same objects from one request to the next, so the work is
     remembered (a pure cache: the same turn and redactor always give the same unit)."""
-    key = (id(turn), r)
-    hit = _UNITS.get(key)
-    if hit is not None and hit.turn is turn:
+    hit = _UNITS.get(turn, r)
+    if hit is not None:
         return hit
     if turn.stop_reason == "refusal":  # withdrawn: only what a person said afterwards stays
         assistant: tuple[ContentBlock, ...] = ()
@@ -189,7 +189,7 @@ def _unit(turn: Turn, r: Redactor) -> _Unit:
         assistant = tuple(r.block(b) for b in turn.content if _sendable(b))
         user = tuple(r.block(b) for b in user_reply(turn))
     unit = _make(turn, assistant, user)
-    _remember_unit(_UNITS, key, unit, unit.size)
+    _UNITS.put(turn, r, unit, unit.size)
     return unit
 
 
@@ -209,61 +209,31 @@ def _make(
     return _Unit(turn, assistant, user, len(text) + WRAPPER_CHARS, digest, cut)
 
 
-_UNITS: dict[Any, _Unit] = {}
-_SHORT: dict[Any, tuple[_Unit, _Unit]] = {}
 _CACHE_MAX = 8192  # units
 _CHARS_MAX = 4 << 20  # of the units kept in each of _UNITS and _SHORT (their JSON's characters)
-_CHARS: dict[int, int] = {}  # id(cache) -> the characters of the units it keeps (about)
 _RUNS_MAX = 256  # runs whose past and last build are kept: a worker drives few at a time
-
-
-def _remember(cache: dict[Any, Any], key: Any, value: Any, most: int = _CACHE_MAX) -> None:
-    cache.pop(key, None)  # re-inserted last: the oldest entry is the least recently kept
-    if len(cache) >= most:
-        try:
-            del cache[next(iter(cache))]
-        except (KeyError, RuntimeError, StopIteration):
-            pass  # another thread changed it meanwhile: a cache, either way is right
-    cache[key] = value
-
-
-def _remember_unit(cache: dict[Any, Any], key: Any, value: Any, chars: int) -> None:
-    """`_remember`, the cache also bounded by the characters of its units. The count is
-    kept without a lock, so threads may blur it: a cache, a blurred bound is right enough."""
-    old = cache.pop(key, None)
-    total = _CHARS.get(id(cache), 0) - (_chars(old) if old is not None else 0) + chars
-    while cache and (len(cache) >= _CACHE_MAX or total > _CHARS_MAX):
-        try:
-            total -= _chars(cache.pop(next(iter(cache))))
-        except (KeyError, RuntimeError, StopIteration):
-            break  # another thread changed it meanwhile
-    cache[key] = value
-    _CHARS[id(cache)] = max(total, chars)
-
-
-def _chars(kept: _Unit | tuple[_Unit, _Unit]) -> int:
-    return kept.size if isinstance(kept, _Unit) else kept[1].size
+_UNITS: IdentityMemo[Turn, _Unit] = IdentityMemo(_CACHE_MAX, _CHARS_MAX)  # by turn, redactor
+_SHORT: IdentityMemo[_Unit, _Unit] = IdentityMemo(_CACHE_MAX, _CHARS_MAX)  # by unit, preview
 
 
 def forget(run_id: str) -> None:
     """Let go of a run's past and last build (its state left this process's cache)."""
-    _PAST.pop(run_id, None)
-    _BUILT.pop(run_id, None)
+    _PAST.pop(run_id)
+    _BUILT.pop(run_id)
 
 
 def _short_unit(u: _Unit, preview: int) -> _Unit:
     """The unit with every tool result cut to a preview (itself when none is long)."""
-    key = (id(u), preview)
-    hit = _SHORT.get(key)
-    if hit is not None and hit[0] is u:
-        return hit[1]
+    hit = _SHORT.get(u, preview)
+    if hit is not None:
+        return hit
     blocks, items, before, after = list(u.user), 0, 0, 0
     for j, b in enumerate(blocks):
         if isinstance(b, ToolResultBlock) and (short := _short(b, u.turn, preview)) is not None:
             blocks[j], items = short, items + 1
             before, after = before + len(b.content), after + len(short.content)
     out = _make(u.turn, u.assistant, tuple(blocks), (items, before, after)) if items else u
-    _remember_unit(_SHORT, key, (u, out), out.size)
+    _SHORT.put(u, preview, out, out.size)
     return out
 
 
@@ -296,7 +266,7 @@ class _Past:
     short_sum: tuple[int, ...] = (0,)
 
 
-_PAST: dict[str, _Past] = {}
+_PAST: Memo[str, _Past] = Memo(_RUNS_MAX)
 
 
 def _past(run_id: str, history: History[Turn], r: Redactor) -> _Past:
@@ -318,7 +288,7 @@ def _past(run_id: str, history: History[Turn], r: Redactor) -> _Past:
     new = _Past(history, r, tuple(raw), tuple(sums), tuple(refused), root)
     if past is not None:
         new = replace(new, preview=past.preview, short=past.short, short_sum=past.short_sum)
-    _remember(_PAST, run_id, new, _RUNS_MAX)
+    _PAST.put(run_id, new)
     return new
 
 
@@ -333,7 +303,7 @@ def _shortened_to(run_id: str, past: _Past, k: int, preview: int) -> _Past:
         short.append(_short_unit(u, preview))
         sums.append(sums[-1] + short[-1].size)
     past = replace(past, short=tuple(short), short_sum=tuple(sums))
-    _remember(_PAST, run_id, past, _RUNS_MAX)
+    _PAST.put(run_id, past)
     return past
 
 
@@ -394,7 +364,7 @@ class _Built:
     shape: tuple[object, int, int, int]  # the past's root, shortened, left out, past turns
 
 
-_BUILT: dict[str, _Built] = {}
+_BUILT: Memo[str, _Built] = Memo(_RUNS_MAX)
 
 
 def _build(
@@ -420,7 +390,7 @@ def _build(
         chain.append(hashlib.sha256(f"{chain[-1]}{u.digest}".encode()).hexdigest())
         _add(out, u)
     messages = tuple(out)
-    _remember(_BUILT, run_id, _Built(head, units, tuple(chain), messages, shape), _RUNS_MAX)
+    _BUILT.put(run_id, _Built(head, units, tuple(chain), messages, shape))
     return messages, chain[-1]
 
 

@@ -8,19 +8,20 @@ turn — and the past turns by reference, in pages of PAGE_TURNS turns. A full
 page never changes, so it is written once and the header names how many there
 are; the spec is the run's RunCreated and is stored once, beside them. The
 past turns after the last full page ride in the header, packed apart (version
-2), so that reading the header does not decode them. A new process loads the
-header (small, whatever the run's length) and decodes the past turns, tail or
-pages, only when a decision asks for them (`History.unread`)."""
+2), so that writing the header does not encode them again. Restoring is pure:
+the shell reads the header, the full pages it names (`full_pages`) and the tail
+turns, and hands all of them to `restore` — a restored state holds its whole
+past, so no decision on it can read anything."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from events.history import History, Pages
+from events.history import History
 from events.state import Call, Check, RunState, Turn
 from events.status import CallStatus, RunStatus
 from events.types import Overflow, ToolError
@@ -108,32 +109,28 @@ def tail_turns(s: RunState) -> list[Record]:
     return [turn_record(t) for t in tail_of(s)]
 
 
+def full_pages(record: Record) -> int:
+    """How many full pages of past turns the header's state has (read before `restore`)."""
+    return int(record["turns"]) // PAGE_TURNS
+
+
 def restore(
     record: Record,
     *,
     spec: RunSpec,
-    read_tail: Callable[[], list[Record]],
-    read_pages: Callable[[int], list[list[Record]]],
+    pages: Sequence[Sequence[Record]],
+    tail: Sequence[Record],
 ) -> RunState:
-    """The state a header stands for. `read_tail()` gives the past turns after the
-    last full page (`tail_turns`), `read_pages(n)` the first n pages; both are called
-    only when a decision asks for past turns."""
+    """The state a header stands for, with its past turns: the first `full_pages`
+    pages (`pages`) and the turns after them (`tail`, as `tail_turns` wrote them)."""
     record = _upgraded(record)
     turns = int(record["turns"])
     full = turns // PAGE_TURNS
-
-    def load() -> list[Turn]:
-        tail = read_tail()
-        if len(tail) != turns - full * PAGE_TURNS:
-            raise SnapshotError(
-                f"{len(tail)} turns after {full} pages, not {turns - full * PAGE_TURNS}"
-            )
-        read = read_pages(full)
-        if len(read) != full:
-            raise SnapshotError(f"{len(read)} pages of {full}")
-        return [_turn_of(t) for page in [*read, tail] for t in page]
-
-    history: History[Turn] = History.unread(Pages(turns, load)) if turns else History()
+    if len(tail) != turns - full * PAGE_TURNS:
+        raise SnapshotError(f"{len(tail)} turns after {full} pages, not {turns - full * PAGE_TURNS}")
+    if len(pages) != full:
+        raise SnapshotError(f"{len(pages)} pages of {full}")
+    history: History[Turn] = History([_turn_of(t) for page in [*pages, tail] for t in page])
     current = record["current_turn"]
     return RunState(
         **{f: record[f] for f in _SCALARS},

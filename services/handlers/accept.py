@@ -2,7 +2,7 @@
 checks may take (`AcceptClaim`: held to the operator's maximum and the run's
 wall clock), run every declared check itself (`services.handlers.checks`),
 record each result with its evidence and when it was gathered, then the outcome
-(`accept`). The checks stop once the run stops: no check starts on a cancelled
+(`check`: it gives the step that records them). The checks stop once the run stops: no check starts on a cancelled
 run or past its wall clock, and one that was running when the run stopped is
 recorded as stopped (`AcceptanceCheckStopped`), with the signals it got. Who
 takes these steps, and what they carry on with, is `services.handlers.carry`'s."""
@@ -25,8 +25,8 @@ from events.state import RunState
 from events.types import AcceptanceStarted, Event
 from services.handlers.app import App
 from services.handlers.checks import Verdict, run_check
+from services.handlers.engine import Decided
 from services.handlers.execution import RunWatch
-from services.handlers.runs import StepResult, Then
 
 SOURCE = "accept"
 
@@ -62,23 +62,22 @@ class AcceptClaim:
         return AcceptHeld(started) if started is not None else None
 
 
-def accept(
-    app: App, run_id: str, step: StepResult, held: AcceptHeld, then: Then | None
-) -> StepResult:
-    """Run the run's checks and record their results and the outcome (with the step
-    `then` carries on, in the same append), across a short Redis outage."""
-    state = step.state
+def check(app: App, state: RunState, held: AcceptHeld) -> Decided | None:
+    """Run the run's checks (on `state`, the claim's); the step that records their
+    results and the outcome. A check the run's stop stopped is recorded here and
+    then, and nothing is carried on after it (None)."""
     attempt = held.started.attempt
     watch = RunWatch(app, state)
     results = []
-    for index, check in enumerate(state.spec.acceptance):
+    for index, spec_check in enumerate(state.spec.acceptance):
         began = app.clock.now()
         left = wall_clock_left(state, now=began)
         if watch.stop_requested() is not None or (left is not None and left <= 0):
             break  # the run stopped, or is out of time: no more checks (recorded below)
-        verdict = run_check(app, state, check)
+        verdict = run_check(app, state, spec_check)
         if verdict.stopped is not None:
-            return _stopped(app, run_id, attempt, index, verdict)
+            _stopped(app, state.run_id, attempt, index, verdict)
+            return None
         results.append(
             CheckResult(
                 verdict.what, verdict.passed, verdict.evidence, app.clock.now(), began,
@@ -86,26 +85,24 @@ def accept(
             )
         )  # fmt: skip
     now = app.clock.now()
-    return app.runs.step(
-        run_id,
-        lambda s: record_acceptance(s, attempt=attempt, results=results, now=now),
-        source=SOURCE,
-        held=step.state,  # the state of our own claim: no reload
-        outage_s=app.settings.outcome_retry_s,
-        then=then,
+    return Decided(
+        SOURCE, lambda s: record_acceptance(s, attempt=attempt, results=results, now=now)
     )
 
 
-def _stopped(app: App, run_id: str, attempt: int, index: int, verdict: Verdict) -> StepResult:
+def _stopped(app: App, run_id: str, attempt: int, index: int, verdict: Verdict) -> None:
     """Record the check the run's stop stopped (the run moved on: its state is the log's)."""
     stop = verdict.stopped
     assert stop is not None
-    return app.runs.step(
+    app.engine.take(
         run_id,
-        lambda s: record_check_stopped(
-            s, attempt=attempt, index=index, check=verdict.what, requested_at=stop.requested_at,
-            stopped_at=stop.stopped_at, signals=stop.signals, detail=stop.detail,
+        Decided(
+            SOURCE,
+            lambda s: record_check_stopped(
+                s, attempt=attempt, index=index, check=verdict.what,
+                requested_at=stop.requested_at, stopped_at=stop.stopped_at,
+                signals=stop.signals, detail=stop.detail,
+            ),
         ),  # fmt: skip
-        source=SOURCE,
         outage_s=app.settings.outcome_retry_s,
     )

@@ -1,12 +1,14 @@
-"""What every handler needs, built once by `bootstrap`: the run repository, the
-store, the clock, this worker's tool set, the model adapters, the lock table,
-the ledger. Tests build their own (with the in-memory adapters, or Redis)."""
+"""What every handler needs, built once by `bootstrap`: the run repository and
+its step engine (`engine.take`, the one door to a run's log), the store, the
+clock, this worker's tool set, the model adapters, the lock table, the ledger.
+Tests build their own (with the in-memory adapters, or Redis)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from events.commands import Pool
@@ -18,6 +20,7 @@ from services.adapters.models.port import ModelAdapter
 from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.tools.toolset import ToolSet
 from services.clock import Clock
+from services.handlers.engine import Engine
 from services.handlers.runs import Runs
 from services.settings import Settings
 
@@ -52,6 +55,11 @@ class App:
     # the workers holding a run's claims that are proven dead (`worker_deaths`); none by default
     dead_workers: Callable[[RunState], frozenset[str]] = lambda s: frozenset()
     carrying: Carrying | None = None  # None: every next step goes through its queue
+
+    @cached_property
+    def engine(self) -> Engine:
+        """The step engine over `runs`: every append to a run goes through its `take`."""
+        return Engine(self.runs)
 
     @property
     def store(self) -> EventStore:

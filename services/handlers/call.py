@@ -1,7 +1,12 @@
 """The tools pool's step (`CallClaim`, for `DriveCall`): validate the turn's
 undecided calls, ask the lock table for the turn's locks in proposal order, and
-claim the call when it may run — one append, no hop between — then run it and
-record its outcome (`run`).
+claim the call when it may run — one append, no hop between — then run it
+(`run`), which gives the step that records its outcome.
+
+The lock ask is the step's gathering, done before the engine saves anything; a
+step asks the lock table once per request (a save that conflicts is planned
+again on the fresh state with the answers in hand: only a request never asked
+is asked then).
 
 The claim (`ToolCallStarted`) is appended before the tool runs, so a redelivered
 message is harmless: a call that is not claimable any more is left alone. So the
@@ -12,19 +17,20 @@ Who takes these steps, and what they carry on with, is `services.handlers.carry`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from events.call_step import LockAnswers, asks_for, drive_call, touches_resources, validated
 from events.commands import DriveCall
+from events.locks import Grant
 from events.state import RunState
 from events.tool_step import record_outcome
 from events.types import Event, ToolCallStarted
 from events.validation_step import Finding
 from services.handlers.app import App
+from services.handlers.engine import Decided
 from services.handlers.execution import execute
 from services.handlers.findings import findings
-from services.handlers.runs import StepResult, Then
 
 SOURCE = "tools"
 
@@ -49,6 +55,8 @@ class CallClaim:
     app: App
     call_id: str
     source: str = SOURCE
+    # request id -> what the lock table answered (its grant, or None: queued), as asked
+    _asked: dict[str, Grant | None] = field(default_factory=dict, compare=False, repr=False)
 
     def gather(self, s: RunState) -> Gathered:
         app = self.app
@@ -56,7 +64,7 @@ class CallClaim:
         if not touches_resources(s, found):
             return Gathered(found, LockAnswers())  # no lock to ask: no need to validate first
         v = validated(s, found, known_tools=app.toolset.names, now=app.clock.now())
-        return Gathered(found, _ask_locks(app, v, self.call_id))
+        return Gathered(found, self._ask_locks(v))
 
     def decide(self, s: RunState, g: Gathered) -> list[Event]:
         app = self.app
@@ -74,34 +82,33 @@ class CallClaim:
         return CallHeld(started) if started is not None else None
 
 
-def run(app: App, run_id: str, step: StepResult, held: CallHeld, then: Then | None) -> StepResult:
-    """Run the claimed call and record its outcome (with the step `then` carries on,
-    in the same append), across a short Redis outage."""
+    def _ask_locks(self, state: RunState) -> LockAnswers:
+        """Every lock the turn still needs, in proposal order (or the call's own waiting
+        request, asked again): granted ones now, the others told later by a command.
+        A request this step asked already is not asked again."""
+        asks = asks_for(state, self.call_id)
+        new = [a for a in asks if a.request_id not in self._asked]
+        if new:
+            app = self.app
+            notices = [app.outbox.message(state, DriveCall(state.run_id, a.call_id)) for a in new]
+            granted = {g.grant.id: g.grant for g in app.locks.enqueue(new, notices).grants}
+            self._asked.update((a.request_id, granted.get(a.request_id)) for a in new)
+        answers = {a.request_id: self._asked[a.request_id] for a in asks}
+        return LockAnswers(tuple(asks), {r: g for r, g in answers.items() if g is not None})
+
+
+def run(app: App, state: RunState, held: CallHeld) -> Decided:
+    """Run the claimed call (on `state`, the claim's); the step that records its outcome."""
     started = held.started
-    call = step.state.call(started.call_id)
+    call = state.call(started.call_id)
     assert call is not None
     started_at = app.clock.now()
-    outcome = execute(app, step.state, call)
+    outcome = execute(app, state, call)
     finished_at = app.clock.now()
-    return app.runs.step(
-        run_id,
+    return Decided(
+        SOURCE,
         lambda s: record_outcome(
             s, started.call_id, attempt=started.attempt, outcome=outcome, started_at=started_at,
             finished_at=finished_at,
         ),
-        source=SOURCE,
-        held=step.state,  # the state of our own claim: no reload
-        outage_s=app.settings.outcome_retry_s,
-        then=then,
     )  # fmt: skip
-
-
-def _ask_locks(app: App, state: RunState, call_id: str) -> LockAnswers:
-    """Every lock the turn still needs, in proposal order (or the call's own waiting
-    request, asked again): granted ones now, the others told later by a command."""
-    asks = asks_for(state, call_id)
-    if not asks:
-        return LockAnswers()
-    notices = [app.outbox.message(state, DriveCall(state.run_id, a.call_id)) for a in asks]
-    reply = app.locks.enqueue(asks, notices)
-    return LockAnswers(tuple(asks), {g.grant.id: g.grant for g in reply.grants})

@@ -1,11 +1,12 @@
-"""What a delivery does: the step its command asks for (a model call's claim, a
-call's drive, the run's acceptance), the side effect that step claimed, and
-then — when this process serves the pool of the step that is due next
-(`App.carrying`) — that step too, decided into the same append as the outcome
-before it and done on the same thread (`events.dispatch.carried_command`). A
-run goes claim → side effect → outcome and next claim → … with no message
-between and no reload: pinned to the worker that drives it, whose held state
-each append's expected seq checks.
+"""What a delivery does, top to bottom (`go_on`): take the step its command asks
+for (a model call's claim, a call's drive, the run's acceptance), do the side
+effect that step claimed, take the step that records its outcome — composed
+(`engine.Then`) with the step due next when this process serves its pool
+(`App.carrying`, `events.dispatch.carried_command`), so that step is decided
+into the same append as the outcome before it — and do what *it* claimed, on
+the same thread. A run goes claim → side effect → outcome and next claim → …
+with no message between and no reload: pinned to the worker that drives it,
+whose held state each append's expected seq checks.
 
 A delivery carries on for at most `Carrying.for_s` seconds; then what is due
 goes through its queue, behind the other runs. It never carries a run of
@@ -25,17 +26,20 @@ one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from events.acceptance_step import may_take_long
 from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
 from events.dispatch import carried_command
 from events.state import RunState
 from services.adapters.broker.budgets import current_slot
 from services.errors import UnknownRun
-from services.handlers.accept import AcceptClaim, AcceptHeld, accept
+from services.handlers.accept import AcceptClaim, AcceptHeld, check
 from services.handlers.app import App
 from services.handlers.call import CallClaim, CallHeld, run
+from services.handlers.engine import Decided, Next, Then
 from services.handlers.model import ModelClaim, ModelHeld, answer
-from services.handlers.runs import Then
 from services.structured_logs import scope
 
 Claim = ModelClaim | CallClaim | AcceptClaim
@@ -67,33 +71,60 @@ def handle_drive_call(app: App, run_id: str, call_id: str) -> None:
 def go_on(
     app: App, run_id: str, claim: Claim, *, held: RunState | None = None, outage_s: float = 0.0
 ) -> None:
-    """Take `claim`'s step; do what it claimed; carry on while the next step is ours."""
-    then = carrier(app, since=app.clock.now())
-    step = app.runs.take(run_id, claim, held=held, outage_s=outage_s)
-    holding: Held | None = claim.held(step.appended)
+    """Take `claim`'s step; do what it claimed; record the outcome with the next step
+    carried on when that step is ours; do what that one claimed, and so on."""
+    carry = carrier(app, since=app.clock.now())
+    taken = app.engine.take(run_id, claim, held=held, outage_s=outage_s)
+    holding = claim.held(taken.appended)
     while holding is not None:
-        match holding:
-            case ModelHeld():
-                with scope(run_id, None, Pool.MODEL):
-                    step = answer(app, run_id, step, holding, then)
-            case CallHeld():
-                with scope(run_id, holding.started.call_id, Pool.TOOLS):
-                    step = run(app, run_id, step, holding, then)
-            case AcceptHeld():
-                with scope(run_id, None, Pool.ACCEPT):
-                    step = accept(app, run_id, step, holding, then)
-        carried = step.carried
-        assert carried is None or isinstance(carried, ModelClaim | CallClaim | AcceptClaim)
-        holding = carried.held(step.appended) if carried is not None else None
+        with _scope(run_id, holding):
+            outcome = _do(app, taken.state, holding)
+            if outcome is None:
+                return  # recorded already, and nothing carried on after it
+            step = Then(outcome, carry) if carry is not None else outcome
+            taken = app.engine.take(
+                run_id, step, held=taken.state, outage_s=app.settings.outcome_retry_s
+            )  # the state of our own claim: no reload
+        carried = taken.carried
+        holding = carried.held(taken.appended) if isinstance(carried, Claim) else None
 
 
-def carrier(app: App, *, since: float) -> Then | None:
-    """The step a delivery that began at `since` carries on after a batch, asked on
-    the state the batch leads to."""
+def _do(app: App, state: RunState, holding: Held) -> Decided | None:
+    """The side effect a claim of ours is for; the step that records its outcome."""
+    match holding:
+        case ModelHeld():
+            return answer(app, state, holding)
+        case CallHeld():
+            return run(app, state, holding)
+        case AcceptHeld():
+            return check(app, state, holding)
+
+
+@contextmanager
+def _scope(run_id: str, holding: Held) -> Iterator[None]:
+    """Each step's log lines carry its run, its pool and (a tool call's) its call id."""
+    match holding:
+        case ModelHeld():
+            with scope(run_id, None, Pool.MODEL):
+                yield
+        case CallHeld():
+            with scope(run_id, holding.started.call_id, Pool.TOOLS):
+                yield
+        case AcceptHeld():
+            with scope(run_id, None, Pool.ACCEPT):
+                yield
+
+
+def carrier(app: App, *, since: float) -> Next | None:
+    """The step a delivery that began at `since` carries on after a batch, named on
+    the state the batch leads to. A call's step is the same object for the same call
+    throughout the delivery, so a batch planned again after a conflict does not ask
+    the lock table again for what it asked already."""
     carrying = app.carrying
     if carrying is None:
         return None
     until = since + carrying.for_s
+    calls: dict[str, CallClaim] = {}
 
     def then(s: RunState) -> Claim | None:
         if carrying.stopping.is_set() or app.clock.now() >= until:
@@ -107,7 +138,7 @@ def carrier(app: App, *, since: float) -> Then | None:
             case RequestModel():
                 return ModelClaim(app)
             case DriveCall(call_id=call_id):
-                return CallClaim(app, call_id)
+                return calls.setdefault(call_id, CallClaim(app, call_id))
             case RunAcceptance():
                 return AcceptClaim(app)
 

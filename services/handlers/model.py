@@ -1,5 +1,6 @@
 """The model pool's step: claim the turn's model call (`ModelClaim`), call the
-adapter, record the reply or the failure (`answer`).
+adapter (`answer`), which gives the step that records its reply (a failure is
+recorded there and then).
 
 The turn's context view (bounded, redacted) is assembled once per request —
 gathered before the claim is decided, on the state it is decided on — and
@@ -30,7 +31,7 @@ from services.adapters.models.port import ModelError, ModelRequest
 from services.adapters.tools.toolset import ToolSet
 from services.adapters.tracing.current import model_request_context
 from services.handlers.app import App
-from services.handlers.runs import StepResult, Then
+from services.handlers.engine import Decided
 from services.secrets import redactor_for
 from services.settings import Settings
 
@@ -76,23 +77,24 @@ class ModelClaim:
         return ModelHeld(claimed, self._views[claimed.attempt]) if claimed is not None else None
 
 
-def answer(app: App, run_id: str, step: StepResult, held: ModelHeld, then: Then | None) -> StepResult:
-    """Call the adapter with the claimed view and record the reply (with the step
-    `then` carries on, in the same append). A failed request is an outcome too: it
-    is recorded with its cause (`ModelRequestFailed`) and logged as one warning
-    line, and the turn is asked again after a wait (the sweeper re-drives it at
-    `retry_at`) or the run fails — `events.model_retry` decides, within the
-    operator's bound. Nothing is raised for dramatiq to log a traceback of."""
-    claimed = held.claimed
-    request = model_request(run_id, claimed, held.view, tenant=step.state.spec.principal.tenant)
-    adapter = app.model_for(step.state.spec.model)
+def answer(app: App, state: RunState, held: ModelHeld) -> Decided | None:
+    """Call the adapter with the claimed view (on `state`, the claim's); the step that
+    records the reply. A failed request is an outcome too: it is recorded with its
+    cause (`ModelRequestFailed`) here, and logged as one warning line, and the turn
+    is asked again after a wait (the sweeper re-drives it at `retry_at`) or the run
+    fails — `events.model_retry` decides, within the operator's bound. Nothing is
+    raised for dramatiq to log a traceback of; nothing is carried on after it (None)."""
+    claimed, run_id = held.claimed, state.run_id
+    request = model_request(run_id, claimed, held.view, tenant=state.spec.principal.tenant)
+    adapter = app.model_for(state.spec.model)
     try:
         with model_request_context(run_id, claimed.turn, claimed.attempt):  # the SDK's span: a child
             reply = adapter.respond(request)
     except ModelError as exc:
-        return _failed(app, run_id, step, claimed, exc.failure)
-    return app.runs.step(
-        run_id,
+        _failed(app, state, claimed, exc.failure)
+        return None
+    return Decided(
+        SOURCE,
         lambda s: record_model_reply(
             s,
             turn=claimed.turn,
@@ -106,27 +108,23 @@ def answer(app: App, run_id: str, step: StepResult, held: ModelHeld, then: Then 
             stop_sequence=reply.stop_sequence,
             stop_details=reply.stop_details,
         ),
-        source=SOURCE,
-        held=step.state,  # the state of our own claim: no reload
-        outage_s=app.settings.outcome_retry_s,
-        then=then,
     )
 
 
-def _failed(
-    app: App, run_id: str, step: StepResult, claimed: ModelRequested, failure: ModelFailure
-) -> StepResult:
-    now, bound = app.clock.now(), retry_bound(app.settings)
-    result = app.runs.step(
+def _failed(app: App, state: RunState, claimed: ModelRequested, failure: ModelFailure) -> None:
+    now, bound, run_id = app.clock.now(), retry_bound(app.settings), state.run_id
+    result = app.engine.take(
         run_id,
-        lambda s: record_model_error(
-            s, turn=claimed.turn, attempt=claimed.attempt, failure=failure, now=now, bound=bound
+        Decided(
+            SOURCE,
+            lambda s: record_model_error(
+                s, turn=claimed.turn, attempt=claimed.attempt, failure=failure, now=now, bound=bound
+            ),
         ),
-        source=SOURCE,
-        held=step.state,  # the state of our own claim: no reload
+        held=state,  # the state of our own claim: no reload
         outage_s=app.settings.outcome_retry_s,
     )
-    recorded = next((e.data for e in result.appended if isinstance(e.data, ModelRequestFailed)), None)
+    recorded = result.first(ModelRequestFailed)
     then = "not recorded (the turn moved on)"
     if recorded is not None:
         then = f"asked again in {recorded.retry_at - now:.1f} s" if recorded.retry_at else "the run fails"
@@ -134,7 +132,6 @@ def _failed(
         "run %s turn %d attempt %d: model request failed: %s; %s",
         run_id, claimed.turn, claimed.attempt, failure.cause, then,
     )  # fmt: skip
-    return result
 
 
 def retry_bound(settings: Settings) -> RetryBound:

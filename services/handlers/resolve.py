@@ -8,6 +8,7 @@ from events.resolution_step import Finding, needs_resolution, resolve_unknown
 from services.adapters.tools.context import Lookup, ToolContext
 from services.adapters.tools.sandbox import policy_for
 from services.handlers.app import App
+from services.handlers.engine import Decided
 from services.secrets import stored_redactor
 
 SOURCE = "tools"
@@ -39,12 +40,14 @@ def handle_resolve_call(app: App, run_id: str, call_id: str) -> None:
     elif found.done is False:
         app.ledger.abandon(call.op_key)
     finding = _finding(found.done)
-    app.runs.step(
+    app.engine.take(
         run_id,
-        lambda s: resolve_unknown(
-            s, call_id, finding=finding, output=found.result, now=app.clock.now(), detail=why
+        Decided(
+            SOURCE,
+            lambda s: resolve_unknown(
+                s, call_id, finding=finding, output=found.result, now=app.clock.now(), detail=why
+            ),
         ),
-        source=SOURCE,
     )
 
 

@@ -1,37 +1,29 @@
-"""The run repository: load → decide → save, the loop every handler runs.
+"""The run repository: a run's state as the log has it (`load`), as this process
+holds it (`current`), and `save` — one batch appended at the state it was decided
+on. It owns the states this process keeps and the snapshots written beside the
+log (`state_cache`); what decides the batch is the step engine's
+(`services.handlers.engine`).
 
-A decision is a pure function of the folded state returning events. The new
-events are folded onto the state before they are saved, so an illegal one
-raises and is never written; the follow-ups they make due go in the same batch
-(decide, then settle: `events.settle.settle_batch`). Saving is one round trip: the store's script appends the
-batch at the expected seq *and* queues the commands the batch made due
-(`events.dispatch.new_commands`), both or neither — the writer dispatches.
-After it, the lock requests the run gave up (`events.lock_step`) are released
-and whoever they pass to is told, by a command to its own queue.
-
-A run is pinned to the worker that drives it: the first try decides on the
-state this process holds (its last step's, from the cache) without reading
-the log, and the append's expected seq checks it. On a ConcurrencyConflict the
-run is reloaded and the decision made again: an outcome that already happened
-is re-decided on the fresh state, never dropped. "Nothing to do" is believed of
-the log, not of a held state. An outcome in hand is appended across a short
-Redis outage (`outage_s`), not given up.
-
-A step may carry the next one on (`then`, `events.dispatch.carried_command`):
-asked on the state the batch leads to, it names a step this worker takes itself,
-whose decision joins the same append; the result says which (`carried`)."""
+Saving is one round trip: the store's script appends the batch at the expected
+seq *and* queues the commands the batch made due (`events.dispatch.new_commands`),
+both or neither — the writer dispatches — with the snapshot that is due, if one
+is. After it, the lock requests the run gave up (`events.lock_step`) are released
+and whoever they pass to is told, by a command to its own queue. A save that
+finds the run moved on raises ConcurrencyConflict and writes nothing; an
+outcome in hand is saved across a short Redis outage (`outage_s`), not given up.
+A state handed out holds its whole past (a snapshot's pages are read with it):
+nothing that decides on it reads anything."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from events.batch import Appended
 from events.dispatch import new_commands
-from events.fold import apply, fold
+from events.fold import fold
 from events.lock_step import released_asks
-from events.settle import settle_batch
 from events.state import RunState
 from events.status import RunStatus
 from events.types import Event, RunCreated
@@ -40,49 +32,25 @@ from schemas.ids import EventId, RunId
 from services.adapters.locks.port import Locks
 from services.adapters.store.port import EventStore, Outgoing, Snapshot
 from services.clock import Clock, new_event_id
-from services.errors import ConcurrencyConflict, TooContended, UnknownRun
 from services.handlers.outage import through_outage
 from services.handlers.state_cache import StateCache, cache_for
 
 if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger context`)
     from services.adapters.broker.outbox import Outbox
 
-MAX_CONFLICTS = 50
-Decide = Callable[[RunState], Sequence[Event]]
-T = TypeVar("T")
-
-
 Observe = Callable[[Appended], None]  # told of every append that landed
 
 
-class Step(Protocol):
-    """A step the engine can take: findings gathered on a state (I/O allowed), then a
-    pure decision on that state and those findings; its events carry `source`."""
-
-    @property
-    def source(self) -> str: ...
-
-    def gather(self, s: RunState) -> Any: ...
-
-    def decide(self, s: RunState, found: Any) -> Sequence[Event]: ...
-
-
-# asked on the state a batch leads to: the step this worker carries on in the same append
-Then = Callable[[RunState], Step | None]
-
-
-def _nothing(_: RunState) -> None:
-    return None
-
-
 @dataclass(frozen=True, slots=True)
-class StepResult:
-    state: RunState
-    appended: tuple[Envelope[Any], ...]
-    carried: Step | None = None  # the step `then` named, whose events are in `appended`
+class Batch:
+    """What one save appends: the events as the store will write them, the state they
+    fold to, the run's status after each, and the source of the step carried on in
+    them, if one was."""
 
-    def first(self, kind: type[Any]) -> Any | None:
-        return next((e.data for e in self.appended if isinstance(e.data, kind)), None)
+    envelopes: list[Envelope[Any]]
+    after: RunState
+    statuses: list[RunStatus]
+    carried: str | None = None
 
 
 def envelopes(
@@ -144,7 +112,17 @@ class Runs:
 
     def current(self, run_id: str) -> RunState | None:
         """The state this process holds of the run (or is appending), else the log's."""
-        return self.cache.latest(run_id) or self.load(run_id)
+        return self.held(run_id) or self.load(run_id)
+
+    def held(self, run_id: str) -> RunState | None:
+        """The state this process holds of the run, without reading the log (None when
+        it holds none): the one a driving worker decides on first."""
+        return self.cache.latest(run_id)
+
+    def as_stored(self, run_id: str, batch: list[Envelope[Any]]) -> list[Envelope[Any]]:
+        """`batch` as the store will write it (large values moved out, secrets redacted):
+        the state a writer goes on with is the log's."""
+        return self.store.as_stored(run_id, batch)
 
     def create(
         self, created: RunCreated, run_id: str, *, source: str, causation_id: str | None
@@ -155,145 +133,28 @@ class Runs:
             run_id, [created], after_seq=0, at=self.clock.now(), source=source,
             causation_id=causation_id,
         )  # fmt: skip
-        batch = self.store.as_stored(run_id, batch)
+        batch = self.as_stored(run_id, batch)
         state = fold(batch)
         assert state is not None
-        self._save(run_id, None, state, batch, [state.status], outage_s=0.0)
+        self.save(run_id, Batch(batch, state, [state.status]), expected=None)
         return state
 
-    def step(
-        self,
-        run_id: str,
-        decide: Decide,
-        *,
-        source: str,
-        causation_id: str | None = None,
-        held: RunState | None = None,
-        outage_s: float = 0.0,
-        then: Then | None = None,
-    ) -> StepResult:
-        return self.step_with(
-            run_id, _nothing, lambda s, _: decide(s), source=source, causation_id=causation_id,
-            held=held, outage_s=outage_s, then=then,
-        )  # fmt: skip
-
-    def take(
-        self,
-        run_id: str,
-        step: Step,
-        *,
-        held: RunState | None = None,
-        outage_s: float = 0.0,
-        then: Then | None = None,
-    ) -> StepResult:
-        return self.step_with(
-            run_id, step.gather, step.decide, source=step.source, held=held, outage_s=outage_s,
-            then=then,
-        )  # fmt: skip
-
-    def step_with(
-        self,
-        run_id: str,
-        gather: Callable[[RunState], T],
-        decide: Callable[[RunState, T], Sequence[Event]],
-        *,
-        source: str,
-        causation_id: str | None = None,
-        held: RunState | None = None,
-        outage_s: float = 0.0,
-        then: Then | None = None,
-    ) -> StepResult:
-        """A step whose decision needs findings gathered outside it (tool-set lookups,
-        the tools' own rules, the lock table's answer): `gather` runs on each state
-        the step decides on, `decide` is pure on that state and those findings."""
-        if held is None:
-            held = self.cache.latest(run_id)  # pinned: the append's expected seq checks it
-        for _ in range(MAX_CONFLICTS):
-            state = held or through_outage(
-                lambda: self.load(run_id), outage_s=outage_s, doing=f"reading run {run_id!r}"
-            )
-            if state is None:
-                raise UnknownRun(run_id)
-            events = list(decide(state, gather(state)))
-            if not events and held is not None:
-                held = None  # "nothing to do" is believed of the log, not of a held state
-                continue
-            held = None
-            if not events:
-                return StepResult(state, ())
-            batch, new_state, statuses = self._batch(run_id, state, events, source, causation_id)
-            carried = then(new_state) if then is not None else None
-            if carried is not None:
-                more = list(carried.decide(new_state, carried.gather(new_state)))
-                if more:
-                    extra, new_state, passed = self._batch(
-                        run_id, new_state, more, carried.source, None
-                    )
-                    batch, statuses = batch + extra, statuses + passed
-                else:
-                    carried = None
-            try:
-                self._save(
-                    run_id, state, new_state, batch, statuses, outage_s=outage_s,
-                    carried=carried.source if carried is not None else None,
-                )  # fmt: skip
-            except ConcurrencyConflict:
-                continue
-            return StepResult(new_state, tuple(batch), carried)
-        raise TooContended(f"run {run_id!r}: {MAX_CONFLICTS} conflicting appends in a row")
-
-    def _batch(
-        self,
-        run_id: str,
-        state: RunState,
-        events: list[Event],
-        source: str,
-        causation_id: str | None,
-    ) -> tuple[list[Envelope[Any]], RunState, list[RunStatus]]:
-        """Decide, then settle (`events.settle`): the envelopes of the decided events and
-        of the follow-ups they make due, as the store will write them, the state they
-        fold to (an illegal event raises before anything is written), and the run's
-        status after each."""
-        at = self.clock.now()
-        batch: list[Envelope[Any]] = []
-        statuses: list[RunStatus] = []
-
-        def fold_on(s: RunState, more: Sequence[Event]) -> RunState:
-            cause = causation_id if not batch else None  # follow-ups are caused by the batch
-            stored = self.store.as_stored(
-                run_id,
-                envelopes(run_id, more, after_seq=s.seq, at=at, source=source, causation_id=cause),
-            )  # the state we go on with is the log's
-            for envelope in stored:
-                s = apply(s, envelope)
-                statuses.append(s.status)
-            batch.extend(stored)
-            return s
-
-        _, new_state = settle_batch(state, events, fold_on)
-        return batch, new_state, statuses
-
-    def _save(
-        self,
-        run_id: str,
-        before: RunState | None,
-        after: RunState,
-        batch: list[Envelope[Any]],
-        statuses: Sequence[RunStatus],
-        *,
-        outage_s: float,
-        carried: str | None = None,
+    def save(
+        self, run_id: str, batch: Batch, *, expected: RunState | None, outage_s: float = 0.0
     ) -> None:
-        now = self.clock.now()
-        messages = self._outbox.messages(after, new_commands(before, after, now=now))
+        """Append `batch` if the run is still at `expected` (None: a new run), with the
+        commands it makes due and the snapshot that is due; then release the locks the
+        run gave up. ConcurrencyConflict, and nothing written, when it moved on."""
+        after, events = batch.after, batch.envelopes
+        messages = self._outbox.messages(after, new_commands(expected, after, now=self.clock.now()))
         cache = self.cache
         snapshot = cache.snapshot_due(run_id, after)
-        with cache.expecting(run_id, after, batch[-1].id):
-            self._append(run_id, batch, before, after, messages, snapshot, outage_s)
-            cache.appended(run_id, after, batch[-1].id, snapshot, batch)
+        with cache.expecting(run_id, after, events[-1].id):
+            self._append(run_id, events, expected, after, messages, snapshot, outage_s)
+            cache.appended(run_id, after, events[-1].id, snapshot, events)
         if self.observe is not None:
-            self.observe(Appended(before, after, batch, statuses, carried))
-        if released := released_asks(before, after):
+            self.observe(Appended(expected, after, events, batch.statuses, batch.carried))
+        if released := released_asks(expected, after):
             through_outage(
                 lambda: self._send(self._locks.release(released).notices()),
                 outage_s=outage_s,

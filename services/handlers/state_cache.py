@@ -8,9 +8,11 @@ view's caches too), each with the seq and id of the last event folded, and every
 SNAPSHOT_EVERY events a snapshot of the state goes into the store: data
 through the codec (`events.snapshot`), a small header plus the pages of past
 turns that filled up since the last one, so writing one costs the same at
-turn 2000 as at turn 20, and a new process loads only the header and the few
-events after it. A writer's snapshot goes in its append (`snapshot_due`): no
-round trip of its own, and it lands only with the events it folds. A load asks
+turn 2000 as at turn 20, and a new process loads the header, the few events
+after it and the full pages of past turns it names (read with the snapshot, one
+call: a state handed out holds its whole past, so no decision on it reads
+anything). A writer's snapshot goes in its append (`snapshot_due`): no round
+trip of its own, and it lands only with the events it folds. A load asks
 the store, in one call, for the events after the cached state *and* whether
 the log still holds the event the cached state ends with; the store answers
 with a newer snapshot when it has one that still matches the log, and with the
@@ -121,7 +123,8 @@ _PACKED = PackedTurns()
 
 
 def decode(snap: Snapshot, run_id: str, store: EventStore) -> RunState:
-    """The state a snapshot stands for; its past turns are read when first needed."""
+    """The state a snapshot stands for, its past turns read (the full pages it names,
+    in one call) and decoded now: nothing that decides on it reads anything."""
     return _decoded(snap, lambda n: store.snapshot_pages(run_id, n))
 
 
@@ -132,18 +135,12 @@ def _decoded(snap: Snapshot, stored_pages: Callable[[int], list[bytes]]) -> RunS
     tail = head.pop("tail", None)
     if not isinstance(tail, bytes):
         raise InvalidEvent("a snapshot header without its tail turns", field="snapshot")
-
-    def read_tail() -> list[snapshot.Record]:
-        turns = unpack(tail)
-        if not isinstance(turns, list):
-            raise InvalidEvent("the tail turns are not a list", field="snapshot")
-        return turns
-
-    def read_pages(n: int) -> list[list[snapshot.Record]]:
-        return [unpack(blob) for blob in stored_pages(n)]
-
-    spec = spec_of(snap.spec)
-    return snapshot.restore(head, spec=spec, read_tail=read_tail, read_pages=read_pages)
+    turns = unpack(tail)
+    if not isinstance(turns, list):
+        raise InvalidEvent("the tail turns are not a list", field="snapshot")
+    full = snapshot.full_pages(head)
+    pages = [unpack(blob) for blob in stored_pages(full)] if full else []
+    return snapshot.restore(head, spec=spec_of(snap.spec), pages=pages, tail=turns)
 
 
 def warm_up() -> None:

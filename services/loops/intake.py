@@ -58,6 +58,7 @@ from services.adapters.redis.slot_reads import SlotReads
 from services.clock import new_run_id
 from services.errors import ConcurrencyConflict, ConfigError, ServiceError
 from services.handlers.app import App
+from services.handlers.engine import Decided
 from services.handlers.spec_check import check_spec
 from services.keys import Keys
 from services.loops import rejections
@@ -230,10 +231,9 @@ class Intake:
         if (refusal := control_refusal(by.name, by.grant, state.spec.principal)) is not None:
             raise Rejected(refusal)
         try:
-            self._app.runs.step(
+            self._app.engine.take(
                 message.run_id,
-                lambda s: decide_control(s, message, publisher=by.name),
-                source=SOURCE,
+                Decided(SOURCE, lambda s: decide_control(s, message, publisher=by.name)),
                 causation_id=causation_id,
                 held=state,
             )

@@ -29,6 +29,7 @@ from services.adapters.broker.membership import Membership
 from services.adapters.locks.port import Holder
 from services.errors import UnknownRun
 from services.handlers.app import App
+from services.handlers.engine import Decided
 from services.handlers.outage import OUTAGE_ERRORS
 
 SOURCE = "sweeper"
@@ -64,10 +65,9 @@ def _redrive(
     if before is None:
         raise UnknownRun(run_id)
     dead = app.dead_workers(before)  # a dead worker's reads are settled at once
-    step = app.runs.step(
+    step = app.engine.take(
         run_id,
-        lambda s: on_tick(s, now=now, dead=dead, unreachable=unreachable),
-        source=SOURCE,
+        Decided(SOURCE, lambda s: on_tick(s, now=now, dead=dead, unreachable=unreachable)),
         held=before,
     )
     sent = set(new_commands(before, step.state, now=now)) if step.appended else set()
@@ -82,11 +82,7 @@ def expire_leases(app: App) -> int:
     reply = app.locks.expire()
     for holder in reply.expired:
         try:
-            app.runs.step(
-                holder.run_id,
-                partial(_lease_expired, holder=holder),
-                source=SOURCE,
-            )
+            app.engine.take(holder.run_id, Decided(SOURCE, partial(_lease_expired, holder=holder)))
         except (CoreError, SchemaError, UnknownRun) as exc:
             log.error("lease expiry of %r not recorded: %s", holder.request_id, exc)
     app.send(reply.notices())

@@ -16,6 +16,7 @@ from services.adapters.broker.outbox import Outbox
 from services.adapters.locks.memory_locks import MemoryLocks
 from services.adapters.store.port import EventStore, Head, Snapshot, Tail
 from services.handlers import state_bytes
+from services.handlers.engine import Decided, Engine
 from services.handlers.runs import Runs
 from services.handlers.state_cache import SNAPSHOT_EVERY, VERSION, StateCache, encode
 from services.keys import Keys
@@ -240,7 +241,7 @@ class StateCacheSuite:
         runs = Runs(
             store, clock, Outbox(Keys("t", 8)), MemoryLocks(clock, lease_s=5), lambda m: None
         )
-        step = runs.step("run-a", decide, source="test", held=stale)
+        step = Engine(runs).take("run-a", Decided("test", decide), held=stale)
 
         assert seen == [3, 5]
         assert step.state == fold(store.read("run-a")) and step.state.seq == 6

@@ -411,25 +411,9 @@ def capturing(app: App, clock: Any = None) -> tuple[App, list[Command]]:
 def claim_without_running(app: App, run_id: str, call_id: str, *, worker: str) -> RunState:
     """What a worker that dies right after its claim leaves behind: the turn validated,
     its locks asked for, the call claimed — and nothing run."""
-    from events.call_step import drive_call, validated
-    from services.handlers.call import _ask_locks
-    from services.handlers.findings import findings
+    from services.handlers.call import CallClaim
 
-    def gather(s: RunState) -> Any:
-        found = findings(app.toolset, s)
-        v = validated(s, found, known_tools=app.toolset.names, now=app.clock.now())
-        return found, _ask_locks(app, v, call_id)
-
-    step = app.runs.step_with(
-        run_id,
-        gather,
-        lambda s, g: drive_call(
-            s, call_id, findings=g[0], known_tools=app.toolset.names, locks=g[1],
-            worker=worker, now=app.clock.now(),
-        ),
-        source="tools",
-    )  # fmt: skip
-    return step.state
+    return app.engine.take(run_id, CallClaim(replace(app, worker=worker), call_id)).state
 
 
 def queued(app: App, client: redis.Redis, run_id: str) -> list[Command]:

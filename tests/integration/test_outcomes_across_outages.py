@@ -40,6 +40,7 @@ from services.adapters.tools.toolset import ToolSet
 from services.bootstrap import build_app
 from services.handlers.app import App
 from services.handlers.carry import handle_run_acceptance
+from services.handlers.engine import Decided
 from services.keys import keys_for
 from services.loops.sweeper import run_sweeper, sweep_once
 from services.settings import Settings
@@ -216,13 +217,15 @@ def test_a_late_outcome_resolves_the_unknown_and_the_run_leaves_awaiting_human(
     assert load(app, run_id).status is RunStatus.AWAITING_HUMAN
 
     outcome = Succeeded(output={"key": "k", "written": "1"})
-    app.runs.step(
+    app.engine.take(
         run_id,
-        lambda s: record_outcome(
-            s, "w", attempt=claimed.call("w").attempts, outcome=outcome,
-            started_at=claimed.updated_at, finished_at=app.clock.now(),
+        Decided(
+            "tools",
+            lambda s: record_outcome(
+                s, "w", attempt=claimed.call("w").attempts, outcome=outcome,
+                started_at=claimed.updated_at, finished_at=app.clock.now(),
+            ),
         ),
-        source="tools",
     )  # fmt: skip
 
     state = load(app, run_id)

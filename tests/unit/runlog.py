@@ -4,7 +4,7 @@ run's log under construction. `Log` wraps events in envelopes with consecutive
 appended) and records every run and call move it sees, which is how the
 transition tests prove that each table row is exercised.
 
-`Log.decide` is load → decide → append as `services.handlers.runs.Runs.step` does it:
+`Log.decide` is load → decide → append as `services.handlers.engine.Engine.take` does it:
 the decision's events, then in the same batch the follow-ups they make due
 (`events.settle.settle_batch`: a cancelled run with nothing left running is cancelled, a
 streak of identical failures goes to a human). `Log.append` writes events by
@@ -145,7 +145,7 @@ class Log:
         return list(events)
 
     def step(self, *events: Event) -> list[Event]:
-        """Append a batch as Runs.step does: the events, then the follow-ups they make due."""
+        """Append a batch as Engine.take does: the events, then the follow-ups they make due."""
         if not events:
             return []
 

@@ -24,6 +24,7 @@ from schemas.spec import Policies, RunSpec
 from services.adapters.tools.context import ToolContext
 from services.adapters.tools.registry import ToolCancelled
 from services.adapters.tools.sandbox import SandboxPolicy
+from services.handlers.engine import Decided
 
 DONE = {"end_turn": "done"}
 GRACE_S = 0.5
@@ -55,7 +56,9 @@ def cancel_while_it_runs(unit: Unit) -> tuple[AcceptanceCheckStopped, int, float
     started = unit.workspace / "started"
     unit.wait_for(lambda: started.exists() and started.read_text().strip() != "", why="it runs")
     pid = int(started.read_text())
-    unit.app.runs.step("run-a", lambda s: controls.cancel(s, by="alice", source="test"), source="intake")
+    unit.app.engine.take(
+        "run-a", Decided("intake", lambda s: controls.cancel(s, by="alice", source="test"))
+    )
     asked = time.monotonic()
     unit.clock.advance(1.0)  # the check's watch on its run looks again
     running.join()

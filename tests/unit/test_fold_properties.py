@@ -1,6 +1,6 @@
 """Properties of the fold over generated logs. Logs are grown step by step: most
 steps are decisions a worker, the sweeper or a person could take, appended
-with the follow-ups `services.handlers.runs.Runs.step` adds in the same batch
+with the follow-ups `services.handlers.engine.Engine.take` adds in the same batch
 (`events.settle`), so logs get deep; some are random events with plausible
 fields, and a few envelopes get a wrong seq or run id. The fold is total:
 every log folds into a state or is refused with IllegalTransition or
@@ -146,7 +146,7 @@ def test_folding_a_prefix_then_the_rest_equals_folding_the_whole(data: st.DataOb
 
 
 def step(envelopes: list[Envelope[Any]], state: RunState, events: list[Event]) -> RunState:
-    """Append a batch as Runs.step does: the events, then the follow-ups they make due."""
+    """Append a batch as Engine.take does: the events, then the follow-ups they make due."""
     if not events:
         return state
     for batch in (events, "follow-ups"):

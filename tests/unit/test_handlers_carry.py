@@ -22,6 +22,7 @@ from events.types import AcceptanceChecked, ModelRequested, ModelRequestFailed, 
 from schemas.spec import ModelSpec
 from services.adapters.metrics.instruments import Instruments
 from services.adapters.models.port import ModelAdapter, ModelError, ModelReply, ModelRequest
+from services.handlers.engine import Decided
 from services.handlers.model import context_view
 from services.loops.sweeper import sweep_once
 
@@ -220,8 +221,8 @@ def test_a_run_cancelled_while_its_carried_call_runs_is_carried_no_further(
 
     running = unit.start(RequestModel("run-a"))
     unit.wait_for(lambda: unit_tools.RAN["c1"] == 1, why="c1 runs, carried")
-    unit.app.runs.step(
-        "run-a", lambda s: controls.cancel(s, by="alice", source="test"), source="intake"
+    unit.app.engine.take(
+        "run-a", Decided("intake", lambda s: controls.cancel(s, by="alice", source="test"))
     )
     unit_tools.gate("c1").set()
     running.join()

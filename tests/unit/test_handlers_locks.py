@@ -19,6 +19,7 @@ from events import controls
 from events.commands import DriveCall, RequestModel
 from events.status import CallStatus, RunStatus
 from events.types import ToolCallScheduled
+from services.handlers.engine import Decided
 from services.loops.sweeper import sweep_once
 
 DONE = {"end_turn": "done"}
@@ -117,8 +118,8 @@ def test_a_cancelled_run_lets_the_next_waiter_in_while_its_running_call_ends(
     unit.deliver(DriveCall("run-b", "b1"))
     assert unit.call_of("run-b", "b1").status is CallStatus.WAITING
 
-    unit.app.runs.step(
-        "run-a", lambda s: controls.cancel(s, by="alice", source="test"), source="intake"
+    unit.app.engine.take(
+        "run-a", Decided("intake", lambda s: controls.cancel(s, by="alice", source="test"))
     )
 
     assert unit.sent == [DriveCall("run-b", "b1")], "told at the cancel, not when a0 ends"
@@ -167,8 +168,8 @@ def test_a_waiting_call_of_a_run_that_ends_leaves_the_queue_and_the_next_waiter_
     unit.deliver(DriveCall("run-b", "b1"))
     unit.deliver(DriveCall("run-c", "c1"))
 
-    unit.app.runs.step(
-        "run-b", lambda s: controls.cancel(s, by="alice", source="test"), source="intake"
+    unit.app.engine.take(
+        "run-b", Decided("intake", lambda s: controls.cancel(s, by="alice", source="test"))
     )
 
     assert unit.state("run-b").status is RunStatus.CANCELLED, "nothing of it was running"

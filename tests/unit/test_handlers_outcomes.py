@@ -17,6 +17,7 @@ from events import controls
 from events.commands import DriveCall, RequestModel, ResolveCall
 from events.status import CallStatus, RunStatus
 from events.types import RunCancelled, ToolCallFailed, ToolCallSucceeded
+from services.handlers.engine import Decided
 from services.loops.sweeper import sweep_once
 
 DONE = {"end_turn": "done"}
@@ -92,8 +93,8 @@ def test_a_running_call_of_a_cancelled_run_is_told_to_stop_and_the_run_ends_with
     running = unit.start(DriveCall("run-a", "a1"))
     unit.wait_for(lambda: unit_tools.RAN["a1"] == 1, why="a1 runs")
 
-    unit.app.runs.step(
-        "run-a", lambda s: controls.cancel(s, by="alice", source="test"), source="intake"
+    unit.app.engine.take(
+        "run-a", Decided("intake", lambda s: controls.cancel(s, by="alice", source="test"))
     )
     unit.clock.advance(1.0)  # the call's watch on its run looks again
     running.join()
@@ -114,8 +115,8 @@ def test_a_running_call_of_a_cancelled_run_is_told_to_stop_and_the_run_ends_with
 def test_a_cancel_between_steps_ends_the_run_at_once_and_nothing_more_runs(unit: Unit) -> None:
     ready(unit, "run-a", call("a1", "kv_write", key="k", value="1"))
 
-    unit.app.runs.step(
-        "run-a", lambda s: controls.cancel(s, by="alice", source="test"), source="intake"
+    unit.app.engine.take(
+        "run-a", Decided("intake", lambda s: controls.cancel(s, by="alice", source="test"))
     )
     unit.deliver(DriveCall("run-a", "a1"))  # dispatched before the cancel
 

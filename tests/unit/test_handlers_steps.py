@@ -16,6 +16,7 @@ from events import controls
 from events.commands import DriveCall, RequestModel, RunAcceptance
 from events.status import CallStatus, RunStatus
 from events.types import AcceptanceChecked, ModelRequested, ToolCallFailed, ToolCallRejected
+from services.handlers.engine import Decided
 
 TWO_CALLS = {
     "tool_use": [call("c1", "kv_write", key="k", value="1"), call("c2", "kv_read", key="j")]
@@ -183,8 +184,8 @@ def test_a_call_that_needs_approval_waits_for_it_and_runs_once_approved(unit: Un
     assert unit_tools.RAN == {}
     unit.take()
 
-    step = unit.app.runs.step(
-        "run-a", lambda s: controls.approve(s, "c1", by="alice"), source="intake"
+    step = unit.app.engine.take(
+        "run-a", Decided("intake", lambda s: controls.approve(s, "c1", by="alice"))
     )
 
     assert unit.store.appends[-1].queued == (DriveCall("run-a", "c1"),)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from events.history import History, Pages
+from events.history import History
 
 
 class _LosesTheRace(list[object]):
@@ -40,23 +40,7 @@ def test_an_append_that_loses_the_race_for_its_slot_copies_instead() -> None:
     assert list(mine) == ["a", "b"]
 
 
-def test_a_restored_history_reads_its_past_only_when_asked_and_only_once() -> None:
-    reads: list[int] = []
-
-    def load() -> list[str]:
-        reads.append(1)
-        return ["a", "b"]
-
-    restored = History.unread(Pages(2, load))
-    later = restored.append("c").append("d")  # a step on the current turn: nothing read
-    assert (len(later), reads) == (4, [])
-    assert later.extends(restored) and reads == []
-
-    assert list(later) == ["a", "b", "c", "d"] and reads == [1]
-    assert list(restored) == ["a", "b"] and later.item(0) == "a" and reads == [1]
-
-
-def test_a_restored_history_read_newest_first_stops_without_reading_what_it_skips() -> None:
-    restored = History.unread(Pages(2, lambda: ["a", "b"])).append("c")
-    newest = reversed(restored)
-    assert next(newest) == "c"  # the current end: no read of the past yet
+def test_a_history_read_newest_first_sees_only_its_own_prefix() -> None:
+    older = History(["a", "b"])
+    older.append("c")
+    assert list(reversed(older)) == ["b", "a"]

@@ -12,6 +12,8 @@ import pytest
 from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, envelope, use
 
 from events import context_view
+from events.memo import IdentityMemo
+from events.state import Turn
 from events.tool_step import Succeeded
 from events.types import ModelRequested, ToolCallSucceeded
 from schemas.content import TextBlock
@@ -75,19 +77,18 @@ def test_a_run_let_go_leaves_the_context_views_caches() -> None:
     assert log.run_id not in context_view._PAST and log.run_id not in context_view._BUILT
 
 
-def test_the_views_rendered_turns_are_bounded_by_their_characters(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    units: dict[object, object] = {}
-    monkeypatch.setattr(context_view, "_CHARS_MAX", 10_000)
+def test_the_views_rendered_turns_are_bounded_by_their_characters() -> None:
+    assert context_view._UNITS.most_size == context_view._SHORT.most_size == context_view._CHARS_MAX
+    units: IdentityMemo[Turn, object] = IdentityMemo(most=8192, most_size=10_000)
     log = Log.created()
     do_model_turn(log, use("a"))
     [turn] = log.s.turns
     for key in range(30):
         unit = context_view._make(turn, (), (TextBlock(text="x" * 3000),))
-        context_view._remember_unit(units, key, unit, unit.size)
+        units.put(turn, key, unit, unit.size)
     assert len(units) == 3  # 3,000 characters and more each
-    assert context_view._CHARS[id(units)] <= 10_000 and list(units) == [27, 28, 29]
+    assert units.size <= 10_000
+    assert [k for k in range(30) if units.get(turn, k) is not None] == [27, 28, 29]
 
 
 @pytest.mark.parametrize(

@@ -314,11 +314,11 @@ def test_a_snapshot_keeps_the_escalation_and_publisher_and_an_older_one_is_not_r
     from services.handlers.state_cache import VERSION
 
     s = reach(R.AWAITING_HUMAN).s
-    restored = snapshot.restore(snapshot.header(s), spec=s.spec, read_tail=list, read_pages=lambda n: [])
+    restored = snapshot.restore(snapshot.header(s), spec=s.spec, pages=[], tail=[])
     assert restored.escalation == s.escalation is not None
     older = {k: v for k, v in snapshot.header(s).items() if k not in ("escalation", "publisher")}
     with pytest.raises(snapshot.SnapshotError, match="no upgrade from snapshot version 2"):
-        snapshot.restore(older | {"v": 2}, spec=s.spec, read_tail=list, read_pages=lambda n: [])
+        snapshot.restore(older | {"v": 2}, spec=s.spec, pages=[], tail=[])
     assert VERSION == "codec4"  # 4: the turn's first model request (events.model_retry)
 
 

@@ -13,6 +13,7 @@ from runlog import Log, do_claim, do_model_turn, do_request, do_validate, use
 from events.commands import RequestModel
 from events.model_step import request_model
 from events.ticks import next_tick
+from services.handlers.engine import Decided
 from services.loops.sweeper import sweep_once
 
 DONE = {"end_turn": "done"}
@@ -39,8 +40,8 @@ def test_a_model_claim_that_runs_out_between_two_looks_is_taken_up_at_the_next_p
     unit.create("run-a", spec({"tool_use": [call("a1", "kv_read", key="k")]}, DONE))
     unit.take()
     claim_s = lease + 1.0  # the claim runs out a second after the run's first look
-    step = unit.app.runs.step(
-        "run-a", lambda s: request_model(s, now=unit.clock.now(), lease_s=claim_s), source="model"
+    step = unit.app.engine.take(
+        "run-a", Decided("model", lambda s: request_model(s, now=unit.clock.now(), lease_s=claim_s))
     )  # a worker claims the model call and dies holding it
     deadline = step.state.model_claim_deadline
     assert deadline is not None
