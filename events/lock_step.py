@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from events.locks import Grant, Mode, resources
+from events.read_retry import retried
 from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
-from events.tool_step import MAX_READ_ATTEMPTS
 from events.types import Event, ToolCallLeaseExpired, ToolCallScheduled, ToolCallWaiting
 
 C = CallStatus
@@ -184,9 +184,7 @@ def _ask(s: RunState, c: Call, request: str) -> LockAsk:
 
 
 def _may_ask(c: Call) -> bool:
-    if c.status is C.VALIDATED:
-        return True
-    return c.status is C.OUTCOME_UNKNOWN and c.read_only and c.attempts < MAX_READ_ATTEMPTS
+    return c.status is C.VALIDATED or retried(c)
 
 
 def uses_grant(s: RunState, call_id: str, request: str) -> bool:

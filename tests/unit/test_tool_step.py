@@ -7,9 +7,9 @@ from __future__ import annotations
 from runlog import T0, TOOLS, Log, do_claim, do_finish, do_model_turn, do_validate, use
 
 from events.status import CallStatus, RunStatus
+from events.read_retry import MAX_READ_ATTEMPTS
 from events.ticks import on_tick
 from events.tool_step import (
-    MAX_READ_ATTEMPTS,
     Errored,
     Lost,
     Stopped,
