@@ -15,6 +15,7 @@ from typing import Any
 
 from events.budgets import turns_left, wall_clock_exceeded
 from events.causes import ACCEPTANCE_FAILED, acceptance_failure, check_cause
+from events.claims import Window, expired
 from events.state import RunState
 from events.status import RunStatus
 from events.types import (
@@ -83,10 +84,15 @@ def check_timeout_s(s: RunState, own_s: float, *, now: float, most_s: float) -> 
     return max(0.0, min(own_s, most_s, left if left is not None else own_s))
 
 
-def start_acceptance(s: RunState, *, now: float, lease_s: float) -> list[Event]:
+def acceptance_due(s: RunState, *, now: float, unreachable: Sequence[Window] = ()) -> bool:
+    """Whether the run's acceptance may be claimed now: no live claim holds it (`events.claims`)."""
     if s.status is not RunStatus.ACCEPTING:
-        return []
-    if s.acceptance_claim_deadline is not None and now < s.acceptance_claim_deadline:
+        return False
+    return expired(s.acceptance_claim_deadline, now=now, unreachable=unreachable)
+
+
+def start_acceptance(s: RunState, *, now: float, lease_s: float) -> list[Event]:
+    if not acceptance_due(s, now=now):
         return []
     return [AcceptanceStarted(attempt=s.acceptance_attempts + 1, deadline_at=now + lease_s)]
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from events.budgets import RequestEstimate, exceeded_before_model_request
+from events.claims import Window, expired
 from events.model_retry import ModelFailure, RetryBound, after_failure, out_of_attempts
 from events.state import RunState
 from events.status import RunStatus
@@ -49,12 +50,12 @@ NO_RETRY = RetryBound(max_attempts=1)  # a failed request ends the run
 _RECORD_ONLY = frozenset({RunStatus.CANCELLING, RunStatus.CANCELLED})
 
 
-def model_request_due(s: RunState, *, now: float) -> bool:
-    """Whether this worker may claim the turn's model call now."""
+def model_request_due(s: RunState, *, now: float, unreachable: Sequence[Window] = ()) -> bool:
+    """Whether the turn's model call may be claimed now: no live claim of another
+    worker holds it, nor the wait after a failed attempt (`events.claims`)."""
     if s.status is not RunStatus.REQUESTING_MODEL:
         return False
-    # another worker may hold a live claim on this turn's call
-    return s.model_claim_deadline is None or now >= s.model_claim_deadline
+    return expired(s.model_claim_deadline, now=now, unreachable=unreachable)
 
 
 def request_model(

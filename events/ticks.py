@@ -8,22 +8,20 @@ run again anyway. A write keeps its deadline (an effect it set going, a child
 process or a request already sent, may still land).
 
 Time the sweeper could not reach Redis (`unreachable`: the windows it saw, from
-its last good call to its first one after) does not count against a claim: no
-worker could append an outcome, or renew anything, then. A claim's deadline is
-counted in reachable time, so a worker that rode out the outage with its
-outcome in hand lands it before the claim is judged."""
+its last good call to its first one after) does not count against a claim: a
+claim's expiry is `events.claims`' rule, so a worker that rode out the outage
+with its outcome in hand lands it before the claim is judged."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from events.budgets import wall_clock_exceeded
-from events.state import Call, RunState
+from events.claims import Window, expired
+from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import unknown_outcome
 from events.types import ApprovalDenied, Event, RunEscalated
-
-Window = tuple[float, float]  # (from, until): a time the sweeper could not reach Redis
 
 
 def on_tick(
@@ -40,24 +38,6 @@ def on_tick(
     if s.status is not RunStatus.CANCELLING and (timed_out := wall_clock_exceeded(s, now=now)):
         return [timed_out]
     return _expired_approvals(s, now) + _expired_claims(s, now, dead, unreachable)
-
-
-def claim_deadline(call: Call, unreachable: Sequence[Window]) -> float | None:
-    """A running call's deadline counted in reachable time: each window that ends
-    after the claim and begins before the deadline (as moved so far) moves it on
-    by its part after the claim. A deadline that passed within a window is met
-    only once Redis has been back for the rest of the claim's time."""
-    deadline = call.claim_deadline
-    if deadline is None:
-        return None
-    start = call.started_at if call.started_at is not None else deadline
-    for since, until in sorted(unreachable):
-        if until <= start:
-            continue
-        if since >= deadline:
-            break
-        deadline += until - max(since, start)
-    return deadline
 
 
 def next_tick(s: RunState) -> float | None:
@@ -100,8 +80,7 @@ def _expired_claims(
 ) -> list[Event]:
     events: list[Event] = []
     for call in s.in_flight:
-        deadline = claim_deadline(call, unreachable)
-        if deadline is not None and now >= deadline:
+        if expired(call.claim_deadline, now=now, claimed_at=call.started_at, unreachable=unreachable):
             reason = f"no result by the claim's deadline (attempt {call.attempts}); the worker may have died"
         elif call.read_only and call.claimed_by in dead:
             reason = f"its worker {call.claimed_by} died holding it (attempt {call.attempts})"
