@@ -16,6 +16,7 @@ from events.frozen import fill, replace
 from events.pricing import cost_usd, price_of
 from events.state import Call, Check, RunState, Turn
 from events.status import RunStatus
+from events.stop_reasons import status_after_reply
 from events.transitions import RUN_TRANSITIONS
 from events.types import (
     AcceptanceChecked,
@@ -226,11 +227,8 @@ def _model_responded(s: RunState, e: ModelResponded) -> RunState:
 def _after_reply(status: RunStatus, e: ModelResponded) -> RunStatus:
     if status is not R.REQUESTING_MODEL:
         return status  # a reply after a cancel is recorded and not acted on
-    if any(isinstance(b, ToolUseBlock) for b in e.content):
-        return R.VALIDATING
-    if e.stop_reason in ("end_turn", "stop_sequence"):
-        return R.ACCEPTING
-    return R.REQUESTING_MODEL
+    asks_for_tools = any(isinstance(b, ToolUseBlock) for b in e.content)
+    return status_after_reply(e.stop_reason, asks_for_tools=asks_for_tools)
 
 
 def _with_feedback(s: RunState, etype: str, text: str, status: RunStatus | None) -> RunState:
