@@ -88,7 +88,7 @@ def apply(state: RunState | None, envelope: Envelope[Any]) -> RunState:
             raise BrokenLog(state.run_id, envelope.seq, f"event of run {envelope.run_id!r}")
         new = _step(state, event, envelope.at)
     old_status = state.status if state else None
-    if (old_status, event.type, new.status) not in RUN_TRANSITIONS:
+    if (old_status, type(event), new.status) not in RUN_TRANSITIONS:
         raise IllegalTransition(old_status, event.type, envelope.run_id)
     # every step makes a new state (never hands back `state` or another held one), so
     # the stamp goes on it in place; the check keeps that true if a step ever does not

@@ -52,7 +52,7 @@ def call_changed(s: RunState, e: CallEvent) -> RunState:
     call = turn.call(e.call_id) if turn else None
     if turn is None or call is None:
         raise IllegalTransition(s.status, e.type, s.run_id, f"unknown call {e.call_id!r}")
-    to = CALL_TRANSITIONS.get((call.status, e.type))
+    to = CALL_TRANSITIONS.get((call.status, type(e)))
     if to is None:
         raise IllegalTransition(call.status, e.type, s.run_id, f"call {e.call_id!r}")
     moved = replace(call, status=to, **_changes(e)(call))
