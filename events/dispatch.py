@@ -16,6 +16,7 @@ it on the same thread. What it does not carry is queued as usual."""
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import assert_never
 
 from events.acceptance_step import acceptance_due
 from events.claims import Window
@@ -46,6 +47,14 @@ def due_commands(
         case RunStatus.ACCEPTING:
             if acceptance_due(s, now=now, unreachable=unreachable):
                 return [RunAcceptance(s.run_id)]
+        case (
+            RunStatus.AWAITING_APPROVAL | RunStatus.AWAITING_HUMAN | RunStatus.CANCELLING
+            | RunStatus.COMPLETED | RunStatus.FAILED | RunStatus.BUDGET_EXHAUSTED
+            | RunStatus.TIMEOUT | RunStatus.CANCELLED
+        ):  # fmt: skip
+            pass  # a person, its running calls' outcomes or nothing moves it: no command
+        case unplaced:
+            assert_never(unplaced)
     return []
 
 

@@ -6,7 +6,7 @@ retried blindly)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 from events.claims import Window, expired
 from events.state import Call, RunState
@@ -55,3 +55,5 @@ def resolve_unknown(
             return [
                 RunEscalated(reason="outcome_unknown", detail=f"{why}: {detail}" if detail else why)
             ]
+        case _:
+            assert_never(finding)

@@ -6,7 +6,7 @@ a read may be tried again a bounded number of times."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from events.budgets import wall_clock_exceeded
 from events.read_retry import retried, tries_left
@@ -213,6 +213,8 @@ def record_outcome(
             return unknown_outcome(s, call, reason, at=finished_at)
         case Lost(reason):
             return unknown_outcome(s, call, reason, at=finished_at)
+        case _:
+            assert_never(outcome)
 
 
 def unknown_outcome(s: RunState, call: Call, reason: str, *, at: float) -> list[Event]:
