@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from runlog import T0, TOOLS, Log, do_claim, do_finish, do_model_turn, do_validate, use
 
-from events.status import CallStatus, RunStatus
 from events.read_retry import MAX_READ_ATTEMPTS
+from events.status import CallStatus, RunStatus
 from events.ticks import on_tick
 from events.tool_step import (
     Errored,

@@ -102,7 +102,9 @@ def test_every_call_transition_is_exercised_by_a_legal_journey() -> None:
 
 
 def test_a_run_waiting_for_approval_has_no_proposed_call_and_an_accepting_one_no_call() -> None:
-    """The invariants that make DEAD_RUN_ROWS dead, on every journey's every state."""
+    """What the fold derives a run's phase from, on every journey's every state: the
+    table needs no row out of awaiting_approval for a proposed call, nor out of
+    accepting for a call event."""
     for build, _ in JOURNEYS.values():
         log, state = build(), None
         for env in log.envelopes:
