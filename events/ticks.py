@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from events.budgets import wall_clock_exceeded
-from events.claims import Window, expired
+from events.claims import Window, expired, lapses_at
 from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import unknown_outcome
@@ -40,21 +40,21 @@ def on_tick(
     return _expired_approvals(s, now) + _expired_claims(s, now, dead, unreachable)
 
 
-def next_tick(s: RunState) -> float | None:
+def next_tick(s: RunState, *, unreachable: Sequence[Window] = ()) -> float | None:
     """The earliest time at which the passing of time alone may move the run: a
-    claim's deadline (model, acceptance, a tool call in flight) or an approval's
-    expiry. None when no such moment is pending (the wall-clock budget is left to
-    the sweeper's regular looks)."""
+    claim's deadline (model, acceptance, a tool call in flight), as `events.claims`
+    counts it past `unreachable`, or an approval's expiry. None when no such moment
+    is pending (the wall-clock budget is left to the sweeper's regular looks)."""
     if not s.status.watched:
         return None
-    times = [s.model_claim_deadline, s.acceptance_claim_deadline]
+    runs = (s.model_claim_deadline, s.acceptance_claim_deadline)
+    times = [lapses_at(d, unreachable=unreachable) for d in runs if d is not None]
     for c in s.current_turn.calls if s.current_turn else ():
-        if c.status is CallStatus.STARTED:
-            times.append(c.claim_deadline)
-        elif c.status is CallStatus.AWAITING_APPROVAL:
+        if c.status is CallStatus.STARTED and c.claim_deadline is not None:
+            times.append(lapses_at(c.claim_deadline, claimed_at=c.started_at, unreachable=unreachable))
+        elif c.status is CallStatus.AWAITING_APPROVAL and c.approval_expires_at is not None:
             times.append(c.approval_expires_at)
-    pending = [t for t in times if t is not None]
-    return min(pending) if pending else None
+    return min(times) if times else None
 
 
 def _expired_approvals(s: RunState, now: float) -> list[Event]:

@@ -75,7 +75,7 @@ def _redrive(
     due = due_commands(step.state, now=now, redrive=True, unreachable=unreachable)
     again = [c for c in due if c not in sent]
     app.send(app.outbox.messages(step.state, again))
-    return bool(again or sent), next_tick(step.state)
+    return bool(again or sent), next_tick(step.state, unreachable=unreachable)
 
 
 def expire_leases(app: App) -> int:

@@ -31,7 +31,7 @@ from events.model_step import model_request_due
 from events.resolution_step import needs_resolution
 from events.state import Call
 from events.status import RunStatus
-from events.ticks import on_tick
+from events.ticks import next_tick, on_tick
 from events.tool_step import TimedOut
 from events.types import Event, ToolCallOutcomeUnknown
 
@@ -66,6 +66,8 @@ def test_an_outage_within_the_claims_life_moves_its_deadline_by_its_length() -> 
     assert on_tick(log.s, now=deadline, unreachable=outage) == [], "3 s of it were unreachable"
     assert on_tick(log.s, now=deadline + 2.9, unreachable=outage) == []
     assert settles(on_tick(log.s, now=deadline + 3.0, unreachable=outage))
+    assert next_tick(log.s) == deadline
+    assert next_tick(log.s, unreachable=outage) == deadline + 3.0, "the sweeper looks again then"
 
 
 def test_only_windows_within_the_claims_life_count() -> None:
