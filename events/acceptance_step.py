@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, assert_never
 
 from events.budgets import turns_left, wall_clock_exceeded
 from events.causes import ACCEPTANCE_FAILED, acceptance_failure, check_cause
+from events.claims import Window, expired
 from events.state import RunState
 from events.status import RunStatus
 from events.types import (
@@ -27,7 +28,14 @@ from events.types import (
     RunFailed,
     Signal,
 )
-from schemas.spec import CommandCheck, FileCheck, PythonCheck, RunSpec, ToolCheck
+from schemas.spec import (
+    AcceptanceCheck,
+    CommandCheck,
+    FileCheck,
+    PythonCheck,
+    RunSpec,
+    ToolCheck,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +59,7 @@ def claim_s(spec: RunSpec, *, grace_s: float, most_s: float | None = None) -> fl
     take (a command's held to the operator's maximum `most_s`), plus the grace. A
     run with no checks is re-driven after the grace alone if its worker dies; one
     running `pytest` is not taken from a live worker."""
-    def limit(check: object) -> float:
+    def limit(check: AcceptanceCheck) -> float:
         match check:
             case CommandCheck():
                 return min(check.timeout_s, most_s) if most_s is not None else check.timeout_s
@@ -59,7 +67,10 @@ def claim_s(spec: RunSpec, *, grace_s: float, most_s: float | None = None) -> fl
                 return TOOL_CHECK_S
             case FileCheck():
                 return FILE_CHECK_S
-        return PYTHON_CHECK_S
+            case PythonCheck():
+                return PYTHON_CHECK_S
+            case _:
+                assert_never(check)
 
     return grace_s + sum(limit(c) for c in spec.acceptance)
 
@@ -83,10 +94,15 @@ def check_timeout_s(s: RunState, own_s: float, *, now: float, most_s: float) -> 
     return max(0.0, min(own_s, most_s, left if left is not None else own_s))
 
 
-def start_acceptance(s: RunState, *, now: float, lease_s: float) -> list[Event]:
+def acceptance_due(s: RunState, *, now: float, unreachable: Sequence[Window] = ()) -> bool:
+    """Whether the run's acceptance may be claimed now: no live claim holds it (`events.claims`)."""
     if s.status is not RunStatus.ACCEPTING:
-        return []
-    if s.acceptance_claim_deadline is not None and now < s.acceptance_claim_deadline:
+        return False
+    return expired(s.acceptance_claim_deadline, now=now, unreachable=unreachable)
+
+
+def start_acceptance(s: RunState, *, now: float, lease_s: float) -> list[Event]:
+    if not acceptance_due(s, now=now):
         return []
     return [AcceptanceStarted(attempt=s.acceptance_attempts + 1, deadline_at=now + lease_s)]
 

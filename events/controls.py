@@ -33,7 +33,7 @@ R = RunStatus
 def cancel(
     s: RunState, *, by: str, source: str, reason: str = "", publisher: str | None = None
 ) -> list[Event]:
-    _allowed(s, "RunCancelRequested", "cancel")
+    _allowed(s, RunCancelRequested, "cancel")
     return [RunCancelRequested(by=by, source=source, reason=reason, publisher=publisher)]
 
 
@@ -88,8 +88,8 @@ def _unknowns_told(s: RunState, by: str) -> list[Event]:
     ]
 
 
-def _allowed(s: RunState, event_type: str, what: str) -> None:
-    if not any(src is s.status and e == event_type for src, e, _ in RUN_TRANSITIONS):
+def _allowed(s: RunState, event: type[Event], what: str) -> None:
+    if not any(src is s.status and e is event for src, e, _ in RUN_TRANSITIONS):
         raise ControlRefused(s.run_id, f"cannot {what} a run that is {s.status}")
 
 

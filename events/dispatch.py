@@ -15,10 +15,14 @@ it on the same thread. What it does not carry is queued as usual."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from typing import assert_never
 
+from events.acceptance_step import acceptance_due
+from events.claims import Window
 from events.commands import Command, DriveCall, Pool, RequestModel, ResolveCall, RunAcceptance
 from events.lock_step import lock_asks
+from events.model_step import model_request_due
 from events.resolution_step import needs_resolution
 from events.state import RunState
 from events.status import CallStatus, RunStatus
@@ -26,19 +30,31 @@ from events.tool_step import runnable
 from events.validation_step import undecided
 
 
-def due_commands(s: RunState, *, now: float, redrive: bool = False) -> list[Command]:
+def due_commands(
+    s: RunState, *, now: float, redrive: bool = False, unreachable: Sequence[Window] = ()
+) -> list[Command]:
+    """`unreachable`: the windows in which the caller (the sweeper) could not reach
+    Redis, which do not count against a claim (`events.claims`)."""
     match s.status:
         case RunStatus.REQUESTING_MODEL:
-            if s.model_claim_deadline is None or now >= s.model_claim_deadline:
+            if model_request_due(s, now=now, unreachable=unreachable):
                 return [RequestModel(s.run_id)]
         case RunStatus.VALIDATING:
             first = undecided(s)[:1]  # one step validates every undecided call of the turn
             return [DriveCall(s.run_id, call_id) for call_id in first]
         case RunStatus.RUNNING_TOOLS:
-            return _running_tools(s, now=now, redrive=redrive)
+            return _running_tools(s, now=now, redrive=redrive, unreachable=unreachable)
         case RunStatus.ACCEPTING:
-            if s.acceptance_claim_deadline is None or now >= s.acceptance_claim_deadline:
+            if acceptance_due(s, now=now, unreachable=unreachable):
                 return [RunAcceptance(s.run_id)]
+        case (
+            RunStatus.AWAITING_APPROVAL | RunStatus.AWAITING_HUMAN | RunStatus.CANCELLING
+            | RunStatus.COMPLETED | RunStatus.FAILED | RunStatus.BUDGET_EXHAUSTED
+            | RunStatus.TIMEOUT | RunStatus.CANCELLED
+        ):  # fmt: skip
+            pass  # a person, its running calls' outcomes or nothing moves it: no command
+        case unplaced:
+            assert_never(unplaced)
     return []
 
 
@@ -60,12 +76,14 @@ def carried_command(
     return None
 
 
-def _running_tools(s: RunState, *, now: float, redrive: bool) -> list[Command]:
+def _running_tools(
+    s: RunState, *, now: float, redrive: bool, unreachable: Sequence[Window]
+) -> list[Command]:
     calls = s.current_turn.calls if s.current_turn else ()
     asks = lock_asks(s)[:1]  # one step asks for every lock the turn needs, in order
     out: list[Command] = [DriveCall(s.run_id, a.call_id) for a in asks]
     out += [DriveCall(s.run_id, c.call_id) for c in runnable(s)]
     if redrive:  # a grant may have been made while nobody was told
         out += [DriveCall(s.run_id, c.call_id) for c in calls if c.status is CallStatus.WAITING]
-    out += [ResolveCall(s.run_id, c.call_id) for c in calls if needs_resolution(c, now=now)]
+    out += [ResolveCall(s.run_id, c.call_id) for c in calls if needs_resolution(c, now=now, unreachable=unreachable)]
     return out

@@ -16,6 +16,7 @@ from events.frozen import fill, replace
 from events.pricing import cost_usd, price_of
 from events.state import Call, Check, RunState, Turn
 from events.status import RunStatus
+from events.stop_reasons import status_after_reply
 from events.transitions import RUN_TRANSITIONS
 from events.types import (
     AcceptanceChecked,
@@ -87,7 +88,7 @@ def apply(state: RunState | None, envelope: Envelope[Any]) -> RunState:
             raise BrokenLog(state.run_id, envelope.seq, f"event of run {envelope.run_id!r}")
         new = _step(state, event, envelope.at)
     old_status = state.status if state else None
-    if (old_status, event.type, new.status) not in RUN_TRANSITIONS:
+    if (old_status, type(event), new.status) not in RUN_TRANSITIONS:
         raise IllegalTransition(old_status, event.type, envelope.run_id)
     # every step makes a new state (never hands back `state` or another held one), so
     # the stamp goes on it in place; the check keeps that true if a step ever does not
@@ -226,11 +227,8 @@ def _model_responded(s: RunState, e: ModelResponded) -> RunState:
 def _after_reply(status: RunStatus, e: ModelResponded) -> RunStatus:
     if status is not R.REQUESTING_MODEL:
         return status  # a reply after a cancel is recorded and not acted on
-    if any(isinstance(b, ToolUseBlock) for b in e.content):
-        return R.VALIDATING
-    if e.stop_reason in ("end_turn", "stop_sequence"):
-        return R.ACCEPTING
-    return R.REQUESTING_MODEL
+    asks_for_tools = any(isinstance(b, ToolUseBlock) for b in e.content)
+    return status_after_reply(e.stop_reason, asks_for_tools=asks_for_tools)
 
 
 def _with_feedback(s: RunState, etype: str, text: str, status: RunStatus | None) -> RunState:

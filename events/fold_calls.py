@@ -5,7 +5,7 @@ its calls (unless the run is stopping or stopped, which calls do not change)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, assert_never
 
 from events.errors import IllegalTransition
 from events.frozen import replace
@@ -52,7 +52,7 @@ def call_changed(s: RunState, e: CallEvent) -> RunState:
     call = turn.call(e.call_id) if turn else None
     if turn is None or call is None:
         raise IllegalTransition(s.status, e.type, s.run_id, f"unknown call {e.call_id!r}")
-    to = CALL_TRANSITIONS.get((call.status, e.type))
+    to = CALL_TRANSITIONS.get((call.status, type(e)))
     if to is None:
         raise IllegalTransition(call.status, e.type, s.run_id, f"call {e.call_id!r}")
     moved = replace(call, status=to, **_changes(e)(call))
@@ -119,6 +119,8 @@ def _changes(e: CallEvent) -> Callable[[Call], dict[str, Any]]:
         case ToolCallForceTerminated():
             error = _stopped("force_terminated", e.terminated_at)
             return _ended(finished_at=e.terminated_at, error=error)
+        case _:
+            assert_never(e)
 
 
 def _ended(**changes: Any) -> Callable[[Call], dict[str, Any]]:

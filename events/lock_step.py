@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from events.locks import Grant, Mode, resources
+from events.read_retry import retried
 from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
-from events.tool_step import MAX_READ_ATTEMPTS
 from events.types import Event, ToolCallLeaseExpired, ToolCallScheduled, ToolCallWaiting
 
 C = CallStatus
@@ -132,10 +132,6 @@ def held_requests(s: RunState) -> frozenset[str]:
     )
 
 
-def released_requests(before: RunState | None, after: RunState) -> list[str]:
-    return [a.request_id for a in released_asks(before, after)]
-
-
 def released_asks(before: RunState | None, after: RunState) -> list[LockAsk]:
     """The requests to release once `after` is the log's state: those `before` held
     that `after` does not, and, for a run that stops, the next ask of every call
@@ -184,16 +180,4 @@ def _ask(s: RunState, c: Call, request: str) -> LockAsk:
 
 
 def _may_ask(c: Call) -> bool:
-    if c.status is C.VALIDATED:
-        return True
-    return c.status is C.OUTCOME_UNKNOWN and c.read_only and c.attempts < MAX_READ_ATTEMPTS
-
-
-def uses_grant(s: RunState, call_id: str, request: str) -> bool:
-    """The call holds this grant (scheduled or running): keep the lock."""
-    call = s.call(call_id)
-    return (
-        call is not None
-        and call.lock_request == request
-        and call.status in (C.SCHEDULED, C.STARTED)
-    )
+    return c.status is C.VALIDATED or retried(c)

@@ -2,18 +2,7 @@
 
 Each returns the events to append, `[]` when the step is not due (already done,
 claimed by a live worker, or the run moved on): idempotency by construction.
-Every stop reason is handled distinctly:
-
-    tool_use                      -> validate and run the calls
-    end_turn, stop_sequence       -> acceptance (never straight to completed)
-    max_tokens                    -> calls in the reply are recorded and never run;
-                                     go on (policies.on_max_tokens=continue) or fail
-    pause_turn                    -> ask again with the reply as it is (a server tool's
-                                     loop paused: the provider goes on from it)
-    refusal                       -> the fallback model the spec names (once), else a
-                                     human (policies.on_refusal=escalate), else fail; the
-                                     refused turn stays in the log and leaves the view
-    model_context_window_exceeded -> fail
+Every stop reason is handled distinctly, as `events.stop_reasons` says.
 
 A failed request (no reply) is recorded with its cause and asked again within
 the operator's bound, or ends the run: `events.model_retry`.
@@ -24,12 +13,14 @@ they stay in the reply's content and are never proposed to our executor."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from events.budgets import RequestEstimate, exceeded_before_model_request
+from events.claims import Window, expired
 from events.model_retry import ModelFailure, RetryBound, after_failure, out_of_attempts
 from events.state import RunState
 from events.status import RunStatus
+from events.stop_reasons import AfterStop, after_stop
 from events.types import (
     Event,
     ModelRequested,
@@ -49,12 +40,12 @@ NO_RETRY = RetryBound(max_attempts=1)  # a failed request ends the run
 _RECORD_ONLY = frozenset({RunStatus.CANCELLING, RunStatus.CANCELLED})
 
 
-def model_request_due(s: RunState, *, now: float) -> bool:
-    """Whether this worker may claim the turn's model call now."""
+def model_request_due(s: RunState, *, now: float, unreachable: Sequence[Window] = ()) -> bool:
+    """Whether the turn's model call may be claimed now: no live claim of another
+    worker holds it, nor the wait after a failed attempt (`events.claims`)."""
     if s.status is not RunStatus.REQUESTING_MODEL:
         return False
-    # another worker may hold a live claim on this turn's call
-    return s.model_claim_deadline is None or now >= s.model_claim_deadline
+    return expired(s.model_claim_deadline, now=now, unreachable=unreachable)
 
 
 def request_model(
@@ -135,18 +126,24 @@ def _next(
 ) -> list[Event]:
     policies, turn, stop_reason = s.spec.policies, reply.turn, reply.stop_reason
     proposed = [ToolCallProposed(call_id=u.id, turn=turn, name=u.name, input=u.input) for u in uses]
-    match stop_reason:
-        case "tool_use" | "end_turn" | "stop_sequence" | "pause_turn":
+    match after_stop(stop_reason):
+        case AfterStop.RUN_CALLS | AfterStop.ACCEPT | AfterStop.ASK_AGAIN:
             return list(proposed)
-        case "max_tokens" if policies.on_max_tokens == "continue":
-            return [*proposed, *(_cut_off(u.id, u.id in truncated) for u in uses)]
-        case "refusal" if _may_fall_back(s) or policies.on_refusal == "escalate":
-            # every tool_use is answered, so the run can go on without the refused turn
-            unanswered = [_not_run(u.id, "the reply was a refusal") for u in uses]
-            if _may_fall_back(s):
-                return [*proposed, *unanswered]  # the next request goes to the fallback model
-            detail = f"the model refused at turn {turn}{refusal_details(reply.stop_details)}"
-            return [*proposed, *unanswered, RunEscalated(reason="refusal", detail=detail)]
+        case AfterStop.CUT_OFF:
+            if policies.on_max_tokens == "continue":
+                return [*proposed, *(_cut_off(u.id, u.id in truncated) for u in uses)]
+        case AfterStop.REFUSED:
+            if _may_fall_back(s) or policies.on_refusal == "escalate":
+                # every tool_use is answered, so the run can go on without the refused turn
+                unanswered = [_not_run(u.id, "the reply was a refusal") for u in uses]
+                if _may_fall_back(s):
+                    return [*proposed, *unanswered]  # the next request goes to the fallback model
+                detail = f"the model refused at turn {turn}{refusal_details(reply.stop_details)}"
+                return [*proposed, *unanswered, RunEscalated(reason="refusal", detail=detail)]
+        case AfterStop.FAIL:
+            pass
+        case unhandled:
+            assert_never(unhandled)
     return [RunFailed(reason=f"model_{stop_reason}", detail=_stopped(reply))]
 
 

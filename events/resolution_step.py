@@ -5,8 +5,10 @@ retried blindly)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any, Literal, assert_never
 
+from events.claims import Window, expired
 from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
 from events.types import Event, RunEscalated, ToolCallConfirmedNotDone, ToolCallSucceeded
@@ -14,11 +16,14 @@ from events.types import Event, RunEscalated, ToolCallConfirmedNotDone, ToolCall
 Finding = Literal["done", "not_done", "unknown"]
 
 
-def needs_resolution(c: Call, *, now: float) -> bool:
-    """A resolvable write whose outcome is unknown, once its claim's deadline has
-    passed: asked earlier, a write still under way could be taken for not done."""
+def needs_resolution(c: Call, *, now: float, unreachable: Sequence[Window] = ()) -> bool:
+    """A resolvable write whose outcome is unknown, once its claim has expired
+    (`events.claims`): asked earlier, a write still under way could be taken for
+    not done."""
     unknown = c.status is CallStatus.OUTCOME_UNKNOWN and not c.read_only and c.resolvable
-    return unknown and (c.claim_deadline is None or now >= c.claim_deadline)
+    return unknown and expired(
+        c.claim_deadline, now=now, claimed_at=c.started_at, unreachable=unreachable
+    )
 
 
 def resolve_unknown(
@@ -50,3 +55,5 @@ def resolve_unknown(
             return [
                 RunEscalated(reason="outcome_unknown", detail=f"{why}: {detail}" if detail else why)
             ]
+        case _:
+            assert_never(finding)

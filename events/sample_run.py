@@ -8,7 +8,7 @@ real run is not the one that pays for the interpreter's first pass over it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from events.fold import fold
 from events.model_step import record_model_reply, request_model
@@ -21,6 +21,7 @@ from schemas.content import TextBlock, ToolUseBlock, Usage
 from schemas.envelope import Envelope
 from schemas.spec import RunSpec, ToolSpec
 
+E = TypeVar("E", bound=Event)
 RUN_ID = "sample-run"
 _T0 = 1_700_000_000.0
 _TOOL = ToolSpec(
@@ -45,7 +46,7 @@ def sample_log() -> list[Envelope[Any]]:
     and outcome), and a model turn that ends: the run stands at its acceptance."""
     log = _Log(sample_spec())
     for call_id in ("c1", "c2"):
-        claimed = log.step(request_model(log.s, now=log.now, lease_s=30.0))
+        claimed = _as(log.step(request_model(log.s, now=log.now, lease_s=30.0)), ModelRequested)
         log.step(
             record_model_reply(
                 log.s, turn=claimed.turn, attempt=claimed.attempt,
@@ -55,16 +56,15 @@ def sample_log() -> list[Envelope[Any]]:
         )  # fmt: skip
         found = Finding(tool=_TOOL)
         log.step(validate_call(log.s, call_id, found=found, known_tools=[_TOOL.name], now=log.now))
-        started = log.step(claim_call(log.s, call_id, worker="sample", now=log.now))
-        assert isinstance(started, ToolCallStarted)
+        claim = claim_call(log.s, call_id, worker="sample", now=log.now)
+        started = _as(log.step(claim), ToolCallStarted)
         log.step(
             record_outcome(
                 log.s, call_id, attempt=started.attempt, outcome=Succeeded(output="text"),
                 started_at=log.now, finished_at=log.now,
             )
         )  # fmt: skip
-    claimed = log.step(request_model(log.s, now=log.now, lease_s=30.0))
-    assert isinstance(claimed, ModelRequested)
+    claimed = _as(log.step(request_model(log.s, now=log.now, lease_s=30.0)), ModelRequested)
     log.step(
         record_model_reply(
             log.s, turn=claimed.turn, attempt=claimed.attempt, content=[TextBlock(text="done")],
@@ -72,6 +72,12 @@ def sample_log() -> list[Envelope[Any]]:
         )
     )  # fmt: skip
     return log.envelopes
+
+
+def _as(event: Event, kind: type[E]) -> E:
+    if not isinstance(event, kind):
+        raise AssertionError(f"the sample run's decider decided {event.type}, not {kind.__name__}")
+    return event
 
 
 class _Log:
@@ -83,10 +89,11 @@ class _Log:
 
     @property
     def s(self) -> RunState:
-        assert self._state is not None
+        if self._state is None:
+            raise AssertionError("the sample run has no RunCreated")
         return self._state
 
-    def step(self, decided: Sequence[Event]) -> Any:
+    def step(self, decided: Sequence[Event]) -> Event:
         """Append the decision and its follow-ups (`settle_batch`); the first event."""
         if not decided:
             raise AssertionError("the sample run's decider decided nothing")

@@ -22,7 +22,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Any, assert_never
 
 from events.fold import apply
 from events.state import Call, RunState
@@ -50,7 +50,7 @@ from events.types import (
     ToolCallWaiting,
 )
 from schemas.envelope import Envelope
-from schemas.spec import AnthropicModel, ReplayModel, RunSpec
+from schemas.spec import AnthropicModel, ReplayModel, RunSpec, ScriptedModel
 
 AttrValue = str | bool | int | float | tuple[str, ...]
 Attributes = Mapping[str, AttrValue]
@@ -117,7 +117,10 @@ def model_of(spec: RunSpec) -> tuple[str, str]:
             return "anthropic", spec.model.anthropic.model
         case ReplayModel():
             return "agentledger.replay", "replay"
-    return "agentledger.scripted", "scripted"
+        case ScriptedModel():
+            return "agentledger.scripted", "scripted"
+        case _:
+            assert_never(spec.model)
 
 
 def spans_of(envelopes: Iterable[Envelope[Any]]) -> list[Span]:

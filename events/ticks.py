@@ -8,22 +8,20 @@ run again anyway. A write keeps its deadline (an effect it set going, a child
 process or a request already sent, may still land).
 
 Time the sweeper could not reach Redis (`unreachable`: the windows it saw, from
-its last good call to its first one after) does not count against a claim: no
-worker could append an outcome, or renew anything, then. A claim's deadline is
-counted in reachable time, so a worker that rode out the outage with its
-outcome in hand lands it before the claim is judged."""
+its last good call to its first one after) does not count against a claim: a
+claim's expiry is `events.claims`' rule, so a worker that rode out the outage
+with its outcome in hand lands it before the claim is judged."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from events.budgets import wall_clock_exceeded
-from events.state import Call, RunState
+from events.claims import Window, expired, lapses_at
+from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import unknown_outcome
 from events.types import ApprovalDenied, Event, RunEscalated
-
-Window = tuple[float, float]  # (from, until): a time the sweeper could not reach Redis
 
 
 def on_tick(
@@ -42,39 +40,21 @@ def on_tick(
     return _expired_approvals(s, now) + _expired_claims(s, now, dead, unreachable)
 
 
-def claim_deadline(call: Call, unreachable: Sequence[Window]) -> float | None:
-    """A running call's deadline counted in reachable time: each window that ends
-    after the claim and begins before the deadline (as moved so far) moves it on
-    by its part after the claim. A deadline that passed within a window is met
-    only once Redis has been back for the rest of the claim's time."""
-    deadline = call.claim_deadline
-    if deadline is None:
-        return None
-    start = call.started_at if call.started_at is not None else deadline
-    for since, until in sorted(unreachable):
-        if until <= start:
-            continue
-        if since >= deadline:
-            break
-        deadline += until - max(since, start)
-    return deadline
-
-
-def next_tick(s: RunState) -> float | None:
+def next_tick(s: RunState, *, unreachable: Sequence[Window] = ()) -> float | None:
     """The earliest time at which the passing of time alone may move the run: a
-    claim's deadline (model, acceptance, a tool call in flight) or an approval's
-    expiry. None when no such moment is pending (the wall-clock budget is left to
-    the sweeper's regular looks)."""
+    claim's deadline (model, acceptance, a tool call in flight), as `events.claims`
+    counts it past `unreachable`, or an approval's expiry. None when no such moment
+    is pending (the wall-clock budget is left to the sweeper's regular looks)."""
     if not s.status.watched:
         return None
-    times = [s.model_claim_deadline, s.acceptance_claim_deadline]
+    runs = (s.model_claim_deadline, s.acceptance_claim_deadline)
+    times = [lapses_at(d, unreachable=unreachable) for d in runs if d is not None]
     for c in s.current_turn.calls if s.current_turn else ():
-        if c.status is CallStatus.STARTED:
-            times.append(c.claim_deadline)
-        elif c.status is CallStatus.AWAITING_APPROVAL:
+        if c.status is CallStatus.STARTED and c.claim_deadline is not None:
+            times.append(lapses_at(c.claim_deadline, claimed_at=c.started_at, unreachable=unreachable))
+        elif c.status is CallStatus.AWAITING_APPROVAL and c.approval_expires_at is not None:
             times.append(c.approval_expires_at)
-    pending = [t for t in times if t is not None]
-    return min(pending) if pending else None
+    return min(times) if times else None
 
 
 def _expired_approvals(s: RunState, now: float) -> list[Event]:
@@ -100,8 +80,7 @@ def _expired_claims(
 ) -> list[Event]:
     events: list[Event] = []
     for call in s.in_flight:
-        deadline = claim_deadline(call, unreachable)
-        if deadline is not None and now >= deadline:
+        if expired(call.claim_deadline, now=now, claimed_at=call.started_at, unreachable=unreachable):
             reason = f"no result by the claim's deadline (attempt {call.attempts}); the worker may have died"
         elif call.read_only and call.claimed_by in dead:
             reason = f"its worker {call.claimed_by} died holding it (attempt {call.attempts})"

@@ -6,9 +6,10 @@ a read may be tried again a bounded number of times."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from events.budgets import wall_clock_exceeded
+from events.read_retry import retried, tries_left
 from events.state import Call, RunState
 from events.status import CallStatus, RunStatus
 from events.types import (
@@ -22,8 +23,6 @@ from events.types import (
     ToolCallSucceeded,
     ToolError,
 )
-
-MAX_READ_ATTEMPTS = 3
 
 
 def claim_call(s: RunState, call_id: str, *, worker: str, now: float) -> list[Event]:
@@ -64,18 +63,12 @@ def runnable(s: RunState) -> list[Call]:
 
 def claimable(call: Call) -> bool:
     """Holds its locks (or needs none): validated, or a read-only call whose
-    outcome is unknown with tries left."""
+    outcome is unknown with tries left (`events.read_retry`)."""
     if call.status is CallStatus.SCHEDULED:
         return True
     if call.reads or call.writes:
         return False  # it must be scheduled by the lock service first
-    if call.status is CallStatus.VALIDATED:
-        return True
-    return (
-        call.status is CallStatus.OUTCOME_UNKNOWN
-        and call.read_only
-        and call.attempts < MAX_READ_ATTEMPTS
-    )
+    return call.status is CallStatus.VALIDATED or retried(call)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +213,8 @@ def record_outcome(
             return unknown_outcome(s, call, reason, at=finished_at)
         case Lost(reason):
             return unknown_outcome(s, call, reason, at=finished_at)
+        case _:
+            assert_never(outcome)
 
 
 def unknown_outcome(s: RunState, call: Call, reason: str, *, at: float) -> list[Event]:
@@ -231,7 +226,7 @@ def unknown_outcome(s: RunState, call: Call, reason: str, *, at: float) -> list[
     if not call.read_only:
         detail = f"outcome of write {call.name}({call.call_id}) unknown: {reason}"
         return [unknown, RunEscalated(reason="outcome_unknown", detail=detail)]
-    if call.attempts >= MAX_READ_ATTEMPTS:
+    if not tries_left(call):
         error = ToolError(
             code="timeout", message=f"{call.attempts} attempts gave no result", retryable=False
         )

@@ -16,8 +16,6 @@ from pydantic import BaseModel, ValidationError
 from schemas.envelope import Envelope, construct
 from schemas.errors import InvalidEvent
 
-_ENVELOPE = Envelope[Any]  # parametrised once: a subscription costs a cache lookup each time
-
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 _HEADER: dict[str, tuple[type, ...]] = {

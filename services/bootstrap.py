@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, assert_never, cast
 
 import dramatiq
 import redis
@@ -138,6 +138,8 @@ def _make_adapter(spec: ModelSpec, settings: Settings, store: EventStore | None)
                 base_url=settings.anthropic_base_url,
                 lease_s=settings.model_lease_s,
             )
+        case _:
+            assert_never(spec)
 
 
 def build_app(

@@ -32,6 +32,15 @@ class UnknownRun(ServiceError):
         super().__init__(f"no run {run_id!r}")
 
 
+class SampleMisread(ServiceError):
+    """The sample run (`events.sample_run`), read back as a first load reads a run,
+    is not the run it was: this build would load runs wrong, so no worker starts."""
+
+    def __init__(self, what: str):
+        self.what = what
+        super().__init__(f"the sample run read back through the codec and a snapshot: {what}")
+
+
 class TooContended(ServiceError):
     """A step kept losing the optimistic race; a later delivery may succeed."""
 

@@ -47,10 +47,6 @@ class Keys:
     inbox_partitions: int = 4
     lock_partitions: int = 1
 
-    @staticmethod
-    def with_shard(run_id: str, shard: int) -> str:
-        return f"{run_id}.s{shard}"
-
     def shard(self, run_id: str) -> int:
         return _shard(run_id, self.shards)
 

@@ -14,7 +14,7 @@ import posixpath
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from events.acceptance_step import check_timeout_s, contains
 from events.frozen import replace
@@ -60,6 +60,8 @@ def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
                 return Verdict(f"file {check.file!r} matches /{check.matches}/", False, {"reason": str(exc)})
         case PythonCheck():
             return _python(app, s, check)
+        case _:
+            assert_never(check)
 
 
 def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
@@ -170,6 +172,8 @@ def _tool_failed(outcome: Errored | TimedOut | Lost) -> str:
             return f"no result within {after_s:g}s"
         case Lost(reason):
             return f"no result: {reason}"
+        case _:
+            assert_never(outcome)
 
 
 def _tool_stopped(outcome: Stopped | StillRunning, grace_s: float, now: float) -> StopReport:

@@ -7,6 +7,7 @@ through it."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import assert_never
 
 from events.idempotency import request_hash
 from events.state import Call, RunState
@@ -41,6 +42,10 @@ def run_once(
             age = app.clock.now() - verdict.since
             message = f"the same operation ({verdict.owner}) is pending for {age:.1f}s; its outcome is not known yet"
             return Errored(ToolError(code="conflict", message=message, retryable=True))
+        case "run":
+            pass  # ours to run
+        case _:
+            assert_never(verdict.action)
     outcome = run()
     match outcome:
         case Succeeded(output):

@@ -48,6 +48,7 @@ from schemas.errors import InvalidEvent
 from schemas.spec import RunSpec
 from services.adapters.store.port import EventStore, Head, Snapshot, Tail
 from services.bounded_cache import BoundedCache
+from services.errors import SampleMisread
 from services.handlers import state_bytes
 
 SNAPSHOT_EVERY = 12  # events between two snapshots of a run (about two tool calls)
@@ -148,13 +149,18 @@ def warm_up() -> None:
     events through the codec, a snapshot of its state written and read back, the
     rest folded onto it, its past turns decoded. A worker does this before its
     threads start (`bootstrap.prepare_readers`), so its first real load runs code
-    that has run before; nothing is written to any store."""
+    that has run before; nothing is written to any store. Raises SampleMisread
+    when what it reads back is not the sample's fold."""
     log = [CODEC.decode(CODEC.encode(e)) for e in sample_log()]
     older = fold(log[:9])  # the second turn's reply: the first turn is past
-    assert older is not None and len(older.history) == 1
+    if older is None or len(older.history) != 1:
+        raise SampleMisread("its first nine events do not leave one past turn")
     restored = _decoded(encode(older, pages_saved=0, with_spec=True), lambda n: [])
     state = fold(log[9:], restored)
-    assert state is not None and state.history.item(0) == older.history.item(0)
+    if state is None or state.history.item(0) != older.history.item(0):
+        raise SampleMisread("the past turn the snapshot holds is not the one folded")
+    if state != fold(log):
+        raise SampleMisread("the snapshot and the events after it do not fold to the whole log")
 
 
 _SPECS: BoundedCache[RunSpec] = BoundedCache(max_items=SPECS_KEPT, max_bytes=SPECS_MAX_BYTES)

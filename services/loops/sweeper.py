@@ -18,11 +18,12 @@ from collections import deque
 from collections.abc import Sequence
 from functools import partial
 
+from events.claims import Window
 from events.dispatch import due_commands, new_commands
 from events.errors import CoreError
 from events.lock_step import record_lease_expired
 from events.state import RunState
-from events.ticks import Window, next_tick, on_tick
+from events.ticks import next_tick, on_tick
 from events.types import Event
 from schemas.errors import SchemaError
 from services.adapters.broker.membership import Membership
@@ -71,9 +72,10 @@ def _redrive(
         held=before,
     )
     sent = set(new_commands(before, step.state, now=now)) if step.appended else set()
-    again = [c for c in due_commands(step.state, now=now, redrive=True) if c not in sent]
+    due = due_commands(step.state, now=now, redrive=True, unreachable=unreachable)
+    again = [c for c in due if c not in sent]
     app.send(app.outbox.messages(step.state, again))
-    return bool(again or sent), next_tick(step.state)
+    return bool(again or sent), next_tick(step.state, unreachable=unreachable)
 
 
 def expire_leases(app: App) -> int:

@@ -57,10 +57,6 @@ R = RunStatus
 STOPPABLE = (R.REQUESTING_MODEL, R.VALIDATING, R.RUNNING_TOOLS, R.ACCEPTING, R.AWAITING_APPROVAL)
 WALL_CLOCK_S = 600.0
 
-# Rows of the run table that no log can take, whatever is appended: the fold
-# derives a run's phase from its calls, and these contradict that derivation.
-DEAD_RUN_ROWS: set[tuple[RunStatus, str, RunStatus]] = set()  # the table lists none
-
 NOT_FOUND = ToolError(code="not_found", message="no such file", retryable=False)
 
 

@@ -64,8 +64,8 @@ ADMIN = ToolSpec(
 )
 TOOLS = {t.name: t for t in (READ, WRITE, ADMIN)}
 
-RunMove = tuple[RunStatus | None, str, RunStatus]
-CallMove = tuple[CallStatus | None, str, CallStatus]
+RunMove = tuple[RunStatus | None, type[Event], RunStatus]
+CallMove = tuple[CallStatus | None, type[Event], CallStatus]
 
 
 def make_spec(
@@ -134,13 +134,13 @@ class Log:
             env = envelope(event, seq=len(self.envelopes) + 1, run_id=self.run_id, at=self.now)
             old = self.state
             new = apply(old, env)
-            self.run_moves.add((old.status if old else None, event.type, new.status))
+            self.run_moves.add((old.status if old else None, type(event), new.status))
             call_id = getattr(event, "call_id", None)
             if call_id is not None:
                 before = old.call(call_id) if old else None
                 after = new.call(call_id)
                 assert after is not None
-                self.call_moves.add((before.status if before else None, event.type, after.status))
+                self.call_moves.add((before.status if before else None, type(event), after.status))
             self.state, self.envelopes = new, [*self.envelopes, env]
         return list(events)
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from runlog import T0, TOOLS, Log, do_cancel, do_claim, do_finish, do_model_turn, do_validate, use
 
 from events.call_step import LockAnswers, asks_for, drive_call, validated
-from events.lock_step import held_requests, record_lock, released_requests, request_id
+from events.lock_step import held_requests, record_lock, released_asks, request_id
 from events.locks import Grant, Mode
+from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.tool_step import Succeeded, TimedOut
 from events.types import (
@@ -26,6 +27,11 @@ READ = Finding(tool=TOOLS["read_file"])
 
 def write(path: str) -> Finding:
     return Finding(tool=TOOLS["write_file"], writes=(f"file:{path}",), op_key=f"w:{path}")
+
+
+def released_ids(before: RunState | None, after: RunState) -> list[str]:
+    """The ids of the lock requests released once `after` is the log's state."""
+    return [a.request_id for a in released_asks(before, after)]
 
 
 def test_a_call_that_needs_no_lock_is_validated_and_claimed_in_one_batch() -> None:
@@ -126,7 +132,7 @@ def test_a_call_that_finishes_releases_its_locks_and_one_still_running_keeps_the
     do_claim(log, "v")
     before = log.s
     do_finish(log, "w", Succeeded(output="ok"))
-    assert released_requests(before, log.s) == [before.call("w").lock_request]  # type: ignore[union-attr]
+    assert released_ids(before, log.s) == [before.call("w").lock_request]  # type: ignore[union-attr]
     assert held_requests(log.s) == {log.call("v").lock_request}
 
 
@@ -135,7 +141,7 @@ def test_a_run_that_stops_releases_what_waits_or_is_granted_at_once() -> None:
     do_claim(log, "v")  # running: it keeps its lock until it stops
     before = log.s
     do_cancel(log)
-    released = released_requests(before, log.s)
+    released = released_ids(before, log.s)
     assert before.call("w").lock_request in released  # type: ignore[union-attr]
     assert log.call("v").lock_request not in released
 
@@ -147,7 +153,7 @@ def test_a_run_that_stops_also_releases_an_ask_it_never_recorded() -> None:
     unrecorded = request_id(log.s, log.call("w"))
     before = log.s
     do_cancel(log)
-    assert released_requests(before, log.s) == [unrecorded]
+    assert released_ids(before, log.s) == [unrecorded]
 
 
 def test_a_write_whose_outcome_is_unknown_keeps_its_locks_until_its_lease_ends() -> None:
@@ -156,4 +162,4 @@ def test_a_write_whose_outcome_is_unknown_keeps_its_locks_until_its_lease_ends()
     before = log.s
     do_finish(log, "w", TimedOut(after_s=10.0))
     assert log.call("w").status is C.OUTCOME_UNKNOWN
-    assert released_requests(before, log.s) == []
+    assert released_ids(before, log.s) == []

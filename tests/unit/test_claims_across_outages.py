@@ -1,22 +1,50 @@
 """Time in which the sweeper could not reach Redis does not count against a
-claim: a running call's deadline is counted in reachable time (each window that
-began after the claim and before the deadline moves it on by its length after
-the claim), so the worker that rode out the outage with its outcome in hand
-lands it before the claim is judged; windows outside the claim's life change
-nothing."""
+claim (`events.claims`, the one rule of a claim's expiry): a deadline is counted
+in reachable time (each window that began after the claim and before the
+deadline moves it on by its length after the claim), so the worker that rode
+out the outage with its outcome in hand lands it before the claim is judged;
+windows outside the claim's life change nothing. Every step that asks whether a
+claim expired — a tool call's (the sweeper), the turn's model request, the
+acceptance, the lookup of an unknown write, and what the sweeper sends again —
+answers by that rule."""
 
 from __future__ import annotations
 
-from runlog import T0, Log, do_claim, do_model_turn, do_validate, use
+from runlog import (
+    LEASE_S,
+    T0,
+    Log,
+    do_claim,
+    do_finish,
+    do_model_turn,
+    do_request,
+    do_validate,
+    text,
+    use,
+)
 
+from events.acceptance_step import acceptance_due, start_acceptance
+from events.claims import Window, expired, lapses_at
+from events.commands import RequestModel, ResolveCall, RunAcceptance
+from events.dispatch import due_commands
+from events.model_step import model_request_due
+from events.resolution_step import needs_resolution
+from events.state import Call
 from events.status import RunStatus
-from events.ticks import claim_deadline, on_tick
+from events.ticks import next_tick, on_tick
+from events.tool_step import TimedOut
 from events.types import Event, ToolCallOutcomeUnknown
 
 
 def settles(events: list[Event]) -> bool:
     """The write is settled as outcome unknown (the run goes to a person with it)."""
     return isinstance(events[0], ToolCallOutcomeUnknown) if events else False
+
+
+def claim_deadline(call: Call, unreachable: list[Window]) -> float | None:
+    if call.claim_deadline is None:
+        return None
+    return lapses_at(call.claim_deadline, claimed_at=call.started_at, unreachable=unreachable)
 
 
 def running_write() -> Log:
@@ -38,6 +66,8 @@ def test_an_outage_within_the_claims_life_moves_its_deadline_by_its_length() -> 
     assert on_tick(log.s, now=deadline, unreachable=outage) == [], "3 s of it were unreachable"
     assert on_tick(log.s, now=deadline + 2.9, unreachable=outage) == []
     assert settles(on_tick(log.s, now=deadline + 3.0, unreachable=outage))
+    assert next_tick(log.s) == deadline
+    assert next_tick(log.s, unreachable=outage) == deadline + 3.0, "the sweeper looks again then"
 
 
 def test_only_windows_within_the_claims_life_count() -> None:
@@ -61,3 +91,64 @@ def test_a_call_not_running_has_no_deadline_to_move() -> None:
     log = Log.created()
     do_model_turn(log, use("w", "write_file"))
     assert claim_deadline(log.call("w"), [(T0, T0 + 100.0)]) is None
+
+
+def test_no_claim_is_expired_whatever_the_windows() -> None:
+    assert expired(None, now=T0, unreachable=[(T0 - 1.0, T0 + 100.0)])
+
+
+def test_a_claim_whose_start_is_not_known_is_moved_only_by_the_outage_after_its_deadline() -> None:
+    assert lapses_at(T0, unreachable=[(T0 - 20.0, T0 - 10.0)]) == T0
+    assert lapses_at(T0, unreachable=[(T0 - 20.0, T0 + 5.0)]) == T0 + 5.0
+    assert expired(T0, now=T0) and not expired(T0, now=T0 - 0.001)
+
+
+OUTAGE_S = 3.0
+
+
+def _outage_over(deadline: float) -> list[Window]:
+    """Redis down from just before `deadline` until OUTAGE_S after it."""
+    return [(deadline - 1.0, deadline + OUTAGE_S)]
+
+
+def test_a_model_claim_holds_through_an_outage_over_its_deadline_then_the_sweeper_sends_it_again() -> None:
+    log = Log.created()
+    claimed = do_request(log, now=T0)
+    outage = _outage_over(claimed.deadline_at)
+    after = claimed.deadline_at + 1.0  # past the deadline, but within the outage's length after it
+    assert model_request_due(log.s, now=after)
+    assert not model_request_due(log.s, now=after, unreachable=outage)
+    assert due_commands(log.s, now=after, redrive=True, unreachable=outage) == []
+    later = claimed.deadline_at + OUTAGE_S
+    assert model_request_due(log.s, now=later, unreachable=outage)
+    assert due_commands(log.s, now=later, redrive=True, unreachable=outage) == [RequestModel(log.s.run_id)]
+
+
+def test_an_acceptance_claim_holds_through_an_outage_over_its_deadline() -> None:
+    log = Log.created()
+    do_model_turn(log, text("done"))
+    [started] = log.decide(start_acceptance, now=T0, lease_s=LEASE_S)
+    outage = _outage_over(started.deadline_at)  # type: ignore[union-attr]
+    after = started.deadline_at + 1.0  # type: ignore[union-attr]
+    assert acceptance_due(log.s, now=after)
+    assert not acceptance_due(log.s, now=after, unreachable=outage)
+    assert due_commands(log.s, now=after, redrive=True, unreachable=outage) == []
+    later = started.deadline_at + OUTAGE_S  # type: ignore[union-attr]
+    assert due_commands(log.s, now=later, unreachable=outage) == [RunAcceptance(log.s.run_id)]
+
+
+def test_an_unknown_write_is_looked_up_only_once_its_claim_expired_in_reachable_time() -> None:
+    log = Log.created()
+    do_model_turn(log, use("w", "write_file"))
+    do_validate(log, "w", op_key="write:y", resolvable=True)
+    do_claim(log, "w", now=T0)
+    do_finish(log, "w", TimedOut(after_s=1.0), now=T0 + 1.0)  # the write may have happened
+    call = log.call("w")
+    assert call.claim_deadline is not None
+    outage = _outage_over(call.claim_deadline)
+    after = call.claim_deadline + 1.0
+    assert needs_resolution(call, now=after)
+    assert not needs_resolution(call, now=after, unreachable=outage)
+    assert ResolveCall(log.s.run_id, "w") not in due_commands(log.s, now=after, unreachable=outage)
+    later = call.claim_deadline + 1.0 + OUTAGE_S
+    assert needs_resolution(call, now=later, unreachable=outage)

@@ -170,13 +170,15 @@ def test_after_a_reply_to_an_unknown_write_with_nothing_left_the_model_is_asked(
     assert log.s.status is R.REQUESTING_MODEL
 
 
-def test_a_reply_to_a_run_escalated_before_any_turn_is_refused_or_recorded() -> None:
+def test_a_reply_to_a_run_escalated_before_any_turn_is_refused() -> None:
+    """Nothing to reply to: the model has not spoken (resume or abort answer it)."""
     log = Log.created()
     log.append(RunEscalated(reason="refusal", detail="look first"))
-    try:
-        log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="go")
-    except ControlRefused:
-        return
+    with pytest.raises(ControlRefused, match="the model has not spoken yet: resume or abort"):
+        controls.reply(log.s, by="dana", escalation=log.s.escalation, text="go")
+    assert [type(e) for e in controls.resume(log.s, by="dana", escalation=log.s.escalation)] == [
+        RunResumed
+    ]
 
 
 def test_a_reply_to_a_refusal_restarts_the_conversation_after_it() -> None:

@@ -221,7 +221,10 @@ def test_a_request_is_split_by_partition_in_ascending_order() -> None:
     assert [p for p, _ in parts] == sorted({partition_of(k, 3) for k in KEYS})
     assert {k for _, ks in parts for k in ks} == set(KEYS)
     assert final_partition(KEYS, 3) == parts[-1][0]
-    assert partition_of("file:/w/a", 8) == partition_of("file:/w/a", 8)  # stable: crc32
+    # stable across processes and versions (crc32, not the salted hash()): the values
+    # every deployment computed so far, pinned
+    assert [partition_of(k, 8) for k in ("file:/w/a", "file:/w/b", "stock:A1")] == [1, 3, 2]
+    assert [partition_of("file:/w/a", n) for n in (1, 3, 16)] == [0, 2, 1]
 
 
 def test_a_two_partition_request_holds_its_first_part_while_it_waits_on_the_second() -> None:

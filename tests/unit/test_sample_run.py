@@ -4,9 +4,18 @@ the codec and a snapshot and back unchanged."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
 from events.fold import fold
 from events.sample_run import sample_log
+from events.state import RunState
 from events.status import RunStatus
+from services.adapters.store.port import Snapshot
+from services.errors import SampleMisread
+from services.handlers import state_cache
 from services.handlers.state_cache import warm_up
 
 
@@ -25,3 +34,16 @@ def test_the_sample_run_is_a_legal_log_of_the_hot_path_events() -> None:
 def test_warming_up_reads_the_sample_through_the_codec_and_a_snapshot() -> None:
     warm_up()  # raises if the snapshot + tail it reads back is not the sample's fold
     warm_up()  # and again: it keeps nothing that a second pass would trip on
+
+
+def test_warming_up_refuses_a_snapshot_that_does_not_read_back_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = state_cache._decoded
+
+    def misread(snap: Snapshot, pages: Callable[[int], list[bytes]]) -> RunState:
+        return replace(real(snap, pages), cost_usd=1.0)  # a field the snapshot lost
+
+    monkeypatch.setattr(state_cache, "_decoded", misread)
+    with pytest.raises(SampleMisread, match="do not fold to the whole log"):
+        warm_up()

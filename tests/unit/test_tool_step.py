@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from runlog import T0, TOOLS, Log, do_claim, do_finish, do_model_turn, do_validate, use
 
+from events.read_retry import MAX_READ_ATTEMPTS
 from events.status import CallStatus, RunStatus
 from events.ticks import on_tick
 from events.tool_step import (
-    MAX_READ_ATTEMPTS,
     Errored,
     Lost,
     Stopped,
@@ -253,7 +253,12 @@ def test_the_result_of_a_write_whose_claim_expired_is_still_recorded() -> None:
     assert [type(e) for e in events] == [ToolCallSucceeded]
 
 
-def test_a_call_that_stops_by_itself_while_the_run_goes_on_is_recorded() -> None:
+def test_a_call_that_stops_by_itself_while_the_run_goes_on_is_recorded_as_failed() -> None:
     log = running(use("a"))
     do_claim(log, "a")
-    do_finish(log, "a", Stopped(requested_at=T0, killed=False))
+    events = do_finish(log, "a", Stopped(requested_at=T0, killed=False))
+    [failed] = [e for e in events if isinstance(e, ToolCallFailed)]
+    assert failed.call_id == "a" and failed.error.code == "internal"
+    assert failed.error.message == "the tool stopped as if cancelled, but nobody asked it to"
+    assert not failed.error.retryable
+    assert log.call("a").status is C.FAILED  # not cancelled: nobody asked it to stop

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, assert_never
 
 import redis
 from dramatiq import get_encoder
@@ -38,6 +38,8 @@ def args_of(command: Command) -> tuple[Any, ...]:
             return (run_id,)
         case DriveCall(run_id, call_id) | ResolveCall(run_id, call_id):
             return (run_id, call_id)
+        case _:
+            assert_never(command)
 
 
 def encoded(name: str, command: Command) -> bytes:

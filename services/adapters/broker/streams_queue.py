@@ -140,10 +140,6 @@ class StreamQueue:
             return pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         return tick_reply(script(keys=keys, args=args))
 
-    @property
-    def tick_script(self) -> Any:
-        return self._scripts["tick"]
-
     def dead_letter(self, entry_id: str, data: bytes, *, reason: str, deliveries: int) -> None:
         fields: dict[str, bytes | str | int] = {
             "m": data, "reason": reason, "entry": entry_id, "deliveries": deliveries

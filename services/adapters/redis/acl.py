@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-ROLES = ("publisher", "intake", "workers", "ops")
 DEFAULT_OFF = "user default off"  # the ACL file's line for Redis's own default user
 
 _SERVICE_REFUSED = (

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import assert_never
 from urllib.parse import urlsplit
 
 import redis
@@ -50,6 +51,8 @@ class Located:
                     f"using the local Redis service at {self.url} ({how}; data in "
                     f"{self.state_dir}; `agentledger local stop` stops it)"
                 )
+            case _:
+                assert_never(self.origin)
 
 
 def locate(settings: Settings, *, may_start: bool, waiting: Waiting | None = None) -> Located:

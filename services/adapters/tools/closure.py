@@ -115,15 +115,11 @@ def _closure(seeds: dict[str, Path], roots: tuple[Root, ...]) -> tuple[dict[str,
     return found, computed
 
 
-def imported_names(path: Path, module: str) -> set[str]:
-    """The absolute names of the modules a file may import (and `x.y` for each
-    `from x import y`, which is a module or not); none for a file that is not
-    Python source or does not parse (it counts by its bytes all the same)."""
-    return _scan(path, module)[0]
-
-
 def _scan(path: Path, module: str) -> tuple[set[str], bool]:
-    """`imported_names`, and whether the file imports by a name it computes."""
+    """The absolute names of the modules a file may import (and `x.y` for each
+    `from x import y`, which is a module or not), and whether it imports by a name
+    it computes; none for a file that is not Python source or does not parse (it
+    counts by its bytes all the same)."""
     if path.suffix != SOURCE:
         return set(), False
     try:

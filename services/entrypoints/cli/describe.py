@@ -1,10 +1,12 @@
-"""One line per event for timelines, `tail` and `replay`."""
+"""One line per event for timelines, `tail` and `replay`: `summary` matches every
+event of the union (`assert_never` for the rest), so an event added without its
+line fails mypy and `tests/unit/test_exhaustive.py`."""
 
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, assert_never
 
 from events.causes import check_cause
 from events.model_step import refusal_details
@@ -16,6 +18,7 @@ from events.types import (
     ApprovalDenied,
     ApprovalGranted,
     ApprovalRequested,
+    Event,
     HumanReplied,
     ModelRequested,
     ModelRequestFailed,
@@ -31,6 +34,7 @@ from events.types import (
     RunResumed,
     RunTimedOut,
     ToolCallCancelled,
+    ToolCallConfirmedNotDone,
     ToolCallFailed,
     ToolCallForceTerminated,
     ToolCallLeaseExpired,
@@ -58,7 +62,7 @@ def line(env: Envelope[Any], *, with_run: bool = False) -> str:
     return f"{run}{env.seq:>4}  {at}  {env.source:<8} {env.type:<24} {summary(env.data)}"
 
 
-def summary(e: Any) -> str:
+def summary(e: Event) -> str:
     match e:
         case RunCreated():
             return _cut(f"task={e.spec.task!r} principal={e.spec.principal.id}")
@@ -98,6 +102,8 @@ def summary(e: Any) -> str:
             return _cut(f"{e.call_id} {e.error.code}: {e.error.message}")
         case ToolCallOutcomeUnknown():
             return _cut(f"{e.call_id} {e.reason}")
+        case ToolCallConfirmedNotDone():
+            return _cut(f"{e.call_id} not done, its lookup of {e.op_key} says: it may run again")
         case AcceptanceStarted():
             return f"attempt {e.attempt}"
         case AcceptanceChecked():
@@ -133,7 +139,8 @@ def summary(e: Any) -> str:
             return _cut(f"{_who(e.by, e.publisher)}: {e.text!r}")
         case RunResumed() | RunAborted():
             return _cut(f"by {_who(e.by, e.publisher)} {e.note}".rstrip())
-    return ""
+        case _:
+            assert_never(e)
 
 
 def _clock(at: float) -> str:

@@ -3,7 +3,11 @@ per way a command can fail."""
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from events.status import RunStatus
+
+R = RunStatus
 
 CHECK_FAILED = 1  # replay: a broken log or a divergence; context: the view does not verify
 USAGE = 2  # a bad spec, bad arguments (a malformed run id, a number out of bounds) or settings, an unknown run, a control of a run that already ended or whose state it does not fit, or one the intake refused: nothing was appended
@@ -27,4 +31,20 @@ BY_STATUS: dict[RunStatus, int] = {
 
 
 def for_status(status: RunStatus) -> int:
-    return BY_STATUS.get(status, STILL_LIVE)
+    """The code of a run in `status`: its own when it ended or waits for a person,
+    STILL_LIVE while it moves on or waits for an approval. A status added to
+    RunStatus fails mypy here until it is placed (and `test_exhaustive` until
+    BY_STATUS has its code when it is an end)."""
+    match status:
+        case (
+            R.COMPLETED | R.FAILED | R.BUDGET_EXHAUSTED | R.TIMEOUT | R.CANCELLED
+            | R.AWAITING_HUMAN
+        ):  # fmt: skip
+            return BY_STATUS[status]
+        case (
+            R.REQUESTING_MODEL | R.VALIDATING | R.RUNNING_TOOLS | R.ACCEPTING | R.CANCELLING
+            | R.AWAITING_APPROVAL
+        ):  # fmt: skip
+            return STILL_LIVE
+        case _:
+            assert_never(status)
