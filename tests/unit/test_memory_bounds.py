@@ -11,7 +11,7 @@ import os
 import pytest
 from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, envelope, use
 
-from events import context_view
+from events import context_past, context_units, context_view
 from events.tool_step import Succeeded
 from events.types import ModelRequested, ToolCallSucceeded
 from schemas.content import TextBlock
@@ -68,26 +68,26 @@ def test_a_run_let_go_leaves_the_context_views_caches() -> None:
     do_claim(log, "a")
     do_finish(log, "a", Succeeded("fine"))
     context_view.assemble(log.s)
-    assert log.run_id in context_view._PAST and log.run_id in context_view._BUILT
+    assert log.run_id in context_past._PAST and log.run_id in context_view._BUILT
 
     context_view.forget(log.run_id)
 
-    assert log.run_id not in context_view._PAST and log.run_id not in context_view._BUILT
+    assert log.run_id not in context_past._PAST and log.run_id not in context_view._BUILT
 
 
 def test_the_views_rendered_turns_are_bounded_by_their_characters(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     units: dict[object, object] = {}
-    monkeypatch.setattr(context_view, "_CHARS_MAX", 10_000)
+    monkeypatch.setattr(context_units, "_CHARS_MAX", 10_000)
     log = Log.created()
     do_model_turn(log, use("a"))
     [turn] = log.s.turns
     for key in range(30):
-        unit = context_view._make(turn, (), (TextBlock(text="x" * 3000),))
-        context_view._remember_unit(units, key, unit, unit.size)
+        unit = context_units.make_unit(turn, (), (TextBlock(text="x" * 3000),))
+        context_units.remember_unit(units, key, unit, unit.size)
     assert len(units) == 3  # 3,000 characters and more each
-    assert context_view._CHARS[id(units)] <= 10_000 and list(units) == [27, 28, 29]
+    assert context_units._CHARS[id(units)] <= 10_000 and list(units) == [27, 28, 29]
 
 
 @pytest.mark.parametrize(
