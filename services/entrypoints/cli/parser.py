@@ -1,6 +1,6 @@
 """The arguments of `agentledger` and each of its commands. Every command takes
 `--json` (one JSON object on stdout, or JSON lines for a stream). Each value is
-checked here, so no bad id, number or name reaches a model, a key or Redis.
+checked (`arg_types`), so no bad id, number or name reaches a model, a key or Redis.
 `parser(raising=True)` raises `UsageError` for arguments it refuses (the CLI
 reports it: usage on stderr, or with `--json` one object on stdout); without,
 argparse prints and exits 2 as usual."""
