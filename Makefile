@@ -88,8 +88,12 @@ test-integration: install sandbox mcp-servers
 test-e2e: install sandbox browser mcp-servers
 	$(PYTHON) -m pytest tests/e2e
 
+# ruff: the rules (complexity at most 10 and no broad except among them, pyproject.toml),
+# then the formatting; the size limits (400 lines a module, 50 a function) are a unit
+# test, tests/unit/test_code_sizes.py
 lint: install
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
 	$(PYTHON) -m mypy events schemas services
 

@@ -22,32 +22,38 @@ preview and a marker, then leaves out the oldest turns whole — both in steps o
 rebuilt from the log), which rewrite the prefix rarely.
 
 Tokens are estimated at 4 characters a token of the view's canonical JSON; the
-chained sha256 and the decisions go into `ModelRequested`."""
+chained sha256 and the decisions go into `ModelRequested`.
+
+A turn's rendering and its caches live in `context_units`; the run's past and
+the choice of what to shorten or leave out in `context_past`."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
-from events.conversation import add_message, user_reply
-from events.history import History
-from events.memo import IdentityMemo, Memo
-from events.output_cap import READ_TOOL
+from events import context_past
+from events.context_past import (
+    RUNS_MAX,
+    fit,
+    omitted_marker,
+    past_of,
+    sent_size,
+    shortened_decision,
+)
+from events.context_units import Unit, canonical_json, unit_of
+from events.conversation import add_message
+from events.memo import Memo
 from events.redact import Redactor
-from events.state import RunState, Turn
+from events.state import RunState
 from events.types import ModelRequested
-from schemas.content import ContentBlock, Message, TextBlock, ThinkingBlock, ToolResultBlock, to_api
+from schemas.content import ContentBlock, Message, TextBlock, to_api
 from schemas.context import ContextDecision
 from schemas.spec import AnthropicModel, ToolSpec
 
 CHARS_PER_TOKEN = 4
-MIN_CUT_CHARS = 100  # a result that would lose fewer characters is left whole
-OMITTED_RESERVE = 300  # room for the marker naming the turns left out
-STEP_TURNS = 8  # turns shortened or left out at once when the budget forces it
-WRAPPER_CHARS = 64  # a unit's two messages' JSON around their blocks: sizes are upper bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,23 +72,6 @@ class ContextView:
         return -(-self.chars // CHARS_PER_TOKEN)
 
 
-@dataclass(frozen=True, slots=True)
-class _Unit:
-    """One turn as the model sees it: the assistant content and the reply to it,
-    with its canonical JSON's length and sha256."""
-
-    turn: Turn
-    assistant: tuple[ContentBlock, ...]
-    user: tuple[ContentBlock, ...]
-    size: int
-    digest: str
-    cut: tuple[int, int, int] = (0, 0, 0)  # results shortened, their chars before, after
-
-    @property
-    def withdrawn(self) -> bool:
-        return self.turn.stop_reason == "refusal"
-
-
 def assemble(
     s: RunState, tools: Sequence[ToolSpec] = (), redactor: Redactor | None = None
 ) -> ContextView:
@@ -92,24 +81,24 @@ def assemble(
     system = r.text(s.spec.system) if s.spec.system else None
     task = TextBlock(text=r.text(s.spec.task))
     server = server_tools(s)
-    past = _past(s.run_id, s.history, r)
-    cur = (_unit(s.current_turn, r),) if s.current_turn is not None else ()
+    past = past_of(s.run_id, s.history, r)
+    cur = (unit_of(s.current_turn, r),) if s.current_turn is not None else ()
     older = max(0, len(past.raw) + len(cur) - ctx.keep_recent_turns)  # all in the history
     head_text = _head(system, tools, server, (task,))
     total = len(head_text) + past.raw_sum[-1] + sum(u.size for u in cur)
-    past, k, m = _fit(s.run_id, past, older, total, limit, ctx.preview_chars)
-    omitted = _omitted(past, k, m, ctx.budget_tokens)
+    past, k, m = fit(s.run_id, past, older, total, limit, ctx.preview_chars)
+    omitted = omitted_marker(past, k, m, ctx.budget_tokens)
     units = (*past.short[m:k], *past.raw[max(m, k) :], *cur)
     first = (task, *([omitted[1]] if omitted else []))
     if omitted:  # the head names what was left out; otherwise it is the one just made
         head_text = _head(system, tools, server, first)
     messages, digest = _build(s.run_id, head_text, first, units, (past.root, k, m, len(past.raw)))
-    chars = len(head_text) + sum(u.size for u in cur) + _sent(past, k, m)
+    chars = len(head_text) + sum(u.size for u in cur) + sent_size(past, k, m)
     refused = (*past.refused, *(u.turn.index for u in cur if u.withdrawn))
     decisions = (
         _withdrawn(refused),
         omitted[0] if omitted else None,
-        _shortened(past, k, m),
+        shortened_decision(past, k, m),
         _over_budget(units, chars, limit),
     )  # fmt: skip
     return ContextView(
@@ -145,7 +134,7 @@ def server_tools(s: RunState) -> tuple[dict[str, Any], ...]:
 
 def canonical(system: str | None, tools: Sequence[ToolSpec], messages: Sequence[Message]) -> str:
     """A request as one canonical JSON text (for people: `agentledger context --json`)."""
-    return _json(
+    return canonical_json(
         {
             "system": system,
             "tools": [tool_definition(t) for t in tools],
@@ -170,187 +159,13 @@ def _head(
     if server:
         value["server_tools"] = list(server)
     value["first"] = [to_api(b) for b in first]
-    return _json(value)
-
-
-def _unit(turn: Turn, r: Redactor) -> _Unit:
-    """A turn's redacted messages, size and hash. Turns are frozen and a run's past
-    turns are the same objects from one request to the next, so the work is
-    remembered (a pure cache: the same turn and redactor always give the same unit)."""
-    hit = _UNITS.get(turn, r)
-    if hit is not None:
-        return hit
-    if turn.stop_reason == "refusal":  # withdrawn: only what a person said afterwards stays
-        assistant: tuple[ContentBlock, ...] = ()
-        user: tuple[ContentBlock, ...] = (
-            (TextBlock(text=r.text(turn.feedback)),) if turn.feedback else ()
-        )
-    else:
-        assistant = tuple(r.block(b) for b in turn.content if _sendable(b))
-        user = tuple(r.block(b) for b in user_reply(turn))
-    unit = _make(turn, assistant, user)
-    _UNITS.put(turn, r, unit, unit.size)
-    return unit
-
-
-def _sendable(b: ContentBlock) -> bool:
-    """A thinking block cut off before its signature is never sent back."""
-    return not (isinstance(b, ThinkingBlock) and not b.signature)
-
-
-def _make(
-    turn: Turn,
-    assistant: tuple[ContentBlock, ...],
-    user: tuple[ContentBlock, ...],
-    cut: tuple[int, int, int] = (0, 0, 0),
-) -> _Unit:
-    text = _json([[to_api(b) for b in assistant], [to_api(b) for b in user]])
-    digest = hashlib.sha256(text.encode()).hexdigest()
-    return _Unit(turn, assistant, user, len(text) + WRAPPER_CHARS, digest, cut)
-
-
-_CACHE_MAX = 8192  # units
-_CHARS_MAX = 4 << 20  # of the units kept in each of _UNITS and _SHORT (their JSON's characters)
-_RUNS_MAX = 256  # runs whose past and last build are kept: a worker drives few at a time
-_UNITS: IdentityMemo[Turn, _Unit] = IdentityMemo(_CACHE_MAX, _CHARS_MAX)  # by turn, redactor
-_SHORT: IdentityMemo[_Unit, _Unit] = IdentityMemo(_CACHE_MAX, _CHARS_MAX)  # by unit, preview
+    return canonical_json(value)
 
 
 def forget(run_id: str) -> None:
     """Let go of a run's past and last build (its state left this process's cache)."""
-    _PAST.pop(run_id)
+    context_past.forget(run_id)
     _BUILT.pop(run_id)
-
-
-def _short_unit(u: _Unit, preview: int) -> _Unit:
-    """The unit with every tool result cut to a preview (itself when none is long)."""
-    hit = _SHORT.get(u, preview)
-    if hit is not None:
-        return hit
-    blocks, items, before, after = list(u.user), 0, 0, 0
-    for j, b in enumerate(blocks):
-        if isinstance(b, ToolResultBlock) and (short := _short(b, u.turn, preview)) is not None:
-            blocks[j], items = short, items + 1
-            before, after = before + len(b.content), after + len(short.content)
-    out = _make(u.turn, u.assistant, tuple(blocks), (items, before, after)) if items else u
-    _SHORT.put(u, preview, out, out.size)
-    return out
-
-
-def _choices(older: int) -> list[tuple[int, int]]:
-    """(turns shortened, turns left out) to try, in order, for a view over budget.
-    Whole steps of turns first, so the choice stays put as turns come and the
-    prefix is rewritten seldom; when no step is enough, every older turn is
-    shortened (only the turn that just became older changes) and whole steps of
-    the oldest are left out. Each count only grows as the run does."""
-    steps = [0, *range(STEP_TURNS, older + 1, STEP_TURNS)]
-    out = [*((k, 0) for k in steps), (older, 0), *((older, m) for m in steps[1:]), (older, older)]
-    return list(dict.fromkeys(out))
-
-
-@dataclass(frozen=True, slots=True)
-class _Past:
-    """A run's past turns rendered, with prefix sums of their sizes, kept from one
-    request to the next and extended by the turns added since (the history is
-    append-only and shared between states, so `extends` is O(1)). `short` holds
-    the first turns with their results cut to a preview, as far as ever needed."""
-
-    history: History[Turn]
-    redactor: Redactor
-    raw: tuple[_Unit, ...]
-    raw_sum: tuple[int, ...]  # raw_sum[i]: size of raw[:i]
-    refused: tuple[int, ...]  # turn indexes of refused turns
-    root: object  # the same from one extension to the next: the units are the same objects
-    preview: int = -1
-    short: tuple[_Unit, ...] = ()
-    short_sum: tuple[int, ...] = (0,)
-
-
-_PAST: Memo[str, _Past] = Memo(_RUNS_MAX)
-
-
-def _past(run_id: str, history: History[Turn], r: Redactor) -> _Past:
-    old = _PAST.get(run_id)
-    if old is not None and old.redactor == r and history.extends(old.history):
-        if len(old.history) == len(history):
-            return old
-        raw, sums, refused = list(old.raw), list(old.raw_sum), list(old.refused)
-        past = old
-    else:
-        raw, sums, refused, past = [], [0], [], None
-    for i in range(len(raw), len(history)):
-        u = _unit(history.item(i), r)
-        raw.append(u)
-        sums.append(sums[-1] + u.size)
-        if u.withdrawn:
-            refused.append(u.turn.index)
-    root = past.root if past is not None else object()
-    new = _Past(history, r, tuple(raw), tuple(sums), tuple(refused), root)
-    if past is not None:
-        new = replace(new, preview=past.preview, short=past.short, short_sum=past.short_sum)
-    _PAST.put(run_id, new)
-    return new
-
-
-def _shortened_to(run_id: str, past: _Past, k: int, preview: int) -> _Past:
-    """The past with (at least) its first k turns' results shortened."""
-    if past.preview != preview:
-        past = replace(past, preview=preview, short=(), short_sum=(0,))
-    if len(past.short) >= k:
-        return past
-    short, sums = list(past.short), list(past.short_sum)
-    for u in past.raw[len(short) : k]:
-        short.append(_short_unit(u, preview))
-        sums.append(sums[-1] + short[-1].size)
-    past = replace(past, short=tuple(short), short_sum=tuple(sums))
-    _PAST.put(run_id, past)
-    return past
-
-
-def _fit(
-    run_id: str, past: _Past, older: int, total: int, limit: int, preview: int
-) -> tuple[_Past, int, int]:
-    """(the past, turns shortened, turns left out) that bring the view within its
-    budget; the recent turns are sent whole whatever it costs (`over_budget`)."""
-    if total <= limit:
-        return past, 0, 0
-    for k, m in _choices(older):
-        past = _shortened_to(run_id, past, k, preview)
-        size = total - (past.raw_sum[k] - past.short_sum[k]) - _dropped(past, k, m)
-        if size + (OMITTED_RESERVE if m else 0) <= limit:
-            return past, k, m
-    return past, k, m
-
-
-def _dropped(past: _Past, k: int, m: int) -> int:
-    """The size of the first m turns, shortened below k."""
-    return past.short_sum[min(m, k)] + max(0, past.raw_sum[m] - past.raw_sum[k])
-
-
-def _sent(past: _Past, k: int, m: int) -> int:
-    """The size of the past turns sent: shortened below k, left out below m."""
-    short = past.short_sum[k] - past.short_sum[min(m, k)]
-    return short + past.raw_sum[-1] - past.raw_sum[max(m, k)]
-
-
-def _omitted(past: _Past, k: int, m: int, budget: int) -> tuple[ContextDecision, TextBlock] | None:
-    """The marker after the task naming the turns left out, and the decision."""
-    if m == 0:
-        return None
-    first, last, dropped = past.raw[0].turn.index, past.raw[m - 1].turn.index, _dropped(past, k, m)
-    note = TextBlock(
-        text=f"[omitted: turns {first}-{last} ({m} turns, {dropped:,} chars) to stay within "
-        f"the context budget of {budget:,} tokens; the run log keeps them in full]"
-    )
-    decision = ContextDecision(
-        action="omitted",
-        first_turn=first,
-        last_turn=last,
-        items=m,
-        chars_before=dropped,
-        chars_after=len(_json(to_api(note))),
-    )
-    return decision, note
 
 
 @dataclass(frozen=True, slots=True)
@@ -358,20 +173,20 @@ class _Built:
     """A view's messages and hash chain, kept so that the next request extends them."""
 
     head: str
-    units: tuple[_Unit, ...]
+    units: tuple[Unit, ...]
     chain: tuple[str, ...]  # the hash after the head and after each unit
     messages: tuple[Message, ...]
     shape: tuple[object, int, int, int]  # the past's root, shortened, left out, past turns
 
 
-_BUILT: Memo[str, _Built] = Memo(_RUNS_MAX)
+_BUILT: Memo[str, _Built] = Memo(RUNS_MAX)
 
 
 def _build(
     run_id: str,
     head: str,
     first: tuple[ContentBlock, ...],
-    units: tuple[_Unit, ...],
+    units: tuple[Unit, ...],
     shape: tuple[object, int, int, int],
 ) -> tuple[tuple[Message, ...], str]:
     """The messages and the chained hash, extending the run's previous build when
@@ -395,7 +210,7 @@ def _build(
 
 
 def _common(
-    old: _Built, head: str, units: tuple[_Unit, ...], shape: tuple[object, int, int, int]
+    old: _Built, head: str, units: tuple[Unit, ...], shape: tuple[object, int, int, int]
 ) -> int:
     """How many leading units the previous build shares with this one. The same
     past (root), shortened and left out alike, shares all its past turns: only
@@ -410,7 +225,7 @@ def _common(
     return next((i for i in range(start, n) if old.units[i] is not units[i]), n)
 
 
-def _add(out: list[Message], u: _Unit) -> None:
+def _add(out: list[Message], u: Unit) -> None:
     add_message(out, "assistant", u.assistant)
     add_message(out, "user", u.user)
 
@@ -428,22 +243,7 @@ def _withdrawn(refused: Sequence[int]) -> ContextDecision | None:
     )
 
 
-def _shortened(past: _Past, k: int, m: int) -> ContextDecision | None:
-    """What was shortened among the turns sent."""
-    cut = [u for u in past.short[m:k] if u.cut[0]]
-    if not cut:
-        return None
-    return ContextDecision(
-        action="shortened",
-        first_turn=cut[0].turn.index,
-        last_turn=cut[-1].turn.index,
-        items=sum(u.cut[0] for u in cut),
-        chars_before=sum(u.cut[1] for u in cut),
-        chars_after=sum(u.cut[2] for u in cut),
-    )
-
-
-def _over_budget(units: Sequence[_Unit], chars: int, limit: int) -> ContextDecision | None:
+def _over_budget(units: Sequence[Unit], chars: int, limit: int) -> ContextDecision | None:
     """The turns that must be sent whole do not fit: send them and say so."""
     if chars <= limit:
         return None
@@ -456,23 +256,3 @@ def _over_budget(units: Sequence[_Unit], chars: int, limit: int) -> ContextDecis
         chars_before=chars,
         chars_after=limit,
     )
-
-
-def _short(b: ToolResultBlock, turn: Turn, preview: int) -> ToolResultBlock | None:
-    content = b.content
-    keep = content[:preview]
-    cut = len(content) - len(keep)
-    if cut < MIN_CUT_CHARS:
-        return None
-    call = turn.call(b.tool_use_id)
-    name = call.name if call is not None else "?"
-    note = (
-        f"[cut: {cut:,} of {len(content):,} chars of the result of call {b.tool_use_id} "
-        f"({name}, turn {turn.index}); the full result is in the run log: "
-        f"{READ_TOOL}(ref={b.tool_use_id!r}) reads it]"
-    )
-    return b.model_copy(update={"content": f"{keep}\n{note}" if keep else note})
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

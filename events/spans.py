@@ -327,33 +327,44 @@ def _run_totals(state: RunState) -> dict[str, AttrValue]:
 
 def _event_attributes(env: Envelope[Any]) -> dict[str, AttrValue]:
     """What a span event says about its log entry: its seq, and its main fields."""
-    e = env.data
     out: dict[str, AttrValue] = {"agentledger.seq": env.seq, "agentledger.source": env.source}
+    return out | _call_fields(env.data) | _said_fields(env.data)
+
+
+def _call_fields(e: Any) -> dict[str, AttrValue]:
+    """The main fields of a tool call's and of acceptance's events."""
     match e:
         case ToolCallStarted():
-            out |= {"agentledger.attempt": e.attempt, "agentledger.worker": e.worker}
+            return {"agentledger.attempt": e.attempt, "agentledger.worker": e.worker}
         case ToolCallWaiting():
-            out |= {"agentledger.waiting_for": tuple(e.waiting_for)}
+            return {"agentledger.waiting_for": tuple(e.waiting_for)}
         case ToolCallScheduled():
-            out |= {"agentledger.locks": tuple(sorted(e.tokens))}
-        case ApprovalRequested():
-            out |= {"agentledger.reason": e.reason}
-        case ApprovalGranted() | ApprovalDenied() | RunResumed() | RunAborted() | HumanReplied():
-            out |= {"agentledger.by": e.by} | _publisher(e.publisher)
-        case RunCancelRequested():
-            out |= {"agentledger.by": e.by, "agentledger.reason": e.reason} | _publisher(e.publisher)
+            return {"agentledger.locks": tuple(sorted(e.tokens))}
         case AcceptanceStarted():
-            out |= {"agentledger.attempt": e.attempt}
+            return {"agentledger.attempt": e.attempt}
         case AcceptanceChecked():
-            out |= {"agentledger.check": e.check, "agentledger.passed": e.passed}
+            return {"agentledger.check": e.check, "agentledger.passed": e.passed}
+    return {}
+
+
+def _said_fields(e: Any) -> dict[str, AttrValue]:
+    """Who said what: a person's controls, the reasons a run waits or escalates."""
+    match e:
+        case ApprovalRequested():
+            return {"agentledger.reason": e.reason}
+        case ApprovalGranted() | ApprovalDenied() | RunResumed() | RunAborted() | HumanReplied():
+            return {"agentledger.by": e.by} | _publisher(e.publisher)
+        case RunCancelRequested():
+            said: dict[str, AttrValue] = {"agentledger.by": e.by, "agentledger.reason": e.reason}
+            return said | _publisher(e.publisher)
         case AcceptanceFailed():
-            out |= {"agentledger.feedback": e.feedback}
+            return {"agentledger.feedback": e.feedback}
         case RunEscalated():
-            out |= {"agentledger.reason": e.reason, "agentledger.detail": e.detail}
-    return out
+            return {"agentledger.reason": e.reason, "agentledger.detail": e.detail}
+    return {}
 
 
-def _publisher(name: str | None) -> dict[str, str]:
+def _publisher(name: str | None) -> dict[str, AttrValue]:
     """The inbox publisher that signed a control, when one did."""
     return {"agentledger.publisher": name} if name else {}
 

@@ -66,41 +66,61 @@ def read_bytes(path: str | Path, limits: Limits = DEFAULT) -> bytes:
 def check(text: str, limits: Limits = DEFAULT) -> None:
     """OverLimit when `text` nests deeper or expands larger than `limits` allow.
     yaml.YAMLError when it is not YAML (found by the same parse, marks included)."""
-    expanded = 0
-    stack: list[tuple[int, str | None]] = []  # per open collection: the size where it began, its anchor
-    heights: list[int] = [0]  # the tallest child of each open collection (and of the document)
-    anchors: dict[str, tuple[int, int]] = {}  # anchor -> (expanded size, height)
+    walk = _Walk(limits)
     for event in yaml.parse(text, Loader=LOADER):
-        line = event.start_mark.line + 1 if event.start_mark else None
-        size, height = 0, -1  # what the event adds; the height of the node it ends (-1: none)
-        if isinstance(event, _OPEN):
-            if len(stack) >= limits.max_depth:
-                raise OverLimit(f"nested deeper than {limits.max_depth} (the limit)", line)
-            stack.append((expanded, event.anchor))
-            heights.append(0)
-            size = 1
-        elif isinstance(event, _CLOSE):
-            began, anchor = stack.pop()
-            height = heights.pop() + 1
-            if anchor is not None:
-                anchors[anchor] = (expanded - began, height)
-        elif isinstance(event, yaml.ScalarEvent):
-            size, height = len(event.value), 0
-            if event.anchor is not None:
-                anchors[event.anchor] = (size, 0)
-        elif isinstance(event, yaml.AliasEvent):
-            if any(a == event.anchor for _, a in stack):
-                raise OverLimit(f"alias *{event.anchor} inside its own anchor (a recursive document)", line)
-            size, height = anchors.get(event.anchor, (0, 0))  # an unknown one: the parse says so
-            if len(stack) + height > limits.max_depth:
-                what = f"alias *{event.anchor} nests it deeper than {limits.max_depth} (the limit)"
-                raise OverLimit(what, line)
-        expanded += size
+        walk.see(event, event.start_mark.line + 1 if event.start_mark else None)
+
+
+class _Walk:
+    """The one pass over a document's parse events: the expanded size so far, each
+    open collection's, the height of the tallest child of each, each anchor's."""
+
+    def __init__(self, limits: Limits):
+        self.limits = limits
+        self.expanded = 0
+        self.stack: list[tuple[int, str | None]] = []  # per open collection: the size where it began, its anchor
+        self.heights: list[int] = [0]  # the tallest child of each open collection (and of the document)
+        self.anchors: dict[str, tuple[int, int]] = {}  # anchor -> (expanded size, height)
+
+    def see(self, event: yaml.Event, line: int | None) -> None:
+        size, height = self._node(event, line)
+        self.expanded += size
         if height >= 0:
-            heights[-1] = max(heights[-1], height)
-        if expanded > limits.max_bytes:
-            what = f"with its aliases written out it is over {limits.max_bytes:,} bytes (the limit)"
+            self.heights[-1] = max(self.heights[-1], height)
+        if self.expanded > self.limits.max_bytes:
+            what = f"with its aliases written out it is over {self.limits.max_bytes:,} bytes (the limit)"
             raise OverLimit(what, line)
+
+    def _node(self, event: yaml.Event, line: int | None) -> tuple[int, int]:
+        """What the event adds, and the height of the node it ends (-1: none)."""
+        if isinstance(event, _OPEN):
+            if len(self.stack) >= self.limits.max_depth:
+                raise OverLimit(f"nested deeper than {self.limits.max_depth} (the limit)", line)
+            self.stack.append((self.expanded, event.anchor))
+            self.heights.append(0)
+            return 1, -1
+        if isinstance(event, _CLOSE):
+            began, anchor = self.stack.pop()
+            height = self.heights.pop() + 1
+            if anchor is not None:
+                self.anchors[anchor] = (self.expanded - began, height)
+            return 0, height
+        if isinstance(event, yaml.ScalarEvent):
+            if event.anchor is not None:
+                self.anchors[event.anchor] = (len(event.value), 0)
+            return len(event.value), 0
+        if isinstance(event, yaml.AliasEvent):
+            return self._alias(event, line)
+        return 0, -1
+
+    def _alias(self, event: yaml.AliasEvent, line: int | None) -> tuple[int, int]:
+        if any(a == event.anchor for _, a in self.stack):
+            raise OverLimit(f"alias *{event.anchor} inside its own anchor (a recursive document)", line)
+        size, height = self.anchors.get(event.anchor, (0, 0))  # an unknown one: the parse says so
+        if len(self.stack) + height > self.limits.max_depth:
+            what = f"alias *{event.anchor} nests it deeper than {self.limits.max_depth} (the limit)"
+            raise OverLimit(what, line)
+        return size, height
 
 
 def safe_load(text: str, limits: Limits = DEFAULT) -> Any:

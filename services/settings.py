@@ -1,7 +1,9 @@
 """One frozen settings object, read at the edge. Nothing else reads os.environ.
 
-Every value is checked here: a bad one is a ConfigError naming the variable
-(the CLI prints it and exits 2), never a traceback later."""
+Every value is checked here (each variable on its own in `services.settings_env`,
+which holds the table of variables; the values together below): a bad one is a
+ConfigError naming the variable (the CLI prints it and exits 2), never a
+traceback later."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from schemas.json_limits import MAX_MESSAGE_BYTES
 from services.errors import ConfigError
+from services.settings_env import ENV, otlp_traces_wanted, read_values, workspace_roots
 
 SANDBOX_MODES = frozenset({"on", "off"})
 NO_PROBE = "off"  # AGENTLEDGER_PROBE_URL=off (or unset): probe nothing
@@ -130,176 +133,17 @@ class Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-_ENV: dict[str, tuple[str, type]] = {
-    "REDIS_URL": ("redis_url", str),
-    "AGENTLEDGER_PROBE_URL": ("probe_url", str),
-    "AGENTLEDGER_PREFIX": ("prefix", str),
-    "AGENTLEDGER_SHARDS": ("shards", int),
-    "AGENTLEDGER_INBOX_PARTITIONS": ("inbox_partitions", int),
-    "AGENTLEDGER_LOCK_PARTITIONS": ("lock_partitions", int),
-    "AGENTLEDGER_MEMBER_TTL_S": ("member_ttl_s", float),
-    "AGENTLEDGER_OUTCOME_RETRY_S": ("outcome_retry_s", float),
-    "AGENTLEDGER_INBOX_MAX_BYTES": ("inbox_max_bytes", int),
-    "AGENTLEDGER_LEASE_S": ("lease_s", float),
-    "AGENTLEDGER_SWEEP_INTERVAL_S": ("sweep_interval_s", float),
-    "AGENTLEDGER_LOCK_LEASE_S": ("lock_lease_s", float),
-    "AGENTLEDGER_LEDGER_KEEP_S": ("ledger_keep_s", float),
-    "AGENTLEDGER_MODEL_LEASE_S": ("model_lease_s", float),
-    "AGENTLEDGER_MODEL_MAX_ATTEMPTS": ("model_max_attempts", int),
-    "AGENTLEDGER_MODEL_RETRY_S": ("model_retry_s", float),
-    "AGENTLEDGER_ACCEPTANCE_LEASE_S": ("acceptance_lease_s", float),
-    "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
-    "AGENTLEDGER_CARRY_S": ("carry_s", float),
-    "AGENTLEDGER_BROKER_CLAIM_IDLE_S": ("broker_claim_idle_s", float),
-    "AGENTLEDGER_BROKER_MAX_DELIVERIES": ("broker_max_deliveries", int),
-    "AGENTLEDGER_STATE_DIR": ("state_dir", str),
-    "ANTHROPIC_API_KEY": ("anthropic_api_key", str),
-    "ANTHROPIC_BASE_URL": ("anthropic_base_url", str),
-    "AGENTLEDGER_SANDBOX": ("sandbox", str),
-    "AGENTLEDGER_SANDBOX_CPU_S": ("sandbox_cpu_s", int),
-    "AGENTLEDGER_SANDBOX_MEMORY_MB": ("sandbox_memory_mb", int),
-    "AGENTLEDGER_SANDBOX_FILE_MB": ("sandbox_file_mb", int),
-    "AGENTLEDGER_SANDBOX_PROCESSES": ("sandbox_processes", int),
-    "AGENTLEDGER_SANDBOX_ENV": ("sandbox_env", str),
-    # the sandbox (issue 32, wt/sandbox)
-    "AGENTLEDGER_SANDBOX_UID": ("sandbox_uid", int),
-    "AGENTLEDGER_SANDBOX_GID": ("sandbox_gid", int),
-    "AGENTLEDGER_SANDBOX_TMP_MB": ("sandbox_tmp_mb", int),
-    "AGENTLEDGER_SANDBOX_SCAN_MAX": ("sandbox_scan_max", int),
-    "AGENTLEDGER_PUBLISHERS": ("publishers_file", str),
-    "PROMETHEUS_MULTIPROC_DIR": ("metrics_dir", str),
-    "AGENTLEDGER_REPLICA_ACKS": ("replica_acks", int),
-    # workspaces (issue 31.1); the roots are absolute folders separated by ':' or ','
-    "AGENTLEDGER_WORKSPACE_ROOTS": ("workspace_roots", str),
-    "AGENTLEDGER_WORKSPACE_MAX_BYTES": ("workspace_max_bytes", int),
-    "AGENTLEDGER_WORKSPACE_MAX_FILES": ("workspace_max_files", int),
-    # bounds
-    "AGENTLEDGER_MAX_COMMAND_TIMEOUT_S": ("max_command_timeout_s", float),
-    "AGENTLEDGER_MAX_TOOL_TIMEOUT_S": ("max_tool_timeout_s", float),
-    "AGENTLEDGER_MAX_MCP_TIMEOUT_S": ("max_mcp_timeout_s", float),
-    "AGENTLEDGER_MODEL_THREADS": ("model_threads", int),
-    "AGENTLEDGER_TOOLS_THREADS": ("tools_threads", int),
-    "AGENTLEDGER_ACCEPT_THREADS": ("accept_threads", int),
-    # replays (issue 31.4)
-    "AGENTLEDGER_REPLAY_WINDOW_S": ("replay_window_s", float),
-    # identity and the web view (issue 31.6, 31.7)
-    "AGENTLEDGER_UI_TOKEN": ("ui_token", str),
-    "AGENTLEDGER_UI_ALLOW_HOSTS": ("ui_allow_hosts", str),
-    # intake (issue 31.2/31.3)
-    "AGENTLEDGER_REJECTED_MAXLEN": ("rejected_maxlen", int),
-    # sizes (issue 32.7)
-    "AGENTLEDGER_EVENT_MAX_BYTES": ("event_max_bytes", int),
-    "AGENTLEDGER_STATE_CACHE_MAX_BYTES": ("state_cache_max_bytes", int),
-    "AGENTLEDGER_MALLOC_ARENAS": ("malloc_arenas", int),
-}
-# One line per variable of _ENV: what it sets (docs/reference/environment.md is made from
-# this, `make docs`; a unit test fails when a variable has none). Defaults come from Settings.
-ENV_HELP: dict[str, str] = {
-    "REDIS_URL": "the Redis (or any node of a Redis Cluster) to use; it must answer, else exit 10",
-    "AGENTLEDGER_PROBE_URL": "tried when REDIS_URL is unset, used when it answers; `off` never tries it",
-    "AGENTLEDGER_PREFIX": "the key prefix of every key of this deployment (tests use their own)",
-    "AGENTLEDGER_SHARDS": "new runs are spread over this many shards; a run's shard is in its id (`r-<hex>.s3`), so raising it later never moves a run (every reader covers the largest count this Redis has seen)",
-    "AGENTLEDGER_INBOX_PARTITIONS": "inbox partitions (`<prefix>:{in<N>}:inbox:<publisher>`); a request goes to one by a hash of its id",
-    "AGENTLEDGER_LOCK_PARTITIONS": "partitions of the lock table; unset: the count recorded in `<prefix>:meta`, else 1 on one Redis and 8 on a cluster. Fixed per deployment: another count refuses to start (exit 2)",
-    "AGENTLEDGER_MEMBER_TTL_S": "a worker silent this long is gone: its shards and pool membership move to the others",
-    "AGENTLEDGER_OUTCOME_RETRY_S": "how long a worker holding an outcome (a tool's result, its claim, its operation key, a model reply, acceptance results) keeps trying to record it across a Redis outage, with back-off; 0 never retries",
-    "AGENTLEDGER_INBOX_MAX_BYTES": "a bigger inbox message (or spec file) is rejected unread (`size limit`)",
-    "AGENTLEDGER_LEASE_S": "a live run without progress this long is re-driven by the sweeper, from its log (claims still within their deadline are left alone)",
-    "AGENTLEDGER_SWEEP_INTERVAL_S": "how often the sweeper looks (a run it looked at is looked at again after the lease, or at its next deadline)",
-    "AGENTLEDGER_LOCK_LEASE_S": "a lock holder that stops renewing loses its locks after this",
-    "AGENTLEDGER_LEDGER_KEEP_S": "how long a done operation key is remembered and replayed; 0 keeps it forever",
-    "AGENTLEDGER_MODEL_LEASE_S": "the claim lease of one anthropic model request (another worker may ask again after it); the scripted model uses its longest delay + 1 s",
-    "AGENTLEDGER_MODEL_MAX_ATTEMPTS": "model requests per turn before the run fails with the cause (connection refused, overloaded…); an error retrying cannot help (401, 403, 400) fails it at once",
-    "AGENTLEDGER_MODEL_RETRY_S": "no model request of a turn starts later than this after the turn's first attempt",
-    "AGENTLEDGER_ACCEPTANCE_LEASE_S": "unused: an acceptance claim lasts its checks' timeouts plus AGENTLEDGER_LEASE_S",
-    "AGENTLEDGER_WORKER_THREADS": "worker threads per process (`--threads`), split among the pools it serves",
-    "AGENTLEDGER_CARRY_S": "how long one delivery may carry its run on into the next step a pool of this process serves, with no message; 0: every step goes through its queue",
-    "AGENTLEDGER_BROKER_CLAIM_IDLE_S": "a delivered message idle this long (its worker died) goes to another worker",
-    "AGENTLEDGER_BROKER_MAX_DELIVERIES": "deliveries (kills included) before a message is dead-lettered",
-    "AGENTLEDGER_STATE_DIR": "the per-user state folder: the local Redis service's data, workspace copies, publishers file, last internal error (default $XDG_STATE_HOME/agentledger, else ~/.local/state/agentledger)",
-    "ANTHROPIC_API_KEY": "for `model: anthropic`; always secret",
-    "ANTHROPIC_BASE_URL": "for `model: anthropic`: another endpoint than the SDK's default",
-    "AGENTLEDGER_SANDBOX": "`on`: commands run under bubblewrap; `off`: as the worker, unconfined, with its rights (only the environment stays minimal)",
-    "AGENTLEDGER_SANDBOX_CPU_S": "CPU seconds per process of a sandboxed command (SIGXCPU, then SIGKILL a second later)",
-    "AGENTLEDGER_SANDBOX_MEMORY_MB": "address space per process of a sandboxed command",
-    "AGENTLEDGER_SANDBOX_FILE_MB": "the largest file a sandboxed command may write",
-    "AGENTLEDGER_SANDBOX_PROCESSES": "processes of one command, its whole tree; at the limit the command is stopped",
-    "AGENTLEDGER_SANDBOX_ENV": "names (comma-separated) of worker variables passed into every sandboxed command; none by default",
-    "AGENTLEDGER_SANDBOX_UID": "the host uid a root worker's commands run as (never 0)",
-    "AGENTLEDGER_SANDBOX_GID": "the host gid a root worker's commands run as (never 0)",
-    "AGENTLEDGER_SANDBOX_TMP_MB": "the size of a command's /tmp, and of its /dev/shm",
-    "AGENTLEDGER_SANDBOX_SCAN_MAX": "entries of a workspace looked at before a command; a bigger workspace is refused",
-    "AGENTLEDGER_PUBLISHERS": "the publishers file: who may publish to the inbox, with which key, and what each may ask for (default <state folder>/publishers.yaml)",
-    "PROMETHEUS_MULTIPROC_DIR": "prometheus_client's multiprocess folder (`--processes N`); unset: a fresh temporary one",
-    "AGENTLEDGER_REPLICA_ACKS": "appends, ledger writes and lock-table changes wait (WAIT) until this many replicas hold them",
-    "AGENTLEDGER_WORKSPACE_ROOTS": "absolute folders (`:` or `,` between) every publisher's runs may ask for a workspace inside",
-    "AGENTLEDGER_WORKSPACE_MAX_BYTES": "the most bytes the intake copies for one run's workspace",
-    "AGENTLEDGER_WORKSPACE_MAX_FILES": "the most entries (files, links, folders) the intake copies for one run's workspace",
-    "AGENTLEDGER_MAX_COMMAND_TIMEOUT_S": "the operator's maximum for an acceptance `command:` check's timeout_s",
-    "AGENTLEDGER_MAX_TOOL_TIMEOUT_S": "the operator's maximum for a tool call's timeout (the tool's, the spec's tool_timeout_s)",
-    "AGENTLEDGER_MAX_MCP_TIMEOUT_S": "the operator's maximum for an MCP tool call's timeout (the servers file's timeout_s)",
-    "AGENTLEDGER_MODEL_THREADS": "the model pool's thread budget; unset: its share of the worker threads",
-    "AGENTLEDGER_TOOLS_THREADS": "the tools pool's thread budget; unset: its share of the worker threads",
-    "AGENTLEDGER_ACCEPT_THREADS": "the acceptance pool's thread budget; unset: a quarter of the worker threads",
-    "AGENTLEDGER_REPLAY_WINDOW_S": "an inbox message issued further than this from the intake's clock (either side) is refused; nonces are kept twice as long",
-    "AGENTLEDGER_UI_TOKEN": "the web view's sign-in token (at least 32 characters); unset: <state folder>/ui-token, made on first start",
-    "AGENTLEDGER_UI_ALLOW_HOSTS": "Host names (comma-separated) the web view answers to besides loopback and its own address",
-    "AGENTLEDGER_REJECTED_MAXLEN": "entries each partition's rejected stream keeps (each a digest of at most 4 kB)",
-    "AGENTLEDGER_EVENT_MAX_BYTES": "the largest stored event (at least 131072); a tool-made field past it keeps a head, the rest in overflow pages",
-    "AGENTLEDGER_STATE_CACHE_MAX_BYTES": "the folded run states a worker keeps, in estimated bytes (at least 1 MiB)",
-    "AGENTLEDGER_MALLOC_ARENAS": "glibc allocator arenas of a worker (0: glibc's default; MALLOC_ARENA_MAX in the environment wins)",
-}
-# Variables read outside _ENV (not settings of their own), for the same reference page.
-ENV_ALSO: dict[str, str] = {
-    "AGENTLEDGER_SECRETS": "names (comma-separated) of more variables whose values are secret, for every run",
-    "OTEL_EXPORTER_OTLP_ENDPOINT": "set (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): `workers` and `run` send each run's spans over OTLP/HTTP; the exporter reads the other OTEL_* variables itself",
-    "OTEL_SDK_DISABLED": "`true` switches trace export off (so does OTEL_TRACES_EXPORTER=none)",
-    "XDG_STATE_HOME": "where the default state folder lives ($XDG_STATE_HOME/agentledger)",
-    "MALLOC_ARENA_MAX": "when set, wins over AGENTLEDGER_MALLOC_ARENAS",
-    "LOGNAME": "who a control says it is from when `--by` is not given (as getpass finds the user name)",
-}
-# numbers that must be positive (> 0) or at least zero, by variable
-_POSITIVE = (
-    "AGENTLEDGER_SHARDS", "AGENTLEDGER_INBOX_PARTITIONS", "AGENTLEDGER_MEMBER_TTL_S",
-    "AGENTLEDGER_INBOX_MAX_BYTES", "AGENTLEDGER_LEASE_S", "AGENTLEDGER_SWEEP_INTERVAL_S",
-    "AGENTLEDGER_LOCK_LEASE_S", "AGENTLEDGER_MODEL_LEASE_S", "AGENTLEDGER_ACCEPTANCE_LEASE_S",
-    "AGENTLEDGER_MODEL_MAX_ATTEMPTS", "AGENTLEDGER_MODEL_RETRY_S",
-    "AGENTLEDGER_WORKER_THREADS", "AGENTLEDGER_BROKER_CLAIM_IDLE_S",
-    "AGENTLEDGER_BROKER_MAX_DELIVERIES",
-    "AGENTLEDGER_WORKSPACE_MAX_BYTES", "AGENTLEDGER_WORKSPACE_MAX_FILES",
-    # bounds
-    "AGENTLEDGER_MAX_COMMAND_TIMEOUT_S", "AGENTLEDGER_MAX_TOOL_TIMEOUT_S",
-    "AGENTLEDGER_MAX_MCP_TIMEOUT_S", "AGENTLEDGER_MODEL_THREADS", "AGENTLEDGER_TOOLS_THREADS",
-    "AGENTLEDGER_ACCEPT_THREADS",
-    "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REPLAY_WINDOW_S",
-    "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REJECTED_MAXLEN",
-)  # fmt: skip
-_NOT_NEGATIVE = (
-    "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",
-    "AGENTLEDGER_CARRY_S", "AGENTLEDGER_MALLOC_ARENAS",
-)  # fmt: skip
-_KIND = {int: "a whole number", float: "a number", str: "text"}
-
-
-def otlp_traces_wanted(env: Mapping[str, str]) -> bool:
-    """The standard OpenTelemetry variables name an OTLP endpoint and do not switch traces off."""
-    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    off = env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
-    return bool(endpoint and endpoint.strip()) and not off and env.get("OTEL_TRACES_EXPORTER", "otlp").strip() != "none"
-
-
 def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
-    values: dict[str, object] = {}
-    for var, (name, kind) in _ENV.items():
-        raw = env.get(var)
-        if raw is None or raw.strip() == "":
-            continue
-        try:
-            values[name] = kind(raw.strip())
-        except ValueError:
-            raise ConfigError(var, f"expected {_KIND[kind]}, got {raw!r}") from None
-    _check_numbers(values)
+    values = read_values(env)
+    _resolve(values, env)
+    settings = Settings(**values)  # type: ignore[arg-type]
+    _check(settings)
+    return settings
+
+
+def _resolve(values: dict[str, object], env: Mapping[str, str]) -> None:
+    """Paths made absolute, the state folder's default, the roots as folders, `off` as no probe."""
     if "state_dir" in values:
         values["state_dir"] = os.path.abspath(os.path.expanduser(str(values["state_dir"])))
     else:
@@ -311,13 +155,11 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
     if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
         values["probe_url"] = None
     values["otlp_traces"] = otlp_traces_wanted(env)
-    settings = Settings(**values)  # type: ignore[arg-type]
-    if not 1 <= settings.shards <= 4096:
-        raise ConfigError("AGENTLEDGER_SHARDS", "must be between 1 and 4096")
-    if not 1 <= settings.inbox_partitions <= 1024:
-        raise ConfigError("AGENTLEDGER_INBOX_PARTITIONS", "must be between 1 and 1024")
-    if settings.lock_partitions is not None and not 1 <= settings.lock_partitions <= 1024:
-        raise ConfigError("AGENTLEDGER_LOCK_PARTITIONS", "must be between 1 and 1024")
+
+
+def _check(settings: Settings) -> None:
+    """The checks that need the values together: ConfigError naming the first variable at fault."""
+    _check_counts(settings)
     if settings.redis_url is not None:
         check_redis_url("REDIS_URL", settings.redis_url)
     if settings.probe_url is not None:
@@ -332,31 +174,15 @@ def from_env(environ: Mapping[str, str] | None = None) -> Settings:
         )
     if Path(settings.state_dir).exists() and not Path(settings.state_dir).is_dir():
         raise ConfigError("AGENTLEDGER_STATE_DIR", f"{settings.state_dir!r} is not a folder")
-    return settings
 
 
-def workspace_roots(text: str) -> tuple[str, ...]:
-    """AGENTLEDGER_WORKSPACE_ROOTS as folders: absolute, separated by ':' or ','."""
-    roots = [r.strip() for r in text.replace(",", ":").split(":") if r.strip()]
-    for root in roots:
-        if not os.path.isabs(root) or "\x00" in root:
-            raise ConfigError(
-                "AGENTLEDGER_WORKSPACE_ROOTS", f"{root!r} is not an absolute folder (e.g. /srv/ws)"
-            )
-    return tuple(dict.fromkeys(os.path.normpath(r) for r in roots))
-
-
-def _check_numbers(values: Mapping[str, object]) -> None:
-    for var in (*_POSITIVE, *_NOT_NEGATIVE):
-        value = values.get(_ENV[var][0])
-        if not isinstance(value, int | float):
-            continue
-        if value != value or value in (float("inf"), float("-inf")):  # nan, inf
-            raise ConfigError(var, f"expected a finite number, got {value!r}")
-        if var in _POSITIVE and value <= 0:
-            raise ConfigError(var, f"must be more than 0, got {value!r}")
-        if value < 0:
-            raise ConfigError(var, f"must not be negative, got {value!r}")
+def _check_counts(settings: Settings) -> None:
+    if not 1 <= settings.shards <= 4096:
+        raise ConfigError("AGENTLEDGER_SHARDS", "must be between 1 and 4096")
+    if not 1 <= settings.inbox_partitions <= 1024:
+        raise ConfigError("AGENTLEDGER_INBOX_PARTITIONS", "must be between 1 and 1024")
+    if settings.lock_partitions is not None and not 1 <= settings.lock_partitions <= 1024:
+        raise ConfigError("AGENTLEDGER_LOCK_PARTITIONS", "must be between 1 and 1024")
 
 
 _SCHEMES = ("redis://", "rediss://", "unix://")
@@ -488,7 +314,7 @@ def read_key_variable(name: str, environ: Mapping[str, str] | None = None) -> st
 def environ_for_children(settings: Settings) -> dict[str, str]:
     """The variables that make a child process build the same settings."""
     env = dict(os.environ)
-    for var, (name, _) in _ENV.items():
+    for var, (name, _) in ENV.items():
         value = getattr(settings, name)
         if isinstance(value, tuple):
             env[var] = ":".join(value)

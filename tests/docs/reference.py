@@ -1,6 +1,6 @@
 """The reference pages (docs/reference/*.md), made from the code they describe:
-the CLI from its argparse parser, the environment from `services.settings`
-(`_ENV`, `ENV_HELP`, `ENV_ALSO`, the defaults of `Settings`), exit codes from
+the CLI from its argparse parser, the environment from `services.settings_env`
+(`ENV`, `ENV_HELP`, `ENV_ALSO`) and the defaults of `Settings`, exit codes from
 `exit_codes.py` and its comments, events from the union in `events/types.py`
 with their docstrings and field descriptions, the run spec from its pydantic
 models, default prices from `events/pricing.py`. `pages()` renders them;
@@ -262,9 +262,13 @@ def _setting_default(name: str, var: str) -> str:
 
 
 def environment_page() -> str:
-    from services.settings import _ENV, ENV_ALSO, ENV_HELP
+    from services.settings_env import ENV, ENV_ALSO, ENV_HELP
 
-    text = header("Environment", "services/settings.py (`_ENV`, `ENV_HELP`, `ENV_ALSO`, `Settings`)")
+    text = header(
+        "Environment",
+        "services/settings_env.py (`ENV`, `ENV_HELP`, `ENV_ALSO`) and the defaults of "
+        "`Settings` in services/settings.py",
+    )
     text += (
         "Settings are the environment, read once when a command starts, into one frozen "
         "settings object. Every value is checked then: a bad one (`REDIS_URL=garbage`, an "
@@ -275,7 +279,7 @@ def environment_page() -> str:
     )
     rows = [
         (code(var), _setting_default(name, var), ENV_HELP.get(var, ""))
-        for var, (name, _kind) in _ENV.items()
+        for var, (name, _kind) in ENV.items()
     ]
     text += table(("variable", "default", "meaning"), rows)
     text += "\n## Read besides\n\n"

@@ -13,6 +13,7 @@ import pytest
 from events.counted import counted
 from events.types import ModelRequested
 from services.clock import MAX_SHARDS, RUN_ID_WIDTH, new_run_id
+from services.entrypoints.cli import arg_types
 from services.entrypoints.cli import parser as cli_parser
 from services.entrypoints.cli.context_cmds import no_request
 from services.entrypoints.cli.describe import line
@@ -51,7 +52,7 @@ def test_processes_are_bounded_by_four_per_cpu_and_never_below_eight(
     monkeypatch: pytest.MonkeyPatch, cpus: int, most: int
 ) -> None:
     monkeypatch.setattr(
-        cli_parser.os, "sched_getaffinity", lambda _: set(range(cpus)), raising=False
+        arg_types.os, "sched_getaffinity", lambda _: set(range(cpus)), raising=False
     )
     p = cli_parser.parser()
     assert p.parse_args(["run", "spec.yaml", "--processes", str(most)]).processes == most
@@ -63,7 +64,7 @@ def test_processes_are_bounded_by_four_per_cpu_and_never_below_eight(
 def test_more_processes_than_the_bound_are_refused_naming_the_maximum(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], command: list[str]
 ) -> None:
-    monkeypatch.setattr(cli_parser.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
+    monkeypatch.setattr(arg_types.os, "sched_getaffinity", lambda _: {0, 1}, raising=False)
     with pytest.raises(SystemExit) as ended:
         cli_parser.parser().parse_args([*command, "--processes", "40"])
     assert ended.value.code == 2

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from events import context_view
+from events import context_past, context_units, context_view
 from events.context_view import CHARS_PER_TOKEN, assemble, canonical, with_context
 from events.conversation import messages
 from events.history import History
@@ -272,9 +272,9 @@ def grown(n: int, s: RunSpec, chars: int = OUTPUT_CHARS) -> list[RunState]:
 
 def forget() -> None:
     for cache in (
-        context_view._UNITS,
-        context_view._SHORT,
-        context_view._PAST,
+        context_units._UNITS,
+        context_units._SHORT,
+        context_past._PAST,
         context_view._BUILT,
     ):
         cache.clear()
@@ -310,16 +310,16 @@ def test_over_budget_the_prefix_is_rewritten_in_steps_not_every_turn() -> None:
     assert all(v.tokens <= 30_000 for v in views)
     changed = [kept(a, b) for a, b in zip(views, views[1:], strict=False)]
     # of 119 requests, about one in STEP_TURNS changes what was sent before it
-    assert 1 <= sum(k < 1 for k in changed) <= 120 // context_view.STEP_TURNS
+    assert 1 <= sum(k < 1 for k in changed) <= 120 // context_past.STEP_TURNS
     cut = [d for d in views[-1].decisions if d.action == "shortened"]
-    assert cut and cut[0].last_turn % context_view.STEP_TURNS == 0
+    assert cut and cut[0].last_turn % context_past.STEP_TURNS == 0
 
 
 def test_a_tight_budget_changes_the_tail_each_turn_and_the_head_only_in_steps() -> None:
     views = [assemble(s, TOOLS) for s in grown(120, spec(budget_tokens=8_000))]
     assert all(v.tokens <= 8_000 for v in views)
     changed = [kept(a, b) for a, b in zip(views, views[1:], strict=False)]
-    assert sum(k < 0.5 for k in changed) <= 120 // context_view.STEP_TURNS
+    assert sum(k < 0.5 for k in changed) <= 120 // context_past.STEP_TURNS
 
 
 def test_a_refused_turn_leaves_the_view_but_what_a_person_said_after_it_stays() -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from events.types import EVENT_TYPES
-from services.settings import _ENV, ENV_HELP
+from services.settings_env import ENV, ENV_HELP
 from tests.docs import reference
 from tests.docs.blocks import blocks_of, documents, plain_blocks_showing_commands
 from tests.docs.normalise import matches, normalise_line
@@ -24,8 +24,8 @@ def test_the_reference_pages_are_what_the_code_makes() -> None:
 
 
 def test_every_setting_has_a_line_saying_what_it_sets() -> None:
-    assert set(_ENV) - set(ENV_HELP) == set(), "add a line to services.settings.ENV_HELP"
-    assert set(ENV_HELP) - set(_ENV) == set(), "ENV_HELP describes a variable _ENV does not read"
+    assert set(ENV) - set(ENV_HELP) == set(), "add a line to services.settings_env.ENV_HELP"
+    assert set(ENV_HELP) - set(ENV) == set(), "ENV_HELP describes a variable ENV does not read"
     assert all(text.strip() for text in ENV_HELP.values())
 
 

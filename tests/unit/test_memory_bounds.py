@@ -11,7 +11,7 @@ import os
 import pytest
 from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, envelope, use
 
-from events import context_view
+from events import context_past, context_units, context_view
 from events.memo import IdentityMemo
 from events.state import Turn
 from events.tool_step import Succeeded
@@ -70,21 +70,25 @@ def test_a_run_let_go_leaves_the_context_views_caches() -> None:
     do_claim(log, "a")
     do_finish(log, "a", Succeeded("fine"))
     context_view.assemble(log.s)
-    assert log.run_id in context_view._PAST and log.run_id in context_view._BUILT
+    assert log.run_id in context_past._PAST and log.run_id in context_view._BUILT
 
     context_view.forget(log.run_id)
 
-    assert log.run_id not in context_view._PAST and log.run_id not in context_view._BUILT
+    assert log.run_id not in context_past._PAST and log.run_id not in context_view._BUILT
 
 
 def test_the_views_rendered_turns_are_bounded_by_their_characters() -> None:
-    assert context_view._UNITS.most_size == context_view._SHORT.most_size == context_view._CHARS_MAX
+    assert (
+        context_units._UNITS.most_size
+        == context_units._SHORT.most_size
+        == context_units._CHARS_MAX
+    )
     units: IdentityMemo[Turn, object] = IdentityMemo(most=8192, most_size=10_000)
     log = Log.created()
     do_model_turn(log, use("a"))
     [turn] = log.s.turns
     for key in range(30):
-        unit = context_view._make(turn, (), (TextBlock(text="x" * 3000),))
+        unit = context_units.make_unit(turn, (), (TextBlock(text="x" * 3000),))
         units.put(turn, key, unit, unit.size)
     assert len(units) == 3  # 3,000 characters and more each
     assert units.size <= 10_000

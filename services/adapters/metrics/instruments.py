@@ -155,17 +155,24 @@ class Instruments:
 
     def _observe(self, appended: Appended) -> None:
         count = self.count
-        before, after, batch, carried = (
-            appended.before, appended.after, appended.batch, appended.carried
-        )  # fmt: skip
+        before, after = appended.before, appended.after
         for was, status in appended.moves():  # every status passed through, in order
             count(self.transitions, (str(was or "none"), str(status)))
             if status.terminal and not (was and was.terminal):
                 count(self.terminal, (str(status),))
-        if carried is not None:  # a step carried on (handlers.carry)
-            count(self.carried, (carried,))
+        if appended.carried is not None:  # a step carried on (handlers.carry)
+            count(self.carried, (appended.carried,))
+        model = self._count_events(appended)
+        spent = after.cost_usd - (before.cost_usd if before else 0.0)
+        if spent > 0:
+            count(self.cost, (model or "unknown",), spent)
+
+    def _count_events(self, appended: Appended) -> str:
+        """Count the batch's events, tokens, tool outcomes and lock waits; the model
+        that replied in it ('' when none did)."""
+        count, before, after = self.count, appended.before, appended.after
         model = ""
-        for env in batch:
+        for env in appended.batch:
             data = env.data
             count(self.events, (env.type,))
             if isinstance(data, ModelResponded):
@@ -177,9 +184,7 @@ class Instruments:
                 count(self.tool_calls, (_tool(before, after, data.call_id), outcome))
             elif isinstance(data, ToolCallWaiting):
                 count(self.lock_waits, (_tool(before, after, data.call_id),))
-        spent = after.cost_usd - (before.cost_usd if before else 0.0)
-        if spent > 0:
-            count(self.cost, (model or "unknown",), spent)
+        return model
 
     def step_timer(self) -> Middleware:
         return StepTimer(self)

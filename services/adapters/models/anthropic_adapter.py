@@ -95,17 +95,10 @@ class AnthropicAdapter:
         return self._lease_s  # one request: another worker asks again only after this
 
     def respond(self, request: ModelRequest) -> ModelReply:
-        if self._client is None:
-            raise ModelError("ANTHROPIC_API_KEY is not set on this worker", kind="not_configured")
-        if self._settings.temperature is not None:
-            raise ModelError(NO_TEMPERATURE, kind="not_configured")
+        client = self._configured()
         log = StreamLog()
         try:
-            stream = self._client.messages.create(**request_params(self._settings, request), stream=True)
-            with stream:
-                for event in stream:
-                    # the JSON as it came: blocks the SDK does not know are kept whole too
-                    log.see(event.to_dict(mode="json", warnings=False))
+            self._stream(client, request, log)
         except anthropic.APIStatusError as exc:
             raise status_error(exc) from exc
         except anthropic.APITimeoutError as exc:
@@ -117,6 +110,24 @@ class AnthropicAdapter:
             raise self._connection_error(exc, started=log.message is not None) from exc
         except anthropic.APIError as exc:  # anything else the SDK reports: not ours to retry
             raise ModelError(f"the SDK failed: {type(exc).__name__}: {one_line(str(exc))}", kind="other") from exc
+        return self._reply(log)
+
+    def _configured(self) -> anthropic.Anthropic:
+        """The client, or ModelError when this worker cannot send the request at all."""
+        if self._client is None:
+            raise ModelError("ANTHROPIC_API_KEY is not set on this worker", kind="not_configured")
+        if self._settings.temperature is not None:
+            raise ModelError(NO_TEMPERATURE, kind="not_configured")
+        return self._client
+
+    def _stream(self, client: anthropic.Anthropic, request: ModelRequest, log: StreamLog) -> None:
+        stream = client.messages.create(**request_params(self._settings, request), stream=True)
+        with stream:
+            for event in stream:
+                # the JSON as it came: blocks the SDK does not know are kept whole too
+                log.see(event.to_dict(mode="json", warnings=False))
+
+    def _reply(self, log: StreamLog) -> ModelReply:
         if log.message is None:
             raise ModelError(f"the stream from {self._url} ended before message_start", kind="stream_broken")
         try:

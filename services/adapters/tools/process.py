@@ -220,29 +220,52 @@ def _follow(
         readers.append(_writer(popen.stdin, input))
     info = _InfoReader(sandbox.pipes.info_r if sandbox else -1)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    limit = policy.limits.processes
     while popen.poll() is None:
-        if info.read() is not None and process.init_pid is None:
-            process.init_pid, process.pid_ns = info.value["child-pid"], info.value["pid-namespace"]
-            if sandbox is not None and sandbox.network:
-                _network(process, sandbox)
-        if sandbox is not None and process.over_limit(limit):
-            process.killed_for = f"the limit of {limit} processes"
-            process.kill()
-        elif deadline is not None and time.monotonic() > deadline:
-            process.killed_for = "timeout"
-            process.kill()
+        _watch(process, info, deadline, policy.limits.processes, sandbox)
         with contextlib.suppress(subprocess.TimeoutExpired):
             popen.wait(WATCH_S)
     for t in readers:
         t.join(1.0)  # a pipe held open by an escaped grandchild (unsandboxed) is not waited for
     if process.killed_for == "timeout":
         raise subprocess.TimeoutExpired(list(argv), timeout_s or 0, out.text(), err.text())
-    stderr = err.text()
+    return _completed(process, argv, policy, sandbox, out.text(), err.text())
+
+
+def _watch(
+    process: Process,
+    info: _InfoReader,
+    deadline: float | None,
+    limit: int,
+    sandbox: _Sandbox | None,
+) -> None:
+    """One look at a running command: its sandbox's init pid once bwrap tells it (then
+    its network is made), and a kill when it passes its process limit or its deadline."""
+    if info.read() is not None and process.init_pid is None:
+        process.init_pid, process.pid_ns = info.value["child-pid"], info.value["pid-namespace"]
+        if sandbox is not None and sandbox.network:
+            _network(process, sandbox)
+    if sandbox is not None and process.over_limit(limit):
+        process.killed_for = f"the limit of {limit} processes"
+        process.kill()
+    elif deadline is not None and time.monotonic() > deadline:
+        process.killed_for = "timeout"
+        process.kill()
+
+
+def _completed(
+    process: Process,
+    argv: Sequence[str],
+    policy: SandboxPolicy,
+    sandbox: _Sandbox | None,
+    stdout: str,
+    stderr: str,
+) -> Completed:
+    """The ended command's result, saying which limit stopped it; SandboxUnavailable
+    when the sandbox itself never started."""
     built = process.killed_for is not None or process.signalled or sandbox is None
     if not built and sandbox is not None and not sandbox.pipes.started_by_now():
         raise SandboxUnavailable(*explain(stderr, root=sandbox.root, network=sandbox.network))
-    code = popen.returncode
+    code = process.popen.returncode
     if sandbox is not None and code in (128 + signal.SIGXCPU, -signal.SIGXCPU):
         process.killed_for = f"the CPU limit of {policy.limits.cpu_s} s"
         stderr += f"\n[sandbox: stopped at {process.killed_for}]"
@@ -251,7 +274,7 @@ def _follow(
         code = -signal.SIGKILL
     elif sandbox is not None and code == NOT_FOUND:
         stderr += f"\n[sandbox: {not_found_hint(policy)}]"
-    return Completed(argv, code, out.text(), stderr, process.killed_for)
+    return Completed(argv, code, stdout, stderr, process.killed_for)
 
 
 def not_found_hint(policy: SandboxPolicy) -> str:

@@ -199,39 +199,75 @@ def tool(
     """Register a function as a tool. Use bare (`@tool`) or with options.
     `network=True` lets the commands it runs with `ctx.run` reach the network;
     without it they are cut off (a network namespace of their own)."""
+    declared = _Declared(
+        read_only=read_only,
+        reads=reads,
+        writes=writes,
+        scope=scope,
+        timeout_s=timeout_s,
+        approval=approval,
+        max_concurrency=max_concurrency,
+        key_fields=key_fields,
+        lookup=lookup,
+        output_cap=output_cap,
+        network=network,
+        name=name,
+        description=description,
+    )
 
     def register(f: Callable[..., Any]) -> Callable[..., Any]:
-        model, ctx_param = _args_model(f)
-        if (lacks := _what_the_model_lacks(f, description, ctx_param)) is not None:
-            log.warning("tool %r of module %r has %s", name or f.__name__, f.__module__, lacks)
-        spec = ToolSpec(
-            name=name or f.__name__,
-            description=description or inspect.getdoc(f) or "",
-            input_schema=_input_schema(model),
-            read_only=read_only,
-            scope=scope,
-            timeout_s=timeout_s,
-            max_concurrency=max_concurrency,
-        )
-        REGISTRY.add(
-            RegisteredTool(
-                spec=spec,
-                fn=f,
-                args_model=model,
-                context_param=ctx_param,
-                reads=reads or (lambda a: ()),
-                writes=writes or (lambda a: ()),
-                module=f.__module__,
-                approval=approval,
-                key_fields=tuple(key_fields) if key_fields else None,
-                lookup=lookup,
-                output_cap=output_cap,
-                network=network,
-            )
-        )
+        REGISTRY.add(declared.registered(f))
         return f
 
     return register(fn) if fn is not None else register
+
+
+@dataclass(frozen=True)
+class _Declared:
+    """What `@tool(...)` says besides the function."""
+
+    read_only: bool
+    reads: Resources | None
+    writes: Resources | None
+    scope: str | None
+    timeout_s: float
+    approval: Approval
+    max_concurrency: int | None
+    key_fields: Sequence[str] | None
+    lookup: LookupFn | None
+    output_cap: int | None
+    network: bool
+    name: str | None
+    description: str | None
+
+    def registered(self, f: Callable[..., Any]) -> RegisteredTool:
+        """`f` as a tool: its input schema from its type hints, its spec, its rules."""
+        model, ctx_param = _args_model(f)
+        if (lacks := _what_the_model_lacks(f, self.description, ctx_param)) is not None:
+            log.warning("tool %r of module %r has %s", self.name or f.__name__, f.__module__, lacks)
+        spec = ToolSpec(
+            name=self.name or f.__name__,
+            description=self.description or inspect.getdoc(f) or "",
+            input_schema=_input_schema(model),
+            read_only=self.read_only,
+            scope=self.scope,
+            timeout_s=self.timeout_s,
+            max_concurrency=self.max_concurrency,
+        )
+        return RegisteredTool(
+            spec=spec,
+            fn=f,
+            args_model=model,
+            context_param=ctx_param,
+            reads=self.reads or (lambda a: ()),
+            writes=self.writes or (lambda a: ()),
+            module=f.__module__,
+            approval=self.approval,
+            key_fields=tuple(self.key_fields) if self.key_fields else None,
+            lookup=self.lookup,
+            output_cap=self.output_cap,
+            network=self.network,
+        )
 
 
 def check(fn: F) -> F:

@@ -145,7 +145,7 @@ def _outcome(t: RegisteredTool, args: dict[str, Any], ctx: ToolContext) -> Outco
         return Errored(_failure(f))
     except ToolCancelled:
         return Stopped(time.time(), killed=False)
-    except Exception as exc:  # a tool's own bug is an outcome the model is told about
+    except Exception as exc:  # noqa: BLE001 -- a tool's own bug is an outcome the model is told about
         return _raised(t, ctx, exc)
     try:
         pack(json.loads(json.dumps(output)))  # what the log and the model will hold

@@ -215,7 +215,21 @@ def bwrap_flags(
     `network` the sandbox waits on `block_fd` while its user-mode network is made.
     A descriptor is its number, or a placeholder `launch.py` fills in."""
     root = as_root() if root is None else root
-    flags = _namespaces(root) + ["--ro-bind", "/usr", "/usr"]
+    flags = _namespaces(root) + _system(network) + _proc() + ["--dev", "/dev"] + _scratch(limits)
+    flags += _binds(workspace, writable, read_only_paths, masked)
+    # the sandbox's own root and its /dev are tmpfs bwrap makes, unsized: read-only, or
+    # a command could fill the worker's memory through them (its /dev/shm is its own)
+    flags += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    # a root worker's bwrap keeps no DAC capability: a workspace of the sandbox uid
+    # that is 0700 is entered by the command itself, as that uid (MARK, ENTER)
+    flags += ["--chdir", "/" if root else cwd]
+    return flags + _descriptors(seccomp_fd=seccomp_fd, block_fd=block_fd, info_fd=info_fd)
+
+
+def _system(network: bool) -> list[str]:
+    """The system, read-only: /usr, the merged folders (/bin, /lib…), the files of /etc
+    a command needs, and with a network the sandbox's own resolv.conf."""
+    flags = ["--ro-bind", "/usr", "/usr"]
     for name in MERGED:
         host = Path("/", name)
         if host.is_symlink():
@@ -227,13 +241,26 @@ def bwrap_flags(
         flags += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     if network:
         flags += ["--ro-bind", private_file("resolv.conf"), "/etc/resolv.conf"]
-    flags += _proc() + ["--dev", "/dev"]
+    return flags
+
+
+def _scratch(limits: Limits) -> list[str]:
+    """/tmp and /dev/shm: sized tmpfs of the sandbox's own."""
     size = str(limits.tmp_mb * 1024 * 1024)
-    flags += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
-    flags += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
+    return [
+        *("--perms", "1777", "--size", size, "--tmpfs", "/tmp"),
+        *("--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"),
+    ]
+
+
+def _binds(
+    workspace: str | None, writable: bool, read_only_paths: Sequence[str], masked: Sequence[str]
+) -> list[str]:
+    """The interpreter's folders and `read_only_paths` read-only, the workspace
+    (read-only unless `writable`), and `masked` files covered by an empty one."""
     # bwrap makes the folders on the way to a bind 0700: the sandbox uid could not pass
     binds = [*python_paths(), *([workspace] if workspace else []), *read_only_paths]
-    flags += _way_to(binds)
+    flags = _way_to(binds)
     for path in python_paths():
         flags += ["--ro-bind", path, path]
     if workspace is not None:
@@ -242,14 +269,13 @@ def bwrap_flags(
         flags += ["--ro-bind", path, path]
     for path in masked:
         flags += ["--ro-bind", private_file("empty"), path]
-    # the sandbox's own root and its /dev are tmpfs bwrap makes, unsized: read-only, or
-    # a command could fill the worker's memory through them (its /dev/shm is its own)
-    flags += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    # a root worker's bwrap keeps no DAC capability: a workspace of the sandbox uid
-    # that is 0700 is entered by the command itself, as that uid (MARK, ENTER)
-    flags += ["--chdir", "/" if root else cwd]
-    if seccomp_fd is not None:
-        flags += ["--seccomp", str(seccomp_fd)]
+    return flags
+
+
+def _descriptors(
+    *, seccomp_fd: int | str | None, block_fd: int | str | None, info_fd: int | str | None
+) -> list[str]:
+    flags = [] if seccomp_fd is None else ["--seccomp", str(seccomp_fd)]
     if block_fd is not None:
         flags += ["--block-fd", str(block_fd)]
     return flags + (["--info-fd", str(info_fd)] if info_fd is not None else [])

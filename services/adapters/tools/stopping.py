@@ -70,7 +70,7 @@ def run_stoppable(
     def work() -> None:
         try:
             box["done"] = start(started.add)
-        except BaseException as exc:  # handed to the caller, raised there
+        except BaseException as exc:  # noqa: BLE001 -- handed to the caller, raised there
             box["done"] = exc
 
     job = threads.start(work)

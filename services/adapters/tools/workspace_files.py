@@ -76,6 +76,17 @@ def clean_relative(raw: str) -> PurePosixPath:
     shown = ascii(raw[:80])
     if len(raw) > MAX_PATH_CHARS:
         raise ToolFailure("invalid_arguments", f"the path is {len(raw)} characters long")
+    _check_characters(raw, shown)
+    if raw.startswith("/") or raw.startswith("~"):
+        raise ToolFailure(
+            "permission_denied", f"path {shown} is absolute: give it relative to the workspace"
+        )
+    return PurePosixPath(*_names(raw, shown))
+
+
+def _check_characters(raw: str, shown: str) -> None:
+    """ToolFailure for a control or unassigned character, a form other than NFKC, a
+    backslash or whitespace other than a space."""
     bad = next((c for c in raw if unicodedata.category(c) in REFUSED_CATEGORIES), None)
     if bad is not None:
         what = f"U+{ord(bad):04X} ({unicodedata.name(bad, 'control or unassigned')})"
@@ -84,10 +95,11 @@ def clean_relative(raw: str) -> PurePosixPath:
         raise ToolFailure("invalid_arguments", f"path {shown} is not in plain (NFKC) form")
     if "\\" in raw or any(c.isspace() and c != " " for c in raw):
         raise ToolFailure("invalid_arguments", f"path {shown} has a backslash or odd whitespace")
-    if raw.startswith("/") or raw.startswith("~"):
-        raise ToolFailure(
-            "permission_denied", f"path {shown} is absolute: give it relative to the workspace"
-        )
+
+
+def _names(raw: str, shown: str) -> list[str]:
+    """The path's names ('.' and empty ones dropped); ToolFailure for '..', none at
+    all, or a name too long or padded with spaces."""
     parts = [p for p in raw.split("/") if p not in ("", ".")]
     if ".." in parts:
         raise ToolFailure("permission_denied", f"path {shown} climbs out with '..'")
@@ -98,7 +110,7 @@ def clean_relative(raw: str) -> PurePosixPath:
             raise ToolFailure(
                 "invalid_arguments", f"path {shown} has a name too long or padded with spaces"
             )
-    return PurePosixPath(*parts)
+    return parts
 
 
 class WorkspaceFiles:

@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import redis
 
 from services.adapters.publishers import publishers_file
-from services.adapters.redis.acl import rules
+from services.adapters.redis.acl import AclUser, rules
 from services.entrypoints.cli.reply import emit, say
 from services.entrypoints.cli.session import Session
 from services.errors import ConfigError
@@ -35,24 +35,7 @@ def acl(settings: Settings, session: Session | None, *, as_json: bool) -> int:
     if session is not None:
         _check_version(session)  # before any user is set: never half the rules
     names = sorted(publishers_file.read(settings.publishers_path).publishers)
-    users = rules(settings.prefix, names)
-    rows: dict[str, dict[str, Any]] = {}
-    for user in users:
-        password = secrets.token_urlsafe(24)
-        command = user.setuser(password)
-        row: dict[str, Any] = {"role": user.role, "password": password, "command": shlex.join(command)}
-        if user.publisher is not None:
-            row["publisher"] = user.publisher
-        if session is not None:
-            try:
-                session.client.execute_command(*command)  # type: ignore[no-untyped-call]
-            except redis.exceptions.NoPermissionError:
-                raise  # the user REDIS_URL names may not run ACL: said as such
-            except redis.ResponseError as exc:
-                where = masked(session.located.url)
-                raise ConfigError("REDIS_URL", f"the Redis at {where!r} refused the rules of {user.name!r}: {exc}") from None
-            row["url"] = _url_as(session.located.url, user.name, password)
-        rows[user.name] = row
+    rows = {user.name: _row(user, session) for user in rules(settings.prefix, names)}
     if as_json:
         emit({"prefix": settings.prefix, "applied": session is not None, "users": rows,
               "publishers_file": settings.publishers_path, "default_user": DEFAULT_NOTE})  # fmt: skip
@@ -66,6 +49,26 @@ def acl(settings: Settings, session: Session | None, *, as_json: bool) -> int:
         say(f"no publishers in {settings.publishers_path}: no publisher users")
     say(DEFAULT_NOTE)
     return 0
+
+
+def _row(user: AclUser, session: Session | None) -> dict[str, Any]:
+    """One user with a fresh password: its `ACL SETUSER` command, and with a session
+    the command run there and the URL the user connects with."""
+    password = secrets.token_urlsafe(24)
+    command = user.setuser(password)
+    row: dict[str, Any] = {"role": user.role, "password": password, "command": shlex.join(command)}
+    if user.publisher is not None:
+        row["publisher"] = user.publisher
+    if session is not None:
+        try:
+            session.client.execute_command(*command)  # type: ignore[no-untyped-call]
+        except redis.exceptions.NoPermissionError:
+            raise  # the user REDIS_URL names may not run ACL: said as such
+        except redis.ResponseError as exc:
+            where = masked(session.located.url)
+            raise ConfigError("REDIS_URL", f"the Redis at {where!r} refused the rules of {user.name!r}: {exc}") from None
+        row["url"] = _url_as(session.located.url, user.name, password)
+    return row
 
 
 ACL_SELECTORS = (7, 0)  # the rules use selectors: Redis 7 or later

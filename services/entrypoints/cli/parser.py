@@ -1,6 +1,6 @@
 """The arguments of `agentledger` and each of its commands. Every command takes
 `--json` (one JSON object on stdout, or JSON lines for a stream). Each value is
-checked here, so no bad id, number or name reaches a model, a key or Redis.
+checked (`arg_types`), so no bad id, number or name reaches a model, a key or Redis.
 `parser(raising=True)` raises `UsageError` for arguments it refuses (the CLI
 reports it: usage on stderr, or with `--json` one object on stdout); without,
 argparse prints and exits 2 as usual."""
@@ -8,13 +8,24 @@ argparse prints and exits 2 as usual."""
 from __future__ import annotations
 
 import argparse
-import os
-import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from schemas.names import PUBLISHER_NAME_PATTERN, QUEUE_PATTERN, RUN_ID_PATTERN
+from services.entrypoints.cli import arg_types
+from services.entrypoints.cli.arg_types import (  # the names other modules import from here
+    INTAKE_POOL,
+    MAX_WHOLE,
+    POOLS,
+    max_processes,
+    shown,
+)
 from services.errors import ConfigError
+
+__all__ = [
+    "CONTROLS", "INTAKE_POOL", "LOG_FORMATS", "LOG_LEVELS", "MAX_WHOLE", "POOLS", "USAGE_EXIT",
+    "BadOption", "UsageError", "max_processes", "metrics_options", "package_version", "parser",
+    "shown",
+]  # fmt: skip
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
@@ -74,6 +85,9 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+Command = Callable[[str, str], argparse.ArgumentParser]  # adds a command: (name, help)
+
+
 def parser(*, raising: bool = False) -> argparse.ArgumentParser:
     kind = _Parser if raising else argparse.ArgumentParser  # its subparsers are of its class
     p = kind(prog="agentledger", description="Tool-using AI agents on an event log.")
@@ -93,42 +107,53 @@ def parser(*, raising: bool = False) -> argparse.ArgumentParser:
         _log_options(c)
         return c
 
+    for family in FAMILIES:
+        family(command)
+    return p
+
+
+def _run_commands(command: Command) -> None:
+    """`run` (embedded) and `submit` (to a shared task queue)."""
     r = command("run", "run a spec end to end on embedded workers and follow it")
     r.add_argument("spec", nargs="?", help="the spec file (YAML); none with --attach")
     r.add_argument(
-        "--attach", metavar="RUN", type=_run_id,
+        "--attach", metavar="RUN", type=arg_types.run_id,
         help="go on with an embedded run of this state folder no process serves (its `run` exited): "
         "serve it with the tool set it started with and follow it to its end",
     )  # fmt: skip
     r.add_argument(
-        "--processes", type=_processes, default=0,
+        "--processes", type=arg_types.processes, default=0,
         help=f"worker processes (0: threads in this process; at most {max_processes()} here)",
     )  # fmt: skip
-    r.add_argument("--queue", type=_queue, help="join this shared task queue (default: a private one)")
+    r.add_argument("--queue", type=arg_types.queue, help="join this shared task queue (default: a private one)")
     _mcp(r)
     _signer(r, "sign as this publisher (default: the embedded run's own, for private queues)")
     _threads(r)
     s = command("submit", "publish a spec to a task queue; print the run id")
     s.add_argument("spec")
-    s.add_argument("--queue", type=_queue, help="the task queue (default: the spec's, else 'default')")
+    s.add_argument("--queue", type=arg_types.queue, help="the task queue (default: the spec's, else 'default')")
     s.add_argument("--unserved", action="store_true", help="publish even if no worker ever served it")
     _mcp(s)
     _signer(s, "the publisher to sign as (required; `agentledger publishers add` files one)")
+
+
+def _worker_commands(command: Command) -> None:
+    """The long-running roles and what they serve: `workers`, `dead-letters`, `intake`, `toolset`."""
     w = command("workers", "serve a task queue with a tool set until SIGTERM")
     _toolset(w)
-    w.add_argument("--queue", type=_queue, default="default", help="the task queue (default: 'default')")
+    w.add_argument("--queue", type=arg_types.queue, default="default", help="the task queue (default: 'default')")
     w.add_argument(
-        "--processes", type=_processes, default=1,
+        "--processes", type=arg_types.processes, default=1,
         help=f"worker processes, supervised (at most {max_processes()} here)",
     )  # fmt: skip
     w.add_argument(
-        "--pools", type=_pools, default=list(POOLS), metavar="POOL,…",
+        "--pools", type=arg_types.pools, default=list(POOLS), metavar="POOL,…",
         help="the pools to run (default: model,tools,accept); 'intake' alone: an intake, no tool code",
     )  # fmt: skip
     _mcp(w)
     w.add_argument("--list", action="store_true", help="list the live workers instead; serve nothing")
     dl = command("dead-letters", "messages a task queue gave up on; re-drive one")
-    dl.add_argument("--queue", type=_queue, help="only this task queue")
+    dl.add_argument("--queue", type=arg_types.queue, help="only this task queue")
     dl.add_argument("--redrive", metavar="HANDLE", help="put this dead letter back on its queue")
     metrics_options(w)
     _threads(w)
@@ -141,11 +166,16 @@ def parser(*, raising: bool = False) -> argparse.ArgumentParser:
         help="import the modules as a worker does (their code runs here): the worker's fingerprint, "
         "which differs when they import modules by computed names (default: from the source, no import)",
     )  # fmt: skip
-    command("status", "a run's state").add_argument("run_id", type=_run_id)
+
+
+def _read_commands(command: Command) -> None:
+    """The commands that read a run or the runs: `status`, `runs`, `tail`, `replay`,
+    `context`, `trace`, `raw`."""
+    command("status", "a run's state").add_argument("run_id", type=arg_types.run_id)
     _runs(command("runs", "the runs, newest first"))
     t = command("tail", "events one a line, in time order across runs")
     t.add_argument(
-        "--run", dest="run_id", type=_run_id, help="only this run (its whole log, then new events)"
+        "--run", dest="run_id", type=arg_types.run_id, help="only this run (its whole log, then new events)"
     )
     t.add_argument(
         "--type", dest="types", action="append", metavar="TYPE",
@@ -156,38 +186,46 @@ def parser(*, raising: bool = False) -> argparse.ArgumentParser:
         "--from-start", action="store_true", help="with --follow: print the history first"
     )
     rp = command("replay", "re-fold a run's log and check it")
-    rp.add_argument("run_id", type=_run_id)
+    rp.add_argument("run_id", type=arg_types.run_id)
     rp.add_argument(
         "--rerun", action="store_true", help="run the spec again on the recorded replies; diff"
     )
     cx = command("context", "what the model saw at a turn, rebuilt and verified")
-    cx.add_argument("run_id", type=_run_id)
-    cx.add_argument("--turn", type=_count, required=True)
-    cx.add_argument("--attempt", type=_count, help="this claim of the turn (default: the last)")
+    cx.add_argument("run_id", type=arg_types.run_id)
+    cx.add_argument("--turn", type=arg_types.count, required=True)
+    cx.add_argument("--attempt", type=arg_types.count, help="this claim of the turn (default: the last)")
     tr = command("trace", "a run's spans from its log: invoke_agent, chat, execute_tool")
-    tr.add_argument("run_id", type=_run_id)
+    tr.add_argument("run_id", type=arg_types.run_id)
     rw = command("raw", "the log's entries as stored (JSON lines): NOT redacted")
-    rw.add_argument("run_id", type=_run_id)
-    rw.add_argument("--after", type=_count, default=0, help="only entries after this seq")
+    rw.add_argument("run_id", type=arg_types.run_id)
+    rw.add_argument("--after", type=arg_types.count, default=0, help="only entries after this seq")
+
+
+def _control_commands(command: Command) -> None:
+    """The controls a person sends a run (`CONTROLS`)."""
     for name, help_, needs_call, text in CONTROLS:
         c = command(name, help_)
-        c.add_argument("run_id", type=_run_id)
+        c.add_argument("run_id", type=arg_types.run_id)
         if needs_call:
-            c.add_argument("call_id", type=_call_id)
+            c.add_argument("call_id", type=arg_types.call_id)
         if text == "text":  # a reply goes to the model: it must say something
-            c.add_argument(text, type=_reply_text)
+            c.add_argument(text, type=arg_types.reply_text)
         else:
             c.add_argument(text, nargs="?", default="")
         c.add_argument("--by", help="who says so (default: the user name)")
         _signer(c, "sign as this publisher (default: the embedded run's own)")
+
+
+def _operator_commands(command: Command) -> None:
+    """An operator's: the web view (`ui`), the local Redis service, the publishers, the ACL users."""
     ui = command("ui", "the web view: runs, live timelines, approvals and replies")
-    ui.add_argument("--port", type=_port, default=8765, help="0: a free port (default 8765)")
+    ui.add_argument("--port", type=arg_types.port, default=8765, help="0: a free port (default 8765)")
     ui.add_argument(
         "--host", default="127.0.0.1",
         help="the address to listen on (default 127.0.0.1: this machine only)",
     )  # fmt: skip
     ui.add_argument(
-        "--allow-host", dest="allow_hosts", action="append", default=[], type=_host_name, metavar="NAME",
+        "--allow-host", dest="allow_hosts", action="append", default=[], type=arg_types.host_name, metavar="NAME",
         help="a Host name the view answers to besides localhost, 127.0.0.1, [::1] and --host "
         "(repeat; AGENTLEDGER_UI_ALLOW_HOSTS adds more): the name browsers reach it by",
     )  # fmt: skip
@@ -201,14 +239,16 @@ def parser(*, raising: bool = False) -> argparse.ArgumentParser:
     _publishers(command("publishers", "who may publish to the inbox, and what each may ask for"))
     a = command("acl", "Redis ACL users of this prefix: one per publisher, the intake, workers, ops")
     a.add_argument("--apply", action="store_true", help="run them on the Redis REDIS_URL names")
-    return p
 
 
-def _host_name(text: str) -> str:
-    name = text.strip().lower()
-    if not name or any(c in name for c in "/@?# ") or (":" in name and not name.startswith("[")):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a host name (a name or an address, no port)")
-    return name
+# the command families, in the order `agentledger --help` lists their commands
+FAMILIES: tuple[Callable[[Command], None], ...] = (
+    _run_commands,
+    _worker_commands,
+    _read_commands,
+    _control_commands,
+    _operator_commands,
+)
 
 
 def _signer(c: argparse.ArgumentParser, help_: str) -> None:
@@ -218,15 +258,15 @@ def _signer(c: argparse.ArgumentParser, help_: str) -> None:
 def _publishers(c: argparse.ArgumentParser) -> None:
     actions = c.add_subparsers(dest="action", required=True, metavar="ACTION")
     add = actions.add_parser("add", help="file a publisher with a new key; print the key once")
-    add.add_argument("name", type=_publisher_name)
+    add.add_argument("name", type=arg_types.publisher_name)
     add.add_argument(
         "--principal", action="append", required=True, metavar="ID@TENANT",
         help="a principal it may act for (repeat, or comma-separated; '*' matches any)",
     )  # fmt: skip
-    add.add_argument("--scopes", type=_list, default=[], metavar="A,B", help="scopes it may grant")
-    add.add_argument("--queues", type=_list, default=[], metavar="Q,…", help="default: 'default'")
+    add.add_argument("--scopes", type=arg_types.names, default=[], metavar="A,B", help="scopes it may grant")
+    add.add_argument("--queues", type=arg_types.names, default=[], metavar="Q,…", help="default: 'default'")
     add.add_argument(
-        "--workspaces", type=_list, default=[], metavar="/DIR,…",
+        "--workspaces", type=arg_types.names, default=[], metavar="/DIR,…",
         help="absolute folders its runs' workspaces may be inside (besides AGENTLEDGER_WORKSPACE_ROOTS)",
     )  # fmt: skip
     actions.add_parser("list", help="the publishers and their grants (never their keys)")
@@ -235,23 +275,6 @@ def _publishers(c: argparse.ArgumentParser) -> None:
     )
     for a in actions.choices.values():
         a.add_argument("--json", action="store_true", help="machine output on stdout")
-
-
-def _list(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
-def _publisher_name(text: str) -> str:
-    if not re.fullmatch(PUBLISHER_NAME_PATTERN, text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: a publisher name is letters, digits, '.', '_' or '-' (at most 64)"
-        )
-    return text
-
-
-POOLS = ("model", "tools", "accept")
-INTAKE_POOL = "intake"  # `workers --pools intake`: the intake alone, no tool code
-_QUEUE = re.compile(QUEUE_PATTERN)
 
 
 def _toolset(c: argparse.ArgumentParser) -> None:
@@ -264,7 +287,7 @@ def _toolset(c: argparse.ArgumentParser) -> None:
 def metrics_options(c: argparse.ArgumentParser) -> None:
     """`--metrics-port` and `--metrics-host`: the operations port of a long-running role."""
     c.add_argument(
-        "--metrics-port", type=_port, metavar="PORT",
+        "--metrics-port", type=arg_types.port, metavar="PORT",
         help="serve /metrics (Prometheus), /healthz and /readyz on this port (0: any free one)",
     )  # fmt: skip
     c.add_argument(
@@ -291,31 +314,9 @@ def _log_options(c: argparse.ArgumentParser) -> None:
 
 def _threads(c: argparse.ArgumentParser) -> None:
     c.add_argument(
-        "--threads", type=_thread_count, metavar="N",
-        help=f"worker threads per process, at most {MAX_THREADS} (default: AGENTLEDGER_WORKER_THREADS, else 8)",
+        "--threads", type=arg_types.thread_count, metavar="N",
+        help=f"worker threads per process, at most {arg_types.MAX_THREADS} (default: AGENTLEDGER_WORKER_THREADS, else 8)",
     )  # fmt: skip
-
-
-def _pools(text: str) -> list[str]:
-    pools = [p.strip() for p in text.split(",") if p.strip()]
-    unknown = [p for p in pools if p not in (*POOLS, INTAKE_POOL)]
-    if unknown or not pools:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: the pools are {', '.join(POOLS)} (or {INTAKE_POOL} alone)"
-        )
-    if INTAKE_POOL in pools and len(set(pools)) > 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: {INTAKE_POOL} runs alone (it loads no tool code): --pools {INTAKE_POOL}"
-        )
-    return pools
-
-
-def _queue(text: str) -> str:
-    if not _QUEUE.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: a queue name is letters, digits, '.', '_' or '-' (at most 64)"
-        )
-    return text
 
 
 def _runs(c: argparse.ArgumentParser) -> None:
@@ -323,106 +324,5 @@ def _runs(c: argparse.ArgumentParser) -> None:
                    help="only runs in this status (repeat, or comma-separated)")  # fmt: skip
     c.add_argument("--since", metavar="TIME", help="created at or after: ISO time, epoch, or 2h/30m/7d ago")
     c.add_argument("--until", metavar="TIME", help="created before this time")
-    c.add_argument("--limit", type=_count, default=20, help="at most this many (default 20)")
+    c.add_argument("--limit", type=arg_types.count, default=20, help="at most this many (default 20)")
     c.add_argument("--page", metavar="TOKEN", help="the next page: the token the last page gave")
-
-
-PROCESSES_PER_CPU = 4
-MIN_MAX_PROCESSES = 8  # the bound on a machine of 1 or 2 CPUs
-
-
-def max_processes() -> int:
-    """The most worker processes one command starts: more than a few per CPU only
-    adds memory and Redis connections (each process has its own threads)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))  # the CPUs this process may run on
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(PROCESSES_PER_CPU * cpus, MIN_MAX_PROCESSES)
-
-
-def _processes(text: str) -> int:
-    n, most = _count(text), max_processes()
-    if n > most:
-        raise argparse.ArgumentTypeError(
-            f"at most {most} worker processes here ({PROCESSES_PER_CPU} per CPU, "
-            f"{MIN_MAX_PROCESSES} on a smaller machine), got {n}"
-        )
-    return n
-
-
-def _port(text: str) -> int:
-    n = _count(text)
-    if n > 65535:
-        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {n}")
-    return n
-
-
-MAX_THREADS = 256  # threads per process: far past what one process keeps busy
-
-
-def _thread_count(text: str) -> int:
-    n = _positive(text)
-    if n > MAX_THREADS:
-        raise argparse.ArgumentTypeError(f"at most {MAX_THREADS} threads a process, got {n}")
-    return n
-
-
-def _positive(text: str) -> int:
-    n = _count(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
-MAX_WHOLE = 2**53  # the largest whole number every JSON reader and Redis take exactly
-
-
-def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {shown(text)}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {n}")
-    if n > MAX_WHOLE:
-        raise argparse.ArgumentTypeError(f"too large: at most {MAX_WHOLE:,}, got {shown(text)}")
-    return n
-
-
-_RUN_ID = re.compile(RUN_ID_PATTERN)
-RUN_ID_RULE = (
-    "a run id is a letter or digit, then letters, digits, '.', '_', ':' or '-', "
-    "at most 128 in all (as `submit` and `runs` print it)"
-)
-
-
-def _run_id(text: str) -> str:
-    if not _RUN_ID.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{shown(text)} is not a run id: {RUN_ID_RULE}")
-    return text
-
-
-MAX_CALL_ID = 256
-
-
-def _call_id(text: str) -> str:
-    if not text or len(text) > MAX_CALL_ID or not text.isprintable() or any(c.isspace() for c in text):
-        raise argparse.ArgumentTypeError(
-            f"{shown(text)} is not a call id: the id `status RUN` lists beside the call "
-            f"(no spaces, at most {MAX_CALL_ID} characters)"
-        )
-    return text
-
-
-def _reply_text(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("a reply needs some text: what the run should do next")
-    return text
-
-
-def shown(text: str, at_most: int = 40) -> str:
-    """`text` as a message shows a value it refuses: repr, cut to `at_most` characters."""
-    if len(text) <= at_most:
-        return repr(text)
-    return f"{text[:at_most]!r}… ({len(text):,} characters)"

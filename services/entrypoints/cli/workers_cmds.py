@@ -9,11 +9,13 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from events.commands import Pool
 from events.counted import counted
 from services.adapters.metrics.scrape import Served
-from services.adapters.metrics.server import LOOPBACK
+from services.adapters.metrics.server import LOOPBACK, OpsServer
 from services.adapters.tools import sandbox_probe
 from services.adapters.tools.toolset import ToolSet, ToolSetError, load_toolset
 from services.bootstrap import ALL_POOLS, Services, build_services
@@ -26,6 +28,10 @@ from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.supervise import Supervisor, signalled, wait_for_signal
 from services.settings import Settings, masked
 from services.structured_logs import child_args
+
+if TYPE_CHECKING:  # imported when used: prometheus' storage and the MCP SDK
+    from services.adapters.metrics.instruments import Instruments
+    from services.adapters.tools.mcp.hub import McpHub
 
 
 def workers(
@@ -45,25 +51,92 @@ def workers(
     if INTAKE_POOL in pools:
         return _intake(session, modules, paths, mcp, processes, as_json, metrics_port, metrics_host)
     try:
-        toolset = base = load_toolset(modules, paths)
+        toolset = load_toolset(modules, paths)
     except ToolSetError as exc:
         return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
     served = [Served(queue, pool) for pool in pools]
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
-    if processes > 1 and {"tools", "accept"} & set(pools):  # refuse here, not in a restart loop
-        sandbox_probe.ready(session.settings, network_tools=sandbox_probe.network_tools(toolset))
     if processes > 1:
+        if {"tools", "accept"} & set(pools):  # refuse here, not in a restart loop
+            sandbox_probe.ready(session.settings, network_tools=sandbox_probe.network_tools(toolset))
         args = [*worker_args(modules, paths, queue, mcp=mcp), "--pools", ",".join(pools)]
         return _parent(session, args, processes, metrics, served)
+    return _serve(session, toolset, queue, pools, mcp, metrics, served, as_json)
+
+
+@dataclass
+class _Serving:
+    """What one worker process runs until SIGTERM: its pools (`toolset` is the tool
+    modules' `base` with the MCP servers' tools), the MCP hub, the metrics and the
+    health beat."""
+
+    services: Services
+    base: ToolSet
+    toolset: ToolSet
+    hub: McpHub | None
+    instruments: Instruments | None
+    beat: operations.Beat | None
+
+    def stop(self) -> None:
+        self.services.stop()
+        if self.hub is not None:
+            self.hub.close()
+        if self.beat is not None:
+            self.beat.stop()
+        if self.instruments is not None:
+            self.instruments.stop()  # the last tallies, into the files a parent reads
+
+
+def _serve(
+    session: Session,
+    base: ToolSet,
+    queue: str,
+    pools: Sequence[str],
+    mcp: str | None,
+    metrics: tuple[str, int] | None,
+    served: list[Served],
+    as_json: bool,
+) -> int:
+    """The pools in this process until SIGTERM, with the operations port when asked for."""
+    serving = _start(session, base, queue, pools, mcp, metrics=metrics is not None)
+    try:
+        ops = (
+            operations.serve_one(serving.services, session.client, metrics, served)
+            if metrics is not None else None
+        )  # fmt: skip
+    except OSError as exc:
+        serving.services.stop()
+        if serving.hub is not None:
+            serving.hub.close()
+        return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), as_json)
+    _say_dynamic(base, as_json)
+    _say_no_key(session.settings, queue, pools)  # before "workers up": who reads that may stop us next
+    _say_up(session.settings, serving, queue, pools, ops, as_json)
+    wait_for_signal()
+    if ops is not None:
+        ops.stop()
+    serving.stop()
+    return 0
+
+
+def _start(
+    session: Session,
+    base: ToolSet,
+    queue: str,
+    pools: Sequence[str],
+    mcp: str | None,
+    *,
+    metrics: bool,
+) -> _Serving:
     settings = session.settings
     instruments = None
-    if metrics_port is not None or settings.metrics_dir:
+    if metrics or settings.metrics_dir:
         from services.adapters.metrics.instruments import Instruments
 
         instruments = Instruments().start()
-    hub = None
+    hub, toolset = None, base
     if mcp:
-        from services.entrypoints.cli.mcp_servers import follow_servers, start_hub
+        from services.entrypoints.cli.mcp_servers import start_hub
 
         hub = start_hub(mcp, settings)
         toolset = hub.toolset(base)
@@ -73,20 +146,23 @@ def workers(
     )  # fmt: skip
     services.start()
     if hub is not None:
+        from services.entrypoints.cli.mcp_servers import follow_servers
+
         follow_servers(services, hub, base)
     beat = operations.Beat(services, settings.metrics_dir).start() if settings.metrics_dir else None
-    try:
-        ops = (
-            operations.serve_one(services, session.client, metrics, served)
-            if metrics is not None else None
-        )  # fmt: skip
-    except OSError as exc:
-        services.stop()
-        if hub is not None:
-            hub.close()
-        return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), as_json)
-    _say_dynamic(base, as_json)
-    _say_no_key(settings, queue, pools)  # before "workers up": who reads that may stop us next
+    return _Serving(services, base, toolset, hub, instruments, beat)
+
+
+def _say_up(
+    settings: Settings,
+    serving: _Serving,
+    queue: str,
+    pools: Sequence[str],
+    ops: OpsServer | None,
+    as_json: bool,
+) -> None:
+    """"workers up": where, which queue, tool set and pools, with how many threads."""
+    services, toolset = serving.services, serving.toolset
     threads = services.worker.worker_threads if services.worker is not None else 0
     by_pool = services.pool_threads()  # bounds: each pool's own budget
     if as_json:
@@ -95,7 +171,7 @@ def workers(
             "redis": masked(settings.redis_url or ""),
             "prefix": settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
             "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
-            "dynamic": list(base.dynamic),
+            "dynamic": list(serving.base.dynamic),
             **({"metrics_port": ops.port, "metrics_host": ops.host} if ops else {}),
         })  # fmt: skip
     else:
@@ -107,17 +183,6 @@ def workers(
             + (f", metrics on {ops.where}" if ops else ""),
             flush=True,
         )
-    wait_for_signal()
-    if ops is not None:
-        ops.stop()
-    services.stop()
-    if hub is not None:
-        hub.close()
-    if beat is not None:
-        beat.stop()
-    if instruments is not None:
-        instruments.stop()  # the last tallies, into the files a parent reads
-    return 0
 
 
 def _say_no_key(settings: Settings, queue: str, pools: Sequence[str]) -> None:

@@ -175,7 +175,7 @@ class Supervisor:
                     self._announce()
                     self._ending = await self._watch(session)
                     return self._ending  # leaving the session: calls still in flight are lost
-        except Exception as exc:  # whatever ended the session: it is down, say why
+        except Exception as exc:  # noqa: BLE001 -- whatever ended the session: it is down, say why (the supervisor lives on)
             return _describe(exc)
 
     async def _watch(self, session: ClientSession) -> str:
@@ -192,7 +192,7 @@ class Supervisor:
                     await session.send_ping()
             except TimeoutError:
                 return f"it did not answer a ping within {self._ping_timeout_s:g}s"
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 -- any failed ping ends the session, said why
                 return _describe(exc)
 
     def _mark_down(self, reason: str) -> None:

@@ -104,7 +104,7 @@ class McpTool(ExternalTool):
                 return Lost(str(exc))
             except MCPError as exc:
                 return protocol_error(exc.code, exc.message)
-            except Exception as exc:  # the transport failed after sending: it may have happened
+            except Exception as exc:  # noqa: BLE001 -- the transport failed after sending: it may have happened
                 return Lost(f"the MCP call failed after it was sent: {type(exc).__name__}: {exc}")
             if (requested_at := stop_requested()) is not None:
                 return self._stop(instance, future, requested_at, grace_s, ctx)
