@@ -29,7 +29,7 @@ from services.adapters.redis.local_server import PrivateRedis, start_server
 from services.adapters.redis.slot_reads import read_each
 from services.adapters.store.redis_store import RedisEventStore
 from services.keys import Keys, keys_for
-from services.loops.intake import publish
+from services.adapters.inbox.publishing import publish
 from services.settings import Settings, environ_for_children
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ from services.adapters.redis.client import redis_client
 from services.adapters.redis.local_server import PrivateRedis, free_port, start_server
 from services.adapters.store.redis_store import RedisEventStore
 from services.keys import Keys, keys_for
-from services.loops.intake import stamped
+from services.adapters.inbox.publishing import stamped
 from services.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ from schemas.signature import sign
 from schemas.spec import Principal, RunSpec
 from services.adapters.redis.local_server import answers, free_port
 from services.keys import Keys
-from services.loops.intake import stamped
+from services.adapters.inbox.publishing import stamped
 
 WAIT_S = 40.0
 GRANTED = ["stock:read", "stock:write"]

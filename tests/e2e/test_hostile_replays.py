@@ -24,7 +24,7 @@ from schemas.inbox import HumanReplied, RunRequested
 from schemas.signature import entry as signed_entry
 from schemas.spec import RunSpec
 from services.keys import Keys
-from services.loops.intake import stamped
+from services.adapters.inbox.publishing import stamped
 
 WAIT_S = 40.0
 SCOPES = "stock:read,stock:write"

@@ -25,7 +25,8 @@ from services.handlers.app import App
 from services.keys import Keys
 from services.loops import rejections
 from services.loops.inbox_auth import Granted
-from services.loops.intake import GROUP, Intake, publish, stamped
+from services.adapters.inbox.publishing import GROUP, publish, stamped
+from services.loops.intake import Intake
 
 TTL_S = 2.0
 

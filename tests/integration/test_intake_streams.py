@@ -28,7 +28,8 @@ from services.handlers.app import App
 from services.intake_role import build_intake
 from services.keys import Keys
 from services.loops import rejections
-from services.loops.intake import Intake, publish
+from services.adapters.inbox.publishing import publish
+from services.loops.intake import Intake
 from services.settings import Settings
 
 MAX_ID = "18446744073709551615-18446744073709551615"

@@ -15,7 +15,8 @@ from test_publishers_on_redis import file_
 
 from services.handlers.app import App
 from services.keys import Keys
-from services.loops.intake import Intake, publish
+from services.adapters.inbox.publishing import publish
+from services.loops.intake import Intake
 from services.settings import Settings
 
 

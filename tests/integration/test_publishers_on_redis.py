@@ -23,7 +23,8 @@ from services.adapters.publishers import publishers_file
 from services.adapters.publishers.publishers_file import Signer
 from services.handlers.app import App
 from services.keys import Keys
-from services.loops.intake import Intake, publish
+from services.adapters.inbox.publishing import publish
+from services.loops.intake import Intake
 from services.settings import Settings
 
 

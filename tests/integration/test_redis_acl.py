@@ -35,7 +35,7 @@ from services.adapters.redis.acl import DEFAULT_OFF, rules
 from services.adapters.redis.local_server import answers, free_port
 from services.adapters.store.redis_store import RedisEventStore
 from services.keys import Keys
-from services.loops.intake import publish
+from services.adapters.inbox.publishing import publish
 from services.settings import Settings
 
 CLI = [sys.executable, "-m", "services.entrypoints.cli.main"]

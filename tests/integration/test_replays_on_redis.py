@@ -27,7 +27,8 @@ from services.adapters.publishers.publishers_file import Signer
 from services.handlers.app import App
 from services.keys import Keys
 from services.loops.inbox_auth import nonce_partition
-from services.loops.intake import GROUP, Intake, publish, stamped
+from services.adapters.inbox.publishing import GROUP, publish, stamped
+from services.loops.intake import Intake
 from services.settings import Settings
 
 

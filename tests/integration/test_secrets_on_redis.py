@@ -18,7 +18,7 @@ from schemas.content import TextBlock, ThinkingBlock
 from schemas.spec import RunSpec
 from services.adapters.redis.locate import Located, Origin
 from services.entrypoints.cli import context_cmds, inspect_cmds, tail_cmds
-from services.entrypoints.cli.session import Session
+from services.session import Session
 from services.handlers.app import App
 from services.handlers.runs import envelopes
 from services.keys import Keys

@@ -26,7 +26,7 @@ from services.adapters.store.redis_store import RedisEventStore
 from services.adapters.tools.toolset import ToolSet
 from services.handlers.state_cache import cache_for
 from services.keys import Keys
-from services.loops.intake import publish
+from services.adapters.inbox.publishing import publish
 from services.settings import Settings
 
 RECOVERY_LIMIT_S = 15.0

@@ -41,7 +41,8 @@ from services.handlers.spec_check import spec_problems
 from services.keys import Keys
 from services.loops.inbox_auth import Granted, check_fresh, nonce_partition
 from services.loops.inbox_parse import Rejected
-from services.loops.intake import decide_control, stamped
+from services.adapters.inbox.publishing import stamped
+from services.loops.intake import decide_control
 
 R = RunStatus
 NOW = 1_800_000_000.0

@@ -20,7 +20,7 @@ import redis
 from services.adapters.publishers import publishers_file
 from services.adapters.redis.acl import rules
 from services.entrypoints.cli.reply import emit, say
-from services.entrypoints.cli.session import Session
+from services.session import Session
 from services.errors import ConfigError
 from services.settings import Settings, masked
 

@@ -28,7 +28,7 @@ from services.adapters.publishers.publishers_file import Signer
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import after_control, intake_while_delivering
-from services.entrypoints.cli.inbox_watch import (
+from services.adapters.inbox.redis_inbox import (
     Liveness,
     intake_liveness,
     rejected_reason,
@@ -39,8 +39,9 @@ from services.entrypoints.cli.inbox_watch import (
 from services.entrypoints.cli.parser import BadOption, shown
 from services.entrypoints.cli.publisher_cmds import signer_for
 from services.entrypoints.cli.reply import emit, fail, say
-from services.entrypoints.cli.session import Session
-from services.loops.intake import decide_control, publish
+from services.session import Session
+from services.adapters.inbox.publishing import publish
+from services.loops.intake import decide_control
 from services.settings import masked
 
 TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox

@@ -16,8 +16,8 @@ from events.state import RunState
 from events.status import RunStatus
 from services.adapters.publishers.publishers_file import local_name
 from services.adapters.redis.directory import Directory
-from services.entrypoints.cli.inbox_watch import Liveness, intake_liveness
-from services.entrypoints.cli.session import Session
+from services.adapters.inbox.redis_inbox import Liveness, intake_liveness
+from services.session import Session
 from services.settings import Settings
 
 PRIVATE_PREFIX = "run."  # an embedded run's task queue: `run.` and 12 hex

@@ -19,7 +19,7 @@ from services import structured_logs
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import fail
-from services.entrypoints.cli.session import Session, open_session
+from services.session import Session, open_session
 from services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
 from services.secrets import install_log_filter
 from services.settings import Settings, from_env, masked, user_state_dir

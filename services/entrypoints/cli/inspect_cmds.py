@@ -23,7 +23,7 @@ from services.clock import RUN_ID_WIDTH
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import attach_command, embedded_here
-from services.entrypoints.cli.inbox_watch import (
+from services.adapters.inbox.redis_inbox import (
     Liveness,
     WaitingRequest,
     intake_liveness,
@@ -33,7 +33,7 @@ from services.entrypoints.cli.inbox_watch import (
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.run_index import Page, page_of_runs, parse_time
-from services.entrypoints.cli.session import Session
+from services.session import Session
 from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
 from services.settings import masked

@@ -18,7 +18,7 @@ from services.adapters.redis.directory import Directory
 from services.bootstrap import shards_ever
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.reply import emit, fail
-from services.entrypoints.cli.session import Session
+from services.session import Session
 from services.keys import Keys
 
 SCAN_COUNT = 500

@@ -20,7 +20,7 @@ from schemas.spec import Principal
 from services.adapters.publishers import agreed, publishers_file
 from services.adapters.publishers.publishers_file import Filed, Signer
 from services.entrypoints.cli.reply import emit, say
-from services.entrypoints.cli.session import Session, open_session
+from services.session import Session, open_session
 from services.errors import ConfigError, RedisUnavailable
 from services.settings import Settings
 

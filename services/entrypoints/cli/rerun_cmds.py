@@ -22,8 +22,8 @@ from schemas.spec import ReplayModel, ReplaySettings, RunSpec
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.publisher_cmds import local_signer
 from services.entrypoints.cli.run_cmds import private_queue, request_for, start_workers, toolset_of
-from services.entrypoints.cli.session import Session
-from services.loops.intake import publish
+from services.session import Session
+from services.adapters.inbox.publishing import publish
 from services.secrets import redactor_for
 
 

@@ -51,7 +51,7 @@ from services.entrypoints.cli.embedded import (
     reply_command,
     waiting_for_a_person,
 )
-from services.entrypoints.cli.inbox_watch import (
+from services.adapters.inbox.redis_inbox import (
     Liveness,
     intake_liveness,
     rejected_reason,
@@ -61,13 +61,13 @@ from services.entrypoints.cli.inspect_cmds import run_summary
 from services.entrypoints.cli.publisher_cmds import check_grant, local_signer, signer_for
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
-from services.entrypoints.cli.session import Session
+from services.session import Session
 from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, source_name, with_lines
 from services.entrypoints.cli.supervise import stop_children
 from services.errors import ProviderUnready
 from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
-from services.loops.intake import publish
+from services.adapters.inbox.publishing import publish
 from services.secrets import redactor_for
 from services.settings import Settings, environ_for_children, masked
 from services.structured_logs import child_args

@@ -19,7 +19,7 @@ from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import fail, say
-from services.entrypoints.cli.session import Session
+from services.session import Session
 
 BATCH = 500
 Show = Callable[[Envelope[Any]], None]

@@ -14,7 +14,7 @@ from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.parser import package_version
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail
-from services.entrypoints.cli.session import Session
+from services.session import Session
 
 
 def trace(session: Session, run_id: str, *, as_json: bool) -> int:

@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from schemas.names import RUN_ID_PATTERN
 from services.entrypoints.cli import control_cmds, exit_codes
-from services.entrypoints.cli.session import Session
+from services.session import Session
 from services.entrypoints.web import plain, views
 from services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from services.entrypoints.web.guard import Guard
