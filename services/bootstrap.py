@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import redis
@@ -31,6 +31,7 @@ from services.adapters.models.replay import ReplayAdapter
 from services.adapters.models.scripted import ScriptedAdapter
 from services.adapters.redis.client import redis_client as redis_client  # re-exported
 from services.adapters.redis.directory import Directory
+from services.adapters.redis.shards import shards_ever as shards_ever  # re-exported
 from services.adapters.redis.worker_deaths import WorkerDeaths
 from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.store.redacting import RedactingStore
@@ -43,7 +44,7 @@ from services.entrypoints.actors import declare_actors
 from services.handlers.app import App, Carrying
 from services.handlers.runs import Observe, Runs
 from services.handlers.state_cache import warm_up
-from services.keys import Keys, keys_for
+from services.keys import keys_for
 from services.lock_partitions import lock_partitions
 from services.loops.sweeper import run_sweeper
 from services.process_memory import limit_arenas
@@ -57,15 +58,6 @@ if TYPE_CHECKING:  # prometheus_client is imported only when metrics are on
 
 log = logging.getLogger(__name__)
 ALL_POOLS = (Pool.MODEL, Pool.TOOLS, Pool.ACCEPT)
-
-# KEYS: meta; ARGV: this deployment's shard count. Returns the largest ever used.
-_SHARDS = """
-local m = tonumber(redis.call('HGET', KEYS[1], 'shards') or '0')
-local n = tonumber(ARGV[1])
-if n > m then redis.call('HSET', KEYS[1], 'shards', n); m = n end
-return m
-"""
-
 
 def worker_middleware() -> list[Middleware]:
     """What the actors use of dramatiq's middleware: time limits, shutdown notices
@@ -82,15 +74,6 @@ def prepare_readers() -> None:
     snapshot.prepare()
     fold.prepare()
     warm_up()
-
-
-def shards_ever(client: redis.Redis, keys: Keys, *, record: bool = True) -> range:
-    """Every shard a run may be in: as many as the largest count this Redis has seen
-    (this process's counted in: `record`, a script; a reader, as ops, only reads)."""
-    if not record:
-        seen = cast(bytes | None, client.hget(keys.meta, "shards"))
-        return range(max(int(seen or 0), keys.shards))
-    return range(int(client.register_script(_SHARDS)(keys=[keys.meta], args=[keys.shards])))
 
 
 # one adapter per distinct model spec, and the spec objects last asked about (no re-dump
