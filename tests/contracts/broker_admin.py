@@ -41,6 +41,16 @@ class BrokerAdminContract:
         assert (found["w1"].modules, found["w1"].in_flight) == (["shop"], 2)
         assert (found["w2"].queue, found["w2"].pools, found["w2"].in_flight) == ("billing", ["accept"], 0)
 
+    def test_a_tool_sets_manifest_and_its_pools_live_workers_are_found_by_queue(
+        self, admin: BrokerAdmin, pools: Any
+    ) -> None:
+        pools.serve("w1", "default", "fp1", ["model", "tools"], ["shop"])
+
+        assert admin.manifest("default", "fp1") == {"modules": ["shop"]}
+        assert (admin.manifest("default", "fp2"), admin.manifest("other", "fp1")) == (None, None)
+        assert (admin.live("default", "fp1", "tools"), admin.live("default", "fp1")) == (["w1"], ["w1"])
+        assert admin.live("default", "fp1", "accept") == []
+
     def test_a_dead_letter_says_its_actor_run_reason_and_deliveries_and_its_handle(
         self, admin: BrokerAdmin, pools: Any
     ) -> None:

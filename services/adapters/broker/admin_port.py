@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 from dramatiq import Message
 
+from events.commands import Pool
+
 
 @dataclass(frozen=True, slots=True)
 class Worker:
@@ -43,6 +45,14 @@ class BrokerAdmin(Protocol):
 
     def members(self) -> list[Worker]:
         """The live workers of every queue and tool set, with the messages each holds."""
+        ...
+
+    def manifest(self, queue: str, toolset: str) -> dict[str, Any] | None:
+        """The manifest of a tool set that served the queue (None: none ever did)."""
+        ...
+
+    def live(self, queue: str, toolset: str, pool: Pool | str = Pool.MODEL) -> list[str]:
+        """The workers of one pool of a queue's tool set heard from within the membership ttl."""
         ...
 
     def dead_letters(self, queue: str | None = None) -> list[DeadLetter]:

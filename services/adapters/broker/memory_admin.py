@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from typing import Any
+
+from events.commands import Pool
 
 from services.adapters.broker.admin_port import DeadLetter, Worker, dead_letter
 
@@ -36,6 +39,15 @@ class MemoryBrokerAdmin:
                 for (q, t, worker), pools in sorted(self._pools.items())
                 if (q, t) == (queue, toolset)
             ]
+
+    def manifest(self, queue: str, toolset: str) -> dict[str, Any] | None:
+        with self._lock:
+            modules = self._manifests.get(queue, {}).get(toolset)
+        return None if modules is None else {"modules": modules}
+
+    def live(self, queue: str, toolset: str, pool: Pool | str = Pool.MODEL) -> list[str]:
+        with self._lock:
+            return sorted(w for (q, t, w), pools in self._pools.items() if (q, t) == (queue, toolset) and str(pool) in pools)
 
     def dead_letters(self, queue: str | None = None) -> list[DeadLetter]:
         with self._lock:

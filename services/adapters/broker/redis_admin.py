@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from importlib.resources import files
+from typing import Any
 
 import redis
 
@@ -53,6 +54,12 @@ class RedisBrokerAdmin:
                     for w, ps in sorted(pools.items())
                 ]
         return found
+
+    def manifest(self, queue: str, toolset: str) -> dict[str, Any] | None:
+        return self._directory.manifest(queue, toolset)
+
+    def live(self, queue: str, toolset: str, pool: Pool | str = Pool.MODEL) -> list[str]:
+        return self._directory.live(queue, toolset, pool)
 
     def _in_flight(self, streams: list[str]) -> dict[str, int]:
         """Per consumer, the messages delivered and not yet acked, over these streams."""

@@ -18,7 +18,7 @@ from schemas.errors import InvalidSpec
 from services import structured_logs
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.parser import BadOption
-from services.entrypoints.cli.reply import fail
+from services.entrypoints.cli.reply import fail, say_loading
 from services.session import Session, open_session
 from services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
 from services.secrets import install_log_filter
@@ -98,7 +98,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
                 queues=args.queues, workspaces=args.workspaces, as_json=as_json,
             )  # fmt: skip
         if args.action == "adopt":
-            with open_session(settings, may_start=False) as session:
+            with open_session(settings, may_start=False, waiting=say_loading) as session:
                 return publisher_cmds.adopt(session, as_json=as_json)
         return publisher_cmds.list_(settings, as_json=as_json)
     if args.command == "acl":
@@ -106,7 +106,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
 
         if not args.apply:
             return acl_cmds.acl(settings, None, as_json=as_json)
-        with open_session(settings, may_start=False) as session:
+        with open_session(settings, may_start=False, waiting=say_loading) as session:
             return acl_cmds.acl(settings, session, as_json=as_json)
     if args.command == "toolset":
         from services.entrypoints.cli import run_cmds
@@ -121,7 +121,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
         if args.command in ("run", "submit") and attach is None
         else None
     )
-    with open_session(settings, may_start=args.command in MAY_START) as session:
+    with open_session(settings, may_start=args.command in MAY_START, waiting=say_loading) as session:
         match args.command:
             case "run" if attach is not None:
                 from services.entrypoints.cli import attach_cmds

@@ -19,7 +19,7 @@ from schemas.publishers import GrantedPrincipal, Publisher
 from schemas.spec import Principal
 from services.adapters.publishers import agreed, publishers_file
 from services.adapters.publishers.publishers_file import Filed, Signer
-from services.entrypoints.cli.reply import emit, say
+from services.entrypoints.cli.reply import emit, say, say_loading
 from services.session import Session, open_session
 from services.errors import ConfigError, RedisUnavailable
 from services.settings import Settings
@@ -70,7 +70,7 @@ def adopt(session: Session, *, as_json: bool) -> int:
 def _follow(settings: Settings, change: Filed) -> str | None:
     """Move the deployment's record to the changed file; None when done, else why not."""
     try:
-        with open_session(settings, may_start=False) as session:
+        with open_session(settings, may_start=False, waiting=say_loading) as session:
             return follow_in(session, change)
     except (RedisUnavailable, redis.RedisError) as exc:  # the file is filed: say, do not fail
         return (

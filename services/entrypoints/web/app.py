@@ -28,7 +28,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from events.following import Until
+from schemas.envelope import Envelope
 from schemas.names import RUN_ID_PATTERN
+from services.adapters.reading.follow import follow
+from services.adapters.reading.port import Cursors
 from services.entrypoints.cli import control_cmds, exit_codes
 from services.session import Session
 from services.entrypoints.web import plain, views
@@ -207,7 +211,7 @@ class _Web:
             return JSONResponse({"error": "bad status", "message": str(exc)}, status_code=400)
 
         async def events() -> AsyncIterator[str]:
-            cursors = await anyio.to_thread.run_sync(self._feed_ends)
+            cursors = await anyio.to_thread.run_sync(self.s.reader.feed_ends)
             while not self.stopping():
                 rows = await anyio.to_thread.run_sync(
                     lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
@@ -221,18 +225,8 @@ class _Web:
 
         return _stream(events())
 
-    def _feed_ends(self) -> dict[str, str]:
-        pipe = self.s.client.pipeline(transaction=False)
-        feeds = [self.s.keys.feed(n) for n in range(self.s.keys.shards)]
-        for feed in feeds:
-            pipe.xrevrange(feed, count=1)
-        return {f: (last[0][0].decode() if last else "0-0") for f, last in zip(feeds, pipe.execute(), strict=True)}
-
-    def _feeds_moved(self, cursors: dict[str, str]) -> bool:
-        reply: Any = self.s.client.xread(cursors, count=1000, block=BLOCK_MS)  # type: ignore[arg-type]
-        for stream, entries in reply or []:
-            cursors[stream.decode()] = entries[-1][0].decode()
-        return bool(reply)
+    def _feeds_moved(self, cursors: Cursors) -> bool:
+        return self.s.reader.feeds_moved(cursors, timeout_s=BLOCK_MS / 1000)
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -254,28 +248,27 @@ class _Web:
         run_id = request.path_params["run_id"]
         last = request.headers.get("last-event-id") or request.query_params.get("after", "0")
         after = int(last) if last.isdigit() else 0
-        if not await anyio.to_thread.run_sync(self.s.client.exists, self.s.keys.run(run_id)):
+        if not await anyio.to_thread.run_sync(self.s.reader.exists, run_id):
             return JSONResponse({"error": "no run", "message": f"no run {run_id!r}"}, status_code=404)
 
         async def events() -> AsyncIterator[str]:
-            seq = after
+            steps = follow(self.s.reader, run_id, until=Until.NEVER, wait_s=BLOCK_MS / 1000)
+            envelopes: list[Envelope[Any]] = []
+            seq, first = after, True
             while not self.stopping():
-                found = await anyio.to_thread.run_sync(self._read, run_id, seq)
-                if found is not None:
-                    view, lines = found
-                    for item in lines:
-                        yield _sse("line", item, id_=item["seq"])
-                    seq = max([seq, *(i["seq"] for i in lines)])
-                    yield _sse("state", view, id_=seq)
-                while not await anyio.to_thread.run_sync(self._run_moved, run_id, seq):
-                    if self.stopping():
-                        return
+                step = await anyio.to_thread.run_sync(next, steps)
+                envelopes += step.events
+                if step.state is None or not (step.events or first):
                     yield ": alive\n\n"
+                    continue
+                first = False
+                lines = views.timeline([e for e in step.events if e.seq > seq], step.state)
+                for item in lines:
+                    yield _sse("line", item, id_=item["seq"])
+                seq = max([seq, *(i["seq"] for i in lines)])
+                yield _sse("state", views.run_view(step.state, envelopes), id_=seq)
 
         return _stream(events())
-
-    def _run_moved(self, run_id: str, seq: int) -> bool:
-        return bool(self.s.client.xread({self.s.keys.run(run_id): f"0-{seq}"}, count=1, block=BLOCK_MS))
 
     async def control(self, request: Request) -> Response:
         if self.publisher is None:
