@@ -9,6 +9,7 @@ empty event store) and `reader` (the reader over that store's logs)."""
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from typing import Any
@@ -110,6 +111,20 @@ class RunReaderContract:
         new_run(store, 1)
         assert reader.feeds_moved(cursors, timeout_s=LONG_S) is True
         assert reader.feeds_moved(cursors, timeout_s=0.01) is False
+
+    def test_the_runs_index_pages_newest_first_before_a_cursor_and_above_a_floor(
+        self, store: EventStore, reader: RunReader
+    ) -> None:
+        made = []
+        for n in range(3):
+            run_id = f"run-{uuid.uuid4().hex[:8]}"
+            store.append(run_id, batch(run_id, 1, 1, at=T0 + n), expected_seq=0, live=True)
+            made.append((float(int((T0 + n + 0.001) * 1000)), run_id))
+        newest, middle, oldest = reversed(made)
+
+        assert reader.runs_before((math.inf, ""), -math.inf, 2) == ([newest, middle], False)
+        assert reader.runs_before(middle, -math.inf, 5) == ([oldest], True)
+        assert reader.runs_before((math.inf, ""), middle[0], 5) == ([newest, middle], True)
 
     def test_following_until_over_hands_out_every_event_once_and_stops_at_the_end(
         self, store: EventStore, reader: RunReader

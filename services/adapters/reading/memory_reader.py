@@ -4,10 +4,11 @@ It passes the same contract suite as the Redis reader."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from schemas.envelope import Envelope
-from services.adapters.reading.port import Cursors, RawEntry
+from services.adapters.reading.port import Cursors, Position, RawEntry
 from services.adapters.store.memory import MemoryEventStore
 
 FEED = "feed"  # the memory store's one feed; a cursor is how many of its entries were read
@@ -25,6 +26,11 @@ class MemoryRunReader:
 
     def raw(self, run_id: str) -> list[RawEntry]:
         return [RawEntry(f"0-{env.seq}", env) for env in self._store.read(run_id)]
+
+    def runs_before(self, cursor: Position, floor_ms: float, n: int) -> tuple[list[Position], bool]:
+        rows = [(float(int(e.created_at * 1000)), e.run_id) for e in self._store.runs(limit=sys.maxsize)]
+        older = sorted((r for r in rows if r < cursor and r[0] >= floor_ms), reverse=True)
+        return older[:n], len(older) <= n
 
     def wait(self, run_id: str, *, after_seq: int, timeout_s: float) -> bool:
         return self._store.wait_for(lambda: bool(self._store.read(run_id, after_seq=after_seq)), timeout_s)

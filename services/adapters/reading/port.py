@@ -13,6 +13,7 @@ from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
 
 Cursors = dict[str, str]  # per feed, the last entry read (the reader's own names and ids)
+Position = tuple[float, str]  # a run in the runs index: (created ms, run id), ordered by both
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,11 @@ class RunReader(Protocol):
 
     def raw(self, run_id: str) -> list[RawEntry]:
         """Every entry of the run's stream, in stream order, decoded one by one."""
+        ...
+
+    def runs_before(self, cursor: Position, floor_ms: float, n: int) -> tuple[list[Position], bool]:
+        """Up to `n` runs of the runs index before `cursor` and created at or after
+        `floor_ms`, newest first, and whether none are left beyond them."""
         ...
 
     def wait(self, run_id: str, *, after_seq: int, timeout_s: float) -> bool:

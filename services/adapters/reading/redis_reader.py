@@ -6,6 +6,7 @@ entry is decoded by the store's one decoder (`store.entries`)."""
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -13,7 +14,7 @@ import redis
 
 from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
-from services.adapters.reading.port import Cursors, RawEntry
+from services.adapters.reading.port import Cursors, Position, RawEntry
 from services.adapters.redis.slot_reads import read_each
 from services.adapters.store.entries import decode_entry
 from services.keys import Keys
@@ -36,6 +37,18 @@ class RedisRunReader:
     def raw(self, run_id: str) -> list[RawEntry]:
         entries: Any = self._r.xrange(self._keys.run(run_id))
         return [_raw(entry_id, fields) for entry_id, fields in entries]
+
+    def runs_before(self, cursor: Position, floor_ms: float, n: int) -> tuple[list[Position], bool]:
+        top = "+inf" if cursor[0] == math.inf else str(cursor[0])
+        bottom = "-inf" if floor_ms == -math.inf else str(floor_ms)
+        pipe = self._r.pipeline(transaction=False)
+        for shard in range(self._keys.shards):
+            pipe.zrevrangebyscore(self._keys.runs(shard), top, bottom, start=0, num=n, withscores=True)
+        replies = pipe.execute()
+        rows = [(float(score), run.decode()) for reply in replies for run, score in reply]
+        older = sorted((r for r in rows if r < cursor), reverse=True)
+        exhausted = all(len(reply) < n for reply in replies)
+        return older[:n], exhausted and len(older) <= n
 
     def wait(self, run_id: str, *, after_seq: int, timeout_s: float) -> bool:
         key = self._keys.run(run_id)

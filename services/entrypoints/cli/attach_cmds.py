@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from events.mcp_policy import modules_of
 from events.state import RunState
@@ -149,14 +148,9 @@ def _changed(state: RunState, prepared: Prepared) -> str | None:
 def _let_the_intake_read(session: Session, publisher: str) -> None:
     """Wait (a little) until the intake has read what waited in the publisher's inbox
     streams, so a control sent while nothing served the run acts before we follow."""
-    keys, client = session.keys, session.client
-    waiting: dict[str, Any] = {}
-    for part in range(keys.inbox_partitions):
-        newest: Any = client.xrevrange(keys.inbox(part, publisher), count=1)
-        if newest:
-            waiting[keys.inbox(part, publisher)] = newest[0][0]
+    waiting = session.inbox.newest(publisher)
     deadline = time.monotonic() + TAKE_S
     while waiting and time.monotonic() < deadline:
-        waiting = {k: last for k, last in waiting.items() if client.xrange(k, "-", last, count=1)}
+        waiting = [entry for entry in waiting if session.inbox.waiting(entry)]
         if waiting:
             time.sleep(0.05)

@@ -28,19 +28,11 @@ from services.adapters.publishers.publishers_file import Signer
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import after_control, intake_while_delivering
-from services.adapters.inbox.redis_inbox import (
-    Liveness,
-    intake_liveness,
-    rejected_reason,
-    request_waiting,
-    taken,
-    withdraw,
-)
+from services.adapters.inbox.port import Liveness
 from services.entrypoints.cli.parser import BadOption, shown
 from services.entrypoints.cli.publisher_cmds import signer_for
 from services.entrypoints.cli.reply import emit, fail, say
 from services.session import Session
-from services.adapters.inbox.publishing import publish
 from services.loops.intake import decide_control
 from services.settings import masked
 
@@ -82,12 +74,12 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
     except ControlRefused as exc:
         return Verdict(exit_codes.USAGE, "refused", f"run {run_id!r}: {exc.reason}; nothing was sent")
     ttl_s = session.settings.member_ttl_s
-    if intake_liveness(session.client, session.keys, ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
+    if session.inbox.intake_liveness(ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
         return _no_intake(session, sent=False)
-    entry_id = publish(session.client, session.keys, message, signer=signer)
+    entry_id = session.inbox.publish(message, signer=signer)
     deadline = time.monotonic() + TAKE_S
-    while not taken(session.client, session.keys, entry_id):
-        if time.monotonic() > deadline and withdraw(session.client, session.keys, entry_id):
+    while not session.inbox.taken(entry_id):
+        if time.monotonic() > deadline and session.inbox.withdraw(entry_id):
             return _no_intake(session, sent=True)
         time.sleep(0.05)
     return _verdict(session, message, entry_id)
@@ -95,7 +87,7 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
 
 def _no_run(session: Session, run_id: str) -> str:
     path = session.settings.publishers_path
-    if request_waiting(session.client, session.keys, run_id, path) is not None:
+    if session.inbox.request_waiting(run_id, path) is not None:
         return f"no run {run_id!r} yet: its request waits in the inbox for the intake; nothing was sent"
     return f"no run {run_id!r}; nothing was sent"
 
@@ -137,9 +129,9 @@ def _say_go_on(run_id: str, go_on: str | None) -> None:
 def _verdict(session: Session, message: inbox.Control, entry_id: str) -> Verdict:
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
-        if (reason := rejected_reason(session.client, session.keys, entry_id)) is not None:
+        if (reason := session.inbox.rejected_reason(entry_id)) is not None:
             return Verdict(exit_codes.USAGE, "refused", reason, entry_id)
-        appended = [e for e in session.store.read(message.run_id) if e.causation_id == entry_id]
+        appended = [e for e in session.reader.read(message.run_id) if e.causation_id == entry_id]
         if appended:
             return Verdict(0, entry_id=entry_id, events=tuple(appended))
         time.sleep(0.1)
