@@ -40,10 +40,10 @@ from services.adapters.tools import sandbox_probe
 from services.adapters.tools.toolset import ToolSet
 from services.bounded_cache import BoundedCache
 from services.clock import SystemClock, worker_name
-from services.entrypoints.actors import declare_actors
+from services.handlers.actors import declare_actors
 from services.handlers.app import App, Carrying
 from services.handlers.runs import Observe, Runs
-from services.handlers.state_cache import warm_up
+from services.handlers.state_cache import cache_for, warm_up
 from services.keys import keys_for
 from services.lock_partitions import lock_partitions
 from services.loops.sweeper import run_sweeper
@@ -55,6 +55,7 @@ from services.structured_logs import set_worker
 
 if TYPE_CHECKING:  # prometheus_client is imported only when metrics are on
     from services.adapters.metrics.instruments import Instruments
+    from services.adapters.metrics.scrape import RedisCollector, Served
 
 log = logging.getLogger(__name__)
 ALL_POOLS = (Pool.MODEL, Pool.TOOLS, Pool.ACCEPT)
@@ -74,6 +75,25 @@ def prepare_readers() -> None:
     snapshot.prepare()
     fold.prepare()
     warm_up()
+
+
+def redis_collector(settings: Settings, client: redis.Redis, served: Sequence[Served]) -> RedisCollector:
+    """What a metrics scrape reads from Redis (the operations port's collector)."""
+    from services.adapters.metrics.scrape import RedisCollector  # prometheus_client: metrics on
+
+    keys = keys_for(settings)
+    shards = shards_ever(client, keys)
+    cache = cache_for(RedisEventStore(client, keys))
+    return RedisCollector(client, keys, lambda: shards, served, cache.load_many)
+
+
+def redis_problem(client: redis.Redis) -> str | None:
+    """Why Redis is not ready (None: it answers)."""
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return f"Redis does not answer: {exc}"
+    return None
 
 
 # one adapter per distinct model spec, and the spec objects last asked about (no re-dump

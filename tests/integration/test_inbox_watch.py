@@ -11,6 +11,7 @@ import time
 import redis
 
 from services.adapters.broker.membership import Membership
+from services.adapters.inbox.publishing import GROUP
 from services.adapters.inbox.redis_inbox import (
     Liveness,
     intake_liveness,
@@ -19,7 +20,6 @@ from services.adapters.inbox.redis_inbox import (
     withdraw,
 )
 from services.keys import Keys
-from services.adapters.inbox.publishing import GROUP
 
 TTL_S = 1.5  # the LIVE look right after the beat must not be later than this on a busy machine
 

@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from services.adapters.inbox import redis_inbox as inbox_watch
+from services.adapters.inbox.publishing import partition_of
 from services.adapters.inbox.redis_inbox import refusal_of_run
 from services.keys import Keys
-from services.adapters.inbox.publishing import partition_of
 
 RUN = "r-0123456789abcdef.s1"
 

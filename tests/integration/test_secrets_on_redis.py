@@ -19,11 +19,11 @@ from schemas.content import TextBlock, ThinkingBlock
 from schemas.spec import RunSpec
 from services.adapters.redis.locate import Located, Origin
 from services.entrypoints.cli import context_cmds, inspect_cmds, tail_cmds
-from services.session import Session, session_over
 from services.handlers.app import App
 from services.handlers.runs import envelopes
 from services.keys import Keys
 from services.secrets import LOG_FILTER
+from services.session import Session, session_over
 from services.settings import Settings
 
 VAR, VALUE = "IT_DEPLOY_TOKEN", "itv-8c1d2e3f4a5b6978"

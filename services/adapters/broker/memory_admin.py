@@ -10,7 +10,6 @@ from collections import defaultdict
 from typing import Any
 
 from events.commands import Pool
-
 from services.adapters.broker.admin_port import DeadLetter, Worker, dead_letter
 
 Stream = tuple[str, str, str, int]  # queue, tool set, pool, shard

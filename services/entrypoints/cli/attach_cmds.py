@@ -26,10 +26,10 @@ from services.entrypoints.cli.embedded import attach_command, command, is_privat
 from services.entrypoints.cli.publisher_cmds import local_signer
 from services.entrypoints.cli.reply import fail, say
 from services.entrypoints.cli.run_cmds import Prepared, Then, start_workers, to_the_end, worker_args
-from services.session import Session
 from services.entrypoints.cli.spec_file import SpecLines
 from services.handlers.spec_check import tool_paths
 from services.secrets import redactor_for
+from services.session import Session
 
 TAKE_S = 5.0  # how long the attached intake may take to read what waited in the inbox
 

@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from events.commands import Pool
 from events.state import RunState
 from events.status import RunStatus
-from services.adapters.publishers.publishers_file import local_name
 from services.adapters.inbox.port import Liveness
+from services.adapters.publishers.publishers_file import local_name
 from services.session import Session
 from services.settings import Settings
 

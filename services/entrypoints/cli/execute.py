@@ -19,9 +19,9 @@ from services import structured_logs
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import fail, say_loading
-from services.session import Session, open_session
 from services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
 from services.secrets import install_log_filter
+from services.session import Session, open_session
 from services.settings import Settings, from_env, masked, user_state_dir
 
 # the commands that may start the local Redis service; submit, workers, intake and

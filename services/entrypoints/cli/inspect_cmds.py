@@ -17,17 +17,17 @@ from events.fold import apply
 from events.state import RunState
 from events.status import RunStatus
 from schemas.errors import InvalidEvent
+from services.adapters.inbox.port import Liveness, WaitingRequest
 from services.clock import RUN_ID_WIDTH
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import attach_command, embedded_here
-from services.adapters.inbox.port import Liveness, WaitingRequest
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.run_index import BadPageToken, Page, page_of_runs, parse_time
-from services.session import Session
 from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
+from services.session import Session
 from services.settings import masked
 
 # what `status` says of a run whose request waits in the inbox: not a RunStatus (the run

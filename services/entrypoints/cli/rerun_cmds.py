@@ -23,8 +23,8 @@ from services.adapters.reading.follow import follow
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.publisher_cmds import local_signer
 from services.entrypoints.cli.run_cmds import private_queue, request_for, start_workers, toolset_of
-from services.session import Session
 from services.secrets import redactor_for
+from services.session import Session
 
 
 def rerun(session: Session, run_id: str, *, as_json: bool) -> int:

@@ -25,6 +25,7 @@ from events.types import DEFAULT_QUEUE, ApprovalRequested
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
+from services.adapters.inbox.port import Liveness
 from services.adapters.models.preflight import check_provider
 from services.adapters.publishers.publishers_file import Signer, local_name
 from services.adapters.reading.follow import follow as following
@@ -51,18 +52,17 @@ from services.entrypoints.cli.embedded import (
     reply_command,
     waiting_for_a_person,
 )
-from services.adapters.inbox.port import Liveness
 from services.entrypoints.cli.inspect_cmds import run_summary
 from services.entrypoints.cli.publisher_cmds import check_grant, local_signer, signer_for
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.reply import emit, fail, say
-from services.session import Session
 from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, source_name, with_lines
 from services.entrypoints.cli.supervise import stop_children
 from services.errors import ProviderUnready
 from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
 from services.secrets import redactor_for
+from services.session import Session
 from services.settings import Settings, environ_for_children, masked
 from services.structured_logs import child_args
 

@@ -22,8 +22,8 @@ from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.parser import INTAKE_POOL
 from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.run_cmds import worker_args
-from services.session import Session
 from services.entrypoints.cli.supervise import Supervisor, signalled, wait_for_signal
+from services.session import Session
 from services.settings import Settings, masked
 from services.structured_logs import child_args
 

@@ -34,11 +34,11 @@ from schemas.names import RUN_ID_PATTERN
 from services.adapters.reading.follow import follow
 from services.adapters.reading.port import Cursors
 from services.entrypoints.cli import control_cmds, exit_codes
-from services.session import Session
 from services.entrypoints.web import plain, views
 from services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from services.entrypoints.web.guard import Guard
 from services.errors import ConfigError
+from services.session import Session
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")

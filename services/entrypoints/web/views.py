@@ -16,9 +16,9 @@ from schemas.envelope import Envelope
 from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.inspect_cmds import iso, run_summary
 from services.entrypoints.run_index import page_of_runs
-from services.session import Session
 from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
+from services.session import Session
 
 HOLDING = (CallStatus.SCHEDULED, CallStatus.STARTED)
 
