@@ -36,7 +36,7 @@ from schemas.spec import PythonCheck
 from services.adapters.inbox.publishing import stamped
 from services.adapters.publishers.nonces import MemoryNonces
 from services.adapters.tools.registry import REGISTRY
-from services.entrypoints.cli.describe import summary
+from services.entrypoints.describe import summary
 from services.handlers.checks import run_check
 from services.handlers.spec_check import spec_problems
 from services.keys import Keys

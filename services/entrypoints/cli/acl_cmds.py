@@ -17,7 +17,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from services.adapters.publishers import publishers_file
 from services.adapters.redis.acl import rules, server_version, set_user
-from services.entrypoints.cli.reply import emit, say
+from services.entrypoints.reply import emit, say
 from services.errors import ConfigError
 from services.session import Session
 from services.settings import Settings, masked

@@ -24,9 +24,9 @@ from services.adapters.tools.toolset import ToolSetError, load_toolset
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.embedded import attach_command, command, is_private, serving
 from services.entrypoints.cli.publisher_cmds import local_signer
-from services.entrypoints.cli.reply import fail, say
 from services.entrypoints.cli.run_cmds import Prepared, Then, start_workers, to_the_end, worker_args
 from services.entrypoints.cli.spec_file import SpecLines
+from services.entrypoints.reply import fail, say
 from services.handlers.spec_check import tool_paths
 from services.secrets import redactor_for
 from services.session import Session

@@ -27,11 +27,11 @@ from services.adapters.inbox.port import Liveness
 from services.adapters.publishers import publishers_file
 from services.adapters.publishers.publishers_file import Signer
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import after_control, intake_while_delivering
 from services.entrypoints.cli.parser import BadOption, shown
 from services.entrypoints.cli.publisher_cmds import signer_for
-from services.entrypoints.cli.reply import emit, fail, say
+from services.entrypoints.describe import line
+from services.entrypoints.reply import emit, fail, say
 from services.loops.intake import decide_control
 from services.session import Session
 from services.settings import masked

@@ -18,7 +18,7 @@ from schemas.errors import InvalidSpec
 from services import structured_logs
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.parser import BadOption
-from services.entrypoints.cli.reply import fail, say_loading
+from services.entrypoints.reply import fail, say_loading
 from services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
 from services.secrets import install_log_filter
 from services.session import Session, open_session

@@ -5,9 +5,7 @@ the one way to the stored bytes."""
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from events.commands import Pool
@@ -20,11 +18,12 @@ from schemas.errors import InvalidEvent
 from services.adapters.inbox.port import Liveness, WaitingRequest
 from services.clock import RUN_ID_WIDTH
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import attach_command, embedded_here
 from services.entrypoints.cli.parser import BadOption
-from services.entrypoints.cli.reply import emit, fail, say
+from services.entrypoints.describe import line
+from services.entrypoints.reply import emit, fail, say
 from services.entrypoints.run_index import BadPageToken, Page, page_of_runs, parse_time
+from services.entrypoints.summary import run_summary
 from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
 from services.session import Session
@@ -33,40 +32,6 @@ from services.settings import masked
 # what `status` says of a run whose request waits in the inbox: not a RunStatus (the run
 # does not exist yet), and not ended (exit 9)
 AWAITING_INTAKE = "awaiting_intake"
-
-
-def iso(at: float | None) -> str | None:
-    """An event time as ISO 8601 UTC, to the millisecond."""
-    if at is None:
-        return None
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def run_summary(state: RunState, *, now: float | None = None) -> dict[str, Any]:
-    """`duration_s`: to its end, or to `now` (this host's clock) while it is live."""
-    calls = [c for t in state.turns for c in t.calls]
-    ended = state.updated_at if state.status.terminal else None
-    until = ended if ended is not None else max(state.updated_at, time.time() if now is None else now)
-    return {
-        "run_id": state.run_id,
-        "status": str(state.status),
-        "detail": state.detail,
-        "task": state.spec.task,
-        "principal": state.spec.principal.id,
-        "publisher": state.publisher,
-        # the escalation a reply, resume or abort must name while the run awaits a human
-        "escalation": state.escalation if state.status is RunStatus.AWAITING_HUMAN else None,
-        "created_at": iso(state.created_at),
-        "updated_at": iso(state.updated_at),
-        "ended_at": iso(ended),
-        "duration_s": round(until - state.created_at, 3),
-        "turns": state.turns_used,
-        "usage": state.usage.model_dump(),
-        "cost_usd": round(state.cost_usd, 6),
-        "tool_calls": [
-            {"call_id": c.call_id, "name": c.name, "status": str(c.status)} for c in calls
-        ],
-    }
 
 
 def unserved(session: Session, state: RunState) -> str | None:

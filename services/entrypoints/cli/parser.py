@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from schemas.names import PUBLISHER_NAME_PATTERN, QUEUE_PATTERN, RUN_ID_PATTERN
-from services.errors import ConfigError
+from services.errors import BadOption as BadOption  # re-exported: the commands raise it
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
@@ -28,10 +28,6 @@ CONTROLS = (
     ("resume", "let a run awaiting a human go on", False, "note"),
     ("abort", "end a run awaiting a human as failed", False, "note"),
 )
-
-
-class BadOption(ConfigError):
-    """An option whose value the command cannot use (exit 2, the option named)."""
 
 
 USAGE_EXIT = 2  # argparse's code for refused arguments; exit_codes.USAGE (the parser imports no events)

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from events.commands import Pool
 from events.counted import counted
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.reply import emit, fail
+from services.entrypoints.reply import emit, fail
 from services.session import Session
 
 OK = 0

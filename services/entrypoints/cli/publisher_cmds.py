@@ -19,7 +19,7 @@ from schemas.publishers import GrantedPrincipal, Publisher
 from schemas.spec import Principal
 from services.adapters.publishers import agreed, publishers_file
 from services.adapters.publishers.publishers_file import Filed, Signer
-from services.entrypoints.cli.reply import emit, say, say_loading
+from services.entrypoints.reply import emit, say, say_loading
 from services.errors import ConfigError, RedisUnavailable
 from services.session import Session, open_session
 from services.settings import Settings

@@ -16,10 +16,10 @@ from schemas.envelope import Envelope
 from services.adapters.reading.follow import follow as following
 from services.adapters.reading.port import Cursors
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.redacted import RunRedactors
-from services.entrypoints.cli.reply import fail, say
+from services.entrypoints.describe import line
+from services.entrypoints.reply import fail, say
 from services.session import Session
 
 FOLLOW_WAIT_S = 1.0  # a follower's wait for the next append before it looks again

@@ -13,9 +13,9 @@ from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.types import ApprovalRequested, ToolCallScheduled, ToolCallWaiting
 from schemas.envelope import Envelope
-from services.entrypoints.cli.describe import line
-from services.entrypoints.cli.inspect_cmds import iso, run_summary
+from services.entrypoints.describe import line
 from services.entrypoints.run_index import page_of_runs
+from services.entrypoints.summary import iso, run_summary
 from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
 from services.session import Session
