@@ -229,15 +229,16 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
             from services.entrypoints.cli import context_cmds
 
             return context_cmds.raw(session, args.run_id, after_seq=args.after)
+    from services.entrypoints import controls
     from services.entrypoints.cli import control_cmds
 
     text = str(
         getattr(args, "reason", None) or getattr(args, "note", None) or getattr(args, "text", "")
     )
-    answers = args.command in control_cmds.ANSWERS
-    message = control_cmds.build(
+    answers = args.command in controls.ANSWERS
+    message = controls.build(
         args.command, args.run_id, call_id=getattr(args, "call_id", None), text=text, by=args.by,
-        escalation=control_cmds.current_escalation(session, args.run_id) if answers else 0,
+        escalation=controls.current_escalation(session, args.run_id) if answers else 0,
     )  # fmt: skip
     return control_cmds.send(session, message, as_json=as_json, publisher=args.as_)
 

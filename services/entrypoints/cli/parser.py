@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from schemas.names import PUBLISHER_NAME_PATTERN, QUEUE_PATTERN, RUN_ID_PATTERN
+from services.entrypoints.reply import shown as shown  # re-exported: the commands' messages use it
 from services.errors import BadOption as BadOption  # re-exported: the commands raise it
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -415,10 +416,3 @@ def _reply_text(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("a reply needs some text: what the run should do next")
     return text
-
-
-def shown(text: str, at_most: int = 40) -> str:
-    """`text` as a message shows a value it refuses: repr, cut to `at_most` characters."""
-    if len(text) <= at_most:
-        return repr(text)
-    return f"{text[:at_most]!r}… ({len(text):,} characters)"

@@ -118,21 +118,6 @@ def list_(settings: Settings, *, as_json: bool) -> int:
     return 0
 
 
-def signer_for(settings: Settings, name: str | None) -> Signer:
-    """The publisher `--as` names; without it, the embedded run's own one of this
-    state folder (filed only by the embedded run itself: `local_signer`)."""
-    path = settings.publishers_path
-    if name:
-        return publishers_file.signer(path, name)
-    local = publishers_file.local_name(settings.state_dir)
-    if local not in publishers_file.read(path).publishers:
-        raise ConfigError(
-            "--as", f"no publisher to sign with: pass --as NAME (the embedded run's own "
-            f"{local!r} publisher is not in {path!r})",
-        )  # fmt: skip
-    return publishers_file.signer(path, local)
-
-
 def check_grant(settings: Settings, signer: Signer, principal: Principal, queue: str) -> None:
     """Refuse, before publishing, what the intake would refuse by the same file."""
     grant: Publisher | None = publishers_file.read(settings.publishers_path).publishers.get(signer.name)

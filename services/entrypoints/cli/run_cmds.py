@@ -41,7 +41,6 @@ from services.bounded_yaml import Limits
 from services.clock import new_run_id
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.children import die_with_parent
-from services.entrypoints.cli.control_cmds import user_name
 from services.entrypoints.cli.embedded import (
     PRIVATE_PREFIX,
     attach_command,
@@ -51,10 +50,11 @@ from services.entrypoints.cli.embedded import (
     reply_command,
     waiting_for_a_person,
 )
-from services.entrypoints.cli.publisher_cmds import check_grant, local_signer, signer_for
+from services.entrypoints.cli.publisher_cmds import check_grant, local_signer
 from services.entrypoints.cli.redacted import RunRedactors
 from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, source_name, with_lines
 from services.entrypoints.cli.supervise import stop_children
+from services.entrypoints.controls import signer_for, user_name
 from services.entrypoints.describe import line
 from services.entrypoints.reply import emit, fail, say
 from services.entrypoints.summary import run_summary

@@ -5,7 +5,7 @@ the runs list whenever a shard feed moves, a run's timeline as its log grows
 list's and a run's page carry the same as text for a browser without
 JavaScript (`plain`, inside `<noscript>`). The
 buttons post to `/api/runs/{id}/control`, which publishes through the CLI's own
-control path (`control_cmds.deliver`) as the publisher the view was started
+controls the CLI sends through (`services.entrypoints.controls`) as the publisher the view was started
 with — and refuses with 403 when it was started without one (read-only).
 Every request passes the door first (`guard`: Host allowlist, sign-in, same
 origin); the sign-in page trades the operator's token for a session cookie."""
@@ -33,7 +33,8 @@ from schemas.envelope import Envelope
 from schemas.names import RUN_ID_PATTERN
 from services.adapters.reading.follow import follow
 from services.adapters.reading.port import Cursors
-from services.entrypoints.cli import control_cmds, exit_codes
+from services.entrypoints import controls
+from services.entrypoints.controls import Outcome
 from services.entrypoints.web import plain, views
 from services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from services.entrypoints.web.guard import Guard
@@ -48,7 +49,10 @@ ACTIONS = {  # action: (needs a call id, needs text)
     "approve": (True, False), "deny": (True, False), "reply": (False, True),
     "resume": (False, False), "abort": (False, False), "cancel": (False, False),
 }  # fmt: skip
-HTTP_OF = {exit_codes.USAGE: 409, exit_codes.NO_WORKERS: 503}
+HTTP_OF = {  # a control's outcome other than appended: the HTTP status it answers with
+    Outcome.NO_RUN: 404, Outcome.REFUSED: 409, Outcome.ALREADY_ENDED: 409,
+    Outcome.NO_INTAKE: 503, Outcome.NO_VERDICT: 503,
+}  # fmt: skip
 
 
 class RunIdConvertor(Convertor[str]):
@@ -291,18 +295,18 @@ class _Web:
             what = "a call_id" if needs_call and not call_id else "a text"
             return JSONResponse({"error": "bad request", "message": f"{action} needs {what}"}, status_code=400)
         run_id = request.path_params["run_id"]
-        escalation = await anyio.to_thread.run_sync(control_cmds.current_escalation, self.s, run_id)
+        escalation = await anyio.to_thread.run_sync(controls.current_escalation, self.s, run_id)
         try:
-            message = control_cmds.build(
+            message = controls.build(
                 action, run_id, call_id=call_id, text=text, by=self.publisher, escalation=escalation
             )
         except ConfigError as exc:  # a call id or text the controls refuse: the CLI's words
             return JSONResponse({"error": "bad request", "message": exc.reason}, status_code=400)
         verdict = await anyio.to_thread.run_sync(
-            lambda: control_cmds.deliver(self.s, message, publisher=self.publisher)
+            lambda: controls.deliver(self.s, message, publisher=self.publisher)
         )
-        if verdict.code != 0:
-            status = 404 if verdict.kind == "no run" else HTTP_OF.get(verdict.code, 500)
-            return JSONResponse({"error": verdict.kind, "message": verdict.message}, status_code=status)
+        if verdict.outcome is not Outcome.APPENDED:
+            status = HTTP_OF[verdict.outcome]
+            return JSONResponse({"error": str(verdict.outcome), "message": verdict.message}, status_code=status)
         return JSONResponse({"run_id": run_id, "control": message.type, "entry_id": verdict.entry_id,
                              "events": [e.type for e in verdict.events]})  # fmt: skip
