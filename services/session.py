@@ -21,7 +21,8 @@ from services.adapters.inbox.redis_inbox import RedisInbox
 from services.adapters.reading.port import RunReader
 from services.adapters.reading.redis_reader import RedisRunReader
 from services.adapters.redis.client import redis_client
-from services.adapters.redis.locate import Located, Waiting, locate
+from services.adapters.redis.local_service import Waiting
+from services.adapters.redis.locate import Located, locate
 from services.adapters.store.redis_store import RedisEventStore
 from services.handlers.state_cache import cache_for
 from services.keys import Keys, keys_for
