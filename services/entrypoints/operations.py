@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import redis
-
 from services.adapters.metrics.scrape import Served
 from services.adapters.metrics.server import OpsServer
 from services.bootstrap import redis_collector, redis_problem
@@ -32,6 +30,8 @@ from services.handlers.app import App
 from services.settings import Settings
 
 if TYPE_CHECKING:
+    import redis
+
     from services.adapters.metrics.instruments import Instruments
 
 BEAT_S = 1.0
