@@ -141,7 +141,11 @@ def _verdict(session: Session, message: inbox.Control, entry_id: str) -> Verdict
 
 def _no_intake(session: Session, *, sent: bool) -> Verdict:
     where = f"{masked(session.located.url)} (prefix {session.settings.prefix!r})"
-    what = f"nothing took the message within {TAKE_S:g}s; it was withdrawn" if sent else "nothing was sent"
+    what = (
+        f"nothing took the message within {TAKE_S:g}s; it was withdrawn"
+        if sent
+        else "nothing was sent"
+    )
     return Verdict(
         Outcome.NO_INTAKE,
         f"no intake reads the inbox on {where}: start `agentledger intake` there; {what}",

@@ -22,7 +22,9 @@ def run_summary(state: RunState, *, now: float | None = None) -> dict[str, Any]:
     """`duration_s`: to its end, or to `now` (this host's clock) while it is live."""
     calls = [c for t in state.turns for c in t.calls]
     ended = state.updated_at if state.status.terminal else None
-    until = ended if ended is not None else max(state.updated_at, time.time() if now is None else now)
+    until = (
+        ended if ended is not None else max(state.updated_at, time.time() if now is None else now)
+    )
     return {
         "run_id": state.run_id,
         "status": str(state.status),

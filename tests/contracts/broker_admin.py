@@ -20,7 +20,9 @@ STREAM = ("default", "fp1", "tools", 0)
 
 
 def message(run_id: str) -> bytes:
-    return Message(queue_name="tools", actor_name="drive_call", args=(run_id,), kwargs={}, options={}).encode()
+    return Message(
+        queue_name="tools", actor_name="drive_call", args=(run_id,), kwargs={}, options={}
+    ).encode()
 
 
 class BrokerAdminContract:
@@ -37,9 +39,17 @@ class BrokerAdminContract:
         found = {w.worker: w for w in admin.members()}
 
         assert admin.queues() == ["billing", "default"]
-        assert (found["w1"].queue, found["w1"].toolset, sorted(found["w1"].pools)) == ("default", "fp1", ["model", "tools"])
+        assert (found["w1"].queue, found["w1"].toolset, sorted(found["w1"].pools)) == (
+            "default",
+            "fp1",
+            ["model", "tools"],
+        )
         assert (found["w1"].modules, found["w1"].in_flight) == (["shop"], 2)
-        assert (found["w2"].queue, found["w2"].pools, found["w2"].in_flight) == ("billing", ["accept"], 0)
+        assert (found["w2"].queue, found["w2"].pools, found["w2"].in_flight) == (
+            "billing",
+            ["accept"],
+            0,
+        )
 
     def test_a_tool_sets_manifest_and_its_pools_live_workers_are_found_by_queue(
         self, admin: BrokerAdmin, pools: Any
@@ -48,7 +58,10 @@ class BrokerAdminContract:
 
         assert admin.manifest("default", "fp1") == {"modules": ["shop"]}
         assert (admin.manifest("default", "fp2"), admin.manifest("other", "fp1")) == (None, None)
-        assert (admin.live("default", "fp1", "tools"), admin.live("default", "fp1")) == (["w1"], ["w1"])
+        assert (admin.live("default", "fp1", "tools"), admin.live("default", "fp1")) == (
+            ["w1"],
+            ["w1"],
+        )
         assert admin.live("default", "fp1", "accept") == []
 
     def test_a_dead_letter_says_its_actor_run_reason_and_deliveries_and_its_handle(
@@ -59,12 +72,19 @@ class BrokerAdminContract:
 
         (letter,) = admin.dead_letters()
 
-        assert (letter.actor, letter.run_id, letter.reason, letter.deliveries) == ("drive_call", "r-1", "too many deliveries", 3)
+        assert (letter.actor, letter.run_id, letter.reason, letter.deliveries) == (
+            "drive_call",
+            "r-1",
+            "too many deliveries",
+            3,
+        )
         assert (letter.handle, letter.entry) == (f"default:fp1:tools:0:{entry}", entry)
         assert admin.dead_letters("billing") == []
         assert admin.dead_letters("default") == [letter]
 
-    def test_an_undecodable_letter_is_shown_not_raised(self, admin: BrokerAdmin, pools: Any) -> None:
+    def test_an_undecodable_letter_is_shown_not_raised(
+        self, admin: BrokerAdmin, pools: Any
+    ) -> None:
         pools.serve("w1", "default", "fp1", ["tools"], [])
         pools.kill(STREAM, b"not a message", reason="poison", deliveries=1)
 
@@ -72,7 +92,9 @@ class BrokerAdminContract:
 
         assert (letter.actor, letter.run_id) == ("?", None)
 
-    def test_a_redriven_letter_goes_back_to_its_queue_once(self, admin: BrokerAdmin, pools: Any) -> None:
+    def test_a_redriven_letter_goes_back_to_its_queue_once(
+        self, admin: BrokerAdmin, pools: Any
+    ) -> None:
         pools.serve("w1", "default", "fp1", ["tools"], [])
         data = message("r-2")
         entry = pools.kill(STREAM, data, reason="too many deliveries", deliveries=3)

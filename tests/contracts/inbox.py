@@ -46,7 +46,9 @@ class InboxContract:
     def publishers(self, tmp_path: Path) -> str:
         path = tmp_path / "publishers.yaml"
         granted = [GrantedPrincipal(id="alice", tenant="acme")]
-        publishers_file.add(str(path), "billing", principals=granted, scopes=[], queues=["*"], workspaces=["/"])
+        publishers_file.add(
+            str(path), "billing", principals=granted, scopes=[], queues=["*"], workspaces=["/"]
+        )
         return str(path)
 
     @pytest.fixture
@@ -71,7 +73,10 @@ class InboxContract:
         second = inbox.publish(cancel("r-two"), signer=signer)
 
         assert (inbox.withdraw(first), inbox.withdraw(second)) == (False, True)
-        assert (inbox.waiting(first), inbox.waiting(second)) == (True, True)  # the first is still there
+        assert (inbox.waiting(first), inbox.waiting(second)) == (
+            True,
+            True,
+        )  # the first is still there
         assert inbox.newest("billing") == [first]
 
     def test_an_entry_waits_until_the_intake_handled_it_and_those_before_it(
@@ -105,7 +110,12 @@ class InboxContract:
         entry = inbox.publish(request("r-requested"), signer=signer)
 
         found: Any = inbox.request_waiting("r-requested", publishers)
-        assert (found.run_id, found.publisher, found.entry_id, found.taken) == ("r-requested", "billing", entry, False)
+        assert (found.run_id, found.publisher, found.entry_id, found.taken) == (
+            "r-requested",
+            "billing",
+            entry,
+            False,
+        )
         assert found.age_s >= 0
         intake.read()
         assert inbox.request_waiting("r-requested", publishers).taken is True  # type: ignore[union-attr]

@@ -77,7 +77,9 @@ class RunReaderContract:
     ) -> None:
         run_id, _ = new_run(store, 1)
         waited: list[bool] = []
-        waiter = threading.Thread(target=lambda: waited.append(reader.wait(run_id, after_seq=1, timeout_s=LONG_S)))
+        waiter = threading.Thread(
+            target=lambda: waited.append(reader.wait(run_id, after_seq=1, timeout_s=LONG_S))
+        )
         waiter.start()
         store.append(run_id, batch(run_id, 2, 1), expected_seq=1, live=True)
         waiter.join()
@@ -139,8 +141,15 @@ class RunReaderContract:
 
         seen = [e.seq for step in [first, *rest] for e in step.events]
         assert seen == [1, 2, 3]
-        assert (first.state is not None and first.state.status, first.last) == (RunStatus.AWAITING_HUMAN, False)
-        assert rest[-1].last and rest[-1].state is not None and rest[-1].state.status is RunStatus.FAILED
+        assert (first.state is not None and first.state.status, first.last) == (
+            RunStatus.AWAITING_HUMAN,
+            False,
+        )
+        assert (
+            rest[-1].last
+            and rest[-1].state is not None
+            and rest[-1].state.status is RunStatus.FAILED
+        )
 
     def test_following_until_settled_stops_at_an_escalation(
         self, store: EventStore, reader: RunReader

@@ -25,14 +25,25 @@ class _Pools:
         self.r, self.keys = client, keys
 
     def _queue(self, queue: str, toolset: str, pool: str, shard: int) -> StreamQueue:
-        q = StreamQueue(self.r, self.keys.queue(shard, queue, toolset, pool), claim_idle_ms=60_000, max_deliveries=3)
+        q = StreamQueue(
+            self.r,
+            self.keys.queue(shard, queue, toolset, pool),
+            claim_idle_ms=60_000,
+            max_deliveries=3,
+        )
         q.ensure_group()
         return q
 
-    def serve(self, worker: str, queue: str, toolset: str, pools: list[str], modules: list[str]) -> None:
-        Directory(self.r, self.keys, member_ttl_s=TTL_S).register(queue, toolset, {"modules": sorted(modules)})
+    def serve(
+        self, worker: str, queue: str, toolset: str, pools: list[str], modules: list[str]
+    ) -> None:
+        Directory(self.r, self.keys, member_ttl_s=TTL_S).register(
+            queue, toolset, {"modules": sorted(modules)}
+        )
         for pool in pools:
-            Membership(self.r, self.keys.members(group(queue, toolset, pool)), worker, ttl_s=TTL_S).beat()
+            Membership(
+                self.r, self.keys.members(group(queue, toolset, pool)), worker, ttl_s=TTL_S
+            ).beat()
 
     def hold(self, worker: str, queue: str, toolset: str, pool: str, count: int) -> None:
         q = self._queue(queue, toolset, pool, 0)
@@ -40,7 +51,9 @@ class _Pools:
             q.push(f"held {n}".encode())
         self.r.xreadgroup(GROUP, worker, {q.stream: ">"}, count=count)
 
-    def kill(self, stream: tuple[str, str, str, int], data: bytes, *, reason: str, deliveries: int) -> str:
+    def kill(
+        self, stream: tuple[str, str, str, int], data: bytes, *, reason: str, deliveries: int
+    ) -> str:
         q = self._queue(*stream)
         q.push(data)
         reply: Any = self.r.xreadgroup(GROUP, "w1", {q.stream: ">"}, count=1)

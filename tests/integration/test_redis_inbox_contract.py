@@ -42,7 +42,9 @@ class _Intake:
     def refuse(self, entry_id: str, reason: str) -> None:
         stream, stream_id, fields = self._entry(entry_id)
         part, publisher, _ = entry_id.split("/", 2)
-        self.r.xadd(self.keys.rejected(int(part)), rejections.digest(entry_id, publisher, reason, fields))  # type: ignore[arg-type]
+        self.r.xadd(
+            self.keys.rejected(int(part)), rejections.digest(entry_id, publisher, reason, fields)
+        )  # type: ignore[arg-type]
         self.r.xdel(stream, stream_id)
 
     def handled(self, entry_id: str) -> None:

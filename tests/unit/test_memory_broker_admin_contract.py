@@ -13,7 +13,9 @@ class _Pools:
     def __init__(self, admin: MemoryBrokerAdmin) -> None:
         self.admin = admin
 
-    def serve(self, worker: str, queue: str, toolset: str, pools: list[str], modules: list[str]) -> None:
+    def serve(
+        self, worker: str, queue: str, toolset: str, pools: list[str], modules: list[str]
+    ) -> None:
         self.admin.serve(worker, queue, toolset, pools, modules)
 
     def hold(self, worker: str, queue: str, toolset: str, pool: str, count: int) -> None:

@@ -17,8 +17,12 @@ Stream = tuple[str, str, str, int]  # queue, tool set, pool, shard
 
 class MemoryBrokerAdmin:
     def __init__(self) -> None:
-        self._manifests: dict[str, dict[str, list[str]]] = defaultdict(dict)  # queue -> tool set -> modules
-        self._pools: dict[tuple[str, str, str], list[str]] = defaultdict(list)  # queue, tool set, worker
+        self._manifests: dict[str, dict[str, list[str]]] = defaultdict(
+            dict
+        )  # queue -> tool set -> modules
+        self._pools: dict[tuple[str, str, str], list[str]] = defaultdict(
+            list
+        )  # queue, tool set, worker
         self._held: dict[str, int] = defaultdict(int)
         self._queued: dict[Stream, list[bytes]] = defaultdict(list)
         self._dead: dict[Stream, dict[str, dict[bytes, bytes]]] = defaultdict(dict)
@@ -46,7 +50,11 @@ class MemoryBrokerAdmin:
 
     def live(self, queue: str, toolset: str, pool: Pool | str = Pool.MODEL) -> list[str]:
         with self._lock:
-            return sorted(w for (q, t, w), pools in self._pools.items() if (q, t) == (queue, toolset) and str(pool) in pools)
+            return sorted(
+                w
+                for (q, t, w), pools in self._pools.items()
+                if (q, t) == (queue, toolset) and str(pool) in pools
+            )
 
     def dead_letters(self, queue: str | None = None) -> list[DeadLetter]:
         with self._lock:
@@ -66,7 +74,9 @@ class MemoryBrokerAdmin:
             return True
 
     # the pools' side
-    def serve(self, worker: str, queue: str, toolset: str, pools: list[str], modules: list[str]) -> None:
+    def serve(
+        self, worker: str, queue: str, toolset: str, pools: list[str], modules: list[str]
+    ) -> None:
         with self._lock:
             self._manifests[queue][toolset] = sorted(set(modules))
             self._pools[(queue, toolset, worker)] = list(pools)
@@ -80,7 +90,11 @@ class MemoryBrokerAdmin:
         with self._lock:
             self._next += 1
             entry = f"{self._next}-0"
-            fields = {b"m": data, b"reason": reason.encode(), b"deliveries": str(deliveries).encode()}
+            fields = {
+                b"m": data,
+                b"reason": reason.encode(),
+                b"deliveries": str(deliveries).encode(),
+            }
             self._dead[stream][entry] = fields
             return entry
 

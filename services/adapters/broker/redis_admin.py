@@ -48,7 +48,9 @@ class RedisBrokerAdmin:
                         pools[worker].append(str(pool))
                 if not pools:
                     continue
-                held = self._in_flight([keys.queue(s, queue, toolset, str(p)) for s in shards for p in Pool])
+                held = self._in_flight(
+                    [keys.queue(s, queue, toolset, str(p)) for s in shards for p in Pool]
+                )
                 found += [
                     Worker(w, queue, toolset, list(manifest.get("modules", [])), ps, held.get(w, 0))
                     for w, ps in sorted(pools.items())
@@ -76,7 +78,9 @@ class RedisBrokerAdmin:
             if isinstance(reply, dict):
                 for consumer in reply.get("consumers") or []:
                     name = consumer["name"]
-                    held[name.decode() if isinstance(name, bytes) else name] += int(consumer["pending"])
+                    held[name.decode() if isinstance(name, bytes) else name] += int(
+                        consumer["pending"]
+                    )
         return held
 
     def dead_letters(self, queue: str | None = None) -> list[DeadLetter]:
@@ -89,7 +93,9 @@ class RedisBrokerAdmin:
                         dead = keys.queue_dead(keys.queue(shard, q, toolset, str(pool)))
                         entries: list[tuple[bytes, dict[bytes, bytes]]] = self._r.xrange(dead)  # type: ignore[assignment]
                         for entry, fields in entries:
-                            found.append(dead_letter(q, toolset, str(pool), shard, entry.decode(), fields))
+                            found.append(
+                                dead_letter(q, toolset, str(pool), shard, entry.decode(), fields)
+                            )
         return found
 
     def redrive(self, queue: str, toolset: str, pool: str, shard: int, entry: str) -> bool:

@@ -97,7 +97,9 @@ class MemoryInbox:
             return None
         part, name, seq, taken = found[-1]
         entry = entry_name(part, name, self._stream_id(seq))
-        return WaitingRequest(run_id, name, entry, taken, max(0.0, self._clock() - self._published_at[seq]))
+        return WaitingRequest(
+            run_id, name, entry, taken, max(0.0, self._clock() - self._published_at[seq])
+        )
 
     def intake_liveness(self, *, ttl_s: float, publisher: str | None = None) -> Liveness:
         now = self._clock()
@@ -141,4 +143,8 @@ class MemoryInbox:
 
 def _requests(message: str, run_id: str) -> bool:
     data = json.loads(message)
-    return isinstance(data, dict) and data.get("type") == "RunRequested" and data.get("run_id") == run_id
+    return (
+        isinstance(data, dict)
+        and data.get("type") == "RunRequested"
+        and data.get("run_id") == run_id
+    )

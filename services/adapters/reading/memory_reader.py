@@ -28,12 +28,16 @@ class MemoryRunReader:
         return [RawEntry(f"0-{env.seq}", env) for env in self._store.read(run_id)]
 
     def runs_before(self, cursor: Position, floor_ms: float, n: int) -> tuple[list[Position], bool]:
-        rows = [(float(int(e.created_at * 1000)), e.run_id) for e in self._store.runs(limit=sys.maxsize)]
+        rows = [
+            (float(int(e.created_at * 1000)), e.run_id) for e in self._store.runs(limit=sys.maxsize)
+        ]
         older = sorted((r for r in rows if r < cursor and r[0] >= floor_ms), reverse=True)
         return older[:n], len(older) <= n
 
     def wait(self, run_id: str, *, after_seq: int, timeout_s: float) -> bool:
-        return self._store.wait_for(lambda: bool(self._store.read(run_id, after_seq=after_seq)), timeout_s)
+        return self._store.wait_for(
+            lambda: bool(self._store.read(run_id, after_seq=after_seq)), timeout_s
+        )
 
     def feed_ends(self) -> Cursors:
         return {FEED: str(len(self._store.feed()))}

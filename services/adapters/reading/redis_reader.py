@@ -43,7 +43,9 @@ class RedisRunReader:
         bottom = "-inf" if floor_ms == -math.inf else str(floor_ms)
         pipe = self._r.pipeline(transaction=False)
         for shard in range(self._keys.shards):
-            pipe.zrevrangebyscore(self._keys.runs(shard), top, bottom, start=0, num=n, withscores=True)
+            pipe.zrevrangebyscore(
+                self._keys.runs(shard), top, bottom, start=0, num=n, withscores=True
+            )
         replies = pipe.execute()
         rows = [(float(score), run.decode()) for reply in replies for run, score in reply]
         older = sorted((r for r in rows if r < cursor), reverse=True)
@@ -60,7 +62,9 @@ class RedisRunReader:
         for feed in feeds:
             pipe.xrevrange(feed, count=1)
         ends = pipe.execute()
-        return {f: (last[0][0].decode() if last else "0-0") for f, last in zip(feeds, ends, strict=True)}
+        return {
+            f: (last[0][0].decode() if last else "0-0") for f, last in zip(feeds, ends, strict=True)
+        }
 
     def feed_history(self) -> tuple[list[Envelope[Any]], Cursors]:
         per_feed: list[list[Envelope[Any]]] = []
@@ -97,7 +101,11 @@ class RedisRunReader:
         for run, first, last in refs:
             pipe.xrange(self._keys.run(run), f"0-{first}", f"0-{last}")
         # none for a run whose log was deleted since
-        return [decode_entry(entry_id, fields) for entries in pipe.execute() for entry_id, fields in entries]
+        return [
+            decode_entry(entry_id, fields)
+            for entries in pipe.execute()
+            for entry_id, fields in entries
+        ]
 
 
 def _ref(fields: dict[bytes, bytes]) -> tuple[str, int, int]:
