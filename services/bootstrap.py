@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, assert_never, cast
+from typing import TYPE_CHECKING, Any, assert_never
 
 import dramatiq
 import redis
@@ -31,6 +31,7 @@ from services.adapters.models.replay import ReplayAdapter
 from services.adapters.models.scripted import ScriptedAdapter
 from services.adapters.redis.client import redis_client as redis_client  # re-exported
 from services.adapters.redis.directory import Directory
+from services.adapters.redis.shards import shards_ever as shards_ever  # re-exported
 from services.adapters.redis.worker_deaths import WorkerDeaths
 from services.adapters.store.port import EventStore, Outgoing
 from services.adapters.store.redacting import RedactingStore
@@ -39,11 +40,11 @@ from services.adapters.tools import sandbox_probe
 from services.adapters.tools.toolset import ToolSet
 from services.bounded_cache import BoundedCache
 from services.clock import SystemClock, worker_name
-from services.entrypoints.actors import declare_actors
+from services.handlers.actors import declare_actors
 from services.handlers.app import App, Carrying
 from services.handlers.runs import Observe, Runs
-from services.handlers.state_cache import warm_up
-from services.keys import Keys, keys_for
+from services.handlers.state_cache import cache_for, warm_up
+from services.keys import keys_for
 from services.lock_partitions import lock_partitions
 from services.loops.sweeper import run_sweeper
 from services.process_memory import limit_arenas
@@ -54,18 +55,10 @@ from services.structured_logs import set_worker
 
 if TYPE_CHECKING:  # prometheus_client is imported only when metrics are on
     from services.adapters.metrics.instruments import Instruments
+    from services.adapters.metrics.scrape import RedisCollector, Served
 
 log = logging.getLogger(__name__)
 ALL_POOLS = (Pool.MODEL, Pool.TOOLS, Pool.ACCEPT)
-
-# KEYS: meta; ARGV: this deployment's shard count. Returns the largest ever used.
-_SHARDS = """
-local m = tonumber(redis.call('HGET', KEYS[1], 'shards') or '0')
-local n = tonumber(ARGV[1])
-if n > m then redis.call('HSET', KEYS[1], 'shards', n); m = n end
-return m
-"""
-
 
 def worker_middleware() -> list[Middleware]:
     """What the actors use of dramatiq's middleware: time limits, shutdown notices
@@ -84,13 +77,23 @@ def prepare_readers() -> None:
     warm_up()
 
 
-def shards_ever(client: redis.Redis, keys: Keys, *, record: bool = True) -> range:
-    """Every shard a run may be in: as many as the largest count this Redis has seen
-    (this process's counted in: `record`, a script; a reader, as ops, only reads)."""
-    if not record:
-        seen = cast(bytes | None, client.hget(keys.meta, "shards"))
-        return range(max(int(seen or 0), keys.shards))
-    return range(int(client.register_script(_SHARDS)(keys=[keys.meta], args=[keys.shards])))
+def redis_collector(settings: Settings, client: redis.Redis, served: Sequence[Served]) -> RedisCollector:
+    """What a metrics scrape reads from Redis (the operations port's collector)."""
+    from services.adapters.metrics.scrape import RedisCollector  # prometheus_client: metrics on
+
+    keys = keys_for(settings)
+    shards = shards_ever(client, keys)
+    cache = cache_for(RedisEventStore(client, keys))
+    return RedisCollector(client, keys, lambda: shards, served, cache.load_many)
+
+
+def redis_problem(client: redis.Redis) -> str | None:
+    """Why Redis is not ready (None: it answers)."""
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        return f"Redis does not answer: {exc}"
+    return None
 
 
 # one adapter per distinct model spec, and the spec objects last asked about (no re-dump

@@ -14,6 +14,10 @@ class ConfigError(ServiceError):
         super().__init__(f"{name}: {reason}")
 
 
+class BadOption(ConfigError):
+    """An option whose value the command cannot use (exit 2, the option named)."""
+
+
 class ConcurrencyConflict(ServiceError):
     """The run moved past the seq the writer folded from: reload and decide again."""
 

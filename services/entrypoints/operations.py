@@ -23,18 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import redis
-
-from services.adapters.metrics.scrape import RedisCollector, Served
+from services.adapters.metrics.scrape import Served
 from services.adapters.metrics.server import OpsServer
-from services.adapters.store.redis_store import RedisEventStore
-from services.bootstrap import shards_ever
+from services.bootstrap import redis_collector, redis_problem
 from services.handlers.app import App
-from services.handlers.state_cache import cache_for
-from services.keys import keys_for
 from services.settings import Settings
 
 if TYPE_CHECKING:
+    import redis
+
     from services.adapters.metrics.instruments import Instruments
 
 BEAT_S = 1.0
@@ -63,23 +60,6 @@ def metrics_dir(settings: Settings) -> tuple[str, Callable[[], None]]:
         return str(folder), lambda: None
     made = tempfile.mkdtemp(prefix="agentledger-metrics-")
     return made, lambda: shutil.rmtree(made, ignore_errors=True)
-
-
-def redis_collector(
-    settings: Settings, client: redis.Redis, served: Sequence[Served]
-) -> RedisCollector:
-    keys = keys_for(settings)
-    shards = shards_ever(client, keys)
-    cache = cache_for(RedisEventStore(client, keys))
-    return RedisCollector(client, keys, lambda: shards, served, cache.load_many)
-
-
-def redis_problem(client: redis.Redis) -> str | None:
-    try:
-        client.ping()
-    except redis.RedisError as exc:
-        return f"Redis does not answer: {exc}"
-    return None
 
 
 def serve_one(

@@ -23,11 +23,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
-import secrets
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import redis
 
@@ -46,11 +45,11 @@ from events.types import DEFAULT_QUEUE, Event, RunCreated
 from schemas import inbox
 from schemas.errors import InvalidSpec, SchemaError
 from schemas.inbox import Control, RunRequested
-from schemas.signature import entry as signed_entry
 from schemas.spec import ReplayModel
 from services.adapters.broker.membership import Membership
+from services.adapters.inbox.publishing import GROUP, entry_name
 from services.adapters.publishers.nonces import Nonces, RedisNonces
-from services.adapters.publishers.publishers_file import Registry, Signer
+from services.adapters.publishers.publishers_file import Registry
 from services.adapters.redis.client import is_cluster
 from services.adapters.redis.directory import Directory
 from services.adapters.redis.replicas import NotReplicated
@@ -68,7 +67,6 @@ from services.loops.inbox_parse import Rejected, parse
 from services.loops.inbox_streams import InboxStreams
 from services.loops.intake_workspaces import Workspaces
 
-GROUP = "intake"
 SOURCE = "intake"
 READ_COUNT = 20  # entries per read: what one read can hold in memory is bounded by it
 MAX_DELIVERIES = 3  # an entry that took down this many intakes is rejected as poison
@@ -76,41 +74,6 @@ BEATS_PER_TTL = 4  # the intake beats (and looks at what it owns) this often per
 RECLAIM_IDLE_MS = 10_000
 RECLAIM_EVERY = 20  # polls of at most 0.5 s: look for a dead intake's entries every ~10 s
 log = logging.getLogger(__name__)
-
-
-def partition_of(key: str, partitions: int) -> int:
-    """The inbox partition of a request id (or of the run id, with none)."""
-    return int(hashlib.sha256(key.encode()).hexdigest(), 16) % partitions
-
-
-def publish(
-    client: redis.Redis, keys: Keys, message: RunRequested | Control, *, signer: Signer
-) -> str:
-    """What any publisher does: one XADD of the message as JSON, signed with its
-    key, to its own stream of a partition chosen by its request id (or at random).
-    Returns the entry's id, `partition/publisher/stream id`."""
-    key = getattr(message, "request_id", None) or getattr(message, "run_id", None)
-    n = keys.inbox_partitions
-    part = partition_of(key, n) if key else random.randrange(n)
-    fields = signed_entry(signer.name, signer.key, stamped(message).model_dump_json().encode())
-    entry = cast(bytes, client.xadd(keys.inbox(part, signer.name), fields))  # type: ignore[arg-type]
-    return entry_name(part, signer.name, entry.decode())
-
-
-def entry_name(part: int, publisher: str, stream_id: str) -> str:
-    """An inbox entry's id everywhere it is named (rejections, causation ids):
-    `partition/publisher/stream id`."""
-    return f"{part}/{publisher}/{stream_id}"
-
-
-M = TypeVar("M", bound=RunRequested | Control)
-
-
-def stamped(message: M) -> M:
-    """The message as it is signed: issued now, with a nonce of its own (a retry is
-    stamped again; a request id, not the stamp, makes it the same request)."""
-    stamp = {"issued_at": time.time(), "nonce": secrets.token_urlsafe(18)}
-    return cast(M, message.model_copy(update=stamp))
 
 
 class Intake:

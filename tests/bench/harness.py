@@ -22,6 +22,7 @@ import redis
 
 from schemas.inbox import RunRequested
 from schemas.publishers import GrantedPrincipal
+from services.adapters.inbox.publishing import publish
 from services.adapters.publishers import publishers_file
 from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.client import is_cluster, redis_client
@@ -29,7 +30,6 @@ from services.adapters.redis.local_server import PrivateRedis, start_server
 from services.adapters.redis.slot_reads import read_each
 from services.adapters.store.redis_store import RedisEventStore
 from services.keys import Keys, keys_for
-from services.loops.intake import publish
 from services.settings import Settings, environ_for_children
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -26,13 +26,13 @@ from schemas.inbox import RunRequested
 from schemas.publishers import GrantedPrincipal
 from schemas.signature import sign
 from schemas.spec import RunSpec
+from services.adapters.inbox.publishing import stamped
 from services.adapters.publishers import publishers_file
 from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.client import redis_client
 from services.adapters.redis.local_server import PrivateRedis, free_port, start_server
 from services.adapters.store.redis_store import RedisEventStore
 from services.keys import Keys, keys_for
-from services.loops.intake import stamped
 from services.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

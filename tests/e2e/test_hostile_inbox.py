@@ -30,9 +30,9 @@ from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers, type
 from schemas.inbox import ApprovalGranted, HumanReplied, RunCancelRequested, RunRequested
 from schemas.signature import sign
 from schemas.spec import Principal, RunSpec
+from services.adapters.inbox.publishing import stamped
 from services.adapters.redis.local_server import answers, free_port
 from services.keys import Keys
-from services.loops.intake import stamped
 
 WAIT_S = 40.0
 GRANTED = ["stock:read", "stock:write"]

@@ -23,8 +23,8 @@ from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers, type
 from schemas.inbox import HumanReplied, RunRequested
 from schemas.signature import entry as signed_entry
 from schemas.spec import RunSpec
+from services.adapters.inbox.publishing import stamped
 from services.keys import Keys
-from services.loops.intake import stamped
 
 WAIT_S = 40.0
 SCOPES = "stock:read,stock:write"

@@ -29,10 +29,10 @@ from e2ekit import Cli, copy_example, of_type, snapshot, start_workers, stop_wor
 
 from schemas.inbox import RunRequested
 from schemas.spec import RunSpec
+from services.adapters.inbox.publishing import publish
+from services.adapters.inbox.redis_inbox import rejected_reason
 from services.adapters.publishers.publishers_file import Signer
-from services.entrypoints.cli.inbox_watch import rejected_reason
 from services.keys import Keys
-from services.loops.intake import publish
 
 WAIT_S = 60.0
 PUBLISHER = "billing-svc"

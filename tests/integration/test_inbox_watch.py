@@ -11,7 +11,8 @@ import time
 import redis
 
 from services.adapters.broker.membership import Membership
-from services.entrypoints.cli.inbox_watch import (
+from services.adapters.inbox.publishing import GROUP
+from services.adapters.inbox.redis_inbox import (
     Liveness,
     intake_liveness,
     rejected_reason,
@@ -19,7 +20,6 @@ from services.entrypoints.cli.inbox_watch import (
     withdraw,
 )
 from services.keys import Keys
-from services.loops.intake import GROUP
 
 TTL_S = 1.5  # the LIVE look right after the beat must not be later than this on a busy machine
 

@@ -20,12 +20,13 @@ from events.status import RunStatus
 from schemas.inbox import RunRequested
 from schemas.json_limits import MAX_MESSAGE_BYTES
 from schemas.publishers import GrantedPrincipal, Publisher
+from services.adapters.inbox.publishing import GROUP, publish, stamped
 from services.adapters.publishers.publishers_file import Signer
 from services.handlers.app import App
 from services.keys import Keys
 from services.loops import rejections
 from services.loops.inbox_auth import Granted
-from services.loops.intake import GROUP, Intake, publish, stamped
+from services.loops.intake import Intake
 
 TTL_S = 2.0
 

@@ -29,7 +29,7 @@ from services.adapters.redis.directory import Directory
 from services.adapters.store.redis_store import RedisEventStore
 from services.intake_role import build_intake
 from services.keys import keys_for
-from services.loops.intake import publish
+from services.adapters.inbox.publishing import publish
 from services.settings import Settings
 
 args = json.loads(sys.argv[1])

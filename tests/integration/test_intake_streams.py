@@ -20,6 +20,7 @@ from test_intake_on_redis import pending, poll_until, rejected, request
 
 from schemas.signature import entry as signed_entry
 from services.adapters.broker.membership import Membership
+from services.adapters.inbox.publishing import publish
 from services.adapters.publishers import agreed, publishers_file
 from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.directory import Directory
@@ -28,7 +29,7 @@ from services.handlers.app import App
 from services.intake_role import build_intake
 from services.keys import Keys
 from services.loops import rejections
-from services.loops.intake import Intake, publish
+from services.loops.intake import Intake
 from services.settings import Settings
 
 MAX_ID = "18446744073709551615-18446744073709551615"

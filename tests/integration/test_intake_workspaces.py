@@ -13,9 +13,10 @@ from itkit import scripted_spec
 from test_intake_on_redis import everything, poll_until, rejected, request
 from test_publishers_on_redis import file_
 
+from services.adapters.inbox.publishing import publish
 from services.handlers.app import App
 from services.keys import Keys
-from services.loops.intake import Intake, publish
+from services.loops.intake import Intake
 from services.settings import Settings
 
 

@@ -19,11 +19,12 @@ from test_intake_on_redis import pending, poll_until, rejected, request
 from events.types import RunCreated
 from schemas.inbox import RunCancelRequested
 from schemas.spec import Principal
+from services.adapters.inbox.publishing import publish
 from services.adapters.publishers import publishers_file
 from services.adapters.publishers.publishers_file import Signer
 from services.handlers.app import App
 from services.keys import Keys
-from services.loops.intake import Intake, publish
+from services.loops.intake import Intake
 from services.settings import Settings
 
 

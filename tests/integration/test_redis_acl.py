@@ -29,13 +29,13 @@ from itkit import QUEUE, TOOL_MODULE, call, executions, file_publisher, scripted
 
 from events.status import RunStatus
 from schemas.inbox import RunRequested
+from services.adapters.inbox.publishing import publish
 from services.adapters.publishers import publishers_file
 from services.adapters.publishers.publishers_file import Signer
 from services.adapters.redis.acl import DEFAULT_OFF, rules
 from services.adapters.redis.local_server import answers, free_port
 from services.adapters.store.redis_store import RedisEventStore
 from services.keys import Keys
-from services.loops.intake import publish
 from services.settings import Settings
 
 CLI = [sys.executable, "-m", "services.entrypoints.cli.main"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import redis
 
-from services.entrypoints.cli import inbox_watch
-from services.entrypoints.cli.inbox_watch import refusal_of_run
+from services.adapters.inbox import redis_inbox
+from services.adapters.inbox.publishing import partition_of
+from services.adapters.inbox.redis_inbox import refusal_of_run
 from services.keys import Keys
-from services.loops.intake import partition_of
 
 RUN = "r-0123456789abcdef.s1"
 
@@ -28,7 +28,7 @@ def test_the_newest_refusal_naming_the_run_is_found_pages_down(
     client: redis.Redis, keys: Keys
 ) -> None:
     refuse(client, keys, RUN, "invalid spec: no tool 'x'")
-    for _ in range(3 * inbox_watch.REFUSALS_PAGE + 1):  # newer refusals of other runs
+    for _ in range(3 * redis_inbox.REFUSALS_PAGE + 1):  # newer refusals of other runs
         refuse(client, keys, "r-ffffffffffffffff.s2", "bad signature")
     assert refusal_of_run(client, keys, RUN) == ("invalid spec: no tool 'x'", "billing-svc")
     assert refusal_of_run(client, keys, "r-1111111111111111.s3") is None
@@ -37,10 +37,10 @@ def test_the_newest_refusal_naming_the_run_is_found_pages_down(
 def test_the_search_stops_at_its_byte_budget(
     client: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(inbox_watch, "REFUSALS_MAX_BYTES", 50_000)
+    monkeypatch.setattr(redis_inbox, "REFUSALS_MAX_BYTES", 50_000)
     refuse(client, keys, RUN, "too old to be looked at")
-    for _ in range(2 * inbox_watch.REFUSALS_PAGE):  # 200 x 10 kB: past the budget
+    for _ in range(2 * redis_inbox.REFUSALS_PAGE):  # 200 x 10 kB: past the budget
         refuse(client, keys, "r-ffffffffffffffff.s2", "bad signature", pad=10_000)
     assert refusal_of_run(client, keys, RUN) is None
-    monkeypatch.setattr(inbox_watch, "REFUSALS_MAX_BYTES", 4 << 20)
+    monkeypatch.setattr(redis_inbox, "REFUSALS_MAX_BYTES", 4 << 20)
     assert refusal_of_run(client, keys, RUN) == ("too old to be looked at", "billing-svc")

@@ -22,12 +22,13 @@ from events.types import RunCancelRequested, RunCreated
 from schemas.inbox import RunCancelRequested as CancelMessage
 from schemas.signature import entry as signed_entry
 from schemas.spec import ReplayModel, ReplaySettings
+from services.adapters.inbox.publishing import GROUP, publish, stamped
 from services.adapters.publishers.nonces import RedisNonces
 from services.adapters.publishers.publishers_file import Signer
 from services.handlers.app import App
 from services.keys import Keys
 from services.loops.inbox_auth import nonce_partition
-from services.loops.intake import GROUP, Intake, publish, stamped
+from services.loops.intake import Intake
 from services.settings import Settings
 
 

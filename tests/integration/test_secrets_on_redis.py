@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -18,11 +19,11 @@ from schemas.content import TextBlock, ThinkingBlock
 from schemas.spec import RunSpec
 from services.adapters.redis.locate import Located, Origin
 from services.entrypoints.cli import context_cmds, inspect_cmds, tail_cmds
-from services.entrypoints.cli.session import Session
 from services.handlers.app import App
 from services.handlers.runs import envelopes
 from services.keys import Keys
 from services.secrets import LOG_FILTER
+from services.session import Session, session_over
 from services.settings import Settings
 
 VAR, VALUE = "IT_DEPLOY_TOKEN", "itv-8c1d2e3f4a5b6978"
@@ -66,7 +67,7 @@ def stored_bytes(client: redis.Redis, keys: Keys, run_id: str) -> bytes:
 @pytest.fixture
 def session(settings: Settings, client: redis.Redis, keys: Keys, app: App) -> Session:
     found = Located(settings.redis_url or "", Origin.REDIS_URL, settings.state_dir)
-    return Session(settings, client, keys, app.store, found)  # type: ignore[arg-type]
+    return replace(session_over(settings, client, found), store=app.store)  # type: ignore[arg-type]
 
 
 @pytest.fixture(autouse=True)

@@ -21,12 +21,12 @@ from events.state import RunState
 from events.status import RunStatus
 from events.types import ModelRequested
 from schemas.inbox import RunRequested
+from services.adapters.inbox.publishing import publish
 from services.adapters.publishers.publishers_file import Signer
 from services.adapters.store.redis_store import RedisEventStore
 from services.adapters.tools.toolset import ToolSet
 from services.handlers.state_cache import cache_for
 from services.keys import Keys
-from services.loops.intake import publish
 from services.settings import Settings
 
 RECOVERY_LIMIT_S = 15.0

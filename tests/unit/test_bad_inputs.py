@@ -15,7 +15,6 @@ from schemas.errors import InvalidSpec
 from services.adapters.redis.not_redis import PING, describe, speaks_redis
 from services.bounded_yaml import Limits
 from services.entrypoints.cli import exit_codes, main, spec_file
-from services.entrypoints.cli.control_cmds import build
 from services.entrypoints.cli.parser import (
     MAX_WHOLE,
     USAGE_EXIT,
@@ -24,6 +23,7 @@ from services.entrypoints.cli.parser import (
     parser,
     shown,
 )
+from services.entrypoints.controls import build
 
 SPEC = b"task: t\nprincipal: {id: a, tenant: t}\nmodel: {scripted: [{end_turn: ok}]}\n"
 

@@ -47,8 +47,8 @@ from events.types import (
     ToolCallSucceeded,
     ToolError,
 )
-from services.entrypoints.cli.describe import line, summary
 from services.entrypoints.cli.embedded import left
+from services.entrypoints.describe import line, summary
 
 R = RunStatus
 PYTEST_STDERR = "collected 1 item\n\n    def test_add():\n>       assert add(1, 1) == 3\nE   assert 2 == 3\n"

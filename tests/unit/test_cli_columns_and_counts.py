@@ -16,8 +16,8 @@ from services.clock import MAX_SHARDS, RUN_ID_WIDTH, new_run_id
 from services.entrypoints.cli import arg_types
 from services.entrypoints.cli import parser as cli_parser
 from services.entrypoints.cli.context_cmds import no_request
-from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.inspect_cmds import run_row
+from services.entrypoints.describe import line
 from tests.contracts.envelopes import T0, batch, envelope
 
 

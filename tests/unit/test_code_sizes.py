@@ -27,10 +27,9 @@ MAX_FUNCTION_LINES = 50
 PENDING = frozenset({
     "services/entrypoints/cli/run_cmds.py",
     "services/handlers/state_cache.py",
-    "services/loops/intake.py",
     "events/fold.py:_step",
     "events/tool_step.py:record_outcome",
-    "services/entrypoints/cli/describe.py:summary",
+    "services/entrypoints/describe.py:summary",
     "services/entrypoints/cli/execute.py:_command",
     "services/entrypoints/cli/execute.py:_read_or_control",
     "services/entrypoints/cli/run_cmds.py:submit",

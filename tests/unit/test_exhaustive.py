@@ -15,7 +15,7 @@ from events.status import TERMINAL, RunStatus
 from events.types import Event
 from schemas.envelope import Envelope
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.describe import line, summary
+from services.entrypoints.describe import line, summary
 
 EVERY_EVENT: tuple[type[Any], ...] = get_args(get_args(Event)[0])
 COMMAND_CODES = {

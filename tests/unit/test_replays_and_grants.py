@@ -33,15 +33,16 @@ from schemas.inbox import NONCE_PATTERN, RunRequested
 from schemas.inbox import HumanReplied as HumanRepliedMessage
 from schemas.inbox import RunAborted as RunAbortedMessage
 from schemas.spec import PythonCheck
+from services.adapters.inbox.publishing import stamped
 from services.adapters.publishers.nonces import MemoryNonces
 from services.adapters.tools.registry import REGISTRY
-from services.entrypoints.cli.describe import summary
+from services.entrypoints.describe import summary
 from services.handlers.checks import run_check
 from services.handlers.spec_check import spec_problems
 from services.keys import Keys
 from services.loops.inbox_auth import Granted, check_fresh, nonce_partition
 from services.loops.inbox_parse import Rejected
-from services.loops.intake import decide_control, stamped
+from services.loops.intake import decide_control
 
 R = RunStatus
 NOW = 1_800_000_000.0

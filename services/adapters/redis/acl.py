@@ -30,6 +30,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import redis
+
 DEFAULT_OFF = "user default off"  # the ACL file's line for Redis's own default user
 
 _SERVICE_REFUSED = (
@@ -89,3 +91,23 @@ def rules(
         AclUser("ops", f"{head}-ops",
                 ("resetchannels", f"%R~{p}:*", "-@all", *_OPS_ALLOWED, *_OPS_REFUSED)),
     ]  # fmt: skip
+
+
+def set_user(client: redis.Redis, command: Sequence[str]) -> str | None:
+    """Run one `ACL SETUSER` command; the server's words when it refuses the rules
+    (a user that may not run ACL at all raises NoPermissionError, as it is)."""
+    try:
+        client.execute_command(*command)  # type: ignore[no-untyped-call]
+    except redis.exceptions.NoPermissionError:
+        raise
+    except redis.ResponseError as exc:
+        return str(exc)
+    return None
+
+
+def server_version(client: redis.Redis) -> str | None:
+    """The server's version (None: INFO is refused to this user)."""
+    try:
+        return str(client.info("server").get("redis_version", ""))
+    except redis.ResponseError:
+        return None

@@ -52,7 +52,9 @@ class MemoryEventStore:
         self._overflow: dict[str, dict[str, bytes]] = {}
         self._live: dict[str, float] = {}
         self._snapshots: dict[str, Snapshot] = {}
-        self._lock = threading.Lock()
+        self._feed: list[tuple[str, int, int]] = []  # (run, first seq, last seq) per append
+        self._lock = threading.RLock()
+        self._appended = threading.Condition(self._lock)  # the read side's waits
 
     def append(
         self,
@@ -90,6 +92,8 @@ class MemoryEventStore:
                 self.outbox.put(m)
             if snapshot is not None:
                 self._keep_snapshot(run_id, snapshot)
+            self._feed.append((run_id, expected_seq + 1, len(log)))
+            self._appended.notify_all()
             return len(log)
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
@@ -98,6 +102,17 @@ class MemoryEventStore:
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
         with self._lock:
             return list(self._logs.get(run_id, [])[after_seq:])
+
+    def feed(self, after: int = 0) -> list[tuple[str, int, int]]:
+        """(run, first seq, last seq) of each append after the first `after`, in order:
+        the one feed of this store (the memory read side's)."""
+        with self._lock:
+            return self._feed[after:]
+
+    def wait_for(self, done: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until `done()` holds, checked at each append, or `timeout_s` passed."""
+        with self._appended:
+            return self._appended.wait_for(done, timeout_s)
 
     def overflow_pages(self, run_id: str, ref: str, first: int, count: int) -> list[str]:
         with self._lock:

@@ -18,6 +18,7 @@ from schemas.envelope import Envelope
 from schemas.errors import InvalidEvent
 from services.adapters.redis.replicas import ReplicaAcks
 from services.adapters.store import plain_tails
+from services.adapters.store.entries import decode_entry, decode_raw
 from services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
 from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
 from services.errors import ConcurrencyConflict
@@ -93,7 +94,7 @@ class RedisEventStore:
 
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
         entries: Any = self._r.xrange(self._keys.run(run_id), f"0-{after_seq + 1}", "+")
-        return [_decode(entry_id, fields) for entry_id, fields in entries]
+        return [decode_entry(entry_id, fields) for entry_id, fields in entries]
 
     def overflow_pages(self, run_id: str, ref: str, first: int, count: int) -> list[str]:
         if count <= 0:
@@ -193,25 +194,11 @@ def _tail_args(head: Head, version: str) -> list[Any]:
 
 def _tail(reply: list[Any], version: str) -> Tail:
     base, state, snap_seq, snap_id, flat, spec = reply  # flat: entry id, its 'e' field, ...
-    events = [_event(eid, raw) for eid, raw in zip(flat[::2], flat[1::2], strict=True)]
+    events = [decode_raw(eid, raw) for eid, raw in zip(flat[::2], flat[1::2], strict=True)]
     snapshot = (
         None if state is None else Snapshot(int(base), snap_id.decode(), version, state, spec)
     )
     return Tail(int(base), events, snapshot, int(snap_seq))
-
-
-def _decode(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope[Any]:
-    return _event(entry_id, fields.get(b"e"), fields)
-
-
-def _event(entry_id: bytes, raw: bytes | None, fields: object = None) -> Envelope[Any]:
-    if raw is None:
-        shown = repr(fields if fields is not None else entry_id).encode()
-        raise InvalidEvent("stream entry has no 'e' field", field="e", raw=shown)
-    envelope = CODEC.decode(raw)
-    if entry_id != f"0-{envelope.seq}".encode():
-        raise InvalidEvent(f"entry {entry_id!r} holds seq {envelope.seq}", field="seq", raw=raw)
-    return envelope
 
 
 def _ms(at: float) -> int:

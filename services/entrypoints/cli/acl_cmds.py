@@ -15,13 +15,11 @@ import shlex
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-import redis
-
 from services.adapters.publishers import publishers_file
-from services.adapters.redis.acl import AclUser, rules
-from services.entrypoints.cli.reply import emit, say
-from services.entrypoints.cli.session import Session
+from services.adapters.redis.acl import AclUser, rules, server_version, set_user
+from services.entrypoints.reply import emit, say
 from services.errors import ConfigError
+from services.session import Session
 from services.settings import Settings, masked
 
 DEFAULT_NOTE = (
@@ -60,13 +58,10 @@ def _row(user: AclUser, session: Session | None) -> dict[str, Any]:
     if user.publisher is not None:
         row["publisher"] = user.publisher
     if session is not None:
-        try:
-            session.client.execute_command(*command)  # type: ignore[no-untyped-call]
-        except redis.exceptions.NoPermissionError:
-            raise  # the user REDIS_URL names may not run ACL: said as such
-        except redis.ResponseError as exc:
+        # the user REDIS_URL names may not run ACL: NoPermissionError, said as such
+        if (refused := set_user(session.client, command)) is not None:
             where = masked(session.located.url)
-            raise ConfigError("REDIS_URL", f"the Redis at {where!r} refused the rules of {user.name!r}: {exc}") from None
+            raise ConfigError("REDIS_URL", f"the Redis at {where!r} refused the rules of {user.name!r}: {refused}")
         row["url"] = _url_as(session.located.url, user.name, password)
     return row
 
@@ -75,9 +70,8 @@ ACL_SELECTORS = (7, 0)  # the rules use selectors: Redis 7 or later
 
 
 def _check_version(session: Session) -> None:
-    try:
-        version = str(session.client.info("server").get("redis_version", ""))
-    except redis.ResponseError:  # INFO refused to this user: SETUSER says what it refuses
+    version = server_version(session.client)
+    if version is None:  # INFO refused to this user: SETUSER says what it refuses
         return
     found = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
     if found and found < ACL_SELECTORS:

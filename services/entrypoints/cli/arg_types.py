@@ -10,6 +10,7 @@ import os
 import re
 
 from schemas.names import PUBLISHER_NAME_PATTERN, QUEUE_PATTERN, RUN_ID_PATTERN
+from services.entrypoints.reply import shown
 
 POOLS = ("model", "tools", "accept")
 INTAKE_POOL = "intake"  # `workers --pools intake`: the intake alone, no tool code
@@ -156,10 +157,3 @@ def reply_text(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("a reply needs some text: what the run should do next")
     return text
-
-
-def shown(text: str, at_most: int = 40) -> str:
-    """`text` as a message shows a value it refuses: repr, cut to `at_most` characters."""
-    if len(text) <= at_most:
-        return repr(text)
-    return f"{text[:at_most]!r}… ({len(text):,} characters)"

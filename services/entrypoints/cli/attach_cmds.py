@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from events.mcp_policy import modules_of
 from events.state import RunState
@@ -25,12 +24,12 @@ from services.adapters.tools.toolset import ToolSetError, load_toolset
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.embedded import attach_command, command, is_private, serving
 from services.entrypoints.cli.publisher_cmds import local_signer
-from services.entrypoints.cli.reply import fail, say
 from services.entrypoints.cli.run_cmds import Prepared, Then, start_workers, to_the_end, worker_args
-from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.spec_file import SpecLines
+from services.entrypoints.reply import fail, say
 from services.handlers.spec_check import tool_paths
 from services.secrets import redactor_for
+from services.session import Session
 
 TAKE_S = 5.0  # how long the attached intake may take to read what waited in the inbox
 
@@ -149,14 +148,9 @@ def _changed(state: RunState, prepared: Prepared) -> str | None:
 def _let_the_intake_read(session: Session, publisher: str) -> None:
     """Wait (a little) until the intake has read what waited in the publisher's inbox
     streams, so a control sent while nothing served the run acts before we follow."""
-    keys, client = session.keys, session.client
-    waiting: dict[str, Any] = {}
-    for part in range(keys.inbox_partitions):
-        newest: Any = client.xrevrange(keys.inbox(part, publisher), count=1)
-        if newest:
-            waiting[keys.inbox(part, publisher)] = newest[0][0]
+    waiting = session.inbox.newest(publisher)
     deadline = time.monotonic() + TAKE_S
     while waiting and time.monotonic() < deadline:
-        waiting = {k: last for k, last in waiting.items() if client.xrange(k, "-", last, count=1)}
+        waiting = [entry for entry in waiting if session.inbox.waiting(entry)]
         if waiting:
             time.sleep(0.05)

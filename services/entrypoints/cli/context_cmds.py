@@ -21,9 +21,9 @@ from schemas.spec import AnthropicModel, RunSpec
 from services.adapters.models.anthropic_wire import request_params
 from services.adapters.tools.toolset import ToolSetError, load_toolset
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.session import Session
 from services.handlers.model import context_view, model_request
 from services.handlers.spec_check import tool_paths
+from services.session import Session
 
 
 def context(session: Session, run_id: str, *, turn: int, attempt: int | None, as_json: bool) -> int:

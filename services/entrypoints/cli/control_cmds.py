@@ -1,109 +1,33 @@
-"""cancel, approve, deny, reply, resume, abort: each publishes a control to the
-inbox (the CLI is one publisher among others) and waits for the intake to
-append it or refuse it, printing which. Nothing is published for a run that
-does not exist, whose principal the signer is not granted, that already ended,
-or whose state the control does not fit (the intake's own rules, asked first,
-in its order: it would refuse it), nor when no intake reads the inbox; a
-message no intake took within TAKE_S is withdrawn, so it never acts later,
-when nobody expects it.
-A reply, resume or abort names the escalation it answers: the run's current
-one when the command reads it (`current_escalation`)."""
+"""cancel, approve, deny, reply, resume, abort on the command line: each control
+goes through the controls both entrypoints share (`services.entrypoints.controls`:
+published to the inbox, the intake's verdict awaited), printed here — the events
+the intake appended, or the failure with its exit code — with the attach to
+type when no process serves the embedded run any more."""
 
 from __future__ import annotations
 
-import getpass
-import time
-from dataclasses import dataclass
-from typing import Any
+from typing import assert_never
 
-from pydantic import ValidationError
-
-from events.errors import ControlRefused
-from events.grants import control_refusal
-from events.state import RunState
 from schemas import inbox
-from schemas.envelope import Envelope
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import after_control, intake_while_delivering
-from services.entrypoints.cli.inbox_watch import (
-    Liveness,
-    intake_liveness,
-    rejected_reason,
-    request_waiting,
-    taken,
-    withdraw,
-)
-from services.entrypoints.cli.parser import BadOption, shown
-from services.entrypoints.cli.publisher_cmds import signer_for
-from services.entrypoints.cli.reply import emit, fail, say
-from services.entrypoints.cli.session import Session
-from services.loops.intake import decide_control, publish
-from services.settings import masked
-
-TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox
-WAIT_S = 10.0  # for its verdict, once it took the message
+from services.entrypoints.controls import Outcome, deliver
+from services.entrypoints.describe import line
+from services.entrypoints.reply import emit, fail, say
+from services.session import Session
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """What became of a control: `code` 0 and the events the intake appended, or
-    the exit code with the kind and reason of the failure (nothing was appended)."""
-
-    code: int
-    kind: str = ""
-    message: str = ""
-    entry_id: str | None = None
-    events: tuple[Envelope[Any], ...] = ()
-
-
-def deliver(session: Session, message: inbox.Control, *, publisher: str | None = None) -> Verdict:
-    """Publish a control to the inbox as `publisher` (None: the CLI's own identity)
-    and wait for the intake's verdict. The one path for every control, the web
-    view's buttons included."""
-    run_id = message.run_id
-    state = session.load(run_id)
-    if state is None:
-        return Verdict(exit_codes.USAGE, "no run", _no_run(session, run_id))
-    signer = signer_for(session.settings, publisher)
-    if (refusal := _not_granted(session, signer, state)) is not None:
-        return Verdict(exit_codes.USAGE, "refused", f"{refusal}; nothing was sent")
-    if state.status.terminal:
-        return Verdict(
-            exit_codes.USAGE, "already ended",
-            f"run {run_id!r} already ended {state.status}: there is nothing to {_VERB[message.type]}; "
-            "nothing was sent",
-        )  # fmt: skip
-    try:  # the intake's own decision: what it would refuse is not sent
-        decide_control(state, message, publisher=signer.name)
-    except ControlRefused as exc:
-        return Verdict(exit_codes.USAGE, "refused", f"run {run_id!r}: {exc.reason}; nothing was sent")
-    ttl_s = session.settings.member_ttl_s
-    if intake_liveness(session.client, session.keys, ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
-        return _no_intake(session, sent=False)
-    entry_id = publish(session.client, session.keys, message, signer=signer)
-    deadline = time.monotonic() + TAKE_S
-    while not taken(session.client, session.keys, entry_id):
-        if time.monotonic() > deadline and withdraw(session.client, session.keys, entry_id):
-            return _no_intake(session, sent=True)
-        time.sleep(0.05)
-    return _verdict(session, message, entry_id)
-
-
-def _no_run(session: Session, run_id: str) -> str:
-    path = session.settings.publishers_path
-    if request_waiting(session.client, session.keys, run_id, path) is not None:
-        return f"no run {run_id!r} yet: its request waits in the inbox for the intake; nothing was sent"
-    return f"no run {run_id!r}; nothing was sent"
-
-
-def _not_granted(session: Session, signer: Signer, state: RunState) -> str | None:
-    """What the intake would say first, by the same publishers file: the signer may
-    not speak for the run's principal."""
-    grant = publishers_file.read(session.settings.publishers_path).publishers.get(signer.name)
-    return None if grant is None else control_refusal(signer.name, grant, state.spec.principal)
+def exit_code(outcome: Outcome) -> int:
+    """The exit code of a control's outcome."""
+    match outcome:
+        case Outcome.APPENDED:
+            return 0
+        case Outcome.NO_RUN | Outcome.REFUSED | Outcome.ALREADY_ENDED:
+            return exit_codes.USAGE
+        case Outcome.NO_INTAKE | Outcome.NO_VERDICT:
+            return exit_codes.NO_WORKERS
+        case _:
+            assert_never(outcome)
 
 
 def send(
@@ -111,8 +35,8 @@ def send(
 ) -> int:
     with intake_while_delivering(session, message.run_id, publisher):
         verdict = deliver(session, message, publisher=publisher)
-    if verdict.code != 0:
-        return fail(verdict.code, verdict.kind, verdict.message, as_json)
+    if verdict.outcome is not Outcome.APPENDED:
+        return fail(exit_code(verdict.outcome), str(verdict.outcome), verdict.message, as_json)
     go_on = after_control(session, message.run_id)
     if as_json:
         emit({
@@ -131,89 +55,3 @@ def _say_go_on(run_id: str, go_on: str | None) -> None:
     """An embedded run no process serves goes on only when attached: say how."""
     if go_on:
         say(f"no process serves run {run_id} (the run command that started it has exited): `{go_on}` goes on with it")
-
-
-def _verdict(session: Session, message: inbox.Control, entry_id: str) -> Verdict:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        if (reason := rejected_reason(session.client, session.keys, entry_id)) is not None:
-            return Verdict(exit_codes.USAGE, "refused", reason, entry_id)
-        appended = [e for e in session.store.read(message.run_id) if e.causation_id == entry_id]
-        if appended:
-            return Verdict(0, entry_id=entry_id, events=tuple(appended))
-        time.sleep(0.1)
-    return Verdict(
-        exit_codes.NO_WORKERS, "no verdict",
-        f"an intake took {entry_id} but recorded nothing within {WAIT_S:g}s; it may still act on it",
-        entry_id,
-    )  # fmt: skip
-
-
-def _no_intake(session: Session, *, sent: bool) -> Verdict:
-    where = f"{masked(session.located.url)} (prefix {session.settings.prefix!r})"
-    what = f"nothing took the message within {TAKE_S:g}s; it was withdrawn" if sent else "nothing was sent"
-    return Verdict(
-        exit_codes.NO_WORKERS, "no workers",
-        f"no intake reads the inbox on {where}: start `agentledger intake` there; {what}",
-    )  # fmt: skip
-
-
-def user_name() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):  # no passwd entry, no USER/LOGNAME: a container
-        return "cli"
-
-
-def current_escalation(session: Session, run_id: str) -> int:
-    """The seq of the run's latest escalation (0: none, or no such run), for an
-    answer to name: the one the person sees now."""
-    state = session.load(run_id)
-    return (state.escalation or 0) if state is not None else 0
-
-
-ANSWERS = ("reply", "resume", "abort")  # the commands that answer an escalation
-_VERB = {
-    "RunCancelRequested": "cancel", "ApprovalGranted": "approve", "ApprovalDenied": "deny",
-    "HumanReplied": "reply to", "RunResumed": "resume", "RunAborted": "abort",
-}  # fmt: skip
-
-
-def build(
-    command: str,
-    run_id: str,
-    *,
-    call_id: str | None,
-    text: str,
-    by: str | None,
-    escalation: int = 0,
-) -> inbox.Control:
-    """The control a command sends; `escalation` is the one a reply, resume or
-    abort answers (`current_escalation`). BadOption naming the argument the
-    message cannot hold (the parser checks each first: this is the last word)."""
-    try:
-        who = by or user_name()
-        return _build(command, run_id, call_id=call_id, text=text, who=who, escalation=escalation)
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"]) or command
-        raise BadOption(where, f"{shown(str(error.get('input')))} is not accepted here") from None
-
-
-def _build(
-    command: str, run_id: str, *, call_id: str | None, text: str, who: str, escalation: int
-) -> inbox.Control:
-    match command:
-        case "cancel":
-            return inbox.RunCancelRequested(run_id=run_id, by=who, reason=text)
-        case "approve":
-            return inbox.ApprovalGranted(run_id=run_id, call_id=call_id or "", by=who, note=text)
-        case "deny":
-            return inbox.ApprovalDenied(run_id=run_id, call_id=call_id or "", by=who, note=text)
-        case "reply":
-            return inbox.HumanReplied(run_id=run_id, by=who, text=text, escalation=escalation)
-        case "resume":
-            return inbox.RunResumed(run_id=run_id, by=who, note=text, escalation=escalation)
-        case "abort":
-            return inbox.RunAborted(run_id=run_id, by=who, note=text, escalation=escalation)
-    raise ValueError(command)

@@ -14,10 +14,9 @@ from contextlib import contextmanager
 from events.commands import Pool
 from events.state import RunState
 from events.status import RunStatus
+from services.adapters.inbox.port import Liveness
 from services.adapters.publishers.publishers_file import local_name
-from services.adapters.redis.directory import Directory
-from services.entrypoints.cli.inbox_watch import Liveness, intake_liveness
-from services.entrypoints.cli.session import Session
+from services.session import Session
 from services.settings import Settings
 
 PRIVATE_PREFIX = "run."  # an embedded run's task queue: `run.` and 12 hex
@@ -35,10 +34,9 @@ def embedded_here(state: RunState, settings: Settings) -> bool:
 
 def serving(session: Session, state: RunState) -> list[str]:
     """The live workers of the run's task queue and tool set, of any pool."""
-    directory = Directory(session.client, session.keys, member_ttl_s=session.settings.member_ttl_s)
     found: list[str] = []
     for pool in Pool:
-        found += [w for w in directory.live(state.queue, state.toolset, pool) if w not in found]
+        found += [w for w in session.admin.live(state.queue, state.toolset, pool) if w not in found]
     return found
 
 
@@ -90,7 +88,7 @@ def intake_while_delivering(session: Session, run_id: str, publisher: str | None
     local = local_name(session.settings.state_dir)
     ours = publisher in (None, local) and state is not None and embedded_here(state, session.settings)
     ttl_s = session.settings.member_ttl_s
-    if not ours or intake_liveness(session.client, session.keys, ttl_s=ttl_s, publisher=local) is Liveness.LIVE:
+    if not ours or session.inbox.intake_liveness(ttl_s=ttl_s, publisher=local) is Liveness.LIVE:
         yield
         return
     from services.intake_role import build_intake  # only then: the controls need no app

@@ -18,10 +18,10 @@ from schemas.errors import InvalidSpec
 from services import structured_logs
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.parser import BadOption
-from services.entrypoints.cli.reply import fail
-from services.entrypoints.cli.session import Session, open_session
+from services.entrypoints.reply import fail, say_loading
 from services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
 from services.secrets import install_log_filter
+from services.session import Session, open_session
 from services.settings import Settings, from_env, masked, user_state_dir
 
 # the commands that may start the local Redis service; submit, workers, intake and
@@ -98,7 +98,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
                 queues=args.queues, workspaces=args.workspaces, as_json=as_json,
             )  # fmt: skip
         if args.action == "adopt":
-            with open_session(settings, may_start=False) as session:
+            with open_session(settings, may_start=False, waiting=say_loading) as session:
                 return publisher_cmds.adopt(session, as_json=as_json)
         return publisher_cmds.list_(settings, as_json=as_json)
     if args.command == "acl":
@@ -106,7 +106,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
 
         if not args.apply:
             return acl_cmds.acl(settings, None, as_json=as_json)
-        with open_session(settings, may_start=False) as session:
+        with open_session(settings, may_start=False, waiting=say_loading) as session:
             return acl_cmds.acl(settings, session, as_json=as_json)
     if args.command == "toolset":
         from services.entrypoints.cli import run_cmds
@@ -121,7 +121,7 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
         if args.command in ("run", "submit") and attach is None
         else None
     )
-    with open_session(settings, may_start=args.command in MAY_START) as session:
+    with open_session(settings, may_start=args.command in MAY_START, waiting=say_loading) as session:
         match args.command:
             case "run" if attach is not None:
                 from services.entrypoints.cli import attach_cmds
@@ -229,15 +229,16 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
             from services.entrypoints.cli import context_cmds
 
             return context_cmds.raw(session, args.run_id, after_seq=args.after)
+    from services.entrypoints import controls
     from services.entrypoints.cli import control_cmds
 
     text = str(
         getattr(args, "reason", None) or getattr(args, "note", None) or getattr(args, "text", "")
     )
-    answers = args.command in control_cmds.ANSWERS
-    message = control_cmds.build(
+    answers = args.command in controls.ANSWERS
+    message = controls.build(
         args.command, args.run_id, call_id=getattr(args, "call_id", None), text=text, by=args.by,
-        escalation=control_cmds.current_escalation(session, args.run_id) if answers else 0,
+        escalation=controls.current_escalation(session, args.run_id) if answers else 0,
     )  # fmt: skip
     return control_cmds.send(session, message, as_json=as_json, publisher=args.as_)
 

@@ -5,9 +5,7 @@ the one way to the stored bytes."""
 from __future__ import annotations
 
 import argparse
-import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from events.commands import Pool
@@ -16,26 +14,19 @@ from events.errors import CoreError
 from events.fold import apply
 from events.state import RunState
 from events.status import RunStatus
-from events.types import CODEC
 from schemas.errors import InvalidEvent
-from services.adapters.redis.directory import Directory
+from services.adapters.inbox.port import Liveness, WaitingRequest
 from services.clock import RUN_ID_WIDTH
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import attach_command, embedded_here
-from services.entrypoints.cli.inbox_watch import (
-    Liveness,
-    WaitingRequest,
-    intake_liveness,
-    refusal_of_run,
-    request_waiting,
-)
 from services.entrypoints.cli.parser import BadOption
-from services.entrypoints.cli.reply import emit, fail, say
-from services.entrypoints.cli.run_index import Page, page_of_runs, parse_time
-from services.entrypoints.cli.session import Session
+from services.entrypoints.describe import line
+from services.entrypoints.reply import emit, fail, say
+from services.entrypoints.run_index import BadPageToken, Page, page_of_runs, parse_time
+from services.entrypoints.summary import run_summary
 from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
+from services.session import Session
 from services.settings import masked
 
 # what `status` says of a run whose request waits in the inbox: not a RunStatus (the run
@@ -43,47 +34,12 @@ from services.settings import masked
 AWAITING_INTAKE = "awaiting_intake"
 
 
-def iso(at: float | None) -> str | None:
-    """An event time as ISO 8601 UTC, to the millisecond."""
-    if at is None:
-        return None
-    return datetime.fromtimestamp(at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def run_summary(state: RunState, *, now: float | None = None) -> dict[str, Any]:
-    """`duration_s`: to its end, or to `now` (this host's clock) while it is live."""
-    calls = [c for t in state.turns for c in t.calls]
-    ended = state.updated_at if state.status.terminal else None
-    until = ended if ended is not None else max(state.updated_at, time.time() if now is None else now)
-    return {
-        "run_id": state.run_id,
-        "status": str(state.status),
-        "detail": state.detail,
-        "task": state.spec.task,
-        "principal": state.spec.principal.id,
-        "publisher": state.publisher,
-        # the escalation a reply, resume or abort must name while the run awaits a human
-        "escalation": state.escalation if state.status is RunStatus.AWAITING_HUMAN else None,
-        "created_at": iso(state.created_at),
-        "updated_at": iso(state.updated_at),
-        "ended_at": iso(ended),
-        "duration_s": round(until - state.created_at, 3),
-        "turns": state.turns_used,
-        "usage": state.usage.model_dump(),
-        "cost_usd": round(state.cost_usd, 6),
-        "tool_calls": [
-            {"call_id": c.call_id, "name": c.name, "status": str(c.status)} for c in calls
-        ],
-    }
-
-
 def unserved(session: Session, state: RunState) -> str | None:
     """Why a live run is not moving, when no worker of its task queue and tool
     set is alive: it waits for one (`agentledger workers --queue …`)."""
     if not state.status.live or state.status.waiting:
         return None
-    directory = Directory(session.client, session.keys, member_ttl_s=session.settings.member_ttl_s)
-    if any(directory.live(state.queue, state.toolset, pool) for pool in Pool):
+    if any(session.admin.live(state.queue, state.toolset, pool) for pool in Pool):
         return None
     if embedded_here(state, session.settings):
         return f"no process serves this embedded run: `{attach_command(state.run_id)}` goes on with it"
@@ -96,7 +52,7 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     state = session.load(run_id)
     if state is None:
         path = session.settings.publishers_path
-        if (request := request_waiting(session.client, session.keys, run_id, path)) is not None:
+        if (request := session.inbox.request_waiting(run_id, path)) is not None:
             return _awaiting_intake(session, request, as_json=as_json)
         return fail(exit_codes.USAGE, "no run", _no_run(session, run_id), as_json)
     summary = redactor_for(state.spec).value(run_summary(state))
@@ -126,9 +82,7 @@ def _awaiting_intake(session: Session, waiting: WaitingRequest, *, as_json: bool
             f"waiting for the intake: its request is in the inbox (published as "
             f"{waiting.publisher!r} {waiting.age_s:.1f}s ago)"
         )
-        live = intake_liveness(
-            session.client, session.keys, ttl_s=session.settings.member_ttl_s, publisher=waiting.publisher
-        )
+        live = session.inbox.intake_liveness(ttl_s=session.settings.member_ttl_s, publisher=waiting.publisher)
         if live is Liveness.NONE:
             where = f"{masked(session.located.url)} (prefix {session.settings.prefix!r})"
             detail += f"; no intake reads the inbox on {where}: start `agentledger intake` there"
@@ -145,7 +99,7 @@ def _awaiting_intake(session: Session, waiting: WaitingRequest, *, as_json: bool
 
 def _no_run(session: Session, run_id: str) -> str:
     """There is no such run; if the intake refused a request for it, what it said."""
-    refused = refusal_of_run(session.client, session.keys, run_id)
+    refused = session.inbox.refusal_of_run(run_id)
     if refused is None:
         return f"no run {run_id!r}"
     reason, publisher = refused
@@ -179,12 +133,14 @@ class RunsQuery:
 
 
 def runs(session: Session, query: RunsQuery, *, as_json: bool) -> int:
-    page = page_of_runs(
-        session.client, session.keys,
-        lambda ids: cache_for(session.store).load_many(ids),
-        statuses=query.statuses, since=query.since, until=query.until,
-        limit=query.limit, token=query.page,
-    )  # fmt: skip
+    try:
+        page = page_of_runs(
+            session.reader, lambda ids: cache_for(session.store).load_many(ids),
+            statuses=query.statuses, since=query.since, until=query.until,
+            limit=query.limit, token=query.page,
+        )  # fmt: skip
+    except BadPageToken as exc:
+        raise BadOption("--page", str(exc)) from None
     rows = [redactor_for(s.spec).value(run_summary(s)) for s in page.states]
     if as_json:
         emit({"runs": rows, "next_page": page.next_token})
@@ -210,24 +166,22 @@ def _say_next(page: Page) -> None:
 
 def replay(session: Session, run_id: str, *, as_json: bool) -> int:
     """Re-fold the raw log entry by entry: seq continuity, decoding, legality."""
-    entries: Any = session.client.xrange(session.keys.run(run_id))
+    entries = session.reader.raw(run_id)
     if not entries:
         return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}", as_json)
     state: RunState | None = None
-    for entry_id, fields in entries:
+    for entry in entries:
         try:
-            env = CODEC.decode(fields.get(b"e", b""))
-            if entry_id.decode() != f"0-{env.seq}":
-                raise InvalidEvent(
-                    f"stream entry {entry_id.decode()} holds seq {env.seq}", field="seq"
-                )
+            if entry.envelope is None:
+                raise entry.broken or InvalidEvent(f"stream entry {entry.entry_id} does not decode")
+            env = entry.envelope
             state = apply(state, env)
         except (InvalidEvent, CoreError) as exc:
             if as_json:
                 emit({"run_id": run_id, "ok": False, "events": state.seq if state else 0,
-                      "broken": {"entry": entry_id.decode(), "reason": str(exc)}})  # fmt: skip
+                      "broken": {"entry": entry.entry_id, "reason": str(exc)}})  # fmt: skip
             else:
-                print(f"BROKEN at entry {entry_id.decode()}: {exc}")
+                print(f"BROKEN at entry {entry.entry_id}: {exc}")
             return exit_codes.CHECK_FAILED
         if not as_json:
             print(line(env))

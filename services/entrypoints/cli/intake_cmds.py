@@ -12,10 +12,10 @@ from events.counted import counted
 from services.adapters.metrics.server import LOOPBACK
 from services.entrypoints import operations
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.reply import emit, fail
-from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.supervise import wait_for_signal
+from services.entrypoints.reply import emit, fail
 from services.intake_role import build_intake
+from services.session import Session
 from services.settings import masked
 
 

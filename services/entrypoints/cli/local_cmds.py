@@ -6,7 +6,7 @@ from __future__ import annotations
 from events.counted import counted
 from services.adapters.redis.local_service import LocalService, ServiceStatus
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.reply import emit, say_loading
+from services.entrypoints.reply import emit, say_loading
 from services.settings import Settings
 
 

@@ -48,7 +48,7 @@ def _usage_error(exc: UsageError, *, as_json: bool) -> int:
         exc.parser.print_usage(sys.stderr)
     print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr, flush=True)
     if as_json:
-        from services.entrypoints.cli.reply import emit
+        from services.entrypoints.reply import emit
 
         emit({"error": "usage", "message": str(exc), "exit_code": USAGE_EXIT, "command": exc.parser.prog})
     return USAGE_EXIT

@@ -17,9 +17,9 @@ from services.entrypoints.cli.arg_types import (  # the names other modules impo
     MAX_WHOLE,
     POOLS,
     max_processes,
-    shown,
 )
-from services.errors import ConfigError
+from services.entrypoints.reply import shown  # re-exported: the commands' messages use it
+from services.errors import BadOption  # re-exported: the commands raise it
 
 __all__ = [
     "CONTROLS", "INTAKE_POOL", "LOG_FORMATS", "LOG_LEVELS", "MAX_WHOLE", "POOLS", "USAGE_EXIT",
@@ -39,10 +39,6 @@ CONTROLS = (
     ("resume", "let a run awaiting a human go on", False, "note"),
     ("abort", "end a run awaiting a human as failed", False, "note"),
 )
-
-
-class BadOption(ConfigError):
-    """An option whose value the command cannot use (exit 2, the option named)."""
 
 
 USAGE_EXIT = 2  # argparse's code for refused arguments; exit_codes.USAGE (the parser imports no events)

@@ -19,9 +19,9 @@ from schemas.publishers import GrantedPrincipal, Publisher
 from schemas.spec import Principal
 from services.adapters.publishers import agreed, publishers_file
 from services.adapters.publishers.publishers_file import Filed, Signer
-from services.entrypoints.cli.reply import emit, say
-from services.entrypoints.cli.session import Session, open_session
+from services.entrypoints.reply import emit, say, say_loading
 from services.errors import ConfigError, RedisUnavailable
+from services.session import Session, open_session
 from services.settings import Settings
 
 
@@ -70,7 +70,7 @@ def adopt(session: Session, *, as_json: bool) -> int:
 def _follow(settings: Settings, change: Filed) -> str | None:
     """Move the deployment's record to the changed file; None when done, else why not."""
     try:
-        with open_session(settings, may_start=False) as session:
+        with open_session(settings, may_start=False, waiting=say_loading) as session:
             return follow_in(session, change)
     except (RedisUnavailable, redis.RedisError) as exc:  # the file is filed: say, do not fail
         return (
@@ -116,21 +116,6 @@ def list_(settings: Settings, *, as_json: bool) -> int:
             f"  key {row['key']}"
         )
     return 0
-
-
-def signer_for(settings: Settings, name: str | None) -> Signer:
-    """The publisher `--as` names; without it, the embedded run's own one of this
-    state folder (filed only by the embedded run itself: `local_signer`)."""
-    path = settings.publishers_path
-    if name:
-        return publishers_file.signer(path, name)
-    local = publishers_file.local_name(settings.state_dir)
-    if local not in publishers_file.read(path).publishers:
-        raise ConfigError(
-            "--as", f"no publisher to sign with: pass --as NAME (the embedded run's own "
-            f"{local!r} publisher is not in {path!r})",
-        )  # fmt: skip
-    return publishers_file.signer(path, local)
 
 
 def check_grant(settings: Settings, signer: Signer, principal: Principal, queue: str) -> None:

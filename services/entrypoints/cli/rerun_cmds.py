@@ -13,18 +13,18 @@ from typing import Any
 
 from events.counted import counted
 from events.divergence import Divergence, essence, first_divergence
-from events.fold import apply
+from events.following import Until
 from events.state import RunState
 from events.types import ModelRequested, RunCreated
 from schemas.envelope import Envelope
 from schemas.errors import InvalidSpec
 from schemas.spec import ReplayModel, ReplaySettings, RunSpec
+from services.adapters.reading.follow import follow
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.publisher_cmds import local_signer
 from services.entrypoints.cli.run_cmds import private_queue, request_for, start_workers, toolset_of
-from services.entrypoints.cli.session import Session
-from services.loops.intake import publish
 from services.secrets import redactor_for
+from services.session import Session
 
 
 def rerun(session: Session, run_id: str, *, as_json: bool) -> int:
@@ -55,7 +55,7 @@ def rerun(session: Session, run_id: str, *, as_json: bool) -> int:
         session, toolset, spec, created.base_dir, queue=queue, processes=0, publisher=signer.name
     )
     try:
-        publish(session.client, session.keys, request, signer=signer)
+        session.inbox.publish(request, signer=signer)
         state = _until_settled(session, request.run_id)
     finally:
         stop_workers()
@@ -75,15 +75,10 @@ def replay_spec(spec: RunSpec, run_id: str) -> RunSpec:
 
 def _until_settled(session: Session, run_id: str) -> RunState:
     """Fold the new run until it ends or waits for a person."""
-    state: RunState | None = None
-    while True:
-        for env in session.store.read(run_id, after_seq=state.seq if state else 0):
-            state = apply(state, env)
-        if state is not None and (state.status.terminal or state.status.waiting):
-            return state
-        session.client.xread(
-            {session.keys.run(run_id): f"0-{state.seq if state else 0}"}, block=1000
-        )
+    for step in follow(session.reader, run_id, until=Until.ASKS_A_PERSON):
+        if step.last and step.state is not None:
+            return step.state
+    raise AssertionError("a follow with no stop of its own ends only at its rule")
 
 
 def _context_changed(recorded: list[Envelope[Any]], new: list[Envelope[Any]]) -> list[int]:

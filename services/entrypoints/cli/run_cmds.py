@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from events.fold import apply
+from events.following import Until, reached
 from events.mcp_policy import is_mcp_ask, modules_of
 from events.state import RunState
 from events.status import RunStatus
@@ -25,9 +25,10 @@ from events.types import DEFAULT_QUEUE, ApprovalRequested
 from schemas.errors import InvalidSpec, SpecProblem
 from schemas.inbox import RunCancelRequested, RunRequested
 from schemas.spec import RunSpec
+from services.adapters.inbox.port import Liveness
 from services.adapters.models.preflight import check_provider
 from services.adapters.publishers.publishers_file import Signer, local_name
-from services.adapters.redis.directory import Directory
+from services.adapters.reading.follow import follow as following
 from services.adapters.tools.toolset import (
     ToolSet,
     ToolSetError,
@@ -40,8 +41,6 @@ from services.bounded_yaml import Limits
 from services.clock import new_run_id
 from services.entrypoints.cli import exit_codes, interrupts
 from services.entrypoints.cli.children import die_with_parent
-from services.entrypoints.cli.control_cmds import user_name
-from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.embedded import (
     PRIVATE_PREFIX,
     attach_command,
@@ -51,29 +50,25 @@ from services.entrypoints.cli.embedded import (
     reply_command,
     waiting_for_a_person,
 )
-from services.entrypoints.cli.inbox_watch import (
-    Liveness,
-    intake_liveness,
-    rejected_reason,
-    withdraw,
-)
-from services.entrypoints.cli.inspect_cmds import run_summary
-from services.entrypoints.cli.publisher_cmds import check_grant, local_signer, signer_for
+from services.entrypoints.cli.publisher_cmds import check_grant, local_signer
 from services.entrypoints.cli.redacted import RunRedactors
-from services.entrypoints.cli.reply import emit, fail, say
-from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, source_name, with_lines
 from services.entrypoints.cli.supervise import stop_children
+from services.entrypoints.controls import signer_for, user_name
+from services.entrypoints.describe import line
+from services.entrypoints.reply import emit, fail, say
+from services.entrypoints.summary import run_summary
 from services.errors import ProviderUnready
 from services.handlers.spec_check import spec_problems, tool_paths
 from services.loops.inbox_parse import Rejected, check_size
-from services.loops.intake import publish
 from services.secrets import redactor_for
+from services.session import Session
 from services.settings import Settings, environ_for_children, masked
 from services.structured_logs import child_args
 
 CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
 FOLLOW_GATHER_S = 0.02  # after printing what came, wait this long for more before the next read
+FOLLOW_WAIT_S = 0.25  # a wait for the run's next append before the next look (and the inbox's)
 
 
 @dataclass(frozen=True)
@@ -204,8 +199,7 @@ def submit(
         return fail(exit_codes.USAGE, "no publisher", message, as_json)
     signer = signer_for(session.settings, as_)
     check_grant(session.settings, signer, spec.principal, queue)
-    directory = Directory(session.client, session.keys, member_ttl_s=session.settings.member_ttl_s)
-    manifest = directory.manifest(queue, fingerprint)
+    manifest = session.admin.manifest(queue, fingerprint)
     what = f"queue {queue!r} with tool set {fingerprint} ({', '.join(spec.tools) or 'no modules'})"
     if manifest is None and not unserved_ok:
         message = (
@@ -222,17 +216,17 @@ def submit(
             "are not checked: the intake refuses the run if its tool set lacks one, and "
             "`agentledger status RUN` then says why"
         )
-    if manifest is not None and not directory.live(queue, fingerprint):
+    if manifest is not None and not session.admin.live(queue, fingerprint):
         say(f"no worker serves {what} right now; the run waits for one")
     ttl_s = session.settings.member_ttl_s
-    if intake_liveness(session.client, session.keys, ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
+    if session.inbox.intake_liveness(ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
         say(
             f"no intake reads the inbox on {masked(session.located.url)} (prefix "
             f"{session.settings.prefix!r}) yet: the run waits until `agentledger intake` (or "
             "`agentledger workers --pools intake`) starts there"
         )
     request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
-    entry_id = publish(session.client, session.keys, request, signer=signer)
+    entry_id = session.inbox.publish(request, signer=signer)
     if as_json:
         emit({"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint})
     else:
@@ -302,7 +296,7 @@ def to_the_end(
     at_once = False
     try:
         if request is not None:
-            entry_id = publish(session.client, session.keys, request, signer=signer)
+            entry_id = session.inbox.publish(request, signer=signer)
         state, interrupted = _follow_or_cancel(
             session, run_id, entry_id, signer, quiet=as_json, then=then
         )
@@ -347,12 +341,12 @@ def _stopped_at_once(
     A request no intake took yet is withdrawn (it would create a run nobody follows)."""
     state = session.load(run_id)
     if state is None and entry_id is not None:
-        if withdraw(session.client, session.keys, entry_id):
+        if session.inbox.withdraw(entry_id):
             say(f"stopped at once: the request for run {run_id} was withdrawn; no run was created")
             return None
         state = session.load(run_id)  # taken meanwhile
     if state is None:
-        reason = rejected_reason(session.client, session.keys, entry_id) if entry_id else None
+        reason = session.inbox.rejected_reason(entry_id) if entry_id else None
         say(f"stopped at once: run {run_id} was not created" + (f": {reason}" if reason else ""))
     elif state.status.terminal:
         say(f"stopped at once: run {run_id} ended {state.status} meanwhile")
@@ -375,7 +369,7 @@ def _follow_or_cancel(
 
 
 def _settled(state: RunState | None) -> bool:
-    return state is not None and (state.status.terminal or state.status is RunStatus.AWAITING_HUMAN)
+    return reached(Until.SETTLED, state)
 
 
 def _cancel_and_wait(
@@ -394,7 +388,7 @@ def _cancel_and_wait(
     say(f"interrupted: cancelling run {run_id} (up to {grace:g}s); interrupt again to stop now")
     reason = "the agentledger run command was interrupted"
     cancel = RunCancelRequested(run_id=run_id, by=user_name(), reason=reason)
-    publish(session.client, session.keys, cancel, signer=signer)
+    session.inbox.publish(cancel, signer=signer)
     deadline = threading.Event()
     timer = threading.Timer(grace, deadline.set)
     timer.start()
@@ -419,32 +413,29 @@ def follow(
 ) -> RunState | None:
     """Print the timeline until the run ends or waits for a human, or `until` is
     set; None when the intake refused the request (the reason is said)."""
-    key = session.keys.run(run_id)
     redactors = RunRedactors(session.store)
-    while True:
+    steps = following(
+        session.reader, run_id, after=state, until=Until.SETTLED, stop=until,
+        wait_s=FOLLOW_WAIT_S, gather_s=FOLLOW_GATHER_S,
+    )  # fmt: skip
+    for step in steps:
+        state = step.state
         printed = []
-        batch = session.store.read(run_id, after_seq=state.seq if state else 0)
-        for env in batch:
-            state = apply(state, env)
-            if not quiet:
-                printed.append(redactors.text(env, line(env)))
-                if isinstance(env.data, ApprovalRequested):
-                    printed.append(
-                        f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}"
-                    )
+        for env in step.events if not quiet else []:
+            printed.append(redactors.text(env, line(env)))
+            if isinstance(env.data, ApprovalRequested):
+                printed.append(f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}")
         if printed:
             print("\n".join(printed), flush=True)
-        if _settled(state) or until.is_set():
-            return state
+        if step.last:
+            break
         if state is None:
             if entry_id is None:  # attached to a run that does not exist
                 return None
-            if reason := rejected_reason(session.client, session.keys, entry_id):
+            if reason := session.inbox.rejected_reason(entry_id):
                 say(f"refused: {reason}")
                 return None
-        if batch and until.wait(FOLLOW_GATHER_S):  # let a few steps gather: fewer wake-ups
-            continue
-        session.client.xread({key: f"0-{state.seq if state else 0}"}, block=250)
+    return state
 
 
 def start_workers(

@@ -7,21 +7,22 @@ it appends next, until it ends. `--type` keeps only events of those types."""
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
-from events.types import CODEC, EVENT_TYPES
+from events.following import Until
+from events.types import EVENT_TYPES
 from schemas.envelope import Envelope
-from services.adapters.redis.slot_reads import read_each
+from services.adapters.reading.follow import follow as following
+from services.adapters.reading.port import Cursors
 from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.describe import line
 from services.entrypoints.cli.parser import BadOption
 from services.entrypoints.cli.redacted import RunRedactors
-from services.entrypoints.cli.reply import fail, say
-from services.entrypoints.cli.session import Session
+from services.entrypoints.describe import line
+from services.entrypoints.reply import fail, say
+from services.session import Session
 
-BATCH = 500
+FOLLOW_WAIT_S = 1.0  # a follower's wait for the next append before it looks again
 Show = Callable[[Envelope[Any]], None]
 
 
@@ -44,14 +45,14 @@ def tail(
         print(redactors.text(env, text), flush=True)
 
     if run_id is not None:
-        if not session.client.exists(session.keys.run(run_id)):
+        if not session.reader.exists(run_id):
             return fail(exit_codes.USAGE, "no run", f"no run {run_id!r}", as_json)
         _tail_run(session, run_id, follow, show)
         return 0
     if not follow or from_start:
         cursors = _history(session, show)
     else:
-        cursors = _ends(session)
+        cursors = session.reader.feed_ends()
     if follow:
         say("following new events" + ("" if from_start else " (--from-start: the history first)"))
         _follow_feeds(session, cursors, show)
@@ -71,71 +72,26 @@ def event_types(given: list[str] | None) -> frozenset[str]:
 def _tail_run(session: Session, run_id: str, follow: bool, show: Show) -> None:
     """The run's log; with `follow`, what it appends next, until it is over: ended,
     with no call still running whose late outcome could yet be recorded."""
-    seq = 0
-    key = session.keys.run(run_id)
-    while True:
-        for env in session.store.read(run_id, after_seq=seq):
+    if not follow:
+        for env in session.reader.read(run_id):
             show(env)
-            seq = env.seq
-        if not follow:
-            return
-        state = session.load(run_id)
-        if state is not None and state.seq == seq and state.over:
-            say(f"run {run_id} ended {state.status}: nothing more will be appended")
-            return
-        session.client.xread({key: f"0-{seq}"}, block=1000)
+        return
+    for step in following(session.reader, run_id, until=Until.OVER, wait_s=FOLLOW_WAIT_S):
+        for env in step.events:
+            show(env)
+        if step.last and step.state is not None:
+            say(f"run {run_id} ended {step.state.status}: nothing more will be appended")
 
 
-def _history(session: Session, show: Show) -> dict[str, str]:
-    """Print every event the feeds hold, merged by time; the feeds' last ids."""
-    per_shard: list[list[Envelope[Any]]] = []
-    cursors: dict[str, str] = {}
-    for shard in range(session.keys.shards):
-        feed = session.keys.feed(shard)
-        entries: Any = session.client.xrange(feed)
-        cursors[feed] = entries[-1][0].decode() if entries else "0-0"
-        per_shard.append(_envelopes(session, [_ref(f) for _, f in entries]))
-    for env in heapq.merge(*per_shard, key=lambda e: e.at):
+def _history(session: Session, show: Show) -> Cursors:
+    """Print every event the feeds hold, merged by time; cursors at the feeds' ends."""
+    history, cursors = session.reader.feed_history()
+    for env in history:
         show(env)
     return cursors
 
 
-def _ends(session: Session) -> dict[str, str]:
-    pipe = session.client.pipeline(transaction=False)
-    feeds = [session.keys.feed(s) for s in range(session.keys.shards)]
-    for feed in feeds:
-        pipe.xrevrange(feed, count=1)
-    return {
-        feed: (last[0][0].decode() if last else "0-0")
-        for feed, last in zip(feeds, pipe.execute(), strict=True)
-    }
-
-
-def _follow_feeds(session: Session, cursors: dict[str, str], show: Show) -> None:
+def _follow_feeds(session: Session, cursors: Cursors, show: Show) -> None:
     while True:
-        reply = read_each(session.client, cursors, count=BATCH, block_ms=1000)
-        batches: list[list[Envelope[Any]]] = []
-        for stream, entries in reply or []:
-            cursors[stream.decode()] = entries[-1][0].decode()
-            batches.append(_envelopes(session, [_ref(f) for _, f in entries]))
-        for env in heapq.merge(*batches, key=lambda e: e.at):
+        for env in session.reader.feed_next(cursors, timeout_s=FOLLOW_WAIT_S):
             show(env)
-
-
-def _ref(fields: dict[bytes, bytes]) -> tuple[str, int, int]:
-    """(run, first seq, last seq) of the append a feed entry stands for."""
-    last = int(fields[b"seq"])
-    return fields[b"run"].decode(), int(fields.get(b"first", last)), last
-
-
-def _envelopes(session: Session, refs: Iterable[tuple[str, int, int]]) -> list[Envelope[Any]]:
-    """The events the feed entries point at, in the feed's order (one round trip)."""
-    refs = list(refs)
-    pipe = session.client.pipeline(transaction=False)
-    for run, first, last in refs:
-        pipe.xrange(session.keys.run(run), f"0-{first}", f"0-{last}")
-    found: list[Envelope[Any]] = []
-    for entries in pipe.execute() if refs else []:
-        for _, fields in entries:  # none when the run's log was deleted since
-            found.append(CODEC.decode(fields[b"e"]))
-    return found

@@ -13,8 +13,8 @@ from services.adapters.tracing.otlp_json import otlp_json
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.parser import package_version
 from services.entrypoints.cli.redacted import RunRedactors
-from services.entrypoints.cli.reply import emit, fail
-from services.entrypoints.cli.session import Session
+from services.entrypoints.reply import emit, fail
+from services.session import Session
 
 
 def trace(session: Session, run_id: str, *, as_json: bool) -> int:

@@ -22,10 +22,10 @@ from services.bootstrap import ALL_POOLS, Services, build_services
 from services.entrypoints import operations
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.parser import INTAKE_POOL
-from services.entrypoints.cli.reply import emit, fail, say
 from services.entrypoints.cli.run_cmds import worker_args
-from services.entrypoints.cli.session import Session
 from services.entrypoints.cli.supervise import Supervisor, signalled, wait_for_signal
+from services.entrypoints.reply import emit, fail, say
+from services.session import Session
 from services.settings import Settings, masked
 from services.structured_logs import child_args
 

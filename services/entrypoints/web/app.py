@@ -5,7 +5,7 @@ the runs list whenever a shard feed moves, a run's timeline as its log grows
 list's and a run's page carry the same as text for a browser without
 JavaScript (`plain`, inside `<noscript>`). The
 buttons post to `/api/runs/{id}/control`, which publishes through the CLI's own
-control path (`control_cmds.deliver`) as the publisher the view was started
+controls the CLI sends through (`services.entrypoints.controls`) as the publisher the view was started
 with — and refuses with 403 when it was started without one (read-only).
 Every request passes the door first (`guard`: Host allowlist, sign-in, same
 origin); the sign-in page trades the operator's token for a session cookie."""
@@ -28,13 +28,18 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from events.following import Until
+from schemas.envelope import Envelope
 from schemas.names import RUN_ID_PATTERN
-from services.entrypoints.cli import control_cmds, exit_codes
-from services.entrypoints.cli.session import Session
+from services.adapters.reading.follow import follow
+from services.adapters.reading.port import Cursors
+from services.entrypoints import controls
+from services.entrypoints.controls import Outcome
 from services.entrypoints.web import plain, views
 from services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from services.entrypoints.web.guard import Guard
 from services.errors import ConfigError
+from services.session import Session
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
@@ -44,7 +49,10 @@ ACTIONS = {  # action: (needs a call id, needs text)
     "approve": (True, False), "deny": (True, False), "reply": (False, True),
     "resume": (False, False), "abort": (False, False), "cancel": (False, False),
 }  # fmt: skip
-HTTP_OF = {exit_codes.USAGE: 409, exit_codes.NO_WORKERS: 503}
+HTTP_OF = {  # a control's outcome other than appended: the HTTP status it answers with
+    Outcome.NO_RUN: 404, Outcome.REFUSED: 409, Outcome.ALREADY_ENDED: 409,
+    Outcome.NO_INTAKE: 503, Outcome.NO_VERDICT: 503,
+}  # fmt: skip
 
 
 class RunIdConvertor(Convertor[str]):
@@ -207,7 +215,7 @@ class _Web:
             return JSONResponse({"error": "bad status", "message": str(exc)}, status_code=400)
 
         async def events() -> AsyncIterator[str]:
-            cursors = await anyio.to_thread.run_sync(self._feed_ends)
+            cursors = await anyio.to_thread.run_sync(self.s.reader.feed_ends)
             while not self.stopping():
                 rows = await anyio.to_thread.run_sync(
                     lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
@@ -221,18 +229,8 @@ class _Web:
 
         return _stream(events())
 
-    def _feed_ends(self) -> dict[str, str]:
-        pipe = self.s.client.pipeline(transaction=False)
-        feeds = [self.s.keys.feed(n) for n in range(self.s.keys.shards)]
-        for feed in feeds:
-            pipe.xrevrange(feed, count=1)
-        return {f: (last[0][0].decode() if last else "0-0") for f, last in zip(feeds, pipe.execute(), strict=True)}
-
-    def _feeds_moved(self, cursors: dict[str, str]) -> bool:
-        reply: Any = self.s.client.xread(cursors, count=1000, block=BLOCK_MS)  # type: ignore[arg-type]
-        for stream, entries in reply or []:
-            cursors[stream.decode()] = entries[-1][0].decode()
-        return bool(reply)
+    def _feeds_moved(self, cursors: Cursors) -> bool:
+        return self.s.reader.feeds_moved(cursors, timeout_s=BLOCK_MS / 1000)
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -254,28 +252,27 @@ class _Web:
         run_id = request.path_params["run_id"]
         last = request.headers.get("last-event-id") or request.query_params.get("after", "0")
         after = int(last) if last.isdigit() else 0
-        if not await anyio.to_thread.run_sync(self.s.client.exists, self.s.keys.run(run_id)):
+        if not await anyio.to_thread.run_sync(self.s.reader.exists, run_id):
             return JSONResponse({"error": "no run", "message": f"no run {run_id!r}"}, status_code=404)
 
         async def events() -> AsyncIterator[str]:
-            seq = after
+            steps = follow(self.s.reader, run_id, until=Until.NEVER, wait_s=BLOCK_MS / 1000)
+            envelopes: list[Envelope[Any]] = []
+            seq, first = after, True
             while not self.stopping():
-                found = await anyio.to_thread.run_sync(self._read, run_id, seq)
-                if found is not None:
-                    view, lines = found
-                    for item in lines:
-                        yield _sse("line", item, id_=item["seq"])
-                    seq = max([seq, *(i["seq"] for i in lines)])
-                    yield _sse("state", view, id_=seq)
-                while not await anyio.to_thread.run_sync(self._run_moved, run_id, seq):
-                    if self.stopping():
-                        return
+                step = await anyio.to_thread.run_sync(next, steps)
+                envelopes += step.events
+                if step.state is None or not (step.events or first):
                     yield ": alive\n\n"
+                    continue
+                first = False
+                lines = views.timeline([e for e in step.events if e.seq > seq], step.state)
+                for item in lines:
+                    yield _sse("line", item, id_=item["seq"])
+                seq = max([seq, *(i["seq"] for i in lines)])
+                yield _sse("state", views.run_view(step.state, envelopes), id_=seq)
 
         return _stream(events())
-
-    def _run_moved(self, run_id: str, seq: int) -> bool:
-        return bool(self.s.client.xread({self.s.keys.run(run_id): f"0-{seq}"}, count=1, block=BLOCK_MS))
 
     async def control(self, request: Request) -> Response:
         if self.publisher is None:
@@ -298,18 +295,18 @@ class _Web:
             what = "a call_id" if needs_call and not call_id else "a text"
             return JSONResponse({"error": "bad request", "message": f"{action} needs {what}"}, status_code=400)
         run_id = request.path_params["run_id"]
-        escalation = await anyio.to_thread.run_sync(control_cmds.current_escalation, self.s, run_id)
+        escalation = await anyio.to_thread.run_sync(controls.current_escalation, self.s, run_id)
         try:
-            message = control_cmds.build(
+            message = controls.build(
                 action, run_id, call_id=call_id, text=text, by=self.publisher, escalation=escalation
             )
         except ConfigError as exc:  # a call id or text the controls refuse: the CLI's words
             return JSONResponse({"error": "bad request", "message": exc.reason}, status_code=400)
         verdict = await anyio.to_thread.run_sync(
-            lambda: control_cmds.deliver(self.s, message, publisher=self.publisher)
+            lambda: controls.deliver(self.s, message, publisher=self.publisher)
         )
-        if verdict.code != 0:
-            status = 404 if verdict.kind == "no run" else HTTP_OF.get(verdict.code, 500)
-            return JSONResponse({"error": verdict.kind, "message": verdict.message}, status_code=status)
+        if verdict.outcome is not Outcome.APPENDED:
+            status = HTTP_OF[verdict.outcome]
+            return JSONResponse({"error": str(verdict.outcome), "message": verdict.message}, status_code=status)
         return JSONResponse({"run_id": run_id, "control": message.type, "entry_id": verdict.entry_id,
                              "events": [e.type for e in verdict.events]})  # fmt: skip

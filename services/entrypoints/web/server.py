@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from services.entrypoints.cli.parser import BadOption
-from services.entrypoints.cli.reply import emit
-from services.entrypoints.cli.session import Session
+from services.entrypoints.reply import emit
 from services.entrypoints.web.access import WILDCARD, Access, allowed_hosts
 from services.entrypoints.web.app import make_app
 from services.entrypoints.web.token import VARIABLE, UiToken, ui_token
+from services.errors import BadOption
+from services.session import Session
 from services.settings import ui_allowed_hosts
 
 

@@ -13,12 +13,12 @@ from events.state import RunState
 from events.status import CallStatus, RunStatus
 from events.types import ApprovalRequested, ToolCallScheduled, ToolCallWaiting
 from schemas.envelope import Envelope
-from services.entrypoints.cli.describe import line
-from services.entrypoints.cli.inspect_cmds import iso, run_summary
-from services.entrypoints.cli.run_index import page_of_runs
-from services.entrypoints.cli.session import Session
+from services.entrypoints.describe import line
+from services.entrypoints.run_index import page_of_runs
+from services.entrypoints.summary import iso, run_summary
 from services.handlers.state_cache import cache_for
 from services.secrets import redactor_for
+from services.session import Session
 
 HOLDING = (CallStatus.SCHEDULED, CallStatus.STARTED)
 
@@ -36,7 +36,7 @@ def statuses(text: str) -> frozenset[RunStatus]:
 def runs_list(session: Session, *, status: frozenset[RunStatus], text: str, limit: int) -> list[dict[str, Any]]:
     """The newest runs (filtered by status, and by text in their id or task)."""
     page = page_of_runs(
-        session.client, session.keys, lambda ids: cache_for(session.store).load_many(ids),
+        session.reader, lambda ids: cache_for(session.store).load_many(ids),
         statuses=status, since=None, until=None, limit=limit if not text else max(limit, 500),
         token=None,
     )  # fmt: skip

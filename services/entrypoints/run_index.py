@@ -1,4 +1,5 @@
-"""Pages of the runs index for `agentledger runs`: newest first, across the
+"""Pages of the runs index for `agentledger runs` and the web view's list (through
+the run reader): newest first, across the
 shards' `runs` sorted sets (score: creation time in ms), filtered by creation
 time and status, with a page token (`<ms>:<run id>`, the last run shown) that
 continues exactly after it, ties in the same millisecond included."""
@@ -12,14 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import redis
-
 from events.state import RunState
 from events.status import RunStatus
-from services.entrypoints.cli.parser import BadOption
-from services.keys import Keys
+from services.adapters.reading.port import Position, RunReader
 
-Position = tuple[float, str]  # (created ms, run id); the order is by both, descending
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -30,9 +27,12 @@ class Page:
     next_token: str | None  # None: nothing more
 
 
+class BadPageToken(ValueError):
+    """A page token that is not one `page_of_runs` gave."""
+
+
 def page_of_runs(
-    client: redis.Redis,
-    keys: Keys,
+    reader: RunReader,
     load: Callable[[Sequence[str]], Sequence[RunState | None]],
     *,
     statuses: frozenset[RunStatus],
@@ -46,7 +46,7 @@ def page_of_runs(
     batch_size = max(limit + 1, 50)
     found: list[tuple[Position, RunState]] = []
     while len(found) <= limit:
-        batch, exhausted = _older_than(client, keys, cursor, floor, batch_size)
+        batch, exhausted = reader.runs_before(cursor, floor, batch_size)
         for position, state in zip(batch, load([run for _, run in batch]), strict=True):
             cursor = position
             if state is not None and (not statuses or state.status in statuses):
@@ -61,28 +61,12 @@ def page_of_runs(
     return Page([s for _, s in shown], next_token)
 
 
-def _older_than(
-    client: redis.Redis, keys: Keys, cursor: Position, floor: float, n: int
-) -> tuple[list[Position], bool]:
-    """Up to n runs before `cursor` (newest first) and whether none are left."""
-    top = "+inf" if cursor[0] == math.inf else str(cursor[0])
-    bottom = "-inf" if floor == -math.inf else str(floor)
-    pipe = client.pipeline(transaction=False)
-    for shard in range(keys.shards):
-        pipe.zrevrangebyscore(keys.runs(shard), top, bottom, start=0, num=n, withscores=True)
-    replies = pipe.execute()
-    rows = [(float(score), run.decode()) for reply in replies for run, score in reply]
-    older = sorted((r for r in rows if r < cursor), reverse=True)
-    exhausted = all(len(reply) < n for reply in replies)
-    return older[:n], exhausted and len(older) <= n
-
-
 def _token(text: str) -> Position:
     ms, _, run = text.partition(":")
     try:
         return float(int(ms)), run
     except ValueError:
-        raise BadOption("--page", f"{text!r} is not a page token (it looks like 1764583200123:r-…)") from None
+        raise BadPageToken(f"{text!r} is not a page token (it looks like 1764583200123:r-…)") from None
 
 
 def parse_time(text: str, *, now: float | None = None) -> float:

@@ -34,3 +34,10 @@ def fail(code: int, kind: str, message: str, as_json: bool, **extra: Any) -> int
     if as_json:
         emit({"error": kind, "message": message, "exit_code": code, **extra})
     return code
+
+
+def shown(text: str, at_most: int = 40) -> str:
+    """`text` as a message shows a value it refuses: repr, cut to `at_most` characters."""
+    if len(text) <= at_most:
+        return repr(text)
+    return f"{text[:at_most]!r}… ({len(text):,} characters)"

@@ -1,4 +1,5 @@
-"""What a publisher on the CLI can learn about the inbox: whether an intake is
+"""The inbox on Redis (`port.Inbox`): `RedisInbox` publishes (`publishing`) and
+answers what a publisher can learn about the inbox: whether an intake is
 reading its streams (`intake_liveness`, the one place that judges it: the
 membership heartbeats of the deployment's intakes and of the embedded run's
 intake of that publisher), whether an entry was taken, what the intake said
@@ -10,16 +11,18 @@ message nobody took never acts later by surprise). Entry ids are
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from enum import StrEnum
+from importlib.resources import files
 from typing import Any
 
 import redis
 
+from schemas.inbox import Control, RunRequested
+from services.adapters.inbox.port import Liveness, WaitingRequest
+from services.adapters.inbox.publishing import GROUP, partition_of, publish
 from services.adapters.publishers import publishers_file
+from services.adapters.publishers.publishers_file import Signer
 from services.errors import ConfigError
 from services.keys import Keys
-from services.loops.intake import GROUP, partition_of
 
 # what `status` searches of the newest refusals in a run's partition: a refusal keeps at
 # most 4 kB (`services.loops.rejections`), so a page of 100 is at most ~400 kB
@@ -31,30 +34,7 @@ REFUSALS_MAX_BYTES = 8 << 20
 # entry it has handled, so a stream holds only what waits)
 REQUESTS_SEARCHED = 100
 
-_WITHDRAW = """
--- XDEL an inbox entry unless the intake group has read it. KEYS: inbox; ARGV: group, entry id
-local last = nil
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
-  local f = {}
-  for i = 1, #g, 2 do f[g[i]] = g[i + 1] end
-  if f['name'] == ARGV[1] then last = f['last-delivered-id'] end
-end
-local function parts(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return tonumber(ms), tonumber(seq)
-end
-if last ~= nil then
-  local lm, ls = parts(last)
-  local em, es = parts(ARGV[2])
-  if lm > em or (lm == em and ls >= es) then return 0 end
-end
-return redis.call('XDEL', KEYS[1], ARGV[2])
-"""
-
-
-class Liveness(StrEnum):
-    LIVE = "live"  # an intake heartbeated within the membership ttl
-    NONE = "none"  # no intake is alive on this Redis and prefix
+_WITHDRAW = files("services.adapters.inbox").joinpath("withdraw.lua").read_text()
 
 
 def intake_liveness(
@@ -121,18 +101,6 @@ def refusal_of_run(client: redis.Redis, keys: Keys, run_id: str) -> tuple[str, s
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class WaitingRequest:
-    """A run's request still in the inbox: `taken` once an intake read it (the run is
-    being created), `age_s` since it was published (Redis's clock)."""
-
-    run_id: str
-    publisher: str
-    entry_id: str
-    taken: bool
-    age_s: float
-
-
 def request_waiting(
     client: redis.Redis, keys: Keys, run_id: str, publishers_path: str
 ) -> WaitingRequest | None:
@@ -186,3 +154,55 @@ def _split(entry_id: str) -> tuple[int, str, str]:
 def _id(entry_id: str) -> tuple[int, int]:
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
+
+
+def newest(client: redis.Redis, keys: Keys, publisher: str) -> list[str]:
+    """The newest entry of each of the publisher's inbox streams (none: nothing waits)."""
+    found: list[str] = []
+    for part in range(keys.inbox_partitions):
+        last: Any = client.xrevrange(keys.inbox(part, publisher), count=1)
+        if last:
+            found.append(f"{part}/{publisher}/{last[0][0].decode()}")
+    return found
+
+
+def waiting(client: redis.Redis, keys: Keys, entry_id: str) -> bool:
+    """The entry, or one published before it, is still in its stream (the intake
+    deletes each entry it has handled)."""
+    part, publisher, stream_id = _split(entry_id)
+    return bool(client.xrange(keys.inbox(part, publisher), "-", stream_id, count=1))
+
+
+class RedisInbox:
+    """The inbox port on one Redis (or cluster) and key prefix."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._r = client
+        self._keys = keys
+
+    def publish(self, message: RunRequested | Control, *, signer: Signer) -> str:
+        return publish(self._r, self._keys, message, signer=signer)
+
+    def withdraw(self, entry_id: str) -> bool:
+        return withdraw(self._r, self._keys, entry_id)
+
+    def taken(self, entry_id: str) -> bool:
+        return taken(self._r, self._keys, entry_id)
+
+    def waiting(self, entry_id: str) -> bool:
+        return waiting(self._r, self._keys, entry_id)
+
+    def newest(self, publisher: str) -> list[str]:
+        return newest(self._r, self._keys, publisher)
+
+    def rejected_reason(self, entry_id: str) -> str | None:
+        return rejected_reason(self._r, self._keys, entry_id)
+
+    def refusal_of_run(self, run_id: str) -> tuple[str, str] | None:
+        return refusal_of_run(self._r, self._keys, run_id)
+
+    def request_waiting(self, run_id: str, publishers_path: str) -> WaitingRequest | None:
+        return request_waiting(self._r, self._keys, run_id, publishers_path)
+
+    def intake_liveness(self, *, ttl_s: float, publisher: str | None = None) -> Liveness:
+        return intake_liveness(self._r, self._keys, ttl_s=ttl_s, publisher=publisher)

@@ -1,0 +1,37 @@
+"""When a reader following a run stops: the one stop rule every follower (`tail
+--follow`, `run` and `run --attach`, `replay --rerun`, the web view's stream)
+names, as data. Pure: a rule and the state folded so far."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import assert_never
+
+from events.state import RunState
+from events.status import RunStatus
+
+
+class Until(StrEnum):
+    """What a follower waits for."""
+
+    OVER = "over"  # ended with no call still running: nothing more will be appended (tail)
+    SETTLED = "settled"  # ended, or escalated to a person (run, attach: they say how to go on)
+    ASKS_A_PERSON = "asks_a_person"  # ended, or waiting for any person (a rerun: nobody answers)
+    NEVER = "never"  # only the follower's own stop (the web view's stream)
+
+
+def reached(until: Until, state: RunState | None) -> bool:
+    """Whether a follower under `until` stops at `state` (None: no run yet)."""
+    if state is None:
+        return False
+    match until:
+        case Until.OVER:
+            return state.over
+        case Until.SETTLED:
+            return state.status.terminal or state.status is RunStatus.AWAITING_HUMAN
+        case Until.ASKS_A_PERSON:
+            return state.status.terminal or state.status.waiting
+        case Until.NEVER:
+            return False
+        case _:
+            assert_never(until)

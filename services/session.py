@@ -1,0 +1,72 @@
+"""The composition of a command that reads or acts (the CLI's, the web view's):
+settings, a Redis (located, maybe started: `services.adapters.redis.locate`),
+and the ports over it — the store, the run reader, the inbox, the broker's
+admin. The entrypoints get their adapters here and never speak Redis; the
+command says once, on stderr, which Redis it uses when that is not REDIS_URL."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import redis
+
+from events.state import RunState
+from services.adapters.broker.admin_port import BrokerAdmin
+from services.adapters.broker.redis_admin import RedisBrokerAdmin
+from services.adapters.inbox.port import Inbox
+from services.adapters.inbox.redis_inbox import RedisInbox
+from services.adapters.reading.port import RunReader
+from services.adapters.reading.redis_reader import RedisRunReader
+from services.adapters.redis.client import redis_client
+from services.adapters.redis.local_service import Waiting
+from services.adapters.redis.locate import Located, locate
+from services.adapters.store.redis_store import RedisEventStore
+from services.handlers.state_cache import cache_for
+from services.keys import Keys, keys_for
+from services.secrets import configure as configure_secrets
+from services.settings import Settings
+
+
+@dataclass
+class Session:
+    settings: Settings
+    client: redis.Redis
+    keys: Keys
+    store: RedisEventStore
+    located: Located
+    reader: RunReader
+    inbox: Inbox
+    admin: BrokerAdmin
+
+    def load(self, run_id: str) -> RunState | None:
+        return cache_for(self.store).load(run_id)
+
+
+@contextmanager
+def open_session(
+    settings: Settings, *, may_start: bool, waiting: Waiting | None = None
+) -> Iterator[Session]:
+    """`waiting` is told while a local Redis service is still loading its AOF."""
+    found = locate(settings, may_start=may_start, waiting=waiting)
+    if (notice := found.notice()) is not None:
+        print(f"agentledger: {notice}", file=sys.stderr, flush=True)
+    settings = settings.with_(redis_url=found.url)
+    configure_secrets(settings)  # its password is a secret from here on
+    client = redis_client(found.url)
+    try:
+        yield session_over(settings, client, found)
+    finally:
+        client.close()
+
+
+def session_over(settings: Settings, client: redis.Redis, located: Located) -> Session:
+    """The ports of a command over one Redis client."""
+    keys = keys_for(settings)
+    admin = RedisBrokerAdmin(client, keys, member_ttl_s=settings.member_ttl_s)
+    return Session(
+        settings, client, keys, RedisEventStore(client, keys), located,
+        RedisRunReader(client, keys), RedisInbox(client, keys), admin,
+    )  # fmt: skip
