@@ -10,7 +10,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any
 
 import dramatiq
 import redis
@@ -18,7 +18,6 @@ from dramatiq.middleware import Middleware, Retries, ShutdownNotifications, Time
 
 from events import fold, snapshot
 from events.commands import Pool
-from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
 from services.adapters.broker.budgets import Budgets, thread_budgets
 from services.adapters.broker.log_context import context_middleware
 from services.adapters.broker.membership import Membership
@@ -26,19 +25,16 @@ from services.adapters.broker.outbox import Outbox, send
 from services.adapters.broker.streams_broker import StreamsBroker
 from services.adapters.ledger.redis_ledger import RedisLedger
 from services.adapters.locks.redis_locks import RedisLocks
-from services.adapters.models.port import ModelAdapter
-from services.adapters.models.replay import ReplayAdapter
-from services.adapters.models.scripted import ScriptedAdapter
+from services.adapters.models.choice import model_for as model_for  # re-exported
 from services.adapters.redis.client import redis_client as redis_client  # re-exported
 from services.adapters.redis.directory import Directory
 from services.adapters.redis.shards import shards_ever as shards_ever  # re-exported
 from services.adapters.redis.worker_deaths import WorkerDeaths
-from services.adapters.store.port import EventStore, Outgoing
+from services.adapters.store.port import Outgoing
 from services.adapters.store.redacting import RedactingStore
 from services.adapters.store.redis_store import RedisEventStore
 from services.adapters.tools import sandbox_probe
 from services.adapters.tools.toolset import ToolSet
-from services.bounded_cache import BoundedCache
 from services.clock import SystemClock, worker_name
 from services.handlers.actors import declare_actors
 from services.handlers.app import App, Carrying
@@ -94,55 +90,6 @@ def redis_problem(client: redis.Redis) -> str | None:
     except redis.RedisError as exc:
         return f"Redis does not answer: {exc}"
     return None
-
-
-# one adapter per distinct model spec, and the spec objects last asked about (no re-dump
-# per call): bounded by count and by the specs' JSON (a scripted spec can be megabytes)
-_ADAPTERS: BoundedCache[ModelAdapter] = BoundedCache(max_items=256, max_bytes=16 << 20)
-_BY_OBJECT: BoundedCache[tuple[ModelSpec, ModelAdapter]] = BoundedCache(
-    max_items=1024, max_bytes=16 << 20
-)
-
-
-def model_for(
-    spec: ModelSpec, settings: Settings | None = None, store: EventStore | None = None
-) -> ModelAdapter:
-    """One adapter per distinct model spec (and settings), made on first use.
-    The replay model reads the recorded run from `store`."""
-    settings = settings or Settings()
-    seen = _BY_OBJECT.get((id(spec), settings))
-    if seen is not None and seen[0] is spec:
-        return seen[1]
-    key = (spec.model_dump_json(), settings)
-    adapter = _ADAPTERS.get(key)
-    if adapter is None:
-        adapter = _make_adapter(spec, settings, store)
-        _ADAPTERS.put(key, adapter, len(key[0]))
-    _BY_OBJECT.put((id(spec), settings), (spec, adapter), len(key[0]))  # holding spec keeps its id unique
-    return adapter
-
-
-def _make_adapter(spec: ModelSpec, settings: Settings, store: EventStore | None) -> ModelAdapter:
-    match spec:
-        case ScriptedModel():
-            return ScriptedAdapter(spec)
-        case ReplayModel():
-            if store is None:
-                raise ValueError("the replay model needs the event store")
-            recorded = spec.replay.run_id
-            return ReplayAdapter(recorded, lambda: store.read(recorded))
-        case AnthropicModel():
-            # imported here: the SDK takes seconds to import, and scripted runs never need it
-            from services.adapters.models.anthropic_adapter import AnthropicAdapter
-
-            return AnthropicAdapter(
-                spec.anthropic,
-                api_key=settings.anthropic_api_key,
-                base_url=settings.anthropic_base_url,
-                lease_s=settings.model_lease_s,
-            )
-        case _:
-            assert_never(spec)
 
 
 def build_app(

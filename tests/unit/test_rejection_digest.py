@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.loops.rejections import MAX_BYTES, MAX_FIELDS, digest
@@ -23,7 +23,13 @@ def size(d: dict[str, bytes]) -> int:
     return sum(len(k.encode()) + len(v) for k, v in d.items())
 
 
-@settings(max_examples=60, deadline=None)
+# large entries on purpose (the caps are what is tested): generating them may be slow on a
+# busy machine, which is no fault of the digest
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+)
 @given(fields=fields_st, reason=st.text(max_size=3000), message=st.binary(max_size=50_000))
 def test_a_rejection_keeps_at_most_4_kB_and_16_fields_whatever_the_entry_holds(
     fields: dict[bytes, bytes], reason: str, message: bytes

@@ -36,7 +36,7 @@ class RedactingStore:
         # per thread, the events as_stored returned since the last append (by id, held:
         # an id is not reused while its object is held), which need no redacting again
         self._stored = threading.local()
-        self._redactors = threading.local()  # (run id, spec, redactor, when it was asked for)
+        self._redactors = threading.local()  # (run id, redactor, when it was asked for)
 
     def append(
         self,
@@ -63,12 +63,8 @@ class RedactingStore:
         field past its cap cut, after redaction: a secret is never split between an
         event and its overflow pages): what the log will hold (doing it again changes
         nothing and returns the same objects)."""
-        spec = self._spec(run_id, events)
-        if spec is None:
-            stored = list(events)
-        else:
-            r = self._redactor(run_id, spec)
-            stored = [redact_envelope(env, r) for env in events]
+        r = self._redactor(run_id, events)
+        stored = list(events) if r is None else [redact_envelope(env, r) for env in events]
         stored = self._inner.as_stored(run_id, stored)
         seen_run, seen = self._seen()
         if seen_run != run_id:
@@ -77,15 +73,19 @@ class RedactingStore:
         self._stored.events = (run_id, seen)
         return stored
 
-    def _redactor(self, run_id: str, spec: RunSpec) -> Redactor:
-        """The run's redactor, asked for again once REDACTOR_S passed (or for another run)."""
+    def _redactor(self, run_id: str, events: Sequence[Envelope[Any]]) -> Redactor | None:
+        """The run's redactor (None: no run to redact for), kept by the asking thread
+        and asked for again once REDACTOR_S passed, or for another run."""
         now = time.monotonic()
         last = getattr(self._redactors, "last", None)
-        if last is not None and last[0] == run_id and last[1] is spec and now - last[3] < REDACTOR_S:
-            r: Redactor = last[2]
-            return r
+        if last is not None and last[0] == run_id and now - last[2] < REDACTOR_S:
+            kept: Redactor = last[1]
+            return kept
+        spec = self._spec(run_id, events)
+        if spec is None:
+            return None
         r = self._redactor_for(spec)
-        self._redactors.last = (run_id, spec, r, now)
+        self._redactors.last = (run_id, r, now)
         return r
 
     def _seen(self) -> tuple[str, dict[int, Envelope[Any]]]:

@@ -1,0 +1,76 @@
+"""Which adapter speaks for a model spec: one per distinct spec (and settings), made
+on first use and kept, bounded by count and by the specs' JSON (a scripted spec can
+be megabytes); the spec objects last asked about are remembered too, so a turn's
+request does not dump its spec again."""
+
+from __future__ import annotations
+
+import threading
+from typing import assert_never
+
+from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
+from services.adapters.models.port import ModelAdapter
+from services.adapters.models.replay import ReplayAdapter
+from services.adapters.models.scripted import ScriptedAdapter
+from services.adapters.store.port import EventStore
+from services.bounded_cache import BoundedCache
+from services.settings import Settings
+
+_ADAPTERS: BoundedCache[ModelAdapter] = BoundedCache(max_items=256, max_bytes=16 << 20)
+_BY_OBJECT: BoundedCache[tuple[ModelSpec, ModelAdapter]] = BoundedCache(
+    max_items=1024, max_bytes=16 << 20
+)
+
+
+def model_for(
+    spec: ModelSpec, settings: Settings | None = None, store: EventStore | None = None
+) -> ModelAdapter:
+    """One adapter per distinct model spec (and settings), made on first use.
+    The replay model reads the recorded run from `store`."""
+    settings = settings or Settings()
+    last = getattr(_LAST_ADAPTER, "last", None)  # a thread asks for its run's, turn after turn
+    if last is not None and last[0] is spec and last[1] is settings:
+        found: ModelAdapter = last[2]
+        return found
+    adapter = _adapter_for(spec, settings, store)
+    _LAST_ADAPTER.last = (spec, settings, adapter)
+    return adapter
+
+
+_LAST_ADAPTER = threading.local()
+
+
+def _adapter_for(spec: ModelSpec, settings: Settings, store: EventStore | None) -> ModelAdapter:
+    seen = _BY_OBJECT.get((id(spec), settings))
+    if seen is not None and seen[0] is spec:
+        return seen[1]
+    key = (spec.model_dump_json(), settings)
+    adapter = _ADAPTERS.get(key)
+    if adapter is None:
+        adapter = _make_adapter(spec, settings, store)
+        _ADAPTERS.put(key, adapter, len(key[0]))
+    _BY_OBJECT.put((id(spec), settings), (spec, adapter), len(key[0]))  # holding spec keeps its id unique
+    return adapter
+
+
+def _make_adapter(spec: ModelSpec, settings: Settings, store: EventStore | None) -> ModelAdapter:
+    match spec:
+        case ScriptedModel():
+            return ScriptedAdapter(spec)
+        case ReplayModel():
+            if store is None:
+                raise ValueError("the replay model needs the event store")
+            recorded = spec.replay.run_id
+            return ReplayAdapter(recorded, lambda: store.read(recorded))
+        case AnthropicModel():
+            # imported here: the SDK takes seconds to import, and scripted runs never need it
+            from services.adapters.models.anthropic_adapter import AnthropicAdapter
+
+            return AnthropicAdapter(
+                spec.anthropic,
+                api_key=settings.anthropic_api_key,
+                base_url=settings.anthropic_base_url,
+                lease_s=settings.model_lease_s,
+            )
+        case _:
+            assert_never(spec)
