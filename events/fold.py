@@ -102,9 +102,7 @@ def _model_request_failed(s: RunState, e: ModelRequestFailed, at: float) -> RunS
     waits = f"turn {e.turn} attempt {e.attempt} failed: {e.cause}"
     if e.retry_at is not None:
         waits += f"; asked again {max(0.0, e.retry_at - at):.1f} s later"
-    return replace(
-        s, model_claim_deadline=e.retry_at, model_failed_attempt=e.attempt, detail=waits
-    )
+    return replace(s, model_claim_deadline=e.retry_at, model_failed_attempt=e.attempt, detail=waits)
 
 
 def _acceptance_started(s: RunState, e: AcceptanceStarted, at: float) -> RunState:
