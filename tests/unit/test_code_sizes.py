@@ -27,7 +27,6 @@ MAX_FUNCTION_LINES = 50
 PENDING = frozenset({
     "services/entrypoints/cli/run_cmds.py",
     "services/handlers/state_cache.py",
-    "events/tool_step.py:record_outcome",
     "services/entrypoints/describe.py:summary",
     "services/entrypoints/cli/execute.py:_command",
     "services/entrypoints/cli/execute.py:_read_or_control",
