@@ -152,62 +152,35 @@ def record_outcome(
         pass  # its result came after the claim had expired: the real outcome resolves it
     elif call.status is not CallStatus.STARTED:
         return []  # recorded already
-    times = {"started_at": started_at, "finished_at": finished_at}
-    resolved: dict[str, Any] = {"resolved_by": "late_outcome"} if late else {}
     if isinstance(outcome, Stopped) and s.status is RunStatus.RUNNING_TOOLS:
         outcome = Errored(_stopped_by_itself)  # nobody asked it to: a failure, told as such
+    return _recorded(s, call, outcome, (started_at, finished_at), late=late)
+
+
+def _recorded(
+    s: RunState, call: Call, outcome: Outcome, times: tuple[float, float], *, late: bool
+) -> list[Event]:
+    """The events that record `outcome` of a call whose claim it answers, which ran
+    `times` (from its start to its end, or to when it was given up on)."""
+    started_at, finished_at = times
     match outcome:
         case Succeeded(output, replay_of, printed):
-            return [
-                ToolCallSucceeded(
-                    call_id=call_id,
-                    output=output,
-                    replay_of=replay_of,
-                    stdout=printed.stdout,
-                    stderr=printed.stderr,
-                    **times,
-                    **resolved,
-                )
-            ]
+            succeeded = ToolCallSucceeded(
+                call_id=call.call_id, output=output, replay_of=replay_of, stdout=printed.stdout,
+                stderr=printed.stderr, started_at=started_at, finished_at=finished_at,
+                **({"resolved_by": "late_outcome"} if late else {}),
+            )  # fmt: skip
+            return [succeeded]
         case Errored(error, printed, traceback):
-            return [
-                ToolCallFailed(
-                    call_id=call_id,
-                    error=error,
-                    stdout=printed.stdout,
-                    stderr=printed.stderr,
-                    traceback=traceback,
-                    **times,
-                )
-            ]
+            failed = ToolCallFailed(
+                call_id=call.call_id, error=error, stdout=printed.stdout, stderr=printed.stderr,
+                traceback=traceback, started_at=started_at, finished_at=finished_at,
+            )  # fmt: skip
+            return [failed]
         case TimedOut(after_s):
-            if call.read_only:
-                error = ToolError(
-                    code="timeout", message=f"no result within {after_s:g}s", retryable=True
-                )
-                return [ToolCallFailed(call_id=call_id, error=error, **times)]
-            return unknown_outcome(
-                s,
-                call,
-                f"the write timed out after {after_s:g}s; it may have happened",
-                at=finished_at,
-            )
+            return _timed_out(s, call, after_s, times)
         case Stopped(requested_at, killed, detail):
-            if killed:
-                return [
-                    ToolCallForceTerminated(
-                        call_id=call_id,
-                        requested_at=requested_at,
-                        terminated_at=finished_at,
-                        detail=detail,
-                    )
-                ]
-            return [
-                ToolCallCancelled(
-                    call_id=call_id, requested_at=requested_at, stopped_at=finished_at,
-                    detail=detail,
-                )  # fmt: skip
-            ]
+            return [_stopped(call.call_id, requested_at, killed, detail, at=finished_at)]
         case StillRunning(requested_at):
             reason = f"asked to stop at {requested_at:.3f} and still running after the grace period"
             return unknown_outcome(s, call, reason, at=finished_at)
@@ -215,6 +188,32 @@ def record_outcome(
             return unknown_outcome(s, call, reason, at=finished_at)
         case _:
             assert_never(outcome)
+
+
+def _timed_out(s: RunState, call: Call, after_s: float, times: tuple[float, float]) -> list[Event]:
+    """A read that timed out failed (and may be asked again); a write may have happened."""
+    started_at, finished_at = times
+    if call.read_only:
+        error = ToolError(code="timeout", message=f"no result within {after_s:g}s", retryable=True)
+        failed = ToolCallFailed(
+            call_id=call.call_id, error=error, started_at=started_at, finished_at=finished_at
+        )
+        return [failed]
+    reason = f"the write timed out after {after_s:g}s; it may have happened"
+    return unknown_outcome(s, call, reason, at=finished_at)
+
+
+def _stopped(
+    call_id: str, requested_at: float, killed: bool, detail: str, *, at: float
+) -> ToolCallCancelled | ToolCallForceTerminated:
+    """A call that ended after it was asked to stop: killed, or by itself."""
+    if killed:
+        return ToolCallForceTerminated(
+            call_id=call_id, requested_at=requested_at, terminated_at=at, detail=detail
+        )
+    return ToolCallCancelled(
+        call_id=call_id, requested_at=requested_at, stopped_at=at, detail=detail
+    )
 
 
 def unknown_outcome(s: RunState, call: Call, reason: str, *, at: float) -> list[Event]:

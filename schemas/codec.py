@@ -65,15 +65,8 @@ class EventCodec:
     def from_mapping(self, obj: Mapping[str, Any], *, raw: bytes | None = None) -> Envelope[Any]:
         """Build an envelope from a decoded mapping (also used for JSON publishers)."""
         for name, kinds in _HEADER.items():
-            value = obj.get(name, _MISSING)
-            if type(value) in kinds:  # the common case (type(True) is bool, never int)
-                continue
-            if value is _MISSING:
-                if name in ("causation_id", "v"):
-                    continue
-                raise InvalidEvent("missing", field=name, raw=raw)
-            if not isinstance(value, kinds) or isinstance(value, bool):
-                raise InvalidEvent(f"wrong type {type(value).__name__}", field=name, raw=raw)
+            if type(obj.get(name, _MISSING)) not in kinds:  # type(True) is bool, never int
+                _check_field(obj, name, kinds, raw)  # missing, or of a subclass: rare
         if not _KNOWN.issuperset(obj):
             extra = sorted(set(obj) - _KNOWN)
             raise InvalidEvent(f"unexpected fields {extra}", field=extra[0], raw=raw)
@@ -92,11 +85,8 @@ class EventCodec:
             err = exc.errors()[0]
             where = ".".join(str(p) for p in ("data", *err["loc"]))
             raise InvalidEvent(err["msg"], field=where, raw=raw) from exc
-        if obj["seq"] < 1:
-            raise InvalidEvent("must be >= 1", field="seq", raw=raw)
-        for name in ("id", "run_id", "type"):
-            if not obj[name]:
-                raise InvalidEvent("must not be empty", field=name, raw=raw)
+        if obj["seq"] < 1 or not (obj["id"] and obj["run_id"] and etype):
+            raise _out_of_range(obj, raw)
         return _envelope(
             {
                 "id": obj["id"],
@@ -128,6 +118,29 @@ class EventCodec:
 
 
 _envelope = construct  # every field given (checked above)
+
+
+def _check_field(
+    obj: Mapping[str, Any], name: str, kinds: tuple[type, ...], raw: bytes | None
+) -> None:
+    """Raise when a header field whose type is not exactly one of `kinds` is missing
+    (and required) or of another type; pass an optional field left out."""
+    value = obj.get(name, _MISSING)
+    if value is _MISSING:
+        if name in ("causation_id", "v"):
+            return
+        raise InvalidEvent("missing", field=name, raw=raw)
+    if not isinstance(value, kinds) or isinstance(value, bool):
+        raise InvalidEvent(f"wrong type {type(value).__name__}", field=name, raw=raw)
+
+
+def _out_of_range(obj: Mapping[str, Any], raw: bytes | None) -> InvalidEvent:
+    """What is wrong with a header whose seq is below 1 or whose id, run id or type is
+    empty: the first of them."""
+    if obj["seq"] < 1:
+        return InvalidEvent("must be >= 1", field="seq", raw=raw)
+    empty = next(name for name in ("id", "run_id", "type") if not obj[name])
+    return InvalidEvent("must not be empty", field=empty, raw=raw)
 
 
 def pack(obj: Any) -> bytes:

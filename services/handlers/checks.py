@@ -230,7 +230,7 @@ def _python(app: App, s: RunState, check: PythonCheck) -> Verdict:
             return Verdict(what, False, {"reason": not_a_check(check.python)})
         assert fn is not None
         result = fn(s.workspace)
-    except Exception as exc:  # the check's own code failed: a failed check, with why
+    except Exception as exc:  # noqa: BLE001 -- a user's check raising anything: a failed check, not a dead worker
         return Verdict(what, False, {"reason": f"{type(exc).__name__}: {exc}"})
     passed, evidence = result if isinstance(result, tuple) else (result, {})
     evidence = {"returned": repr(result)[:TAIL], **(evidence or {})}

@@ -38,7 +38,7 @@ def finding(toolset: ToolSet, call: Call, s: RunState, settings: Settings | None
         digest = request_hash(t.canonical(call.input))
     except ToolFailure as exc:  # a rule refused these arguments, saying why: the model is told
         return Finding(tool=t.spec, refused=(exc.code, exc.message))
-    except Exception as exc:  # the tool's own rules failed on these arguments: tell the model
+    except Exception as exc:  # noqa: BLE001 -- the tool's rules raising anything: the model is told
         error = FieldError(loc="(input)", msg=f"{type(exc).__name__}: {exc}")
         return Finding(tool=t.spec, field_errors=(error,))
     return Finding(

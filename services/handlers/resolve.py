@@ -30,7 +30,7 @@ def handle_resolve_call(app: App, run_id: str, call_id: str) -> None:
         )  # fmt: skip
         try:
             found, why = registered.lookup(call.op_key, call.input, ctx), ""
-        except Exception as exc:  # the lookup itself failed: the outcome stays unknown
+        except Exception as exc:  # noqa: BLE001 -- the tool's lookup raising anything: still unknown
             why = f"lookup failed: {type(exc).__name__}: {exc}"
     if found.done is True:
         owner = f"{run_id}/{call_id}/{call.attempts}"

@@ -168,7 +168,7 @@ def _check_problem(target: str) -> str | None:
     module, name = target.split(":")
     try:
         fn = getattr(importlib.import_module(module), name, None)
-    except Exception as exc:  # the tool set's own code failed to import: say why
+    except Exception as exc:  # noqa: BLE001 -- tool code raising anything on import: say why
         return f"cannot import {module!r}: {type(exc).__name__}: {exc}"
     return None if REGISTRY.is_check(fn) else not_a_check(target)
 

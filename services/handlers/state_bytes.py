@@ -25,6 +25,7 @@ from events.types import (
 from schemas.codec import pack
 from schemas.content import TextBlock, ThinkingBlock, ToolUseBlock
 from schemas.envelope import Envelope
+from schemas.errors import InvalidEvent
 
 EVENT_BYTES = 1_500  # an event's share of a state besides its payload
 PAYLOAD_FACTOR = 3  # the state's objects and the view's rendering, per byte of payload
@@ -74,5 +75,5 @@ def _value(v: Any) -> int:
         return len(v)
     try:
         return len(pack(v))
-    except Exception:  # not msgpack-able: a rough length instead, never a failed step
+    except InvalidEvent:  # not msgpack-able: a rough length instead, never a failed step
         return len(repr(v))

@@ -15,7 +15,7 @@ from schemas.spec import RunSpec
 from services.adapters.redis.client import redis_client
 from services.adapters.store.redis_store import RedisEventStore
 from services.bootstrap import prepare_readers
-from services.handlers import state_cache
+from services.handlers import snapshots
 from services.handlers.state_cache import StateCache
 from services.keys import keys_for
 from services.settings import from_env
@@ -28,7 +28,7 @@ def main(url: str, prefix: str, run_id: str) -> None:
     prepare_readers()
     cache = StateCache(store, snapshot_every=10**12)
     validating = [0.0]
-    spec_of = state_cache.spec_of
+    spec_of = snapshots.spec_of
 
     def timed_spec_of(blob: bytes) -> RunSpec:
         began = time.perf_counter()
@@ -37,7 +37,7 @@ def main(url: str, prefix: str, run_id: str) -> None:
         finally:
             validating[0] += time.perf_counter() - began
 
-    state_cache.spec_of = timed_spec_of  # type: ignore[assignment]
+    snapshots.spec_of = timed_spec_of  # type: ignore[assignment]
     started = time.perf_counter()
     state = cache.load(run_id)
     took = (time.perf_counter() - started) * 1000

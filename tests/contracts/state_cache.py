@@ -7,11 +7,14 @@ integration tier."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from events.fold import fold
+from schemas.codec import pack, unpack
 from services.adapters.broker.outbox import Outbox
 from services.adapters.locks.memory_locks import MemoryLocks
 from services.adapters.store.port import EventStore, Head, Snapshot, Tail
@@ -121,6 +124,36 @@ class StateCacheSuite:
 
         assert state == fold(store.read("run-a"))
         assert "snapshot of run 'run-a' at seq 20 not used" in caplog.text
+
+    @pytest.mark.parametrize(
+        ("broken", "header"),
+        [
+            ("a header without a field", lambda h: {k: v for k, v in h.items() if k != "status"}),
+            ("a field of another shape", lambda h: {**h, "checks": 5}),
+            ("a status no run has", lambda h: {**h, "status": "sleeping"}),
+            ("a newer version", lambda h: {**h, "v": 99}),
+            ("another run's state", lambda h: {**h, "run_id": "run-b"}),
+        ],
+    )
+    def test_a_snapshot_whose_header_does_not_read_back_is_passed_over_for_the_log(
+        self,
+        store: EventStore,
+        caplog: pytest.LogCaptureFixture,
+        broken: str,
+        header: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> None:
+        grow(store, "run-a", 30)
+        at_20 = fold(store.read("run-a")[:20])
+        assert at_20 is not None
+        good = encode(at_20, pages_saved=0, with_spec=True)
+        bad = replace(good, state=pack(header(unpack(good.state))))
+        store.save_snapshot("run-a", bad)
+
+        with caplog.at_level(logging.WARNING):
+            state = StateCache(store).load("run-a")
+
+        assert state == fold(store.read("run-a")), broken
+        assert "snapshot of run 'run-a' at seq 20 not used" in caplog.text, broken
 
     def test_a_snapshot_of_another_format_is_folded_past_not_read(
         self, store: EventStore, caplog: pytest.LogCaptureFixture

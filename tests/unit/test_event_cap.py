@@ -33,7 +33,7 @@ from services.adapters.store.redacting import RedactingStore
 from services.adapters.tools.builtin import PAGE, read_output
 from services.adapters.tools.context import ToolContext
 from services.handlers.outputs import RunOutputs
-from services.handlers.state_cache import _decoded, encode
+from services.handlers.snapshots import _decoded, encode
 
 BIG = 30_000_000
 

@@ -1,8 +1,9 @@
 """Closed sets are handled whole: every run status has an exit code (an ended one
-its own), and every event of the union a timeline line. Both iterate over the
-real enum and union, so a member added without its handling fails here (and
-mypy fails on the `assert_never` of `exit_codes.for_status` and
-`describe.summary`)."""
+its own), every event of the union a timeline line and a step of the fold, and
+every call event its change of the call. They iterate over the real enum and
+unions, so a member added without its handling fails here (and mypy fails on the
+`assert_never` of `exit_codes.for_status` and `describe.summary`; the fold's
+tables are dicts keyed by class, which mypy cannot count)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any, get_args
 import pytest
 from journeys import JOURNEYS
 
+from events import fold, fold_calls
 from events.status import TERMINAL, RunStatus
-from events.types import Event
+from events.types import CallEvent, Event
 from schemas.envelope import Envelope
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.describe import line, summary
@@ -62,3 +64,12 @@ def test_every_event_has_a_timeline_line(event_class: type[Any]) -> None:
     assert env is not None, f"no journey appends a {event_class.__name__}"
     assert summary(env.data).strip(), f"{event_class.__name__} has an empty timeline line"
     assert env.type in line(env)
+
+
+def test_the_fold_has_a_step_for_every_event_and_nothing_else() -> None:
+    assert set(fold.STEPS) == set(EVERY_EVENT)
+
+
+def test_every_call_event_says_what_it_changes_in_its_call() -> None:
+    assert set(fold_calls.CHANGES) == set(get_args(CallEvent))
+    assert set(get_args(CallEvent)) < set(EVERY_EVENT)

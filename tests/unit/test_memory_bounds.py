@@ -63,6 +63,11 @@ def test_a_states_estimate_grows_with_what_its_tools_and_model_made() -> None:
     assert big >= state_bytes.PAYLOAD_FACTOR * 100_000
 
 
+def test_a_payload_msgpack_cannot_hold_is_measured_by_its_repr() -> None:
+    output = {"n": 2**70}  # an integer beyond 64 bits
+    assert state_bytes.payload_bytes(_finished(output)) == len(repr(output))
+
+
 def test_a_run_let_go_leaves_the_context_views_caches() -> None:
     log = Log.created()
     do_model_turn(log, use("a"))

@@ -1,4 +1,4 @@
-"""A snapshot's past turns are packed once each (`state_cache.PackedTurns`): the
+"""A snapshot's past turns are packed once each (`snapshots.PackedTurns`): the
 arrays it makes are the bytes msgpack makes of the same records, and a turn it
 holds is not packed again."""
 
@@ -11,7 +11,7 @@ from events.fold import fold
 from events.sample_run import sample_log
 from events.state import Turn
 from schemas.codec import pack
-from services.handlers.state_cache import PackedTurns
+from services.handlers.snapshots import PackedTurns
 
 
 @pytest.mark.parametrize("count", [0, 1, 15, 16, 40, 70_000])

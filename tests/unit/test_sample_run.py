@@ -1,5 +1,5 @@
 """The sample run a new worker reads before its threads start (`events.sample_run`,
-`state_cache.warm_up`): made through the deciders, it folds, and it goes through
+`snapshots.warm_up`): made through the deciders, it folds, and it goes through
 the codec and a snapshot and back unchanged."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from events.state import RunState
 from events.status import RunStatus
 from services.adapters.store.port import Snapshot
 from services.errors import SampleMisread
-from services.handlers import state_cache
-from services.handlers.state_cache import warm_up
+from services.handlers import snapshots
+from services.handlers.snapshots import warm_up
 
 
 def test_the_sample_run_is_a_legal_log_of_the_hot_path_events() -> None:
@@ -39,11 +39,11 @@ def test_warming_up_reads_the_sample_through_the_codec_and_a_snapshot() -> None:
 def test_warming_up_refuses_a_snapshot_that_does_not_read_back_as_it_was(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    real = state_cache._decoded
+    real = snapshots._decoded
 
     def misread(snap: Snapshot, pages: Callable[[int], list[bytes]]) -> RunState:
         return replace(real(snap, pages), cost_usd=1.0)  # a field the snapshot lost
 
-    monkeypatch.setattr(state_cache, "_decoded", misread)
+    monkeypatch.setattr(snapshots, "_decoded", misread)
     with pytest.raises(SampleMisread, match="do not fold to the whole log"):
         warm_up()
