@@ -29,7 +29,6 @@ PENDING = frozenset({
     "services/handlers/state_cache.py",
     "events/fold.py:_step",
     "events/tool_step.py:record_outcome",
-    "services/entrypoints/describe.py:summary",
     "services/entrypoints/cli/execute.py:_command",
     "services/entrypoints/cli/execute.py:_read_or_control",
     "services/entrypoints/cli/run_cmds.py:submit",
