@@ -25,13 +25,9 @@ MAX_FUNCTION_LINES = 50
 # are merged. This set must be empty when issue 34 closes; an entry that is no longer an
 # offender fails `test_every_pending_offender_is_still_one`, so the set only shrinks.
 PENDING = frozenset({
-    "services/entrypoints/cli/run_cmds.py",
     "services/handlers/state_cache.py",
     "events/fold.py:_step",
     "events/tool_step.py:record_outcome",
-    "services/entrypoints/cli/execute.py:_command",
-    "services/entrypoints/cli/execute.py:_read_or_control",
-    "services/entrypoints/cli/run_cmds.py:submit",
 })  # fmt: skip
 
 
