@@ -1,6 +1,7 @@
 """One line per event for timelines, `tail` and `replay`: `summary` matches every
-event of the union (`assert_never` for the rest), so an event added without its
-line fails mypy and `tests/unit/test_exhaustive.py`."""
+event of the union to its family's function (`assert_never` for the rest), and each
+family's function matches every event of its own union the same way, so an event
+added without its line fails mypy and `tests/unit/test_exhaustive.py`."""
 
 from __future__ import annotations
 
@@ -63,9 +64,75 @@ def line(env: Envelope[Any], *, with_run: bool = False) -> str:
 
 
 def summary(e: Event) -> str:
+    """The event's line after its header: by family, each family's function an
+    exhaustive match of its own union."""
+    match e:
+        case (
+            RunCreated() | RunCompleted() | RunFailed() | RunEscalated() | RunBudgetExhausted()
+            | RunTimedOut() | RunCancelled() | RunCancelRequested() | HumanReplied()
+            | RunResumed() | RunAborted()
+        ):  # fmt: skip
+            return _run(e)
+        case ModelRequested() | ModelRequestFailed() | ModelResponded():
+            return _model(e)
+        case (
+            ToolCallProposed() | ToolCallValidated() | ToolCallRejected() | ApprovalRequested()
+            | ApprovalGranted() | ApprovalDenied() | ToolCallWaiting() | ToolCallScheduled()
+            | ToolCallLeaseExpired()
+        ):  # fmt: skip
+            return _call_asked(e)
+        case (
+            ToolCallStarted() | ToolCallSucceeded() | ToolCallFailed() | ToolCallOutcomeUnknown()
+            | ToolCallConfirmedNotDone() | ToolCallCancelled() | ToolCallForceTerminated()
+        ):  # fmt: skip
+            return _call_run(e)
+        case AcceptanceStarted() | AcceptanceChecked() | AcceptanceCheckStopped() | AcceptanceFailed():
+            return _acceptance(e)
+        case _:
+            assert_never(e)
+
+
+_RunEvent = (
+    RunCreated | RunCompleted | RunFailed | RunEscalated | RunBudgetExhausted | RunTimedOut
+    | RunCancelled | RunCancelRequested | HumanReplied | RunResumed | RunAborted
+)  # fmt: skip
+_ModelEvent = ModelRequested | ModelRequestFailed | ModelResponded
+_CallAsked = (
+    ToolCallProposed | ToolCallValidated | ToolCallRejected | ApprovalRequested | ApprovalGranted
+    | ApprovalDenied | ToolCallWaiting | ToolCallScheduled | ToolCallLeaseExpired
+)  # fmt: skip
+"""A call's events up to its start: proposed, validated or rejected, approved, its locks."""
+_CallRun = (
+    ToolCallStarted | ToolCallSucceeded | ToolCallFailed | ToolCallOutcomeUnknown
+    | ToolCallConfirmedNotDone | ToolCallCancelled | ToolCallForceTerminated
+)  # fmt: skip
+"""A call's events from its start: its claim and its outcome."""
+_AcceptanceEvent = AcceptanceStarted | AcceptanceChecked | AcceptanceCheckStopped | AcceptanceFailed
+
+
+def _run(e: _RunEvent) -> str:
     match e:
         case RunCreated():
             return _cut(f"task={e.spec.task!r} principal={e.spec.principal.id}")
+        case RunCompleted():
+            return _cut(e.detail)
+        case RunFailed() | RunEscalated():
+            return _cut(f"{e.reason}: {e.detail}")
+        case RunBudgetExhausted() | RunTimedOut() | RunCancelled():
+            return _cut(e.detail)
+        case RunCancelRequested():
+            via = e.publisher if e.publisher and e.publisher != e.by else e.source
+            return _cut(f"by {e.by} via {via} {e.reason}".rstrip())
+        case HumanReplied():
+            return _cut(f"{_who(e.by, e.publisher)}: {e.text!r}")
+        case RunResumed() | RunAborted():
+            return _cut(f"by {_who(e.by, e.publisher)} {e.note}".rstrip())
+        case _:
+            assert_never(e)
+
+
+def _model(e: _ModelEvent) -> str:
+    match e:
         case ModelRequested():
             return f"turn {e.turn} (attempt {e.attempt})"
         case ModelRequestFailed():
@@ -76,6 +143,12 @@ def summary(e: Event) -> str:
             tokens = f"{e.usage.input_tokens}+{e.usage.output_tokens} tokens"
             said = f" {text!r}" if text else ""
             return _cut(f"turn {e.turn} stop={e.stop_reason}{_why(e)} {tokens}{_provider(e)}{said}")
+        case _:
+            assert_never(e)
+
+
+def _call_asked(e: _CallAsked) -> str:
+    match e:
         case ToolCallProposed():
             return _cut(f"{e.call_id} {e.name}({_args(e.input)})")
         case ToolCallValidated():
@@ -83,13 +156,24 @@ def summary(e: Event) -> str:
             return _cut(f"{e.call_id} {'read-only' if e.read_only else 'write'} {res}".rstrip())
         case ToolCallRejected():
             return _cut(f"{e.call_id} {e.error.code}: {e.error.message}")
+        case ApprovalRequested():
+            return _cut(f"{e.call_id} {e.reason}")
+        case ApprovalGranted() | ApprovalDenied():
+            expired = " (expired)" if isinstance(e, ApprovalDenied) and e.expired else ""
+            return _cut(f"{e.call_id} by {_who(e.by, e.publisher)}{expired} {e.note}".rstrip())
+        case ToolCallWaiting():
+            return _cut(f"{e.call_id} waits for {', '.join(e.waiting_for)}")
         case ToolCallScheduled():
             tokens = " ".join(f"{k}#{v}" for k, v in e.tokens.items())
             return _cut(f"{e.call_id} locks granted {tokens}")
-        case ToolCallWaiting():
-            return _cut(f"{e.call_id} waits for {', '.join(e.waiting_for)}")
         case ToolCallLeaseExpired():
             return f"{e.call_id} lost its locks ({e.request_id})"
+        case _:
+            assert_never(e)
+
+
+def _call_run(e: _CallRun) -> str:
+    match e:
         case ToolCallStarted():
             return f"{e.call_id} attempt {e.attempt} on {e.worker}"
         case ToolCallSucceeded():
@@ -104,6 +188,18 @@ def summary(e: Event) -> str:
             return _cut(f"{e.call_id} {e.reason}")
         case ToolCallConfirmedNotDone():
             return _cut(f"{e.call_id} not done, its lookup of {e.op_key} says: it may run again")
+        case ToolCallCancelled():
+            return f"{e.call_id} stopped {e.stopped_at - e.requested_at:.2f}s after the request"
+        case ToolCallForceTerminated():
+            return _cut(
+                f"{e.call_id} killed {e.terminated_at - e.requested_at:.2f}s after the request: {e.detail}"
+            )
+        case _:
+            assert_never(e)
+
+
+def _acceptance(e: _AcceptanceEvent) -> str:
+    match e:
         case AcceptanceStarted():
             return f"attempt {e.attempt}"
         case AcceptanceChecked():
@@ -115,30 +211,6 @@ def summary(e: Event) -> str:
             return _cut(f"{e.check} stopped {took:.2f}s after the request: {e.detail}")
         case AcceptanceFailed():
             return _cut(e.feedback.replace("\n", " | "))
-        case RunCompleted():
-            return _cut(e.detail)
-        case RunFailed() | RunEscalated():
-            return _cut(f"{e.reason}: {e.detail}")
-        case RunBudgetExhausted() | RunTimedOut() | RunCancelled():
-            return _cut(e.detail)
-        case ApprovalRequested():
-            return _cut(f"{e.call_id} {e.reason}")
-        case ApprovalGranted() | ApprovalDenied():
-            expired = " (expired)" if isinstance(e, ApprovalDenied) and e.expired else ""
-            return _cut(f"{e.call_id} by {_who(e.by, e.publisher)}{expired} {e.note}".rstrip())
-        case ToolCallCancelled():
-            return f"{e.call_id} stopped {e.stopped_at - e.requested_at:.2f}s after the request"
-        case ToolCallForceTerminated():
-            return _cut(
-                f"{e.call_id} killed {e.terminated_at - e.requested_at:.2f}s after the request: {e.detail}"
-            )
-        case RunCancelRequested():
-            via = e.publisher if e.publisher and e.publisher != e.by else e.source
-            return _cut(f"by {e.by} via {via} {e.reason}".rstrip())
-        case HumanReplied():
-            return _cut(f"{_who(e.by, e.publisher)}: {e.text!r}")
-        case RunResumed() | RunAborted():
-            return _cut(f"by {_who(e.by, e.publisher)} {e.note}".rstrip())
         case _:
             assert_never(e)
 

@@ -23,8 +23,10 @@ from services.adapters.publishers.publishers_file import local_name
 from services.adapters.tools.toolset import ToolSetError, load_toolset
 from services.entrypoints.cli import exit_codes
 from services.entrypoints.cli.embedded import attach_command, command, is_private, serving
+from services.entrypoints.cli.follow_run import Then, to_the_end
+from services.entrypoints.cli.prepare import Prepared
 from services.entrypoints.cli.publisher_cmds import local_signer
-from services.entrypoints.cli.run_cmds import Prepared, Then, start_workers, to_the_end, worker_args
+from services.entrypoints.cli.run_cmds import start_workers, worker_args
 from services.entrypoints.cli.spec_file import SpecLines
 from services.entrypoints.reply import fail, say
 from services.handlers.spec_check import tool_paths

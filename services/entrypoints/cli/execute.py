@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import redis
@@ -23,6 +25,9 @@ from services.errors import ConfigError, ProviderUnready, RedisUnavailable, Serv
 from services.secrets import install_log_filter
 from services.session import Session, open_session
 from services.settings import Settings, from_env, masked, user_state_dir
+
+if TYPE_CHECKING:
+    from services.entrypoints.cli.prepare import Prepared
 
 # the commands that may start the local Redis service; submit, workers, intake and
 # the controls never do (a run or a message nobody will ever read)
@@ -41,126 +46,122 @@ def execute(args: argparse.Namespace) -> int:
         if getattr(args, "threads", None) is not None:  # `run`, `workers`: and their children
             settings = settings.with_(worker_threads=args.threads)
         return _command(args, settings)
-    except InvalidSpec as exc:
-        return fail(exit_codes.USAGE, "invalid spec", exc.render(), as_json, problems=exc.as_list())
-    except BadOption as exc:
-        return fail(exit_codes.USAGE, "bad option", str(exc), as_json, option=exc.name)
-    except ConfigError as exc:
-        return fail(exit_codes.USAGE, "bad configuration", str(exc), as_json, variable=exc.name)
-    except ProviderUnready as exc:  # `run`'s model cannot be reached from here: no run is created
-        return fail(exit_codes.USAGE, exc.what, exc.detail, as_json, variable=exc.variable)
-    except RedisUnavailable as exc:
-        return fail(exit_codes.NO_REDIS, "no Redis", str(exc), as_json)
-    except ServiceBusy as exc:
-        message = f"the local Redis service is in use: {exc}; `agentledger local stop --force` stops it anyway"
-        return fail(exit_codes.USAGE, "in use", message, as_json)
-    except redis.exceptions.NoPermissionError as exc:
-        user = urlsplit(settings.redis_url or "").username if settings else None
-        message = f"the Redis user {user or 'default'!r} may not do this: {exc}"
-        return fail(exit_codes.USAGE, "not permitted", message, as_json)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        where = masked(settings.redis_url) if settings and settings.redis_url else "Redis"
-        return fail(
-            exit_codes.NO_REDIS, "lost Redis", f"lost the connection to {where}: {exc}", as_json
-        )
-    except InvalidResponse as exc:  # it answered PING, then not in Redis's protocol: not ours
-        where = masked(settings.redis_url) if settings and settings.redis_url else "Redis"
-        return fail(
-            exit_codes.NO_REDIS, "not Redis", f"{where} answered in no Redis protocol: {exc}", as_json
-        )
+    except (InvalidSpec, BadOption, ConfigError, ProviderUnready) as exc:
+        return _refused(exc, as_json)
+    except (
+        RedisUnavailable, ServiceBusy, redis.exceptions.NoPermissionError, redis.ConnectionError,
+        redis.TimeoutError, InvalidResponse,
+    ) as exc:  # fmt: skip
+        return _redis_failed(exc, settings, as_json)
     except (interrupts.Interrupted, KeyboardInterrupt):
         print("agentledger: interrupted", file=sys.stderr)
         return exit_codes.INTERRUPTED
     except BrokenPipeError:  # `agentledger tail | head`: the reader left, which is fine
         sys.stdout = open("/dev/null", "w")  # noqa: SIM115 -- nothing more may reach the pipe
         return 0
-    except Exception as exc:  # a bug: one line here, the traceback in the state folder
+    except Exception as exc:  # noqa: BLE001 -- a bug: one line here, the traceback in the state folder
         kept = _keep_traceback(settings)
         return fail(
             exit_codes.BUG, "internal error", f"{type(exc).__name__}: {exc} ({kept})", as_json
         )
 
 
+RedisFailure = (
+    RedisUnavailable
+    | ServiceBusy
+    | redis.exceptions.NoPermissionError
+    | redis.ConnectionError
+    | redis.TimeoutError
+    | InvalidResponse
+)
+
+
+def _refused(exc: InvalidSpec | ConfigError | ProviderUnready, as_json: bool) -> int:
+    """What the user gave cannot be done: the spec, an option, the configuration."""
+    if isinstance(exc, InvalidSpec):
+        return fail(exit_codes.USAGE, "invalid spec", exc.render(), as_json, problems=exc.as_list())
+    if isinstance(exc, BadOption):
+        return fail(exit_codes.USAGE, "bad option", str(exc), as_json, option=exc.name)
+    if isinstance(exc, ConfigError):
+        return fail(exit_codes.USAGE, "bad configuration", str(exc), as_json, variable=exc.name)
+    # `run`'s model cannot be reached from here: no run is created
+    return fail(exit_codes.USAGE, exc.what, exc.detail, as_json, variable=exc.variable)
+
+
+def _redis_failed(exc: RedisFailure, settings: Settings | None, as_json: bool) -> int:
+    """No Redis, the local service in use, a user without the right, a connection
+    lost, or something else answering in Redis's place."""
+    if isinstance(exc, RedisUnavailable):
+        return fail(exit_codes.NO_REDIS, "no Redis", str(exc), as_json)
+    if isinstance(exc, ServiceBusy):
+        message = f"the local Redis service is in use: {exc}; `agentledger local stop --force` stops it anyway"
+        return fail(exit_codes.USAGE, "in use", message, as_json)
+    if isinstance(exc, redis.exceptions.NoPermissionError):
+        user = urlsplit(settings.redis_url or "").username if settings else None
+        message = f"the Redis user {user or 'default'!r} may not do this: {exc}"
+        return fail(exit_codes.USAGE, "not permitted", message, as_json)
+    where = masked(settings.redis_url) if settings and settings.redis_url else "Redis"
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return fail(
+            exit_codes.NO_REDIS, "lost Redis", f"lost the connection to {where}: {exc}", as_json
+        )
+    # it answered PING, then not in Redis's protocol: not ours
+    return fail(
+        exit_codes.NO_REDIS, "not Redis", f"{where} answered in no Redis protocol: {exc}", as_json
+    )
+
+
 def _command(args: argparse.Namespace, settings: Settings) -> int:
     # each command imports what it needs: a read needs no worker pools (dramatiq, SDKs)
     as_json = bool(args.json)
-    if args.command == "local":
-        from services.entrypoints.cli import local_cmds
-
-        return local_cmds.local(settings, args.action, force=args.force, as_json=as_json)
-    if args.command == "publishers":
-        from services.entrypoints.cli import publisher_cmds
-
-        if args.action == "add":
-            principals = [p for given in args.principal for p in given.split(",") if p.strip()]
-            return publisher_cmds.add(
-                settings, args.name, principals=principals, scopes=args.scopes,
-                queues=args.queues, workspaces=args.workspaces, as_json=as_json,
-            )  # fmt: skip
-        if args.action == "adopt":
-            with open_session(settings, may_start=False, waiting=say_loading) as session:
-                return publisher_cmds.adopt(session, as_json=as_json)
-        return publisher_cmds.list_(settings, as_json=as_json)
-    if args.command == "acl":
-        from services.entrypoints.cli import acl_cmds
-
-        if not args.apply:
-            return acl_cmds.acl(settings, None, as_json=as_json)
-        with open_session(settings, may_start=False, waiting=say_loading) as session:
-            return acl_cmds.acl(settings, session, as_json=as_json)
-    if args.command == "toolset":
-        from services.entrypoints.cli import run_cmds
-
-        return run_cmds.print_toolset(args.tools, args.tool_path, load=args.load, as_json=as_json)
-    if args.command in ("run", "submit"):
-        from services.entrypoints.cli import run_cmds
+    if (alone := _WITHOUT_A_SESSION.get(args.command)) is not None:
+        return alone(args, settings, as_json)
     attach = _attach_args(args)
     # a bad spec is refused, every problem with its line, before any Redis is touched
-    prepared = (
-        run_cmds.prepare(args.spec, args.command, mcp=args.mcp, settings=settings)
-        if args.command in ("run", "submit") and attach is None
-        else None
-    )
+    prepared = _prepared(args, settings) if attach is None else None
     with open_session(settings, may_start=args.command in MAY_START, waiting=say_loading) as session:
-        match args.command:
-            case "run" if attach is not None:
-                from services.entrypoints.cli import attach_cmds
+        if args.command in ("run", "submit"):
+            return _start(args, session, prepared, attach, as_json)
+        return _ON_A_SESSION.get(args.command, _control)(args, session, as_json)
 
-                return attach_cmds.attach(
-                    session, attach, as_json=as_json, processes=args.processes, mcp=args.mcp
-                )
-            case "run":
-                assert prepared is not None
-                return run_cmds.run(
-                    session, prepared, as_json=as_json, processes=args.processes, queue=args.queue,
-                    as_=args.as_,
-                )  # fmt: skip
-            case "submit":
-                assert prepared is not None
-                return run_cmds.submit(
-                    session, prepared, queue=args.queue, unserved_ok=args.unserved,
-                    as_json=as_json, as_=args.as_,
-                )  # fmt: skip
-            case "workers" if args.list:
-                from services.entrypoints.cli import pool_cmds
 
-                return pool_cmds.list_workers(session, as_json=as_json)
-            case "intake":
-                from services.entrypoints.cli import intake_cmds
+def _prepared(args: argparse.Namespace, settings: Settings) -> Prepared | None:
+    """`run SPEC`'s and `submit`'s spec, read and checked (None: another command)."""
+    if args.command not in ("run", "submit"):
+        return None
+    from services.entrypoints.cli.prepare import prepare
 
-                return intake_cmds.intake(
-                    session, as_json=as_json, metrics_port=args.metrics_port,
-                    metrics_host=args.metrics_host,
-                )  # fmt: skip
-            case "workers":
-                from services.entrypoints.cli import workers_cmds
+    return prepare(args.spec, args.command, mcp=args.mcp, settings=settings)
 
-                return workers_cmds.workers(
-                    session, modules=args.tools, paths=args.tool_path, queue=args.queue,
-                    processes=args.processes, pools=args.pools, mcp=args.mcp,
-                    as_json=as_json, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
-                )  # fmt: skip
-        return _read_or_control(args, session, as_json)
+
+def _start(
+    args: argparse.Namespace,
+    session: Session,
+    prepared: Prepared | None,
+    attach: str | None,
+    as_json: bool,
+) -> int:
+    """`run SPEC`, `run --attach RUN` (the run `attach` names) and `submit`."""
+    if attach is not None:
+        from services.entrypoints.cli import attach_cmds
+
+        return attach_cmds.attach(
+            session, attach, as_json=as_json, processes=args.processes, mcp=args.mcp
+        )
+    assert prepared is not None
+    if args.command == "run":
+        from services.entrypoints.cli import run_cmds
+
+        return run_cmds.run(
+            session, prepared, as_json=as_json, processes=args.processes, queue=args.queue,
+            as_=args.as_,
+        )  # fmt: skip
+    from services.entrypoints.cli import submit_cmds
+
+    return submit_cmds.submit(
+        session, prepared, queue=args.queue, unserved_ok=args.unserved,
+        as_json=as_json, as_=args.as_,
+    )  # fmt: skip
 
 
 def _attach_args(args: argparse.Namespace) -> str | None:
@@ -181,54 +182,145 @@ def _attach_args(args: argparse.Namespace) -> str | None:
     return attach
 
 
-def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+# The commands without a session (they open one themselves when they need it), then
+# those on a session, by name: each imports its module only when it is called; a
+# command of neither table is a control (`_control`).
+
+
+def _local(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
+    from services.entrypoints.cli import local_cmds
+
+    return local_cmds.local(settings, args.action, force=args.force, as_json=as_json)
+
+
+def _publishers(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
+    from services.entrypoints.cli import publisher_cmds
+
+    if args.action == "add":
+        principals = [p for given in args.principal for p in given.split(",") if p.strip()]
+        return publisher_cmds.add(
+            settings, args.name, principals=principals, scopes=args.scopes,
+            queues=args.queues, workspaces=args.workspaces, as_json=as_json,
+        )  # fmt: skip
+    if args.action == "adopt":
+        with open_session(settings, may_start=False, waiting=say_loading) as session:
+            return publisher_cmds.adopt(session, as_json=as_json)
+    return publisher_cmds.list_(settings, as_json=as_json)
+
+
+def _acl(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
+    from services.entrypoints.cli import acl_cmds
+
+    if not args.apply:
+        return acl_cmds.acl(settings, None, as_json=as_json)
+    with open_session(settings, may_start=False, waiting=say_loading) as session:
+        return acl_cmds.acl(settings, session, as_json=as_json)
+
+
+def _toolset(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
+    from services.entrypoints.cli import submit_cmds
+
+    return submit_cmds.print_toolset(args.tools, args.tool_path, load=args.load, as_json=as_json)
+
+
+_WITHOUT_A_SESSION: dict[str, Callable[[argparse.Namespace, Settings, bool], int]] = {
+    "local": _local, "publishers": _publishers, "acl": _acl, "toolset": _toolset,
+}  # fmt: skip
+
+
+def _workers(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    if args.list:
+        from services.entrypoints.cli import pool_cmds
+
+        return pool_cmds.list_workers(session, as_json=as_json)
+    from services.entrypoints.cli import workers_cmds
+
+    return workers_cmds.workers(
+        session, modules=args.tools, paths=args.tool_path, queue=args.queue,
+        processes=args.processes, pools=args.pools, mcp=args.mcp,
+        as_json=as_json, metrics_port=args.metrics_port, metrics_host=args.metrics_host,
+    )  # fmt: skip
+
+
+def _intake(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.cli import intake_cmds
+
+    return intake_cmds.intake(
+        session, as_json=as_json, metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
+    )  # fmt: skip
+
+
+def _dead_letters(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.cli import pool_cmds
+
+    if args.redrive:
+        return pool_cmds.redrive(session, args.redrive, as_json=as_json)
+    return pool_cmds.show_dead_letters(session, queue=args.queue, as_json=as_json)
+
+
+def _status(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     from services.entrypoints.cli import inspect_cmds
 
-    match args.command:
-        case "status":
-            return inspect_cmds.status(session, args.run_id, as_json=as_json)
-        case "runs":
-            return inspect_cmds.runs(session, inspect_cmds.RunsQuery.of(args), as_json=as_json)
-        case "tail":
-            from services.entrypoints.cli import tail_cmds
+    return inspect_cmds.status(session, args.run_id, as_json=as_json)
 
-            return tail_cmds.tail(
-                session, run_id=args.run_id, types=args.types, follow=args.follow,
-                from_start=args.from_start, as_json=as_json,
-            )  # fmt: skip
-        case "replay" if args.rerun:
-            from services.entrypoints.cli import rerun_cmds
 
-            return rerun_cmds.rerun(session, args.run_id, as_json=as_json)
-        case "replay":
-            return inspect_cmds.replay(session, args.run_id, as_json=as_json)
-        case "context":
-            from services.entrypoints.cli import context_cmds
+def _runs(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.cli import inspect_cmds
 
-            return context_cmds.context(
-                session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=as_json
-            )
-        case "dead-letters":
-            from services.entrypoints.cli import pool_cmds
+    return inspect_cmds.runs(session, inspect_cmds.RunsQuery.of(args), as_json=as_json)
 
-            if args.redrive:
-                return pool_cmds.redrive(session, args.redrive, as_json=as_json)
-            return pool_cmds.show_dead_letters(session, queue=args.queue, as_json=as_json)
-        case "ui":
-            from services.entrypoints.web.server import serve
 
-            return serve(
-                session, host=args.host, port=args.port, publisher=args.publisher,
-                allow_hosts=args.allow_hosts, as_json=as_json,
-            )  # fmt: skip
-        case "trace":
-            from services.entrypoints.cli import trace_cmds
+def _tail(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.cli import tail_cmds
 
-            return trace_cmds.trace(session, args.run_id, as_json=as_json)
-        case "raw":  # JSON lines already
-            from services.entrypoints.cli import context_cmds
+    return tail_cmds.tail(
+        session, run_id=args.run_id, types=args.types, follow=args.follow,
+        from_start=args.from_start, as_json=as_json,
+    )  # fmt: skip
 
-            return context_cmds.raw(session, args.run_id, after_seq=args.after)
+
+def _replay(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    if args.rerun:
+        from services.entrypoints.cli import rerun_cmds
+
+        return rerun_cmds.rerun(session, args.run_id, as_json=as_json)
+    from services.entrypoints.cli import inspect_cmds
+
+    return inspect_cmds.replay(session, args.run_id, as_json=as_json)
+
+
+def _context(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.cli import context_cmds
+
+    return context_cmds.context(
+        session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=as_json
+    )
+
+
+def _raw(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.cli import context_cmds
+
+    return context_cmds.raw(session, args.run_id, after_seq=args.after)  # JSON lines already
+
+
+def _trace(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.cli import trace_cmds
+
+    return trace_cmds.trace(session, args.run_id, as_json=as_json)
+
+
+def _ui(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from services.entrypoints.web.server import serve
+
+    return serve(
+        session, host=args.host, port=args.port, publisher=args.publisher,
+        allow_hosts=args.allow_hosts, as_json=as_json,
+    )  # fmt: skip
+
+
+def _control(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    """cancel, approve, deny, reply, resume, abort: a message to the run, through the inbox."""
     from services.entrypoints import controls
     from services.entrypoints.cli import control_cmds
 
@@ -241,6 +333,13 @@ def _read_or_control(args: argparse.Namespace, session: Session, as_json: bool) 
         escalation=controls.current_escalation(session, args.run_id) if answers else 0,
     )  # fmt: skip
     return control_cmds.send(session, message, as_json=as_json, publisher=args.as_)
+
+
+_ON_A_SESSION: dict[str, Callable[[argparse.Namespace, Session, bool], int]] = {
+    "workers": _workers, "intake": _intake, "dead-letters": _dead_letters,
+    "status": _status, "runs": _runs, "tail": _tail, "replay": _replay, "context": _context,
+    "raw": _raw, "trace": _trace, "ui": _ui,
+}  # fmt: skip
 
 
 def _keep_traceback(settings: Settings | None) -> str:

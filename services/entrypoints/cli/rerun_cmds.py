@@ -21,8 +21,9 @@ from schemas.errors import InvalidSpec
 from schemas.spec import ReplayModel, ReplaySettings, RunSpec
 from services.adapters.reading.follow import follow
 from services.entrypoints.cli import exit_codes
+from services.entrypoints.cli.prepare import request_for, toolset_of
 from services.entrypoints.cli.publisher_cmds import local_signer
-from services.entrypoints.cli.run_cmds import private_queue, request_for, start_workers, toolset_of
+from services.entrypoints.cli.run_cmds import private_queue, start_workers
 from services.secrets import redactor_for
 from services.session import Session
 
