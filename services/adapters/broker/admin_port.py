@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from dramatiq import Message
-
 from events.commands import Pool
 
 
@@ -80,6 +78,8 @@ def dead_letter(
 
 def _what(data: bytes) -> tuple[str, str | None]:
     """The actor and run a message is for; '?' when it cannot be decoded."""
+    from dramatiq import Message  # here: a read command imports no broker until it shows letters
+
     try:
         message: Message[Any] = Message.decode(data)
     except Exception:  # noqa: BLE001 - an undecodable letter is shown, not raised
