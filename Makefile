@@ -143,4 +143,4 @@ chaos: install
 	$(PYTHON) -m tests.chaos $(CHAOS_ARGS)
 
 clean:
-	rm -rf .agentledger build *.egg-info
+	rm -rf .agentledger build *.egg-info .pkg/*.egg-info
