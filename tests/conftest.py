@@ -9,7 +9,21 @@ handed out first, so that none of them starts last while the others idle."""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import pytest
+
+# The code under test is this checkout's: `agentledger` is .pkg/agentledger (its folders are
+# symlinks to events/, schemas/, services/), first on the path of this process and of every
+# child it starts, whatever agentledger an editable install elsewhere put on the path.
+PACKAGE_PATH = str(Path(__file__).resolve().parents[1] / ".pkg")
+if sys.path[:1] != [PACKAGE_PATH]:
+    sys.path.insert(0, PACKAGE_PATH)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [PACKAGE_PATH, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_PATH)]
+)
 
 SHARED_SESSION_FIXTURES = frozenset({"local_cluster"})  # six redis-servers each
 # Fork bombs share the per-user process limit (RLIMIT_NPROC counts every process of

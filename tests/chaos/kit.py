@@ -316,7 +316,7 @@ class Cluster:
             AGENTLEDGER_WORKER_THREADS="4",
             AGENTLEDGER_SANDBOX="off",  # Python tools only: no command runs
             PYTHONUNBUFFERED="1",
-            PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+            PYTHONPATH=os.pathsep.join([str(REPO_ROOT / ".pkg"), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
         )
         env.update(self.overrides)
         return env

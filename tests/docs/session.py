@@ -101,7 +101,7 @@ class DocSession:
             AGENTLEDGER_STATE_DIR=str(self.state),
             REDIS_URL=self.redis_url,
             PATH=os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), env.get("PATH", "")]),
-            PYTHONPATH=str(ROOT),
+            PYTHONPATH=os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)]),
             PYTHONUNBUFFERED="1",  # stdout and stderr interleave as on a terminal
             PYTHONDONTWRITEBYTECODE="1",
             PYTEST_DISABLE_PLUGIN_AUTOLOAD="1",

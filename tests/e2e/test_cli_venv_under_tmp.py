@@ -6,6 +6,7 @@ runs pytest in the sandbox from its tool and from its acceptance check."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -31,7 +32,7 @@ def test_the_fix_tests_example_completes_with_a_venv_under_tmp(
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "services.entrypoints.cli.main", "run", "--json",
          str(example / "spec.yaml")],
-        cwd=cli.cwd, env={**cli.env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+        cwd=cli.cwd, env={**cli.env, "PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)])}, capture_output=True, text=True,
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -320,7 +320,7 @@ def test_every_stream_and_group_a_scaler_names_exists_once_the_pools_start(
     env |= {
         "REDIS_URL": url, "AGENTLEDGER_SHARDS": settings["AGENTLEDGER_SHARDS"],
         "AGENTLEDGER_PREFIX": settings["AGENTLEDGER_PREFIX"], "AGENTLEDGER_SANDBOX": "off",
-        "AGENTLEDGER_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": str(ROOT),
+        "AGENTLEDGER_STATE_DIR": str(tmp_path / "state"), "PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)]),
     }  # fmt: skip
     procs = []
     try:

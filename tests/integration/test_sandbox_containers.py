@@ -54,7 +54,7 @@ def masked_proc(*argv: str, env: dict[str, str] | None = None) -> subprocess.Com
     return subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", cover, "sh", *argv],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'integration'}", "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT), str(ROOT / "tests" / "integration")]), "PYTHONDONTWRITEBYTECODE": "1", **(env or {})},
     )  # fmt: skip
 
 
@@ -113,7 +113,7 @@ def test_a_venv_under_tmp_runs_a_command_check_with_its_python(tmp_path: Path) -
     done = subprocess.run(
         [str(venv / "bin" / "python"), "-c", VENV_CHECK, str(ws)],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'integration'}", "PYTHONDONTWRITEBYTECODE": "1"},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT), str(ROOT / "tests" / "integration")]), "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     verdict = json.loads(done.stdout.strip().splitlines()[-1])

@@ -474,7 +474,7 @@ def _as_another_user(outer: Path, network: bool) -> None:
         ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", system_python(),
          "-c", UNPRIVILEGED, str(ws), value, "1" if network else "0"],  # type: ignore[list-item]
         capture_output=True, text=True, timeout=120, cwd="/",
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(root_dir), "PYTHONDONTWRITEBYTECODE": "1"},
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join([str(root_dir / ".pkg"), str(root_dir)]), "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
     if "ModuleNotFoundError" in done.stderr:
         pytest.skip(f"the distribution's python cannot import the sandbox's modules: {done.stderr[-200:]}")

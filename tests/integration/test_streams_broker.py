@@ -269,7 +269,7 @@ def test_a_shutdown_interrupts_the_actor_and_its_message_runs_again_elsewhere(
 
 
 def spawn_worker(prefix: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)])}
     args = [sys.executable, __file__, URL, prefix]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
     return proc

@@ -9,6 +9,7 @@ process."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -55,7 +56,7 @@ def loaded(modules: list[str], paths: list[Path]) -> dict[str, object]:
     """)
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+        env={"PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)]), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     said: dict[str, object] = json.loads(done.stdout)
@@ -188,7 +189,7 @@ def test_a_library_in_a_virtualenv_inside_the_tool_folder_is_no_dynamic_module(t
     """)
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+        env={"PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)]), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     said = json.loads(done.stdout)

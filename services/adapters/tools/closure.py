@@ -12,7 +12,7 @@ that may be imported counts). Importing `a.b` runs `a/__init__.py`: parents
 count too. A module is found the way the import system finds it on the
 folders (`PathFinder`), so nothing here runs user code.
 
-Our own packages (events, schemas, services) never count: they are the
+Our own packages (agentledger: events, schemas, services) never count: they are the
 framework a worker runs, not the tool set (the built-in tools' module is
 counted apart by the tool set)."""
 
@@ -27,8 +27,14 @@ from dataclasses import dataclass
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 
+import agentledger
+
 _HOME = Path(__file__).resolve().parents[3]  # the folder holding our packages
-OURS = tuple(_HOME / name for name in ("events", "schemas", "services"))
+# and `agentledger` itself (in a checkout, .pkg/agentledger: its folders are symlinks to these)
+OURS = (
+    *(_HOME / name for name in ("events", "schemas", "services")),
+    Path(agentledger.__file__).resolve().parent,
+)
 SOURCE = ".py"
 
 

@@ -25,10 +25,11 @@ BOOT = (
 
 
 def package_root() -> str:
-    """The folder holding the `services` package this worker runs (the launcher imports it)."""
-    import services
+    """The folder holding the `agentledger` package this worker runs (the launcher imports
+    it): `.pkg` in a checkout, site-packages in an install."""
+    import agentledger
 
-    return os.path.dirname(os.path.dirname(os.path.abspath(services.__file__)))
+    return os.path.dirname(os.path.dirname(os.path.abspath(agentledger.__file__)))
 
 
 def boot_line(*, root: bool, network: bool, seccomp_file: str) -> list[str]:
