@@ -1,6 +1,6 @@
 """The tool author's API: `from agentledger import tool, ToolContext, ToolFailure,
-WorkspaceFiles` (and the rest of what `services.tools` exported), imported lazily; the
-old path `services.tools` still works for one release, warns, and hands on the very same
+WorkspaceFiles` (and the rest of what `agentledger` exported), imported lazily; the
+old path `agentledger` still works for one release, warns, and hands on the very same
 objects — in a checkout (where `services/` is our code folder) and from the wheel's
 namespace portion (`.pkg/services/`, where no `services/__init__.py` of ours exists)."""
 
@@ -43,7 +43,8 @@ def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
 
 
 def _python(code: str, cwd: Path, *path: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, path))}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}  # Python's own filters
+    env["PYTHONPATH"] = os.pathsep.join(map(str, path))
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env, capture_output=True,
         text=True, timeout=120,
@@ -74,7 +75,7 @@ CHECK_OLD_PATH = """\
     import agentledger, services.tools  # rename: keep
     from agentledger.services.adapters.tools.registry import tool
     print(json.dumps({
-        "same": all(getattr(services.tools, n) is getattr(agentledger, n) for n in agentledger.__all__),
+        "same": all(getattr(agentledger, n) is getattr(agentledger, n) for n in agentledger.__all__),
         "registry": tool is agentledger.tool and tool is old_user.tool,
         "warnings": [(w.category.__name__, str(w.message), w.filename, w.lineno) for w in caught],
         "services": list(services.__path__),
@@ -94,10 +95,29 @@ def test_the_old_path_warns_and_hands_on_the_same_objects(tmp_path: Path, where:
     assert said["same"] and said["registry"]
     [(category, message, filename, lineno)] = said["warnings"]
     assert category == "DeprecationWarning"
-    assert message.startswith("services.tools is deprecated") and "from agentledger import" in message  # rename: keep
+    assert message.startswith("services.tools is deprecated")  # rename: keep
+    assert "from agentledger import tool" in message
     assert (filename, lineno) == (str(tmp_path / "old_user.py"), 1)  # the importing line
     expected = ROOT / "services" if where == "checkout" else ROOT / ".pkg" / "services"
     assert said["services"] == [str(expected)]
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_a_command_shows_the_old_paths_warning_where_python_would_hide_it(
+    tmp_path: Path, shown: bool
+) -> None:
+    """Python hides a DeprecationWarning raised outside `__main__` (here: in the tool
+    module importing the old path); every `agentledger` command shows this one."""
+    (tmp_path / "old_user.py").write_text(textwrap.dedent(OLD_PATH_USER))
+    call = "show_deprecations()" if shown else "pass"
+    done = _python(
+        f"from agentledger.services.entrypoints.cli.main import show_deprecations\n{call}\n"
+        "import old_user",
+        tmp_path, ROOT / ".pkg", tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    warned = f"{tmp_path / 'old_user.py'}:1: DeprecationWarning: services.tools is deprecated"  # rename: keep
+    assert (warned in done.stderr) is shown, done.stderr
 
 
 def test_the_wheels_legacy_services_holds_only_the_shim() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import warnings
 
 # Interrupted while still importing (a slow start on a busy machine): exit 130
 # quietly, as the command would once running; execute installs the real handlers.
@@ -27,12 +28,20 @@ def main(argv: list[str] | None = None) -> int:
         args = parser(raising=True).parse_args(argv)
     except UsageError as exc:
         return _usage_error(exc, as_json=_wants_json(argv))
+    show_deprecations()
     from services.adapters.redis.first_import import import_redis
 
     import_redis()
     from services.entrypoints.cli.execute import execute
 
     return execute(args)
+
+
+def show_deprecations() -> None:
+    """The tool API's old path warns at the line of the tool module importing it; Python
+    shows a DeprecationWarning only in `__main__` unless told, so a command tells it to
+    show this one (on stderr, once a line)."""
+    warnings.filterwarnings("default", category=DeprecationWarning, message=r"services\.tools is deprecated")
 
 
 def _wants_json(argv: list[str]) -> bool:
