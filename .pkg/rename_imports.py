@@ -4,7 +4,9 @@ author's `services.tools` -> `agentledger`, in every text file of the repository
 git knows (tracked, or new and not ignored): code, tests (their `-m` arguments and
 monkeypatch targets too), pyproject.toml (scripts, import-linter contracts), the
 Makefile, .ci/, deploy/, docs/, the README and examples/. Then import blocks are sorted
-again (`ruff check --select I --fix`) in the Python files it changed.
+again (`ruff check --select I --fix`) in the Python files it changed, and
+deploy/kubernetes/scaledobjects.yaml is rendered again (`make deploy-scalers`: the
+streams it names carry the tool sets' fingerprints, which the renamed code changes).
 
 A dotted name is renamed only when its first part after the package is one of that
 package's modules or subpackages in this checkout (so `events.append(...)` on a list
@@ -31,6 +33,8 @@ KEEP = "rename: keep"
 SKIP_PREFIXES = (".pkg/", "services/tools.py")
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".yaml", ".yml", ".ini", ".cfg", ".txt", ".sh", ".acl"}
 TEXT_NAMES = {"Makefile", "Dockerfile", "run"}  # .ci/run, deploy/Dockerfile
+# made from the code: the renamed code is the tool sets' code, so their fingerprints change
+SCALERS = ROOT / "deploy" / "kubernetes" / "render_scalers.py"
 
 
 def submodules(package: str) -> frozenset[str]:
@@ -55,7 +59,10 @@ def rules() -> list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]:
         # `events.fold`, `services.entrypoints.cli.main`, "services.x.y.attr" (monkeypatch), -m …
         (re.compile(rf"(?<![\w.])({either})\.([A-Za-z_]\w*)"), dotted),
         # `from events import types`
-        (re.compile(rf"(?<![\w.])from ({either}) import\b"), lambda m: f"from {NAME}.{m.group(1)} import"),
+        (
+            re.compile(rf"(?<![\w.])from ({either}) import\b"),
+            lambda m: f"from {NAME}.{m.group(1)} import",
+        ),
         # `mypy events schemas services` (the Makefile's lint, the docs)
         (re.compile(r"\bmypy events schemas services\b"), lambda m: f"mypy -p {NAME}"),
     ]
@@ -79,7 +86,9 @@ def importlinter_names(text: str) -> str:
     return "".join(out)
 
 
-def rename_text(text: str, compiled: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]) -> str:
+def rename_text(
+    text: str, compiled: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]]
+) -> str:
     out: list[str] = []
     for line in text.splitlines(keepends=True):
         if KEEP not in line:
@@ -129,6 +138,10 @@ def main(argv: list[str]) -> int:
             [sys.executable, "-m", "ruff", "check", "--quiet", "--select", "I", "--fix", *python],
             cwd=ROOT, check=False,
         )  # fmt: skip
+    if changed and not check and SCALERS.exists():  # its streams name the tool sets' fingerprints
+        subprocess.run(
+            [sys.executable, str(SCALERS)], cwd=ROOT, check=True, stdout=subprocess.DEVNULL
+        )
     for path in changed:
         print(path.relative_to(ROOT))
     if check and changed:

@@ -27,8 +27,9 @@ REDIS_ADDRESS = "agentledger-redis.agentledger.svc.cluster.local:6379"
 GROUP = "workers"  # services/adapters/broker/streams_queue.py
 TARGET_PER_REPLICA = 8  # messages waiting or running per worker process (its threads)
 
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for entry in (ROOT, ROOT / ".pkg"):  # this checkout's agentledger first (.pkg/agentledger)
+    if str(entry) not in sys.path:
+        sys.path.insert(0, str(entry))
 
 
 def settings() -> dict[str, str]:
