@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 import tomllib
 import uuid
 from pathlib import Path
@@ -114,7 +113,9 @@ def _wheel(into: Path) -> Path:
 def _project(folder: Path) -> Path:
     (folder / "services").mkdir(parents=True)
     (folder / "services" / "__init__.py").write_text(USER_SERVICES)
-    (folder / "services" / "greeting.py").write_text("def hello(name):\n    return f'hello {name}'\n")
+    (folder / "services" / "greeting.py").write_text(
+        "def hello(name):\n    return f'hello {name}'\n"
+    )
     (folder / "events.py").write_text(USER_EVENTS)
     (folder / "user_tools.py").write_text(USER_TOOLS)
     (folder / "spec.yaml").write_text(SPEC)
@@ -125,17 +126,27 @@ def _project(folder: Path) -> Path:
 def test_the_wheel_runs_a_projects_tool_that_has_its_own_services_package(tmp_path: Path) -> None:
     python = _venv()
     wheel = _wheel(tmp_path / "build")
-    subprocess.run([str(python), *PIP, "--no-deps", "--force-reinstall", str(wheel)], check=True, timeout=300)
+    subprocess.run(
+        [str(python), *PIP, "--no-deps", "--force-reinstall", str(wheel)], check=True, timeout=300
+    )
     project = _project(tmp_path / "project")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTLEDGER_", "PYTHON", "VIRTUAL_ENV"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AGENTLEDGER_", "PYTHON", "VIRTUAL_ENV"))
+    }
     env.update(
         AGENTLEDGER_PREFIX=f"t-wheel-{uuid.uuid4().hex[:8]}", AGENTLEDGER_STATE_DIR=str(tmp_path / "state"),
         AGENTLEDGER_PROBE_URL=DEFAULT_URL, PYTHONDONTWRITEBYTECODE="1",
     )  # fmt: skip
-    done = subprocess.run(
-        [str(python.with_name("agentledger")), "run", "spec.yaml"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    agentledger = str(python.with_name("agentledger"))
+    try:
+        done = subprocess.run(
+            [agentledger, "run", "spec.yaml"],
+            cwd=project, env=env, capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+    finally:  # the local Redis service the run may have started in the test's state folder
+        subprocess.run([agentledger, "local", "stop"], env=env, capture_output=True, timeout=60)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     seen = json.loads((project / "ran.json").read_text())
     mine = str(project / "services" / "__init__.py")
@@ -145,7 +156,9 @@ def test_the_wheel_runs_a_projects_tool_that_has_its_own_services_package(tmp_pa
     installed = Path(seen["agentledger"])  # ours is the wheel's, in the venv, not this checkout
     assert KEPT in installed.parents and ROOT / ".pkg" not in installed.parents
     assert "hello Ada" in done.stdout  # the run printed the tool's result
-    # the deprecated `services.tools` of the wheel is a namespace portion, never a package
+    # the deprecated `agentledger` of the wheel is a namespace portion, never a package
     # that could stand in for the project's: it has no __init__.py
     site = installed.parents[1]
-    assert sorted(p.name for p in (site / "services").iterdir() if p.suffix == ".py") == ["tools.py"]
+    assert sorted(p.name for p in (site / "services").iterdir() if p.suffix == ".py") == [
+        "tools.py"
+    ]
