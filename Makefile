@@ -4,7 +4,7 @@
 # root, saying which packages before it installs them). Every tool runs through
 # $(PYTHON) -m, so `make run PYTHON=venv/bin/python` works without activating the venv.
 PYTHON ?= python3
-AGENTLEDGER := $(PYTHON) -m services.entrypoints.cli.main
+AGENTLEDGER := $(PYTHON) -m agentledger.services.entrypoints.cli.main
 STAMP := .agentledger/.installed
 
 .PHONY: install sandbox browser mcp-servers run test test-unit test-integration test-e2e test-floors lint schemas docs bench bench-quick bench-claude bench-smoke chaos clean deploy-scalers
@@ -95,10 +95,10 @@ lint: install
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 	$(PYTHON) -c "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
-	$(PYTHON) -m mypy events schemas services
+	$(PYTHON) -m mypy -p agentledger
 
 schemas: install
-	$(PYTHON) -m schemas.export
+	$(PYTHON) -m agentledger.schemas.export
 
 # docs/reference/*.md from the code (the parser, settings, exit codes, events, the spec, prices),
 # then every shell example of README.md and docs/ run again (a folder, state and key prefix of

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, assert_never
 
-from events.budgets import turns_left, wall_clock_exceeded
-from events.causes import ACCEPTANCE_FAILED, acceptance_failure, check_cause
-from events.claims import Window, expired
-from events.state import RunState
-from events.status import RunStatus
-from events.types import (
+from agentledger.events.budgets import turns_left, wall_clock_exceeded
+from agentledger.events.causes import ACCEPTANCE_FAILED, acceptance_failure, check_cause
+from agentledger.events.claims import Window, expired
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.types import (
     AcceptanceChecked,
     AcceptanceCheckStopped,
     AcceptanceFailed,
@@ -28,7 +28,7 @@ from events.types import (
     RunFailed,
     Signal,
 )
-from schemas.spec import (
+from agentledger.schemas.spec import (
     AcceptanceCheck,
     CommandCheck,
     FileCheck,
@@ -95,7 +95,7 @@ def check_timeout_s(s: RunState, own_s: float, *, now: float, most_s: float) -> 
 
 
 def acceptance_due(s: RunState, *, now: float, unreachable: Sequence[Window] = ()) -> bool:
-    """Whether the run's acceptance may be claimed now: no live claim holds it (`events.claims`)."""
+    """Whether the run's acceptance may be claimed now: no live claim holds it (`agentledger.events.claims`)."""
     if s.status is not RunStatus.ACCEPTING:
         return False
     return expired(s.acceptance_claim_deadline, now=now, unreachable=unreachable)

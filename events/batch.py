@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from events.fold import apply
-from events.state import RunState
-from events.status import RunStatus
-from events.types import Event
-from schemas.envelope import Envelope, construct
-from schemas.ids import EventId, RunId
+from agentledger.events.fold import apply
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.types import Event
+from agentledger.schemas.envelope import Envelope, construct
+from agentledger.schemas.ids import EventId, RunId
 
 Decision = Callable[[RunState], list[Event]]
 

@@ -14,15 +14,15 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from events.context_view import ContextView, assemble
-from events.counted import counted
-from events.pricing import output_rate, price_of, worst_input_rate
-from events.repeat import consecutive_failures
-from events.state import RunState
-from events.status import CallStatus
-from events.types import BudgetName, Event, RunBudgetExhausted, RunTimedOut
-from schemas.content import TextBlock, ToolUseBlock
-from schemas.spec import AnthropicModel, ScriptedModel
+from agentledger.events.context_view import ContextView, assemble
+from agentledger.events.counted import counted
+from agentledger.events.pricing import output_rate, price_of, worst_input_rate
+from agentledger.events.repeat import consecutive_failures
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus
+from agentledger.events.types import BudgetName, Event, RunBudgetExhausted, RunTimedOut
+from agentledger.schemas.content import TextBlock, ToolUseBlock
+from agentledger.schemas.spec import AnthropicModel, ScriptedModel
 
 # real tokenizers give 3-4 characters a token of JSON and prose: the cost guard
 # counts 3, so an estimate errs on the side of not sending

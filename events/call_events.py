@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from events.event_model import EventModel, Overflow, ToolError
+from agentledger.events.event_model import EventModel, Overflow, ToolError
 
 
 class ToolCallProposed(EventModel):

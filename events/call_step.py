@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from events.batch import chain, provisional
-from events.lock_step import LockAsk, lock_asks, record_locks, waiting_request
-from events.locks import Grant
-from events.state import RunState
-from events.tool_step import claim_call
-from events.types import Event
-from events.validation_step import Finding, validate_turn
+from agentledger.events.batch import chain, provisional
+from agentledger.events.lock_step import LockAsk, lock_asks, record_locks, waiting_request
+from agentledger.events.locks import Grant
+from agentledger.events.state import RunState
+from agentledger.events.tool_step import claim_call
+from agentledger.events.types import Event
+from agentledger.events.validation_step import Finding, validate_turn
 
 
 @dataclass(frozen=True, slots=True)

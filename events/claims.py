@@ -3,8 +3,8 @@ tool call's `ToolCallStarted`, the turn's `ModelRequested`, the run's
 `AcceptanceStarted`) with a deadline; until that deadline passes no other
 worker takes the step, and once it passes the claim is over: a model request or
 an acceptance may be claimed again, a tool call's outcome becomes unknown (the
-sweeper, `events.ticks`), an unknown write may be looked up
-(`events.resolution_step`). A step with no claim (none made, or its claim ended
+sweeper, `agentledger.events.ticks`), an unknown write may be looked up
+(`agentledger.events.resolution_step`). A step with no claim (none made, or its claim ended
 with a result) holds nothing.
 
 The rule: a deadline is counted in reachable time. Time in which Redis could
@@ -18,7 +18,7 @@ deadline (as moved so far) moves the deadline on by its part after the claim's
 start. When the start is not known the deadline is taken as the start: only
 the part of an outage after the deadline moves it. Without windows this is the
 plain rule, `now >= deadline`: a worker that saw no outage passes none, and
-only the sweeper keeps the windows it saw (`services.loops.sweeper.Reach`)."""
+only the sweeper keeps the windows it saw (`agentledger.services.loops.sweeper.Reach`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Commands: what a worker pool is asked to do next. Imperative, ids only, never
-stored as truth; derived from the folded state (`events.dispatch`) by whoever
+stored as truth; derived from the folded state (`agentledger.events.dispatch`) by whoever
 appended the step that made them due, and re-derived by the sweeper for a run
 whose command was lost. Each goes to its pool's stream of the run's task queue."""
 

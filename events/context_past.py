@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from events.context_units import Unit, canonical_json, short_unit, unit_of
-from events.history import History
-from events.memo import Memo
-from events.redact import Redactor
-from events.state import Turn
-from schemas.content import TextBlock, to_api
-from schemas.context import ContextDecision
+from agentledger.events.context_units import Unit, canonical_json, short_unit, unit_of
+from agentledger.events.history import History
+from agentledger.events.memo import Memo
+from agentledger.events.redact import Redactor
+from agentledger.events.state import Turn
+from agentledger.schemas.content import TextBlock, to_api
+from agentledger.schemas.context import ContextDecision
 
 OMITTED_RESERVE = 300  # room for the marker naming the turns left out
 STEP_TURNS = 8  # turns shortened or left out at once when the budget forces it

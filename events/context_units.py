@@ -11,12 +11,18 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from events.conversation import user_reply
-from events.memo import IdentityMemo
-from events.output_cap import READ_TOOL
-from events.redact import Redactor
-from events.state import Turn
-from schemas.content import ContentBlock, TextBlock, ThinkingBlock, ToolResultBlock, to_api
+from agentledger.events.conversation import user_reply
+from agentledger.events.memo import IdentityMemo
+from agentledger.events.output_cap import READ_TOOL
+from agentledger.events.redact import Redactor
+from agentledger.events.state import Turn
+from agentledger.schemas.content import (
+    ContentBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    to_api,
+)
 
 MIN_CUT_CHARS = 100  # a result that would lose fewer characters is left whole
 WRAPPER_CHARS = 64  # a unit's two messages' JSON around their blocks: sizes are upper bounds

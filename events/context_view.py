@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from events import context_past
-from events.context_past import (
+from agentledger.events import context_past
+from agentledger.events.context_past import (
     RUNS_MAX,
     fit,
     omitted_marker,
@@ -43,15 +43,15 @@ from events.context_past import (
     sent_size,
     shortened_decision,
 )
-from events.context_units import Unit, canonical_json, unit_of
-from events.conversation import add_message
-from events.memo import Memo
-from events.redact import Redactor
-from events.state import RunState
-from events.types import ModelRequested
-from schemas.content import ContentBlock, Message, TextBlock, to_api
-from schemas.context import ContextDecision
-from schemas.spec import AnthropicModel, ToolSpec
+from agentledger.events.context_units import Unit, canonical_json, unit_of
+from agentledger.events.conversation import add_message
+from agentledger.events.memo import Memo
+from agentledger.events.redact import Redactor
+from agentledger.events.state import RunState
+from agentledger.events.types import ModelRequested
+from agentledger.schemas.content import ContentBlock, Message, TextBlock, to_api
+from agentledger.schemas.context import ContextDecision
+from agentledger.schemas.spec import AnthropicModel, ToolSpec
 
 CHARS_PER_TOKEN = 4
 

@@ -11,11 +11,11 @@ the event records it beside the free-text `by`."""
 
 from __future__ import annotations
 
-from events.errors import ControlRefused
-from events.state import RunState
-from events.status import CallStatus, RunStatus
-from events.transitions import RUN_TRANSITIONS
-from events.types import (
+from agentledger.events.errors import ControlRefused
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.transitions import RUN_TRANSITIONS
+from agentledger.events.types import (
     ApprovalDenied,
     ApprovalGranted,
     Event,

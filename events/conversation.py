@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from events.output_cap import DEFAULT_CAP, capped, output_text
-from events.state import Call, RunState, Turn
-from schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock
+from agentledger.events.output_cap import DEFAULT_CAP, capped, output_text
+from agentledger.events.state import Call, RunState, Turn
+from agentledger.schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock
 
 
 def messages(s: RunState) -> tuple[Message, ...]:

@@ -18,23 +18,30 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import assert_never
 
-from events.acceptance_step import acceptance_due
-from events.claims import Window
-from events.commands import Command, DriveCall, Pool, RequestModel, ResolveCall, RunAcceptance
-from events.lock_step import lock_asks
-from events.model_step import model_request_due
-from events.resolution_step import needs_resolution
-from events.state import RunState
-from events.status import CallStatus, RunStatus
-from events.tool_step import runnable
-from events.validation_step import undecided
+from agentledger.events.acceptance_step import acceptance_due
+from agentledger.events.claims import Window
+from agentledger.events.commands import (
+    Command,
+    DriveCall,
+    Pool,
+    RequestModel,
+    ResolveCall,
+    RunAcceptance,
+)
+from agentledger.events.lock_step import lock_asks
+from agentledger.events.model_step import model_request_due
+from agentledger.events.resolution_step import needs_resolution
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.tool_step import runnable
+from agentledger.events.validation_step import undecided
 
 
 def due_commands(
     s: RunState, *, now: float, redrive: bool = False, unreachable: Sequence[Window] = ()
 ) -> list[Command]:
     """`unreachable`: the windows in which the caller (the sweeper) could not reach
-    Redis, which do not count against a claim (`events.claims`)."""
+    Redis, which do not count against a claim (`agentledger.events.claims`)."""
     match s.status:
         case RunStatus.REQUESTING_MODEL:
             if model_request_due(s, now=now, unreachable=unreachable):

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from schemas.envelope import Envelope
+from agentledger.schemas.envelope import Envelope
 
 # claims, leases and locks: how often they happen depends on timing, not on the run;
 # and a model request that failed (a re-run plays the recorded replies: it never fails)

@@ -43,7 +43,7 @@ class ToolError(EventModel):
 
 
 class Overflow(EventModel):
-    """A tool-made field too large for its event (`events.output_cap.cut_event`): the
+    """A tool-made field too large for its event (`agentledger.events.output_cap.cut_event`): the
     event holds the first `head` characters of the field's text, and the run's
     overflow pages the rest, `page_chars` characters a page, under `ref`."""
 

@@ -9,17 +9,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar, get_args
 
-from events import frozen
-from events.causes import ACCEPTANCE_FAILED, acceptance_failure, after_acceptance
-from events.errors import BrokenLog, IllegalTransition
-from events.fold_calls import call_changed, call_proposed, phase
-from events.frozen import fill, replace
-from events.pricing import cost_usd, price_of
-from events.state import Call, Check, RunState, Turn
-from events.status import RunStatus
-from events.stop_reasons import status_after_reply
-from events.transitions import RUN_TRANSITIONS
-from events.types import (
+from agentledger.events import frozen
+from agentledger.events.causes import ACCEPTANCE_FAILED, acceptance_failure, after_acceptance
+from agentledger.events.errors import BrokenLog, IllegalTransition
+from agentledger.events.fold_calls import call_changed, call_proposed, phase
+from agentledger.events.frozen import fill, replace
+from agentledger.events.pricing import cost_usd, price_of
+from agentledger.events.state import Call, Check, RunState, Turn
+from agentledger.events.status import RunStatus
+from agentledger.events.stop_reasons import status_after_reply
+from agentledger.events.transitions import RUN_TRANSITIONS
+from agentledger.events.types import (
     AcceptanceChecked,
     AcceptanceCheckStopped,
     AcceptanceFailed,
@@ -42,14 +42,14 @@ from events.types import (
     RunTimedOut,
     ToolCallProposed,
 )
-from schemas.content import ToolUseBlock
-from schemas.envelope import Envelope
+from agentledger.schemas.content import ToolUseBlock
+from agentledger.schemas.envelope import Envelope
 
 R = RunStatus
 
 
 def prepare() -> None:
-    """Write the copy functions of the state's classes now (`events.frozen.prepare`)."""
+    """Write the copy functions of the state's classes now (`agentledger.events.frozen.prepare`)."""
     frozen.prepare(RunState, Turn, Call, Check)
 
 

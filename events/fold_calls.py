@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from events.errors import IllegalTransition
-from events.frozen import replace
-from events.state import Call, RunState, Turn
-from events.status import CallStatus, RunStatus
-from events.transitions import CALL_TRANSITIONS
-from events.types import (
+from agentledger.events.errors import IllegalTransition
+from agentledger.events.frozen import replace
+from agentledger.events.state import Call, RunState, Turn
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.transitions import CALL_TRANSITIONS
+from agentledger.events.types import (
     ApprovalDenied,
     ApprovalGranted,
     ApprovalRequested,

@@ -7,8 +7,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import assert_never
 
-from events.state import RunState
-from events.status import RunStatus
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
 
 
 class Until(StrEnum):

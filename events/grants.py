@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
-from schemas.publishers import Publisher
-from schemas.signature import matches
-from schemas.spec import Principal
+from agentledger.schemas.publishers import Publisher
+from agentledger.schemas.signature import matches
+from agentledger.schemas.spec import Principal
 
 UNSIGNED = "unsigned"
 UNKNOWN_PUBLISHER = "unknown publisher"

@@ -1,5 +1,5 @@
 """The lock table in N partitions, pure: a resource lives in the partition
-crc32(name) mod N, each partition is a `LockTable` of `events.locks` (on Redis,
+crc32(name) mod N, each partition is a `LockTable` of `agentledger.events.locks` (on Redis,
 one hash tag: one slot, one script call), and a request whose resources span
 partitions is acquired part by part in ascending partition order.
 
@@ -29,7 +29,7 @@ goes on, is granted, and its unrenewed lease ends it). A part sent on after its
 request was released (a race between a sender and the release) queues for a
 request nobody will use: its run ignores the grant, and the unrenewed lease
 ends it, so it holds that partition's keys for a lease at most. With N = 1
-this is `events.locks` exactly.
+this is `agentledger.events.locks` exactly.
 
 `Cascade` is the plan both adapters follow (ask the lowest partition with parts
 pending, send on what it grants partially); `Partitioned` applies it to pure
@@ -41,7 +41,16 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from events.locks import Grant, LockTable, Mode, Request, enqueue, expire, release_all, renew
+from agentledger.events.locks import (
+    Grant,
+    LockTable,
+    Mode,
+    Request,
+    enqueue,
+    expire,
+    release_all,
+    renew,
+)
 
 
 def partition_of(key: str, n: int) -> int:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from events.locks import Grant, Mode, resources
-from events.read_retry import retried
-from events.state import Call, RunState
-from events.status import CallStatus, RunStatus
-from events.types import Event, ToolCallLeaseExpired, ToolCallScheduled, ToolCallWaiting
+from agentledger.events.locks import Grant, Mode, resources
+from agentledger.events.read_retry import retried
+from agentledger.events.state import Call, RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import Event, ToolCallLeaseExpired, ToolCallScheduled, ToolCallWaiting
 
 C = CallStatus
 R = RunStatus

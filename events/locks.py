@@ -10,7 +10,7 @@ scenarios through both and compares. Fencing tokens are monotonic per key:
 max(previous + 1, now in microseconds), so they stay monotonic even when the
 counter itself is lost with a Redis restart, as long as clocks do not go back.
 
-A table may be one partition of a larger one (`events.lock_partitions`): a
+A table may be one partition of a larger one (`agentledger.events.lock_partitions`): a
 request is then asked part by part, and a part that is not its request's last
 (`final=False`) is granted as a *partial hold*: held, with its tokens, but with
 no lease of its own (its request is still waiting in a later partition, so no

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from events.types import ErrorCode
-from schemas.mcp_servers import McpToolPolicy
+from agentledger.events.types import ErrorCode
+from agentledger.schemas.mcp_servers import McpToolPolicy
 
 SEP = "__"
 ASK_PREFIX = "mcp:"

@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from events.event_model import EventModel
-from schemas.content import ContentBlock, Usage
-from schemas.context import ContextDecision
+from agentledger.events.event_model import EventModel
+from agentledger.schemas.content import ContentBlock, Usage
+from agentledger.schemas.context import ContextDecision
 
 StopReason = Literal[
     "end_turn",

@@ -17,8 +17,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from events.state import RunState
-from events.types import Event, ModelErrorKind, ModelRequestFailed, RunFailed
+from agentledger.events.state import RunState
+from agentledger.events.types import Event, ModelErrorKind, ModelRequestFailed, RunFailed
 
 RETRYING: frozenset[ModelErrorKind] = frozenset(
     {"connection", "timeout", "rate_limited", "overloaded", "server_error", "stream_broken"}

@@ -2,10 +2,10 @@
 
 Each returns the events to append, `[]` when the step is not due (already done,
 claimed by a live worker, or the run moved on): idempotency by construction.
-Every stop reason is handled distinctly, as `events.stop_reasons` says.
+Every stop reason is handled distinctly, as `agentledger.events.stop_reasons` says.
 
 A failed request (no reply) is recorded with its cause and asked again within
-the operator's bound, or ends the run: `events.model_retry`.
+the operator's bound, or ends the run: `agentledger.events.model_retry`.
 
 Server tool uses (web search, web fetch, code execution) are the provider's:
 they stay in the reply's content and are never proposed to our executor."""
@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
 
-from events.budgets import RequestEstimate, exceeded_before_model_request
-from events.claims import Window, expired
-from events.model_retry import ModelFailure, RetryBound, after_failure, out_of_attempts
-from events.state import RunState
-from events.status import RunStatus
-from events.stop_reasons import AfterStop, after_stop
-from events.types import (
+from agentledger.events.budgets import RequestEstimate, exceeded_before_model_request
+from agentledger.events.claims import Window, expired
+from agentledger.events.model_retry import ModelFailure, RetryBound, after_failure, out_of_attempts
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.stop_reasons import AfterStop, after_stop
+from agentledger.events.types import (
     Event,
     ModelRequested,
     ModelResponded,
@@ -32,8 +32,8 @@ from events.types import (
     ToolCallRejected,
     ToolError,
 )
-from schemas.content import ContentBlock, ProviderBlock, ToolUseBlock, Usage
-from schemas.spec import AnthropicModel
+from agentledger.schemas.content import ContentBlock, ProviderBlock, ToolUseBlock, Usage
+from agentledger.schemas.spec import AnthropicModel
 
 NO_RETRY = RetryBound(max_attempts=1)  # a failed request ends the run
 # a reply that arrives while or after the run is cancelled is recorded, not acted on
@@ -42,7 +42,7 @@ _RECORD_ONLY = frozenset({RunStatus.CANCELLING, RunStatus.CANCELLED})
 
 def model_request_due(s: RunState, *, now: float, unreachable: Sequence[Window] = ()) -> bool:
     """Whether the turn's model call may be claimed now: no live claim of another
-    worker holds it, nor the wait after a failed attempt (`events.claims`)."""
+    worker holds it, nor the wait after a failed attempt (`agentledger.events.claims`)."""
     if s.status is not RunStatus.REQUESTING_MODEL:
         return False
     return expired(s.model_claim_deadline, now=now, unreachable=unreachable)
@@ -58,7 +58,7 @@ def request_model(
 ) -> list[Event]:
     """Claim the turn's model call; `estimate` is the size of the request that
     would be sent (the context view's), checked against the budgets first; with
-    `bound`, a turn whose attempts are used up fails instead (`events.model_retry`)."""
+    `bound`, a turn whose attempts are used up fails instead (`agentledger.events.model_retry`)."""
     if not model_request_due(s, now=now):
         return []
     if (ended := exceeded_before_model_request(s, now=now, estimate=estimate)) is not None:
@@ -175,7 +175,7 @@ def record_model_error(
     bound: RetryBound = NO_RETRY,
 ) -> list[Event]:
     """A failed model request is recorded with its cause; the turn is asked again
-    after a wait, or the run fails (`events.model_retry` decides which)."""
+    after a wait, or the run fails (`agentledger.events.model_retry` decides which)."""
     if attempt < 1 or not _holds_claim(s, turn, attempt) or s.status in _RECORD_ONLY:
         return []  # never claimed, a late failure, or the run is being cancelled
     return after_failure(s, failure, turn=turn, attempt=attempt, now=now, bound=bound)

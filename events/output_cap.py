@@ -17,8 +17,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from events.types import AcceptanceChecked, Event, Overflow, ToolCallFailed, ToolCallSucceeded
-from schemas.codec import pack
+from agentledger.events.types import (
+    AcceptanceChecked,
+    Event,
+    Overflow,
+    ToolCallFailed,
+    ToolCallSucceeded,
+)
+from agentledger.schemas.codec import pack
 
 READ_TOOL = "read_output"
 DEFAULT_CAP = 4000  # characters of a result the model sees when its tool declares no cap

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from functools import lru_cache
 
-from schemas.content import Usage
-from schemas.spec import Price
+from agentledger.schemas.content import Usage
+from agentledger.schemas.spec import Price
 
 PRICES_CHECKED = "2026-12-01"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from schemas.content import Message, TextBlock, ToolResultBlock
+from agentledger.schemas.content import Message, TextBlock, ToolResultBlock
 
 Spot = tuple[int, int]  # (message index, block index)
 

@@ -4,15 +4,15 @@ call whose outcome is unknown (its claim ran out, its worker died, its answer
 was lost) is claimed again, MAX_READ_ATTEMPTS tries in all, asking again for its
 locks first if it needs any; the unknown outcome of its last try fails it. A
 write is never tried again here: its lookup, a late outcome or a person says
-what happened (`events.resolution_step`).
+what happened (`agentledger.events.resolution_step`).
 
 Read by `tool_step` (which calls may be claimed, what an unknown outcome leads
 to) and `lock_step` (which calls ask for their locks again)."""
 
 from __future__ import annotations
 
-from events.state import Call
-from events.status import CallStatus
+from agentledger.events.state import Call
+from agentledger.events.status import CallStatus
 
 MAX_READ_ATTEMPTS = 3
 

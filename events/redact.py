@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, quote_plus
 
-from events.types import Event, ModelResponded, RunCreated
-from schemas.content import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
-from schemas.envelope import Envelope
+from agentledger.events.types import Event, ModelResponded, RunCreated
+from agentledger.schemas.content import ContentBlock, TextBlock, ToolResultBlock, ToolUseBlock
+from agentledger.schemas.envelope import Envelope
 
 MIN_SECRET_CHARS = 6  # a shorter value would redact ordinary words and ids
 

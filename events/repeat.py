@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
 
-from events.state import Call, RunState
-from events.status import CallStatus
+from agentledger.events.state import Call, RunState
+from agentledger.events.status import CallStatus
 
 
 @dataclass(frozen=True, slots=True)

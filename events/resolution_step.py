@@ -8,17 +8,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal, assert_never
 
-from events.claims import Window, expired
-from events.state import Call, RunState
-from events.status import CallStatus, RunStatus
-from events.types import Event, RunEscalated, ToolCallConfirmedNotDone, ToolCallSucceeded
+from agentledger.events.claims import Window, expired
+from agentledger.events.state import Call, RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import (
+    Event,
+    RunEscalated,
+    ToolCallConfirmedNotDone,
+    ToolCallSucceeded,
+)
 
 Finding = Literal["done", "not_done", "unknown"]
 
 
 def needs_resolution(c: Call, *, now: float, unreachable: Sequence[Window] = ()) -> bool:
     """A resolvable write whose outcome is unknown, once its claim has expired
-    (`events.claims`): asked earlier, a write still under way could be taken for
+    (`agentledger.events.claims`): asked earlier, a write still under way could be taken for
     not done."""
     unknown = c.status is CallStatus.OUTCOME_UNKNOWN and not c.read_only and c.resolvable
     return unknown and expired(

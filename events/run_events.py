@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from events.event_model import EventModel
-from schemas.spec import RunSpec
+from agentledger.events.event_model import EventModel
+from agentledger.schemas.spec import RunSpec
 
 EscalationReason = Literal["repeated_failure", "refusal", "outcome_unknown"]
 

@@ -3,23 +3,23 @@ threads start: two tool calls and an end turn, each event of the hot path twice
 (`sample_log`). Folding it, and reading it back through the codec and a
 snapshot, runs the code a run's first load runs, so that the first load of a
 real run is not the one that pays for the interpreter's first pass over it
-(`services.bootstrap.prepare_readers`). It is never written anywhere."""
+(`agentledger.services.bootstrap.prepare_readers`). It is never written anywhere."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from events.fold import fold
-from events.model_step import record_model_reply, request_model
-from events.settle import settle_batch
-from events.state import RunState
-from events.tool_step import Succeeded, claim_call, record_outcome
-from events.types import Event, ModelRequested, RunCreated, ToolCallStarted
-from events.validation_step import Finding, validate_call
-from schemas.content import TextBlock, ToolUseBlock, Usage
-from schemas.envelope import Envelope
-from schemas.spec import RunSpec, ToolSpec
+from agentledger.events.fold import fold
+from agentledger.events.model_step import record_model_reply, request_model
+from agentledger.events.settle import settle_batch
+from agentledger.events.state import RunState
+from agentledger.events.tool_step import Succeeded, claim_call, record_outcome
+from agentledger.events.types import Event, ModelRequested, RunCreated, ToolCallStarted
+from agentledger.events.validation_step import Finding, validate_call
+from agentledger.schemas.content import TextBlock, ToolUseBlock, Usage
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import RunSpec, ToolSpec
 
 E = TypeVar("E", bound=Event)
 RUN_ID = "sample-run"

@@ -5,7 +5,7 @@ last steps repeat the same failure K times goes to a human; a run that waits for
 a human only because a write's outcome was unknown goes on once that outcome is
 known (its result came late, or its lookup found it).
 
-`settle_batch` is the rule the step engine (`services.handlers.runs`) applies to
+`settle_batch` is the rule the step engine (`agentledger.services.handlers.runs`) applies to
 every batch; the fold it is given is the writer's (envelopes as they will be
 stored), so follow-ups are decided on the state the log will hold."""
 
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from events.counted import counted
-from events.repeat import failing_streak
-from events.state import RunState
-from events.status import CallStatus, RunStatus
-from events.types import Event, RunCancelled, RunEscalated, RunResumed
+from agentledger.events.counted import counted
+from agentledger.events.repeat import failing_streak
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import Event, RunCancelled, RunEscalated, RunResumed
 
 FoldOn = Callable[[RunState, Sequence[Event]], RunState]
 

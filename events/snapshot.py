@@ -21,12 +21,12 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from events.history import History
-from events.state import Call, Check, RunState, Turn
-from events.status import CallStatus, RunStatus
-from events.types import Overflow, ToolError
-from schemas.content import ContentBlock, Usage
-from schemas.spec import RunSpec
+from agentledger.events.history import History
+from agentledger.events.state import Call, Check, RunState, Turn
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import Overflow, ToolError
+from agentledger.schemas.content import ContentBlock, Usage
+from agentledger.schemas.spec import RunSpec
 
 VERSION = 4  # 2: the tail turns are read on demand, as the pages are; 3: the escalation
 # a person's answer must name, and the run's publisher (a version-2 record has neither:

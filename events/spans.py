@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, assert_never
 
-from events.fold import apply
-from events.state import Call, RunState
-from events.types import (
+from agentledger.events.fold import apply
+from agentledger.events.state import Call, RunState
+from agentledger.events.types import (
     AcceptanceChecked,
     AcceptanceFailed,
     AcceptanceStarted,
@@ -49,8 +49,8 @@ from events.types import (
     ToolCallStarted,
     ToolCallWaiting,
 )
-from schemas.envelope import Envelope
-from schemas.spec import AnthropicModel, ReplayModel, RunSpec, ScriptedModel
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import AnthropicModel, ReplayModel, RunSpec, ScriptedModel
 
 AttrValue = str | bool | int | float | tuple[str, ...]
 Attributes = Mapping[str, AttrValue]

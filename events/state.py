@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.history import History
-from events.status import CallStatus, RunStatus
-from events.types import EscalationReason, Overflow, ToolError
-from schemas.content import ContentBlock, Usage
-from schemas.spec import RunSpec
+from agentledger.events.history import History
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import EscalationReason, Overflow, ToolError
+from agentledger.schemas.content import ContentBlock, Usage
+from agentledger.schemas.spec import RunSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +101,7 @@ class RunState:
     acceptance_claim_deadline: float | None = None
     checks: tuple[Check, ...] = ()
     detail: str = ""
-    failed_acceptance: str | None = None  # the latest failed acceptance, told (events.causes)
+    failed_acceptance: str | None = None  # the latest failed acceptance, told (agentledger.events.causes)
     escalated_for: EscalationReason | None = None  # why the run waits for a human (RunEscalated.reason)
     escalation: int | None = None  # the seq of the latest RunEscalated: what an answer must name
     publisher: str | None = None  # who published its request (RunCreated.publisher)

@@ -1,6 +1,6 @@
 """What a model reply's stop reason asks of the run, its one home. Every stop
-reason the API sends has its meaning here; the fold (`events.fold`: where the
-reply moves the run) and the model step (`events.model_step`: what follows the
+reason the API sends has its meaning here; the fold (`agentledger.events.fold`: where the
+reply moves the run) and the model step (`agentledger.events.model_step`: what follows the
 reply in its batch) both read it, so a new stop reason is handled in one place,
 and mypy fails until it is:
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import assert_never
 
-from events.status import RunStatus
-from events.types import StopReason
+from agentledger.events.status import RunStatus
+from agentledger.events.types import StopReason
 
 
 class AfterStop(StrEnum):

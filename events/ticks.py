@@ -1,7 +1,7 @@
 """What the passing of time decides, for the sweeper: claims whose worker went
 silent past their deadline, approval requests nobody answered, and the
 wall-clock budget of a live or waiting run. A read-only call whose claiming
-worker is known to be dead (`dead`: the shell's proof, `services.adapters.
+worker is known to be dead (`dead`: the shell's proof, `agentledger.services.adapters.
 redis.worker_deaths`) is settled at once, as its deadline would settle it: no
 read can still be running in a process that is gone, and an unknown read may
 run again anyway. A write keeps its deadline (an effect it set going, a child
@@ -9,19 +9,19 @@ process or a request already sent, may still land).
 
 Time the sweeper could not reach Redis (`unreachable`: the windows it saw, from
 its last good call to its first one after) does not count against a claim: a
-claim's expiry is `events.claims`' rule, so a worker that rode out the outage
+claim's expiry is `agentledger.events.claims`' rule, so a worker that rode out the outage
 with its outcome in hand lands it before the claim is judged."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from events.budgets import wall_clock_exceeded
-from events.claims import Window, expired, lapses_at
-from events.state import RunState
-from events.status import CallStatus, RunStatus
-from events.tool_step import unknown_outcome
-from events.types import ApprovalDenied, Event, RunEscalated
+from agentledger.events.budgets import wall_clock_exceeded
+from agentledger.events.claims import Window, expired, lapses_at
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.tool_step import unknown_outcome
+from agentledger.events.types import ApprovalDenied, Event, RunEscalated
 
 
 def on_tick(
@@ -42,7 +42,7 @@ def on_tick(
 
 def next_tick(s: RunState, *, unreachable: Sequence[Window] = ()) -> float | None:
     """The earliest time at which the passing of time alone may move the run: a
-    claim's deadline (model, acceptance, a tool call in flight), as `events.claims`
+    claim's deadline (model, acceptance, a tool call in flight), as `agentledger.events.claims`
     counts it past `unreachable`, or an approval's expiry. None when no such moment
     is pending (the wall-clock budget is left to the sweeper's regular looks)."""
     if not s.status.watched:

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from events.budgets import wall_clock_exceeded
-from events.read_retry import retried, tries_left
-from events.state import Call, RunState
-from events.status import CallStatus, RunStatus
-from events.types import (
+from agentledger.events.budgets import wall_clock_exceeded
+from agentledger.events.read_retry import retried, tries_left
+from agentledger.events.state import Call, RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import (
     Event,
     RunEscalated,
     ToolCallCancelled,
@@ -63,7 +63,7 @@ def runnable(s: RunState) -> list[Call]:
 
 def claimable(call: Call) -> bool:
     """Holds its locks (or needs none): validated, or a read-only call whose
-    outcome is unknown with tries left (`events.read_retry`)."""
+    outcome is unknown with tries left (`agentledger.events.read_retry`)."""
     if call.status is CallStatus.SCHEDULED:
         return True
     if call.reads or call.writes:

@@ -8,13 +8,13 @@
 A run row is (from, event class, to): `fold.apply` computes where an event
 leads and this table says whether that move is legal. A call row is
 (from, event class) -> to. Anything not listed raises `IllegalTransition`.
-Rows name the event classes of `events.types`, never their type strings, so a
+Rows name the event classes of `agentledger.events.types`, never their type strings, so a
 misspelt or removed event fails to import (and mypy) instead of matching nothing."""
 
 from __future__ import annotations
 
-from events.status import LIVE, TERMINAL, CallStatus, RunStatus
-from events.types import (
+from agentledger.events.status import LIVE, TERMINAL, CallStatus, RunStatus
+from agentledger.events.types import (
     AcceptanceChecked,
     AcceptanceCheckStopped,
     AcceptanceFailed,

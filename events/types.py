@@ -11,14 +11,14 @@ from typing import Annotated, get_args
 
 from pydantic import BaseModel, Field
 
-from events.acceptance_events import (
+from agentledger.events.acceptance_events import (
     AcceptanceChecked,
     AcceptanceCheckStopped,
     AcceptanceFailed,
     AcceptanceStarted,
     Signal,
 )
-from events.call_events import (
+from agentledger.events.call_events import (
     ApprovalDenied,
     ApprovalGranted,
     ApprovalRequested,
@@ -37,20 +37,20 @@ from events.call_events import (
     ToolCallValidated,
     ToolCallWaiting,
 )
-from events.event_model import (
+from agentledger.events.event_model import (
     ErrorCode,
     FieldError,
     Overflow,
     ToolError,
 )
-from events.model_events import (
+from agentledger.events.model_events import (
     ModelErrorKind,
     ModelRequested,
     ModelRequestFailed,
     ModelResponded,
     StopReason,
 )
-from events.run_events import (
+from agentledger.events.run_events import (
     DEFAULT_QUEUE,
     BudgetName,
     EscalationReason,
@@ -66,7 +66,7 @@ from events.run_events import (
     RunResumed,
     RunTimedOut,
 )
-from schemas.codec import EventCodec
+from agentledger.schemas.codec import EventCodec
 
 __all__ = [
     "AcceptanceCheckStopped",

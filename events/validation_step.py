@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from events.state import RunState
-from events.status import CallStatus, RunStatus
-from events.types import (
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import (
     ApprovalRequested,
     ErrorCode,
     Event,
@@ -21,7 +21,7 @@ from events.types import (
     ToolCallValidated,
     ToolError,
 )
-from schemas.spec import ToolSpec
+from agentledger.schemas.spec import ToolSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,8 +13,8 @@ from typing import Any
 import msgpack
 from pydantic import BaseModel, ValidationError
 
-from schemas.envelope import Envelope, construct
-from schemas.errors import InvalidEvent
+from agentledger.schemas.envelope import Envelope, construct
+from agentledger.schemas.errors import InvalidEvent
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.ids import EventId, RunId
+from agentledger.schemas.ids import EventId, RunId
 
 E = TypeVar("E", bound=BaseModel)
 

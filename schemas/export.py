@@ -9,10 +9,10 @@ from typing import Any
 
 from pydantic import BaseModel, TypeAdapter
 
-from schemas.envelope import Envelope
-from schemas.inbox import InboxMessage
-from schemas.publishers import PublishersFile
-from schemas.spec import RunSpec
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.inbox import InboxMessage
+from agentledger.schemas.publishers import PublishersFile
+from agentledger.schemas.spec import RunSpec
 
 HERE = Path(__file__).parent
 

@@ -4,7 +4,7 @@ rejected stream with its reason.
 
 Every message carries, inside the signed bytes, when it was issued (`issued_at`,
 unix seconds) and a `nonce` of its own: the intake refuses one outside its
-replay window or whose nonce it has seen (`services.loops.intake.publish` stamps
+replay window or whose nonce it has seen (`agentledger.services.loops.intake.publish` stamps
 both just before signing; built without them, a message is refused). A control
 that answers a human escalation names it (`escalation`: the seq of the
 `RunEscalated` event), so a late or replayed answer never answers a later one."""
@@ -15,8 +15,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.names import QUEUE_PATTERN, RUN_ID_PATTERN
-from schemas.spec import RunSpec
+from agentledger.schemas.names import QUEUE_PATTERN, RUN_ID_PATTERN
+from agentledger.schemas.spec import RunSpec
 
 TOOLSET_PATTERN = r"^[0-9a-f]{16,64}$"
 NONCE_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"

@@ -26,7 +26,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schemas.names import PUBLISHER_NAME_PATTERN
+from agentledger.schemas.names import PUBLISHER_NAME_PATTERN
 
 KEY_PATTERN = r"^[0-9a-fA-F]{32,256}$"  # at least 128 bits
 ROOT_PATTERN = r"^/[^\x00]{0,4095}$"  # an absolute folder

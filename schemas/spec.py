@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from schemas.names import QUEUE_PATTERN
+from agentledger.schemas.names import QUEUE_PATTERN
 
 
 class _Spec(BaseModel):

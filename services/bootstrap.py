@@ -1,7 +1,7 @@
 """The composition root: builds the Redis client, the store, the clock, the model
 adapters, the lock table, the ledger, the run repository and the worker pools
 of one tool set from one Settings object. The intake is a role of its own, in a
-process with no tool code (`services.intake_role`)."""
+process with no tool code (`agentledger.services.intake_role`)."""
 
 from __future__ import annotations
 
@@ -16,42 +16,42 @@ import dramatiq
 import redis
 from dramatiq.middleware import Middleware, Retries, ShutdownNotifications, TimeLimit
 
-from events import fold, snapshot
-from events.commands import Pool
-from services.adapters.broker.budgets import Budgets, thread_budgets
-from services.adapters.broker.log_context import context_middleware
-from services.adapters.broker.membership import Membership
-from services.adapters.broker.outbox import Outbox, send
-from services.adapters.broker.streams_broker import StreamsBroker
-from services.adapters.ledger.redis_ledger import RedisLedger
-from services.adapters.locks.redis_locks import RedisLocks
-from services.adapters.models.choice import model_for as model_for  # re-exported
-from services.adapters.redis.client import redis_client as redis_client  # re-exported
-from services.adapters.redis.directory import Directory
-from services.adapters.redis.shards import shards_ever as shards_ever  # re-exported
-from services.adapters.redis.worker_deaths import WorkerDeaths
-from services.adapters.store.port import Outgoing
-from services.adapters.store.redacting import RedactingStore
-from services.adapters.store.redis_store import RedisEventStore
-from services.adapters.tools import sandbox_probe
-from services.adapters.tools.toolset import ToolSet
-from services.clock import SystemClock, worker_name
-from services.handlers.actors import declare_actors
-from services.handlers.app import App, Carrying
-from services.handlers.runs import Observe, Runs
-from services.handlers.state_cache import cache_for, warm_up
-from services.keys import keys_for
-from services.lock_partitions import lock_partitions
-from services.loops.sweeper import run_sweeper
-from services.process_memory import limit_arenas
-from services.secrets import configure as configure_secrets
-from services.secrets import stored_redactor
-from services.settings import Settings
-from services.structured_logs import set_worker
+from agentledger.events import fold, snapshot
+from agentledger.events.commands import Pool
+from agentledger.services.adapters.broker.budgets import Budgets, thread_budgets
+from agentledger.services.adapters.broker.log_context import context_middleware
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.broker.outbox import Outbox, send
+from agentledger.services.adapters.broker.streams_broker import StreamsBroker
+from agentledger.services.adapters.ledger.redis_ledger import RedisLedger
+from agentledger.services.adapters.locks.redis_locks import RedisLocks
+from agentledger.services.adapters.models.choice import model_for as model_for  # re-exported
+from agentledger.services.adapters.redis.client import redis_client as redis_client  # re-exported
+from agentledger.services.adapters.redis.directory import Directory
+from agentledger.services.adapters.redis.shards import shards_ever as shards_ever  # re-exported
+from agentledger.services.adapters.redis.worker_deaths import WorkerDeaths
+from agentledger.services.adapters.store.port import Outgoing
+from agentledger.services.adapters.store.redacting import RedactingStore
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.adapters.tools import sandbox_probe
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.clock import SystemClock, worker_name
+from agentledger.services.handlers.actors import declare_actors
+from agentledger.services.handlers.app import App, Carrying
+from agentledger.services.handlers.runs import Observe, Runs
+from agentledger.services.handlers.state_cache import cache_for, warm_up
+from agentledger.services.keys import keys_for
+from agentledger.services.lock_partitions import lock_partitions
+from agentledger.services.loops.sweeper import run_sweeper
+from agentledger.services.process_memory import limit_arenas
+from agentledger.services.secrets import configure as configure_secrets
+from agentledger.services.secrets import stored_redactor
+from agentledger.services.settings import Settings
+from agentledger.services.structured_logs import set_worker
 
 if TYPE_CHECKING:  # prometheus_client is imported only when metrics are on
-    from services.adapters.metrics.instruments import Instruments
-    from services.adapters.metrics.scrape import RedisCollector, Served
+    from agentledger.services.adapters.metrics.instruments import Instruments
+    from agentledger.services.adapters.metrics.scrape import RedisCollector, Served
 
 log = logging.getLogger(__name__)
 ALL_POOLS = (Pool.MODEL, Pool.TOOLS, Pool.ACCEPT)
@@ -75,7 +75,9 @@ def prepare_readers() -> None:
 
 def redis_collector(settings: Settings, client: redis.Redis, served: Sequence[Served]) -> RedisCollector:
     """What a metrics scrape reads from Redis (the operations port's collector)."""
-    from services.adapters.metrics.scrape import RedisCollector  # prometheus_client: metrics on
+    from agentledger.services.adapters.metrics.scrape import (
+        RedisCollector,  # prometheus_client: metrics on
+    )
 
     keys = keys_for(settings)
     shards = shards_ever(client, keys)
@@ -142,7 +144,7 @@ def build_app(
 @dataclass
 class Services:
     """The worker pools of one tool set on one task queue, plus the sweeper loop, in
-    one process (no intake: that role loads no tool code, `services.intake_role`)."""
+    one process (no intake: that role loads no tool code, `agentledger.services.intake_role`)."""
 
     app: App
     client: redis.Redis
@@ -155,8 +157,8 @@ class Services:
     stop_flag: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     loop_members: list[Membership] = field(default_factory=list)  # the sweeper's
-    tracing: Any = None  # services.adapters.tracing.otel.Tracing, when traces are exported
-    trace_export: Any = None  # its loop (services.loops.trace_export.TraceExport)
+    tracing: Any = None  # agentledger.services.adapters.tracing.otel.Tracing, when traces are exported
+    trace_export: Any = None  # its loop (agentledger.services.loops.trace_export.TraceExport)
     retool_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self, *, loops: bool = True) -> None:
@@ -228,8 +230,10 @@ class Services:
 
     def _start_trace_export(self, shards: range) -> None:
         """OTEL_EXPORTER_OTLP_* set: the runs' spans go out live, with the model SDK's."""
-        from services.adapters.tracing.otel import install  # the SDK only when asked for
-        from services.loops.trace_export import TraceExport
+        from agentledger.services.adapters.tracing.otel import (
+            install,  # the SDK only when asked for
+        )
+        from agentledger.services.loops.trace_export import TraceExport
 
         self.tracing = install()
         export = TraceExport(
@@ -292,7 +296,7 @@ class Services:
 
 
 def pool_threads(settings: Settings, pools: Iterable[Pool]) -> dict[str, int]:
-    """Each served pool's own thread budget (`services.adapters.broker.budgets`)."""
+    """Each served pool's own thread budget (`agentledger.services.adapters.broker.budgets`)."""
     given = {
         "model": settings.model_threads,
         "tools": settings.tools_threads,

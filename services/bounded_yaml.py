@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from schemas.json_limits import MAX_DEPTH, MAX_MESSAGE_BYTES
+from agentledger.schemas.json_limits import MAX_DEPTH, MAX_MESSAGE_BYTES
 
 # libyaml's parser where PyYAML was built with it (10x faster on a long script), same events
 LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -37,7 +37,7 @@ class UnknownRun(ServiceError):
 
 
 class SampleMisread(ServiceError):
-    """The sample run (`events.sample_run`), read back as a first load reads a run,
+    """The sample run (`agentledger.events.sample_run`), read back as a first load reads a run,
     is not the run it was: this build would load runs wrong, so no worker starts."""
 
     def __init__(self, what: str):

@@ -6,7 +6,7 @@ reads the run repository, the directory of tool-set manifests the workers
 registered and the publishers file.
 
 A deployment intake reads the streams of every publisher in its file, and only
-while the file is the deployment's (`services.loops.agreement`): at its start it
+while the file is the deployment's (`agentledger.services.loops.agreement`): at its start it
 records the file's digest when none is recorded, and refuses to start with
 another file. The embedded run's intake (`only`) reads its own publisher's
 streams alone, in a membership group of that publisher (it never owns a
@@ -22,23 +22,23 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from services.adapters.broker.membership import Membership
-from services.adapters.publishers.publishers_file import VARIABLE, Registry
-from services.adapters.redis.directory import Directory
-from services.adapters.tools.toolset import ToolSet
-from services.bootstrap import build_app
-from services.clock import worker_name
-from services.errors import ConfigError
-from services.handlers.app import App
-from services.keys import keys_for
-from services.loops import inbox_parse
-from services.loops.agreement import Agreement
-from services.loops.intake import BEATS_PER_TTL, Intake
-from services.settings import Settings
-from services.structured_logs import set_worker
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.publishers.publishers_file import VARIABLE, Registry
+from agentledger.services.adapters.redis.directory import Directory
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.bootstrap import build_app
+from agentledger.services.clock import worker_name
+from agentledger.services.errors import ConfigError
+from agentledger.services.handlers.app import App
+from agentledger.services.keys import keys_for
+from agentledger.services.loops import inbox_parse
+from agentledger.services.loops.agreement import Agreement
+from agentledger.services.loops.intake import BEATS_PER_TTL, Intake
+from agentledger.services.settings import Settings
+from agentledger.services.structured_logs import set_worker
 
 if TYPE_CHECKING:
-    from services.adapters.metrics.instruments import Instruments
+    from agentledger.services.adapters.metrics.instruments import Instruments
 
 log = logging.getLogger(__name__)
 NO_TOOLS = ToolSet(modules=(), fingerprint="", tools={})  # the intake runs no tool

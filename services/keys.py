@@ -20,7 +20,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.settings import Settings
+    from agentledger.services.settings import Settings
 
 _SUFFIX = re.compile(r"\.s(\d{1,4})$")
 _INBOX = re.compile(r"^:\{in(\d+)\}:inbox:(.+)$")
@@ -59,7 +59,7 @@ class Keys:
 
     def overflow(self, run_id: str) -> str:
         """Hash: the run's overflow pages ('<event id>:<n>' -> text), the rest of tool-made
-        fields too large for their event (`events.output_cap`); part of the log."""
+        fields too large for their event (`agentledger.events.output_cap`); part of the log."""
         return f"{self.prefix}:{{{self.shard(run_id)}}}:over:{run_id}"
 
     def feed(self, shard: int) -> str:
@@ -149,7 +149,7 @@ class Keys:
 
 def keys_for(settings: Settings) -> Keys:
     """The keys of a deployment; the lock partitions are this Redis's recorded count
-    (`services.lock_partitions`), filled in by the composition root."""
+    (`agentledger.services.lock_partitions`), filled in by the composition root."""
     return Keys(
         settings.prefix,
         settings.shards,

@@ -1,6 +1,6 @@
 """How many partitions this deployment's lock table has: one decision, made once.
 
-A resource's partition is crc32(name) mod N (`events.lock_partitions`), so
+A resource's partition is crc32(name) mod N (`agentledger.events.lock_partitions`), so
 changing N would move resources to partitions where their holders are not: two
 processes with different counts could both grant one key. N is therefore
 recorded in the deployment's `meta` hash the first time (HSETNX) and a process
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import redis
 
-from events.counted import counted
-from services.adapters.redis.client import is_cluster
-from services.errors import ConfigError
-from services.keys import LOCK_PARTS, Keys
-from services.settings import Settings
+from agentledger.events.counted import counted
+from agentledger.services.adapters.redis.client import is_cluster
+from agentledger.services.errors import ConfigError
+from agentledger.services.keys import LOCK_PARTS, Keys
+from agentledger.services.settings import Settings
 
 VARIABLE = "AGENTLEDGER_LOCK_PARTITIONS"
 FIELD = "lock_partitions"

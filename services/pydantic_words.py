@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic_core import ErrorDetails
 
-from events.counted import counted
+from agentledger.events.counted import counted
 
 
 def plain_reason(err: ErrorDetails, *, given: str = "; got ") -> str:

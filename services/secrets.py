@@ -12,7 +12,7 @@
   the publishers file changes (looked at no more than once a CHECK_S).
 
 Every value seen is also taught to the logging filter, so that no log line of
-this process shows it, in any of its encoded forms (`events.redact`)."""
+this process shows it, in any of its encoded forms (`agentledger.events.redact`)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,11 @@ import time
 from functools import lru_cache
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from events.redact import Redactor, encoded_forms, redactor
-from schemas.spec import RunSpec
-from services.adapters.publishers import publishers_file
-from services.errors import ConfigError
-from services.settings import Settings, read_key_variable, read_secrets
+from agentledger.events.redact import Redactor, encoded_forms, redactor
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.errors import ConfigError
+from agentledger.services.settings import Settings, read_key_variable, read_secrets
 
 CHECK_S = 1.0  # the publishers file is looked at (stat) at most this often
 REDIS_PASSWORD = "redis_password"

@@ -1,5 +1,5 @@
 """The composition of a command that reads or acts (the CLI's, the web view's):
-settings, a Redis (located, maybe started: `services.adapters.redis.locate`),
+settings, a Redis (located, maybe started: `agentledger.services.adapters.redis.locate`),
 and the ports over it — the store, the run reader, the inbox, the broker's
 admin. The entrypoints get their adapters here and never speak Redis; the
 command says once, on stderr, which Redis it uses when that is not REDIS_URL."""
@@ -13,21 +13,21 @@ from dataclasses import dataclass
 
 import redis
 
-from events.state import RunState
-from services.adapters.broker.admin_port import BrokerAdmin
-from services.adapters.broker.redis_admin import RedisBrokerAdmin
-from services.adapters.inbox.port import Inbox
-from services.adapters.inbox.redis_inbox import RedisInbox
-from services.adapters.reading.port import RunReader
-from services.adapters.reading.redis_reader import RedisRunReader
-from services.adapters.redis.client import redis_client
-from services.adapters.redis.local_service import Waiting
-from services.adapters.redis.locate import Located, locate
-from services.adapters.store.redis_store import RedisEventStore
-from services.handlers.state_cache import cache_for
-from services.keys import Keys, keys_for
-from services.secrets import configure as configure_secrets
-from services.settings import Settings
+from agentledger.events.state import RunState
+from agentledger.services.adapters.broker.admin_port import BrokerAdmin
+from agentledger.services.adapters.broker.redis_admin import RedisBrokerAdmin
+from agentledger.services.adapters.inbox.port import Inbox
+from agentledger.services.adapters.inbox.redis_inbox import RedisInbox
+from agentledger.services.adapters.reading.port import RunReader
+from agentledger.services.adapters.reading.redis_reader import RedisRunReader
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.adapters.redis.local_service import Waiting
+from agentledger.services.adapters.redis.locate import Located, locate
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.handlers.state_cache import cache_for
+from agentledger.services.keys import Keys, keys_for
+from agentledger.services.secrets import configure as configure_secrets
+from agentledger.services.settings import Settings
 
 
 @dataclass

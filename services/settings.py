@@ -1,6 +1,6 @@
 """One frozen settings object, read at the edge. Nothing else reads os.environ.
 
-Every value is checked here (each variable on its own in `services.settings_env`,
+Every value is checked here (each variable on its own in `agentledger.services.settings_env`,
 which holds the table of variables; the values together below): a bad one is a
 ConfigError naming the variable (the CLI prints it and exits 2), never a
 traceback later."""
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from schemas.json_limits import MAX_MESSAGE_BYTES
-from services.errors import ConfigError
-from services.settings_env import ENV, otlp_traces_wanted, read_values, workspace_roots
+from agentledger.schemas.json_limits import MAX_MESSAGE_BYTES
+from agentledger.services.errors import ConfigError
+from agentledger.services.settings_env import ENV, otlp_traces_wanted, read_values, workspace_roots
 
 SANDBOX_MODES = frozenset({"on", "off"})
 NO_PROBE = "off"  # AGENTLEDGER_PROBE_URL=off (or unset): probe nothing
@@ -42,7 +42,7 @@ class Settings:
     inbox_partitions: int = 4
     # partitions of the lock table, fixed per deployment (recorded in Redis at the first
     # start; a process asking for another count refuses to start). None: the recorded
-    # count, else 1 on one Redis and 8 on a cluster (services.lock_partitions says why)
+    # count, else 1 on one Redis and 8 on a cluster (agentledger.services.lock_partitions says why)
     lock_partitions: int | None = None
     lease_s: float = 2.0  # a live run idle this long is re-driven by the sweeper
     member_ttl_s: float = 2.0  # a worker silent this long is gone: its shards move on
@@ -52,7 +52,7 @@ class Settings:
     ledger_keep_s: float = 30 * 86400.0  # a done operation key is replayed this long (0: forever)
     sweep_interval_s: float = 0.5  # a pass is 2-3 small calls; it also beats membership
     # how long one model request may take before another worker asks again (an attempt);
-    # the turn's attempts and the time its retries may take (`events.model_retry`): past
+    # the turn's attempts and the time its retries may take (`agentledger.events.model_retry`): past
     # either, a model error ends the run `failed` with its cause
     model_lease_s: float = 240.0
     model_max_attempts: int = 5
@@ -106,7 +106,7 @@ class Settings:
     max_tool_timeout_s: float = 600.0  # a tool call's timeout (the tool's, the spec's tool_timeout_s)
     max_mcp_timeout_s: float = 600.0  # an MCP tool call's timeout (the servers file's timeout_s)
     # threads of each pool of a process; None: its share of worker_threads
-    # (services.adapters.broker.budgets.thread_budgets: accept a quarter, model and tools the rest)
+    # (agentledger.services.adapters.broker.budgets.thread_budgets: accept a quarter, model and tools the rest)
     model_threads: int | None = None
     tools_threads: int | None = None
     accept_threads: int | None = None

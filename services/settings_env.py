@@ -2,14 +2,14 @@
 sets and of what kind (`ENV`), a line saying what each does (`ENV_HELP`, the
 reference page is made from it), the variables read besides (`ENV_ALSO`), and
 reading them: every value is checked here, a bad one is a ConfigError naming
-the variable. `services.settings` builds the settings object from what is read."""
+the variable. `agentledger.services.settings` builds the settings object from what is read."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 
-from services.errors import ConfigError
+from agentledger.services.errors import ConfigError
 
 ENV: dict[str, tuple[str, type]] = {
     "REDIS_URL": ("redis_url", str),

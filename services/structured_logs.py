@@ -1,10 +1,10 @@
 """Log lines as JSON (`--log-format json`): one object a line on stderr with the
 time, level, logger, message and, on every record, the run id, call id, pool
 and worker it was written for (null when none). The ids come from context
-variables a dramatiq middleware (`services.adapters.broker.log_context`) sets
+variables a dramatiq middleware (`agentledger.services.adapters.broker.log_context`) sets
 around each message (a worker thread has its own context), so no call site
 passes them; a step carried on into another pool's work says so itself
-(`scope`), and a tool's thread gets a copy of its caller's context. Redaction is the same filter as for text (`services.secrets`):
+(`scope`), and a tool's thread gets a copy of its caller's context. Redaction is the same filter as for text (`agentledger.services.secrets`):
 the message and the traceback are redacted before this formatter sees them."""
 
 from __future__ import annotations

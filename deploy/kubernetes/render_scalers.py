@@ -51,8 +51,8 @@ def worker_deployments() -> list[tuple[str, list[str]]]:
 
 def streams_of(args: list[str], prefix: str, shards: int) -> list[tuple[str, str]]:
     """(pool, stream) for every stream the workers with these args read."""
-    from services.adapters.tools.toolset import fingerprint_of
-    from services.entrypoints.cli.parser import parser
+    from agentledger.services.adapters.tools.toolset import fingerprint_of
+    from agentledger.services.entrypoints.cli.parser import parser
 
     parsed = parser().parse_args(args)
     paths = [

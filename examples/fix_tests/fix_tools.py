@@ -15,7 +15,7 @@ every host, and two runs' copies are two resources."""
 import subprocess
 import sys
 
-from services.tools import ToolContext, ToolFailure, WorkspaceFiles, file_resource, tool
+from agentledger import ToolContext, ToolFailure, WorkspaceFiles, file_resource, tool
 
 MAX_READ_BYTES = 100_000
 MAX_WRITE_BYTES = 256_000

@@ -2,7 +2,7 @@
 
 import json
 
-from services.tools import ToolContext, ToolFailure, WorkspaceFiles, tool
+from agentledger import ToolContext, ToolFailure, WorkspaceFiles, tool
 
 STOCK = "stock.json"
 

@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from services.tools import ToolContext, ToolFailure, WorkspaceFiles, file_resource, tool
+from agentledger import ToolContext, ToolFailure, WorkspaceFiles, file_resource, tool
 
 
 def _file(args: dict, workspace: str | None) -> list[str]:

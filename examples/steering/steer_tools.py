@@ -3,7 +3,7 @@ tool, a subprocess that ignores SIGTERM, and a write that needs approval."""
 
 import time
 
-from services.tools import ToolContext, WorkspaceFiles, file_resource, tool
+from agentledger import ToolContext, WorkspaceFiles, file_resource, tool
 
 
 @tool(read_only=True, reads=lambda a, ws: [file_resource(a["path"], ws)])

@@ -21,19 +21,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from events.errors import ControlRefused
-from events.grants import control_refusal
-from events.state import RunState
-from schemas import inbox
-from schemas.envelope import Envelope
-from services.adapters.inbox.port import Liveness
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
-from services.entrypoints.reply import shown
-from services.errors import BadOption, ConfigError
-from services.loops.intake import decide_control
-from services.session import Session
-from services.settings import Settings, masked
+from agentledger.events.errors import ControlRefused
+from agentledger.events.grants import control_refusal
+from agentledger.events.state import RunState
+from agentledger.schemas import inbox
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.adapters.inbox.port import Liveness
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.entrypoints.reply import shown
+from agentledger.services.errors import BadOption, ConfigError
+from agentledger.services.loops.intake import decide_control
+from agentledger.services.session import Session
+from agentledger.services.settings import Settings, masked
 
 TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox
 WAIT_S = 10.0  # for its verdict, once it took the message

@@ -9,9 +9,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
-from events.causes import check_cause
-from events.model_step import refusal_details
-from events.types import (
+from agentledger.events.causes import check_cause
+from agentledger.events.model_step import refusal_details
+from agentledger.events.types import (
     AcceptanceChecked,
     AcceptanceCheckStopped,
     AcceptanceFailed,
@@ -48,9 +48,9 @@ from events.types import (
     ToolCallValidated,
     ToolCallWaiting,
 )
-from schemas.content import ProviderBlock, TextBlock
-from schemas.envelope import Envelope
-from services.clock import RUN_ID_WIDTH
+from agentledger.schemas.content import ProviderBlock, TextBlock
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.clock import RUN_ID_WIDTH
 
 WIDTH = 100
 CAUSE_WIDTH = 240  # a failed check's line: what it checked and why it failed, output tail included

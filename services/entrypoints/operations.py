@@ -23,16 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from services.adapters.metrics.scrape import Served
-from services.adapters.metrics.server import OpsServer
-from services.bootstrap import redis_collector, redis_problem
-from services.handlers.app import App
-from services.settings import Settings
+from agentledger.services.adapters.metrics.scrape import Served
+from agentledger.services.adapters.metrics.server import OpsServer
+from agentledger.services.bootstrap import redis_collector, redis_problem
+from agentledger.services.handlers.app import App
+from agentledger.services.settings import Settings
 
 if TYPE_CHECKING:
     import redis
 
-    from services.adapters.metrics.instruments import Instruments
+    from agentledger.services.adapters.metrics.instruments import Instruments
 
 BEAT_S = 1.0
 SILENT_S = 15.0  # a process whose beat is older than this is not alive

@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from events.state import RunState
-from events.status import RunStatus
-from services.adapters.reading.port import Position, RunReader
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.services.adapters.reading.port import Position, RunReader
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

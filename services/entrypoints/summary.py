@@ -7,8 +7,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from events.state import RunState
-from events.status import RunStatus
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
 
 
 def iso(at: float | None) -> str | None:

@@ -1,11 +1,11 @@
 """The acceptance pool's step: claim the run's acceptance for as long as its
 checks may take (`AcceptClaim`: held to the operator's maximum and the run's
-wall clock), run every declared check itself (`services.handlers.checks`),
+wall clock), run every declared check itself (`agentledger.services.handlers.checks`),
 record each result with its evidence and when it was gathered, then the outcome
 (`check`: it gives the step that records them). The checks stop once the run stops: no check starts on a cancelled
 run or past its wall clock, and one that was running when the run stopped is
 recorded as stopped (`AcceptanceCheckStopped`), with the signals it got. Who
-takes these steps, and what they carry on with, is `services.handlers.carry`'s."""
+takes these steps, and what they carry on with, is `agentledger.services.handlers.carry`'s."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from events.acceptance_step import (
+from agentledger.events.acceptance_step import (
     CheckResult,
     claim_s,
     record_acceptance,
@@ -21,12 +21,12 @@ from events.acceptance_step import (
     start_acceptance,
     wall_clock_left,
 )
-from events.state import RunState
-from events.types import AcceptanceStarted, Event
-from services.handlers.app import App
-from services.handlers.checks import Verdict, run_check
-from services.handlers.engine import Decided
-from services.handlers.execution import RunWatch
+from agentledger.events.state import RunState
+from agentledger.events.types import AcceptanceStarted, Event
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.checks import Verdict, run_check
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.handlers.execution import RunWatch
 
 SOURCE = "accept"
 
@@ -40,7 +40,7 @@ class AcceptHeld:
 
 @dataclass(frozen=True)
 class AcceptClaim:
-    """Claim the run's acceptance when it is due (`events.acceptance_step.start_acceptance`)."""
+    """Claim the run's acceptance when it is due (`agentledger.events.acceptance_step.start_acceptance`)."""
 
     app: App
     source: str = SOURCE

@@ -14,15 +14,15 @@ from typing import Any
 
 import dramatiq
 
-from events.commands import Pool
-from services.adapters.broker.streams_broker import Route, StreamsBroker
-from services.handlers.app import App
-from services.handlers.carry import (
+from agentledger.events.commands import Pool
+from agentledger.services.adapters.broker.streams_broker import Route, StreamsBroker
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.carry import (
     handle_drive_call,
     handle_request_model,
     handle_run_acceptance,
 )
-from services.handlers.resolve import handle_resolve_call
+from agentledger.services.handlers.resolve import handle_resolve_call
 
 MINUTE_MS = 60_000
 MAX_RETRIES = 3

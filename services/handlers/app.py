@@ -11,26 +11,26 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from events.commands import Pool
-from events.state import RunState
-from schemas.spec import ModelSpec
-from services.adapters.ledger.port import Ledger
-from services.adapters.locks.port import Locks
-from services.adapters.models.port import ModelAdapter
-from services.adapters.store.port import EventStore, Outgoing
-from services.adapters.tools.toolset import ToolSet
-from services.clock import Clock
-from services.handlers.engine import Engine
-from services.handlers.runs import Runs
-from services.settings import Settings
+from agentledger.events.commands import Pool
+from agentledger.events.state import RunState
+from agentledger.schemas.spec import ModelSpec
+from agentledger.services.adapters.ledger.port import Ledger
+from agentledger.services.adapters.locks.port import Locks
+from agentledger.services.adapters.models.port import ModelAdapter
+from agentledger.services.adapters.store.port import EventStore, Outgoing
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.clock import Clock
+from agentledger.services.handlers.engine import Engine
+from agentledger.services.handlers.runs import Runs
+from agentledger.services.settings import Settings
 
 if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger context`)
-    from services.adapters.broker.outbox import Outbox
+    from agentledger.services.adapters.broker.outbox import Outbox
 
 
 @dataclass(frozen=True)
 class Carrying:
-    """What this process carries on itself (`services.handlers.carry`): the next step
+    """What this process carries on itself (`agentledger.services.handlers.carry`): the next step
     of a run of its task queue and tool set, due in one of the pools it serves, for
     at most `for_s` seconds per delivery, and nothing once it is `stopping`."""
 

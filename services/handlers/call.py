@@ -12,7 +12,7 @@ The claim (`ToolCallStarted`) is appended before the tool runs, so a redelivered
 message is harmless: a call that is not claimable any more is left alone. So the
 claim's append, like the outcome's, is sent again across a Redis outage: a claim
 that landed while its reply was lost would otherwise be left alone by everyone.
-Who takes these steps, and what they carry on with, is `services.handlers.carry`'s."""
+Who takes these steps, and what they carry on with, is `agentledger.services.handlers.carry`'s."""
 
 from __future__ import annotations
 
@@ -20,17 +20,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.call_step import LockAnswers, asks_for, drive_call, touches_resources, validated
-from events.commands import DriveCall
-from events.locks import Grant
-from events.state import RunState
-from events.tool_step import record_outcome
-from events.types import Event, ToolCallStarted
-from events.validation_step import Finding
-from services.handlers.app import App
-from services.handlers.engine import Decided
-from services.handlers.execution import execute
-from services.handlers.findings import findings
+from agentledger.events.call_step import (
+    LockAnswers,
+    asks_for,
+    drive_call,
+    touches_resources,
+    validated,
+)
+from agentledger.events.commands import DriveCall
+from agentledger.events.locks import Grant
+from agentledger.events.state import RunState
+from agentledger.events.tool_step import record_outcome
+from agentledger.events.types import Event, ToolCallStarted
+from agentledger.events.validation_step import Finding
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.handlers.execution import execute
+from agentledger.services.handlers.findings import findings
 
 SOURCE = "tools"
 
@@ -50,7 +56,7 @@ class CallHeld:
 
 @dataclass(frozen=True)
 class CallClaim:
-    """Move the call on as far as it can go now (`events.call_step.drive_call`)."""
+    """Move the call on as far as it can go now (`agentledger.events.call_step.drive_call`)."""
 
     app: App
     call_id: str

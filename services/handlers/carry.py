@@ -2,7 +2,7 @@
 for (a model call's claim, a call's drive, the run's acceptance), do the side
 effect that step claimed, take the step that records its outcome — composed
 (`engine.Then`) with the step due next when this process serves its pool
-(`App.carrying`, `events.dispatch.carried_command`), so that step is decided
+(`App.carrying`, `agentledger.events.dispatch.carried_command`), so that step is decided
 into the same append as the outcome before it — and do what *it* claimed, on
 the same thread. A run goes claim → side effect → outcome and next claim → …
 with no message between and no reload: pinned to the worker that drives it,
@@ -15,7 +15,7 @@ worker that dies while it carries leaves a claim that runs out, as any dead
 worker does: the sweeper re-drives the run. Each step's log lines carry its run,
 its pool and (a tool call's) its call id, whichever message the delivery began with.
 
-Each pool has its own thread budget (`services.adapters.broker.budgets`): a
+Each pool has its own thread budget (`agentledger.services.adapters.broker.budgets`): a
 delivery carries a step of another pool on only by moving its slot to that
 pool, when it has one free (else the step goes through its queue), so a pool's
 steps never run on more threads than its budget. The acceptance of a run whose
@@ -29,18 +29,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from events.acceptance_step import may_take_long
-from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
-from events.dispatch import carried_command
-from events.state import RunState
-from services.adapters.broker.budgets import current_slot
-from services.errors import UnknownRun
-from services.handlers.accept import AcceptClaim, AcceptHeld, check
-from services.handlers.app import App
-from services.handlers.call import CallClaim, CallHeld, run
-from services.handlers.engine import Decided, Next, Then
-from services.handlers.model import ModelClaim, ModelHeld, answer
-from services.structured_logs import scope
+from agentledger.events.acceptance_step import may_take_long
+from agentledger.events.commands import DriveCall, Pool, RequestModel, RunAcceptance
+from agentledger.events.dispatch import carried_command
+from agentledger.events.state import RunState
+from agentledger.services.adapters.broker.budgets import current_slot
+from agentledger.services.errors import UnknownRun
+from agentledger.services.handlers.accept import AcceptClaim, AcceptHeld, check
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.call import CallClaim, CallHeld, run
+from agentledger.services.handlers.engine import Decided, Next, Then
+from agentledger.services.handlers.model import ModelClaim, ModelHeld, answer
+from agentledger.services.structured_logs import scope
 
 Claim = ModelClaim | CallClaim | AcceptClaim
 Held = ModelHeld | CallHeld | AcceptHeld

@@ -2,7 +2,7 @@
 whether it passed, the evidence it saw, and the resources that evidence
 depends on ("*": any write of the run). A command or tool check runs within
 its timeout held to the operator's maximum and to the run's wall clock
-(`events.acceptance_step.check_timeout_s`), watching its run: once the run
+(`agentledger.events.acceptance_step.check_timeout_s`), watching its run: once the run
 stops (cancelled, timed out) the check is stopped — SIGTERM, then SIGKILL after
 the run's `cancel_grace_s` — and says so (`Verdict.stopped`) instead of a verdict."""
 
@@ -16,22 +16,22 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, assert_never
 
-from events.acceptance_step import check_timeout_s, contains
-from events.frozen import replace
-from events.state import RunState
-from events.tool_step import Errored, Lost, StillRunning, Stopped, Succeeded, TimedOut
-from schemas.spec import CommandCheck, FileCheck, PythonCheck, ToolCheck
-from services.adapters.tools.context import ToolFailure
-from services.adapters.tools.process import run_command
-from services.adapters.tools.registry import REGISTRY, ToolContext, not_a_check
-from services.adapters.tools.runner import run_tool
-from services.adapters.tools.sandbox import SandboxUnavailable, policy_for
-from services.adapters.tools.stopping import StopReport, run_stoppable
-from services.adapters.tools.workspace_files import WorkspaceFiles, file_resource
-from services.handlers import linear_regex
-from services.handlers.app import App
-from services.handlers.execution import RunWatch
-from services.handlers.findings import max_timeout_s
+from agentledger.events.acceptance_step import check_timeout_s, contains
+from agentledger.events.frozen import replace
+from agentledger.events.state import RunState
+from agentledger.events.tool_step import Errored, Lost, StillRunning, Stopped, Succeeded, TimedOut
+from agentledger.schemas.spec import CommandCheck, FileCheck, PythonCheck, ToolCheck
+from agentledger.services.adapters.tools.context import ToolFailure
+from agentledger.services.adapters.tools.process import run_command
+from agentledger.services.adapters.tools.registry import REGISTRY, ToolContext, not_a_check
+from agentledger.services.adapters.tools.runner import run_tool
+from agentledger.services.adapters.tools.sandbox import SandboxUnavailable, policy_for
+from agentledger.services.adapters.tools.stopping import StopReport, run_stoppable
+from agentledger.services.adapters.tools.workspace_files import WorkspaceFiles, file_resource
+from agentledger.services.handlers import linear_regex
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.execution import RunWatch
+from agentledger.services.handlers.findings import max_timeout_s
 
 TAIL = 2000
 FILE_CHECK_BYTES = 1_000_000  # of a file check's file, read and searched

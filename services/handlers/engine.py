@@ -8,10 +8,10 @@ Taking it reads top to bottom:
 
 1. the state to decide on: the one this process holds (a run is pinned to the
    worker that drives it; the append's expected seq checks it), else the log's —
-   whole, its snapshot's pages read with it (`services.handlers.runs`);
+   whole, its snapshot's pages read with it (`agentledger.services.handlers.runs`);
 2. the batch, planned before anything is saved: gather, decide, fold the events
    (an illegal one raises and nothing is written), settle the follow-ups they
-   make due (`events.settle`); for a step composed with the one it carries on
+   make due (`agentledger.events.settle`); for a step composed with the one it carries on
    (`Then`), the step named on the state that batch leads to is gathered and
    decided into the same batch;
 3. the save (`Runs.save`): one append at the expected seq, the commands the batch
@@ -21,7 +21,7 @@ So every gathering — the lock ask included — happens before the save loop; t
 loop only saves. A ConcurrencyConflict means the run moved on: it is read again
 and the batch planned again on it (an outcome in hand is re-decided on the fresh
 state, never dropped; a call's step asks the lock table only for what it has not
-asked yet, `services.handlers.call`). "Nothing to do" is believed of the log, not
+asked yet, `agentledger.services.handlers.call`). "Nothing to do" is believed of the log, not
 of a held state."""
 
 from __future__ import annotations
@@ -30,15 +30,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from events.fold import apply
-from events.settle import settle_batch
-from events.state import RunState
-from events.status import RunStatus
-from events.types import Event
-from schemas.envelope import Envelope
-from services.errors import ConcurrencyConflict, TooContended, UnknownRun
-from services.handlers.outage import through_outage
-from services.handlers.runs import Batch, Runs, envelopes
+from agentledger.events.fold import apply
+from agentledger.events.settle import settle_batch
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.types import Event
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.errors import ConcurrencyConflict, TooContended, UnknownRun
+from agentledger.services.handlers.outage import through_outage
+from agentledger.services.handlers.runs import Batch, Runs, envelopes
 
 MAX_CONFLICTS = 50
 F = TypeVar("F")
@@ -63,7 +63,7 @@ Next = Callable[[RunState], Step[Any] | None]  # the step carried on, named on a
 class Then:
     """`first`, then — in the same append — the step `next` names on the state
     `first`'s batch leads to, if it names one and it decides anything (carrying on:
-    `services.handlers.carry`)."""
+    `agentledger.services.handlers.carry`)."""
 
     first: Step[Any]
     next: Next
@@ -172,7 +172,7 @@ class Engine:
     def _batch(
         self, state: RunState, events: Sequence[Event], source: str, causation_id: str | None
     ) -> Batch:
-        """Decide, then settle (`events.settle`): the envelopes of the decided events and
+        """Decide, then settle (`agentledger.events.settle`): the envelopes of the decided events and
         of the follow-ups they make due, as the store will write them, the state they
         fold to (an illegal event raises before anything is written), and the run's
         status after each."""

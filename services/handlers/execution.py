@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import threading
 
-from events.fold import fold
-from events.lock_step import LockAsk, held_ask
-from events.state import Call, RunState
-from events.status import RunStatus
-from events.tool_step import Errored, Outcome
-from events.types import ToolError
-from services.adapters.tools.context import ToolContext
-from services.adapters.tools.runner import run_tool
-from services.adapters.tools.sandbox import policy_for
-from services.handlers.app import App
-from services.handlers.findings import max_timeout_s
-from services.handlers.once import run_once
-from services.handlers.outage import OUTAGE_ERRORS
-from services.handlers.outputs import RunOutputs
+from agentledger.events.fold import fold
+from agentledger.events.lock_step import LockAsk, held_ask
+from agentledger.events.state import Call, RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.tool_step import Errored, Outcome
+from agentledger.events.types import ToolError
+from agentledger.services.adapters.tools.context import ToolContext
+from agentledger.services.adapters.tools.runner import run_tool
+from agentledger.services.adapters.tools.sandbox import policy_for
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.findings import max_timeout_s
+from agentledger.services.handlers.once import run_once
+from agentledger.services.handlers.outage import OUTAGE_ERRORS
+from agentledger.services.handlers.outputs import RunOutputs
 
 WATCH_EVERY_S = 0.1
 

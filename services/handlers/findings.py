@@ -7,14 +7,14 @@ never inside a decision."""
 
 from __future__ import annotations
 
-from events.idempotency import request_hash
-from events.state import Call, RunState
-from events.types import FieldError
-from events.validation_step import Finding, undecided
-from services.adapters.tools.context import ToolFailure
-from services.adapters.tools.registry import ExternalTool, RegisteredTool
-from services.adapters.tools.toolset import ToolSet
-from services.settings import Settings
+from agentledger.events.idempotency import request_hash
+from agentledger.events.state import Call, RunState
+from agentledger.events.types import FieldError
+from agentledger.events.validation_step import Finding, undecided
+from agentledger.services.adapters.tools.context import ToolFailure
+from agentledger.services.adapters.tools.registry import ExternalTool, RegisteredTool
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.settings import Settings
 
 
 def findings(toolset: ToolSet, s: RunState, settings: Settings | None = None) -> dict[str, Finding]:

@@ -7,7 +7,7 @@ gathered before the claim is decided, on the state it is decided on — and
 handed both to the budget check (the request's size) and to the adapter (what
 is sent); the claim records the view's hash and assembly decisions. The reply
 is recorded across a short Redis outage rather than paid for twice. Who takes
-these steps, and what they carry on with, is `services.handlers.carry`'s."""
+these steps, and what they carry on with, is `agentledger.services.handlers.carry`'s."""
 
 from __future__ import annotations
 
@@ -16,24 +16,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from events.budgets import estimate_request
-from events.context_view import ContextView, assemble, with_context
-from events.model_retry import ModelFailure, RetryBound
-from events.model_step import (
+from agentledger.events.budgets import estimate_request
+from agentledger.events.context_view import ContextView, assemble, with_context
+from agentledger.events.model_retry import ModelFailure, RetryBound
+from agentledger.events.model_step import (
     model_request_due,
     record_model_error,
     record_model_reply,
     request_model,
 )
-from events.state import RunState
-from events.types import Event, ModelRequested, ModelRequestFailed
-from services.adapters.models.port import ModelError, ModelRequest
-from services.adapters.tools.toolset import ToolSet
-from services.adapters.tracing.current import model_request_context
-from services.handlers.app import App
-from services.handlers.engine import Decided
-from services.secrets import redactor_for
-from services.settings import Settings
+from agentledger.events.state import RunState
+from agentledger.events.types import Event, ModelRequested, ModelRequestFailed
+from agentledger.services.adapters.models.port import ModelError, ModelRequest
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.adapters.tracing.current import model_request_context
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.secrets import redactor_for
+from agentledger.services.settings import Settings
 
 SOURCE = "model"
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class ModelHeld:
 
 @dataclass
 class ModelClaim:
-    """Claim the turn's model call when it is due (`events.model_step.request_model`)."""
+    """Claim the turn's model call when it is due (`agentledger.events.model_step.request_model`)."""
 
     app: App
     source: str = SOURCE
@@ -82,7 +82,7 @@ def answer(app: App, state: RunState, held: ModelHeld) -> Decided | None:
     records the reply. A failed request is an outcome too: it is recorded with its
     cause (`ModelRequestFailed`) here, and logged as one warning line, and the turn
     is asked again after a wait (the sweeper re-drives it at `retry_at`) or the run
-    fails — `events.model_retry` decides, within the operator's bound. Nothing is
+    fails — `agentledger.events.model_retry` decides, within the operator's bound. Nothing is
     raised for dramatiq to log a traceback of; nothing is carried on after it (None)."""
     claimed, run_id = held.claimed, state.run_id
     request = model_request(run_id, claimed, held.view, tenant=state.spec.principal.tenant)

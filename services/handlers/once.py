@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import assert_never
 
-from events.idempotency import request_hash
-from events.state import Call, RunState
-from events.tool_step import Errored, Outcome, Succeeded
-from events.types import ToolError
-from services.adapters.ledger.port import Verdict
-from services.handlers.app import App
-from services.handlers.outage import through_outage
-from services.secrets import stored_redactor
+from agentledger.events.idempotency import request_hash
+from agentledger.events.state import Call, RunState
+from agentledger.events.tool_step import Errored, Outcome, Succeeded
+from agentledger.events.types import ToolError
+from agentledger.services.adapters.ledger.port import Verdict
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.outage import through_outage
+from agentledger.services.secrets import stored_redactor
 
 
 def run_once(

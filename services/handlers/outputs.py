@@ -1,13 +1,13 @@
 """A run's tool outputs as a tool reads them back (`read_output`): the text of a
 call's output, or a window of it, from the run's state — and, for an output too
-large for its event (`events.output_cap`), from the run's overflow pages, only
+large for its event (`agentledger.events.output_cap`), from the run's overflow pages, only
 the pages the window needs."""
 
 from __future__ import annotations
 
-from events.output_cap import output_text
-from events.state import Call
-from services.handlers.app import App
+from agentledger.events.output_cap import output_text
+from agentledger.events.state import Call
+from agentledger.services.handlers.app import App
 
 
 class RunOutputs:

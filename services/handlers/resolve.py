@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from events.idempotency import request_hash
-from events.resolution_step import Finding, needs_resolution, resolve_unknown
-from services.adapters.tools.context import Lookup, ToolContext
-from services.adapters.tools.sandbox import policy_for
-from services.handlers.app import App
-from services.handlers.engine import Decided
-from services.secrets import stored_redactor
+from agentledger.events.idempotency import request_hash
+from agentledger.events.resolution_step import Finding, needs_resolution, resolve_unknown
+from agentledger.services.adapters.tools.context import Lookup, ToolContext
+from agentledger.services.adapters.tools.sandbox import policy_for
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.secrets import stored_redactor
 
 SOURCE = "tools"
 

@@ -2,12 +2,12 @@
 holds it (`current`), and `save` — one batch appended at the state it was decided
 on. It owns the states this process keeps and the snapshots written beside the
 log (`state_cache`); what decides the batch is the step engine's
-(`services.handlers.engine`).
+(`agentledger.services.handlers.engine`).
 
 Saving is one round trip: the store's script appends the batch at the expected
-seq *and* queues the commands the batch made due (`events.dispatch.new_commands`),
+seq *and* queues the commands the batch made due (`agentledger.events.dispatch.new_commands`),
 both or neither — the writer dispatches — with the snapshot that is due, if one
-is. After it, the lock requests the run gave up (`events.lock_step`) are released
+is. After it, the lock requests the run gave up (`agentledger.events.lock_step`) are released
 and whoever they pass to is told, by a command to its own queue. A save that
 finds the run moved on raises ConcurrencyConflict and writes nothing; an
 outcome in hand is saved across a short Redis outage (`outage_s`), not given up.
@@ -20,23 +20,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from events.batch import Appended
-from events.dispatch import new_commands
-from events.fold import fold
-from events.lock_step import released_asks
-from events.state import RunState
-from events.status import RunStatus
-from events.types import Event, RunCreated
-from schemas.envelope import Envelope, construct
-from schemas.ids import EventId, RunId
-from services.adapters.locks.port import Locks
-from services.adapters.store.port import EventStore, Outgoing, Snapshot
-from services.clock import Clock, new_event_id
-from services.handlers.outage import through_outage
-from services.handlers.state_cache import StateCache, cache_for
+from agentledger.events.batch import Appended
+from agentledger.events.dispatch import new_commands
+from agentledger.events.fold import fold
+from agentledger.events.lock_step import released_asks
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.types import Event, RunCreated
+from agentledger.schemas.envelope import Envelope, construct
+from agentledger.schemas.ids import EventId, RunId
+from agentledger.services.adapters.locks.port import Locks
+from agentledger.services.adapters.store.port import EventStore, Outgoing, Snapshot
+from agentledger.services.clock import Clock, new_event_id
+from agentledger.services.handlers.outage import through_outage
+from agentledger.services.handlers.state_cache import StateCache, cache_for
 
 if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger context`)
-    from services.adapters.broker.outbox import Outbox
+    from agentledger.services.adapters.broker.outbox import Outbox
 
 Observe = Callable[[Appended], None]  # told of every append that landed
 

@@ -4,7 +4,7 @@ pages of past turns not saved yet, the spec once), `decode` (the header, the ful
 pages it names read in one call, the spec validated once per process for the same
 bytes: `spec_of`), the past turns packed once each (`PackedTurns`), and
 `warm_up`, which a worker runs before its threads start. What goes into a
-snapshot is `events.snapshot`'s, as data; this module puts it through the codec."""
+snapshot is `agentledger.events.snapshot`'s, as data; this module puts it through the codec."""
 
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from events import snapshot
-from events.fold import fold
-from events.sample_run import sample_log
-from events.state import RunState, Turn
-from events.types import CODEC
-from schemas.codec import pack, unpack
-from schemas.errors import InvalidEvent
-from schemas.spec import RunSpec
-from services.adapters.store.port import EventStore, Snapshot
-from services.bounded_cache import BoundedCache
-from services.errors import SampleMisread
+from agentledger.events import snapshot
+from agentledger.events.fold import fold
+from agentledger.events.sample_run import sample_log
+from agentledger.events.state import RunState, Turn
+from agentledger.events.types import CODEC
+from agentledger.schemas.codec import pack, unpack
+from agentledger.schemas.errors import InvalidEvent
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.store.port import EventStore, Snapshot
+from agentledger.services.bounded_cache import BoundedCache
+from agentledger.services.errors import SampleMisread
 
 UNREADABLE = (InvalidEvent, ValueError, TypeError, KeyError)
 """What `decode` raises for a snapshot it cannot read: bytes that are not msgpack or
@@ -119,7 +119,7 @@ def _decoded(snap: Snapshot, stored_pages: Callable[[int], list[bytes]]) -> RunS
 
 
 def warm_up() -> None:
-    """Read the sample run (`events.sample_run`) as a run's first load reads one: its
+    """Read the sample run (`agentledger.events.sample_run`) as a run's first load reads one: its
     events through the codec, a snapshot of its state written and read back, the
     rest folded onto it, its past turns decoded. A worker does this before its
     threads start (`bootstrap.prepare_readers`), so its first real load runs code

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from events.pricing import price_of
-from schemas.errors import InvalidSpec, SpecProblem
-from schemas.spec import (
+from agentledger.events.pricing import price_of
+from agentledger.schemas.errors import InvalidSpec, SpecProblem
+from agentledger.schemas.spec import (
     AnthropicModel,
     CommandCheck,
     FileCheck,
@@ -29,11 +29,16 @@ from schemas.spec import (
     ScriptedModel,
     ToolCheck,
 )
-from services.adapters.tools.registry import REGISTRY, ExternalTool, RegisteredTool, not_a_check
-from services.adapters.tools.toolset import ToolSet
-from services.handlers.linear_regex import pattern_problem
-from services.pydantic_words import plain_reason, reworded
-from services.settings import Settings
+from agentledger.services.adapters.tools.registry import (
+    REGISTRY,
+    ExternalTool,
+    RegisteredTool,
+    not_a_check,
+)
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.handlers.linear_regex import pattern_problem
+from agentledger.services.pydantic_words import plain_reason, reworded
+from agentledger.services.settings import Settings
 
 
 def tool_paths(spec: RunSpec, base_dir: str | None) -> list[str]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from events.state import RunState
-from events.types import (
+from agentledger.events.state import RunState
+from agentledger.events.types import (
     AcceptanceChecked,
     ModelResponded,
     RunCreated,
@@ -22,10 +22,10 @@ from events.types import (
     ToolCallProposed,
     ToolCallSucceeded,
 )
-from schemas.codec import pack
-from schemas.content import TextBlock, ThinkingBlock, ToolUseBlock
-from schemas.envelope import Envelope
-from schemas.errors import InvalidEvent
+from agentledger.schemas.codec import pack
+from agentledger.schemas.content import TextBlock, ThinkingBlock, ToolUseBlock
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.errors import InvalidEvent
 
 EVENT_BYTES = 1_500  # an event's share of a state besides its payload
 PAYLOAD_FACTOR = 3  # the state's objects and the view's rendering, per byte of payload

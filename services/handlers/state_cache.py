@@ -1,4 +1,4 @@
-"""Run states as snapshot + tail, behind `services.handlers.runs.Runs.load`.
+"""Run states as snapshot + tail, behind `agentledger.services.handlers.runs.Runs.load`.
 
 A run's state is the fold of its log and nothing else; this module only says
 where folding may start. Each process keeps the states it folded last (an
@@ -6,7 +6,7 @@ LRU bounded by count and by an estimate of their bytes, `state_bytes`; the run
 used last is kept whatever it costs; a run let go is let go by the context
 view's caches too), each with the seq and id of the last event folded, and every
 SNAPSHOT_EVERY events a snapshot of the state goes into the store: data
-through the codec (`events.snapshot`, encoded and decoded by `snapshots`), a small header plus the pages of past
+through the codec (`agentledger.events.snapshot`, encoded and decoded by `snapshots`), a small header plus the pages of past
 turns that filled up since the last one, so writing one costs the same at
 turn 2000 as at turn 20, and a new process loads the header, the few events
 after it and the full pages of past turns it names (read with the snapshot, one
@@ -36,17 +36,19 @@ from dataclasses import dataclass
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from events import context_view
-from events.fold import fold
-from events.snapshot import PAGE_TURNS
-from events.state import RunState
-from schemas.envelope import Envelope
-from services.adapters.store.port import EventStore, Head, Snapshot, Tail
-from services.handlers import state_bytes
-from services.handlers.snapshots import UNREADABLE, VERSION, decode, encode
-from services.handlers.snapshots import PackedTurns as PackedTurns  # re-exported: these
-from services.handlers.snapshots import spec_of as spec_of  # three were this module's
-from services.handlers.snapshots import warm_up as warm_up  # before `snapshots` was split
+from agentledger.events import context_view
+from agentledger.events.fold import fold
+from agentledger.events.snapshot import PAGE_TURNS
+from agentledger.events.state import RunState
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.adapters.store.port import EventStore, Head, Snapshot, Tail
+from agentledger.services.handlers import state_bytes
+from agentledger.services.handlers.snapshots import UNREADABLE, VERSION, decode, encode
+from agentledger.services.handlers.snapshots import PackedTurns as PackedTurns  # re-exported: these
+from agentledger.services.handlers.snapshots import spec_of as spec_of  # three were this module's
+from agentledger.services.handlers.snapshots import (
+    warm_up as warm_up,  # before `snapshots` was split
+)
 
 SNAPSHOT_EVERY = 12  # events between two snapshots of a run (about two tool calls)
 CACHED_RUNS = 1024  # folded states kept per process (and per store), at most

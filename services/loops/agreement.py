@@ -1,6 +1,6 @@
 """Whether a deployment intake's publishers file is the deployment's: the sha256 of
 the bytes it judges entries by against the digest recorded in the deployment's
-meta (`services.adapters.publishers.agreed`). While they differ the intake reads
+meta (`agentledger.services.adapters.publishers.agreed`). While they differ the intake reads
 nothing — entries stay pending, neither accepted nor rejected under a file the
 deployment did not agree to — and says why (logs, readiness); it reads again
 once they match (the file put back, or adopted by an operator). The record is
@@ -13,8 +13,8 @@ import time
 
 import redis
 
-from services.adapters.publishers import agreed
-from services.keys import Keys
+from agentledger.services.adapters.publishers import agreed
+from agentledger.services.keys import Keys
 
 log = logging.getLogger(__name__)
 

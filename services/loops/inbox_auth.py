@@ -1,21 +1,21 @@
 """Whose an inbox entry is, before a byte of it is parsed: the size limit, then
 the signature (HMAC-SHA256 over the raw `message` with the named publisher's
-key, as `schemas.signature` computes it). Once parsed, whether it is fresh: its
+key, as `agentledger.schemas.signature` computes it). Once parsed, whether it is fresh: its
 `issued_at` within the replay window and its nonce never seen before (kept for
-twice the window). Refusals are `Rejected`, their reasons from `events.grants`."""
+twice the window). Refusals are `Rejected`, their reasons from `agentledger.events.grants`."""
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
 
-from events.grants import authentication_refusal, freshness_refusal, nonce_seen_refusal
-from schemas.inbox import Control, RunRequested
-from schemas.publishers import Publisher
-from services.adapters.publishers.nonces import Nonces
-from services.adapters.publishers.publishers_file import Registry, key_of
-from services.errors import ConfigError
-from services.loops.inbox_parse import Rejected, check_size
+from agentledger.events.grants import authentication_refusal, freshness_refusal, nonce_seen_refusal
+from agentledger.schemas.inbox import Control, RunRequested
+from agentledger.schemas.publishers import Publisher
+from agentledger.services.adapters.publishers.nonces import Nonces
+from agentledger.services.adapters.publishers.publishers_file import Registry, key_of
+from agentledger.services.errors import ConfigError
+from agentledger.services.loops.inbox_parse import Rejected, check_size
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from functools import cache
 
 from pydantic import TypeAdapter, ValidationError
 
-from schemas.inbox import Control, InboxMessage, RunRequested
-from schemas.json_limits import MAX_MESSAGE_BYTES, TooDeep, check_depth
+from agentledger.schemas.inbox import Control, InboxMessage, RunRequested
+from agentledger.schemas.json_limits import MAX_MESSAGE_BYTES, TooDeep, check_depth
 
 
 @cache

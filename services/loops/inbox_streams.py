@@ -13,8 +13,8 @@ from typing import Any, cast
 
 import redis
 
-from services.adapters.redis.slot_reads import SlotReads
-from services.keys import Keys
+from agentledger.services.adapters.redis.slot_reads import SlotReads
+from agentledger.services.keys import Keys
 
 Entries = list[tuple[bytes, dict[bytes, bytes]]]
 CLAIM_COUNT = 50

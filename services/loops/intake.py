@@ -13,7 +13,7 @@ original fields.
 
 Every entry ends acked after one try, and is deleted from the inbox: created,
 an idempotent no-op (the same request again), or rejected (the rejected stream
-keeps a bounded digest: `services.loops.rejections`). A bad entry never stops
+keeps a bounded digest: `agentledger.services.loops.rejections`). A bad entry never stops
 the intake and is never retried forever: one that a dead intake held is taken
 over, and rejected once it has been delivered too often. A deployment intake
 whose publishers file is not the deployment's reads nothing (`agreement`)."""
@@ -30,9 +30,9 @@ from typing import Any, cast
 
 import redis
 
-from events import controls
-from events.errors import ControlRefused, CoreError
-from events.grants import (
+from agentledger.events import controls
+from agentledger.events.errors import ControlRefused, CoreError
+from agentledger.events.grants import (
     REPLAYED,
     control_refusal,
     held_scopes,
@@ -40,32 +40,32 @@ from events.grants import (
     request_refusal,
     shard_refusal,
 )
-from events.state import RunState
-from events.types import DEFAULT_QUEUE, Event, RunCreated
-from schemas import inbox
-from schemas.errors import InvalidSpec, SchemaError
-from schemas.inbox import Control, RunRequested
-from schemas.spec import ReplayModel
-from services.adapters.broker.membership import Membership
-from services.adapters.inbox.publishing import GROUP, entry_name
-from services.adapters.publishers.nonces import Nonces, RedisNonces
-from services.adapters.publishers.publishers_file import Registry
-from services.adapters.redis.client import is_cluster
-from services.adapters.redis.directory import Directory
-from services.adapters.redis.replicas import NotReplicated
-from services.adapters.redis.slot_reads import SlotReads
-from services.clock import new_run_id
-from services.errors import ConcurrencyConflict, ConfigError, ServiceError
-from services.handlers.app import App
-from services.handlers.engine import Decided
-from services.handlers.spec_check import check_spec
-from services.keys import Keys
-from services.loops import rejections
-from services.loops.agreement import Agreement
-from services.loops.inbox_auth import Granted, authenticate, check_fresh
-from services.loops.inbox_parse import Rejected, parse
-from services.loops.inbox_streams import InboxStreams
-from services.loops.intake_workspaces import Workspaces
+from agentledger.events.state import RunState
+from agentledger.events.types import DEFAULT_QUEUE, Event, RunCreated
+from agentledger.schemas import inbox
+from agentledger.schemas.errors import InvalidSpec, SchemaError
+from agentledger.schemas.inbox import Control, RunRequested
+from agentledger.schemas.spec import ReplayModel
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.inbox.publishing import GROUP, entry_name
+from agentledger.services.adapters.publishers.nonces import Nonces, RedisNonces
+from agentledger.services.adapters.publishers.publishers_file import Registry
+from agentledger.services.adapters.redis.client import is_cluster
+from agentledger.services.adapters.redis.directory import Directory
+from agentledger.services.adapters.redis.replicas import NotReplicated
+from agentledger.services.adapters.redis.slot_reads import SlotReads
+from agentledger.services.clock import new_run_id
+from agentledger.services.errors import ConcurrencyConflict, ConfigError, ServiceError
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.handlers.spec_check import check_spec
+from agentledger.services.keys import Keys
+from agentledger.services.loops import rejections
+from agentledger.services.loops.agreement import Agreement
+from agentledger.services.loops.inbox_auth import Granted, authenticate, check_fresh
+from agentledger.services.loops.inbox_parse import Rejected, parse
+from agentledger.services.loops.inbox_streams import InboxStreams
+from agentledger.services.loops.intake_workspaces import Workspaces
 
 SOURCE = "intake"
 READ_COUNT = 20  # entries per read: what one read can hold in memory is bounded by it

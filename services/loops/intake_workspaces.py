@@ -1,6 +1,6 @@
 """The intake's workspace line: where a requested run will work, decided on the
 server. The request's workspace is resolved on this machine and held to the
-rule (`events.workspaces`) against the roots the operator's settings and the
+rule (`agentledger.events.workspaces`) against the roots the operator's settings and the
 publisher's grant name; then, unless the spec says `copy_workspace: false`,
 copied to `<state folder>/workspaces/<run id>` (`adapters.workspaces.copy`).
 `RunCreated.workspace` is that copy, or the resolved folder itself, or None
@@ -12,18 +12,18 @@ import logging
 import os
 from dataclasses import dataclass
 
-from events.workspaces import (
+from agentledger.events.workspaces import (
     Asked,
     allowed_roots,
     asked_workspace,
     works_in_copy,
     workspace_refusal,
 )
-from schemas.inbox import RunRequested
-from services.adapters.workspaces import copy, resolve
-from services.loops.inbox_auth import Granted
-from services.loops.inbox_parse import Rejected
-from services.settings import Settings
+from agentledger.schemas.inbox import RunRequested
+from agentledger.services.adapters.workspaces import copy, resolve
+from agentledger.services.loops.inbox_auth import Granted
+from agentledger.services.loops.inbox_parse import Rejected
+from agentledger.services.settings import Settings
 
 log = logging.getLogger(__name__)
 

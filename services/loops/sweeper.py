@@ -1,9 +1,9 @@
 """The sweeper, the backstop: for the shards this process owns, it re-drives every
 live run that has made no progress within the lease, from the event log alone,
 whatever the broker lost; a run it looked at is looked at again after another
-lease, or at the first pass after its next deadline (`events.ticks.next_tick`:
+lease, or at the first pass after its next deadline (`agentledger.events.ticks.next_tick`:
 a dead worker's claim running out) when that comes sooner. First it lets time
-decide (`events.ticks`): claims whose worker went silent (a read-only one at
+decide (`agentledger.events.ticks`): claims whose worker went silent (a read-only one at
 once when its worker is proven dead, `App.dead_workers`), approvals nobody
 answered, the wall-clock budget; the time it could not reach Redis does not
 count against a claim (`Reach`); then it sends everything due (asking again
@@ -18,20 +18,20 @@ from collections import deque
 from collections.abc import Sequence
 from functools import partial
 
-from events.claims import Window
-from events.dispatch import due_commands, new_commands
-from events.errors import CoreError
-from events.lock_step import record_lease_expired
-from events.state import RunState
-from events.ticks import next_tick, on_tick
-from events.types import Event
-from schemas.errors import SchemaError
-from services.adapters.broker.membership import Membership
-from services.adapters.locks.port import Holder
-from services.errors import UnknownRun
-from services.handlers.app import App
-from services.handlers.engine import Decided
-from services.handlers.outage import OUTAGE_ERRORS
+from agentledger.events.claims import Window
+from agentledger.events.dispatch import due_commands, new_commands
+from agentledger.events.errors import CoreError
+from agentledger.events.lock_step import record_lease_expired
+from agentledger.events.state import RunState
+from agentledger.events.ticks import next_tick, on_tick
+from agentledger.events.types import Event
+from agentledger.schemas.errors import SchemaError
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.locks.port import Holder
+from agentledger.services.errors import UnknownRun
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.handlers.outage import OUTAGE_ERRORS
 
 SOURCE = "sweeper"
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 def sweep_once(app: App, shards: list[int], *, unreachable: Sequence[Window] = ()) -> int:
     """Look at the idle live runs of `shards` once; return how many were re-driven.
     `unreachable`: the windows in which this sweeper could not reach Redis (that
-    time does not count against a claim: `events.ticks`)."""
+    time does not count against a claim: `agentledger.events.ticks`)."""
     now = app.clock.now()
     idle = app.store.idle_live_runs(idle_since=now - app.settings.lease_s, shards=shards)
     expire_leases(app)  # after choosing: recording an expiry is not progress of the run

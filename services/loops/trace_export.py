@@ -1,5 +1,5 @@
 """Live traces: follows the shard feeds in a consumer group of its own and, for
-each append, sends the spans those events ended (`events.spans.SpanBuilder`
+each append, sends the spans those events ended (`agentledger.events.spans.SpanBuilder`
 over the run's log, so a live run is exported exactly as `agentledger trace`
 prints a past one). The group shares the feeds among every process that
 exports, so each span is sent once (again only after a crash before the ack).
@@ -16,13 +16,13 @@ from typing import Any
 
 import redis
 
-from events.errors import CoreError
-from events.spans import Span, SpanBuilder
-from events.state import RunState
-from services.adapters.store.port import EventStore
-from services.adapters.tracing.otel import Tracing
-from services.keys import Keys
-from services.secrets import redactor_for
+from agentledger.events.errors import CoreError
+from agentledger.events.spans import Span, SpanBuilder
+from agentledger.events.state import RunState
+from agentledger.services.adapters.store.port import EventStore
+from agentledger.services.adapters.tracing.otel import Tracing
+from agentledger.services.keys import Keys
+from agentledger.services.secrets import redactor_for
 
 log = logging.getLogger(__name__)
 GROUP = "traces"

@@ -25,8 +25,8 @@ from typing import Any
 
 import dramatiq
 
-from services.errors import ConfigError, RedisUnavailable
-from services.settings import Settings, from_env
+from agentledger.services.errors import ConfigError, RedisUnavailable
+from agentledger.services.settings import Settings, from_env
 from tests.bench import embedded, floor, ours, peers, recovery, report, state_load
 from tests.bench.harness import Bench, BenchError, private_bench
 from tests.bench.plan import PLANS, WINDOW, Plan

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from services.tools import tool
+from agentledger import tool
 
 
 @tool(read_only=True)

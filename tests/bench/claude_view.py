@@ -14,16 +14,16 @@ import statistics
 import time
 from dataclasses import replace
 
-from events.budgets import estimate_request
-from events.context_view import assemble
-from events.history import History
-from events.model_step import request_model
-from events.pricing import cost_usd, price_of
-from events.redact import Redactor
-from events.state import Call, RunState, Turn
-from events.status import CallStatus, RunStatus
-from schemas.content import TextBlock, ThinkingBlock, ToolUseBlock, Usage
-from schemas.spec import (
+from agentledger.events.budgets import estimate_request
+from agentledger.events.context_view import assemble
+from agentledger.events.history import History
+from agentledger.events.model_step import request_model
+from agentledger.events.pricing import cost_usd, price_of
+from agentledger.events.redact import Redactor
+from agentledger.events.state import Call, RunState, Turn
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.schemas.content import TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from agentledger.schemas.spec import (
     AnthropicSettings,
     Principal,
     RunSpec,
@@ -31,8 +31,8 @@ from schemas.spec import (
     ScriptedTurn,
     ToolSpec,
 )
-from services.adapters.models.anthropic_adapter import AnthropicAdapter
-from services.adapters.models.port import ModelRequest
+from agentledger.services.adapters.models.anthropic_adapter import AnthropicAdapter
+from agentledger.services.adapters.models.port import ModelRequest
 from tests.standin.messages_api import MessagesStandin, Streamed, Text, ToolUse
 
 TOOLS = (

@@ -18,8 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from services.adapters.redis.client import redis_client
-from services.settings import Settings
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.settings import Settings
 from tests.bench.harness import Bench, private_bench
 from tests.bench.ours import concurrent
 

@@ -93,7 +93,7 @@ def install() -> None:
     AbstractConnection.pack_commands = pack_commands  # type: ignore[method-assign]
 
     # our direct connections pack their commands themselves (hiredis): counted here
-    from services.adapters.redis import direct
+    from agentledger.services.adapters.redis import direct
 
     packed = direct._send
 
@@ -129,7 +129,7 @@ def write_forever(path: Path) -> None:
 def main() -> int:
     install()
     threading.Thread(target=write_forever, args=(Path(sys.argv[1]),), daemon=True).start()
-    from services.entrypoints.cli.main import main as agentledger
+    from agentledger.services.entrypoints.cli.main import main as agentledger
     from tests.bench.plan import QUEUE, TOOLS_DIR, TOOLS_MODULE
 
     command = sys.argv[2:] or [

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from services.settings import environ_for_children
+from agentledger.services.settings import environ_for_children
 from tests.bench.harness import REPO_ROOT, Bench, BenchError
 from tests.bench.plan import WINDOW, bench_spec
 

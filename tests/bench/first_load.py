@@ -11,14 +11,14 @@ import json
 import sys
 import time
 
-from schemas.spec import RunSpec
-from services.adapters.redis.client import redis_client
-from services.adapters.store.redis_store import RedisEventStore
-from services.bootstrap import prepare_readers
-from services.handlers import snapshots
-from services.handlers.state_cache import StateCache
-from services.keys import keys_for
-from services.settings import from_env
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.bootstrap import prepare_readers
+from agentledger.services.handlers import snapshots
+from agentledger.services.handlers.state_cache import StateCache
+from agentledger.services.keys import keys_for
+from agentledger.services.settings import from_env
 
 
 def main(url: str, prefix: str, run_id: str) -> None:

@@ -1,7 +1,7 @@
 """F, the floor, measured in the same run on the same Redis: a raw XADD round
 trip, a request/reply through two streams with blocking reads (the responder
 in a process of its own), the store's Lua append of one event, a lock
-acquire + release pair through `services.adapters.locks.redis_locks.RedisLocks`, and a chain of
+acquire + release pair through `agentledger.services.adapters.locks.redis_locks.RedisLocks`, and a chain of
 dramatiq messages (each actor sends the next) through dramatiq's stock Redis
 broker and through ours. Medians of `ops` operations; run as
 `python -m tests.bench.floor respond URL REQ REP` it is the responder."""
@@ -20,13 +20,13 @@ import dramatiq
 import redis
 from dramatiq.brokers.redis import RedisBroker
 
-from events.lock_step import LockAsk
-from events.locks import Mode
-from events.types import ToolCallSucceeded
-from services.adapters.broker.streams_broker import Route, StreamsBroker
-from services.adapters.locks.redis_locks import RedisLocks
-from services.bootstrap import redis_client
-from services.handlers.runs import envelopes
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.locks import Mode
+from agentledger.events.types import ToolCallSucceeded
+from agentledger.services.adapters.broker.streams_broker import Route, StreamsBroker
+from agentledger.services.adapters.locks.redis_locks import RedisLocks
+from agentledger.services.bootstrap import redis_client
+from agentledger.services.handlers.runs import envelopes
 from tests.bench.harness import REPO_ROOT, Bench, BenchError
 
 PAYLOAD = {"e": b"x" * 100}

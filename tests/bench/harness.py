@@ -20,17 +20,17 @@ from typing import Any
 
 import redis
 
-from schemas.inbox import RunRequested
-from schemas.publishers import GrantedPrincipal
-from services.adapters.inbox.publishing import publish
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
-from services.adapters.redis.client import is_cluster, redis_client
-from services.adapters.redis.local_server import PrivateRedis, start_server
-from services.adapters.redis.slot_reads import read_each
-from services.adapters.store.redis_store import RedisEventStore
-from services.keys import Keys, keys_for
-from services.settings import Settings, environ_for_children
+from agentledger.schemas.inbox import RunRequested
+from agentledger.schemas.publishers import GrantedPrincipal
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.adapters.redis.client import is_cluster, redis_client
+from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
+from agentledger.services.adapters.redis.slot_reads import read_each
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.keys import Keys, keys_for
+from agentledger.services.settings import Settings, environ_for_children
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY = b"agentledger workers up"

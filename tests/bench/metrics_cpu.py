@@ -28,7 +28,7 @@ WARM_UP_RUNS = 8
 
 def _timed_worker(argv: list[str]) -> int:
     """Run `agentledger` with the metrics functions timed; print the sums at exit."""
-    from services.adapters.metrics import instruments as ins
+    from agentledger.services.adapters.metrics import instruments as ins
 
     spent: dict[str, float] = {}
     lock = threading.Lock()
@@ -47,7 +47,7 @@ def _timed_worker(argv: list[str]) -> int:
     for cls, name in ((ins.Instruments, "observe_step"), (ins.Instruments, "flush"),
                       (ins.StepTimer, "before_process_message"), (ins.StepTimer, "after_process_message")):  # fmt: skip
         setattr(cls, name, timed(name, getattr(cls, name)))
-    from services.entrypoints.cli.main import main
+    from agentledger.services.entrypoints.cli.main import main
 
     try:
         return main(argv)
@@ -58,9 +58,9 @@ def _timed_worker(argv: list[str]) -> int:
 
 
 def measure(runs: int, calls: int, *, multiprocess: bool) -> dict[str, Any]:
-    from services.adapters.redis.client import redis_client
-    from services.adapters.redis.local_server import start_server
-    from services.keys import Keys
+    from agentledger.services.adapters.redis.client import redis_client
+    from agentledger.services.adapters.redis.local_server import start_server
+    from agentledger.services.keys import Keys
     from tests.bench.harness import Follower
     from tests.bench.plan import QUEUE, TOOLS_DIR, TOOLS_MODULE, bench_spec, request_for
 

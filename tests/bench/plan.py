@@ -8,10 +8,17 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from schemas.inbox import RunRequested
-from schemas.spec import Budgets, Principal, RunSpec, ScriptedCall, ScriptedModel, ScriptedTurn
-from services.adapters.tools.toolset import fingerprint_of
-from services.clock import new_run_id
+from agentledger.schemas.inbox import RunRequested
+from agentledger.schemas.spec import (
+    Budgets,
+    Principal,
+    RunSpec,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedTurn,
+)
+from agentledger.services.adapters.tools.toolset import fingerprint_of
+from agentledger.services.clock import new_run_id
 
 TOOLS_MODULE = "bench_tools"  # registers bench_noop and bench_sleep
 TOOLS_DIR = str(Path(__file__).resolve().parent)  # where it is

@@ -15,9 +15,9 @@ import signal
 import time
 from typing import Any
 
-from events.commands import Pool as CommandPool
-from schemas.spec import ScriptedTurn
-from services.adapters.broker.streams_queue import GROUP
+from agentledger.events.commands import Pool as CommandPool
+from agentledger.schemas.spec import ScriptedTurn
+from agentledger.services.adapters.broker.streams_queue import GROUP
 from tests.bench.harness import Bench, BenchError, Follower, Pool
 from tests.bench.plan import kill_spec, request_for
 

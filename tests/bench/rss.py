@@ -27,8 +27,8 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-from schemas.spec import Budgets, ScriptedCall, ScriptedTurn
-from services.settings import environ_for_children, from_env
+from agentledger.schemas.spec import Budgets, ScriptedCall, ScriptedTurn
+from agentledger.services.settings import environ_for_children, from_env
 from tests.bench.harness import REPO_ROOT, Follower, _await_ready, private_bench, stop
 from tests.bench.plan import QUEUE, TOOLS_DIR, TOOLS_MODULE, request_for, spec_of
 
@@ -79,7 +79,7 @@ def worker(report: Path) -> int:
     if os.environ.get(TRACE):
         tracemalloc.start(int(os.environ[TRACE]))
     threading.Thread(target=_answer, args=(report,), daemon=True).start()
-    from services.entrypoints.cli.main import main as agentledger
+    from agentledger.services.entrypoints.cli.main import main as agentledger
 
     return agentledger(
         ["workers", "--tools", TOOLS_MODULE, "--tool-path", TOOLS_DIR, "--queue", QUEUE]

@@ -25,14 +25,14 @@ import uuid
 from statistics import median
 from typing import Any
 
-from events.fold import fold
-from events.state import RunState
-from schemas.envelope import Envelope
-from schemas.spec import AnthropicModel, AnthropicSettings
-from services.adapters.store.port import Snapshot
-from services.adapters.store.redis_store import RedisEventStore
-from services.handlers.state_cache import SNAPSHOT_EVERY, StateCache, decode, encode
-from services.settings import environ_for_children
+from agentledger.events.fold import fold
+from agentledger.events.state import RunState
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import AnthropicModel, AnthropicSettings
+from agentledger.services.adapters.store.port import Snapshot
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.handlers.state_cache import SNAPSHOT_EVERY, StateCache, decode, encode
+from agentledger.services.settings import environ_for_children
 from tests.bench.harness import REPO_ROOT, Bench, BenchError
 
 SNAP_BEHIND = SNAPSHOT_EVERY // 2  # events from the snapshot (or cached state) to the log's end

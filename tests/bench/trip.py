@@ -71,7 +71,7 @@ def measure(*, carried: bool) -> None:
     sys.path.insert(0, os.path.join(ROOT, "tests", "unit"))
     from handlerkit import call, carrying, new_unit, spec
 
-    from events.commands import DriveCall, RequestModel
+    from agentledger.events.commands import DriveCall, RequestModel
 
     folder = Path(tempfile.mkdtemp())
     turns = ({"tool_use": [call("c17", "kv_write", key="A1", value="1")]}, {"end_turn": "done"})

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import redis
 
-from events.types import ToolCallScheduled, ToolCallStarted, ToolCallWaiting
-from schemas.inbox import RunRequested
+from agentledger.events.types import ToolCallScheduled, ToolCallStarted, ToolCallWaiting
+from agentledger.schemas.inbox import RunRequested
 from tests.chaos.kit import QUEUE, Cluster, cluster, spec, submit, use, write_tool_module
 from tests.chaos.runs import Size, finish, submit_runs, until_some_done, wait_for
 from tests.chaos.tally import Figures, wait_settled

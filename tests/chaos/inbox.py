@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from schemas.inbox import RunRequested
+from agentledger.schemas.inbox import RunRequested
 from tests.chaos.garbage import INBOX_MAX_BYTES
 from tests.chaos.garbage import garbage as make_garbage
 from tests.chaos.kit import (

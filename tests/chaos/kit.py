@@ -22,18 +22,18 @@ from typing import Any, TypeVar
 
 import redis
 
-from schemas.inbox import RunRequested
-from schemas.publishers import GrantedPrincipal
-from schemas.signature import sign
-from schemas.spec import RunSpec
-from services.adapters.inbox.publishing import stamped
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
-from services.adapters.redis.client import redis_client
-from services.adapters.redis.local_server import PrivateRedis, free_port, start_server
-from services.adapters.store.redis_store import RedisEventStore
-from services.keys import Keys, keys_for
-from services.settings import Settings
+from agentledger.schemas.inbox import RunRequested
+from agentledger.schemas.publishers import GrantedPrincipal
+from agentledger.schemas.signature import sign
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.inbox.publishing import stamped
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.adapters.redis.local_server import PrivateRedis, free_port, start_server
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.keys import Keys, keys_for
+from agentledger.services.settings import Settings
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 QUEUE = "chaos"
@@ -51,7 +51,7 @@ import os
 import time
 from pathlib import Path
 
-from services.tools import Lookup, ToolContext, ToolFailure, tool
+from agentledger import Lookup, ToolContext, ToolFailure, tool
 
 
 def _truth(ctx):
@@ -332,7 +332,7 @@ class Cluster:
     ) -> Pool:
         log = self.tmp / f"workers-{len(self.pools) + 1}.log"
         args = [
-            sys.executable, "-m", "services.entrypoints.cli.main", "workers",
+            sys.executable, "-m", "agentledger.services.entrypoints.cli.main", "workers",
             "--tools", module, "--tool-path", str(tools_dir), "--queue", queue,
             "--processes", str(processes),
         ]  # fmt: skip
@@ -353,7 +353,7 @@ class Cluster:
         code: never killed here)."""
         if self.intake is None:
             log = self.tmp / "intake.log"
-            command = [sys.executable, "-m", "services.entrypoints.cli.main", "intake"]
+            command = [sys.executable, "-m", "agentledger.services.entrypoints.cli.main", "intake"]
             with log.open("wb") as out:
                 proc = subprocess.Popen(command, env=self.env(), cwd=self.tmp, stdin=subprocess.DEVNULL,
                                         stdout=out, stderr=subprocess.STDOUT)  # fmt: skip

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schemas.envelope import Envelope
-from schemas.inbox import RunRequested
-from services.adapters.store.redis_store import RedisEventStore
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.inbox import RunRequested
+from agentledger.services.adapters.store.redis_store import RedisEventStore
 from tests.chaos.kit import QUEUE, Cluster, retrying, spec, submit, use
 from tests.chaos.tally import Figures, read_runs, wait_settled
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import redis
 
-from events.fold import fold
-from events.state import RunState
-from events.status import CallStatus, RunStatus
-from events.types import RunEscalated
-from schemas.envelope import Envelope
-from services.adapters.store.redis_store import RedisEventStore
+from agentledger.events.fold import fold
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import RunEscalated
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.adapters.store.redis_store import RedisEventStore
 from tests.chaos.kit import TRUTH, retrying
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from schemas.inbox import RunRequested
-from services.adapters.tools.toolset import fingerprint_of
+from agentledger.schemas.inbox import RunRequested
+from agentledger.services.adapters.tools.toolset import fingerprint_of
 from tests.chaos.kit import cluster, spec, submit, use, write_tool_module
 from tests.chaos.runs import Size, finish
 from tests.chaos.tally import Figures
@@ -16,7 +16,7 @@ USER_TOOLS = '''"""{owner}'s tools: the same module and tool names as the other 
 import os
 from pathlib import Path
 
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 
 @tool(writes=lambda a, ws: [f"note:{{ws}}"], timeout_s=10)

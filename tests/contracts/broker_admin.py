@@ -1,4 +1,4 @@
-"""The broker admin contract (`services.adapters.broker.admin_port`): one suite
+"""The broker admin contract (`agentledger.services.adapters.broker.admin_port`): one suite
 the memory admin passes in the unit tier and the Redis admin on a real
 redis-server — queues, live workers and what they hold, dead letters with the
 actor and run of their message, re-driving one back to its queue exactly once.
@@ -14,7 +14,7 @@ from typing import Any
 
 from dramatiq import Message
 
-from services.adapters.broker.admin_port import BrokerAdmin
+from agentledger.services.adapters.broker.admin_port import BrokerAdmin
 
 STREAM = ("default", "fp1", "tools", 0)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
-from services.adapters.store.port import Outgoing
+from agentledger.events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
+from agentledger.services.adapters.store.port import Outgoing
 
 ACTORS: dict[str, Callable[..., Command]] = {
     "request_model": RequestModel,

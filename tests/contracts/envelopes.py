@@ -6,9 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from events.types import Event, ModelRequested, RunCreated
-from schemas.envelope import Envelope
-from schemas.spec import RunSpec
+from agentledger.events.types import Event, ModelRequested, RunCreated
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import RunSpec
 
 T0 = 1_700_000_000.0
 CONTRACT_SPEC = RunSpec.model_validate(

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from events.types import CODEC, ToolCallSucceeded
-from schemas.errors import InvalidEvent
-from services.adapters.store.overflow import DEFAULT_MAX_BYTES
-from services.adapters.store.port import EventStore, Head, Outgoing, Snapshot
-from services.errors import ConcurrencyConflict
+from agentledger.events.types import CODEC, ToolCallSucceeded
+from agentledger.schemas.errors import InvalidEvent
+from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES
+from agentledger.services.adapters.store.port import EventStore, Head, Outgoing, Snapshot
+from agentledger.services.errors import ConcurrencyConflict
 from tests.contracts.envelopes import T0, batch, envelope
 
 

@@ -1,4 +1,4 @@
-"""The inbox contract (`services.adapters.inbox`): one suite the memory inbox
+"""The inbox contract (`agentledger.services.adapters.inbox`): one suite the memory inbox
 passes in the unit tier and the Redis inbox on a real redis-server in the
 integration tier — publishing, taking back what no intake read, the intake's
 reasons, a run's request still waiting, and whether an intake is alive.
@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 import pytest
 
-from schemas.inbox import RunCancelRequested, RunRequested
-from schemas.publishers import GrantedPrincipal
-from services.adapters.inbox.port import Inbox, Liveness
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
+from agentledger.schemas.inbox import RunCancelRequested, RunRequested
+from agentledger.schemas.publishers import GrantedPrincipal
+from agentledger.services.adapters.inbox.port import Inbox, Liveness
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
 from tests.contracts.envelopes import CONTRACT_SPEC
 
 TTL_S = 60.0

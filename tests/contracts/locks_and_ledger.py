@@ -14,12 +14,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from events.lock_partitions import partition_of
-from events.lock_step import LockAsk
-from events.locks import Mode
-from services.adapters.ledger.port import Ledger
-from services.adapters.locks.port import Locks
-from services.adapters.store.port import Outgoing
+from agentledger.events.lock_partitions import partition_of
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.locks import Mode
+from agentledger.services.adapters.ledger.port import Ledger
+from agentledger.services.adapters.locks.port import Locks
+from agentledger.services.adapters.store.port import Outgoing
 
 LEASE_S = 0.3
 R, W = Mode.READ, Mode.WRITE

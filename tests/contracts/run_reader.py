@@ -1,4 +1,4 @@
-"""The run reader contract (`services.adapters.reading`): one suite the memory
+"""The run reader contract (`agentledger.services.adapters.reading`): one suite the memory
 reader passes in the unit tier and the Redis reader on a real redis-server in
 the integration tier — a run's events and raw entries, the wait for its next
 append, the feeds from their ends and their starts, and `follow` under each
@@ -14,13 +14,13 @@ import threading
 import uuid
 from typing import Any
 
-from events.following import Until
-from events.status import RunStatus
-from events.types import RunAborted, RunEscalated
-from schemas.envelope import Envelope
-from services.adapters.reading.follow import follow
-from services.adapters.reading.port import RunReader
-from services.adapters.store.port import EventStore
+from agentledger.events.following import Until
+from agentledger.events.status import RunStatus
+from agentledger.events.types import RunAborted, RunEscalated
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.adapters.reading.follow import follow
+from agentledger.services.adapters.reading.port import RunReader
+from agentledger.services.adapters.store.port import EventStore
 from tests.contracts.envelopes import T0, batch, envelope
 
 LONG_S = 30.0  # a wait that ends by an append long before this

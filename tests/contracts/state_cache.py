@@ -1,4 +1,4 @@
-"""Loading a run's state as snapshot + tail (`services.handlers.state_cache`) over
+"""Loading a run's state as snapshot + tail (`agentledger.services.handlers.state_cache`) over
 any store adapter: whatever was cached or snapshotted, a load is the fold of the
 log as it is now. A tier subclasses `StateCacheSuite` with a `store` fixture (a
 new, empty adapter): the in-memory one in the unit tier, Redis in the
@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from events.fold import fold
-from schemas.codec import pack, unpack
-from services.adapters.broker.outbox import Outbox
-from services.adapters.locks.memory_locks import MemoryLocks
-from services.adapters.store.port import EventStore, Head, Snapshot, Tail
-from services.handlers import state_bytes
-from services.handlers.engine import Decided, Engine
-from services.handlers.runs import Runs
-from services.handlers.state_cache import SNAPSHOT_EVERY, VERSION, StateCache, encode
-from services.keys import Keys
+from agentledger.events.fold import fold
+from agentledger.schemas.codec import pack, unpack
+from agentledger.services.adapters.broker.outbox import Outbox
+from agentledger.services.adapters.locks.memory_locks import MemoryLocks
+from agentledger.services.adapters.store.port import EventStore, Head, Snapshot, Tail
+from agentledger.services.handlers import state_bytes
+from agentledger.services.handlers.engine import Decided, Engine
+from agentledger.services.handlers.runs import Runs
+from agentledger.services.handlers.state_cache import SNAPSHOT_EVERY, VERSION, StateCache, encode
+from agentledger.services.keys import Keys
 from tests.contracts.clock import ManualClock
 from tests.contracts.envelopes import T0, batch
 

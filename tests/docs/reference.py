@@ -1,5 +1,5 @@
 """The reference pages (docs/reference/*.md), made from the code they describe:
-the CLI from its argparse parser, the environment from `services.settings_env`
+the CLI from its argparse parser, the environment from `agentledger.services.settings_env`
 (`ENV`, `ENV_HELP`, `ENV_ALSO`) and the defaults of `Settings`, exit codes from
 `exit_codes.py` and its comments, events from the union in `events/types.py`
 with their docstrings and field descriptions, the run spec from its pydantic
@@ -212,7 +212,7 @@ def _help_of(p: argparse.ArgumentParser, sub: str) -> str | None:
 
 
 def cli_page() -> str:
-    from services.entrypoints.cli.parser import parser
+    from agentledger.services.entrypoints.cli.parser import parser
 
     p = parser()
     p.formatter_class = _formatter
@@ -244,7 +244,7 @@ def cli_page() -> str:
 
 
 def _setting_default(name: str, var: str) -> str:
-    from services.settings import Settings
+    from agentledger.services.settings import Settings
 
     f = {f.name: f for f in dataclasses.fields(Settings)}[name]
     if f.default_factory is not dataclasses.MISSING:
@@ -262,7 +262,7 @@ def _setting_default(name: str, var: str) -> str:
 
 
 def environment_page() -> str:
-    from services.settings_env import ENV, ENV_ALSO, ENV_HELP
+    from agentledger.services.settings_env import ENV, ENV_ALSO, ENV_HELP
 
     text = header(
         "Environment",
@@ -312,7 +312,7 @@ def _commented(source: str) -> Iterator[tuple[str, int, str]]:
 
 
 def exit_codes_page() -> str:
-    import services.entrypoints.cli.exit_codes as exit_codes
+    import agentledger.services.entrypoints.cli.exit_codes as exit_codes
 
     source = Path(exit_codes.__file__).read_text()
     text = header("Exit codes", "services/entrypoints/cli/exit_codes.py and its comments")
@@ -349,8 +349,8 @@ def _doc(model: type[BaseModel]) -> str:
 
 
 def events_page() -> str:
-    from events import types as ev
-    from schemas.envelope import Envelope
+    from agentledger.events import types as ev
+    from agentledger.schemas.envelope import Envelope
 
     text = header("Events", "the `Event` union of events/types.py, its docstrings and fields")
     text += (
@@ -403,7 +403,7 @@ def _models_in(t: Any) -> Iterator[tuple[type[BaseModel], str]]:
 
 def spec_models() -> list[tuple[type[BaseModel], str]]:
     """Every model a run spec holds, with the first key path that reaches it."""
-    from schemas.spec import RunSpec
+    from agentledger.schemas.spec import RunSpec
 
     seen: dict[type[BaseModel], str] = {RunSpec: ""}
     queue: list[type[BaseModel]] = [RunSpec]
@@ -451,7 +451,7 @@ def _spec_heading(model: type[BaseModel], path: str) -> str:
 
 
 def prices_page() -> str:
-    from events.pricing import DEFAULT_PRICES, PRICES_CHECKED
+    from agentledger.events.pricing import DEFAULT_PRICES, PRICES_CHECKED
 
     text = header("Default model prices", "events/pricing.py (`DEFAULT_PRICES`)")
     text += (

@@ -56,7 +56,7 @@ class Report:
 def redis_url_for_docs(workdir: Path) -> tuple[str, object | None]:
     """REDIS_URL, else the shared server when it answers, else a private one (and
     its handle, to stop)."""
-    from services.adapters.redis.local_server import DEFAULT_URL, answers, start_server
+    from agentledger.services.adapters.redis.local_server import DEFAULT_URL, answers, start_server
 
     if os.environ.get("REDIS_URL"):
         return os.environ["REDIS_URL"], None
@@ -88,7 +88,7 @@ class DocSession:
         bin_dir = self.workdir / "bin"
         bin_dir.mkdir()
         shim = bin_dir / "agentledger"
-        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m services.entrypoints.cli.main "$@"\n')
+        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m agentledger.services.entrypoints.cli.main "$@"\n')
         shim.chmod(0o755)
         self.envfile.write_text("")
         self.cwdfile.write_text(str(self.project))

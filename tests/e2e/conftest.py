@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from e2ekit import Cli, clean_environ, delete_prefix
 
-from services.adapters.redis.local_server import DEFAULT_URL, answers
+from agentledger.services.adapters.redis.local_server import DEFAULT_URL, answers
 
 SESSION_PREFIX = f"e2e-{uuid.uuid4().hex[:12]}"
 _numbers = itertools.count(1)

@@ -18,8 +18,8 @@ from typing import Any
 
 import redis
 
-from services.adapters.redis.local_server import DEFAULT_URL, answers
-from services.adapters.redis.local_service import LocalService
+from agentledger.services.adapters.redis.local_server import DEFAULT_URL, answers
+from agentledger.services.adapters.redis.local_service import LocalService
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 COMMAND_TIMEOUT_S = 60.0
@@ -27,7 +27,7 @@ COMMAND_TIMEOUT_S = 60.0
 _script = Path(sys.executable).with_name("agentledger")
 # the installed console script when it belongs to this interpreter, else the module
 AGENTLEDGER = (
-    [str(_script)] if _script.exists() else [sys.executable, "-m", "services.entrypoints.cli.main"]
+    [str(_script)] if _script.exists() else [sys.executable, "-m", "agentledger.services.entrypoints.cli.main"]
 )
 
 

@@ -25,7 +25,7 @@ SERVED = 12  # exit_codes.SERVED
 
 DEAF_TOOLS = '''
 import time
-from services.tools import tool
+from agentledger import tool
 
 @tool(read_only=True, timeout_s=120)
 def deaf_sleep(seconds: float) -> dict:

@@ -29,9 +29,9 @@ import pytest
 import redis
 from e2ekit import AGENTLEDGER, Cli, copy_example
 
-from services.adapters.redis.local_server import free_port, start_server
-from services.entrypoints.cli import exit_codes
-from services.settings_env import ENV as SETTINGS
+from agentledger.services.adapters.redis.local_server import free_port, start_server
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.settings_env import ENV as SETTINGS
 
 USAGE, STILL_LIVE, NO_REDIS = exit_codes.USAGE, exit_codes.STILL_LIVE, exit_codes.NO_REDIS
 DOCUMENTED = {

@@ -8,7 +8,7 @@ process has its own threads, and a tenant its share of the acceptance pool).
 
 The processes of a run are found from outside: every descendant of the workers
 process, every process carrying its sandboxes' owner mark
-(`services.adapters.tools.pids.owner_mark`), and every process in their PID
+(`agentledger.services.adapters.tools.pids.owner_mark`), and every process in their PID
 namespaces."""
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import pytest
 import yaml
 from e2ekit import Cli, of_type, start_workers, stop_workers, types
 
-from services.adapters.tools.pids import MARK
+from agentledger.services.adapters.tools.pids import MARK
 
 TOOLS = '''
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 
 @tool(read_only=True, timeout_s=500)

@@ -13,11 +13,11 @@ from typing import Any
 import yaml
 from e2ekit import Cli
 
-from services.keys import Keys
+from agentledger.services.keys import Keys
 
 CALLS = 6
 TOOLS = '''
-from services.tools import tool
+from agentledger import tool
 
 
 @tool(read_only=True)

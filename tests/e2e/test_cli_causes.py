@@ -20,7 +20,7 @@ RESERVE = {"name": "reserve_stock", "input": {"sku": "A1", "qty": 2}}
 DIVIDE_TOOLS = '''
 import logging
 
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 log = logging.getLogger("divide_tools")
 

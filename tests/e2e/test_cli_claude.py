@@ -17,8 +17,8 @@ import pytest
 import yaml
 from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers, types
 
-from events.pricing import cost_usd, price_of
-from schemas.content import Usage
+from agentledger.events.pricing import cost_usd, price_of
+from agentledger.schemas.content import Usage
 from tests.standin.messages_api import (
     TRANSCRIPTS,
     MessagesStandin,

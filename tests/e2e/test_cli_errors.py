@@ -16,8 +16,8 @@ import pytest
 import redis
 from e2ekit import AGENTLEDGER, Cli, copy_example
 
-from services.adapters.redis.local_server import PrivateRedis, start_server
-from services.keys import Keys
+from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
+from agentledger.services.keys import Keys
 
 
 @pytest.fixture(scope="module")

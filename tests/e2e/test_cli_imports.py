@@ -24,7 +24,7 @@ NOT_FOR_READS = (
     "opentelemetry.sdk.metrics._internal",
 )  # fmt: skip
 # what answering `--version` or `--help` needs none of
-NOT_FOR_ARGUMENTS = ("redis", "pydantic", "msgpack", "yaml", "events", "schemas.spec")
+NOT_FOR_ARGUMENTS = ("redis", "pydantic", "msgpack", "yaml", "events", "agentledger.schemas.spec")
 
 
 def imported(cli: Cli, *args: str) -> set[str]:

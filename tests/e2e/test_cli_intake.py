@@ -13,7 +13,7 @@ from pathlib import Path
 
 from e2ekit import AGENTLEDGER, Cli, copy_example, of_type, start_intake, stop_workers, types
 
-from services.adapters.publishers.publishers_file import file_digest
+from agentledger.services.adapters.publishers.publishers_file import file_digest
 
 MARKING_TOOLS = '''"""Tools that say which process imported them."""
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 Path(os.environ["MARKS"], str(os.getpid())).touch()
 
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 
 @tool(read_only=True)

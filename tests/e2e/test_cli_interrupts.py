@@ -20,7 +20,7 @@ from e2ekit import AGENTLEDGER, Cli, copy_example, of_type
 
 DEAF_TOOLS = '''
 import time
-from services.tools import tool
+from agentledger import tool
 
 @tool(read_only=True, timeout_s=120)
 def deaf_sleep(seconds: float) -> dict:

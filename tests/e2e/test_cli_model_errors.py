@@ -83,7 +83,7 @@ def test_an_overloaded_api_ends_the_run_failed_after_the_turns_attempts_with_the
     assert detail.endswith("(the bound: 3 attempts, 60 s a turn)")
     warned = [ln for ln in done.stderr.splitlines() if ln.startswith("WARNING")]
     assert [w.split(": model request failed: ")[0] for w in warned] == [
-        f"WARNING services.handlers.model: run {run_id} turn 1 attempt {n}" for n in (1, 2, 3)
+        f"WARNING agentledger.services.handlers.model: run {run_id} turn 1 attempt {n}" for n in (1, 2, 3)
     ]
     assert warned[-1].endswith("Overloaded; the run fails")
     no_traceback(done.stdout, done.stderr)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers
 
-from schemas.inbox import RunRequested
-from schemas.signature import entry
-from schemas.spec import RunSpec
-from services.adapters.publishers.publishers_file import local_name
-from services.keys import Keys
+from agentledger.schemas.inbox import RunRequested
+from agentledger.schemas.signature import entry
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.publishers.publishers_file import local_name
+from agentledger.services.keys import Keys
 
 REJECTED_WITHIN_S = 20.0
 

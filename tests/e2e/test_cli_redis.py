@@ -21,7 +21,11 @@ import pytest
 import redis
 from e2ekit import AGENTLEDGER, Cli, copy_example
 
-from services.adapters.redis.local_server import DEFAULT_URL, answers, redis_server_binary
+from agentledger.services.adapters.redis.local_server import (
+    DEFAULT_URL,
+    answers,
+    redis_server_binary,
+)
 
 
 def unused_url() -> str:

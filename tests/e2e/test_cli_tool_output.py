@@ -12,7 +12,7 @@ from e2ekit import Cli, of_type
 
 TOOLS = '''
 import os, sys
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 @tool(read_only=True)
 def chatty(ctx: ToolContext) -> dict:
@@ -61,7 +61,7 @@ def test_a_tools_prints_are_in_the_log_redacted_and_not_in_the_workers_output(
 
 
 BIG_TOOLS = '''
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 @tool(read_only=True, output_cap=None)
 def flood(chars: int, ctx: ToolContext) -> str:

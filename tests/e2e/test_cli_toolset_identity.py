@@ -17,7 +17,7 @@ TOOLS = '''"""The same tool in both folders; only the helper differs."""
 
 import helper
 
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 
 @tool(read_only=True)

@@ -26,15 +26,15 @@ from e2ekit import (
     stop_workers,
 )
 
-from services.adapters.publishers.publishers_file import local_name
-from services.adapters.redis.local_server import start_server
+from agentledger.services.adapters.publishers.publishers_file import local_name
+from agentledger.services.adapters.redis.local_server import start_server
 
 TOOLS = '''"""{owner}'s tools."""
 
 import os
 from pathlib import Path
 
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 
 @tool(writes=lambda a, ws: [f"note:{{ws}}"])

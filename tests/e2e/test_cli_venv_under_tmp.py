@@ -30,7 +30,7 @@ def test_the_fix_tests_example_completes_with_a_venv_under_tmp(
     (tmp_path / "work").mkdir()
     example = copy_example("fix_tests", cli.cwd)
     done = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "services.entrypoints.cli.main", "run", "--json",
+        [str(venv / "bin" / "python"), "-m", "agentledger.services.entrypoints.cli.main", "run", "--json",
          str(example / "spec.yaml")],
         cwd=cli.cwd, env={**cli.env, "PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)])}, capture_output=True, text=True,
         timeout=300,

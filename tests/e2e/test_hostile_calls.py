@@ -37,7 +37,7 @@ from hostile_calls import (
     write_spec,
 )
 
-from services.adapters.tools.sandbox import python_paths
+from agentledger.services.adapters.tools.sandbox import python_paths
 
 LIMITS = {  # small, so that the limits are reached fast
     "AGENTLEDGER_SANDBOX_CPU_S": "2",

@@ -27,12 +27,17 @@ import pytest
 import redis
 from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers, types
 
-from schemas.inbox import ApprovalGranted, HumanReplied, RunCancelRequested, RunRequested
-from schemas.signature import sign
-from schemas.spec import Principal, RunSpec
-from services.adapters.inbox.publishing import stamped
-from services.adapters.redis.local_server import answers, free_port
-from services.keys import Keys
+from agentledger.schemas.inbox import (
+    ApprovalGranted,
+    HumanReplied,
+    RunCancelRequested,
+    RunRequested,
+)
+from agentledger.schemas.signature import sign
+from agentledger.schemas.spec import Principal, RunSpec
+from agentledger.services.adapters.inbox.publishing import stamped
+from agentledger.services.adapters.redis.local_server import answers, free_port
+from agentledger.services.keys import Keys
 
 WAIT_S = 40.0
 GRANTED = ["stock:read", "stock:write"]

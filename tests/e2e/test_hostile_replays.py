@@ -20,11 +20,11 @@ import pytest
 import redis
 from e2ekit import Cli, copy_example, of_type, start_workers, stop_workers, types
 
-from schemas.inbox import HumanReplied, RunRequested
-from schemas.signature import entry as signed_entry
-from schemas.spec import RunSpec
-from services.adapters.inbox.publishing import stamped
-from services.keys import Keys
+from agentledger.schemas.inbox import HumanReplied, RunRequested
+from agentledger.schemas.signature import entry as signed_entry
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.inbox.publishing import stamped
+from agentledger.services.keys import Keys
 
 WAIT_S = 40.0
 SCOPES = "stock:read,stock:write"

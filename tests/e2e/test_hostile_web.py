@@ -21,7 +21,7 @@ import pytest
 from e2ekit import Cli, clean_environ, copy_example, start_workers, stop_workers
 from webkit import start_ui, token_for
 
-from services.adapters.redis.local_server import PrivateRedis, start_server
+from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
 
 ACTIONS = [
     {"action": "reply", "text": "use notes.md"},

@@ -27,12 +27,12 @@ import redis
 import yaml
 from e2ekit import Cli, copy_example, of_type, snapshot, start_workers, stop_workers
 
-from schemas.inbox import RunRequested
-from schemas.spec import RunSpec
-from services.adapters.inbox.publishing import publish
-from services.adapters.inbox.redis_inbox import rejected_reason
-from services.adapters.publishers.publishers_file import Signer
-from services.keys import Keys
+from agentledger.schemas.inbox import RunRequested
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.inbox.redis_inbox import rejected_reason
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.keys import Keys
 
 WAIT_S = 60.0
 PUBLISHER = "billing-svc"

@@ -22,7 +22,7 @@ import pytest
 import redis
 from e2ekit import AGENTLEDGER, Cli, clean_environ
 
-from services.adapters.redis.local_server import PrivateRedis, start_server
+from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
 
 TOOLS = Path(__file__).with_name("ops_tools")
 SECRET = "hunter2-" + uuid.uuid4().hex[:10]

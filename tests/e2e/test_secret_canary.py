@@ -21,7 +21,7 @@ import pytest
 import redis
 from e2ekit import AGENTLEDGER, SETTLING, Cli, start_intake, stop_workers, types
 
-from services.adapters.redis.local_server import PrivateRedis, start_server
+from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
 from tests.standin.messages_api import MessagesStandin, Streamed, Text, ToolUse
 
 CANARY_VAR = "AL_CANARY_TOKEN"
@@ -31,7 +31,7 @@ import logging
 import sys
 from pathlib import Path
 
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 log = logging.getLogger("canary_tools")
 
@@ -183,7 +183,7 @@ from urllib.parse import quote, quote_plus, unquote, urlsplit
 
 import yaml
 
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 log = logging.getLogger("encoded_tools")
 

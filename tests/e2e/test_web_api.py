@@ -17,7 +17,7 @@ import pytest
 from e2ekit import AGENTLEDGER, Cli, clean_environ, copy_example
 from webkit import post, request, start_ui
 
-from services.adapters.redis.local_server import PrivateRedis, start_server
+from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
 
 
 @pytest.fixture(scope="module")

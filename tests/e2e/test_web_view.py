@@ -17,7 +17,7 @@ import pytest
 from e2ekit import Cli, clean_environ, copy_example, start_workers, stop_workers
 from webkit import post, sign_in, start_ui, token_for
 
-from services.adapters.redis.local_server import PrivateRedis, start_server
+from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".agentledger" / "artifacts"

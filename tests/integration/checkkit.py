@@ -1,4 +1,4 @@
-"""What `services.handlers.checks.run_check` needs outside the workers: a run's
+"""What `agentledger.services.handlers.checks.run_check` needs outside the workers: a run's
 state (folded from its `RunCreated`, working in `workspace`) and an app with the
 settings, a clock and a store (the memory twin: nobody cancels these runs)."""
 
@@ -8,14 +8,14 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from events.fold import apply
-from events.state import RunState
-from events.types import RunCreated
-from schemas.envelope import Envelope
-from schemas.spec import RunSpec
-from services.adapters.store.memory import MemoryEventStore
-from services.clock import SystemClock
-from services.settings import Settings
+from agentledger.events.fold import apply
+from agentledger.events.state import RunState
+from agentledger.events.types import RunCreated
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.store.memory import MemoryEventStore
+from agentledger.services.clock import SystemClock
+from agentledger.services.settings import Settings
 
 SPEC = RunSpec.model_validate({
     "task": "a check run by the test itself",

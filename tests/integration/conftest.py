@@ -13,17 +13,17 @@ import pytest
 import redis
 from itkit import PUBLISHER, QUEUE, TOOL_MODULE, delete_prefix, file_publisher, write_tool_module
 
-from services.adapters.broker.membership import Membership
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
-from services.adapters.redis.directory import Directory
-from services.adapters.redis.local_server import answers, start_server
-from services.adapters.tools.toolset import ToolSet, load_toolset
-from services.bootstrap import build_app
-from services.handlers.app import App
-from services.keys import Keys
-from services.loops.intake import Intake
-from services.settings import Settings
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.adapters.redis.directory import Directory
+from agentledger.services.adapters.redis.local_server import answers, start_server
+from agentledger.services.adapters.tools.toolset import ToolSet, load_toolset
+from agentledger.services.bootstrap import build_app
+from agentledger.services.handlers.app import App
+from agentledger.services.keys import Keys
+from agentledger.services.loops.intake import Intake
+from agentledger.services.settings import Settings
 
 SHARED_URL = "redis://127.0.0.1:6379/0"
 

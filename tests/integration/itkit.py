@@ -16,21 +16,25 @@ from typing import Any
 
 import redis
 
-from events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
-from events.dispatch import due_commands
-from events.state import RunState
-from events.status import RunStatus
-from events.types import RunCreated
-from schemas.envelope import Envelope
-from schemas.spec import RunSpec
-from services.adapters.store.memory import MemoryEventStore
-from services.adapters.store.port import EventStore, Outgoing, Snapshot
-from services.errors import ConcurrencyConflict
-from services.handlers.app import App
-from services.handlers.carry import handle_drive_call, handle_request_model, handle_run_acceptance
-from services.handlers.resolve import handle_resolve_call
-from services.handlers.runs import Runs
-from services.keys import Keys, keys_for
+from agentledger.events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
+from agentledger.events.dispatch import due_commands
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.types import RunCreated
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.store.memory import MemoryEventStore
+from agentledger.services.adapters.store.port import EventStore, Outgoing, Snapshot
+from agentledger.services.errors import ConcurrencyConflict
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.carry import (
+    handle_drive_call,
+    handle_request_model,
+    handle_run_acceptance,
+)
+from agentledger.services.handlers.resolve import handle_resolve_call
+from agentledger.services.handlers.runs import Runs
+from agentledger.services.keys import Keys, keys_for
 from tests.contracts.commands import decoded
 
 TOOL_MODULE = "it_counting_tools"
@@ -45,7 +49,7 @@ import time
 import uuid
 from pathlib import Path
 
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 
 def _count(ctx: ToolContext, name: str) -> None:
@@ -110,8 +114,8 @@ def file_publisher(
 ) -> str:
     """File a publisher in the publishers file at `path` (granted everything by
     default, workspaces anywhere but the state folder); returns its key."""
-    from schemas.publishers import GrantedPrincipal
-    from services.adapters.publishers import publishers_file
+    from agentledger.schemas.publishers import GrantedPrincipal
+    from agentledger.services.adapters.publishers import publishers_file
 
     granted = [GrantedPrincipal(id=p.split("@")[0], tenant=p.split("@")[1]) for p in principals]
     return publishers_file.add(
@@ -122,7 +126,7 @@ def file_publisher(
 def signed(fields: dict[str, Any], signer: Any) -> dict[str, Any]:
     """An inbox entry's fields with its publisher and signature added (over its
     `message`, whatever that holds)."""
-    from schemas.signature import sign
+    from agentledger.schemas.signature import sign
 
     raw = fields.get("message")
     if raw is None:
@@ -411,7 +415,7 @@ def capturing(app: App, clock: Any = None) -> tuple[App, list[Command]]:
 def claim_without_running(app: App, run_id: str, call_id: str, *, worker: str) -> RunState:
     """What a worker that dies right after its claim leaves behind: the turn validated,
     its locks asked for, the call claimed — and nothing run."""
-    from services.handlers.call import CallClaim
+    from agentledger.services.handlers.call import CallClaim
 
     return app.engine.take(run_id, CallClaim(replace(app, worker=worker), call_id)).state
 
@@ -419,7 +423,7 @@ def claim_without_running(app: App, run_id: str, call_id: str, *, worker: str) -
 def queued(app: App, client: redis.Redis, run_id: str) -> list[Command]:
     """The commands waiting in the run's task-queue streams (queued with appends or
     sent on their own), taken out of them."""
-    from events.commands import Pool
+    from agentledger.events.commands import Pool
 
     state = load(app, run_id)
     found: list[Command] = []

@@ -16,9 +16,9 @@ from typing import Any, get_args
 
 import pytest
 
-from events.model_retry import ModelFailure
-from events.types import StopReason
-from schemas.content import (
+from agentledger.events.model_retry import ModelFailure
+from agentledger.events.types import StopReason
+from agentledger.schemas.content import (
     Message,
     RedactedThinkingBlock,
     TextBlock,
@@ -27,11 +27,11 @@ from schemas.content import (
     ToolUseBlock,
     Usage,
 )
-from schemas.spec import AnthropicModel, AnthropicSettings, ToolSpec
-from services.adapters.models.anthropic_adapter import AnthropicAdapter
-from services.adapters.models.port import ModelError, ModelRequest
-from services.bootstrap import model_for
-from services.settings import from_env
+from agentledger.schemas.spec import AnthropicModel, AnthropicSettings, ToolSpec
+from agentledger.services.adapters.models.anthropic_adapter import AnthropicAdapter
+from agentledger.services.adapters.models.port import ModelError, ModelRequest
+from agentledger.services.bootstrap import model_for
+from agentledger.services.settings import from_env
 from tests.standin.messages_api import (
     MODEL,
     Failed,

@@ -12,10 +12,17 @@ from typing import Any
 
 import pytest
 
-from schemas.content import Message, ProviderBlock, TextBlock, ToolResultBlock, Usage, to_api
-from schemas.spec import AnthropicSettings
-from services.adapters.models.anthropic_adapter import AnthropicAdapter
-from services.adapters.models.port import ModelRequest
+from agentledger.schemas.content import (
+    Message,
+    ProviderBlock,
+    TextBlock,
+    ToolResultBlock,
+    Usage,
+    to_api,
+)
+from agentledger.schemas.spec import AnthropicSettings
+from agentledger.services.adapters.models.anthropic_adapter import AnthropicAdapter
+from agentledger.services.adapters.models.port import ModelRequest
 from tests.standin.messages_api import TRANSCRIPTS, MessagesStandin, Streamed, Text, Transcript
 
 KEY = "sk-ant-standin-0123456789"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from services.settings import Settings
+from agentledger.services.settings import Settings
 from tests.bench import floor, ours
 from tests.bench.harness import private_bench
 from tests.bench.plan import WINDOW

@@ -30,13 +30,13 @@ import pytest
 import redis
 import yaml
 
-from schemas.publishers import PublishersFile
-from services.adapters.broker.streams_queue import GROUP, StreamQueue
-from services.adapters.publishers.publishers_file import key_of
-from services.adapters.redis.local_server import answers, free_port, start_server
-from services.entrypoints.cli.parser import parser
-from services.errors import ConfigError
-from services.settings import from_env
+from agentledger.schemas.publishers import PublishersFile
+from agentledger.services.adapters.broker.streams_queue import GROUP, StreamQueue
+from agentledger.services.adapters.publishers.publishers_file import key_of
+from agentledger.services.adapters.redis.local_server import answers, free_port, start_server
+from agentledger.services.entrypoints.cli.parser import parser
+from agentledger.services.errors import ConfigError
+from agentledger.services.settings import from_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -328,7 +328,7 @@ def test_every_stream_and_group_a_scaler_names_exists_once_the_pools_start(
             args = [a.replace("/app/", f"{ROOT}/", 1) if a.startswith("/app/") else a for a in args]
             args = ["0" if a == "9100" else a for a in args]  # any free metrics port
             proc = subprocess.Popen(
-                [sys.executable, "-m", "services.entrypoints.cli.main", *args],
+                [sys.executable, "-m", "agentledger.services.entrypoints.cli.main", *args],
                 env=env, cwd=tmp_path, text=True, stdout=subprocess.PIPE,
             )  # fmt: skip
             procs.append(proc)

@@ -1,4 +1,4 @@
-"""Script calls on a thread's own connection (`services.adapters.redis.direct`),
+"""Script calls on a thread's own connection (`agentledger.services.adapters.redis.direct`),
 against a private redis-server that the tests restart and flush."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from services.adapters.redis.client import redis_client
-from services.adapters.redis.direct import ThreadConnections
-from services.adapters.redis.local_server import PrivateRedis, start_server
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.adapters.redis.direct import ThreadConnections
+from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
 
 ECHO = "redis.call('INCR', KEYS[1]); return {KEYS[1], ARGV[1]}"
 
@@ -140,7 +140,7 @@ class _Sent:
 def test_commands_are_sent_as_the_connection_would_pack_them(
     commands: list[tuple[object, ...]],
 ) -> None:
-    from services.adapters.redis.direct import _send
+    from agentledger.services.adapters.redis.direct import _send
 
     conn = _Sent()
     _send(conn, commands)
@@ -150,7 +150,7 @@ def test_commands_are_sent_as_the_connection_would_pack_them(
 def test_a_pipeline_packed_by_hiredis_is_one_write() -> None:
     """redis-py writes a packed command list item by item: one syscall, and one
     loopback TCP segment, per command, where one write of the whole does."""
-    from services.adapters.redis.direct import _send
+    from agentledger.services.adapters.redis.direct import _send
 
     conn = _Sent()
     acks = [("XACK", "s", "g", f"1-{i}") for i in range(5)]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import redis
 
-from services.adapters.redis.directory import Directory
-from services.keys import Keys
+from agentledger.services.adapters.redis.directory import Directory
+from agentledger.services.keys import Keys
 
 MANIFEST = {"modules": ["m"], "tools": [{"name": "t", "read_only": True, "scope": None}]}
 

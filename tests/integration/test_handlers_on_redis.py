@@ -23,9 +23,9 @@ from itkit import (
     scripted_spec,
 )
 
-from events.status import CallStatus, RunStatus
-from services.handlers.app import App
-from services.handlers.carry import handle_drive_call
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.carry import handle_drive_call
 
 
 def running_tools(

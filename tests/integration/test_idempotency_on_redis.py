@@ -20,15 +20,15 @@ import pytest
 import redis
 from itkit import create_run, drive
 
-from events.conversation import messages
-from events.state import Call, RunState
-from events.status import CallStatus, RunStatus
-from schemas.content import ToolResultBlock
-from schemas.spec import RunSpec
-from services.adapters.tools.toolset import load_toolset
-from services.bootstrap import build_app
-from services.handlers.app import App
-from services.settings import Settings
+from agentledger.events.conversation import messages
+from agentledger.events.state import Call, RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.schemas.content import ToolResultBlock
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.tools.toolset import load_toolset
+from agentledger.services.bootstrap import build_app
+from agentledger.services.handlers.app import App
+from agentledger.services.settings import Settings
 
 MODULE = "it_once_tools"
 TOOLS = '''"""Writes for the idempotency tests. Every business effect is counted here, at
@@ -41,7 +41,7 @@ import threading
 import time
 from pathlib import Path
 
-from services.tools import Lookup, ToolContext, tool
+from agentledger import Lookup, ToolContext, tool
 
 _lock = threading.Lock()
 

@@ -10,16 +10,16 @@ import time
 
 import redis
 
-from services.adapters.broker.membership import Membership
-from services.adapters.inbox.publishing import GROUP
-from services.adapters.inbox.redis_inbox import (
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.inbox.publishing import GROUP
+from agentledger.services.adapters.inbox.redis_inbox import (
     Liveness,
     intake_liveness,
     rejected_reason,
     taken,
     withdraw,
 )
-from services.keys import Keys
+from agentledger.services.keys import Keys
 
 TTL_S = 1.5  # the LIVE look right after the beat must not be later than this on a busy machine
 

@@ -16,17 +16,17 @@ import pytest
 import redis
 from itkit import PUBLISHER, QUEUE, scripted_spec, signed
 
-from events.status import RunStatus
-from schemas.inbox import RunRequested
-from schemas.json_limits import MAX_MESSAGE_BYTES
-from schemas.publishers import GrantedPrincipal, Publisher
-from services.adapters.inbox.publishing import GROUP, publish, stamped
-from services.adapters.publishers.publishers_file import Signer
-from services.handlers.app import App
-from services.keys import Keys
-from services.loops import rejections
-from services.loops.inbox_auth import Granted
-from services.loops.intake import Intake
+from agentledger.events.status import RunStatus
+from agentledger.schemas.inbox import RunRequested
+from agentledger.schemas.json_limits import MAX_MESSAGE_BYTES
+from agentledger.schemas.publishers import GrantedPrincipal, Publisher
+from agentledger.services.adapters.inbox.publishing import GROUP, publish, stamped
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.handlers.app import App
+from agentledger.services.keys import Keys
+from agentledger.services.loops import rejections
+from agentledger.services.loops.inbox_auth import Granted
+from agentledger.services.loops.intake import Intake
 
 TTL_S = 2.0
 

@@ -1,4 +1,4 @@
-"""The intake role in a process of its own (`services.intake_role`), on a real
+"""The intake role in a process of its own (`agentledger.services.intake_role`), on a real
 Redis: it creates a run that names a tool module, and afterwards that process
 has imported no tool module — not the run's, not the built-in tools, not the MCP
 adapter — and runs no dramatiq worker thread: the grant decision never shares a
@@ -14,23 +14,23 @@ from pathlib import Path
 
 from itkit import QUEUE, TOOL_MODULE, scripted_spec
 
-from schemas.inbox import RunRequested
-from services.adapters.tools.toolset import ToolSet
-from services.settings import Settings
+from agentledger.schemas.inbox import RunRequested
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
 CHILD = """
 import json, sys, threading, time
 from pathlib import Path
-from schemas.inbox import RunRequested
-from services.adapters.publishers.publishers_file import signer
-from services.adapters.redis.client import redis_client
-from services.adapters.redis.directory import Directory
-from services.adapters.store.redis_store import RedisEventStore
-from services.intake_role import build_intake
-from services.keys import keys_for
-from services.adapters.inbox.publishing import publish
-from services.settings import Settings
+from agentledger.schemas.inbox import RunRequested
+from agentledger.services.adapters.publishers.publishers_file import signer
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.adapters.redis.directory import Directory
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.intake_role import build_intake
+from agentledger.services.keys import keys_for
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.settings import Settings
 
 args = json.loads(sys.argv[1])
 settings = Settings(
@@ -52,7 +52,7 @@ service.stop()
 print(json.dumps({
     "created": created,
     "modules": sorted(m for m in sys.modules if m == args["module"] or m.startswith((
-        "services.adapters.tools.builtin", "services.adapters.tools.mcp", "anthropic"))),
+        "agentledger.services.adapters.tools.builtin", "agentledger.services.adapters.tools.mcp", "anthropic"))),
     "threads": sorted(t.name for t in threading.enumerate()),
 }))
 """

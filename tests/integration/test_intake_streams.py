@@ -18,19 +18,19 @@ import redis
 from itkit import PUBLISHER, QUEUE, file_publisher, scripted_spec
 from test_intake_on_redis import pending, poll_until, rejected, request
 
-from schemas.signature import entry as signed_entry
-from services.adapters.broker.membership import Membership
-from services.adapters.inbox.publishing import publish
-from services.adapters.publishers import agreed, publishers_file
-from services.adapters.publishers.publishers_file import Signer
-from services.adapters.redis.directory import Directory
-from services.errors import ConfigError
-from services.handlers.app import App
-from services.intake_role import build_intake
-from services.keys import Keys
-from services.loops import rejections
-from services.loops.intake import Intake
-from services.settings import Settings
+from agentledger.schemas.signature import entry as signed_entry
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.publishers import agreed, publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.adapters.redis.directory import Directory
+from agentledger.services.errors import ConfigError
+from agentledger.services.handlers.app import App
+from agentledger.services.intake_role import build_intake
+from agentledger.services.keys import Keys
+from agentledger.services.loops import rejections
+from agentledger.services.loops.intake import Intake
+from agentledger.services.settings import Settings
 
 MAX_ID = "18446744073709551615-18446744073709551615"
 

@@ -13,11 +13,11 @@ from itkit import scripted_spec
 from test_intake_on_redis import everything, poll_until, rejected, request
 from test_publishers_on_redis import file_
 
-from services.adapters.inbox.publishing import publish
-from services.handlers.app import App
-from services.keys import Keys
-from services.loops.intake import Intake
-from services.settings import Settings
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.handlers.app import App
+from agentledger.services.keys import Keys
+from agentledger.services.loops.intake import Intake
+from agentledger.services.settings import Settings
 
 
 def test_a_workspace_in_the_granted_root_becomes_a_copy_under_the_state_folder(

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from schemas.errors import InvalidSpec
-from services.adapters.ledger.redis_ledger import RedisLedger
-from services.entrypoints.cli.spec_file import parse_spec
-from services.handlers.spec_check import check_spec
-from services.keys import Keys
+from agentledger.schemas.errors import InvalidSpec
+from agentledger.services.adapters.ledger.redis_ledger import RedisLedger
+from agentledger.services.entrypoints.cli.spec_file import parse_spec
+from agentledger.services.handlers.spec_check import check_spec
+from agentledger.services.keys import Keys
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from services.adapters.ledger.port import Ledger
-from services.adapters.ledger.redis_ledger import RedisLedger
-from services.adapters.locks.redis_locks import RedisLocks
-from services.keys import Keys
+from agentledger.services.adapters.ledger.port import Ledger
+from agentledger.services.adapters.ledger.redis_ledger import RedisLedger
+from agentledger.services.adapters.locks.redis_locks import RedisLocks
+from agentledger.services.keys import Keys
 from tests.contracts.locks_and_ledger import LEASE_S, LedgerContract, LocksContract
 
 

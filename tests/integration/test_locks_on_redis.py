@@ -22,7 +22,7 @@ import pytest
 import redis
 from itkit import TOOL_MODULE, call, create_run, drive, executions, in_threads, load, proposed
 
-from events.lock_partitions import (
+from agentledger.events.lock_partitions import (
     Partitioned,
     enqueue_all,
     expire_all,
@@ -30,16 +30,16 @@ from events.lock_partitions import (
     release_many,
     renew_final,
 )
-from events.lock_step import LockAsk
-from events.locks import Grant, LockTable, Mode, Request
-from events.status import CallStatus
-from schemas.spec import RunSpec
-from services.adapters.locks.redis_locks import RedisLocks
-from services.adapters.redis.local_server import answers, free_port, redis_server_binary
-from services.adapters.store.port import Outgoing
-from services.handlers.app import App
-from services.handlers.carry import handle_drive_call
-from services.keys import Keys
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.locks import Grant, LockTable, Mode, Request
+from agentledger.events.status import CallStatus
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.locks.redis_locks import RedisLocks
+from agentledger.services.adapters.redis.local_server import answers, free_port, redis_server_binary
+from agentledger.services.adapters.store.port import Outgoing
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.carry import handle_drive_call
+from agentledger.services.keys import Keys
 
 T0 = 1_700_000_000.0
 TICK_S = 0.125  # times on a binary grid: seconds and microseconds are both exact
@@ -240,13 +240,13 @@ class FencedStore:
 HOLDER = """
 import json, sys, time, types
 import redis
-from events.lock_step import LockAsk
-from events.locks import Mode
-from services.adapters.locks.redis_locks import RedisLocks
-from services.adapters.redis.client import redis_client
-from services.clock import SystemClock
-from services.handlers.execution import LeaseKeeper
-from services.keys import Keys
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.locks import Mode
+from agentledger.services.adapters.locks.redis_locks import RedisLocks
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.clock import SystemClock
+from agentledger.services.handlers.execution import LeaseKeeper
+from agentledger.services.keys import Keys
 
 url, prefix, lease_s, resources, fence_key, n = sys.argv[1:7]
 resource, *others = resources.split(",")

@@ -28,14 +28,14 @@ from mcp_servers.kit import (  # noqa: E402
     wait_for,
 )
 
-from events.tool_step import Errored, Lost, Stopped, Succeeded, TimedOut  # noqa: E402
-from schemas.mcp_servers import McpServersFile  # noqa: E402
-from services.adapters.tools.context import ToolContext  # noqa: E402
-from services.adapters.tools.mcp.hub import McpHub  # noqa: E402
-from services.adapters.tools.mcp.tool import McpTool  # noqa: E402
-from services.adapters.tools.runner import run_tool  # noqa: E402
-from services.adapters.tools.sandbox import SandboxPolicy  # noqa: E402
-from services.adapters.tools.toolset import load_toolset  # noqa: E402
+from agentledger.events.tool_step import Errored, Lost, Stopped, Succeeded, TimedOut  # noqa: E402
+from agentledger.schemas.mcp_servers import McpServersFile  # noqa: E402
+from agentledger.services.adapters.tools.context import ToolContext  # noqa: E402
+from agentledger.services.adapters.tools.mcp.hub import McpHub  # noqa: E402
+from agentledger.services.adapters.tools.mcp.tool import McpTool  # noqa: E402
+from agentledger.services.adapters.tools.runner import run_tool  # noqa: E402
+from agentledger.services.adapters.tools.sandbox import SandboxPolicy  # noqa: E402
+from agentledger.services.adapters.tools.toolset import load_toolset  # noqa: E402
 
 BASE = load_toolset([])
 

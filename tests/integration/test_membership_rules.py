@@ -10,8 +10,12 @@ import time
 
 import redis
 
-from services.adapters.broker.membership import Membership, balanced_owners, rendezvous_owner
-from services.keys import Keys
+from agentledger.services.adapters.broker.membership import (
+    Membership,
+    balanced_owners,
+    rendezvous_owner,
+)
+from agentledger.services.keys import Keys
 
 SHARDS = tuple(range(16))
 TTL_S = 60.0  # nobody falls silent by accident on a busy machine

@@ -29,21 +29,21 @@ from itkit import (
     with_store,
 )
 
-from events.acceptance_step import FILE_CHECK_S
-from events.status import CallStatus, RunStatus
-from events.tool_step import Succeeded, record_outcome
-from events.types import AcceptanceStarted, RunEscalated, RunResumed, ToolCallSucceeded
-from services.adapters.broker.membership import Membership
-from services.adapters.redis.client import redis_client
-from services.adapters.redis.local_server import PrivateRedis, free_port, start_server
-from services.adapters.tools.toolset import ToolSet
-from services.bootstrap import build_app
-from services.handlers.app import App
-from services.handlers.carry import handle_run_acceptance
-from services.handlers.engine import Decided
-from services.keys import keys_for
-from services.loops.sweeper import run_sweeper, sweep_once
-from services.settings import Settings
+from agentledger.events.acceptance_step import FILE_CHECK_S
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.tool_step import Succeeded, record_outcome
+from agentledger.events.types import AcceptanceStarted, RunEscalated, RunResumed, ToolCallSucceeded
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.adapters.redis.local_server import PrivateRedis, free_port, start_server
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.bootstrap import build_app
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.carry import handle_run_acceptance
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.keys import keys_for
+from agentledger.services.loops.sweeper import run_sweeper, sweep_once
+from agentledger.services.settings import Settings
 
 OUTAGE_S = 2.0
 LONG_OUTAGE_S = 3.5  # longer than a claim's 0.5 s timeout and 1.5 s grace
@@ -256,7 +256,7 @@ def test_a_run_whose_acceptance_worker_died_is_re_driven_after_the_normal_lease(
     def dies(*_: object) -> None:
         raise WorkerDied
 
-    monkeypatch.setattr("services.handlers.accept.run_check", dies)
+    monkeypatch.setattr("agentledger.services.handlers.accept.run_check", dies)
     with pytest.raises(WorkerDied):
         handle_run_acceptance(app, run_id)
     monkeypatch.undo()

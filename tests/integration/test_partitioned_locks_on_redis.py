@@ -27,23 +27,23 @@ from itkit import (
     scripted_spec,
 )
 
-from events.commands import DriveCall
-from events.counted import counted
-from events.lock_partitions import partition_of
-from events.lock_step import LockAsk
-from events.locks import Mode
-from events.status import CallStatus
-from services.adapters.locks.redis_locks import RedisLocks
-from services.adapters.redis.client import is_cluster
-from services.adapters.tools.toolset import ToolSet
-from services.bootstrap import build_app
-from services.errors import ConfigError
-from services.handlers.app import App
-from services.handlers.carry import handle_drive_call
-from services.keys import Keys
-from services.lock_partitions import ON_A_CLUSTER, ON_ONE_REDIS, lock_partitions
-from services.loops.sweeper import sweep_once
-from services.settings import Settings
+from agentledger.events.commands import DriveCall
+from agentledger.events.counted import counted
+from agentledger.events.lock_partitions import partition_of
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.locks import Mode
+from agentledger.events.status import CallStatus
+from agentledger.services.adapters.locks.redis_locks import RedisLocks
+from agentledger.services.adapters.redis.client import is_cluster
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.bootstrap import build_app
+from agentledger.services.errors import ConfigError
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.carry import handle_drive_call
+from agentledger.services.keys import Keys
+from agentledger.services.lock_partitions import ON_A_CLUSTER, ON_ONE_REDIS, lock_partitions
+from agentledger.services.loops.sweeper import sweep_once
+from agentledger.services.settings import Settings
 
 N = 3
 W = Mode.WRITE

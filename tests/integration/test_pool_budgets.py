@@ -14,10 +14,10 @@ import dramatiq
 import pytest
 import redis
 
-from services.adapters.broker.budgets import Budgets, current_slot
-from services.adapters.broker.streams_broker import Route, StreamsBroker
-from services.adapters.redis.client import redis_client
-from services.keys import Keys
+from agentledger.services.adapters.broker.budgets import Budgets, current_slot
+from agentledger.services.adapters.broker.streams_broker import Route, StreamsBroker
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.keys import Keys
 
 URL = "redis://127.0.0.1:6379/0"
 SHARDS = range(4)

@@ -16,16 +16,16 @@ import redis
 from itkit import QUEUE, file_publisher, scripted_spec
 from test_intake_on_redis import pending, poll_until, rejected, request
 
-from events.types import RunCreated
-from schemas.inbox import RunCancelRequested
-from schemas.spec import Principal
-from services.adapters.inbox.publishing import publish
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
-from services.handlers.app import App
-from services.keys import Keys
-from services.loops.intake import Intake
-from services.settings import Settings
+from agentledger.events.types import RunCreated
+from agentledger.schemas.inbox import RunCancelRequested
+from agentledger.schemas.spec import Principal
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.handlers.app import App
+from agentledger.services.keys import Keys
+from agentledger.services.loops.intake import Intake
+from agentledger.services.settings import Settings
 
 
 def spec_for(tools_dir: Path, *scopes: str, id_: str = "alice", tenant: str = "shop-1"):  # type: ignore[no-untyped-def]

@@ -27,18 +27,18 @@ import pytest
 import redis
 from itkit import QUEUE, TOOL_MODULE, call, executions, file_publisher, scripted_spec
 
-from events.status import RunStatus
-from schemas.inbox import RunRequested
-from services.adapters.inbox.publishing import publish
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
-from services.adapters.redis.acl import DEFAULT_OFF, rules
-from services.adapters.redis.local_server import answers, free_port
-from services.adapters.store.redis_store import RedisEventStore
-from services.keys import Keys
-from services.settings import Settings
+from agentledger.events.status import RunStatus
+from agentledger.schemas.inbox import RunRequested
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.adapters.redis.acl import DEFAULT_OFF, rules
+from agentledger.services.adapters.redis.local_server import answers, free_port
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.keys import Keys
+from agentledger.services.settings import Settings
 
-CLI = [sys.executable, "-m", "services.entrypoints.cli.main"]
+CLI = [sys.executable, "-m", "agentledger.services.entrypoints.cli.main"]
 MAX_ID = "18446744073709551615-18446744073709551615"
 
 

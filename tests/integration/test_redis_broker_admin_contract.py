@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import redis
 
-from services.adapters.broker.membership import Membership
-from services.adapters.broker.redis_admin import RedisBrokerAdmin
-from services.adapters.broker.streams_queue import GROUP, StreamQueue
-from services.adapters.redis.directory import Directory, group
-from services.keys import Keys
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.broker.redis_admin import RedisBrokerAdmin
+from agentledger.services.adapters.broker.streams_queue import GROUP, StreamQueue
+from agentledger.services.adapters.redis.directory import Directory, group
+from agentledger.services.keys import Keys
 from tests.contracts.broker_admin import BrokerAdminContract
 
 TTL_S = 60.0

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import redis
 
-from services.adapters.broker.membership import Membership
-from services.adapters.inbox.publishing import GROUP
-from services.adapters.inbox.redis_inbox import RedisInbox
-from services.keys import Keys
-from services.loops import rejections
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.inbox.publishing import GROUP
+from agentledger.services.adapters.inbox.redis_inbox import RedisInbox
+from agentledger.services.keys import Keys
+from agentledger.services.loops import rejections
 from tests.contracts.inbox import TTL_S, InboxContract
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import redis
 
-from services.adapters.reading.redis_reader import RedisRunReader
-from services.adapters.store.redis_store import RedisEventStore
-from services.keys import Keys
+from agentledger.services.adapters.reading.redis_reader import RedisRunReader
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.keys import Keys
 from tests.contracts.run_reader import RunReaderContract
 
 

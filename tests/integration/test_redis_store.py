@@ -22,15 +22,15 @@ from itkit import (
 )
 from redis.crc import key_slot
 
-from events.fold import fold
-from events.status import RunStatus
-from events.types import CODEC
-from schemas.errors import InvalidEvent
-from services.adapters.store.port import Head, Outgoing
-from services.adapters.store.redis_store import RedisEventStore
-from services.errors import ConcurrencyConflict
-from services.handlers.app import App
-from services.keys import Keys
+from agentledger.events.fold import fold
+from agentledger.events.status import RunStatus
+from agentledger.events.types import CODEC
+from agentledger.schemas.errors import InvalidEvent
+from agentledger.services.adapters.store.port import Head, Outgoing
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.errors import ConcurrencyConflict
+from agentledger.services.handlers.app import App
+from agentledger.services.keys import Keys
 from tests.contracts.envelopes import batch
 
 

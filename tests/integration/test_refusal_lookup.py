@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import redis
 
-from services.adapters.inbox import redis_inbox
-from services.adapters.inbox.publishing import partition_of
-from services.adapters.inbox.redis_inbox import refusal_of_run
-from services.keys import Keys
+from agentledger.services.adapters.inbox import redis_inbox
+from agentledger.services.adapters.inbox.publishing import partition_of
+from agentledger.services.adapters.inbox.redis_inbox import refusal_of_run
+from agentledger.services.keys import Keys
 
 RUN = "r-0123456789abcdef.s1"
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from events.types import ModelRequested, ModelResponded, RunCreated
-from schemas.content import Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
-from schemas.envelope import Envelope
-from schemas.spec import RunSpec
-from services.adapters.models.port import ModelError, ModelRequest
-from services.adapters.models.replay import ReplayAdapter
+from agentledger.events.types import ModelRequested, ModelResponded, RunCreated
+from agentledger.schemas.content import Message, TextBlock, ThinkingBlock, ToolUseBlock, Usage
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.models.port import ModelError, ModelRequest
+from agentledger.services.adapters.models.replay import ReplayAdapter
 
 REPLY = ModelResponded(
     turn=2,

@@ -18,18 +18,18 @@ from itkit import QUEUE, scripted_spec
 from test_intake_on_redis import pending, poll_until, rejected, request
 from test_publishers_on_redis import file_, spec_for
 
-from events.types import RunCancelRequested, RunCreated
-from schemas.inbox import RunCancelRequested as CancelMessage
-from schemas.signature import entry as signed_entry
-from schemas.spec import ReplayModel, ReplaySettings
-from services.adapters.inbox.publishing import GROUP, publish, stamped
-from services.adapters.publishers.nonces import RedisNonces
-from services.adapters.publishers.publishers_file import Signer
-from services.handlers.app import App
-from services.keys import Keys
-from services.loops.inbox_auth import nonce_partition
-from services.loops.intake import Intake
-from services.settings import Settings
+from agentledger.events.types import RunCancelRequested, RunCreated
+from agentledger.schemas.inbox import RunCancelRequested as CancelMessage
+from agentledger.schemas.signature import entry as signed_entry
+from agentledger.schemas.spec import ReplayModel, ReplaySettings
+from agentledger.services.adapters.inbox.publishing import GROUP, publish, stamped
+from agentledger.services.adapters.publishers.nonces import RedisNonces
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.handlers.app import App
+from agentledger.services.keys import Keys
+from agentledger.services.loops.inbox_auth import nonce_partition
+from agentledger.services.loops.intake import Intake
+from agentledger.services.settings import Settings
 
 
 def reasons(client: redis.Redis, keys: Keys) -> list[str]:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from services.adapters.tools import pids
-from services.adapters.tools.process import Completed, Process, run_command
-from services.adapters.tools.sandbox import Limits, SandboxPolicy, python_paths
+from agentledger.services.adapters.tools import pids
+from agentledger.services.adapters.tools.process import Completed, Process, run_command
+from agentledger.services.adapters.tools.sandbox import Limits, SandboxPolicy, python_paths
 
 POLICY = SandboxPolicy()
 
@@ -306,8 +306,8 @@ def test_sigterm_reaches_the_command_and_sigkill_ends_the_sandbox(ws: Path) -> N
 def _worker(tmp_path: Path, ws: Path, seconds: str) -> subprocess.Popen[bytes]:
     script = tmp_path / "worker.py"
     script.write_text(
-        "from services.adapters.tools.process import run_command\n"
-        "from services.adapters.tools.sandbox import SandboxPolicy\n"
+        "from agentledger.services.adapters.tools.process import run_command\n"
+        "from agentledger.services.adapters.tools.sandbox import SandboxPolicy\n"
         f"run_command(['sleep', {seconds!r}], policy=SandboxPolicy(), workspace={str(ws)!r}, cwd={str(ws)!r})\n"
     )
     return subprocess.Popen([sys.executable, str(script)])

@@ -20,11 +20,11 @@ import pytest
 import redis
 from checkkit import check_app, check_state
 
-from schemas.spec import CommandCheck
-from services.adapters.tools import sandbox, sandbox_probe, usernet
-from services.errors import ConfigError
-from services.handlers.checks import run_check
-from services.settings import Settings
+from agentledger.schemas.spec import CommandCheck
+from agentledger.services.adapters.tools import sandbox, sandbox_probe, usernet
+from agentledger.services.errors import ConfigError
+from agentledger.services.handlers.checks import run_check
+from agentledger.services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 MASKABLE = [n for n in ("kcore", "keys", "timer_list") if os.path.exists(f"/proc/{n}")]
@@ -33,11 +33,11 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0 or not MASKABLE, reason="the e
 INSIDE = """
 import json, sys
 from checkkit import check_app, check_state
-from schemas.spec import CommandCheck
-from services.adapters.tools import sandbox_probe
-from services.errors import ConfigError
-from services.handlers.checks import run_check
-from services.settings import Settings
+from agentledger.schemas.spec import CommandCheck
+from agentledger.services.adapters.tools import sandbox_probe
+from agentledger.services.errors import ConfigError
+from agentledger.services.handlers.checks import run_check
+from agentledger.services.settings import Settings
 try:
     sandbox_probe.ready(Settings())
     print(json.dumps({"probe": "ready"}))
@@ -78,7 +78,7 @@ def test_under_a_masked_proc_a_workers_process_refuses_to_start(
     env = {"REDIS_URL": "redis://127.0.0.1:6379/0", "AGENTLEDGER_PREFIX": prefix,
            "AGENTLEDGER_STATE_DIR": str(tmp_path / "state"), "AGENTLEDGER_PROBE_URL": "off"}  # fmt: skip
     done = masked_proc(
-        sys.executable, "-m", "services.entrypoints.cli.main", "workers", "--pools", "accept",
+        sys.executable, "-m", "agentledger.services.entrypoints.cli.main", "workers", "--pools", "accept",
         "--queue", "q", "--processes", processes, env=env,
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
@@ -90,10 +90,10 @@ def test_under_a_masked_proc_a_workers_process_refuses_to_start(
 VENV_CHECK = """
 import json, sys
 from checkkit import check_app, check_state
-from schemas.spec import CommandCheck
-from services.adapters.tools import sandbox_probe
-from services.handlers.checks import run_check
-from services.settings import Settings
+from agentledger.schemas.spec import CommandCheck
+from agentledger.services.adapters.tools import sandbox_probe
+from agentledger.services.handlers.checks import run_check
+from agentledger.services.settings import Settings
 sandbox_probe.ready(Settings())
 check = CommandCheck(command="python -c 'import sys; print(sys.prefix)' && python -m pytest --version")
 verdict = run_check(check_app(), check_state(sys.argv[1]), check)

@@ -28,14 +28,14 @@ import pytest
 import redis
 from checkkit import check_app, check_state
 
-from schemas.spec import CommandCheck
-from services.adapters.redis.local_server import redis_server_binary
-from services.adapters.tools import handover, usernet
-from services.adapters.tools.context import ToolContext
-from services.adapters.tools.process import Completed, run_command
-from services.adapters.tools.sandbox import Limits, SandboxPolicy
-from services.handlers.checks import run_check
-from services.settings import Settings
+from agentledger.schemas.spec import CommandCheck
+from agentledger.services.adapters.redis.local_server import redis_server_binary
+from agentledger.services.adapters.tools import handover, usernet
+from agentledger.services.adapters.tools.context import ToolContext
+from agentledger.services.adapters.tools.process import Completed, run_command
+from agentledger.services.adapters.tools.sandbox import Limits, SandboxPolicy
+from agentledger.services.handlers.checks import run_check
+from agentledger.services.settings import Settings
 
 POLICY = SandboxPolicy()
 ROOT = os.geteuid() == 0
@@ -397,8 +397,8 @@ print(subprocess.run(['ip', 'route'], capture_output=True, text=True).stdout)
 
 
 def mcp_line(ws: Path, command: list[str], *, network: bool) -> list[str]:
-    from schemas.mcp_servers import McpServer
-    from services.adapters.tools.mcp.transport import stdio_command
+    from agentledger.schemas.mcp_servers import McpServer
+    from agentledger.services.adapters.tools.mcp.transport import stdio_command
 
     config = McpServer.model_validate({"command": command, "network": network})
     return stdio_command(config, workspace=str(ws), policy=POLICY)
@@ -431,8 +431,8 @@ def test_an_mcp_server_with_network_true_gets_a_network_of_its_own(
 
 UNPRIVILEGED = """
 import json, sys
-from services.adapters.tools.process import run_command
-from services.adapters.tools.sandbox import SandboxPolicy
+from agentledger.services.adapters.tools.process import run_command
+from agentledger.services.adapters.tools.sandbox import SandboxPolicy
 ws, value, network = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 script = ('cat /proc/self/status; printf "%s" "$1" > /proc/sys/kernel/core_pattern && echo WROTE; '
           'unshare -U true && echo NESTED; echo x > made.txt; touch /dev/x && echo DEV-WRITABLE; ip route')

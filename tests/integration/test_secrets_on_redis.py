@@ -14,17 +14,17 @@ from typing import Any
 import pytest
 import redis
 
-from events.types import Event, ModelRequested, ModelResponded, RunCreated, RunFailed
-from schemas.content import TextBlock, ThinkingBlock
-from schemas.spec import RunSpec
-from services.adapters.redis.locate import Located, Origin
-from services.entrypoints.cli import context_cmds, inspect_cmds, tail_cmds
-from services.handlers.app import App
-from services.handlers.runs import envelopes
-from services.keys import Keys
-from services.secrets import LOG_FILTER
-from services.session import Session, session_over
-from services.settings import Settings
+from agentledger.events.types import Event, ModelRequested, ModelResponded, RunCreated, RunFailed
+from agentledger.schemas.content import TextBlock, ThinkingBlock
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.redis.locate import Located, Origin
+from agentledger.services.entrypoints.cli import context_cmds, inspect_cmds, tail_cmds
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.runs import envelopes
+from agentledger.services.keys import Keys
+from agentledger.services.secrets import LOG_FILTER
+from agentledger.services.session import Session, session_over
+from agentledger.services.settings import Settings
 
 VAR, VALUE = "IT_DEPLOY_TOKEN", "itv-8c1d2e3f4a5b6978"
 AWS = "AKIAIOSFODNN7EXAMPLE"

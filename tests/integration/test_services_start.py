@@ -10,13 +10,13 @@ from __future__ import annotations
 import redis
 from itkit import QUEUE
 
-from events import frozen, snapshot
-from events.state import Call, Check, RunState, Turn
-from services.adapters.tools.toolset import ToolSet
-from services.bootstrap import build_services
-from services.intake_role import build_intake
-from services.loops import inbox_parse
-from services.settings import Settings
+from agentledger.events import frozen, snapshot
+from agentledger.events.state import Call, Check, RunState, Turn
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.bootstrap import build_services
+from agentledger.services.intake_role import build_intake
+from agentledger.services.loops import inbox_parse
+from agentledger.services.settings import Settings
 
 READERS = {"snapshot": snapshot._block, "inbox": inbox_parse._message}
 STATE_CLASSES = (RunState, Turn, Call, Check)

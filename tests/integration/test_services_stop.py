@@ -12,12 +12,12 @@ from pathlib import Path
 import redis
 from itkit import QUEUE
 
-from events.commands import Pool
-from services.adapters.tools.toolset import ToolSet, load_toolset
-from services.bootstrap import build_services
-from services.intake_role import build_intake
-from services.keys import Keys
-from services.settings import Settings
+from agentledger.events.commands import Pool
+from agentledger.services.adapters.tools.toolset import ToolSet, load_toolset
+from agentledger.services.bootstrap import build_services
+from agentledger.services.intake_role import build_intake
+from agentledger.services.keys import Keys
+from agentledger.services.settings import Settings
 
 
 def members(client: redis.Redis, key: str) -> set[str]:

@@ -9,10 +9,10 @@ import uuid
 import pytest
 import redis
 
-from events.fold import fold
-from services.adapters.store.redis_store import RedisEventStore
-from services.handlers.state_cache import SNAPSHOT_EVERY, StateCache
-from services.keys import Keys
+from agentledger.events.fold import fold
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.handlers.state_cache import SNAPSHOT_EVERY, StateCache
+from agentledger.services.keys import Keys
 from tests.contracts.state_cache import StateCacheSuite, grow
 
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from services.adapters.store.redis_store import RedisEventStore
-from services.keys import Keys
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.keys import Keys
 from tests.contracts.event_store import EventStoreContract
 
 

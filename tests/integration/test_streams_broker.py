@@ -27,9 +27,9 @@ import redis
 from dramatiq.brokers.redis import RedisBroker
 from dramatiq.message import Message
 
-from services.adapters.broker.streams_broker import Route, StreamsBroker
-from services.adapters.redis.client import redis_client
-from services.keys import Keys
+from agentledger.services.adapters.broker.streams_broker import Route, StreamsBroker
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.keys import Keys
 
 URL = "redis://127.0.0.1:6379/0"
 ROOT = Path(__file__).resolve().parents[2]

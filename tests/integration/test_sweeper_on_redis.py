@@ -27,17 +27,17 @@ from itkit import (
     scripted_spec,
 )
 
-from events.commands import DriveCall, RequestModel
-from events.lock_step import LockAsk
-from events.locks import Mode
-from events.status import CallStatus, RunStatus
-from services.adapters.tools.toolset import ToolSet
-from services.bootstrap import build_app
-from services.handlers.app import App
-from services.handlers.carry import handle_drive_call
-from services.keys import Keys
-from services.loops.sweeper import sweep_once
-from services.settings import Settings
+from agentledger.events.commands import DriveCall, RequestModel
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.locks import Mode
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.bootstrap import build_app
+from agentledger.services.handlers.app import App
+from agentledger.services.handlers.carry import handle_drive_call
+from agentledger.services.keys import Keys
+from agentledger.services.loops.sweeper import sweep_once
+from agentledger.services.settings import Settings
 
 LOCK_LEASE_S = 0.4
 

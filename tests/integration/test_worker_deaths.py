@@ -32,15 +32,15 @@ from itkit import (
     scripted_spec,
 )
 
-from events.commands import Pool
-from events.state import RunState
-from events.status import CallStatus
-from services.adapters.broker.membership import Membership
-from services.adapters.redis.directory import group
-from services.adapters.redis.worker_deaths import WorkerDeaths
-from services.handlers.app import App
-from services.keys import Keys
-from services.loops.sweeper import sweep_once
+from agentledger.events.commands import Pool
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.redis.directory import group
+from agentledger.services.adapters.redis.worker_deaths import WorkerDeaths
+from agentledger.services.handlers.app import App
+from agentledger.services.keys import Keys
+from agentledger.services.loops.sweeper import sweep_once
 
 TTL_S = 0.4  # silence past it is waited for: a busy machine only waits longer
 PATIENT_S = 60.0  # a beat just sent is within it, however slow the machine

@@ -17,17 +17,17 @@ import pytest
 import redis
 from itkit import QUEUE, TOOL_MODULE, call, executions, scripted_spec
 
-from events.state import RunState
-from events.status import RunStatus
-from events.types import ModelRequested
-from schemas.inbox import RunRequested
-from services.adapters.inbox.publishing import publish
-from services.adapters.publishers.publishers_file import Signer
-from services.adapters.store.redis_store import RedisEventStore
-from services.adapters.tools.toolset import ToolSet
-from services.handlers.state_cache import cache_for
-from services.keys import Keys
-from services.settings import Settings
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.types import ModelRequested
+from agentledger.schemas.inbox import RunRequested
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.handlers.state_cache import cache_for
+from agentledger.services.keys import Keys
+from agentledger.services.settings import Settings
 
 RECOVERY_LIMIT_S = 15.0
 MODEL_DELAY_S = 1.5
@@ -46,7 +46,7 @@ class Workers:
         """`agentledger workers` serving the test tools, or `command` (`intake`)."""
         log = open(self._logs / f"workers-{len(self.procs) + 1}.log", "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "services.entrypoints.cli.main", *(command or ["workers", *self._tools])],
+            [sys.executable, "-m", "agentledger.services.entrypoints.cli.main", *(command or ["workers", *self._tools])],
             env=self._env,
             stdout=log,
             stderr=subprocess.STDOUT,

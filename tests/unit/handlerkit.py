@@ -1,4 +1,4 @@
-"""The handlers in the unit tier: an `App` composed as `services.bootstrap.build_app`
+"""The handlers in the unit tier: an `App` composed as `agentledger.services.bootstrap.build_app`
 composes it, but over the in-memory adapters (store, lock table, ledger — each
 passes the contract suite its Redis adapter passes), a manual clock and the
 tools of `unit_tools`. No Redis, no broker.
@@ -10,7 +10,7 @@ is: commands are never re-derived from the state here, so a run the writer
 forgot to dispatch is stuck, and the test says so. Every append is recorded
 with the command being handled when it was made, so a test can check who wrote
 into which run's log. A unit made with `carry=carrying(...)` is a worker process
-that serves those pools and carries its runs on (`services.handlers.carry`);
+that serves those pools and carries its runs on (`agentledger.services.handlers.carry`);
 by default it carries nothing, so every step is a command the test delivers."""
 
 from __future__ import annotations
@@ -24,28 +24,39 @@ from typing import Any
 
 import unit_tools
 
-from events.commands import Command, DriveCall, Pool, RequestModel, ResolveCall, RunAcceptance
-from events.state import Call, RunState
-from events.types import RunCreated
-from schemas.envelope import Envelope
-from schemas.spec import ModelSpec, RunSpec, ScriptedModel
-from services.adapters.broker.outbox import Outbox
-from services.adapters.ledger.memory_ledger import MemoryLedger
-from services.adapters.locks.memory_locks import MemoryLocks
-from services.adapters.models.port import ModelAdapter
-from services.adapters.models.scripted import ScriptedAdapter
-from services.adapters.store.memory import MemoryEventStore
-from services.adapters.store.port import EventStore, Outgoing, Snapshot
-from services.adapters.store.redacting import RedactingStore
-from services.adapters.tools.toolset import ToolSet, load_toolset
-from services.errors import ConcurrencyConflict
-from services.handlers.app import App, Carrying
-from services.handlers.carry import handle_drive_call, handle_request_model, handle_run_acceptance
-from services.handlers.resolve import handle_resolve_call
-from services.handlers.runs import Runs
-from services.keys import Keys
-from services.secrets import stored_redactor
-from services.settings import Settings
+from agentledger.events.commands import (
+    Command,
+    DriveCall,
+    Pool,
+    RequestModel,
+    ResolveCall,
+    RunAcceptance,
+)
+from agentledger.events.state import Call, RunState
+from agentledger.events.types import RunCreated
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import ModelSpec, RunSpec, ScriptedModel
+from agentledger.services.adapters.broker.outbox import Outbox
+from agentledger.services.adapters.ledger.memory_ledger import MemoryLedger
+from agentledger.services.adapters.locks.memory_locks import MemoryLocks
+from agentledger.services.adapters.models.port import ModelAdapter
+from agentledger.services.adapters.models.scripted import ScriptedAdapter
+from agentledger.services.adapters.store.memory import MemoryEventStore
+from agentledger.services.adapters.store.port import EventStore, Outgoing, Snapshot
+from agentledger.services.adapters.store.redacting import RedactingStore
+from agentledger.services.adapters.tools.toolset import ToolSet, load_toolset
+from agentledger.services.errors import ConcurrencyConflict
+from agentledger.services.handlers.app import App, Carrying
+from agentledger.services.handlers.carry import (
+    handle_drive_call,
+    handle_request_model,
+    handle_run_acceptance,
+)
+from agentledger.services.handlers.resolve import handle_resolve_call
+from agentledger.services.handlers.runs import Runs
+from agentledger.services.keys import Keys
+from agentledger.services.secrets import stored_redactor
+from agentledger.services.settings import Settings
 from tests.contracts.clock import ManualClock
 from tests.contracts.commands import decoded
 from tests.contracts.envelopes import T0

@@ -29,16 +29,16 @@ from runlog import (
     use,
 )
 
-from events import controls
-from events.acceptance_step import record_check_stopped, start_acceptance
-from events.lock_step import record_lease_expired, record_lock, request_id
-from events.model_retry import ModelFailure
-from events.model_step import record_model_error, record_model_reply, request_model
-from events.resolution_step import resolve_unknown
-from events.status import CallStatus, RunStatus
-from events.ticks import on_tick
-from events.tool_step import Errored, Outcome, Stopped, Succeeded, TimedOut, claim_call
-from events.types import (
+from agentledger.events import controls
+from agentledger.events.acceptance_step import record_check_stopped, start_acceptance
+from agentledger.events.lock_step import record_lease_expired, record_lock, request_id
+from agentledger.events.model_retry import ModelFailure
+from agentledger.events.model_step import record_model_error, record_model_reply, request_model
+from agentledger.events.resolution_step import resolve_unknown
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.ticks import on_tick
+from agentledger.events.tool_step import Errored, Outcome, Stopped, Succeeded, TimedOut, claim_call
+from agentledger.events.types import (
     Event,
     FieldError,
     RunBudgetExhausted,
@@ -49,7 +49,7 @@ from events.types import (
     ToolCallSucceeded,
     ToolError,
 )
-from schemas.content import Usage
+from agentledger.schemas.content import Usage
 
 R = RunStatus
 # where an operator, a budget or a cancel can stop a run: live and not already

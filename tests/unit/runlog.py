@@ -4,9 +4,9 @@ run's log under construction. `Log` wraps events in envelopes with consecutive
 appended) and records every run and call move it sees, which is how the
 transition tests prove that each table row is exercised.
 
-`Log.decide` is load → decide → append as `services.handlers.engine.Engine.take` does it:
+`Log.decide` is load → decide → append as `agentledger.services.handlers.engine.Engine.take` does it:
 the decision's events, then in the same batch the follow-ups they make due
-(`events.settle.settle_batch`: a cancelled run with nothing left running is cancelled, a
+(`agentledger.events.settle.settle_batch`: a cancelled run with nothing left running is cancelled, a
 streak of identical failures goes to a human). `Log.append` writes events by
 hand, with no follow-ups. The log carries a clock (`now`) that stamps each
 envelope; the `do_*` helpers move it and drive a run the way the workers do."""
@@ -18,19 +18,26 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 
-from events import controls
-from events.acceptance_step import CheckResult, record_acceptance, start_acceptance
-from events.fold import apply
-from events.model_step import record_model_reply, request_model
-from events.settle import settle_batch
-from events.state import Call, RunState
-from events.status import CallStatus, RunStatus
-from events.tool_step import Outcome, Succeeded, claim_call, record_outcome
-from events.types import Event, FieldError, ModelRequested, RunCreated, StopReason
-from events.validation_step import Finding, validate_call
-from schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
-from schemas.envelope import Envelope
-from schemas.spec import RunSpec, ToolSpec
+from agentledger.events import controls
+from agentledger.events.acceptance_step import CheckResult, record_acceptance, start_acceptance
+from agentledger.events.fold import apply
+from agentledger.events.model_step import record_model_reply, request_model
+from agentledger.events.settle import settle_batch
+from agentledger.events.state import Call, RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.tool_step import Outcome, Succeeded, claim_call, record_outcome
+from agentledger.events.types import Event, FieldError, ModelRequested, RunCreated, StopReason
+from agentledger.events.validation_step import Finding, validate_call
+from agentledger.schemas.content import (
+    ContentBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    Usage,
+)
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import RunSpec, ToolSpec
 
 RUN_ID = "run-1"
 T0 = 1_000.0

@@ -11,15 +11,15 @@ from typing import Any, get_args
 from hypothesis import strategies as st
 from runlog import LEASE_S, T0, TOOLS, check, make_spec, text, use
 
-from events import controls
-from events.acceptance_step import record_acceptance, start_acceptance
-from events.errors import ControlRefused
-from events.model_retry import ModelFailure, RetryBound
-from events.model_step import record_model_error, record_model_reply, request_model
-from events.state import RunState
-from events.status import CallStatus, RunStatus
-from events.ticks import on_tick
-from events.tool_step import (
+from agentledger.events import controls
+from agentledger.events.acceptance_step import record_acceptance, start_acceptance
+from agentledger.events.errors import ControlRefused
+from agentledger.events.model_retry import ModelFailure, RetryBound
+from agentledger.events.model_step import record_model_error, record_model_reply, request_model
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.ticks import on_tick
+from agentledger.events.tool_step import (
     Errored,
     Outcome,
     StillRunning,
@@ -29,7 +29,7 @@ from events.tool_step import (
     claim_call,
     record_outcome,
 )
-from events.types import (
+from agentledger.events.types import (
     AcceptanceChecked,
     AcceptanceCheckStopped,
     AcceptanceFailed,
@@ -67,8 +67,8 @@ from events.types import (
     ToolCallValidated,
     ToolError,
 )
-from events.validation_step import Finding, validate_call
-from schemas.content import ContentBlock, Usage
+from agentledger.events.validation_step import Finding, validate_call
+from agentledger.schemas.content import ContentBlock, Usage
 
 R = RunStatus
 # Budgets small enough that each can fire within a generated run.

@@ -20,10 +20,10 @@ from runlog import (
     use,
 )
 
-from events.acceptance_step import contains, record_acceptance, start_acceptance
-from events.status import RunStatus
-from events.tool_step import Succeeded
-from events.types import (
+from agentledger.events.acceptance_step import contains, record_acceptance, start_acceptance
+from agentledger.events.status import RunStatus
+from agentledger.events.tool_step import Succeeded
+from agentledger.events.types import (
     AcceptanceChecked,
     AcceptanceFailed,
     AcceptanceStarted,

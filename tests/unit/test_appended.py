@@ -3,10 +3,10 @@ change, in order, including those an append passes through without ending in."""
 
 from __future__ import annotations
 
-from events.batch import Appended
-from events.fold import apply, fold
-from events.sample_run import sample_log
-from events.status import RunStatus
+from agentledger.events.batch import Appended
+from agentledger.events.fold import apply, fold
+from agentledger.events.sample_run import sample_log
+from agentledger.events.status import RunStatus
 
 R = RunStatus
 

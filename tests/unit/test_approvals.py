@@ -11,14 +11,19 @@ import pytest
 from journeys import WALL_CLOCK_S, reach
 from runlog import RUN_ID, T0, Log, do_claim, do_finish, do_model_turn, do_validate, use
 
-from events import controls
-from events.conversation import messages, tool_result
-from events.dispatch import due_commands
-from events.errors import ControlRefused
-from events.status import CallStatus, RunStatus
-from events.ticks import on_tick
-from events.tool_step import Succeeded, claim_call
-from events.types import ApprovalDenied, ApprovalGranted, ApprovalRequested, ToolCallStarted
+from agentledger.events import controls
+from agentledger.events.conversation import messages, tool_result
+from agentledger.events.dispatch import due_commands
+from agentledger.events.errors import ControlRefused
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.ticks import on_tick
+from agentledger.events.tool_step import Succeeded, claim_call
+from agentledger.events.types import (
+    ApprovalDenied,
+    ApprovalGranted,
+    ApprovalRequested,
+    ToolCallStarted,
+)
 
 R, C = RunStatus, CallStatus
 ASK = "writes outside the workspace need a person"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from schemas.errors import InvalidSpec
-from services.adapters.redis.not_redis import PING, describe, speaks_redis
-from services.bounded_yaml import Limits
-from services.entrypoints.cli import exit_codes, main, spec_file
-from services.entrypoints.cli.parser import (
+from agentledger.schemas.errors import InvalidSpec
+from agentledger.services.adapters.redis.not_redis import PING, describe, speaks_redis
+from agentledger.services.bounded_yaml import Limits
+from agentledger.services.entrypoints.cli import exit_codes, main, spec_file
+from agentledger.services.entrypoints.cli.parser import (
     MAX_WHOLE,
     USAGE_EXIT,
     BadOption,
@@ -23,7 +23,7 @@ from services.entrypoints.cli.parser import (
     parser,
     shown,
 )
-from services.entrypoints.controls import build
+from agentledger.services.entrypoints.controls import build
 
 SPEC = b"task: t\nprincipal: {id: a, tenant: t}\nmodel: {scripted: [{end_turn: ok}]}\n"
 

@@ -1,4 +1,4 @@
-"""YAML a user hands us is read within limits (`services.bounded_yaml`), checked
+"""YAML a user hands us is read within limits (`agentledger.services.bounded_yaml`), checked
 on the parser's event stream before any node is built: a billion laughs of
 thirteen lines is refused at once, naming the line where its aliases pass the
 size limit; brackets nested thousands deep are refused at the depth limit, not
@@ -17,7 +17,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from services.bounded_yaml import Limits, OverLimit, check, read_text, safe_load
+from agentledger.services.bounded_yaml import Limits, OverLimit, check, read_text, safe_load
 
 LAUGHS = "\n".join(
     [
@@ -103,9 +103,9 @@ def test_a_document_without_aliases_never_counts_larger_than_its_own_text(
 
 
 def test_the_operators_files_are_read_within_the_same_limits(tmp_path: Path) -> None:
-    from services.adapters.publishers.publishers_file import read
-    from services.adapters.tools.mcp.config import McpConfigError, load_servers_file
-    from services.errors import ConfigError
+    from agentledger.services.adapters.publishers.publishers_file import read
+    from agentledger.services.adapters.tools.mcp.config import McpConfigError, load_servers_file
+    from agentledger.services.errors import ConfigError
 
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text(LAUGHS.replace("task: *i", "publishers: *i"))

@@ -25,17 +25,17 @@ from runlog import (
     use,
 )
 
-from events.budgets import estimate_request
-from events.context_view import assemble
-from events.dispatch import due_commands
-from events.model_step import request_model
-from events.pricing import DEFAULT_PRICES, cost_usd, price_of
-from events.status import CallStatus, RunStatus
-from events.ticks import on_tick
-from events.tool_step import Errored, claim_call
-from events.types import ModelRequested, RunBudgetExhausted, RunTimedOut
-from schemas.content import Usage
-from schemas.spec import Price
+from agentledger.events.budgets import estimate_request
+from agentledger.events.context_view import assemble
+from agentledger.events.dispatch import due_commands
+from agentledger.events.model_step import request_model
+from agentledger.events.pricing import DEFAULT_PRICES, cost_usd, price_of
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.ticks import on_tick
+from agentledger.events.tool_step import Errored, claim_call
+from agentledger.events.types import ModelRequested, RunBudgetExhausted, RunTimedOut
+from agentledger.schemas.content import Usage
+from agentledger.schemas.spec import Price
 
 R = RunStatus
 ORDER = ("wall_clock", "cost", "input_tokens", "output_tokens", "turns", "consecutive_failures")
@@ -285,7 +285,7 @@ def test_web_searches_cost_per_thousand() -> None:
 
 
 def test_the_cost_estimate_counts_tools_and_system_and_max_tokens_of_output() -> None:
-    from events.budgets import request_cost_bound
+    from agentledger.events.budgets import request_cost_bound
 
     log = Log.created(model=SONNET)
     view = assemble(log.s)

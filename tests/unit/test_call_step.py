@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from runlog import T0, TOOLS, Log, do_cancel, do_claim, do_finish, do_model_turn, do_validate, use
 
-from events.call_step import LockAnswers, asks_for, drive_call, validated
-from events.lock_step import held_requests, record_lock, released_asks, request_id
-from events.locks import Grant, Mode
-from events.state import RunState
-from events.status import CallStatus, RunStatus
-from events.tool_step import Succeeded, TimedOut
-from events.types import (
+from agentledger.events.call_step import LockAnswers, asks_for, drive_call, validated
+from agentledger.events.lock_step import held_requests, record_lock, released_asks, request_id
+from agentledger.events.locks import Grant, Mode
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.tool_step import Succeeded, TimedOut
+from agentledger.events.types import (
     ToolCallRejected,
     ToolCallScheduled,
     ToolCallStarted,
     ToolCallValidated,
     ToolCallWaiting,
 )
-from events.validation_step import Finding
+from agentledger.events.validation_step import Finding
 
 R, C = RunStatus, CallStatus
 READ = Finding(tool=TOOLS["read_file"])

@@ -25,13 +25,13 @@ from runlog import (
     use,
 )
 
-from events.dispatch import due_commands
-from events.model_retry import ModelFailure
-from events.model_step import record_model_error, record_model_reply, request_model
-from events.status import CallStatus, RunStatus
-from events.ticks import on_tick
-from events.tool_step import Errored, StillRunning, Stopped, Succeeded, claim_call
-from events.types import (
+from agentledger.events.dispatch import due_commands
+from agentledger.events.model_retry import ModelFailure
+from agentledger.events.model_step import record_model_error, record_model_reply, request_model
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.ticks import on_tick
+from agentledger.events.tool_step import Errored, StillRunning, Stopped, Succeeded, claim_call
+from agentledger.events.types import (
     ModelResponded,
     RunCancelled,
     RunCancelRequested,
@@ -41,7 +41,7 @@ from events.types import (
     ToolCallSucceeded,
     ToolError,
 )
-from schemas.content import Usage
+from agentledger.schemas.content import Usage
 
 R, C = RunStatus, CallStatus
 CANCEL_AT = T0 + 20

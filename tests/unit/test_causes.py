@@ -27,18 +27,18 @@ from runlog import (
 )
 from test_snapshot_codec import round_trip
 
-from events.causes import (
+from agentledger.events.causes import (
     TAIL_CHARS,
     acceptance_failure,
     after_acceptance,
     check_cause,
     last_lines,
 )
-from events.model_retry import ModelFailure
-from events.model_step import record_model_error, request_model
-from events.status import RunStatus
-from events.tool_step import Errored, Succeeded
-from events.types import (
+from agentledger.events.model_retry import ModelFailure
+from agentledger.events.model_step import record_model_error, request_model
+from agentledger.events.status import RunStatus
+from agentledger.events.tool_step import Errored, Succeeded
+from agentledger.events.types import (
     AcceptanceChecked,
     RunAborted,
     RunEscalated,
@@ -47,8 +47,8 @@ from events.types import (
     ToolCallSucceeded,
     ToolError,
 )
-from services.entrypoints.cli.embedded import left
-from services.entrypoints.describe import line, summary
+from agentledger.services.entrypoints.cli.embedded import left
+from agentledger.services.entrypoints.describe import line, summary
 
 R = RunStatus
 PYTEST_STDERR = "collected 1 item\n\n    def test_add():\n>       assert add(1, 1) == 3\nE   assert 2 == 3\n"

@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 from handlerkit import Unit, new_unit, spec
 
-from events import controls
-from events.commands import RunAcceptance
-from events.status import RunStatus
-from events.types import AcceptanceChecked, AcceptanceCheckStopped
-from schemas.spec import Policies, RunSpec
-from services.adapters.tools.context import ToolContext
-from services.adapters.tools.registry import ToolCancelled
-from services.adapters.tools.sandbox import SandboxPolicy
-from services.handlers.engine import Decided
+from agentledger.events import controls
+from agentledger.events.commands import RunAcceptance
+from agentledger.events.status import RunStatus
+from agentledger.events.types import AcceptanceChecked, AcceptanceCheckStopped
+from agentledger.schemas.spec import Policies, RunSpec
+from agentledger.services.adapters.tools.context import ToolContext
+from agentledger.services.adapters.tools.registry import ToolCancelled
+from agentledger.services.adapters.tools.sandbox import SandboxPolicy
+from agentledger.services.handlers.engine import Decided
 
 DONE = {"end_turn": "done"}
 GRACE_S = 0.5

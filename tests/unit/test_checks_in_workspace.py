@@ -13,10 +13,10 @@ from pathlib import Path
 
 from handlerkit import Unit, new_unit, spec
 
-from events.frozen import replace
-from events.state import RunState
-from schemas.spec import CommandCheck, FileCheck, ToolCheck
-from services.handlers.checks import Verdict, run_check
+from agentledger.events.frozen import replace
+from agentledger.events.state import RunState
+from agentledger.schemas.spec import CommandCheck, FileCheck, ToolCheck
+from agentledger.services.handlers.checks import Verdict, run_check
 
 DONE = {"end_turn": "done"}
 

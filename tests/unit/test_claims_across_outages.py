@@ -1,5 +1,5 @@
 """Time in which the sweeper could not reach Redis does not count against a
-claim (`events.claims`, the one rule of a claim's expiry): a deadline is counted
+claim (`agentledger.events.claims`, the one rule of a claim's expiry): a deadline is counted
 in reachable time (each window that began after the claim and before the
 deadline moves it on by its length after the claim), so the worker that rode
 out the outage with its outcome in hand lands it before the claim is judged;
@@ -23,17 +23,17 @@ from runlog import (
     use,
 )
 
-from events.acceptance_step import acceptance_due, start_acceptance
-from events.claims import Window, expired, lapses_at
-from events.commands import RequestModel, ResolveCall, RunAcceptance
-from events.dispatch import due_commands
-from events.model_step import model_request_due
-from events.resolution_step import needs_resolution
-from events.state import Call
-from events.status import RunStatus
-from events.ticks import next_tick, on_tick
-from events.tool_step import TimedOut
-from events.types import Event, ToolCallOutcomeUnknown
+from agentledger.events.acceptance_step import acceptance_due, start_acceptance
+from agentledger.events.claims import Window, expired, lapses_at
+from agentledger.events.commands import RequestModel, ResolveCall, RunAcceptance
+from agentledger.events.dispatch import due_commands
+from agentledger.events.model_step import model_request_due
+from agentledger.events.resolution_step import needs_resolution
+from agentledger.events.state import Call
+from agentledger.events.status import RunStatus
+from agentledger.events.ticks import next_tick, on_tick
+from agentledger.events.tool_step import TimedOut
+from agentledger.events.types import Event, ToolCallOutcomeUnknown
 
 
 def settles(events: list[Event]) -> bool:

@@ -11,11 +11,17 @@ from typing import Any
 from pydantic import TypeAdapter
 from runlog import LEASE_S, T0, Log, do_model_turn, do_tools, text, use
 
-from events.context_view import assemble, canonical
-from events.model_step import record_model_reply, request_model, requested_model
-from events.status import RunStatus
-from events.types import ModelRequested, ModelResponded, RunEscalated, RunFailed, ToolCallProposed
-from schemas.content import ContentBlock, ProviderBlock
+from agentledger.events.context_view import assemble, canonical
+from agentledger.events.model_step import record_model_reply, request_model, requested_model
+from agentledger.events.status import RunStatus
+from agentledger.events.types import (
+    ModelRequested,
+    ModelResponded,
+    RunEscalated,
+    RunFailed,
+    ToolCallProposed,
+)
+from agentledger.schemas.content import ContentBlock, ProviderBlock
 
 R = RunStatus
 OPUS = {"anthropic": {"model": "claude-fable-5-2", "max_tokens": 1000}}

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from events.counted import counted
-from events.types import ModelRequested
-from services.clock import MAX_SHARDS, RUN_ID_WIDTH, new_run_id
-from services.entrypoints.cli import arg_types
-from services.entrypoints.cli import parser as cli_parser
-from services.entrypoints.cli.context_cmds import no_request
-from services.entrypoints.cli.inspect_cmds import run_row
-from services.entrypoints.describe import line
+from agentledger.events.counted import counted
+from agentledger.events.types import ModelRequested
+from agentledger.services.clock import MAX_SHARDS, RUN_ID_WIDTH, new_run_id
+from agentledger.services.entrypoints.cli import arg_types
+from agentledger.services.entrypoints.cli import parser as cli_parser
+from agentledger.services.entrypoints.cli.context_cmds import no_request
+from agentledger.services.entrypoints.cli.inspect_cmds import run_row
+from agentledger.services.entrypoints.describe import line
 from tests.contracts.envelopes import T0, batch, envelope
 
 

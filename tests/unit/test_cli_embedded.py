@@ -10,19 +10,19 @@ import shlex
 
 import pytest
 
-from events.state import RunState
-from events.status import RunStatus
-from schemas.spec import Principal, RunSpec, ScriptedModel, ScriptedTurn
-from services.adapters.publishers.publishers_file import local_name
-from services.entrypoints.cli.embedded import (
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.schemas.spec import Principal, RunSpec, ScriptedModel, ScriptedTurn
+from agentledger.services.adapters.publishers.publishers_file import local_name
+from agentledger.services.entrypoints.cli.embedded import (
     attach_command,
     embedded_here,
     left,
     waiting_for_a_person,
 )
-from services.entrypoints.cli.execute import _attach_args
-from services.entrypoints.cli.parser import BadOption, parser
-from services.settings import Settings
+from agentledger.services.entrypoints.cli.execute import _attach_args
+from agentledger.services.entrypoints.cli.parser import BadOption, parser
+from agentledger.services.settings import Settings
 
 SPEC = RunSpec(
     task="t",

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from services.entrypoints.reply import emit
+from agentledger.services.entrypoints.reply import emit
 
 
 @pytest.mark.parametrize("text", ["a\u2028b", "a\u2029b", "a\x85b", "a\nb\r\x0b\x0c\x1c\x1d\x1eb"])

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from runlog import PROPERTY, RUN_ID, T0, envelope, make_spec, text, use
 from strategies import random_events
 
-from events.types import (
+from agentledger.events.types import (
     CODEC,
     EVENT_TYPES,
     AcceptanceChecked,
@@ -54,10 +54,10 @@ from events.types import (
     ToolCallWaiting,
     ToolError,
 )
-from schemas.codec import EventCodec, unpack
-from schemas.content import RedactedThinkingBlock, ThinkingBlock, Usage
-from schemas.envelope import Envelope
-from schemas.errors import InvalidEvent
+from agentledger.schemas.codec import EventCodec, unpack
+from agentledger.schemas.content import RedactedThinkingBlock, ThinkingBlock, Usage
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.errors import InvalidEvent
 
 ERROR = ToolError(
     code="invalid_arguments",
@@ -323,7 +323,7 @@ def test_decoding_keeps_the_envelope_shape() -> None:
 
 
 def test_a_decoded_envelope_is_what_model_construct_makes() -> None:
-    """The codec builds envelopes by hand (schemas.codec._envelope), as model_construct does."""
+    """The codec builds envelopes by hand (agentledger.schemas.codec._envelope), as model_construct does."""
     sent = envelope(RunCompleted(detail="x"), seq=9, at=12)
     env = CODEC.decode(CODEC.encode(sent))
     fields = {k: getattr(env, k) for k in Envelope.model_fields}

@@ -10,23 +10,23 @@ from dataclasses import replace
 
 import pytest
 
-from events import context_past, context_units, context_view
-from events.context_view import CHARS_PER_TOKEN, assemble, canonical, with_context
-from events.conversation import messages
-from events.history import History
-from events.redact import redactor
-from events.state import Call, RunState, Turn
-from events.status import CallStatus, RunStatus
-from events.types import CODEC, ModelRequested
-from schemas.content import (
+from agentledger.events import context_past, context_units, context_view
+from agentledger.events.context_view import CHARS_PER_TOKEN, assemble, canonical, with_context
+from agentledger.events.conversation import messages
+from agentledger.events.history import History
+from agentledger.events.redact import redactor
+from agentledger.events.state import Call, RunState, Turn
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import CODEC, ModelRequested
+from agentledger.schemas.content import (
     Message,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
-from schemas.envelope import Envelope
-from schemas.spec import (
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import (
     ContextSettings,
     Principal,
     RunSpec,

@@ -14,12 +14,12 @@ import pytest
 from journeys import JOURNEYS, NOT_FOUND, reach
 from runlog import RUN_ID, Log, do_claim, do_finish, do_model_turn, do_validate, text, use
 
-from events import controls
-from events.conversation import messages
-from events.errors import ControlRefused
-from events.status import CallStatus, RunStatus
-from events.tool_step import Errored, TimedOut
-from events.types import (
+from agentledger.events import controls
+from agentledger.events.conversation import messages
+from agentledger.events.errors import ControlRefused
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.tool_step import Errored, TimedOut
+from agentledger.events.types import (
     HumanReplied,
     RunAborted,
     RunCancelRequested,
@@ -27,7 +27,7 @@ from events.types import (
     RunResumed,
     ToolCallFailed,
 )
-from schemas.content import TextBlock, ToolResultBlock
+from agentledger.schemas.content import TextBlock, ToolResultBlock
 
 R, C = RunStatus, CallStatus
 Control = Callable[..., list[Any]]

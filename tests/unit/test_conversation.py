@@ -24,12 +24,12 @@ from runlog import (
     use,
 )
 
-from events.conversation import messages
-from events.model_step import request_model
-from events.status import RunStatus
-from events.tool_step import Errored, Succeeded, TimedOut
-from events.types import FieldError, ToolError
-from schemas.content import Message, TextBlock, ToolResultBlock
+from agentledger.events.conversation import messages
+from agentledger.events.model_step import request_model
+from agentledger.events.status import RunStatus
+from agentledger.events.tool_step import Errored, Succeeded, TimedOut
+from agentledger.events.types import FieldError, ToolError
+from agentledger.schemas.content import Message, TextBlock, ToolResultBlock
 
 
 def mixed_turn() -> Log:

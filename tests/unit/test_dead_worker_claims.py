@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from runlog import T0, Log, do_claim, do_model_turn, do_validate, use
 
-from events.read_retry import MAX_READ_ATTEMPTS
-from events.status import CallStatus, RunStatus
-from events.ticks import dead_claimants, on_tick
-from events.tool_step import claim_call
-from events.types import ToolCallFailed, ToolCallOutcomeUnknown
+from agentledger.events.read_retry import MAX_READ_ATTEMPTS
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.ticks import dead_claimants, on_tick
+from agentledger.events.tool_step import claim_call
+from agentledger.events.types import ToolCallFailed, ToolCallOutcomeUnknown
 
 DEAD = frozenset({"worker-1"})  # the worker `do_claim` names
 

@@ -20,13 +20,13 @@ from runlog import (
     use,
 )
 
-from events.acceptance_step import start_acceptance
-from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
-from events.dispatch import carried_command, due_commands, new_commands
-from events.model_step import request_model
-from events.status import RunStatus
-from events.ticks import on_tick
-from events.tool_step import Succeeded, TimedOut, claim_call
+from agentledger.events.acceptance_step import start_acceptance
+from agentledger.events.commands import DriveCall, Pool, RequestModel, RunAcceptance
+from agentledger.events.dispatch import carried_command, due_commands, new_commands
+from agentledger.events.model_step import request_model
+from agentledger.events.status import RunStatus
+from agentledger.events.ticks import on_tick
+from agentledger.events.tool_step import Succeeded, TimedOut, claim_call
 
 R = RunStatus
 

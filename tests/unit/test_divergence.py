@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.divergence import first_divergence
-from events.types import (
+from agentledger.events.divergence import first_divergence
+from agentledger.events.types import (
     ModelRequested,
     ModelRequestFailed,
     ModelResponded,
@@ -17,8 +17,8 @@ from events.types import (
     ToolCallSucceeded,
     ToolError,
 )
-from schemas.content import ToolUseBlock
-from schemas.envelope import Envelope
+from agentledger.schemas.content import ToolUseBlock
+from agentledger.schemas.envelope import Envelope
 
 
 def log(*events: Any, at: float = 1.0, run_id: str = "r-a") -> list[Envelope[Any]]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from events.types import EVENT_TYPES
-from services.settings_env import ENV, ENV_HELP
+from agentledger.events.types import EVENT_TYPES
+from agentledger.services.settings_env import ENV, ENV_HELP
 from tests.docs import reference
 from tests.docs.blocks import blocks_of, documents, plain_blocks_showing_commands
 from tests.docs.normalise import matches, normalise_line
@@ -24,7 +24,7 @@ def test_the_reference_pages_are_what_the_code_makes() -> None:
 
 
 def test_every_setting_has_a_line_saying_what_it_sets() -> None:
-    assert set(ENV) - set(ENV_HELP) == set(), "add a line to services.settings_env.ENV_HELP"
+    assert set(ENV) - set(ENV_HELP) == set(), "add a line to agentledger.services.settings_env.ENV_HELP"
     assert set(ENV_HELP) - set(ENV) == set(), "ENV_HELP describes a variable ENV does not read"
     assert all(text.strip() for text in ENV_HELP.values())
 
@@ -34,7 +34,7 @@ def test_every_event_has_a_docstring_for_the_reference() -> None:
 
 
 def test_the_cli_reference_names_every_command_of_the_parser() -> None:
-    from services.entrypoints.cli.parser import parser
+    from agentledger.services.entrypoints.cli.parser import parser
 
     page = reference.cli_page()
     for name in reference._subcommands(parser()):
@@ -42,7 +42,7 @@ def test_the_cli_reference_names_every_command_of_the_parser() -> None:
 
 
 def test_the_exit_code_reference_has_every_code_and_run_state() -> None:
-    from services.entrypoints.cli import exit_codes
+    from agentledger.services.entrypoints.cli import exit_codes
 
     page = reference.exit_codes_page()
     for code in (*exit_codes.BY_STATUS.values(), exit_codes.USAGE, exit_codes.BUG, exit_codes.NO_REDIS):

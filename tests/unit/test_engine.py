@@ -1,4 +1,4 @@
-"""The step engine (`services.handlers.engine`): one door, `take(run, step)`. A
+"""The step engine (`agentledger.services.handlers.engine`): one door, `take(run, step)`. A
 step's gathering — a call's lock ask included — is done before the save loop;
 a save that conflicts is planned again on the fresh state with the answers in
 hand, and a composed step (`Then`) joins the step it carries on to the same
@@ -12,17 +12,17 @@ from typing import Any
 
 from handlerkit import Unit, call, new_unit, spec
 
-from events import controls
-from events.commands import RequestModel
-from events.lock_step import LockAsk
-from events.state import RunState
-from events.status import RunStatus
-from events.types import Event
-from services.adapters.locks.port import Locks
-from services.errors import ConcurrencyConflict
-from services.handlers.call import CallClaim
-from services.handlers.engine import Decided, Then
-from services.handlers.runs import Runs
+from agentledger.events import controls
+from agentledger.events.commands import RequestModel
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.types import Event
+from agentledger.services.adapters.locks.port import Locks
+from agentledger.services.errors import ConcurrencyConflict
+from agentledger.services.handlers.call import CallClaim
+from agentledger.services.handlers.engine import Decided, Then
+from agentledger.services.handlers.runs import Runs
 
 DONE = {"end_turn": "done"}
 

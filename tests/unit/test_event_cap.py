@@ -15,10 +15,10 @@ from handlerkit import Unit, call, new_unit, spec
 from runlog import RUN_ID, T0, envelope, make_spec
 from unit_tools import numbered_text
 
-from events.context_view import assemble
-from events.output_cap import DEFAULT_CAP, PAGE_CHARS, cut_event
-from events.redact import redactor
-from events.types import (
+from agentledger.events.context_view import assemble
+from agentledger.events.output_cap import DEFAULT_CAP, PAGE_CHARS, cut_event
+from agentledger.events.redact import redactor
+from agentledger.events.types import (
     CODEC,
     AcceptanceChecked,
     ModelRequested,
@@ -26,14 +26,14 @@ from events.types import (
     ToolCallFailed,
     ToolCallSucceeded,
 )
-from schemas.content import ToolResultBlock
-from services.adapters.store.memory import MemoryEventStore
-from services.adapters.store.overflow import DEFAULT_MAX_BYTES
-from services.adapters.store.redacting import RedactingStore
-from services.adapters.tools.builtin import PAGE, read_output
-from services.adapters.tools.context import ToolContext
-from services.handlers.outputs import RunOutputs
-from services.handlers.snapshots import _decoded, encode
+from agentledger.schemas.content import ToolResultBlock
+from agentledger.services.adapters.store.memory import MemoryEventStore
+from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES
+from agentledger.services.adapters.store.redacting import RedactingStore
+from agentledger.services.adapters.tools.builtin import PAGE, read_output
+from agentledger.services.adapters.tools.context import ToolContext
+from agentledger.services.handlers.outputs import RunOutputs
+from agentledger.services.handlers.snapshots import _decoded, encode
 
 BIG = 30_000_000
 

@@ -12,12 +12,12 @@ from typing import Any, get_args
 import pytest
 from journeys import JOURNEYS
 
-from events import fold, fold_calls
-from events.status import TERMINAL, RunStatus
-from events.types import CallEvent, Event
-from schemas.envelope import Envelope
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.describe import line, summary
+from agentledger.events import fold, fold_calls
+from agentledger.events.status import TERMINAL, RunStatus
+from agentledger.events.types import CallEvent, Event
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.describe import line, summary
 
 EVERY_EVENT: tuple[type[Any], ...] = get_args(get_args(Event)[0])
 COMMAND_CODES = {

@@ -1,7 +1,7 @@
 """Properties of the fold over generated logs. Logs are grown step by step: most
 steps are decisions a worker, the sweeper or a person could take, appended
-with the follow-ups `services.handlers.engine.Engine.take` adds in the same batch
-(`events.settle`), so logs get deep; some are random events with plausible
+with the follow-ups `agentledger.services.handlers.engine.Engine.take` adds in the same batch
+(`agentledger.events.settle`), so logs get deep; some are random events with plausible
 fields, and a few envelopes get a wrong seq or run id. The fold is total:
 every log folds into a state or is refused with IllegalTransition or
 BrokenLog at its first illegal entry — never anything else."""
@@ -23,16 +23,16 @@ from runlog import (
 )
 from strategies import SPEC, decision, random_events
 
-from events.conversation import messages
-from events.dispatch import due_commands
-from events.errors import BrokenLog, IllegalTransition
-from events.fold import apply, fold
-from events.settle import settle
-from events.state import RunState
-from events.status import RunStatus
-from events.ticks import on_tick
-from events.types import Event, ModelRequested, RunCreated
-from schemas.envelope import Envelope
+from agentledger.events.conversation import messages
+from agentledger.events.dispatch import due_commands
+from agentledger.events.errors import BrokenLog, IllegalTransition
+from agentledger.events.fold import apply, fold
+from agentledger.events.settle import settle
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.ticks import on_tick
+from agentledger.events.types import Event, ModelRequested, RunCreated
+from agentledger.schemas.envelope import Envelope
 
 TICKS = (0.0, 1.0, 30.0, 100.0)
 MAX_STEPS = 80

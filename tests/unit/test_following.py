@@ -1,4 +1,4 @@
-"""The one stop rule of a follower (`events.following`): each rule stops at the
+"""The one stop rule of a follower (`agentledger.events.following`): each rule stops at the
 statuses it names and goes on through the others; no run yet never stops it."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from events.fold import fold
-from events.following import Until, reached
-from events.state import RunState
-from events.status import RunStatus
+from agentledger.events.fold import fold
+from agentledger.events.following import Until, reached
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
 from tests.contracts.envelopes import batch
 
 R = RunStatus

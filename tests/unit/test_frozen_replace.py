@@ -1,4 +1,4 @@
-"""`events.frozen.replace`, the fold's faster `dataclasses.replace`: the same
+"""`agentledger.events.frozen.replace`, the fold's faster `dataclasses.replace`: the same
 objects as the standard one, the same refusals."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from events.frozen import fill, replace
-from events.state import Call, RunState, Turn
-from events.status import CallStatus, RunStatus
-from schemas.spec import Principal, RunSpec, ScriptedModel, ScriptedTurn
+from agentledger.events.frozen import fill, replace
+from agentledger.events.state import Call, RunState, Turn
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.schemas.spec import Principal, RunSpec, ScriptedModel, ScriptedTurn
 
 SPEC = RunSpec(
     task="t",

@@ -1,4 +1,4 @@
-"""The signature rule and the grant rule (events.grants), without Redis: an
+"""The signature rule and the grant rule (agentledger.events.grants), without Redis: an
 entry is its publisher's only when signed with that publisher's key over the
 exact message bytes; a request or control is taken only within the grant, and
 a run never holds a scope the grant does not allow."""
@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from events.grants import (
+from agentledger.events.grants import (
     authentication_refusal,
     control_refusal,
     held_scopes,
     request_refusal,
 )
-from schemas.publishers import GrantedPrincipal, Publisher, PublishersFile
-from schemas.signature import entry, sign
-from schemas.spec import Principal
+from agentledger.schemas.publishers import GrantedPrincipal, Publisher, PublishersFile
+from agentledger.schemas.signature import entry, sign
+from agentledger.schemas.spec import Principal
 
 KEY = "3f9c" * 16
 OTHER = "a1b2" * 16

@@ -14,17 +14,27 @@ import unit_tools
 from handlerkit import QUEUE, Unit, call, carrying, new_unit, scripted, spec
 from prometheus_client import generate_latest
 
-from events import controls
-from events.commands import DriveCall, Pool, RequestModel, RunAcceptance
-from events.fold import fold
-from events.status import CallStatus, RunStatus
-from events.types import AcceptanceChecked, ModelRequested, ModelRequestFailed, ToolCallStarted
-from schemas.spec import ModelSpec
-from services.adapters.metrics.instruments import Instruments
-from services.adapters.models.port import ModelAdapter, ModelError, ModelReply, ModelRequest
-from services.handlers.engine import Decided
-from services.handlers.model import context_view
-from services.loops.sweeper import sweep_once
+from agentledger.events import controls
+from agentledger.events.commands import DriveCall, Pool, RequestModel, RunAcceptance
+from agentledger.events.fold import fold
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import (
+    AcceptanceChecked,
+    ModelRequested,
+    ModelRequestFailed,
+    ToolCallStarted,
+)
+from agentledger.schemas.spec import ModelSpec
+from agentledger.services.adapters.metrics.instruments import Instruments
+from agentledger.services.adapters.models.port import (
+    ModelAdapter,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+)
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.handlers.model import context_view
+from agentledger.services.loops.sweeper import sweep_once
 
 ONE_CALL = {"tool_use": [call("c1", "kv_read", key="k")]}
 TWO_CALLS = {"tool_use": [call("c1", "kv_read", key="a"), call("c2", "kv_read", key="b")]}

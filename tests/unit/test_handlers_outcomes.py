@@ -13,12 +13,12 @@ import pytest
 import unit_tools
 from handlerkit import Unit, call, new_unit, spec
 
-from events import controls
-from events.commands import DriveCall, RequestModel, ResolveCall
-from events.status import CallStatus, RunStatus
-from events.types import RunCancelled, ToolCallFailed, ToolCallSucceeded
-from services.handlers.engine import Decided
-from services.loops.sweeper import sweep_once
+from agentledger.events import controls
+from agentledger.events.commands import DriveCall, RequestModel, ResolveCall
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import RunCancelled, ToolCallFailed, ToolCallSucceeded
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.loops.sweeper import sweep_once
 
 DONE = {"end_turn": "done"}
 

@@ -12,11 +12,16 @@ import pytest
 import unit_tools
 from handlerkit import Unit, call, new_unit, spec
 
-from events import controls
-from events.commands import DriveCall, RequestModel, RunAcceptance
-from events.status import CallStatus, RunStatus
-from events.types import AcceptanceChecked, ModelRequested, ToolCallFailed, ToolCallRejected
-from services.handlers.engine import Decided
+from agentledger.events import controls
+from agentledger.events.commands import DriveCall, RequestModel, RunAcceptance
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import (
+    AcceptanceChecked,
+    ModelRequested,
+    ToolCallFailed,
+    ToolCallRejected,
+)
+from agentledger.services.handlers.engine import Decided
 
 TWO_CALLS = {
     "tool_use": [call("c1", "kv_write", key="k", value="1"), call("c2", "kv_read", key="j")]

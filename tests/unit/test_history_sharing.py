@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from events.history import History
+from agentledger.events.history import History
 
 
 class _LosesTheRace(list[object]):

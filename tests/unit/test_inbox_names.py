@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from services.adapters.publishers.publishers_file import local_name
-from services.entrypoints.cli.parser import parser
-from services.keys import Keys
+from agentledger.services.adapters.publishers.publishers_file import local_name
+from agentledger.services.entrypoints.cli.parser import parser
+from agentledger.services.keys import Keys
 
 KEYS = Keys("al", 16)
 

@@ -1,4 +1,4 @@
-"""The inbox's nesting limit (`schemas.json_limits`): its depth is a JSON text's
+"""The inbox's nesting limit (`agentledger.schemas.json_limits`): its depth is a JSON text's
 real nesting, checked against a plain character-by-character scanner, whatever
 the strings hold (brackets, quotes, backslashes)."""
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas.json_limits import TooDeep, check_depth, json_depth
+from agentledger.schemas.json_limits import TooDeep, check_depth, json_depth
 
 
 def scanned(text: str) -> int:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, use
 
-from events.acceptance_step import FILE_CHECK_S, claim_s
-from events.idempotency import operation_key
-from events.lock_step import record_lease_expired, record_lock, request_id
-from events.status import CallStatus, RunStatus
-from events.ticks import on_tick
-from events.tool_step import Errored, Succeeded, TimedOut
-from events.types import RunResumed, ToolCallSucceeded, ToolError
-from schemas.spec import RunSpec
+from agentledger.events.acceptance_step import FILE_CHECK_S, claim_s
+from agentledger.events.idempotency import operation_key
+from agentledger.events.lock_step import record_lease_expired, record_lock, request_id
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.ticks import on_tick
+from agentledger.events.tool_step import Errored, Succeeded, TimedOut
+from agentledger.events.types import RunResumed, ToolCallSucceeded, ToolError
+from agentledger.schemas.spec import RunSpec
 
 R, C = RunStatus, CallStatus
 

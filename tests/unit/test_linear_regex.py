@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from runlog import Log
 
-from schemas.spec import FileCheck, RunSpec
-from services.handlers import checks
-from services.handlers.linear_regex import BadPattern, pattern_problem, search
-from services.handlers.spec_check import spec_problems
+from agentledger.schemas.spec import FileCheck, RunSpec
+from agentledger.services.handlers import checks
+from agentledger.services.handlers.linear_regex import BadPattern, pattern_problem, search
+from agentledger.services.handlers.spec_check import spec_problems
 
 CATASTROPHIC = "(a+)+$"
 

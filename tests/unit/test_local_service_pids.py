@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from services.adapters.redis.local_service import _alive
+from agentledger.services.adapters.redis.local_service import _alive
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")

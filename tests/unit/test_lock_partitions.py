@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events import locks
-from events.lock_partitions import (
+from agentledger.events import locks
+from agentledger.events.lock_partitions import (
     Partitioned,
     enqueue_all,
     expire_all,
@@ -25,7 +25,7 @@ from events.lock_partitions import (
     renew_final,
     split,
 )
-from events.locks import Grant, LockTable, Mode, Request, conflicts
+from agentledger.events.locks import Grant, LockTable, Mode, Request, conflicts
 
 T0 = 1_700_000_000.0
 KEYS = tuple(f"file:/w/{c}" for c in "abcdefghij")

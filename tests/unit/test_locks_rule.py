@@ -10,7 +10,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from events.locks import (
+from agentledger.events.locks import (
     Grant,
     LockTable,
     Mode,

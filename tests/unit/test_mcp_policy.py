@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from events.mcp_policy import (
+from agentledger.events.mcp_policy import (
     Hints,
     TemplateError,
     asks_for,
@@ -18,8 +18,8 @@ from events.mcp_policy import (
     modules_of,
     unknown_asks,
 )
-from events.tool_step import Lost
-from schemas.mcp_servers import McpServersFile, McpToolPolicy
+from agentledger.events.tool_step import Lost
+from agentledger.schemas.mcp_servers import McpServersFile, McpToolPolicy
 
 READ = McpToolPolicy(read_only=True, reads=("file:{path}",), scope="fs:read")
 WRITE = McpToolPolicy(writes=("file:{path}",), scope="fs:write")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import mcp_types as types
 
-from events.tool_step import Errored, Succeeded
-from services.adapters.tools.mcp.results import outcome_of, parsed, protocol_error
+from agentledger.events.tool_step import Errored, Succeeded
+from agentledger.services.adapters.tools.mcp.results import outcome_of, parsed, protocol_error
 
 
 def result(*content: types.ContentBlock, error: bool = False, structured: dict[str, object] | None = None) -> types.CallToolResult:

@@ -11,17 +11,17 @@ import os
 import pytest
 from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, envelope, use
 
-from events import context_past, context_units, context_view
-from events.memo import IdentityMemo
-from events.state import Turn
-from events.tool_step import Succeeded
-from events.types import ModelRequested, ToolCallSucceeded
-from schemas.content import TextBlock
-from services.bounded_cache import BoundedCache
-from services.errors import ConfigError
-from services.handlers import state_bytes
-from services.process_memory import limit_arenas
-from services.settings import Settings, environ_for_children, from_env
+from agentledger.events import context_past, context_units, context_view
+from agentledger.events.memo import IdentityMemo
+from agentledger.events.state import Turn
+from agentledger.events.tool_step import Succeeded
+from agentledger.events.types import ModelRequested, ToolCallSucceeded
+from agentledger.schemas.content import TextBlock
+from agentledger.services.bounded_cache import BoundedCache
+from agentledger.services.errors import ConfigError
+from agentledger.services.handlers import state_bytes
+from agentledger.services.process_memory import limit_arenas
+from agentledger.services.settings import Settings, environ_for_children, from_env
 
 
 def test_a_bounded_cache_drops_the_least_recently_used_past_its_bytes() -> None:

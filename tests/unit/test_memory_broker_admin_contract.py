@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.adapters.broker.memory_admin import MemoryBrokerAdmin, Stream
+from agentledger.services.adapters.broker.memory_admin import MemoryBrokerAdmin, Stream
 from tests.contracts.broker_admin import BrokerAdminContract
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.adapters.inbox.memory_inbox import MemoryInbox
+from agentledger.services.adapters.inbox.memory_inbox import MemoryInbox
 from tests.contracts.inbox import InboxContract
 
 

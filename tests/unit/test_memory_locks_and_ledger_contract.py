@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-from services.adapters.ledger.memory_ledger import MemoryLedger
-from services.adapters.ledger.port import Ledger
-from services.adapters.locks.memory_locks import MemoryLocks
+from agentledger.services.adapters.ledger.memory_ledger import MemoryLedger
+from agentledger.services.adapters.ledger.port import Ledger
+from agentledger.services.adapters.locks.memory_locks import MemoryLocks
 from tests.contracts.clock import ManualClock
 from tests.contracts.locks_and_ledger import LEASE_S, LedgerContract, LocksContract
 

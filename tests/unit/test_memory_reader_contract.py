@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.adapters.reading.memory_reader import MemoryRunReader
-from services.adapters.store.memory import MemoryEventStore
+from agentledger.services.adapters.reading.memory_reader import MemoryRunReader
+from agentledger.services.adapters.store.memory import MemoryEventStore
 from tests.contracts.run_reader import RunReaderContract
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.adapters.store.memory import MemoryEventStore
+from agentledger.services.adapters.store.memory import MemoryEventStore
 from tests.contracts.state_cache import StateCacheSuite
 
 

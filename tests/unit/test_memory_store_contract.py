@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from services.adapters.store.memory import MemoryEventStore
-from services.keys import Keys
+from agentledger.services.adapters.store.memory import MemoryEventStore
+from agentledger.services.keys import Keys
 from tests.contracts.event_store import EventStoreContract
 
 

@@ -8,8 +8,8 @@ import socket
 
 from prometheus_client import CollectorRegistry
 
-from services.adapters.metrics.server import OpsServer
-from services.entrypoints.cli.parser import parser
+from agentledger.services.adapters.metrics.server import OpsServer
+from agentledger.services.entrypoints.cli.parser import parser
 
 
 def healthy() -> str | None:

@@ -10,8 +10,8 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
-from events.batch import Appended
-from services.adapters.metrics.instruments import Instruments
+from agentledger.events.batch import Appended
+from agentledger.services.adapters.metrics.instruments import Instruments
 
 
 def text(ins: Instruments) -> str:

@@ -1,7 +1,7 @@
 """Given a turn's model requests, when one fails, then the failure is recorded
 with its cause and the turn is asked again after a wait, or the run ends
 `failed` with the cause: at once when retrying cannot help, else once the
-turn's attempts or its time are used up (`events.model_retry`)."""
+turn's attempts or its time are used up (`agentledger.events.model_retry`)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from typing import get_args
 import pytest
 from runlog import LEASE_S, T0, Log, do_model_turn, do_request, text
 
-from events.dispatch import due_commands
-from events.model_retry import RETRYING, ModelFailure, RetryBound, backoff_s, retryable
-from events.model_step import record_model_error, request_model
-from events.spans import spans_of
-from events.status import RunStatus
-from events.ticks import next_tick
-from events.types import ModelErrorKind, ModelRequested, ModelRequestFailed, RunFailed
-from services.errors import ConfigError
-from services.handlers.model import retry_bound
-from services.settings import from_env
+from agentledger.events.dispatch import due_commands
+from agentledger.events.model_retry import RETRYING, ModelFailure, RetryBound, backoff_s, retryable
+from agentledger.events.model_step import record_model_error, request_model
+from agentledger.events.spans import spans_of
+from agentledger.events.status import RunStatus
+from agentledger.events.ticks import next_tick
+from agentledger.events.types import ModelErrorKind, ModelRequested, ModelRequestFailed, RunFailed
+from agentledger.services.errors import ConfigError
+from agentledger.services.handlers.model import retry_bound
+from agentledger.services.settings import from_env
 
 R = RunStatus
 BOUND = RetryBound(max_attempts=3, retry_s=60.0)

@@ -16,14 +16,14 @@ from runlog import (
     use,
 )
 
-from events import controls
-from events.conversation import messages
-from events.dispatch import due_commands
-from events.model_retry import ModelFailure
-from events.model_step import record_model_error, record_model_reply, request_model
-from events.status import CallStatus, RunStatus
-from events.tool_step import claim_call
-from events.types import (
+from agentledger.events import controls
+from agentledger.events.conversation import messages
+from agentledger.events.dispatch import due_commands
+from agentledger.events.model_retry import ModelFailure
+from agentledger.events.model_step import record_model_error, record_model_reply, request_model
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.tool_step import claim_call
+from agentledger.events.types import (
     ModelRequested,
     ModelResponded,
     RunBudgetExhausted,
@@ -32,7 +32,7 @@ from events.types import (
     ToolCallProposed,
     ToolCallRejected,
 )
-from schemas.content import Usage
+from agentledger.schemas.content import Usage
 
 R, C = RunStatus, CallStatus
 

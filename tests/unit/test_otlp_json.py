@@ -1,11 +1,11 @@
-"""The log's spans as OTLP JSON (`services.adapters.tracing.otlp_json`)."""
+"""The log's spans as OTLP JSON (`agentledger.services.adapters.tracing.otlp_json`)."""
 
 from __future__ import annotations
 
 from journeys import approval_asked_last, happy_path
 
-from events.spans import spans_of
-from services.adapters.tracing.otlp_json import otlp_json, value
+from agentledger.events.spans import spans_of
+from agentledger.services.adapters.tracing.otlp_json import otlp_json, value
 
 
 def test_values_take_the_otlp_json_shapes() -> None:

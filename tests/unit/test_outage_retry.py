@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from services.handlers.outage import through_outage
+from agentledger.services.handlers.outage import through_outage
 
 
 def test_a_call_that_fails_while_redis_is_away_is_tried_again_until_it_answers() -> None:

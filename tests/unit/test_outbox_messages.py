@@ -9,8 +9,8 @@ import json
 import pytest
 from dramatiq.message import Message
 
-from events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
-from services.adapters.broker.outbox import encoded
+from agentledger.events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
+from agentledger.services.adapters.broker.outbox import encoded
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from events import snapshot
-from events.fold import fold
-from events.sample_run import sample_log
-from events.state import Turn
-from schemas.codec import pack
-from services.handlers.snapshots import PackedTurns
+from agentledger.events import snapshot
+from agentledger.events.fold import fold
+from agentledger.events.sample_run import sample_log
+from agentledger.events.state import Turn
+from agentledger.schemas.codec import pack
+from agentledger.services.handlers.snapshots import PackedTurns
 
 
 @pytest.mark.parametrize("count", [0, 1, 15, 16, 40, 70_000])

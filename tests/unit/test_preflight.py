@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from schemas.spec import AnthropicModel, AnthropicSettings, ScriptedModel
-from services.adapters.models.preflight import check_provider
-from services.errors import ProviderUnready
-from services.settings import Settings
+from agentledger.schemas.spec import AnthropicModel, AnthropicSettings, ScriptedModel
+from agentledger.services.adapters.models.preflight import check_provider
+from agentledger.services.errors import ProviderUnready
+from agentledger.services.settings import Settings
 
 CLAUDE = AnthropicModel(anthropic=AnthropicSettings(model="claude-sonnet-4-5"))
 KEYED = Settings(anthropic_api_key="sk-ant-test-0123456789")

@@ -4,8 +4,14 @@ empty text; at most two, so tools and system make four."""
 
 from __future__ import annotations
 
-from events.prompt_cache import conversation_breakpoints
-from schemas.content import Message, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+from agentledger.events.prompt_cache import conversation_breakpoints
+from agentledger.schemas.content import (
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 
 TASK = Message(role="user", content=(TextBlock(text="Count the stock."),))
 

@@ -21,15 +21,15 @@ from runlog import (
     use,
 )
 
-from events.context_view import assemble
-from events.dispatch import due_commands
-from events.repeat import consecutive_failures
-from events.snapshot import PAGE_TURNS
-from events.ticks import on_tick
-from events.tool_step import Errored
-from events.types import ToolError
-from services.adapters.store.memory import MemoryEventStore
-from services.handlers.state_cache import StateCache, encode
+from agentledger.events.context_view import assemble
+from agentledger.events.dispatch import due_commands
+from agentledger.events.repeat import consecutive_failures
+from agentledger.events.snapshot import PAGE_TURNS
+from agentledger.events.ticks import on_tick
+from agentledger.events.tool_step import Errored
+from agentledger.events.types import ToolError
+from agentledger.services.adapters.store.memory import MemoryEventStore
+from agentledger.services.handlers.state_cache import StateCache, encode
 
 
 class Unplugged(Exception):

@@ -1,4 +1,4 @@
-"""The read-only retry rule (`events.read_retry`), and that each step that
+"""The read-only retry rule (`agentledger.events.read_retry`), and that each step that
 applies it — claiming, asking for locks again, what an unknown outcome leads to
 — says what the rule says."""
 
@@ -9,12 +9,12 @@ from dataclasses import replace
 import pytest
 from runlog import Log, do_claim, do_model_turn, do_validate, use
 
-from events.lock_step import lock_asks
-from events.read_retry import MAX_READ_ATTEMPTS, retried, tries_left
-from events.state import Call, RunState
-from events.status import CallStatus, RunStatus
-from events.tool_step import claimable, unknown_outcome
-from events.types import RunEscalated, ToolCallFailed, ToolCallOutcomeUnknown
+from agentledger.events.lock_step import lock_asks
+from agentledger.events.read_retry import MAX_READ_ATTEMPTS, retried, tries_left
+from agentledger.events.state import Call, RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.tool_step import claimable, unknown_outcome
+from agentledger.events.types import RunEscalated, ToolCallFailed, ToolCallOutcomeUnknown
 
 C = CallStatus
 

@@ -8,14 +8,14 @@ import json
 
 import pytest
 
-from events.redact import (
+from agentledger.events.redact import (
     MIN_SECRET_CHARS,
     Redactor,
     redact_envelope,
     redact_event,
     redactor,
 )
-from events.types import (
+from agentledger.events.types import (
     ModelResponded,
     RunCreated,
     ToolCallFailed,
@@ -23,9 +23,14 @@ from events.types import (
     ToolCallSucceeded,
     ToolError,
 )
-from schemas.content import RedactedThinkingBlock, TextBlock, ThinkingBlock, ToolUseBlock
-from schemas.envelope import Envelope
-from schemas.spec import Principal, RunSpec, ScriptedModel, ScriptedTurn
+from agentledger.schemas.content import (
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import Principal, RunSpec, ScriptedModel, ScriptedTurn
 
 TOKEN = "tok-5d41402abc4b2a76"
 R = redactor({"DEPLOY_TOKEN": TOKEN})
@@ -150,7 +155,7 @@ def test_an_event_without_secrets_and_the_runs_spec_come_back_as_the_same_object
 def test_the_providers_blocks_go_back_untouched_and_cited_text_is_redacted() -> None:
     from pydantic import TypeAdapter
 
-    from schemas.content import ContentBlock, ProviderBlock, TextBlock
+    from agentledger.schemas.content import ContentBlock, ProviderBlock, TextBlock
 
     r = redactor({"DEPLOY_TOKEN": "tok-9f8e7d6c5b4a"})
     result = TypeAdapter(ContentBlock).validate_python(
@@ -169,7 +174,7 @@ def test_the_providers_blocks_go_back_untouched_and_cited_text_is_redacted() -> 
 
 
 def test_the_one_trigger_scan_knows_every_pattern_trigger() -> None:
-    from events.redact import PATTERNS, _may_match
+    from agentledger.events.redact import PATTERNS, _may_match
 
     for _, triggers, _pattern in PATTERNS:
         for t in triggers:

@@ -15,10 +15,10 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
-from events.redact import encoded_forms, redactor
-from schemas.spec import RunSpec
-from services import secrets
-from services.settings import Settings
+from agentledger.events.redact import encoded_forms, redactor
+from agentledger.schemas.spec import RunSpec
+from agentledger.services import secrets
+from agentledger.services.settings import Settings
 
 PASSWORD = "r3dis/pa ss+word=42"  # a slash, a space, a plus, an equals sign: every encoding differs
 KEY = "9f" * 32  # a publisher key: 64 hex characters

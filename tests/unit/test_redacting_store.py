@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from events.redact import Redactor, redactor
-from events.types import RunCreated, RunFailed
-from schemas.spec import RunSpec
-from services.adapters.store.memory import MemoryEventStore
-from services.adapters.store.redacting import RedactingStore
-from services.handlers.runs import envelopes
+from agentledger.events.redact import Redactor, redactor
+from agentledger.events.types import RunCreated, RunFailed
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.store.memory import MemoryEventStore
+from agentledger.services.adapters.store.redacting import RedactingStore
+from agentledger.services.handlers.runs import envelopes
 
 SECRET = "tok-5f1e2d3c4b5a69788"
 SPEC = RunSpec.model_validate(

@@ -1,4 +1,4 @@
-"""The Redis ACL rules of the roles (services.adapters.redis.acl): each publisher
+"""The Redis ACL rules of the roles (agentledger.services.adapters.redis.acl): each publisher
 may only XADD to its own inbox streams, the intake reaches the inbox and the
 runs but not the ledger, the workers reach the runs but not the inbox, ops only
 read and run no script; deploy/redis-acl/users.acl is the same rules in the
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.adapters.redis.acl import DEFAULT_OFF, rules
+from agentledger.services.adapters.redis.acl import DEFAULT_OFF, rules
 
 USERS_ACL = Path(__file__).resolve().parents[2] / "deploy" / "redis-acl" / "users.acl"
 DEPLOY_PUBLISHERS = ("billing-svc",)  # deploy/kubernetes/secret.yaml's publishers file

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from services.adapters.redis.first_import import HIDDEN
+from agentledger.services.adapters.redis.first_import import HIDDEN
 
-FIRST = "from services.adapters.redis.first_import import import_redis; import_redis()"
+FIRST = "from agentledger.services.adapters.redis.first_import import import_redis; import_redis()"
 
 
 def _python(code: str) -> str:
@@ -22,7 +22,7 @@ def _python(code: str) -> str:
 
 
 def test_redis_is_imported_without_opentelemetry_metrics() -> None:
-    code = f"import sys; {FIRST}; import services.entrypoints.cli.execute, redis; "
+    code = f"import sys; {FIRST}; import agentledger.services.entrypoints.cli.execute, redis; "
     code += f"print(sorted(m for m in {HIDDEN!r} if m in sys.modules), redis.Redis.__name__)"
     assert _python(code) == "[] Redis"
 

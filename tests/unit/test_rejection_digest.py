@@ -1,4 +1,4 @@
-"""What the rejected stream keeps of a refused inbox entry (`services.loops.rejections`):
+"""What the rejected stream keeps of a refused inbox entry (`agentledger.services.loops.rejections`):
 at most 4 kB in all whatever the entry holds — any number of fields, any names,
 any sizes — at most 16 original fields, each one cut said with its full size and
 sha256, and the start of the `message` (where a request's run id is) kept first."""
@@ -10,7 +10,7 @@ import hashlib
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.loops.rejections import MAX_BYTES, MAX_FIELDS, digest
+from agentledger.services.loops.rejections import MAX_BYTES, MAX_FIELDS, digest
 
 fields_st = st.dictionaries(
     st.binary(min_size=1, max_size=300),

@@ -22,13 +22,13 @@ from runlog import (
     use,
 )
 
-from events import controls
-from events.conversation import messages
-from events.repeat import failing_streak, fingerprint
-from events.status import RunStatus
-from events.tool_step import Errored, Outcome, Succeeded
-from events.types import Event, RunEscalated, ToolCallFailed, ToolError
-from schemas.content import ToolResultBlock
+from agentledger.events import controls
+from agentledger.events.conversation import messages
+from agentledger.events.repeat import failing_streak, fingerprint
+from agentledger.events.status import RunStatus
+from agentledger.events.tool_step import Errored, Outcome, Succeeded
+from agentledger.events.types import Event, RunEscalated, ToolCallFailed, ToolError
+from agentledger.schemas.content import ToolResultBlock
 
 R = RunStatus
 DENIED = ToolError(code="permission_denied", message="no", retryable=False)

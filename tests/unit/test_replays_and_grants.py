@@ -18,31 +18,37 @@ from journeys import reach
 from pydantic import ValidationError
 from runlog import Log, do_model_turn, text
 
-from events import controls
-from events.errors import ControlRefused
-from events.grants import (
+from agentledger.events import controls
+from agentledger.events.errors import ControlRefused
+from agentledger.events.grants import (
     freshness_refusal,
     nonce_seen_refusal,
     replay_model_refusal,
     shard_refusal,
 )
-from events.status import RunStatus
-from events.types import CODEC, HumanReplied, RunAborted, RunCancelRequested, RunEscalated
-from schemas.envelope import Envelope
-from schemas.inbox import NONCE_PATTERN, RunRequested
-from schemas.inbox import HumanReplied as HumanRepliedMessage
-from schemas.inbox import RunAborted as RunAbortedMessage
-from schemas.spec import PythonCheck
-from services.adapters.inbox.publishing import stamped
-from services.adapters.publishers.nonces import MemoryNonces
-from services.adapters.tools.registry import REGISTRY
-from services.entrypoints.describe import summary
-from services.handlers.checks import run_check
-from services.handlers.spec_check import spec_problems
-from services.keys import Keys
-from services.loops.inbox_auth import Granted, check_fresh, nonce_partition
-from services.loops.inbox_parse import Rejected
-from services.loops.intake import decide_control
+from agentledger.events.status import RunStatus
+from agentledger.events.types import (
+    CODEC,
+    HumanReplied,
+    RunAborted,
+    RunCancelRequested,
+    RunEscalated,
+)
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.inbox import NONCE_PATTERN, RunRequested
+from agentledger.schemas.inbox import HumanReplied as HumanRepliedMessage
+from agentledger.schemas.inbox import RunAborted as RunAbortedMessage
+from agentledger.schemas.spec import PythonCheck
+from agentledger.services.adapters.inbox.publishing import stamped
+from agentledger.services.adapters.publishers.nonces import MemoryNonces
+from agentledger.services.adapters.tools.registry import REGISTRY
+from agentledger.services.entrypoints.describe import summary
+from agentledger.services.handlers.checks import run_check
+from agentledger.services.handlers.spec_check import spec_problems
+from agentledger.services.keys import Keys
+from agentledger.services.loops.inbox_auth import Granted, check_fresh, nonce_partition
+from agentledger.services.loops.inbox_parse import Rejected
+from agentledger.services.loops.intake import decide_control
 
 R = RunStatus
 NOW = 1_800_000_000.0
@@ -311,8 +317,8 @@ def test_a_run_request_is_stamped_as_a_control_is() -> None:
 def test_a_snapshot_keeps_the_escalation_and_publisher_and_an_older_one_is_not_read() -> None:
     """A version-2 record holds no escalation: read, the run would wait on none and
     refuse every answer; it is folded past instead (another version is never read)."""
-    from events import snapshot
-    from services.handlers.state_cache import VERSION
+    from agentledger.events import snapshot
+    from agentledger.services.handlers.state_cache import VERSION
 
     s = reach(R.AWAITING_HUMAN).s
     restored = snapshot.restore(snapshot.header(s), spec=s.spec, pages=[], tail=[])
@@ -320,11 +326,11 @@ def test_a_snapshot_keeps_the_escalation_and_publisher_and_an_older_one_is_not_r
     older = {k: v for k, v in snapshot.header(s).items() if k not in ("escalation", "publisher")}
     with pytest.raises(snapshot.SnapshotError, match="no upgrade from snapshot version 2"):
         snapshot.restore(older | {"v": 2}, spec=s.spec, pages=[], tail=[])
-    assert VERSION == "codec4"  # 4: the turn's first model request (events.model_retry)
+    assert VERSION == "codec4"  # 4: the turn's first model request (agentledger.events.model_retry)
 
 
 def test_a_controls_span_attributes_name_its_publisher_when_one_signed_it() -> None:
-    from events.spans import _event_attributes as attributes
+    from agentledger.events.spans import _event_attributes as attributes
 
     def attrs(event: Any) -> dict[str, Any]:
         env: Envelope[Any] = Envelope(id="e1", run_id="r-1", seq=3, type=event.type, at=NOW, source="intake", data=event)

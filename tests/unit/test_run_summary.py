@@ -7,8 +7,8 @@ from __future__ import annotations
 from journeys import LATE_IDS, in_flight
 from runlog import T0, Log, do_request
 
-from events.types import RunCancelled, RunCancelRequested
-from services.entrypoints.summary import run_summary
+from agentledger.events.types import RunCancelled, RunCancelRequested
+from agentledger.services.entrypoints.summary import run_summary
 
 
 def test_a_live_runs_duration_runs_to_now() -> None:

@@ -1,4 +1,4 @@
-"""The sample run a new worker reads before its threads start (`events.sample_run`,
+"""The sample run a new worker reads before its threads start (`agentledger.events.sample_run`,
 `snapshots.warm_up`): made through the deciders, it folds, and it goes through
 the codec and a snapshot and back unchanged."""
 
@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from events.fold import fold
-from events.sample_run import sample_log
-from events.state import RunState
-from events.status import RunStatus
-from services.adapters.store.port import Snapshot
-from services.errors import SampleMisread
-from services.handlers import snapshots
-from services.handlers.snapshots import warm_up
+from agentledger.events.fold import fold
+from agentledger.events.sample_run import sample_log
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.services.adapters.store.port import Snapshot
+from agentledger.services.errors import SampleMisread
+from agentledger.services.handlers import snapshots
+from agentledger.services.handlers.snapshots import warm_up
 
 
 def test_the_sample_run_is_a_legal_log_of_the_hot_path_events() -> None:

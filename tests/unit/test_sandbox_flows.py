@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from services.adapters.tools import handover, sandbox, seccomp
-from services.adapters.tools.lifeline import MARK, Fds, command_line
-from services.adapters.tools.sandbox import (
+from agentledger.services.adapters.tools import handover, sandbox, seccomp
+from agentledger.services.adapters.tools.lifeline import MARK, Fds, command_line
+from agentledger.services.adapters.tools.sandbox import (
     Limits,
     SandboxPolicy,
     SandboxUnavailable,
@@ -23,9 +23,14 @@ from services.adapters.tools.sandbox import (
     limit_flags,
     policy_for,
 )
-from services.adapters.tools.sandbox_failures import MASKED_PROC, NO_USERNS, ROOT_SETPRIV, explain
-from services.errors import ConfigError
-from services.settings import from_env
+from agentledger.services.adapters.tools.sandbox_failures import (
+    MASKED_PROC,
+    NO_USERNS,
+    ROOT_SETPRIV,
+    explain,
+)
+from agentledger.services.errors import ConfigError
+from agentledger.services.settings import from_env
 
 
 def flags(*, root: bool, workspace: str = "/work/ws/r-1") -> list[str]:

@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from events.tool_step import Succeeded
-from services.adapters.tools import sandbox
-from services.adapters.tools.context import ToolContext, ToolFailure
-from services.adapters.tools.registry import REGISTRY, tool
-from services.adapters.tools.runner import run_tool
-from services.adapters.tools.sandbox import (
+from agentledger.events.tool_step import Succeeded
+from agentledger.services.adapters.tools import sandbox
+from agentledger.services.adapters.tools.context import ToolContext, ToolFailure
+from agentledger.services.adapters.tools.registry import REGISTRY, tool
+from agentledger.services.adapters.tools.runner import run_tool
+from agentledger.services.adapters.tools.sandbox import (
     Limits,
     SandboxPolicy,
     SandboxUnavailable,
@@ -23,8 +23,8 @@ from services.adapters.tools.sandbox import (
     policy_for,
     python_paths,
 )
-from services.errors import ConfigError
-from services.settings import Settings, from_env, sandbox_environ
+from agentledger.services.errors import ConfigError
+from agentledger.services.settings import Settings, from_env, sandbox_environ
 
 
 def flags(

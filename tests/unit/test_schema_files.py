@@ -5,7 +5,7 @@ import json
 import jsonschema
 import pytest
 
-from schemas.export import HERE, documents, render
+from agentledger.schemas.export import HERE, documents, render
 
 
 @pytest.mark.parametrize("name", sorted(documents()))

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.content import ToolUseBlock
-from schemas.spec import ScriptedModel
-from services.adapters.models.port import ModelError, ModelRequest
-from services.adapters.models.scripted import ScriptedAdapter
+from agentledger.schemas.content import ToolUseBlock
+from agentledger.schemas.spec import ScriptedModel
+from agentledger.services.adapters.models.port import ModelError, ModelRequest
+from agentledger.services.adapters.models.scripted import ScriptedAdapter
 
 SCRIPT = ScriptedModel.model_validate(
     {"scripted": [{"tool_use": [{"id": "c1", "name": "publish", "input": {}}]}, {"end_turn": "done"}]}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.errors import ConfigError
-from services.settings import environ_for_children, from_env, masked, user_state_dir
+from agentledger.services.errors import ConfigError
+from agentledger.services.settings import environ_for_children, from_env, masked, user_state_dir
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from services.adapters.broker.membership import balanced_owners, rendezvous_owner
+from agentledger.services.adapters.broker.membership import balanced_owners, rendezvous_owner
 
 SHARDS = tuple(range(16))
 

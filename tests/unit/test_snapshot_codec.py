@@ -8,8 +8,8 @@ import pytest
 from journeys import JOURNEYS
 from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, use
 
-from events import snapshot
-from events.snapshot import (
+from agentledger.events import snapshot
+from agentledger.events.snapshot import (
     PAGE_TURNS,
     SnapshotError,
     full_pages,
@@ -18,9 +18,9 @@ from events.snapshot import (
     restore,
     tail_turns,
 )
-from events.state import RunState
-from events.tool_step import Succeeded
-from schemas.codec import pack, unpack
+from agentledger.events.state import RunState
+from agentledger.events.tool_step import Succeeded
+from agentledger.schemas.codec import pack, unpack
 
 
 def round_trip(s: RunState) -> tuple[RunState, int]:

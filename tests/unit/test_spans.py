@@ -1,11 +1,11 @@
-"""Traces from the log (`events.spans`): the spans a run's events stand for."""
+"""Traces from the log (`agentledger.events.spans`): the spans a run's events stand for."""
 
 from __future__ import annotations
 
 import pytest
 from journeys import JOURNEYS, approvals_granted_denied_and_expired, happy_path
 
-from events.spans import (
+from agentledger.events.spans import (
     SpanBuilder,
     by_parent,
     chat_span_id,

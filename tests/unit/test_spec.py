@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from schemas.spec import (
+from agentledger.schemas.spec import (
     AnthropicModel,
     CommandCheck,
     FileCheck,

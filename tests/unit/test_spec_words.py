@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from handlerkit import toolset
 
-from schemas.errors import InvalidSpec, SpecProblem
-from schemas.spec import RunSpec
-from services.entrypoints.cli.spec_file import load_spec_file
-from services.handlers.spec_check import spec_problems
+from agentledger.schemas.errors import InvalidSpec, SpecProblem
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.entrypoints.cli.spec_file import load_spec_file
+from agentledger.services.handlers.spec_check import spec_problems
 
 HEAD = "task: count\nprincipal: {id: a, tenant: t}\n"
 SCRIPT = "model: {scripted: [{end_turn: done}]}\n"

@@ -1,4 +1,4 @@
-"""Stop reason -> what follows (`events.stop_reasons`), for every stop reason the
+"""Stop reason -> what follows (`agentledger.events.stop_reasons`), for every stop reason the
 API sends: the fold moves the run where the rule says, and the model step's
 batch takes it on from there as the rule says (calls validated, acceptance,
 asked again, or failed)."""
@@ -10,9 +10,9 @@ from typing import Any, get_args
 import pytest
 from runlog import Log, do_model_turn, text, use
 
-from events.status import RunStatus
-from events.stop_reasons import AfterStop, after_stop, status_after_reply
-from events.types import ModelResponded, RunEscalated, RunFailed, StopReason
+from agentledger.events.status import RunStatus
+from agentledger.events.stop_reasons import AfterStop, after_stop, status_after_reply
+from agentledger.events.types import ModelResponded, RunEscalated, RunFailed, StopReason
 
 R = RunStatus
 EVERY_STOP: tuple[StopReason, ...] = get_args(StopReason)

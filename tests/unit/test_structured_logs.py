@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from services import structured_logs
-from services.adapters.broker.log_context import LogContext, context_middleware
-from services.secrets import RedactingFilter
+from agentledger.services import structured_logs
+from agentledger.services.adapters.broker.log_context import LogContext, context_middleware
+from agentledger.services.secrets import RedactingFilter
 
 KEY = "sk-ant-api03-" + "x" * 24
 

@@ -1,5 +1,5 @@
 """The sweeper looks at a run again as soon as a claim it saw running out has
-run out, not a whole lease after its last look (`events.ticks.next_tick`), so a
+run out, not a whole lease after its last look (`agentledger.events.ticks.next_tick`), so a
 dead worker's turn is taken up at the first pass after its claim's deadline;
 a run whose claim is still live is left alone meanwhile."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 from handlerkit import Unit, call, new_unit, spec
 from runlog import Log, do_claim, do_model_turn, do_request, do_validate, use
 
-from events.commands import RequestModel
-from events.model_step import request_model
-from events.ticks import next_tick
-from services.handlers.engine import Decided
-from services.loops.sweeper import sweep_once
+from agentledger.events.commands import RequestModel
+from agentledger.events.model_step import request_model
+from agentledger.events.ticks import next_tick
+from agentledger.services.handlers.engine import Decided
+from agentledger.services.loops.sweeper import sweep_once
 
 DONE = {"end_turn": "done"}
 

@@ -4,7 +4,7 @@ down), an open window is reported up to now, and only the last few are kept."""
 
 from __future__ import annotations
 
-from services.loops.sweeper import Reach
+from agentledger.services.loops.sweeper import Reach
 
 
 def test_a_window_runs_from_the_last_good_pass_to_the_first_good_one_after() -> None:

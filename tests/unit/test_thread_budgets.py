@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from handlerkit import Unit, call, carrying, new_unit, spec
 
-from events.commands import DriveCall, RequestModel, RunAcceptance
-from services.adapters.broker.budgets import CURRENT, Budgets, Slot, thread_budgets
+from agentledger.events.commands import DriveCall, RequestModel, RunAcceptance
+from agentledger.services.adapters.broker.budgets import CURRENT, Budgets, Slot, thread_budgets
 
 ALL = ("model", "tools", "accept")
 DONE = {"end_turn": "done"}

@@ -14,7 +14,7 @@ import pytest
 from journeys import reach
 from runlog import LEASE_S, T0, Log, check, do_model_turn, make_spec, text
 
-from events.acceptance_step import (
+from agentledger.events.acceptance_step import (
     check_timeout_s,
     claim_s,
     may_take_long,
@@ -23,14 +23,14 @@ from events.acceptance_step import (
     start_acceptance,
     wall_clock_left,
 )
-from events.status import RunStatus
-from events.types import AcceptanceChecked, RunTimedOut, ToolCallValidated
-from events.validation_step import Finding, validate_call
-from schemas.spec import RunSpec, ToolSpec
-from services.adapters.tools.mcp.config import McpConfigError, load_servers_file
-from services.errors import ConfigError
-from services.handlers.spec_check import spec_problems
-from services.settings import Settings, from_env
+from agentledger.events.status import RunStatus
+from agentledger.events.types import AcceptanceChecked, RunTimedOut, ToolCallValidated
+from agentledger.events.validation_step import Finding, validate_call
+from agentledger.schemas.spec import RunSpec, ToolSpec
+from agentledger.services.adapters.tools.mcp.config import McpConfigError, load_servers_file
+from agentledger.services.errors import ConfigError
+from agentledger.services.handlers.spec_check import spec_problems
+from agentledger.services.settings import Settings, from_env
 
 R = RunStatus
 MAX = Settings()

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from handlerkit import call, carrying, new_unit, spec
 
-from events.commands import RequestModel
-from events.tool_step import Errored
-from events.types import ToolCallFailed
-from services import structured_logs
-from services.adapters.tools.registry import REGISTRY, tool
-from services.adapters.tools.runner import TRACEBACK_CHARS, last_frames, run_tool
-from services.tools import ToolContext
+from agentledger import ToolContext
+from agentledger.events.commands import RequestModel
+from agentledger.events.tool_step import Errored
+from agentledger.events.types import ToolCallFailed
+from agentledger.services import structured_logs
+from agentledger.services.adapters.tools.registry import REGISTRY, tool
+from agentledger.services.adapters.tools.runner import TRACEBACK_CHARS, last_frames, run_tool
 
-RUNNER = "services.adapters.tools.runner"
+RUNNER = "agentledger.services.adapters.tools.runner"
 
 
 @tool(read_only=True, name="divide_exception_test")

@@ -10,13 +10,13 @@ import threading
 import pytest
 from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, use
 
-from events.redact import redact_event, redactor
-from events.tool_step import Errored, Printed, Succeeded
-from events.types import ToolCallFailed, ToolCallSucceeded, ToolError
-from services.adapters.tools.capture import KEEP_CHARS, Bounded, capturing
-from services.adapters.tools.context import ToolContext, ToolFailure
-from services.adapters.tools.registry import REGISTRY, tool
-from services.adapters.tools.runner import run_tool
+from agentledger.events.redact import redact_event, redactor
+from agentledger.events.tool_step import Errored, Printed, Succeeded
+from agentledger.events.types import ToolCallFailed, ToolCallSucceeded, ToolError
+from agentledger.services.adapters.tools.capture import KEEP_CHARS, Bounded, capturing
+from agentledger.services.adapters.tools.context import ToolContext, ToolFailure
+from agentledger.services.adapters.tools.registry import REGISTRY, tool
+from agentledger.services.adapters.tools.runner import run_tool
 
 
 @tool(read_only=True, name="chatty_capture_test")

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from services.adapters.tools.registry import REGISTRY, ToolContext, tool
+from agentledger.services.adapters.tools.registry import REGISTRY, ToolContext, tool
 
-LOGGER = "services.adapters.tools.registry"
+LOGGER = "agentledger.services.adapters.tools.registry"
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from runlog import T0, TOOLS, Log, do_claim, do_finish, do_model_turn, do_validate, use
 
-from events.read_retry import MAX_READ_ATTEMPTS
-from events.status import CallStatus, RunStatus
-from events.ticks import on_tick
-from events.tool_step import (
+from agentledger.events.read_retry import MAX_READ_ATTEMPTS
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.ticks import on_tick
+from agentledger.events.tool_step import (
     Errored,
     Lost,
     Stopped,
@@ -18,7 +18,7 @@ from events.tool_step import (
     claim_call,
     record_outcome,
 )
-from events.types import (
+from agentledger.events.types import (
     FieldError,
     RunEscalated,
     ToolCallFailed,
@@ -29,7 +29,7 @@ from events.types import (
     ToolCallValidated,
     ToolError,
 )
-from events.validation_step import Finding, validate_call
+from agentledger.events.validation_step import Finding, validate_call
 
 R, C = RunStatus, CallStatus
 

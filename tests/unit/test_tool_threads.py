@@ -1,10 +1,10 @@
-"""services.adapters.tools.threads: a call has a thread to itself; threads are reused."""
+"""agentledger.services.adapters.tools.threads: a call has a thread to itself; threads are reused."""
 
 from __future__ import annotations
 
 import threading
 
-from services.adapters.tools import threads
+from agentledger.services.adapters.tools import threads
 
 
 def _ident_of_call() -> int:

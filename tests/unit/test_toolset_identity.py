@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from services.adapters.tools.toolset import (
+from agentledger.services.adapters.tools.toolset import (
     ToolSetError,
     computing_imports,
     fingerprint_of,
@@ -27,7 +27,7 @@ from services.adapters.tools.toolset import (
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 TOOLS = '''\
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 {imports}
 
 
@@ -50,7 +50,7 @@ def loaded(modules: list[str], paths: list[Path]) -> dict[str, object]:
     """What a worker's `load_toolset` says, in a process of its own."""
     code = textwrap.dedent(f"""
         import json
-        from services.adapters.tools.toolset import load_toolset
+        from agentledger.services.adapters.tools.toolset import load_toolset
         t = load_toolset({modules!r}, {[str(p) for p in paths]!r})
         print(json.dumps({{"fingerprint": t.fingerprint, "hashed": t.hashed, "dynamic": t.dynamic}}))
     """)
@@ -111,8 +111,8 @@ def test_files_the_tools_never_import_do_not_count(tmp_path: Path) -> None:
 
 
 def test_modules_outside_the_tool_folders_do_not_count(tmp_path: Path) -> None:
-    folder = tool_folder(tmp_path, "t", helper="x", imports="import json\nimport helper\nfrom services.tools import ToolFailure")
-    assert set(static_code(["tools"], [str(folder)])) == {"tools", "helper", "services.adapters.tools.builtin"}
+    folder = tool_folder(tmp_path, "t", helper="x", imports="import json\nimport helper\nfrom agentledger import ToolFailure")
+    assert set(static_code(["tools"], [str(folder)])) == {"tools", "helper", "agentledger.services.adapters.tools.builtin"}
 
 
 def test_fingerprint_of_runs_no_code_of_the_modules_or_their_packages(tmp_path: Path) -> None:
@@ -164,7 +164,7 @@ def test_an_installed_package_brings_only_its_own_folder(tmp_path: Path) -> None
     (site / "vendor_tools" / "extra.py").write_text("")
     (site / "other_lib.py").write_text("x = 1\n")  # another installed distribution
     counted = set(static_code(["vendor_tools"], [str(site)]))
-    assert counted == {"vendor_tools", "vendor_tools.extra", "services.adapters.tools.builtin"}
+    assert counted == {"vendor_tools", "vendor_tools.extra", "agentledger.services.adapters.tools.builtin"}
 
 
 def test_a_module_that_is_not_there_is_refused_naming_it(tmp_path: Path) -> None:
@@ -183,7 +183,7 @@ def test_a_library_in_a_virtualenv_inside_the_tool_folder_is_no_dynamic_module(t
     code = textwrap.dedent(f"""
         import json, sys
         sys.path.append({str(site)!r})
-        from services.adapters.tools.toolset import load_toolset
+        from agentledger.services.adapters.tools.toolset import load_toolset
         t = load_toolset(["tools"], [{str(folder)!r}])
         print(json.dumps({{"fingerprint": t.fingerprint, "dynamic": t.dynamic}}))
     """)

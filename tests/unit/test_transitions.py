@@ -23,12 +23,12 @@ from runlog import (
     text,
 )
 
-from events.errors import BrokenLog, IllegalTransition
-from events.fold import apply, fold
-from events.status import TERMINAL, CallStatus, RunStatus
-from events.tool_step import Stopped, Succeeded, claim_call
-from events.transitions import CALL_TRANSITIONS, RUN_TRANSITIONS
-from events.types import (
+from agentledger.events.errors import BrokenLog, IllegalTransition
+from agentledger.events.fold import apply, fold
+from agentledger.events.status import TERMINAL, CallStatus, RunStatus
+from agentledger.events.tool_step import Stopped, Succeeded, claim_call
+from agentledger.events.transitions import CALL_TRANSITIONS, RUN_TRANSITIONS
+from agentledger.events.types import (
     AcceptanceChecked,
     AcceptanceCheckStopped,
     AcceptanceFailed,

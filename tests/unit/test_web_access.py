@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.entrypoints.web.access import (
+from agentledger.services.entrypoints.web.access import (
     SESSION_S,
     Access,
     allowed_hosts,

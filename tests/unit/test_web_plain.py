@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.entrypoints.web import plain
+from agentledger.services.entrypoints.web import plain
 
 ROW = {"run_id": "r-1.s0", "status": "failed", "created_at": "2026-12-06T03:47:08.893Z",
        "duration_s": 1.0, "cost_usd": 0.0, "task": "Fix <b>it</b>"}  # fmt: skip

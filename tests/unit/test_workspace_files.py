@@ -10,12 +10,16 @@ from pathlib import Path
 import pytest
 from runlog import T0, Log, do_model_turn, use
 
-from events.types import ToolCallRejected, ToolCallValidated
-from events.validation_step import validate_turn
-from services.adapters.tools.context import ToolFailure
-from services.adapters.tools.toolset import load_toolset
-from services.adapters.tools.workspace_files import WorkspaceFiles, clean_relative, file_resource
-from services.handlers.findings import findings
+from agentledger.events.types import ToolCallRejected, ToolCallValidated
+from agentledger.events.validation_step import validate_turn
+from agentledger.services.adapters.tools.context import ToolFailure
+from agentledger.services.adapters.tools.toolset import load_toolset
+from agentledger.services.adapters.tools.workspace_files import (
+    WorkspaceFiles,
+    clean_relative,
+    file_resource,
+)
+from agentledger.services.handlers.findings import findings
 
 
 @pytest.fixture

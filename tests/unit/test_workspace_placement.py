@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from schemas.inbox import RunRequested
-from schemas.publishers import GrantedPrincipal, Publisher
-from schemas.spec import RunSpec
-from services.loops.inbox_auth import Granted
-from services.loops.inbox_parse import Rejected
-from services.loops.intake_workspaces import Workspaces
-from services.settings import Settings
+from agentledger.schemas.inbox import RunRequested
+from agentledger.schemas.publishers import GrantedPrincipal, Publisher
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.loops.inbox_auth import Granted
+from agentledger.services.loops.inbox_parse import Rejected
+from agentledger.services.loops.intake_workspaces import Workspaces
+from agentledger.services.settings import Settings
 
 
 def grant(*roots: Path | str, name: str = "billing-svc") -> Granted:
@@ -273,7 +273,7 @@ def _umask() -> Iterator[None]:
 
 
 def test_the_embedded_runs_own_grant_has_the_root_slash(tmp_path: Path) -> None:
-    from services.adapters.publishers import publishers_file
+    from agentledger.services.adapters.publishers import publishers_file
 
     path = str(tmp_path / "publishers.yaml")
     signer, _ = publishers_file.local_signer(path, str(tmp_path))

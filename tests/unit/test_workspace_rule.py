@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from events.workspaces import (
+from agentledger.events.workspaces import (
     Asked,
     Resolved,
     Root,

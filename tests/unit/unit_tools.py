@@ -11,7 +11,7 @@ from collections import Counter
 from functools import cache
 from typing import Any
 
-from services.tools import Lookup, ToolCancelled, ToolContext, ToolFailure, check, tool
+from agentledger import Lookup, ToolCancelled, ToolContext, ToolFailure, check, tool
 
 log = logging.getLogger("unit_tools")
 RAN: Counter[str] = Counter()  # call id -> executions

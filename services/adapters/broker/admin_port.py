@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from events.commands import Pool
+from agentledger.events.commands import Pool
 
 
 @dataclass(frozen=True, slots=True)

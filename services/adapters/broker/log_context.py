@@ -1,6 +1,6 @@
 """The dramatiq middleware behind the JSON log lines' ids: around each message
 a worker thread runs, it sets the run id, call id and pool that
-`services.structured_logs` puts on every record. Apart from the formatter so
+`agentledger.services.structured_logs` puts on every record. Apart from the formatter so
 that a command that runs no workers never imports dramatiq to log."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from dramatiq.middleware import Middleware
 
-from services.structured_logs import CALL_ID, POOL, RUN_ID, chosen_format
+from agentledger.services.structured_logs import CALL_ID, POOL, RUN_ID, chosen_format
 
 
 class LogContext(Middleware):

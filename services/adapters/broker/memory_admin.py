@@ -9,8 +9,8 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from events.commands import Pool
-from services.adapters.broker.admin_port import DeadLetter, Worker, dead_letter
+from agentledger.events.commands import Pool
+from agentledger.services.adapters.broker.admin_port import DeadLetter, Worker, dead_letter
 
 Stream = tuple[str, str, str, int]  # queue, tool set, pool, shard
 

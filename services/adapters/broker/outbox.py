@@ -14,10 +14,17 @@ import redis
 from dramatiq import get_encoder
 from dramatiq.message import generate_unique_id
 
-from events.commands import Command, DriveCall, Pool, RequestModel, ResolveCall, RunAcceptance
-from events.state import RunState
-from services.adapters.store.port import Outgoing
-from services.keys import Keys
+from agentledger.events.commands import (
+    Command,
+    DriveCall,
+    Pool,
+    RequestModel,
+    ResolveCall,
+    RunAcceptance,
+)
+from agentledger.events.state import RunState
+from agentledger.services.adapters.store.port import Outgoing
+from agentledger.services.keys import Keys
 
 ACTORS: dict[type[Command], str] = {
     RequestModel: "request_model",

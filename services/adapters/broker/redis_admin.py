@@ -11,15 +11,15 @@ from typing import Any
 
 import redis
 
-from events.commands import Pool
-from services.adapters.broker.admin_port import DeadLetter, Worker, dead_letter
-from services.adapters.broker.streams_queue import GROUP
-from services.adapters.redis.directory import Directory
-from services.adapters.redis.shards import shards_ever
-from services.keys import Keys
+from agentledger.events.commands import Pool
+from agentledger.services.adapters.broker.admin_port import DeadLetter, Worker, dead_letter
+from agentledger.services.adapters.broker.streams_queue import GROUP
+from agentledger.services.adapters.redis.directory import Directory
+from agentledger.services.adapters.redis.shards import shards_ever
+from agentledger.services.keys import Keys
 
 SCAN_COUNT = 500
-_REDRIVE = files("services.adapters.broker").joinpath("redrive.lua").read_text()
+_REDRIVE = files("agentledger.services.adapters.broker").joinpath("redrive.lua").read_text()
 
 
 class RedisBrokerAdmin:

@@ -10,7 +10,7 @@ after it ran; a dead worker's messages are taken over within `claim_idle_ms`;
 a message delivered `max_deliveries` times without an ack is dead-lettered.
 Kills count deliveries, never dramatiq's retries. With `budgets`, a pool's
 consumer takes only as many messages as its pool has threads free
-(`services.adapters.broker.budgets`).
+(`agentledger.services.adapters.broker.budgets`).
 
 Delayed messages (dramatiq's `delay`, which Retries uses for its back-off) wait
 in a sorted set per stream and join the stream when due. The client must
@@ -28,12 +28,12 @@ from dramatiq.errors import QueueJoinTimeout
 from dramatiq.message import Message
 from dramatiq.middleware import Middleware
 
-from services.adapters.broker.budgets import CURRENT, Budgets
-from services.adapters.broker.membership import Membership
-from services.adapters.broker.outbox import queue_name
-from services.adapters.broker.streams_consumer import StreamsConsumer
-from services.adapters.broker.streams_queue import StreamQueue
-from services.keys import Keys
+from agentledger.services.adapters.broker.budgets import CURRENT, Budgets
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.broker.outbox import queue_name
+from agentledger.services.adapters.broker.streams_consumer import StreamsConsumer
+from agentledger.services.adapters.broker.streams_queue import StreamQueue
+from agentledger.services.keys import Keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +55,7 @@ class Route:
 
 class SlotContext(Middleware):
     """Around each message a worker thread runs: its slot in its pool's budget, for
-    the steps the delivery carries on (`services.handlers.carry`)."""
+    the steps the delivery carries on (`agentledger.services.handlers.carry`)."""
 
     def before_process_message(self, broker: Any, message: Any) -> None:
         slot = getattr(message, "slot", None)

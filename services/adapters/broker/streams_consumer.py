@@ -37,12 +37,18 @@ from dramatiq.errors import ConnectionClosed, DecodeError
 from dramatiq.message import Message
 from redis.exceptions import NoScriptError
 
-from services.adapters.broker.budgets import Budgets, Slot
-from services.adapters.broker.membership import Membership
-from services.adapters.broker.streams_queue import GROUP, TICK_LUA, Entry, StreamQueue, tick_reply
-from services.adapters.redis.client import is_cluster
-from services.adapters.redis.direct import ThreadConnections
-from services.adapters.redis.slot_reads import SlotReads
+from agentledger.services.adapters.broker.budgets import Budgets, Slot
+from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.broker.streams_queue import (
+    GROUP,
+    TICK_LUA,
+    Entry,
+    StreamQueue,
+    tick_reply,
+)
+from agentledger.services.adapters.redis.client import is_cluster
+from agentledger.services.adapters.redis.direct import ThreadConnections
+from agentledger.services.adapters.redis.slot_reads import SlotReads
 
 log = logging.getLogger(__name__)
 

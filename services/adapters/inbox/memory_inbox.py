@@ -10,12 +10,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from schemas.inbox import Control, RunRequested
-from services.adapters.inbox.port import Liveness, WaitingRequest
-from services.adapters.inbox.publishing import entry_name, partition_for, stamped
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
-from services.errors import ConfigError
+from agentledger.schemas.inbox import Control, RunRequested
+from agentledger.services.adapters.inbox.port import Liveness, WaitingRequest
+from agentledger.services.adapters.inbox.publishing import entry_name, partition_for, stamped
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.errors import ConfigError
 
 ALL = ""  # the deployment intakes' heartbeats (an embedded intake's: its publisher)
 

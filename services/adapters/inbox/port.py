@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from schemas.inbox import Control, RunRequested
-from services.adapters.publishers.publishers_file import Signer
+from agentledger.schemas.inbox import Control, RunRequested
+from agentledger.services.adapters.publishers.publishers_file import Signer
 
 
 class Liveness(StrEnum):

@@ -1,7 +1,7 @@
 """How a publisher writes to the inbox: the partition of a message (by its request
 or run id), the message as it is signed (stamped), one XADD to the publisher's own
 stream of that partition, and the entry's id everywhere it is named,
-`partition/publisher/stream id`. The intake (`services.loops.intake`) reads with
+`partition/publisher/stream id`. The intake (`agentledger.services.loops.intake`) reads with
 the `GROUP` named here."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import TypeVar, cast
 
 import redis
 
-from schemas.inbox import Control, RunRequested
-from schemas.signature import entry as signed_entry
-from services.adapters.publishers.publishers_file import Signer
-from services.keys import Keys
+from agentledger.schemas.inbox import Control, RunRequested
+from agentledger.schemas.signature import entry as signed_entry
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.keys import Keys
 
 GROUP = "intake"  # the intakes' consumer group on every inbox stream
 

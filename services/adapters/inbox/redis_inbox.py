@@ -16,16 +16,16 @@ from typing import Any
 
 import redis
 
-from schemas.inbox import Control, RunRequested
-from services.adapters.inbox.port import Liveness, WaitingRequest
-from services.adapters.inbox.publishing import GROUP, partition_of, publish
-from services.adapters.publishers import publishers_file
-from services.adapters.publishers.publishers_file import Signer
-from services.errors import ConfigError
-from services.keys import Keys
+from agentledger.schemas.inbox import Control, RunRequested
+from agentledger.services.adapters.inbox.port import Liveness, WaitingRequest
+from agentledger.services.adapters.inbox.publishing import GROUP, partition_of, publish
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.errors import ConfigError
+from agentledger.services.keys import Keys
 
 # what `status` searches of the newest refusals in a run's partition: a refusal keeps at
-# most 4 kB (`services.loops.rejections`), so a page of 100 is at most ~400 kB
+# most 4 kB (`agentledger.services.loops.rejections`), so a page of 100 is at most ~400 kB
 REFUSALS_SEARCHED = 2000
 REFUSALS_PAGE = 100
 REFUSALS_MAX_BYTES = 8 << 20
@@ -34,7 +34,7 @@ REFUSALS_MAX_BYTES = 8 << 20
 # entry it has handled, so a stream holds only what waits)
 REQUESTS_SEARCHED = 100
 
-_WITHDRAW = files("services.adapters.inbox").joinpath("withdraw.lua").read_text()
+_WITHDRAW = files("agentledger.services.adapters.inbox").joinpath("withdraw.lua").read_text()
 
 
 def intake_liveness(

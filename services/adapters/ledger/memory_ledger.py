@@ -7,8 +7,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from services.adapters.ledger.port import Verdict
-from services.clock import Clock
+from agentledger.services.adapters.ledger.port import Verdict
+from agentledger.services.clock import Clock
 
 
 @dataclass

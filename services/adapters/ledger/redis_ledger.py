@@ -12,11 +12,11 @@ from typing import Any
 
 import redis
 
-from services.adapters.ledger.port import Verdict
-from services.adapters.redis.replicas import ReplicaAcks
-from services.keys import Keys
+from agentledger.services.adapters.ledger.port import Verdict
+from agentledger.services.adapters.redis.replicas import ReplicaAcks
+from agentledger.services.keys import Keys
 
-_SCRIPT = files("services.adapters.ledger").joinpath("ledger.lua").read_text()
+_SCRIPT = files("agentledger.services.adapters.ledger").joinpath("ledger.lua").read_text()
 
 
 class RedisLedger:

@@ -1,5 +1,5 @@
 """The lock table in memory, for unit tests: the pure partitioned rule of
-`events.lock_partitions` (with one partition, `events.locks`) behind one lock,
+`agentledger.events.lock_partitions` (with one partition, `agentledger.events.locks`) behind one lock,
 with the same port as the Redis script (it passes the same contract suite).
 Times come from the clock it is given, as Redis's come from `TIME`."""
 
@@ -8,18 +8,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from events.lock_partitions import (
+from agentledger.events.lock_partitions import (
     Partitioned,
     enqueue_all,
     expire_all,
     release_many,
     renew_final,
 )
-from events.lock_step import LockAsk
-from events.locks import Grant, Request
-from services.adapters.locks.port import Granted, Holder, LockReply
-from services.adapters.store.port import Outgoing
-from services.clock import Clock
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.locks import Grant, Request
+from agentledger.services.adapters.locks.port import Granted, Holder, LockReply
+from agentledger.services.adapters.store.port import Outgoing
+from agentledger.services.clock import Clock
 
 
 class MemoryLocks:

@@ -1,11 +1,11 @@
 """The lock table port: one owner of the table (an atomic script on Redis, a lock
-in memory) that applies the rule of `events.locks`. A request names who asked
+in memory) that applies the rule of `agentledger.events.locks`. A request names who asked
 (run, call) and the message to send them if it is granted later — by a
 release or an expiry, not by their own ask — so a grant reaches the waiting
 run through a command to its own queue, and nobody appends to another run's
 log. Times are the table's own (Redis `TIME`).
 
-The table may be partitioned by resource (`events.lock_partitions`); callers
+The table may be partitioned by resource (`agentledger.events.lock_partitions`); callers
 see no difference but this: a release or a renewal names the request's keys
 (`LockAsk`), so it goes only to the partitions the request is in."""
 
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from events.lock_step import LockAsk
-from events.locks import Grant
-from services.adapters.store.port import Outgoing
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.locks import Grant
+from agentledger.services.adapters.store.port import Outgoing
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The lock table on Redis: one registered Lua script (`locks.lua`) that applies the
-rule of `events.locks` atomically to one partition of the table, all of whose
+rule of `agentledger.events.locks` atomically to one partition of the table, all of whose
 keys share one hash tag (one slot: the script runs on Redis Cluster too). A
-request over several partitions follows the plan of `events.lock_partitions`:
+request over several partitions follows the plan of `agentledger.events.lock_partitions`:
 one script call per partition, lowest first, each partial grant sent on with
 the tokens so far; callers see only final grants. Never a multi-slot command."""
 
@@ -14,15 +14,15 @@ from typing import Any
 
 import redis
 
-from events.lock_partitions import Cascade, final_partition, first_part, release_plan
-from events.lock_step import LockAsk
-from events.locks import Grant, Mode, Request
-from services.adapters.locks.port import Granted, Holder, LockReply
-from services.adapters.redis.replicas import ReplicaAcks
-from services.adapters.store.port import Outgoing
-from services.keys import Keys
+from agentledger.events.lock_partitions import Cascade, final_partition, first_part, release_plan
+from agentledger.events.lock_step import LockAsk
+from agentledger.events.locks import Grant, Mode, Request
+from agentledger.services.adapters.locks.port import Granted, Holder, LockReply
+from agentledger.services.adapters.redis.replicas import ReplicaAcks
+from agentledger.services.adapters.store.port import Outgoing
+from agentledger.services.keys import Keys
 
-_SCRIPT = files("services.adapters.locks").joinpath("locks.lua").read_text()
+_SCRIPT = files("agentledger.services.adapters.locks").joinpath("locks.lua").read_text()
 Who = dict[str, tuple[Holder, Outgoing | None]]  # request id -> who asked, what tells them
 
 

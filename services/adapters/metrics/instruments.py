@@ -20,9 +20,9 @@ from typing import Any
 from dramatiq.middleware import Middleware
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from events.batch import Appended
-from events.state import RunState
-from events.types import (
+from agentledger.events.batch import Appended
+from agentledger.events.state import RunState
+from agentledger.events.types import (
     ModelResponded,
     ToolCallCancelled,
     ToolCallFailed,

@@ -17,10 +17,10 @@ import redis
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from events.state import RunState
-from events.status import RunStatus
-from services.adapters.broker.streams_queue import GROUP
-from services.keys import Keys
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.services.adapters.broker.streams_queue import GROUP
+from agentledger.services.keys import Keys
 
 NS = "agentledger"
 MAX_LIVE_FOLDED = 5000  # live runs folded per scrape; beyond that they count as `live`

@@ -5,10 +5,10 @@ Requests always stream (the SDK refuses non-streaming calls with a large
 max_tokens). What is sent and how the reply is rebuilt from the stream's raw
 events is `anthropic_wire` (plain JSON, so every block goes back exactly as it
 came); here are the client and the error taxonomy: every failure the SDK
-reports becomes a ModelError of one of our kinds (`events.types.ModelErrorKind`)
+reports becomes a ModelError of one of our kinds (`agentledger.events.types.ModelErrorKind`)
 with its cause in one line. The SDK never retries (`max_retries` is 0): each
 attempt is recorded in the run's log, and whether and when to try again is
-`events.model_retry`'s rule, within the operator's bound.
+`agentledger.events.model_retry`'s rule, within the operator's bound.
 
 It reads the API's error message from the response body (SDK 2.x's `api_message`
 is not in 1.x) and catches httpx2's transport errors (1.x does not wrap errors
@@ -23,11 +23,16 @@ from typing import Any
 import anthropic
 import httpx2
 
-from events.types import ModelErrorKind
-from schemas.spec import AnthropicSettings
-from services.adapters.models.anthropic_wire import Incomplete, StreamLog, request_params, to_reply
-from services.adapters.models.port import ModelError, ModelReply, ModelRequest
-from services.adapters.models.preflight import DEFAULT_BASE_URL
+from agentledger.events.types import ModelErrorKind
+from agentledger.schemas.spec import AnthropicSettings
+from agentledger.services.adapters.models.anthropic_wire import (
+    Incomplete,
+    StreamLog,
+    request_params,
+    to_reply,
+)
+from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
+from agentledger.services.adapters.models.preflight import DEFAULT_BASE_URL
 
 # SDK 2.x sends anthropic-version 2026-10-21, which refuses sampling parameters
 # (even at their defaults), and has no `temperature` argument any more
@@ -36,7 +41,7 @@ NO_TEMPERATURE = (
     "the Messages API version the anthropic SDK sends refuses `temperature`; "
     "remove it from the run spec's anthropic settings"
 )
-# what an HTTP status says went wrong, and its kind (`events.model_retry` says which retry)
+# what an HTTP status says went wrong, and its kind (`agentledger.events.model_retry` says which retry)
 BY_STATUS: dict[int, tuple[ModelErrorKind, str]] = {
     401: ("authentication", "authentication failed"),
     402: ("billing", "billing refused"),
@@ -66,7 +71,7 @@ BY_ERROR_TYPE: dict[str, ModelErrorKind] = {
 class AnthropicAdapter:
     """One request per `respond`: a failure is raised as a classified ModelError
     (its cause in one line, naming the URL when nothing answered) and the turn's
-    retries are the log's (`events.model_retry`), each attempt recorded."""
+    retries are the log's (`agentledger.events.model_retry`), each attempt recorded."""
 
     def __init__(
         self,

@@ -23,12 +23,12 @@ from typing import Any, get_args
 
 from pydantic import TypeAdapter, ValidationError
 
-from events.context_view import tool_definition
-from events.prompt_cache import conversation_breakpoints
-from events.types import StopReason
-from schemas.content import ContentBlock, Usage, to_api
-from schemas.spec import AnthropicSettings
-from services.adapters.models.port import ModelError, ModelReply, ModelRequest
+from agentledger.events.context_view import tool_definition
+from agentledger.events.prompt_cache import conversation_breakpoints
+from agentledger.events.types import StopReason
+from agentledger.schemas.content import ContentBlock, Usage, to_api
+from agentledger.schemas.spec import AnthropicSettings
+from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
 STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 _BLOCK: TypeAdapter[ContentBlock] = TypeAdapter(ContentBlock)

@@ -8,13 +8,13 @@ from __future__ import annotations
 import threading
 from typing import assert_never
 
-from schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
-from services.adapters.models.port import ModelAdapter
-from services.adapters.models.replay import ReplayAdapter
-from services.adapters.models.scripted import ScriptedAdapter
-from services.adapters.store.port import EventStore
-from services.bounded_cache import BoundedCache
-from services.settings import Settings
+from agentledger.schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
+from agentledger.services.adapters.models.port import ModelAdapter
+from agentledger.services.adapters.models.replay import ReplayAdapter
+from agentledger.services.adapters.models.scripted import ScriptedAdapter
+from agentledger.services.adapters.store.port import EventStore
+from agentledger.services.bounded_cache import BoundedCache
+from agentledger.services.settings import Settings
 
 _ADAPTERS: BoundedCache[ModelAdapter] = BoundedCache(max_items=256, max_bytes=16 << 20)
 _BY_OBJECT: BoundedCache[tuple[ModelSpec, ModelAdapter]] = BoundedCache(
@@ -64,7 +64,7 @@ def _make_adapter(spec: ModelSpec, settings: Settings, store: EventStore | None)
             return ReplayAdapter(recorded, lambda: store.read(recorded))
         case AnthropicModel():
             # imported here: the SDK takes seconds to import, and scripted runs never need it
-            from services.adapters.models.anthropic_adapter import AnthropicAdapter
+            from agentledger.services.adapters.models.anthropic_adapter import AnthropicAdapter
 
             return AnthropicAdapter(
                 spec.anthropic,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from events.model_retry import ModelFailure
-from events.types import ModelErrorKind, StopReason
-from schemas.content import ContentBlock, Message, Usage
-from schemas.spec import ToolSpec
+from agentledger.events.model_retry import ModelFailure
+from agentledger.events.types import ModelErrorKind, StopReason
+from agentledger.schemas.content import ContentBlock, Message, Usage
+from agentledger.schemas.spec import ToolSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ class ModelReply:
     truncated_tool_use_ids: tuple[str, ...] = ()
     truncated_tool_json: tuple[tuple[str, str], ...] = ()  # (tool_use id, the raw partial JSON)
     # one line per attempt retried before this reply (an adapter that retries on its own;
-    # the anthropic adapter does not: each attempt is the log's, `events.model_retry`)
+    # the anthropic adapter does not: each attempt is the log's, `agentledger.events.model_retry`)
     retries: tuple[str, ...] = ()
     stop_sequence: str | None = None  # which stop sequence fired
     stop_details: dict[str, Any] | None = None  # the API's reasons (a refusal's category)
@@ -43,7 +43,7 @@ class ModelReply:
 
 class ModelError(Exception):
     """A model request that failed, classified: its kind says whether a later
-    attempt can help (`events.model_retry`), its message is the cause in one line."""
+    attempt can help (`agentledger.events.model_retry`), its message is the cause in one line."""
 
     def __init__(
         self,

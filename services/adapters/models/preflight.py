@@ -17,9 +17,9 @@ import urllib.request
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from schemas.spec import AnthropicModel, ModelSpec
-from services.errors import ProviderUnready
-from services.settings import Settings
+from agentledger.schemas.spec import AnthropicModel, ModelSpec
+from agentledger.services.errors import ProviderUnready
+from agentledger.services.settings import Settings
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 CONNECT_TIMEOUT_S = 5.0

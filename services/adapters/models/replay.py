@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from events.grants import replay_model_refusal
-from events.types import ModelResponded, RunCreated
-from schemas.envelope import Envelope
-from services.adapters.models.port import ModelError, ModelReply, ModelRequest
+from agentledger.events.grants import replay_model_refusal
+from agentledger.events.types import ModelResponded, RunCreated
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
 LEASE_S = 10.0
 

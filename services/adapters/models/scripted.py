@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import time
 
-from schemas.content import TextBlock, ToolUseBlock, Usage
-from schemas.spec import ScriptedModel
-from services.adapters.models.port import ModelError, ModelReply, ModelRequest
+from agentledger.schemas.content import TextBlock, ToolUseBlock, Usage
+from agentledger.schemas.spec import ScriptedModel
+from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
 LEASE_MARGIN_S = 1.0  # a model claim lasts the longest scripted delay plus this
 

@@ -1,7 +1,7 @@
 """The deployment's agreed publishers file: the sha256 of its bytes, recorded in the
 deployment's meta hash (`publishers_digest`). A deployment intake records the
 digest of its file when none is recorded and refuses to start with another
-(`services.intake_role`); an operator adopts a new file (`agentledger
+(`agentledger.services.intake_role`); an operator adopts a new file (`agentledger
 publishers adopt`), and `publishers add` (or the embedded run filing its own
 publisher) moves the record along with the change it made to a file the
 deployment had agreed to. Plain reads and writes: no script, so any user allowed
@@ -13,8 +13,8 @@ from typing import cast
 
 import redis
 
-from services.adapters.publishers.publishers_file import Filed
-from services.keys import Keys
+from agentledger.services.adapters.publishers.publishers_file import Filed
+from agentledger.services.keys import Keys
 
 FIELD = "publishers_digest"
 

@@ -7,7 +7,7 @@ before acknowledging it) is not a replay of itself.
 
 `RedisNonces` keeps them in Redis (every intake of a deployment shares them);
 `MemoryNonces` in a dict, for tests. The window itself is decided in
-`events.grants.freshness_refusal`."""
+`agentledger.events.grants.freshness_refusal`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Protocol, cast
 
 import redis
 
-from services.keys import Keys
+from agentledger.services.keys import Keys
 
 
 class Nonces(Protocol):

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 import yaml
 from pydantic import ValidationError
 
-from schemas.publishers import GrantedPrincipal, Publisher, PublishersFile
-from services import bounded_yaml
-from services.bounded_yaml import OverLimit
-from services.errors import ConfigError
-from services.settings import read_key_variable
+from agentledger.schemas.publishers import GrantedPrincipal, Publisher, PublishersFile
+from agentledger.services import bounded_yaml
+from agentledger.services.bounded_yaml import OverLimit
+from agentledger.services.errors import ConfigError
+from agentledger.services.settings import read_key_variable
 
 VARIABLE = "AGENTLEDGER_PUBLISHERS"
 LOCAL_PREFIX = "local-"  # the embedded run's own publisher: every principal, private queues only

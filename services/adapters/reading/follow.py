@@ -1,5 +1,5 @@
 """The one loop that follows a run: read what was appended, fold it, hand it
-out, stop when the follower's rule (`events.following.Until`) holds or its
+out, stop when the follower's rule (`agentledger.events.following.Until`) holds or its
 `stop` is set, else wait for the next append. `tail --follow`, `run` and
 `run --attach`, `replay --rerun` and the web view's stream all follow a run
 through it."""
@@ -11,11 +11,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from events.fold import apply
-from events.following import Until, reached
-from events.state import RunState
-from schemas.envelope import Envelope
-from services.adapters.reading.port import RunReader
+from agentledger.events.fold import apply
+from agentledger.events.following import Until, reached
+from agentledger.events.state import RunState
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.adapters.reading.port import RunReader
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from schemas.envelope import Envelope
-from services.adapters.reading.port import Cursors, Position, RawEntry
-from services.adapters.store.memory import MemoryEventStore
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.adapters.reading.port import Cursors, Position, RawEntry
+from agentledger.services.adapters.store.memory import MemoryEventStore
 
 FEED = "feed"  # the memory store's one feed; a cursor is how many of its entries were read
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from schemas.envelope import Envelope
-from schemas.errors import InvalidEvent
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.errors import InvalidEvent
 
 Cursors = dict[str, str]  # per feed, the last entry read (the reader's own names and ids)
 Position = tuple[float, str]  # a run in the runs index: (created ms, run id), ordered by both

@@ -12,12 +12,12 @@ from typing import Any
 
 import redis
 
-from schemas.envelope import Envelope
-from schemas.errors import InvalidEvent
-from services.adapters.reading.port import Cursors, Position, RawEntry
-from services.adapters.redis.slot_reads import read_each
-from services.adapters.store.entries import decode_entry
-from services.keys import Keys
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.errors import InvalidEvent
+from agentledger.services.adapters.reading.port import Cursors, Position, RawEntry
+from agentledger.services.adapters.redis.slot_reads import read_each
+from agentledger.services.adapters.store.entries import decode_entry
+from agentledger.services.keys import Keys
 
 BATCH = 500  # feed entries read at once
 

@@ -8,7 +8,7 @@ sending and parsing. Here a thread sends on its own connection (made with the
 client's options, never shared between threads) and reads the reply as it is. A script the server does not know (a restarted Redis) is loaded and
 the call sent again; any other failure closes the connection (what was in
 flight on it is unknown) and is raised as it came, so the caller's outage
-handling (`services.handlers.outage`) decides what to do, as before. On Redis
+handling (`agentledger.services.handlers.outage`) decides what to do, as before. On Redis
 Cluster (`RedisCluster`) scripts go through the client: it knows the slots.
 A broker consumer reads its streams the same way (`pipeline`: its acks and
 its blocking read in one round trip). With hiredis (the connection's own

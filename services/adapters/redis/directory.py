@@ -12,8 +12,8 @@ from typing import Any
 
 import redis
 
-from events.commands import Pool
-from services.keys import Keys
+from agentledger.events.commands import Pool
+from agentledger.services.keys import Keys
 
 MANIFESTS_KEPT = 256
 

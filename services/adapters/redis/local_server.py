@@ -13,7 +13,7 @@ from pathlib import Path
 
 import redis
 
-from services.errors import RedisUnavailable
+from agentledger.services.errors import RedisUnavailable
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 

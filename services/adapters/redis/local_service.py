@@ -23,8 +23,8 @@ from typing import Any
 
 import redis
 
-from services.adapters.redis.local_server import free_port, redis_server_binary
-from services.errors import RedisUnavailable, ServiceBusy
+from agentledger.services.adapters.redis.local_server import free_port, redis_server_binary
+from agentledger.services.errors import RedisUnavailable, ServiceBusy
 
 START_TIMEOUT_S = 60.0  # to answer, or to load more of its AOF (a large one loads for longer)
 STOP_TIMEOUT_S = 15.0

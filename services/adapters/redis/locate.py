@@ -15,11 +15,11 @@ from urllib.parse import urlsplit
 
 import redis
 
-from services.adapters.redis.local_server import answers
-from services.adapters.redis.local_service import LocalService, Waiting
-from services.adapters.redis.not_redis import found_at
-from services.errors import ConfigError, RedisUnavailable
-from services.settings import Settings, masked
+from agentledger.services.adapters.redis.local_server import answers
+from agentledger.services.adapters.redis.local_service import LocalService, Waiting
+from agentledger.services.adapters.redis.not_redis import found_at
+from agentledger.services.errors import ConfigError, RedisUnavailable
+from agentledger.services.settings import Settings, masked
 
 
 class Origin(StrEnum):

@@ -24,9 +24,9 @@ import redis
 from redis.commands.core import Script
 from redis.exceptions import AskError, MovedError, NoScriptError, TryAgainError
 
-from services.adapters.redis.client import is_cluster, node_client, refresh
-from services.adapters.redis.direct import ThreadConnections
-from services.errors import ServiceError
+from agentledger.services.adapters.redis.client import is_cluster, node_client, refresh
+from agentledger.services.adapters.redis.direct import ThreadConnections
+from agentledger.services.errors import ServiceError
 
 log = logging.getLogger(__name__)
 WAIT_TIMEOUT_MS = 1000  # one WAIT

@@ -7,7 +7,7 @@ from typing import cast
 
 import redis
 
-from services.keys import Keys
+from agentledger.services.keys import Keys
 
 # KEYS: meta; ARGV: this deployment's shard count. Returns the largest ever used.
 _SHARDS = """

@@ -23,7 +23,7 @@ import redis
 from redis.connection import ConnectionPool
 from redis.exceptions import AskError, MovedError, TryAgainError
 
-from services.adapters.redis.client import is_cluster, refresh
+from agentledger.services.adapters.redis.client import is_cluster, refresh
 
 Batch = list[tuple[bytes, list[Any]]]  # (stream, [(entry id, fields)]) as XREAD(GROUP) replies
 _REROUTE = (MovedError, AskError, TryAgainError)

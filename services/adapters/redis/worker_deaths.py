@@ -1,5 +1,5 @@
 """Which workers holding a run's read-only calls are dead, proven, never guessed
-(`events.ticks` settles such a claim at once instead of at its deadline).
+(`agentledger.events.ticks` settles such a claim at once instead of at its deadline).
 
 A worker is dead when both hold:
 - it is silent: its heartbeat in the membership of the pool that claims tool
@@ -21,11 +21,11 @@ from pathlib import Path
 
 import redis
 
-from events.commands import Pool
-from events.state import RunState
-from events.ticks import dead_claimants
-from services.adapters.redis.directory import group
-from services.keys import Keys
+from agentledger.events.commands import Pool
+from agentledger.events.state import RunState
+from agentledger.events.ticks import dead_claimants
+from agentledger.services.adapters.redis.directory import group
+from agentledger.services.keys import Keys
 
 EXITED = frozenset({"Z", "X", "x"})  # zombie, dead: the thread has ended
 

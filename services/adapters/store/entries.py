@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.types import CODEC
-from schemas.envelope import Envelope
-from schemas.errors import InvalidEvent
+from agentledger.events.types import CODEC
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.errors import InvalidEvent
 
 
 def decode_entry(entry_id: bytes, fields: dict[bytes, bytes]) -> Envelope[Any]:

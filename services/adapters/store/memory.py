@@ -7,11 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from schemas.envelope import Envelope
-from schemas.errors import InvalidEvent
-from services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
-from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
-from services.errors import ConcurrencyConflict
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.errors import InvalidEvent
+from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
+from agentledger.services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
+from agentledger.services.errors import ConcurrencyConflict
 
 
 class MemoryOutbox:

@@ -1,4 +1,4 @@
-"""The stores' share of the event cap (see `events.output_cap.cut_event`): the
+"""The stores' share of the event cap (see `agentledger.events.output_cap.cut_event`): the
 events as the log keeps them, and the overflow pages each append writes with
 them. `as_stored` cuts; the pages of the events it returned wait, per thread,
 for the `append` of those same objects (a writer folds what `as_stored`
@@ -13,9 +13,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from events.output_cap import CUT, cut_event
-from schemas.envelope import Envelope, construct
-from schemas.errors import InvalidEvent
+from agentledger.events.output_cap import CUT, cut_event
+from agentledger.schemas.envelope import Envelope, construct
+from agentledger.schemas.errors import InvalidEvent
 
 DEFAULT_MAX_BYTES = 256 << 10  # AGENTLEDGER_EVENT_MAX_BYTES sets it
 

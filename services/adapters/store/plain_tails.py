@@ -13,8 +13,8 @@ from typing import Any
 
 import redis
 
-from services.adapters.store.port import Head
-from services.keys import Keys
+from agentledger.services.adapters.store.port import Head
+from agentledger.services.keys import Keys
 
 
 def read_tails(

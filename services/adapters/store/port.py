@@ -4,14 +4,14 @@ the tail after a state the caller already folded, checked against the log.
 Appends are idempotent on the first event's id: a resent append whose reply
 was lost returns the same result instead of writing twice.
 
-Snapshots are opaque bytes to the store (`services.handlers.state_cache` makes them
-with `events.snapshot`): a header, the run's spec (stored once) and pages of past
+Snapshots are opaque bytes to the store (`agentledger.services.handlers.state_cache` makes them
+with `agentledger.events.snapshot`): a header, the run's spec (stored once) and pages of past
 turns (each written once, read only on demand). The store keeps the newest
 header per run and hands it out when the entry at its seq still holds the event
 it was folded up to.
 
 No event is stored larger than the store's cap (`event_max_bytes`): `as_stored`
-cuts a tool-made field that would pass it (`events.output_cap.cut_event`), and
+cuts a tool-made field that would pass it (`agentledger.events.output_cap.cut_event`), and
 `append` writes the rest of that field's text as the run's overflow pages in the
 same call as the event (both or neither); `overflow_pages` reads them back."""
 
@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from schemas.envelope import Envelope
+from agentledger.schemas.envelope import Envelope
 
 
 @dataclass(frozen=True, slots=True)

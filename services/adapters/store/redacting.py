@@ -1,5 +1,5 @@
 """An event store that redacts secrets before anything is appended: what the
-run's redactor for its log (`services.secrets.stored_redactor`: every secret,
+run's redactor for its log (`agentledger.services.secrets.stored_redactor`: every secret,
 or for a spec that keeps its own in the log, the process's only) finds. It
 wraps the real store in the composition root, so every writer — the model,
 tool and acceptance pools, the intake — goes through it, and what a tool
@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from events.redact import Redactor, redact_envelope
-from events.types import RunCreated
-from schemas.envelope import Envelope
-from schemas.spec import RunSpec
-from services.adapters.store.port import EventStore, Outgoing, RunIndexEntry, Snapshot
-from services.bounded_cache import BoundedCache
+from agentledger.events.redact import Redactor, redact_envelope
+from agentledger.events.types import RunCreated
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.store.port import EventStore, Outgoing, RunIndexEntry, Snapshot
+from agentledger.services.bounded_cache import BoundedCache
 
 MAX_SPECS = 4096  # runs whose spec is remembered; older ones are read again
 MAX_SPEC_BYTES = 16 << 20  # and their specs' JSON at most (a scripted spec can be megabytes)

@@ -13,18 +13,18 @@ from typing import Any
 import redis
 from redis.exceptions import NoPermissionError, NoScriptError
 
-from events.types import CODEC
-from schemas.envelope import Envelope
-from schemas.errors import InvalidEvent
-from services.adapters.redis.replicas import ReplicaAcks
-from services.adapters.store import plain_tails
-from services.adapters.store.entries import decode_entry, decode_raw
-from services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
-from services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
-from services.errors import ConcurrencyConflict
-from services.keys import Keys
+from agentledger.events.types import CODEC
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.errors import InvalidEvent
+from agentledger.services.adapters.redis.replicas import ReplicaAcks
+from agentledger.services.adapters.store import plain_tails
+from agentledger.services.adapters.store.entries import decode_entry, decode_raw
+from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
+from agentledger.services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
+from agentledger.services.errors import ConcurrencyConflict
+from agentledger.services.keys import Keys
 
-_SCRIPTS = files("services.adapters.store")
+_SCRIPTS = files("agentledger.services.adapters.store")
 _KEEP_SNAPSHOT = _SCRIPTS.joinpath("keep_snapshot.lua").read_text()
 _APPEND = _KEEP_SNAPSHOT + _SCRIPTS.joinpath("append.lua").read_text()
 _TAIL = _SCRIPTS.joinpath("tail.lua").read_text()

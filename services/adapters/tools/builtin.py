@@ -3,9 +3,9 @@ was shown only part of (see events/output_cap.py)."""
 
 from __future__ import annotations
 
-from events.output_cap import READ_TOOL, window
-from services.adapters.tools.context import ToolContext, ToolFailure
-from services.adapters.tools.registry import tool
+from agentledger.events.output_cap import READ_TOOL, window
+from agentledger.services.adapters.tools.context import ToolContext, ToolFailure
+from agentledger.services.adapters.tools.registry import tool
 
 PAGE = 4000
 MARKER_ROOM = 500  # its own page's marker: the model is shown the page and the marker whole

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from events.types import ErrorCode
-from services.adapters.tools.process import Completed, Process, run_command
-from services.adapters.tools.sandbox import SandboxPolicy, SandboxUnavailable
+from agentledger.events.types import ErrorCode
+from agentledger.services.adapters.tools.process import Completed, Process, run_command
+from agentledger.services.adapters.tools.sandbox import SandboxPolicy, SandboxUnavailable
 
 
 class ToolFailure(Exception):

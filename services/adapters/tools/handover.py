@@ -23,7 +23,7 @@ import os
 import stat
 from dataclasses import dataclass
 
-from services.adapters.tools.sandbox import SandboxUnavailable
+from agentledger.services.adapters.tools.sandbox import SandboxUnavailable
 
 MAX_SPECIAL = 256  # covered one bind each; more is refused
 

@@ -20,7 +20,7 @@ import sys
 
 BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); "
-    "from services.adapters.tools.launch import main; sys.exit(main(sys.argv[2:]))"
+    "from agentledger.services.adapters.tools.launch import main; sys.exit(main(sys.argv[2:]))"
 )
 
 
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
         os.set_inheritable(seccomp, True)
         line = [str(seccomp) if a == "{seccomp}" else a for a in command]
         os.execv(line[0], line)
-    from services.adapters.tools import usernet
+    from agentledger.services.adapters.tools import usernet
 
     info_r, info_w = os.pipe()
     block_r, block_w = os.pipe()

@@ -11,8 +11,8 @@ import select
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.adapters.tools import pids
-from services.adapters.tools.sandbox import (
+from agentledger.services.adapters.tools import pids
+from agentledger.services.adapters.tools.sandbox import (
     SandboxPolicy,
     as_root,
     bwrap_flags,

@@ -26,16 +26,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
-from services.adapters.tools import handover, pids, usernet
-from services.adapters.tools.capture import Bounded
-from services.adapters.tools.lifeline import LIFELINE_PROCESSES, Pipes, command_line
-from services.adapters.tools.sandbox import (
+from agentledger.services.adapters.tools import handover, pids, usernet
+from agentledger.services.adapters.tools.capture import Bounded
+from agentledger.services.adapters.tools.lifeline import LIFELINE_PROCESSES, Pipes, command_line
+from agentledger.services.adapters.tools.sandbox import (
     SandboxPolicy,
     SandboxUnavailable,
     as_root,
     environment,
 )
-from services.adapters.tools.sandbox_failures import explain
+from agentledger.services.adapters.tools.sandbox_failures import explain
 
 NOT_FOUND = 127  # the shell's exit status for a program it cannot find
 WATCH_S = 0.01  # how often a running command's process count is looked at

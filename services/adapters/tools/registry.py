@@ -20,11 +20,16 @@ from typing import Any, Literal, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from events.idempotency import operation_key
-from events.tool_step import Outcome
-from events.types import FieldError
-from schemas.spec import Principal, ToolSpec
-from services.adapters.tools.context import Lookup, ToolCancelled, ToolContext, ToolFailure
+from agentledger.events.idempotency import operation_key
+from agentledger.events.tool_step import Outcome
+from agentledger.events.types import FieldError
+from agentledger.schemas.spec import Principal, ToolSpec
+from agentledger.services.adapters.tools.context import (
+    Lookup,
+    ToolCancelled,
+    ToolContext,
+    ToolFailure,
+)
 
 __all__ = ["REGISTRY", "Lookup", "ToolCancelled", "ToolContext", "ToolFailure", "check", "tool"]
 
@@ -120,7 +125,7 @@ class ExternalTool(RegisteredTool):
 
 class ToolRegistry:
     """Every `@tool` function imported in this process, by module. A worker offers
-    only the tools of its tool set's modules (`services.adapters.tools.toolset`)."""
+    only the tools of its tool set's modules (`agentledger.services.adapters.tools.toolset`)."""
 
     def __init__(self) -> None:
         self._by_module: dict[str, dict[str, RegisteredTool]] = {}

@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from events.tool_step import (
+from agentledger.events.tool_step import (
     Errored,
     Outcome,
     Printed,
@@ -41,19 +41,19 @@ from events.tool_step import (
     Succeeded,
     TimedOut,
 )
-from events.types import ToolError
-from schemas.codec import pack
-from schemas.errors import InvalidEvent
-from services.adapters.tools import registry, threads
-from services.adapters.tools.capture import Captured, capturing
-from services.adapters.tools.registry import (
+from agentledger.events.types import ToolError
+from agentledger.schemas.codec import pack
+from agentledger.schemas.errors import InvalidEvent
+from agentledger.services.adapters.tools import registry, threads
+from agentledger.services.adapters.tools.capture import Captured, capturing
+from agentledger.services.adapters.tools.registry import (
     ExternalTool,
     RegisteredTool,
     ToolCancelled,
     ToolContext,
     ToolFailure,
 )
-from services.structured_logs import POOL
+from agentledger.services.structured_logs import POOL
 
 log = logging.getLogger(__name__)
 POLL_S = 0.05

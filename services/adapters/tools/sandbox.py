@@ -37,8 +37,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.adapters.tools.sandbox_files import private_file as private_file  # re-exported
-from services.settings import Settings, sandbox_environ
+from agentledger.services.adapters.tools.sandbox_files import (
+    private_file as private_file,  # re-exported
+)
+from agentledger.services.settings import Settings, sandbox_environ
 
 INSTALL_HINT = (
     "install bubblewrap (`apt-get install -y bubblewrap`), "

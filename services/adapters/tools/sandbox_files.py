@@ -14,7 +14,7 @@ import stat
 import tempfile
 import threading
 
-from services.adapters.tools import seccomp
+from agentledger.services.adapters.tools import seccomp
 
 EMPTY_DIR = "empty-dir"
 _lock = threading.Lock()

@@ -21,14 +21,14 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from services.adapters.tools import usernet
-from services.adapters.tools.process import run_command
-from services.adapters.tools.sandbox import SandboxUnavailable, policy_for
-from services.errors import ConfigError
-from services.settings import Settings
+from agentledger.services.adapters.tools import usernet
+from agentledger.services.adapters.tools.process import run_command
+from agentledger.services.adapters.tools.sandbox import SandboxUnavailable, policy_for
+from agentledger.services.errors import ConfigError
+from agentledger.services.settings import Settings
 
 if TYPE_CHECKING:
-    from services.adapters.tools.toolset import ToolSet
+    from agentledger.services.adapters.tools.toolset import ToolSet
 
 VARIABLE = "AGENTLEDGER_SANDBOX"
 PROBE_TIMEOUT_S = 60.0

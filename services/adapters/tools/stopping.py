@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from services.adapters.tools import threads
-from services.adapters.tools.process import Completed, Process
+from agentledger.services.adapters.tools import threads
+from agentledger.services.adapters.tools.process import Completed, Process
 
 POLL_S = 0.05
 KILL_WAIT_S = 1.0  # after SIGKILL: the sandbox's init takes its namespace with it at once

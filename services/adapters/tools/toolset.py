@@ -1,7 +1,7 @@
 """A worker's tool set: the tool modules it was started with — never a module a
 message names — their tools and the built-in ones, and a fingerprint of their
 code: every module of the tool set's own folders that the named modules import
-(`services.adapters.tools.closure` says which), each by its name and a hash of
+(`agentledger.services.adapters.tools.closure` says which), each by its name and a hash of
 its file. Runs are bound to a fingerprint when they are created; a worker with
 another fingerprint never takes their commands.
 
@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schemas.spec import ToolSpec
-from services.adapters.tools.closure import Code, NotFound, code_of
-from services.adapters.tools.registry import REGISTRY, RegisteredTool
-from services.errors import ServiceError
+from agentledger.schemas.spec import ToolSpec
+from agentledger.services.adapters.tools.closure import Code, NotFound, code_of
+from agentledger.services.adapters.tools.registry import REGISTRY, RegisteredTool
+from agentledger.services.errors import ServiceError
 
-BUILTIN = "services.adapters.tools.builtin"
+BUILTIN = "agentledger.services.adapters.tools.builtin"
 FINGERPRINT_CHARS = 16
 
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from services.adapters.tools.context import ToolContext, ToolFailure
+from agentledger.services.adapters.tools.context import ToolContext, ToolFailure
 
 MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255

@@ -4,7 +4,7 @@ tracer provider the model SDK's own request spans go through. Installed once
 per process by the composition root when the settings ask for it; until then
 `current.model_request_context` costs nothing.
 
-A model request runs with its `chat` span (`events.spans.chat_span_id`, known
+A model request runs with its `chat` span (`agentledger.events.spans.chat_span_id`, known
 before the reply is recorded) as the current span, so the anthropic SDK's span
 of the HTTP call is its child in the same trace."""
 
@@ -23,10 +23,17 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import NonRecordingSpan, SpanContext, Status, StatusCode, TraceFlags
 
-from events.redact import Redactor
-from events.spans import Attributes, AttrValue, Span, SpanKind, chat_span_id, trace_id_of
-from services.adapters.tracing.current import set_model_request_context
-from services.adapters.tracing.otlp_json import SCOPE, nanos
+from agentledger.events.redact import Redactor
+from agentledger.events.spans import (
+    Attributes,
+    AttrValue,
+    Span,
+    SpanKind,
+    chat_span_id,
+    trace_id_of,
+)
+from agentledger.services.adapters.tracing.current import set_model_request_context
+from agentledger.services.adapters.tracing.otlp_json import SCOPE, nanos
 
 log = logging.getLogger(__name__)
 _KIND = {SpanKind.INTERNAL: trace.SpanKind.INTERNAL, SpanKind.CLIENT: trace.SpanKind.CLIENT}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from events.spans import Attributes, AttrValue, Span, SpanKind
+from agentledger.events.spans import Attributes, AttrValue, Span, SpanKind
 
 SCOPE = "agentledger"
 KIND = {SpanKind.INTERNAL: 1, SpanKind.CLIENT: 3}

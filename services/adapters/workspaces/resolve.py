@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from events.workspaces import Asked, Resolved, Root
+from agentledger.events.workspaces import Asked, Resolved, Root
 
 
 def resolve(asked: Asked) -> Resolved:

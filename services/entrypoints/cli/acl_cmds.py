@@ -1,5 +1,5 @@
 """`agentledger acl [--apply]`: the Redis ACL users of this deployment's key prefix
-(`services.adapters.redis.acl`): one per publisher of the publishers file, the
+(`agentledger.services.adapters.redis.acl`): one per publisher of the publishers file, the
 intake, the workers and ops, each with a fresh password. Without --apply it
 prints the `ACL SETUSER` commands (for redis-cli, or an operator's own tooling);
 with --apply it runs them on the Redis it finds, as the user REDIS_URL names
@@ -15,12 +15,12 @@ import shlex
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from services.adapters.publishers import publishers_file
-from services.adapters.redis.acl import AclUser, rules, server_version, set_user
-from services.entrypoints.reply import emit, say
-from services.errors import ConfigError
-from services.session import Session
-from services.settings import Settings, masked
+from agentledger.services.adapters.publishers import publishers_file
+from agentledger.services.adapters.redis.acl import AclUser, rules, server_version, set_user
+from agentledger.services.entrypoints.reply import emit, say
+from agentledger.services.errors import ConfigError
+from agentledger.services.session import Session
+from agentledger.services.settings import Settings, masked
 
 DEFAULT_NOTE = (
     "Redis's `default` user (no password, every right) stays on until you turn it off: "

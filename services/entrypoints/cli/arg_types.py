@@ -9,8 +9,8 @@ import argparse
 import os
 import re
 
-from schemas.names import PUBLISHER_NAME_PATTERN, QUEUE_PATTERN, RUN_ID_PATTERN
-from services.entrypoints.reply import shown
+from agentledger.schemas.names import PUBLISHER_NAME_PATTERN, QUEUE_PATTERN, RUN_ID_PATTERN
+from agentledger.services.entrypoints.reply import shown
 
 POOLS = ("model", "tools", "accept")
 INTAKE_POOL = "intake"  # `workers --pools intake`: the intake alone, no tool code

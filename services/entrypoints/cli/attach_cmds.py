@@ -17,21 +17,26 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from events.mcp_policy import modules_of
-from events.state import RunState
-from services.adapters.publishers.publishers_file import local_name
-from services.adapters.tools.toolset import ToolSetError, load_toolset
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.embedded import attach_command, command, is_private, serving
-from services.entrypoints.cli.follow_run import Then, to_the_end
-from services.entrypoints.cli.prepare import Prepared
-from services.entrypoints.cli.publisher_cmds import local_signer
-from services.entrypoints.cli.run_cmds import start_workers, worker_args
-from services.entrypoints.cli.spec_file import SpecLines
-from services.entrypoints.reply import fail, say
-from services.handlers.spec_check import tool_paths
-from services.secrets import redactor_for
-from services.session import Session
+from agentledger.events.mcp_policy import modules_of
+from agentledger.events.state import RunState
+from agentledger.services.adapters.publishers.publishers_file import local_name
+from agentledger.services.adapters.tools.toolset import ToolSetError, load_toolset
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.cli.embedded import (
+    attach_command,
+    command,
+    is_private,
+    serving,
+)
+from agentledger.services.entrypoints.cli.follow_run import Then, to_the_end
+from agentledger.services.entrypoints.cli.prepare import Prepared
+from agentledger.services.entrypoints.cli.publisher_cmds import local_signer
+from agentledger.services.entrypoints.cli.run_cmds import start_workers, worker_args
+from agentledger.services.entrypoints.cli.spec_file import SpecLines
+from agentledger.services.entrypoints.reply import fail, say
+from agentledger.services.handlers.spec_check import tool_paths
+from agentledger.services.secrets import redactor_for
+from agentledger.services.session import Session
 
 TAKE_S = 5.0  # how long the attached intake may take to read what waited in the inbox
 
@@ -122,7 +127,7 @@ def _tool_set(session: Session, state: RunState, mcp: str | None) -> Prepared:
     base = load_toolset(modules_of(state.spec.tools), tool_paths(state.spec, state.base_dir))
     toolset, hub = base, None
     if mcp:
-        from services.entrypoints.cli.mcp_servers import start_hub
+        from agentledger.services.entrypoints.cli.mcp_servers import start_hub
 
         hub = start_hub(mcp, session.settings)
         toolset = hub.toolset(base)

@@ -9,21 +9,21 @@ import json
 import sys
 from typing import Any
 
-from events.context_view import ContextView, canonical
-from events.counted import counted
-from events.fold import fold
-from events.mcp_policy import modules_of
-from events.types import ModelRequested
-from schemas.content import Message, to_api
-from schemas.context import ContextDecision
-from schemas.envelope import Envelope
-from schemas.spec import AnthropicModel, RunSpec
-from services.adapters.models.anthropic_wire import request_params
-from services.adapters.tools.toolset import ToolSetError, load_toolset
-from services.entrypoints.cli import exit_codes
-from services.handlers.model import context_view, model_request
-from services.handlers.spec_check import tool_paths
-from services.session import Session
+from agentledger.events.context_view import ContextView, canonical
+from agentledger.events.counted import counted
+from agentledger.events.fold import fold
+from agentledger.events.mcp_policy import modules_of
+from agentledger.events.types import ModelRequested
+from agentledger.schemas.content import Message, to_api
+from agentledger.schemas.context import ContextDecision
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import AnthropicModel, RunSpec
+from agentledger.services.adapters.models.anthropic_wire import request_params
+from agentledger.services.adapters.tools.toolset import ToolSetError, load_toolset
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.handlers.model import context_view, model_request
+from agentledger.services.handlers.spec_check import tool_paths
+from agentledger.services.session import Session
 
 
 def context(session: Session, run_id: str, *, turn: int, attempt: int | None, as_json: bool) -> int:

@@ -1,5 +1,5 @@
 """cancel, approve, deny, reply, resume, abort on the command line: each control
-goes through the controls both entrypoints share (`services.entrypoints.controls`:
+goes through the controls both entrypoints share (`agentledger.services.entrypoints.controls`:
 published to the inbox, the intake's verdict awaited), printed here — the events
 the intake appended, or the failure with its exit code — with the attach to
 type when no process serves the embedded run any more."""
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from schemas import inbox
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.embedded import after_control, intake_while_delivering
-from services.entrypoints.controls import Outcome, deliver
-from services.entrypoints.describe import line
-from services.entrypoints.reply import emit, fail, say
-from services.session import Session
+from agentledger.schemas import inbox
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.cli.embedded import after_control, intake_while_delivering
+from agentledger.services.entrypoints.controls import Outcome, deliver
+from agentledger.services.entrypoints.describe import line
+from agentledger.services.entrypoints.reply import emit, fail, say
+from agentledger.services.session import Session
 
 
 def exit_code(outcome: Outcome) -> int:

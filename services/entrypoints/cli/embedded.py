@@ -11,13 +11,13 @@ import shlex
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from events.commands import Pool
-from events.state import RunState
-from events.status import RunStatus
-from services.adapters.inbox.port import Liveness
-from services.adapters.publishers.publishers_file import local_name
-from services.session import Session
-from services.settings import Settings
+from agentledger.events.commands import Pool
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.services.adapters.inbox.port import Liveness
+from agentledger.services.adapters.publishers.publishers_file import local_name
+from agentledger.services.session import Session
+from agentledger.services.settings import Settings
 
 PRIVATE_PREFIX = "run."  # an embedded run's task queue: `run.` and 12 hex
 
@@ -91,7 +91,7 @@ def intake_while_delivering(session: Session, run_id: str, publisher: str | None
     if not ours or session.inbox.intake_liveness(ttl_s=ttl_s, publisher=local) is Liveness.LIVE:
         yield
         return
-    from services.intake_role import build_intake  # only then: the controls need no app
+    from agentledger.services.intake_role import build_intake  # only then: the controls need no app
 
     intake = build_intake(session.settings, session.client, only=local).start()
     try:

@@ -16,18 +16,18 @@ from urllib.parse import urlsplit
 import redis
 from redis.exceptions import InvalidResponse
 
-from schemas.errors import InvalidSpec
-from services import structured_logs
-from services.entrypoints.cli import exit_codes, interrupts
-from services.entrypoints.cli.parser import BadOption
-from services.entrypoints.reply import fail, say_loading
-from services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
-from services.secrets import install_log_filter
-from services.session import Session, open_session
-from services.settings import Settings, from_env, masked, user_state_dir
+from agentledger.schemas.errors import InvalidSpec
+from agentledger.services import structured_logs
+from agentledger.services.entrypoints.cli import exit_codes, interrupts
+from agentledger.services.entrypoints.cli.parser import BadOption
+from agentledger.services.entrypoints.reply import fail, say_loading
+from agentledger.services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
+from agentledger.services.secrets import install_log_filter
+from agentledger.services.session import Session, open_session
+from agentledger.services.settings import Settings, from_env, masked, user_state_dir
 
 if TYPE_CHECKING:
-    from services.entrypoints.cli.prepare import Prepared
+    from agentledger.services.entrypoints.cli.prepare import Prepared
 
 # the commands that may start the local Redis service; submit, workers, intake and
 # the controls never do (a run or a message nobody will ever read)
@@ -129,7 +129,7 @@ def _prepared(args: argparse.Namespace, settings: Settings) -> Prepared | None:
     """`run SPEC`'s and `submit`'s spec, read and checked (None: another command)."""
     if args.command not in ("run", "submit"):
         return None
-    from services.entrypoints.cli.prepare import prepare
+    from agentledger.services.entrypoints.cli.prepare import prepare
 
     return prepare(args.spec, args.command, mcp=args.mcp, settings=settings)
 
@@ -143,20 +143,20 @@ def _start(
 ) -> int:
     """`run SPEC`, `run --attach RUN` (the run `attach` names) and `submit`."""
     if attach is not None:
-        from services.entrypoints.cli import attach_cmds
+        from agentledger.services.entrypoints.cli import attach_cmds
 
         return attach_cmds.attach(
             session, attach, as_json=as_json, processes=args.processes, mcp=args.mcp
         )
     assert prepared is not None
     if args.command == "run":
-        from services.entrypoints.cli import run_cmds
+        from agentledger.services.entrypoints.cli import run_cmds
 
         return run_cmds.run(
             session, prepared, as_json=as_json, processes=args.processes, queue=args.queue,
             as_=args.as_,
         )  # fmt: skip
-    from services.entrypoints.cli import submit_cmds
+    from agentledger.services.entrypoints.cli import submit_cmds
 
     return submit_cmds.submit(
         session, prepared, queue=args.queue, unserved_ok=args.unserved,
@@ -188,13 +188,13 @@ def _attach_args(args: argparse.Namespace) -> str | None:
 
 
 def _local(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
-    from services.entrypoints.cli import local_cmds
+    from agentledger.services.entrypoints.cli import local_cmds
 
     return local_cmds.local(settings, args.action, force=args.force, as_json=as_json)
 
 
 def _publishers(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
-    from services.entrypoints.cli import publisher_cmds
+    from agentledger.services.entrypoints.cli import publisher_cmds
 
     if args.action == "add":
         principals = [p for given in args.principal for p in given.split(",") if p.strip()]
@@ -209,7 +209,7 @@ def _publishers(args: argparse.Namespace, settings: Settings, as_json: bool) -> 
 
 
 def _acl(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
-    from services.entrypoints.cli import acl_cmds
+    from agentledger.services.entrypoints.cli import acl_cmds
 
     if not args.apply:
         return acl_cmds.acl(settings, None, as_json=as_json)
@@ -218,7 +218,7 @@ def _acl(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
 
 
 def _toolset(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
-    from services.entrypoints.cli import submit_cmds
+    from agentledger.services.entrypoints.cli import submit_cmds
 
     return submit_cmds.print_toolset(args.tools, args.tool_path, load=args.load, as_json=as_json)
 
@@ -230,10 +230,10 @@ _WITHOUT_A_SESSION: dict[str, Callable[[argparse.Namespace, Settings, bool], int
 
 def _workers(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     if args.list:
-        from services.entrypoints.cli import pool_cmds
+        from agentledger.services.entrypoints.cli import pool_cmds
 
         return pool_cmds.list_workers(session, as_json=as_json)
-    from services.entrypoints.cli import workers_cmds
+    from agentledger.services.entrypoints.cli import workers_cmds
 
     return workers_cmds.workers(
         session, modules=args.tools, paths=args.tool_path, queue=args.queue,
@@ -243,7 +243,7 @@ def _workers(args: argparse.Namespace, session: Session, as_json: bool) -> int:
 
 
 def _intake(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from services.entrypoints.cli import intake_cmds
+    from agentledger.services.entrypoints.cli import intake_cmds
 
     return intake_cmds.intake(
         session, as_json=as_json, metrics_port=args.metrics_port,
@@ -252,7 +252,7 @@ def _intake(args: argparse.Namespace, session: Session, as_json: bool) -> int:
 
 
 def _dead_letters(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from services.entrypoints.cli import pool_cmds
+    from agentledger.services.entrypoints.cli import pool_cmds
 
     if args.redrive:
         return pool_cmds.redrive(session, args.redrive, as_json=as_json)
@@ -260,19 +260,19 @@ def _dead_letters(args: argparse.Namespace, session: Session, as_json: bool) -> 
 
 
 def _status(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from services.entrypoints.cli import inspect_cmds
+    from agentledger.services.entrypoints.cli import inspect_cmds
 
     return inspect_cmds.status(session, args.run_id, as_json=as_json)
 
 
 def _runs(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from services.entrypoints.cli import inspect_cmds
+    from agentledger.services.entrypoints.cli import inspect_cmds
 
     return inspect_cmds.runs(session, inspect_cmds.RunsQuery.of(args), as_json=as_json)
 
 
 def _tail(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from services.entrypoints.cli import tail_cmds
+    from agentledger.services.entrypoints.cli import tail_cmds
 
     return tail_cmds.tail(
         session, run_id=args.run_id, types=args.types, follow=args.follow,
@@ -282,16 +282,16 @@ def _tail(args: argparse.Namespace, session: Session, as_json: bool) -> int:
 
 def _replay(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     if args.rerun:
-        from services.entrypoints.cli import rerun_cmds
+        from agentledger.services.entrypoints.cli import rerun_cmds
 
         return rerun_cmds.rerun(session, args.run_id, as_json=as_json)
-    from services.entrypoints.cli import inspect_cmds
+    from agentledger.services.entrypoints.cli import inspect_cmds
 
     return inspect_cmds.replay(session, args.run_id, as_json=as_json)
 
 
 def _context(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from services.entrypoints.cli import context_cmds
+    from agentledger.services.entrypoints.cli import context_cmds
 
     return context_cmds.context(
         session, args.run_id, turn=args.turn, attempt=args.attempt, as_json=as_json
@@ -299,19 +299,19 @@ def _context(args: argparse.Namespace, session: Session, as_json: bool) -> int:
 
 
 def _raw(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from services.entrypoints.cli import context_cmds
+    from agentledger.services.entrypoints.cli import context_cmds
 
     return context_cmds.raw(session, args.run_id, after_seq=args.after)  # JSON lines already
 
 
 def _trace(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from services.entrypoints.cli import trace_cmds
+    from agentledger.services.entrypoints.cli import trace_cmds
 
     return trace_cmds.trace(session, args.run_id, as_json=as_json)
 
 
 def _ui(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from services.entrypoints.web.server import serve
+    from agentledger.services.entrypoints.web.server import serve
 
     return serve(
         session, host=args.host, port=args.port, publisher=args.publisher,
@@ -321,8 +321,8 @@ def _ui(args: argparse.Namespace, session: Session, as_json: bool) -> int:
 
 def _control(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     """cancel, approve, deny, reply, resume, abort: a message to the run, through the inbox."""
-    from services.entrypoints import controls
-    from services.entrypoints.cli import control_cmds
+    from agentledger.services.entrypoints import controls
+    from agentledger.services.entrypoints.cli import control_cmds
 
     text = str(
         getattr(args, "reason", None) or getattr(args, "note", None) or getattr(args, "text", "")

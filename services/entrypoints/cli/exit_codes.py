@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from events.status import RunStatus
+from agentledger.events.status import RunStatus
 
 R = RunStatus
 

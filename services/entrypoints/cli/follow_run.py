@@ -9,22 +9,22 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from events.following import Until, reached
-from events.state import RunState
-from events.status import RunStatus
-from events.types import ApprovalRequested
-from schemas.inbox import RunCancelRequested, RunRequested
-from services.adapters.publishers.publishers_file import Signer
-from services.adapters.reading.follow import follow as following
-from services.entrypoints.cli import exit_codes, interrupts
-from services.entrypoints.cli.embedded import left, reply_command, waiting_for_a_person
-from services.entrypoints.cli.redacted import RunRedactors
-from services.entrypoints.controls import user_name
-from services.entrypoints.describe import line
-from services.entrypoints.reply import emit, say
-from services.entrypoints.summary import run_summary
-from services.secrets import redactor_for
-from services.session import Session
+from agentledger.events.following import Until, reached
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.events.types import ApprovalRequested
+from agentledger.schemas.inbox import RunCancelRequested, RunRequested
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.adapters.reading.follow import follow as following
+from agentledger.services.entrypoints.cli import exit_codes, interrupts
+from agentledger.services.entrypoints.cli.embedded import left, reply_command, waiting_for_a_person
+from agentledger.services.entrypoints.cli.redacted import RunRedactors
+from agentledger.services.entrypoints.controls import user_name
+from agentledger.services.entrypoints.describe import line
+from agentledger.services.entrypoints.reply import emit, say
+from agentledger.services.entrypoints.summary import run_summary
+from agentledger.services.secrets import redactor_for
+from agentledger.services.session import Session
 
 CANCEL_MARGIN_S = 10.0  # beyond the run's cancel grace, for the workers to record the end
 FOLLOW_GATHER_S = 0.02  # after printing what came, wait this long for more before the next read

@@ -1,5 +1,5 @@
 """Read-only commands: status, runs, replay (`tail` is `tail_cmds`). What they
-print is redacted (`services.entrypoints.cli.redacted`); `agentledger raw` is
+print is redacted (`agentledger.services.entrypoints.cli.redacted`); `agentledger raw` is
 the one way to the stored bytes."""
 
 from __future__ import annotations
@@ -8,26 +8,26 @@ import argparse
 from dataclasses import dataclass
 from typing import Any
 
-from events.commands import Pool
-from events.counted import counted
-from events.errors import CoreError
-from events.fold import apply
-from events.state import RunState
-from events.status import RunStatus
-from schemas.errors import InvalidEvent
-from services.adapters.inbox.port import Liveness, WaitingRequest
-from services.clock import RUN_ID_WIDTH
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.embedded import attach_command, embedded_here
-from services.entrypoints.cli.parser import BadOption
-from services.entrypoints.describe import line
-from services.entrypoints.reply import emit, fail, say
-from services.entrypoints.run_index import BadPageToken, Page, page_of_runs, parse_time
-from services.entrypoints.summary import run_summary
-from services.handlers.state_cache import cache_for
-from services.secrets import redactor_for
-from services.session import Session
-from services.settings import masked
+from agentledger.events.commands import Pool
+from agentledger.events.counted import counted
+from agentledger.events.errors import CoreError
+from agentledger.events.fold import apply
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
+from agentledger.schemas.errors import InvalidEvent
+from agentledger.services.adapters.inbox.port import Liveness, WaitingRequest
+from agentledger.services.clock import RUN_ID_WIDTH
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.cli.embedded import attach_command, embedded_here
+from agentledger.services.entrypoints.cli.parser import BadOption
+from agentledger.services.entrypoints.describe import line
+from agentledger.services.entrypoints.reply import emit, fail, say
+from agentledger.services.entrypoints.run_index import BadPageToken, Page, page_of_runs, parse_time
+from agentledger.services.entrypoints.summary import run_summary
+from agentledger.services.handlers.state_cache import cache_for
+from agentledger.services.secrets import redactor_for
+from agentledger.services.session import Session
+from agentledger.services.settings import masked
 
 # what `status` says of a run whose request waits in the inbox: not a RunStatus (the run
 # does not exist yet), and not ended (exit 9)

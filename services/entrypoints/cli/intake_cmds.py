@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import os
 
-from events.counted import counted
-from services.adapters.metrics.server import LOOPBACK
-from services.entrypoints import operations
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.supervise import wait_for_signal
-from services.entrypoints.reply import emit, fail
-from services.intake_role import build_intake
-from services.session import Session
-from services.settings import masked
+from agentledger.events.counted import counted
+from agentledger.services.adapters.metrics.server import LOOPBACK
+from agentledger.services.entrypoints import operations
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.cli.supervise import wait_for_signal
+from agentledger.services.entrypoints.reply import emit, fail
+from agentledger.services.intake_role import build_intake
+from agentledger.services.session import Session
+from agentledger.services.settings import masked
 
 
 def intake(
@@ -25,7 +25,7 @@ def intake(
     settings = session.settings
     instruments = None
     if metrics_port is not None or settings.metrics_dir:
-        from services.adapters.metrics.instruments import Instruments
+        from agentledger.services.adapters.metrics.instruments import Instruments
 
         instruments = Instruments().start()
     service = build_intake(settings, session.client, instruments=instruments)

@@ -1,13 +1,13 @@
 """`agentledger local status|start|stop`: the local Redis service of this
-user's state folder (`services.adapters.redis.local_service`)."""
+user's state folder (`agentledger.services.adapters.redis.local_service`)."""
 
 from __future__ import annotations
 
-from events.counted import counted
-from services.adapters.redis.local_service import LocalService, ServiceStatus
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.reply import emit, say_loading
-from services.settings import Settings
+from agentledger.events.counted import counted
+from agentledger.services.adapters.redis.local_service import LocalService, ServiceStatus
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.reply import emit, say_loading
+from agentledger.services.settings import Settings
 
 
 def local(settings: Settings, action: str, *, force: bool, as_json: bool) -> int:

@@ -15,7 +15,7 @@ import warnings
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda *_: sys.exit(130))
 
-from services.entrypoints.cli.parser import (  # noqa: E402 (after the handlers, on purpose)
+from agentledger.services.entrypoints.cli.parser import (  # noqa: E402 (after the handlers, on purpose)
     USAGE_EXIT,
     UsageError,
     parser,
@@ -29,10 +29,10 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         return _usage_error(exc, as_json=_wants_json(argv))
     show_deprecations()
-    from services.adapters.redis.first_import import import_redis
+    from agentledger.services.adapters.redis.first_import import import_redis
 
     import_redis()
-    from services.entrypoints.cli.execute import execute
+    from agentledger.services.entrypoints.cli.execute import execute
 
     return execute(args)
 
@@ -57,7 +57,7 @@ def _usage_error(exc: UsageError, *, as_json: bool) -> int:
         exc.parser.print_usage(sys.stderr)
     print(f"{exc.parser.prog}: error: {exc.message}", file=sys.stderr, flush=True)
     if as_json:
-        from services.entrypoints.reply import emit
+        from agentledger.services.entrypoints.reply import emit
 
         emit({"error": "usage", "message": str(exc), "exit_code": USAGE_EXIT, "command": exc.parser.prog})
     return USAGE_EXIT

@@ -9,16 +9,16 @@ import os
 import sys
 from pathlib import Path
 
-from events.mcp_policy import unknown_asks
-from schemas.errors import SpecProblem
-from schemas.spec import RunSpec
-from services.adapters.tools import sandbox_probe
-from services.adapters.tools.mcp.config import load_servers_file
-from services.adapters.tools.mcp.hub import McpHub
-from services.adapters.tools.sandbox import policy_for
-from services.adapters.tools.toolset import ToolSet
-from services.bootstrap import Services
-from services.settings import Settings
+from agentledger.events.mcp_policy import unknown_asks
+from agentledger.schemas.errors import SpecProblem
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.tools import sandbox_probe
+from agentledger.services.adapters.tools.mcp.config import load_servers_file
+from agentledger.services.adapters.tools.mcp.hub import McpHub
+from agentledger.services.adapters.tools.sandbox import policy_for
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.bootstrap import Services
+from agentledger.services.settings import Settings
 
 
 def start_hub(path: str, settings: Settings) -> McpHub:

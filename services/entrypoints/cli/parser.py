@@ -11,15 +11,17 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from services.entrypoints.cli import arg_types
-from services.entrypoints.cli.arg_types import (  # the names other modules import from here
+from agentledger.services.entrypoints.cli import arg_types
+from agentledger.services.entrypoints.cli.arg_types import (  # the names other modules import from here
     INTAKE_POOL,
     MAX_WHOLE,
     POOLS,
     max_processes,
 )
-from services.entrypoints.reply import shown  # re-exported: the commands' messages use it
-from services.errors import BadOption  # re-exported: the commands raise it
+from agentledger.services.entrypoints.reply import (
+    shown,  # re-exported: the commands' messages use it
+)
+from agentledger.services.errors import BadOption  # re-exported: the commands raise it
 
 __all__ = [
     "CONTROLS", "INTAKE_POOL", "LOG_FORMATS", "LOG_LEVELS", "MAX_WHOLE", "POOLS", "USAGE_EXIT",

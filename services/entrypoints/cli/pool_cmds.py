@@ -1,17 +1,17 @@
 """What the pools are doing: `workers --list` (the live workers of every task
 queue and tool set, with the messages each holds) and `dead-letters` (the
 messages a queue gave up on, and re-driving one back to its queue), through the
-broker's admin port (`services.adapters.broker.admin_port`)."""
+broker's admin port (`agentledger.services.adapters.broker.admin_port`)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 
-from events.commands import Pool
-from events.counted import counted
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.reply import emit, fail
-from services.session import Session
+from agentledger.events.commands import Pool
+from agentledger.events.counted import counted
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.reply import emit, fail
+from agentledger.services.session import Session
 
 OK = 0
 

@@ -9,19 +9,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from events.mcp_policy import is_mcp_ask, modules_of
-from schemas.errors import InvalidSpec, SpecProblem
-from schemas.inbox import RunRequested
-from schemas.spec import RunSpec
-from services.adapters.models.preflight import check_provider
-from services.adapters.tools.toolset import ToolSet, ToolSetError, fingerprint_of, load_toolset
-from services.bounded_yaml import Limits
-from services.clock import new_run_id
-from services.entrypoints.cli.spec_file import SpecLines, load_spec_file, source_name, with_lines
-from services.errors import ProviderUnready
-from services.handlers.spec_check import spec_problems, tool_paths
-from services.loops.inbox_parse import Rejected, check_size
-from services.settings import Settings
+from agentledger.events.mcp_policy import is_mcp_ask, modules_of
+from agentledger.schemas.errors import InvalidSpec, SpecProblem
+from agentledger.schemas.inbox import RunRequested
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.models.preflight import check_provider
+from agentledger.services.adapters.tools.toolset import (
+    ToolSet,
+    ToolSetError,
+    fingerprint_of,
+    load_toolset,
+)
+from agentledger.services.bounded_yaml import Limits
+from agentledger.services.clock import new_run_id
+from agentledger.services.entrypoints.cli.spec_file import (
+    SpecLines,
+    load_spec_file,
+    source_name,
+    with_lines,
+)
+from agentledger.services.errors import ProviderUnready
+from agentledger.services.handlers.spec_check import spec_problems, tool_paths
+from agentledger.services.loops.inbox_parse import Rejected, check_size
+from agentledger.services.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,7 @@ def prepare(
         index = spec.tools.index(exc.module) if exc.module in spec.tools else 0
         problems.append(SpecProblem(f"tools.{index}", exc.reason))
     if mcp and base is not None:
-        from services.entrypoints.cli.mcp_servers import start_hub
+        from agentledger.services.entrypoints.cli.mcp_servers import start_hub
 
         hub = start_hub(mcp, settings or Settings())
         toolset = hub.toolset(base)
@@ -97,7 +107,7 @@ def prepare(
 def mcp_ask_problems(spec: RunSpec, hub: Any) -> list[SpecProblem]:
     if not any(is_mcp_ask(e) for e in spec.tools):
         return []
-    from services.entrypoints.cli.mcp_servers import ask_problems
+    from agentledger.services.entrypoints.cli.mcp_servers import ask_problems
 
     return ask_problems(spec, hub)
 

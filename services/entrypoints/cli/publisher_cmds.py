@@ -2,7 +2,7 @@
 the inbox, with which key, and what each may ask for), and the signer `--as NAME`
 names for `submit` and the controls. A new publisher's key is printed once,
 when it is added; `list` never shows a key. The deployment records the digest
-of its agreed file in Redis (`services.adapters.publishers.agreed`): `adopt`
+of its agreed file in Redis (`agentledger.services.adapters.publishers.agreed`): `adopt`
 records this file's (an operator's act); `add`, and the embedded run filing its
 own publisher, move the record along when it can reach Redis and the
 deployment had agreed to the file before the change."""
@@ -14,15 +14,15 @@ from collections.abc import Sequence
 
 import redis
 
-from events.grants import request_refusal
-from schemas.publishers import GrantedPrincipal, Publisher
-from schemas.spec import Principal
-from services.adapters.publishers import agreed, publishers_file
-from services.adapters.publishers.publishers_file import Filed, Signer
-from services.entrypoints.reply import emit, say, say_loading
-from services.errors import ConfigError, RedisUnavailable
-from services.session import Session, open_session
-from services.settings import Settings
+from agentledger.events.grants import request_refusal
+from agentledger.schemas.publishers import GrantedPrincipal, Publisher
+from agentledger.schemas.spec import Principal
+from agentledger.services.adapters.publishers import agreed, publishers_file
+from agentledger.services.adapters.publishers.publishers_file import Filed, Signer
+from agentledger.services.entrypoints.reply import emit, say, say_loading
+from agentledger.services.errors import ConfigError, RedisUnavailable
+from agentledger.services.session import Session, open_session
+from agentledger.services.settings import Settings
 
 
 def add(

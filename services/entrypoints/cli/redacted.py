@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from events.redact import Redactor
-from events.types import RunCreated
-from schemas.envelope import Envelope
-from services.adapters.store.port import EventStore
-from services.secrets import redactor_for
+from agentledger.events.redact import Redactor
+from agentledger.events.types import RunCreated
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.adapters.store.port import EventStore
+from agentledger.services.secrets import redactor_for
 
 
 class RunRedactors:

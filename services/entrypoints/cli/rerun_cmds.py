@@ -1,7 +1,7 @@
 """`replay RUN --rerun`: a new run of the recorded run's spec whose model is the
 replay model (the recorded replies, turn by turn), so the tools, the checks and
 the core run again for real; then the first event where the new log departs
-from the recorded one (`events.divergence`). The workspace is always a fresh
+from the recorded one (`agentledger.events.divergence`). The workspace is always a fresh
 copy of the spec's workspace as it is now, made by the intake like any run's. A run that waits for a person
 (approval, escalation) stops the rerun there: nobody answers for them."""
 
@@ -11,21 +11,21 @@ import json
 import sys
 from typing import Any
 
-from events.counted import counted
-from events.divergence import Divergence, essence, first_divergence
-from events.following import Until
-from events.state import RunState
-from events.types import ModelRequested, RunCreated
-from schemas.envelope import Envelope
-from schemas.errors import InvalidSpec
-from schemas.spec import ReplayModel, ReplaySettings, RunSpec
-from services.adapters.reading.follow import follow
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.prepare import request_for, toolset_of
-from services.entrypoints.cli.publisher_cmds import local_signer
-from services.entrypoints.cli.run_cmds import private_queue, start_workers
-from services.secrets import redactor_for
-from services.session import Session
+from agentledger.events.counted import counted
+from agentledger.events.divergence import Divergence, essence, first_divergence
+from agentledger.events.following import Until
+from agentledger.events.state import RunState
+from agentledger.events.types import ModelRequested, RunCreated
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.errors import InvalidSpec
+from agentledger.schemas.spec import ReplayModel, ReplaySettings, RunSpec
+from agentledger.services.adapters.reading.follow import follow
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.cli.prepare import request_for, toolset_of
+from agentledger.services.entrypoints.cli.publisher_cmds import local_signer
+from agentledger.services.entrypoints.cli.run_cmds import private_queue, start_workers
+from agentledger.services.secrets import redactor_for
+from agentledger.services.session import Session
 
 
 def rerun(session: Session, run_id: str, *, as_json: bool) -> int:

@@ -13,21 +13,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from events.mcp_policy import modules_of
-from schemas.spec import RunSpec
-from services.adapters.publishers.publishers_file import local_name
-from services.adapters.tools.toolset import ToolSet
-from services.entrypoints.cli.children import die_with_parent
-from services.entrypoints.cli.embedded import PRIVATE_PREFIX, attach_command, command, is_private
-from services.entrypoints.cli.follow_run import Then, to_the_end
-from services.entrypoints.cli.prepare import Prepared, request_for
-from services.entrypoints.cli.publisher_cmds import check_grant, local_signer
-from services.entrypoints.cli.supervise import stop_children
-from services.entrypoints.controls import signer_for
-from services.handlers.spec_check import tool_paths
-from services.session import Session
-from services.settings import Settings, environ_for_children
-from services.structured_logs import child_args
+from agentledger.events.mcp_policy import modules_of
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.publishers.publishers_file import local_name
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.entrypoints.cli.children import die_with_parent
+from agentledger.services.entrypoints.cli.embedded import (
+    PRIVATE_PREFIX,
+    attach_command,
+    command,
+    is_private,
+)
+from agentledger.services.entrypoints.cli.follow_run import Then, to_the_end
+from agentledger.services.entrypoints.cli.prepare import Prepared, request_for
+from agentledger.services.entrypoints.cli.publisher_cmds import check_grant, local_signer
+from agentledger.services.entrypoints.cli.supervise import stop_children
+from agentledger.services.entrypoints.controls import signer_for
+from agentledger.services.handlers.spec_check import tool_paths
+from agentledger.services.session import Session
+from agentledger.services.settings import Settings, environ_for_children
+from agentledger.services.structured_logs import child_args
 
 
 def private_queue() -> str:
@@ -84,17 +89,17 @@ def start_workers(
     """Worker pools for the spec's tool set on `queue`, in this process (processes=0)
     or in child processes (which start the MCP servers of their own); and, in this
     process, an intake of `publisher`'s streams alone (the embedded run's own)."""
-    from services.intake_role import build_intake  # dramatiq: `submit` needs none of it
+    from agentledger.services.intake_role import build_intake  # dramatiq: `submit` needs none of it
 
     intake = build_intake(session.settings, session.client, only=publisher).start()
     hub = prepared.hub if prepared is not None else None
     if processes <= 0:
-        from services.bootstrap import build_services
+        from agentledger.services.bootstrap import build_services
 
         services = build_services(session.settings, session.client, toolset, queue=queue)
         services.start()
         if hub is not None and prepared is not None and prepared.base is not None:
-            from services.entrypoints.cli.mcp_servers import follow_servers
+            from agentledger.services.entrypoints.cli.mcp_servers import follow_servers
 
             follow_servers(services, hub, prepared.base)
 
@@ -138,7 +143,7 @@ def spawn_workers(
     us, and we stop them in order); they die with us if we are killed; their notes
     go to our stderr, in our log level and format."""
     environ = {**environ_for_children(settings), **(env or {})}
-    command = [sys.executable, "-m", "services.entrypoints.cli.main", *child_args(), *args]
+    command = [sys.executable, "-m", "agentledger.services.entrypoints.cli.main", *child_args(), *args]
     return Children([
         subprocess.Popen(
             command, env=environ, stdin=subprocess.DEVNULL, stdout=sys.stderr,

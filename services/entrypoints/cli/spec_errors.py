@@ -12,9 +12,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from schemas.errors import SpecProblem
-from schemas.spec import RunSpec
-from services.pydantic_words import plain_reason, shown
+from agentledger.schemas.errors import SpecProblem
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.pydantic_words import plain_reason, shown
 
 Path = tuple[str | int, ...]
 

@@ -1,7 +1,7 @@
 """Reading a run spec file (YAML). Every problem becomes one InvalidSpec naming
 the file, with all problems found at once, each with its field path, a plain
 reason and its line: YAML syntax, keys given twice, the schema's errors. The
-file is read within the inbox's limits (`services.bounded_yaml`: its size, its
+file is read within the inbox's limits (`agentledger.services.bounded_yaml`: its size, its
 nesting, its aliases written out), checked before any node is built. A file
 check's regex RE2 refuses is named with the schema's problems. The path `-` is
 standard input, read within the same limits; its relative paths resolve from the
@@ -17,12 +17,12 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from schemas.errors import InvalidSpec, SpecProblem
-from schemas.spec import RunSpec
-from services import bounded_yaml
-from services.bounded_yaml import DEFAULT, LOADER, Limits, OverLimit
-from services.entrypoints.cli.spec_errors import problems_of
-from services.handlers.linear_regex import pattern_problem
+from agentledger.schemas.errors import InvalidSpec, SpecProblem
+from agentledger.schemas.spec import RunSpec
+from agentledger.services import bounded_yaml
+from agentledger.services.bounded_yaml import DEFAULT, LOADER, Limits, OverLimit
+from agentledger.services.entrypoints.cli.spec_errors import problems_of
+from agentledger.services.handlers.linear_regex import pattern_problem
 
 
 class SpecLines:

@@ -7,23 +7,23 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from events.types import DEFAULT_QUEUE
-from services.adapters.inbox.port import Liveness
-from services.adapters.tools.toolset import (
+from agentledger.events.types import DEFAULT_QUEUE
+from agentledger.services.adapters.inbox.port import Liveness
+from agentledger.services.adapters.tools.toolset import (
     ToolSetError,
     computing_imports,
     fingerprint_of,
     load_toolset,
     static_code,
 )
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.prepare import Prepared, request_for
-from services.entrypoints.cli.publisher_cmds import check_grant
-from services.entrypoints.controls import signer_for
-from services.entrypoints.reply import emit, fail, say
-from services.handlers.spec_check import spec_problems
-from services.session import Session
-from services.settings import masked
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.cli.prepare import Prepared, request_for
+from agentledger.services.entrypoints.cli.publisher_cmds import check_grant
+from agentledger.services.entrypoints.controls import signer_for
+from agentledger.services.entrypoints.reply import emit, fail, say
+from agentledger.services.handlers.spec_check import spec_problems
+from agentledger.services.session import Session
+from agentledger.services.settings import masked
 
 NO_PUBLISHER = (
     "submit signs the request as a publisher: pass --as NAME (`agentledger publishers "

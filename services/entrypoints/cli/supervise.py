@@ -13,8 +13,8 @@ import sys
 import threading
 import time
 
-from services.entrypoints.cli.children import die_with_parent
-from services.settings import Settings, environ_for_children
+from agentledger.services.entrypoints.cli.children import die_with_parent
+from agentledger.services.settings import Settings, environ_for_children
 
 CHECK_EVERY_S = 0.2
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ class Supervisor:
         *, env: dict[str, str] | None = None,
     ) -> None:  # fmt: skip
         self._env = {**environ_for_children(settings), **(env or {})}
-        self._command = [sys.executable, "-m", "services.entrypoints.cli.main", *args]
+        self._command = [sys.executable, "-m", "agentledger.services.entrypoints.cli.main", *args]
         self.children = [self._start() for _ in range(processes)]
         self.restarts = 0
 

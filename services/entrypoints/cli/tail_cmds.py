@@ -10,17 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from events.following import Until
-from events.types import EVENT_TYPES
-from schemas.envelope import Envelope
-from services.adapters.reading.follow import follow as following
-from services.adapters.reading.port import Cursors
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.parser import BadOption
-from services.entrypoints.cli.redacted import RunRedactors
-from services.entrypoints.describe import line
-from services.entrypoints.reply import fail, say
-from services.session import Session
+from agentledger.events.following import Until
+from agentledger.events.types import EVENT_TYPES
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.adapters.reading.follow import follow as following
+from agentledger.services.adapters.reading.port import Cursors
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.cli.parser import BadOption
+from agentledger.services.entrypoints.cli.redacted import RunRedactors
+from agentledger.services.entrypoints.describe import line
+from agentledger.services.entrypoints.reply import fail, say
+from agentledger.services.session import Session
 
 FOLLOW_WAIT_S = 1.0  # a follower's wait for the next append before it looks again
 Show = Callable[[Envelope[Any]], None]

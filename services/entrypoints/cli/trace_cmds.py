@@ -1,20 +1,20 @@
 """`agentledger trace RUN`: the run's spans as its log implies them
-(`events.spans`), as a tree of one line each, or with `--json` as OTLP JSON (the
+(`agentledger.events.spans`), as a tree of one line each, or with `--json` as OTLP JSON (the
 body an OTLP/HTTP collector takes at `/v1/traces`). Redacted like every print."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from events.counted import counted
-from events.errors import CoreError
-from events.spans import Span, by_parent, spans_of, trace_id_of
-from services.adapters.tracing.otlp_json import otlp_json
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.parser import package_version
-from services.entrypoints.cli.redacted import RunRedactors
-from services.entrypoints.reply import emit, fail
-from services.session import Session
+from agentledger.events.counted import counted
+from agentledger.events.errors import CoreError
+from agentledger.events.spans import Span, by_parent, spans_of, trace_id_of
+from agentledger.services.adapters.tracing.otlp_json import otlp_json
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.cli.parser import package_version
+from agentledger.services.entrypoints.cli.redacted import RunRedactors
+from agentledger.services.entrypoints.reply import emit, fail
+from agentledger.services.session import Session
 
 
 def trace(session: Session, run_id: str, *, as_json: bool) -> int:

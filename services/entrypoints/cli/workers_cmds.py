@@ -12,26 +12,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from events.commands import Pool
-from events.counted import counted
-from services.adapters.metrics.scrape import Served
-from services.adapters.metrics.server import LOOPBACK, OpsServer
-from services.adapters.tools import sandbox_probe
-from services.adapters.tools.toolset import ToolSet, ToolSetError, load_toolset
-from services.bootstrap import ALL_POOLS, Services, build_services
-from services.entrypoints import operations
-from services.entrypoints.cli import exit_codes
-from services.entrypoints.cli.parser import INTAKE_POOL
-from services.entrypoints.cli.run_cmds import worker_args
-from services.entrypoints.cli.supervise import Supervisor, signalled, wait_for_signal
-from services.entrypoints.reply import emit, fail, say
-from services.session import Session
-from services.settings import Settings, masked
-from services.structured_logs import child_args
+from agentledger.events.commands import Pool
+from agentledger.events.counted import counted
+from agentledger.services.adapters.metrics.scrape import Served
+from agentledger.services.adapters.metrics.server import LOOPBACK, OpsServer
+from agentledger.services.adapters.tools import sandbox_probe
+from agentledger.services.adapters.tools.toolset import ToolSet, ToolSetError, load_toolset
+from agentledger.services.bootstrap import ALL_POOLS, Services, build_services
+from agentledger.services.entrypoints import operations
+from agentledger.services.entrypoints.cli import exit_codes
+from agentledger.services.entrypoints.cli.parser import INTAKE_POOL
+from agentledger.services.entrypoints.cli.run_cmds import worker_args
+from agentledger.services.entrypoints.cli.supervise import Supervisor, signalled, wait_for_signal
+from agentledger.services.entrypoints.reply import emit, fail, say
+from agentledger.services.session import Session
+from agentledger.services.settings import Settings, masked
+from agentledger.services.structured_logs import child_args
 
 if TYPE_CHECKING:  # imported when used: prometheus' storage and the MCP SDK
-    from services.adapters.metrics.instruments import Instruments
-    from services.adapters.tools.mcp.hub import McpHub
+    from agentledger.services.adapters.metrics.instruments import Instruments
+    from agentledger.services.adapters.tools.mcp.hub import McpHub
 
 
 def workers(
@@ -131,12 +131,12 @@ def _start(
     settings = session.settings
     instruments = None
     if metrics or settings.metrics_dir:
-        from services.adapters.metrics.instruments import Instruments
+        from agentledger.services.adapters.metrics.instruments import Instruments
 
         instruments = Instruments().start()
     hub, toolset = None, base
     if mcp:
-        from services.entrypoints.cli.mcp_servers import start_hub
+        from agentledger.services.entrypoints.cli.mcp_servers import start_hub
 
         hub = start_hub(mcp, settings)
         toolset = hub.toolset(base)
@@ -146,7 +146,7 @@ def _start(
     )  # fmt: skip
     services.start()
     if hub is not None:
-        from services.entrypoints.cli.mcp_servers import follow_servers
+        from agentledger.services.entrypoints.cli.mcp_servers import follow_servers
 
         follow_servers(services, hub, base)
     beat = operations.Beat(services, settings.metrics_dir).start() if settings.metrics_dir else None
@@ -225,7 +225,7 @@ def _intake(
     if processes != 1:
         why = f"--pools {INTAKE_POOL} is one process: run more of them (replicas) instead of --processes"
         return fail(exit_codes.USAGE, "bad option", why, as_json)
-    from services.entrypoints.cli.intake_cmds import intake
+    from agentledger.services.entrypoints.cli.intake_cmds import intake
 
     return intake(session, as_json=as_json, metrics_port=metrics_port, metrics_host=metrics_host)
 

@@ -5,7 +5,7 @@ the runs list whenever a shard feed moves, a run's timeline as its log grows
 list's and a run's page carry the same as text for a browser without
 JavaScript (`plain`, inside `<noscript>`). The
 buttons post to `/api/runs/{id}/control`, which publishes through the CLI's own
-controls the CLI sends through (`services.entrypoints.controls`) as the publisher the view was started
+controls the CLI sends through (`agentledger.services.entrypoints.controls`) as the publisher the view was started
 with — and refuses with 403 when it was started without one (read-only).
 Every request passes the door first (`guard`: Host allowlist, sign-in, same
 origin); the sign-in page trades the operator's token for a session cookie."""
@@ -28,18 +28,18 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from events.following import Until
-from schemas.envelope import Envelope
-from schemas.names import RUN_ID_PATTERN
-from services.adapters.reading.follow import follow
-from services.adapters.reading.port import Cursors
-from services.entrypoints import controls
-from services.entrypoints.controls import Outcome
-from services.entrypoints.web import plain, views
-from services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
-from services.entrypoints.web.guard import Guard
-from services.errors import ConfigError
-from services.session import Session
+from agentledger.events.following import Until
+from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.names import RUN_ID_PATTERN
+from agentledger.services.adapters.reading.follow import follow
+from agentledger.services.adapters.reading.port import Cursors
+from agentledger.services.entrypoints import controls
+from agentledger.services.entrypoints.controls import Outcome
+from agentledger.services.entrypoints.web import plain, views
+from agentledger.services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
+from agentledger.services.entrypoints.web.guard import Guard
+from agentledger.services.errors import ConfigError
+from agentledger.services.session import Session
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).with_name("static")
@@ -56,7 +56,7 @@ HTTP_OF = {  # a control's outcome other than appended: the HTTP status it answe
 
 
 class RunIdConvertor(Convertor[str]):
-    """A path segment that is a run id (`schemas.names.RUN_ID_PATTERN`): anything else
+    """A path segment that is a run id (`agentledger.schemas.names.RUN_ID_PATTERN`): anything else
     matches no route (404), never reaches the store or the controls."""
 
     regex = RUN_ID_PATTERN.removeprefix("^").removesuffix("$")

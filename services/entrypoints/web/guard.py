@@ -22,7 +22,7 @@ from urllib.parse import quote
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from services.entrypoints.web.access import (
+from agentledger.services.entrypoints.web.access import (
     SAFE_METHODS,
     Access,
     bearer_ok,

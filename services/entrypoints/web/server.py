@@ -14,13 +14,13 @@ from collections.abc import Sequence
 
 import uvicorn
 
-from services.entrypoints.reply import emit
-from services.entrypoints.web.access import WILDCARD, Access, allowed_hosts
-from services.entrypoints.web.app import make_app
-from services.entrypoints.web.token import VARIABLE, UiToken, ui_token
-from services.errors import BadOption
-from services.session import Session
-from services.settings import ui_allowed_hosts
+from agentledger.services.entrypoints.reply import emit
+from agentledger.services.entrypoints.web.access import WILDCARD, Access, allowed_hosts
+from agentledger.services.entrypoints.web.app import make_app
+from agentledger.services.entrypoints.web.token import VARIABLE, UiToken, ui_token
+from agentledger.services.errors import BadOption
+from agentledger.services.session import Session
+from agentledger.services.settings import ui_allowed_hosts
 
 
 def serve(

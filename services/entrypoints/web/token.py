@@ -12,8 +12,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.errors import ConfigError
-from services.settings import UI_TOKEN_MIN_CHARS, Settings
+from agentledger.services.errors import ConfigError
+from agentledger.services.settings import UI_TOKEN_MIN_CHARS, Settings
 
 VARIABLE = "AGENTLEDGER_UI_TOKEN"
 TOKEN_FILE = "ui-token"

@@ -9,16 +9,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from events.state import RunState
-from events.status import CallStatus, RunStatus
-from events.types import ApprovalRequested, ToolCallScheduled, ToolCallWaiting
-from schemas.envelope import Envelope
-from services.entrypoints.describe import line
-from services.entrypoints.run_index import page_of_runs
-from services.entrypoints.summary import iso, run_summary
-from services.handlers.state_cache import cache_for
-from services.secrets import redactor_for
-from services.session import Session
+from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus, RunStatus
+from agentledger.events.types import ApprovalRequested, ToolCallScheduled, ToolCallWaiting
+from agentledger.schemas.envelope import Envelope
+from agentledger.services.entrypoints.describe import line
+from agentledger.services.entrypoints.run_index import page_of_runs
+from agentledger.services.entrypoints.summary import iso, run_summary
+from agentledger.services.handlers.state_cache import cache_for
+from agentledger.services.secrets import redactor_for
+from agentledger.services.session import Session
 
 HOLDING = (CallStatus.SCHEDULED, CallStatus.STARTED)
 

@@ -6,7 +6,7 @@ cross-partition requests meet on the same keys. Copied next to the example."""
 import json
 from pathlib import Path
 
-from services.tools import ToolContext, ToolFailure, tool
+from agentledger import ToolContext, ToolFailure, tool
 
 
 def _both(args: dict) -> list[str]:

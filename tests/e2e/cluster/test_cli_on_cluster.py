@@ -17,10 +17,10 @@ from pathlib import Path
 from e2ekit import AGENTLEDGER, Cli, copy_example, stop_workers, types
 from webkit import request, start_ui, token_for
 
-from events.lock_partitions import partition_of
-from services.adapters.redis.client import redis_client
-from services.keys import keys_for
-from services.settings import Settings
+from agentledger.events.lock_partitions import partition_of
+from agentledger.services.adapters.redis.client import redis_client
+from agentledger.services.keys import keys_for
+from agentledger.services.settings import Settings
 
 RUNS = int(os.environ.get("AGENTLEDGER_CLUSTER_E2E_RUNS", "12"))  # the issue's target: 200
 
@@ -149,7 +149,7 @@ def test_writes_over_two_lock_partitions_through_workers_and_submit_each_once(
 
 
 def lock_partitions(cli: Cli) -> int:
-    """The lock table's partitions the deployment recorded (`services.lock_partitions`)."""
+    """The lock table's partitions the deployment recorded (`agentledger.services.lock_partitions`)."""
     client = redis_client(cli.env["REDIS_URL"])
     try:
         meta = keys_for(Settings(prefix=cli.env["AGENTLEDGER_PREFIX"])).meta

@@ -28,9 +28,9 @@ from test_cli_on_cluster import (
     wait_all,
 )
 
-from events.lock_partitions import final_partition
-from services.keys import keys_for
-from services.settings import Settings
+from agentledger.events.lock_partitions import final_partition
+from agentledger.services.keys import keys_for
+from agentledger.services.settings import Settings
 
 RUNS = 12
 KILL_AFTER = 4  # submitted runs before the kill: the rest go in while the slots move

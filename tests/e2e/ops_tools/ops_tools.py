@@ -6,7 +6,7 @@ import logging
 import os
 import time
 
-from services.tools import ToolContext, tool
+from agentledger import ToolContext, tool
 
 log = logging.getLogger("ops_tools")
 

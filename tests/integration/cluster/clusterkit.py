@@ -16,7 +16,7 @@ from pathlib import Path
 
 import redis
 
-from services.adapters.redis.local_server import redis_server_binary
+from agentledger.services.adapters.redis.local_server import redis_server_binary
 
 
 @dataclass

@@ -2,7 +2,7 @@
 replica, started once for the session on free ports and stopped by pid. The
 fixtures of the parent folder take the cluster's address, so a test module
 here that imports a suite from there runs it, unchanged, on the cluster
-through the cluster client (`services.adapters.redis.client`)."""
+through the cluster client (`agentledger.services.adapters.redis.client`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import redis
 from clusterkit import LocalCluster, start_cluster
 
-from services.adapters.redis.client import is_cluster, redis_client
-from services.adapters.redis.local_server import start_server
+from agentledger.services.adapters.redis.client import is_cluster, redis_client
+from agentledger.services.adapters.redis.local_server import start_server
 
 
 @pytest.fixture(scope="session")

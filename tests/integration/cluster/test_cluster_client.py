@@ -8,7 +8,7 @@ import redis
 from clusterkit import LocalCluster
 from redis.cluster import RedisCluster
 
-from services.adapters.redis.client import is_cluster, node_client, redis_client
+from agentledger.services.adapters.redis.client import is_cluster, node_client, redis_client
 
 
 def test_every_node_of_the_cluster_gives_the_cluster_client(local_cluster: LocalCluster) -> None:

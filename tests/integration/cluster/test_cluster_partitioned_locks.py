@@ -8,9 +8,9 @@ from before the count was recorded keeps 1."""
 import redis
 from test_partitioned_locks_on_redis import *  # noqa: F403
 
-from services.keys import Keys
-from services.lock_partitions import ON_A_CLUSTER, lock_partitions
-from services.settings import Settings
+from agentledger.services.keys import Keys
+from agentledger.services.lock_partitions import ON_A_CLUSTER, lock_partitions
+from agentledger.services.settings import Settings
 
 
 def test_a_cluster_gets_8_partitions_by_default_spread_over_its_masters(

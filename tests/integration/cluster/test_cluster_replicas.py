@@ -13,12 +13,12 @@ import redis
 from clusterkit import LocalCluster
 from itkit import TOOL_MODULE, create_run
 
-from schemas.spec import RunSpec
-from services.adapters.redis.replicas import NotReplicated, ReplicaAcks
-from services.adapters.tools.toolset import ToolSet
-from services.bootstrap import build_app
-from services.keys import Keys
-from services.settings import Settings
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.redis.replicas import NotReplicated, ReplicaAcks
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.bootstrap import build_app
+from agentledger.services.keys import Keys
+from agentledger.services.settings import Settings
 
 
 def replica_of(cluster: LocalCluster, client: redis.Redis, key: str) -> redis.Redis:

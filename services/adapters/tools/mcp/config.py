@@ -7,10 +7,10 @@ from __future__ import annotations
 import yaml
 from pydantic import ValidationError
 
-from schemas.mcp_servers import McpServersFile
-from services import bounded_yaml
-from services.bounded_yaml import OverLimit
-from services.errors import ConfigError
+from agentledger.schemas.mcp_servers import McpServersFile
+from agentledger.services import bounded_yaml
+from agentledger.services.bounded_yaml import OverLimit
+from agentledger.services.errors import ConfigError
 
 
 class McpConfigError(ConfigError):

@@ -26,14 +26,14 @@ import mcp_types as types
 from jsonschema import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
-from events.mcp_policy import Hints, decide_policy, offered_name
-from schemas.mcp_servers import McpServer, McpServersFile
-from schemas.spec import ToolSpec
-from services.adapters.tools.mcp.loop import AsyncLoop
-from services.adapters.tools.mcp.supervisor import ServerDown, Supervisor
-from services.adapters.tools.mcp.tool import McpTool, make_tool
-from services.adapters.tools.sandbox import SandboxPolicy
-from services.adapters.tools.toolset import BUILTIN, FINGERPRINT_CHARS, ToolSet
+from agentledger.events.mcp_policy import Hints, decide_policy, offered_name
+from agentledger.schemas.mcp_servers import McpServer, McpServersFile
+from agentledger.schemas.spec import ToolSpec
+from agentledger.services.adapters.tools.mcp.loop import AsyncLoop
+from agentledger.services.adapters.tools.mcp.supervisor import ServerDown, Supervisor
+from agentledger.services.adapters.tools.mcp.tool import McpTool, make_tool
+from agentledger.services.adapters.tools.sandbox import SandboxPolicy
+from agentledger.services.adapters.tools.toolset import BUILTIN, FINGERPRINT_CHARS, ToolSet
 
 log = logging.getLogger(__name__)
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

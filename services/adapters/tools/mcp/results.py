@@ -9,9 +9,9 @@ from typing import Any
 
 import mcp_types as types
 
-from events.mcp_policy import code_for_error_text, code_for_protocol_error
-from events.tool_step import Errored, Outcome, Succeeded
-from events.types import ToolError
+from agentledger.events.mcp_policy import code_for_error_text, code_for_protocol_error
+from agentledger.events.tool_step import Errored, Outcome, Succeeded
+from agentledger.events.types import ToolError
 
 
 def outcome_of(result: types.CallToolResult) -> Outcome:

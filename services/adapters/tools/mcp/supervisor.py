@@ -23,10 +23,10 @@ from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, PaginatedRequestParams
 
-from schemas.mcp_servers import McpServer
-from services.adapters.tools.mcp.loop import AsyncLoop
-from services.adapters.tools.mcp.transport import connect
-from services.adapters.tools.sandbox import SandboxPolicy
+from agentledger.schemas.mcp_servers import McpServer
+from agentledger.services.adapters.tools.mcp.loop import AsyncLoop
+from agentledger.services.adapters.tools.mcp.transport import connect
+from agentledger.services.adapters.tools.sandbox import SandboxPolicy
 
 log = logging.getLogger(__name__)
 State = Literal["starting", "up", "down", "closed"]

@@ -23,18 +23,18 @@ from typing import TYPE_CHECKING, Any
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
-from events.mcp_policy import Policy, asks_for, expand
-from events.tool_step import Errored, Lost, Outcome, StillRunning, Stopped, TimedOut
-from events.types import FieldError, ToolError
-from schemas.mcp_servers import McpLookup
-from schemas.spec import Principal
-from services.adapters.tools.context import Lookup, ToolContext
-from services.adapters.tools.mcp.results import outcome_of, parsed, protocol_error
-from services.adapters.tools.mcp.supervisor import CallLost, ServerDown, Supervisor
-from services.adapters.tools.registry import ExternalTool
+from agentledger.events.mcp_policy import Policy, asks_for, expand
+from agentledger.events.tool_step import Errored, Lost, Outcome, StillRunning, Stopped, TimedOut
+from agentledger.events.types import FieldError, ToolError
+from agentledger.schemas.mcp_servers import McpLookup
+from agentledger.schemas.spec import Principal
+from agentledger.services.adapters.tools.context import Lookup, ToolContext
+from agentledger.services.adapters.tools.mcp.results import outcome_of, parsed, protocol_error
+from agentledger.services.adapters.tools.mcp.supervisor import CallLost, ServerDown, Supervisor
+from agentledger.services.adapters.tools.registry import ExternalTool
 
 if TYPE_CHECKING:
-    from services.adapters.tools.mcp.hub import McpHub
+    from agentledger.services.adapters.tools.mcp.hub import McpHub
 
 POLL_S = 0.05
 OP_KEY_META = "agentledger/op_key"

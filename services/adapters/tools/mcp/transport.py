@@ -14,9 +14,9 @@ from typing import TextIO
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
-from schemas.mcp_servers import McpServer
-from services.adapters.tools import handover, launch, lifeline, sandbox
-from services.adapters.tools.sandbox import SandboxPolicy
+from agentledger.schemas.mcp_servers import McpServer
+from agentledger.services.adapters.tools import handover, launch, lifeline, sandbox
+from agentledger.services.adapters.tools.sandbox import SandboxPolicy
 
 
 def stdio_command(
