@@ -113,11 +113,8 @@ def candidates() -> list[Path]:
     return files
 
 
-def main(argv: list[str]) -> int:
-    check = argv == ["--check"]
-    if argv and not check:
-        print("usage: python .pkg/rename_imports.py [--check]", file=sys.stderr)
-        return 2
+def renamed(*, write: bool) -> list[Path]:
+    """The files whose text the rename changes (written when `write`)."""
     compiled = rules()
     changed: list[Path] = []
     for path in candidates():
@@ -130,8 +127,17 @@ def main(argv: list[str]) -> int:
             new = importlinter_names(new)
         if new != text:
             changed.append(path)
-            if not check:
+            if write:
                 path.write_text(new, encoding="utf-8")
+    return changed
+
+
+def main(argv: list[str]) -> int:
+    check = argv == ["--check"]
+    if argv and not check:
+        print("usage: python .pkg/rename_imports.py [--check]", file=sys.stderr)
+        return 2
+    changed = renamed(write=not check)
     python = [str(p) for p in changed if p.suffix == ".py"]
     if python and not check:  # the renamed imports may now sort in another order
         subprocess.run(

@@ -59,6 +59,7 @@ def claim_s(spec: RunSpec, *, grace_s: float, most_s: float | None = None) -> fl
     take (a command's held to the operator's maximum `most_s`), plus the grace. A
     run with no checks is re-driven after the grace alone if its worker dies; one
     running `pytest` is not taken from a live worker."""
+
     def limit(check: AcceptanceCheck) -> float:
         match check:
             case CommandCheck():
@@ -169,8 +170,13 @@ def record_check_stopped(
         return []
     return [
         AcceptanceCheckStopped(
-            attempt=attempt, index=index, check=check, requested_at=requested_at,
-            stopped_at=stopped_at, signals=tuple(signals), detail=detail,
+            attempt=attempt,
+            index=index,
+            check=check,
+            requested_at=requested_at,
+            stopped_at=stopped_at,
+            signals=tuple(signals),
+            detail=detail,
         )  # fmt: skip
     ]
 

@@ -154,7 +154,9 @@ def _turns(s: RunState, _: RequestEstimate) -> RunBudgetExhausted | None:
     limit = s.spec.budgets.max_turns
     if s.turns_used < limit:
         return None
-    return _exhausted(s, "turns", s.turns_used, limit, f"{s.turns_used} of {counted(limit, 'turn')} used")
+    return _exhausted(
+        s, "turns", s.turns_used, limit, f"{s.turns_used} of {counted(limit, 'turn')} used"
+    )
 
 
 def _consecutive_failures(s: RunState, _: RequestEstimate) -> RunBudgetExhausted | None:

@@ -92,5 +92,9 @@ def _running_tools(
     out += [DriveCall(s.run_id, c.call_id) for c in runnable(s)]
     if redrive:  # a grant may have been made while nobody was told
         out += [DriveCall(s.run_id, c.call_id) for c in calls if c.status is CallStatus.WAITING]
-    out += [ResolveCall(s.run_id, c.call_id) for c in calls if needs_resolution(c, now=now, unreachable=unreachable)]
+    out += [
+        ResolveCall(s.run_id, c.call_id)
+        for c in calls
+        if needs_resolution(c, now=now, unreachable=unreachable)
+    ]
     return out

@@ -62,7 +62,9 @@ def _replacer(cls: type) -> Replacer:
     lines.append("            try:")
     lines.append("                set_ = _setters[name]")
     lines.append("            except KeyError:")
-    lines.append("                raise TypeError(f'{cls.__name__} has no field {name!r}') from None")
+    lines.append(
+        "                raise TypeError(f'{cls.__name__} has no field {name!r}') from None"
+    )
     lines.append("            set_(new, value)")
     lines.append("        return new")
     lines.append("    return replace")

@@ -106,7 +106,9 @@ def freshness_refusal(
     still known for as long as its `issued_at` would pass."""
     missing = [f for f, v in (("issued_at", issued_at), ("nonce", nonce)) if v is None]
     if missing:
-        return f"{REPLAYED}: the message has no {' and no '.join(missing)}; sign it as `publish` does"
+        return (
+            f"{REPLAYED}: the message has no {' and no '.join(missing)}; sign it as `publish` does"
+        )
     assert issued_at is not None
     age = now - issued_at
     if age != age or age > window_s:  # nan is never fresh

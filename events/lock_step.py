@@ -54,9 +54,7 @@ def lock_asks(s: RunState) -> list[LockAsk]:
     ]
 
 
-def record_locks(
-    s: RunState, asked: Sequence[LockAsk], grants: Mapping[str, Grant]
-) -> list[Event]:
+def record_locks(s: RunState, asked: Sequence[LockAsk], grants: Mapping[str, Grant]) -> list[Event]:
     """What the lock table said to `asked`: scheduled (granted) or waiting, per call."""
     out: list[Event] = []
     for ask in asked:

@@ -170,7 +170,9 @@ def _grant(t: LockTable, r: Request, now: float) -> tuple[LockTable, Grant]:
     every = {**r.carried, **mine}
     held = {**t.held, r.id: every}
     if not r.final:  # a partial hold: no lease until the request's last part is granted
-        return LockTable(t.requests, holders, tokens, t.leases, held), Grant(r.id, every, 0.0, False)
+        return LockTable(t.requests, holders, tokens, t.leases, held), Grant(
+            r.id, every, 0.0, False
+        )
     lease_until = now + r.lease_s
     t = LockTable(t.requests, holders, tokens, {**t.leases, r.id: lease_until}, held)
     return t, Grant(r.id, every, lease_until)

@@ -45,14 +45,16 @@ def asks_for(entries: Sequence[str], server: str, offered: str) -> bool:
     return offered in entries or f"{ASK_PREFIX}{server}" in entries
 
 
-def unknown_asks(entries: Sequence[str], offered: Mapping[str, Sequence[str]]) -> list[tuple[int, str]]:
+def unknown_asks(
+    entries: Sequence[str], offered: Mapping[str, Sequence[str]]
+) -> list[tuple[int, str]]:
     """(index, reason) of each MCP ask no server of the file can answer;
     `offered` is server -> its offered tool names."""
     problems: list[tuple[int, str]] = []
     every = {name for names in offered.values() for name in names}
     for i, entry in enumerate(entries):
         if entry.startswith(ASK_PREFIX):
-            server = entry[len(ASK_PREFIX):]
+            server = entry[len(ASK_PREFIX) :]
             if server not in offered:
                 known = ", ".join(sorted(offered)) or "none (no --mcp file)"
                 problems.append((i, f"no MCP server {server!r}; servers: {known}"))
@@ -143,7 +145,9 @@ def _fill(template: str, args: Mapping[str, Any], workspace: str | None) -> list
     for name in dict.fromkeys(names):
         if name == "workspace":
             if workspace is None:
-                raise TemplateError("(input)", f"{template!r} needs the run's workspace; this run has none")
+                raise TemplateError(
+                    "(input)", f"{template!r} needs the run's workspace; this run has none"
+                )
             choices: list[str] = [workspace]
         elif name not in args or args[name] is None:
             raise TemplateError(name, f"is needed to know what the call touches ({template!r})")
@@ -158,7 +162,7 @@ def _fill(template: str, args: Mapping[str, Any], workspace: str | None) -> list
 
 
 def _file(resource: str, workspace: str | None) -> str:
-    path = resource[len("file:"):]
+    path = resource[len("file:") :]
     if workspace is None:
         if not path.startswith("/"):
             raise TemplateError("(input)", f"{path!r} is relative and this run has no workspace")

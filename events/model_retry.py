@@ -78,7 +78,11 @@ def after_failure(
     if wait is None:
         wait = backoff_s(bound, s.run_id, turn, attempt)
     if spent + wait > bound.retry_s:
-        asked = "the API asked to wait" if failure.retry_after_s is not None else "the next wait would be"
+        asked = (
+            "the API asked to wait"
+            if failure.retry_after_s is not None
+            else "the next wait would be"
+        )
         past = f"{asked} {wait:.1f} s, past {bound.retry_s:g} s after the turn's first attempt"
         return _gave_up(failure, turn, attempt, f"{past} ({_attempts(attempt)}; {_bound(bound)})")
     return [_failed(failure, turn, attempt, retry_at=now + wait)]

@@ -29,9 +29,15 @@ from agentledger.schemas.codec import pack
 READ_TOOL = "read_output"
 DEFAULT_CAP = 4000  # characters of a result the model sees when its tool declares no cap
 PAGE_CHARS = 1 << 16  # characters of an overflow page
-RESERVE_BYTES = 1 << 16  # of an event's cap, for its other fields (stdout, stderr: 8,000 chars each)
+RESERVE_BYTES = (
+    1 << 16
+)  # of an event's cap, for its other fields (stdout, stderr: 8,000 chars each)
 REASON_CHARS = 2000  # of a cut check's reason, kept for the feedback the model is given
-CUT = (ToolCallSucceeded, ToolCallFailed, AcceptanceChecked)  # the events with a field `cut_event` cuts
+CUT = (
+    ToolCallSucceeded,
+    ToolCallFailed,
+    AcceptanceChecked,
+)  # the events with a field `cut_event` cuts
 
 
 def capped(

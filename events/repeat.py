@@ -40,7 +40,7 @@ def fingerprint(call: Call) -> Fingerprint | None:
 
 
 def _outcome(call: Call) -> str | None:
-    """"ok", the error code, or None for a call that has not finished."""
+    """ "ok", the error code, or None for a call that has not finished."""
     if not call.status.finished:
         return None
     if call.status is CallStatus.SUCCEEDED:

@@ -127,7 +127,9 @@ def restore(
     turns = int(record["turns"])
     full = turns // PAGE_TURNS
     if len(tail) != turns - full * PAGE_TURNS:
-        raise SnapshotError(f"{len(tail)} turns after {full} pages, not {turns - full * PAGE_TURNS}")
+        raise SnapshotError(
+            f"{len(tail)} turns after {full} pages, not {turns - full * PAGE_TURNS}"
+        )
     if len(pages) != full:
         raise SnapshotError(f"{len(pages)} pages of {full}")
     history: History[Turn] = History([_turn_of(t) for page in [*pages, tail] for t in page])
@@ -140,7 +142,9 @@ def restore(
         current_turn=_turn_of(current) if current is not None else None,
         usage=Usage.model_validate(record["usage"]),
         checks=tuple(Check(**c) for c in record["checks"]),
-        failed_acceptance=record.get("failed_acceptance"),  # added within version 3: older hold none
+        failed_acceptance=record.get(
+            "failed_acceptance"
+        ),  # added within version 3: older hold none
     )
 
 

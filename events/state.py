@@ -53,7 +53,9 @@ class Turn:
     feedback: str | None = None
 
     def call(self, call_id: str) -> Call | None:
-        for c in self.calls:  # a plain loop: looked up ~20 times a tool call, a generator costs more
+        for (
+            c
+        ) in self.calls:  # a plain loop: looked up ~20 times a tool call, a generator costs more
             if c.call_id == call_id:
                 return c
         return None
@@ -84,7 +86,9 @@ class RunState:
     queue: str = "default"  # the task queue its commands go to
     toolset: str = ""  # the fingerprint of the tool code that may serve it
     seq: int = 0
-    last_event_id: str = ""  # the id of the event at `seq`: an append checks the log still ends there
+    last_event_id: str = (
+        ""  # the id of the event at `seq`: an append checks the log still ends there
+    )
     updated_at: float = 0.0
     history: History[Turn] = field(default_factory=History)  # turns before the current one
     current_turn: Turn | None = None
@@ -95,14 +99,20 @@ class RunState:
     cancel_by: str = ""
     model_attempts: int = 0
     model_claim_deadline: float | None = None  # after a failed attempt: when the next may start
-    model_first_attempt_at: float | None = None  # the turn's first model request (the retry bound's start)
+    model_first_attempt_at: float | None = (
+        None  # the turn's first model request (the retry bound's start)
+    )
     model_failed_attempt: int = 0  # the turn's latest attempt recorded as failed: its claim is over
     acceptance_attempts: int = 0
     acceptance_claim_deadline: float | None = None
     checks: tuple[Check, ...] = ()
     detail: str = ""
-    failed_acceptance: str | None = None  # the latest failed acceptance, told (agentledger.events.causes)
-    escalated_for: EscalationReason | None = None  # why the run waits for a human (RunEscalated.reason)
+    failed_acceptance: str | None = (
+        None  # the latest failed acceptance, told (agentledger.events.causes)
+    )
+    escalated_for: EscalationReason | None = (
+        None  # why the run waits for a human (RunEscalated.reason)
+    )
     escalation: int | None = None  # the seq of the latest RunEscalated: what an answer must name
     publisher: str | None = None  # who published its request (RunCreated.publisher)
 

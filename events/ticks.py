@@ -51,7 +51,9 @@ def next_tick(s: RunState, *, unreachable: Sequence[Window] = ()) -> float | Non
     times = [lapses_at(d, unreachable=unreachable) for d in runs if d is not None]
     for c in s.current_turn.calls if s.current_turn else ():
         if c.status is CallStatus.STARTED and c.claim_deadline is not None:
-            times.append(lapses_at(c.claim_deadline, claimed_at=c.started_at, unreachable=unreachable))
+            times.append(
+                lapses_at(c.claim_deadline, claimed_at=c.started_at, unreachable=unreachable)
+            )
         elif c.status is CallStatus.AWAITING_APPROVAL and c.approval_expires_at is not None:
             times.append(c.approval_expires_at)
     return min(times) if times else None
@@ -80,7 +82,9 @@ def _expired_claims(
 ) -> list[Event]:
     events: list[Event] = []
     for call in s.in_flight:
-        if expired(call.claim_deadline, now=now, claimed_at=call.started_at, unreachable=unreachable):
+        if expired(
+            call.claim_deadline, now=now, claimed_at=call.started_at, unreachable=unreachable
+        ):
             reason = f"no result by the claim's deadline (attempt {call.attempts}); the worker may have died"
         elif call.read_only and call.claimed_by in dead:
             reason = f"its worker {call.claimed_by} died holding it (attempt {call.attempts})"

@@ -66,7 +66,11 @@ V, A, T, M = R.VALIDATING, R.AWAITING_APPROVAL, R.RUNNING_TOOLS, R.REQUESTING_MO
 _LIFECYCLE: tuple[Row, ...] = (
     (None, RunCreated, R.REQUESTING_MODEL),
     (R.REQUESTING_MODEL, ModelRequested, R.REQUESTING_MODEL),
-    (R.REQUESTING_MODEL, ModelRequestFailed, R.REQUESTING_MODEL),  # asked again, or a RunFailed follows
+    (
+        R.REQUESTING_MODEL,
+        ModelRequestFailed,
+        R.REQUESTING_MODEL,
+    ),  # asked again, or a RunFailed follows
     (R.REQUESTING_MODEL, ModelResponded, R.VALIDATING),  # it asked for tools
     (R.REQUESTING_MODEL, ModelResponded, R.ACCEPTING),  # it ended its turn
     (R.REQUESTING_MODEL, ModelResponded, R.REQUESTING_MODEL),  # paused or cut off: go on

@@ -39,7 +39,8 @@ class McpToolPolicy(_Strict):
     writes: tuple[str, ...] = ()
     scope: str | None = None
     approval: Literal["always", "never"] | None = Field(
-        default=None, description="unset: never for a listed tool, unless the server calls it destructive"
+        default=None,
+        description="unset: never for a listed tool, unless the server calls it destructive",
     )
     timeout_s: float | None = Field(default=None, gt=0)
     output_cap: int | None = Field(default=4000, ge=1)
@@ -61,7 +62,9 @@ class McpServer(_Strict):
     read_only_paths: tuple[str, ...] = Field(
         default=(), description="absolute folders a stdio server sees read-only (its own code)"
     )
-    timeout_s: float = Field(default=30.0, gt=0, description="a call's timeout unless its tool says")
+    timeout_s: float = Field(
+        default=30.0, gt=0, description="a call's timeout unless its tool says"
+    )
     start_timeout_s: float = Field(default=60.0, gt=0)
     tools: dict[str, McpToolPolicy] = Field(default_factory=dict)
 

@@ -15,7 +15,9 @@ def sign(key_hex: str, message: bytes) -> str:
 
 def matches(key_hex: str, message: bytes, signature: bytes | str) -> bool:
     """Whether `signature` is the message's, compared in constant time."""
-    given = signature.decode("ascii", errors="replace") if isinstance(signature, bytes) else signature
+    given = (
+        signature.decode("ascii", errors="replace") if isinstance(signature, bytes) else signature
+    )
     return hmac.compare_digest(sign(key_hex, message), given)
 
 

@@ -27,8 +27,12 @@ class Principal(_Spec):
     """Who the run acts for; a tool with a scope runs only if the principal holds it."""
 
     id: str = Field(min_length=1, description="who the run acts for")
-    tenant: str = Field(min_length=1, description="whose data: ledger keys and replays stay within it")
-    scopes: tuple[str, ...] = Field(default=(), description="what it may do: a tool's `scope` must be here")
+    tenant: str = Field(
+        min_length=1, description="whose data: ledger keys and replays stay within it"
+    )
+    scopes: tuple[str, ...] = Field(
+        default=(), description="what it may do: a tool's `scope` must be here"
+    )
 
 
 class Price(_Spec):
@@ -41,9 +45,13 @@ class Price(_Spec):
     input: float = Field(ge=0, description="$ per million input tokens")
     output: float = Field(ge=0, description="$ per million output tokens")
     cache_read: float = Field(default=0.0, ge=0, description="$ per million cache-read tokens")
-    cache_write: float = Field(default=0.0, ge=0, description="$ per million 5-minute cache-write tokens")
+    cache_write: float = Field(
+        default=0.0, ge=0, description="$ per million 5-minute cache-write tokens"
+    )
     cache_write_1h: float | None = Field(
-        default=None, ge=0, description="$ per million 1-hour cache-write tokens (None: twice `input`)"
+        default=None,
+        ge=0,
+        description="$ per million 1-hour cache-write tokens (None: twice `input`)",
     )
     web_search_per_1k: float = Field(default=10.0, ge=0, description="$ per 1,000 web searches")
     long_prompt_over: int | None = Field(
@@ -68,11 +76,15 @@ class Budgets(_Spec):
 
     max_turns: int = Field(default=8, ge=1, le=10_000, description="model responses")
     max_input_tokens: int | None = Field(
-        default=None, ge=1, description="input tokens, cached ones too; the next request's estimate counts"
+        default=None,
+        ge=1,
+        description="input tokens, cached ones too; the next request's estimate counts",
     )
     max_output_tokens: int | None = Field(default=None, ge=1, description="output tokens")
     max_cost_usd: float | None = Field(
-        default=None, gt=0, description="US dollars; needs a price for the model (Claude ids have defaults)"
+        default=None,
+        gt=0,
+        description="US dollars; needs a price for the model (Claude ids have defaults)",
     )
     max_wall_clock_s: float | None = Field(
         default=None, gt=0, description="seconds from the run's creation; ends it `timeout`"
@@ -127,7 +139,9 @@ class ScriptedTurn(_Spec):
     """One scripted model response: tool calls, or the end of the model's turn."""
 
     tool_use: tuple[ScriptedCall, ...] | None = Field(default=None, description="calls to propose")
-    end_turn: str | None = Field(default=None, description="the final text: the model ends its turn")
+    end_turn: str | None = Field(
+        default=None, description="the final text: the model ends its turn"
+    )
     refusal: str | None = Field(default=None, description="a refusal, with this text")
     stop_reason: Literal["max_tokens", "pause_turn", "stop_sequence"] | None = Field(
         default=None, description="play a reply that stopped this way instead"
@@ -189,7 +203,9 @@ class AnthropicSettings(_Spec):
         default="5m", description="1h: cache writes cost 2x input instead of 1.25x"
     )
     fallback_model: str | None = Field(
-        default=None, min_length=1, description="gets a refused request, once, and the rest of the run"
+        default=None,
+        min_length=1,
+        description="gets a refused request, once, and the rest of the run",
     )
 
     @model_validator(mode="after")
@@ -257,7 +273,9 @@ class CommandCheck(_Spec):
 
     command: str = Field(min_length=1, description="a shell command, run in the sandbox")
     timeout_s: float = Field(
-        default=300.0, gt=0, description="held to AGENTLEDGER_MAX_COMMAND_TIMEOUT_S and the wall clock"
+        default=300.0,
+        gt=0,
+        description="held to AGENTLEDGER_MAX_COMMAND_TIMEOUT_S and the wall clock",
     )
 
     @field_validator("command")

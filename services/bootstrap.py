@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # prometheus_client is imported only when metrics are on
 log = logging.getLogger(__name__)
 ALL_POOLS = (Pool.MODEL, Pool.TOOLS, Pool.ACCEPT)
 
+
 def worker_middleware() -> list[Middleware]:
     """What the actors use of dramatiq's middleware: time limits, shutdown notices
     (a tool told to stop), retries with back-off. Not age limits, callbacks or
@@ -73,7 +74,9 @@ def prepare_readers() -> None:
     warm_up()
 
 
-def redis_collector(settings: Settings, client: redis.Redis, served: Sequence[Served]) -> RedisCollector:
+def redis_collector(
+    settings: Settings, client: redis.Redis, served: Sequence[Served]
+) -> RedisCollector:
     """What a metrics scrape reads from Redis (the operations port's collector)."""
     from agentledger.services.adapters.metrics.scrape import (
         RedisCollector,  # prometheus_client: metrics on
@@ -124,7 +127,12 @@ def build_app(
     return App(
         settings=settings,
         runs=Runs(
-            store, clock, outbox, locks, push, observe,
+            store,
+            clock,
+            outbox,
+            locks,
+            push,
+            observe,
             cache_max_bytes=settings.state_cache_max_bytes,
         ),  # fmt: skip
         clock=clock,
@@ -157,7 +165,9 @@ class Services:
     stop_flag: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
     loop_members: list[Membership] = field(default_factory=list)  # the sweeper's
-    tracing: Any = None  # agentledger.services.adapters.tracing.otel.Tracing, when traces are exported
+    tracing: Any = (
+        None  # agentledger.services.adapters.tracing.otel.Tracing, when traces are exported
+    )
     trace_export: Any = None  # its loop (agentledger.services.loops.trace_export.TraceExport)
     retool_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -326,7 +336,10 @@ def build_services(
     app = dataclasses.replace(
         app, carrying=Carrying(queue, frozenset(pools), for_s=settings.carry_s)
     )
-    extra = [*context_middleware(), *([instruments.step_timer()] if instruments is not None else [])]
+    extra = [
+        *context_middleware(),
+        *([instruments.step_timer()] if instruments is not None else []),
+    ]
     broker = StreamsBroker(
         client,
         keys,
@@ -341,4 +354,3 @@ def build_services(
     dramatiq.set_broker(broker)
     directory = Directory(client, keys, member_ttl_s=settings.member_ttl_s)
     return Services(app, client, broker, directory, queue, tuple(pools), instruments=instruments)
-

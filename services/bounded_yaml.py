@@ -78,8 +78,12 @@ class _Walk:
     def __init__(self, limits: Limits):
         self.limits = limits
         self.expanded = 0
-        self.stack: list[tuple[int, str | None]] = []  # per open collection: the size where it began, its anchor
-        self.heights: list[int] = [0]  # the tallest child of each open collection (and of the document)
+        self.stack: list[
+            tuple[int, str | None]
+        ] = []  # per open collection: the size where it began, its anchor
+        self.heights: list[int] = [
+            0
+        ]  # the tallest child of each open collection (and of the document)
         self.anchors: dict[str, tuple[int, int]] = {}  # anchor -> (expanded size, height)
 
     def see(self, event: yaml.Event, line: int | None) -> None:
@@ -115,7 +119,9 @@ class _Walk:
 
     def _alias(self, event: yaml.AliasEvent, line: int | None) -> tuple[int, int]:
         if any(a == event.anchor for _, a in self.stack):
-            raise OverLimit(f"alias *{event.anchor} inside its own anchor (a recursive document)", line)
+            raise OverLimit(
+                f"alias *{event.anchor} inside its own anchor (a recursive document)", line
+            )
         size, height = self.anchors.get(event.anchor, (0, 0))  # an unknown one: the parse says so
         if len(self.stack) + height > self.limits.max_depth:
             what = f"alias *{event.anchor} nests it deeper than {self.limits.max_depth} (the limit)"

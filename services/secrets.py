@@ -163,7 +163,11 @@ def _publisher_keys(path: str | None) -> dict[str, str]:
         return {}
     keys: dict[str, str] = {}
     for name, publisher in filed.items():
-        key = publisher.key if publisher.key is not None else read_key_variable(publisher.key_env or "")
+        key = (
+            publisher.key
+            if publisher.key is not None
+            else read_key_variable(publisher.key_env or "")
+        )
         if key:
             keys[f"publisher_key:{name}"] = key
     return keys

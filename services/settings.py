@@ -91,6 +91,7 @@ class Settings:
     def publishers_path(self) -> str:
         """The publishers file: who may publish to the inbox, and what each may ask for."""
         return self.publishers_file or os.path.join(self.state_dir, "publishers.yaml")
+
     # prometheus_client's multiprocess folder: set, every worker process keeps its metrics there
     metrics_dir: str | None = None
     replica_acks: int = 0  # appends, claims and ledger writes WAIT for this many replicas
@@ -103,7 +104,9 @@ class Settings:
     # --- bounds (issue 32.3-32.5): the operator's maxima for user-given timeouts, and
     # each pool's own thread budget (docs/guide/limits.md) ---
     max_command_timeout_s: float = 600.0  # an acceptance `command:` check's timeout_s
-    max_tool_timeout_s: float = 600.0  # a tool call's timeout (the tool's, the spec's tool_timeout_s)
+    max_tool_timeout_s: float = (
+        600.0  # a tool call's timeout (the tool's, the spec's tool_timeout_s)
+    )
     max_mcp_timeout_s: float = 600.0  # an MCP tool call's timeout (the servers file's timeout_s)
     # threads of each pool of a process; None: its share of worker_threads
     # (agentledger.services.adapters.broker.budgets.thread_budgets: accept a quarter, model and tools the rest)
@@ -151,7 +154,9 @@ def _resolve(values: dict[str, object], env: Mapping[str, str]) -> None:
     if "workspace_roots" in values:
         values["workspace_roots"] = workspace_roots(str(values["workspace_roots"]))
     if "publishers_file" in values:
-        values["publishers_file"] = os.path.abspath(os.path.expanduser(str(values["publishers_file"])))
+        values["publishers_file"] = os.path.abspath(
+            os.path.expanduser(str(values["publishers_file"]))
+        )
     if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
         values["probe_url"] = None
     values["otlp_traces"] = otlp_traces_wanted(env)
@@ -259,7 +264,10 @@ def _check_sandbox(settings: Settings) -> None:
     ):
         if getattr(settings, name) < 1:
             raise ConfigError(var, "must be at least 1")
-    for var, name in (("AGENTLEDGER_SANDBOX_UID", "sandbox_uid"), ("AGENTLEDGER_SANDBOX_GID", "sandbox_gid")):
+    for var, name in (
+        ("AGENTLEDGER_SANDBOX_UID", "sandbox_uid"),
+        ("AGENTLEDGER_SANDBOX_GID", "sandbox_gid"),
+    ):
         if not 1 <= getattr(settings, name) < 2**32 - 1:  # 0 is root; 2**32-1 is "no id"
             raise ConfigError(var, f"must be a uid/gid from 1 to {2**32 - 2}, not root (0)")
 

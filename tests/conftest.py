@@ -22,7 +22,10 @@ PACKAGE_PATH = str(Path(__file__).resolve().parents[1] / ".pkg")
 if sys.path[:1] != [PACKAGE_PATH]:
     sys.path.insert(0, PACKAGE_PATH)
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [PACKAGE_PATH, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_PATH)]
+    [
+        PACKAGE_PATH,
+        *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != PACKAGE_PATH),
+    ]
 )
 
 SHARED_SESSION_FIXTURES = frozenset({"local_cluster"})  # six redis-servers each

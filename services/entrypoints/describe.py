@@ -86,7 +86,12 @@ def summary(e: Event) -> str:
             | ToolCallConfirmedNotDone() | ToolCallCancelled() | ToolCallForceTerminated()
         ):  # fmt: skip
             return _call_run(e)
-        case AcceptanceStarted() | AcceptanceChecked() | AcceptanceCheckStopped() | AcceptanceFailed():
+        case (
+            AcceptanceStarted()
+            | AcceptanceChecked()
+            | AcceptanceCheckStopped()
+            | AcceptanceFailed()
+        ):
             return _acceptance(e)
         case _:
             assert_never(e)

@@ -66,7 +66,9 @@ def _token(text: str) -> Position:
     try:
         return float(int(ms)), run
     except ValueError:
-        raise BadPageToken(f"{text!r} is not a page token (it looks like 1764583200123:r-…)") from None
+        raise BadPageToken(
+            f"{text!r} is not a page token (it looks like 1764583200123:r-…)"
+        ) from None
 
 
 def parse_time(text: str, *, now: float | None = None) -> float:

@@ -99,9 +99,14 @@ def _stopped(app: App, run_id: str, attempt: int, index: int, verdict: Verdict) 
         Decided(
             SOURCE,
             lambda s: record_check_stopped(
-                s, attempt=attempt, index=index, check=verdict.what,
-                requested_at=stop.requested_at, stopped_at=stop.stopped_at,
-                signals=stop.signals, detail=stop.detail,
+                s,
+                attempt=attempt,
+                index=index,
+                check=verdict.what,
+                requested_at=stop.requested_at,
+                stopped_at=stop.stopped_at,
+                signals=stop.signals,
+                detail=stop.detail,
             ),
         ),  # fmt: skip
         outage_s=app.settings.outcome_retry_s,

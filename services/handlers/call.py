@@ -87,7 +87,6 @@ class CallClaim:
         )  # fmt: skip
         return CallHeld(started) if started is not None else None
 
-
     def _ask_locks(self, state: RunState) -> LockAnswers:
         """Every lock the turn still needs, in proposal order (or the call's own waiting
         request, asked again): granted ones now, the others told later by a command.

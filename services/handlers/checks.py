@@ -57,7 +57,9 @@ def run_check(app: App, s: RunState, check: AnyCheck) -> Verdict:
             try:
                 return _file(s, check)
             except linear_regex.BadPattern as exc:  # a run recorded before patterns were checked
-                return Verdict(f"file {check.file!r} matches /{check.matches}/", False, {"reason": str(exc)})
+                return Verdict(
+                    f"file {check.file!r} matches /{check.matches}/", False, {"reason": str(exc)}
+                )
         case PythonCheck():
             return _python(app, s, check)
         case _:
@@ -78,7 +80,9 @@ def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
     most = app.settings.max_command_timeout_s
     timeout = check_timeout_s(s, check.timeout_s, now=app.clock.now(), most_s=most)
     if timeout <= 0:
-        return Verdict(what, False, {"reason": "the run's wall clock ended before it ran", "cwd": cwd})
+        return Verdict(
+            what, False, {"reason": "the run's wall clock ended before it ran", "cwd": cwd}
+        )
     try:
         done = run_stoppable(
             lambda started: run_command(
@@ -144,7 +148,9 @@ def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
     timeout = check_timeout_s(s, registered.spec.timeout_s, now=app.clock.now(), most_s=most)
     evidence: dict[str, Any] = {"tool": check.tool, "input": check.input, "expect": check.expect}
     if timeout <= 0:
-        return Verdict(what, False, {**evidence, "reason": "the run's wall clock ended before it ran"})
+        return Verdict(
+            what, False, {**evidence, "reason": "the run's wall clock ended before it ran"}
+        )
     grace = s.spec.policies.cancel_grace_s
     outcome = run_tool(
         registered, check.input, ctx, timeout_s=timeout,
@@ -222,7 +228,9 @@ def _python(app: App, s: RunState, check: PythonCheck) -> Verdict:
     what = f"python {check.python}(workspace) is true"
     if not in_toolset(module_name, app.toolset.modules):
         # a worker imports only the code it was started with, never what a spec names
-        reason = f"{module_name!r} is not a module of this worker's tool set {list(app.toolset.modules)}"
+        reason = (
+            f"{module_name!r} is not a module of this worker's tool set {list(app.toolset.modules)}"
+        )
         return Verdict(what, False, {"reason": reason})
     try:
         fn = getattr(importlib.import_module(module_name), func_name, None)

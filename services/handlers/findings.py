@@ -56,4 +56,6 @@ def finding(toolset: ToolSet, call: Call, s: RunState, settings: Settings | None
 
 def max_timeout_s(t: RegisteredTool, settings: Settings) -> float:
     """The operator's maximum for a call of `t`: an MCP server's tool, or our own."""
-    return settings.max_mcp_timeout_s if isinstance(t, ExternalTool) else settings.max_tool_timeout_s
+    return (
+        settings.max_mcp_timeout_s if isinstance(t, ExternalTool) else settings.max_tool_timeout_s
+    )

@@ -88,7 +88,9 @@ def answer(app: App, state: RunState, held: ModelHeld) -> Decided | None:
     request = model_request(run_id, claimed, held.view, tenant=state.spec.principal.tenant)
     adapter = app.model_for(state.spec.model)
     try:
-        with model_request_context(run_id, claimed.turn, claimed.attempt):  # the SDK's span: a child
+        with model_request_context(
+            run_id, claimed.turn, claimed.attempt
+        ):  # the SDK's span: a child
             reply = adapter.respond(request)
     except ModelError as exc:
         _failed(app, state, claimed, exc.failure)
@@ -127,7 +129,11 @@ def _failed(app: App, state: RunState, claimed: ModelRequested, failure: ModelFa
     recorded = result.first(ModelRequestFailed)
     then = "not recorded (the turn moved on)"
     if recorded is not None:
-        then = f"asked again in {recorded.retry_at - now:.1f} s" if recorded.retry_at else "the run fails"
+        then = (
+            f"asked again in {recorded.retry_at - now:.1f} s"
+            if recorded.retry_at
+            else "the run fails"
+        )
     log.warning(
         "run %s turn %d attempt %d: model request failed: %s; %s",
         run_id, claimed.turn, claimed.attempt, failure.cause, then,

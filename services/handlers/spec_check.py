@@ -133,7 +133,9 @@ def _tool_problems(
                 problems.append(SpecProblem(f"acceptance.{i}.tool", reason))
                 continue
             if not tools[check.tool]:
-                problems.append(SpecProblem(f"acceptance.{i}.tool", f"{check.tool!r} is not read-only"))
+                problems.append(
+                    SpecProblem(f"acceptance.{i}.tool", f"{check.tool!r} is not read-only")
+                )
             t = toolset.get(check.tool) if toolset is not None else None
             if t is not None and (wrong := _input_problem(t, check.input)) is not None:
                 problems.append(SpecProblem(f"acceptance.{i}.input", wrong))

@@ -44,7 +44,9 @@ class Agreement:
             if held is not None:
                 log.error("%s; inbox entries are left pending", held)
             else:
-                log.warning("the publishers file %s is the deployment's again: reading the inbox", self.path)
+                log.warning(
+                    "the publishers file %s is the deployment's again: reading the inbox", self.path
+                )
         self.held = held
         return held
 

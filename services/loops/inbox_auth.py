@@ -36,7 +36,9 @@ def authenticate(fields: dict[bytes, bytes], registry: Registry, *, max_bytes: i
     except ConfigError as exc:  # every entry is refused until the file is mended
         raise Rejected(f"the publishers file is broken: {exc}") from None
     keys = {name: key_of(p) for name, p in filed.items()}
-    reason = authentication_refusal(fields.get(b"publisher"), fields.get(b"signature"), raw, keys=keys)
+    reason = authentication_refusal(
+        fields.get(b"publisher"), fields.get(b"signature"), raw, keys=keys
+    )
     if reason is not None:
         raise Rejected(reason)
     name = fields[b"publisher"].decode()
@@ -58,7 +60,7 @@ def check_fresh(
     replay of itself). A nonce is kept under the inbox partition its publisher and
     nonce hash to, not the one the entry came in on: the same bytes put into another
     partition find it too."""
-    if (reason := freshness_refusal(message.issued_at, message.nonce, now=now, window_s=window_s)):
+    if reason := freshness_refusal(message.issued_at, message.nonce, now=now, window_s=window_s):
         raise Rejected(reason)
     assert message.nonce is not None
     partition = nonce_partition(by.name, message.nonce, partitions)

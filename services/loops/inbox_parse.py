@@ -32,7 +32,9 @@ class Rejected(Exception):
         super().__init__(reason)
 
 
-def parse(fields: dict[bytes, bytes], *, max_bytes: int = MAX_MESSAGE_BYTES) -> RunRequested | Control:
+def parse(
+    fields: dict[bytes, bytes], *, max_bytes: int = MAX_MESSAGE_BYTES
+) -> RunRequested | Control:
     raw = fields.get(b"message")
     if raw is None:
         raise Rejected("no 'message' field")

@@ -22,7 +22,12 @@ CLAIM_COUNT = 50
 
 class InboxStreams:
     def __init__(
-        self, client: redis.Redis, keys: Keys, group: str, consumer: str, slot_reads: SlotReads | None
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        group: str,
+        consumer: str,
+        slot_reads: SlotReads | None,
     ):
         self._r = client
         self._keys = keys
@@ -60,7 +65,9 @@ class InboxStreams:
         self._ensure_groups(streams)
         with self._r.pipeline(transaction=False) as pipe:
             for stream in streams:
-                pipe.xautoclaim(stream, self._group, self._consumer, min_idle_ms, "0-0", count=CLAIM_COUNT)
+                pipe.xautoclaim(
+                    stream, self._group, self._consumer, min_idle_ms, "0-0", count=CLAIM_COUNT
+                )
             replies = pipe.execute(raise_on_error=False)
         found: list[tuple[Any, Any]] = []
         for stream, reply in zip(streams, replies, strict=True):

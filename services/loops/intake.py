@@ -212,12 +212,16 @@ class Intake:
             raise Rejected(refusal)
         self._check_reach(message, by)
         held = held_scopes(spec.principal.scopes, by.grant)
-        spec = spec.model_copy(update={"principal": spec.principal.model_copy(update={"scopes": held})})
+        spec = spec.model_copy(
+            update={"principal": spec.principal.model_copy(update={"scopes": held})}
+        )
         placement = self._workspaces.decide(message, by)  # the server decides where it works
         toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
         try:
             # the workspace rule checked the workspace: no existence probe of a path it refused
-            checked = spec if spec.workspace is None else spec.model_copy(update={"workspace": None})
+            checked = (
+                spec if spec.workspace is None else spec.model_copy(update={"workspace": None})
+            )
             check_spec(
                 checked, message.base_dir, manifest=self._directory.manifest(queue, toolset),
                 settings=self._app.settings,  # bounds: the operator's maxima
@@ -334,7 +338,8 @@ class Intake:
             for entry_id, fields in claimed:
                 n += 1
                 pending = cast(
-                    list[dict[str, Any]], self._r.xpending_range(stream, GROUP, entry_id, entry_id, 1)
+                    list[dict[str, Any]],
+                    self._r.xpending_range(stream, GROUP, entry_id, entry_id, 1),
                 )
                 times = int(pending[0]["times_delivered"]) if pending else 1
                 if not fields:

@@ -80,7 +80,9 @@ class Workspaces:
                 max_bytes=s.workspace_max_bytes, max_entries=s.workspace_max_files,
             )  # fmt: skip
         except copy.CopyRefused as exc:
-            raise Rejected(f"{placement.asked.field}: {placement.asked.given!r} {exc.reason}") from None
+            raise Rejected(
+                f"{placement.asked.field}: {placement.asked.given!r} {exc.reason}"
+            ) from None
         if done.made:
             log.info(
                 "workspace %s copied for run %s: %d files and folders, %d bytes, "

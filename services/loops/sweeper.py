@@ -119,9 +119,7 @@ class Reach:
         return True
 
 
-def run_sweeper(
-    app: App, membership: Membership, shards: range, stop: threading.Event
-) -> None:
+def run_sweeper(app: App, membership: Membership, shards: range, stop: threading.Event) -> None:
     reach = Reach()
     while not stop.wait(app.settings.sweep_interval_s):
         started = app.clock.now()

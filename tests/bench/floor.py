@@ -47,7 +47,9 @@ def measure(bench: Bench, prefix: str, ops: int, hops: int) -> dict[str, float]:
         ),
         "lock_pair_ms": timed(ops, lambda i: _lock_pair(locks, i)),
         "dramatiq_hop_ms": dramatiq_hop(RedisBroker(client=client, namespace=f"{prefix}-dq"), hops),
-        "streams_hop_ms": dramatiq_hop(_streams_broker(bench, f"{prefix}-sq"), hops, worker_timeout=100),
+        "streams_hop_ms": dramatiq_hop(
+            _streams_broker(bench, f"{prefix}-sq"), hops, worker_timeout=100
+        ),
     }
 
 

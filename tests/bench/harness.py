@@ -142,7 +142,9 @@ class Bench:
         path = self.settings.publishers_path
         if BENCH_PUBLISHER not in publishers_file.read(path).publishers:
             everyone = [GrantedPrincipal(id="*", tenant="*")]
-            publishers_file.add(path, BENCH_PUBLISHER, principals=everyone, scopes=["*"], queues=["*"])
+            publishers_file.add(
+                path, BENCH_PUBLISHER, principals=everyone, scopes=["*"], queues=["*"]
+            )
         return publishers_file.signer(path, BENCH_PUBLISHER)
 
     def store(self, prefix: str) -> RedisEventStore:
@@ -157,7 +159,10 @@ class Bench:
         assert self.signer  # filed before the intake reads the file (its digest is agreed then)
         env = environ_for_children(self.settings.with_(prefix=prefix))
         procs: list[subprocess.Popen[bytes]] = []
-        logs, counts = [self.log_dir / f"{prefix}-intake.log"], [self.log_dir / f"{prefix}-intake.counts.json"]
+        logs, counts = (
+            [self.log_dir / f"{prefix}-intake.log"],
+            [self.log_dir / f"{prefix}-intake.counts.json"],
+        )
         intake = _counted(counts[0], logs[0], ["intake"], env)
         try:
             _await_ready(intake, timeout_s=60, ready=INTAKE_READY)
@@ -265,7 +270,9 @@ def _redis_cpu_s(client: redis.Redis) -> float:
     """The server's CPU time; a cluster's: its masters' together."""
     if is_cluster(client):
         found: Any = client.info("cpu", target_nodes="primaries")  # type: ignore[call-arg]
-        per_node = found.values() if isinstance(found, dict) and "used_cpu_sys" not in found else [found]
+        per_node = (
+            found.values() if isinstance(found, dict) and "used_cpu_sys" not in found else [found]
+        )
         return sum(float(c["used_cpu_sys"]) + float(c["used_cpu_user"]) for c in per_node)
     cpu: Any = client.info("cpu")
     return float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"])

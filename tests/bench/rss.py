@@ -50,9 +50,15 @@ def _report() -> dict[str, Any]:
     top = None
     if tracemalloc.is_tracing():
         snap = tracemalloc.take_snapshot()
-        stats = snap.statistics("traceback" if len(snap.traces) and tracemalloc.get_traceback_limit() > 1 else "lineno")
+        stats = snap.statistics(
+            "traceback" if len(snap.traces) and tracemalloc.get_traceback_limit() > 1 else "lineno"
+        )
         top = [
-            {"where": [str(f) for f in s.traceback][-6:], "mb": round(s.size / 1e6, 2), "blocks": s.count}
+            {
+                "where": [str(f) for f in s.traceback][-6:],
+                "mb": round(s.size / 1e6, 2),
+                "blocks": s.count,
+            }
             for s in stats[:25]
         ]
         out["traced_mb"] = round(sum(s.size for s in stats) / 1e6, 1)
@@ -121,7 +127,10 @@ def measure(
     calls: int, per_turn: int, runs: int, chars: int, trace: int, env_extra: dict[str, str]
 ) -> dict[str, Any]:
     settings = from_env()
-    with tempfile.TemporaryDirectory() as tmp, private_bench(settings, Path(tmp), "everysec") as bench:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        private_bench(settings, Path(tmp), "everysec") as bench,
+    ):
         prefix = "rss"
         env = environ_for_children(bench.settings.with_(prefix=prefix))
         env.update(env_extra)
@@ -143,7 +152,9 @@ def measure(
             for _ in range(runs):
                 request = request_for(long_spec(calls, per_turn, chars))
                 follow.submit(keys, [request])
-                follow.wait([str(request.run_id)], timeout_s=120 + 0.05 * calls * (20 if trace else 1))
+                follow.wait(
+                    [str(request.run_id)], timeout_s=120 + 0.05 * calls * (20 if trace else 1)
+                )
             took = time.time() - began
             ended = ask(report)
         finally:
@@ -168,7 +179,10 @@ def main() -> int:
         "--chars", type=int, default=0, help="each call returns this much text (0: a no-op)"
     )
     parser.add_argument(
-        "--trace", type=int, default=0, metavar="FRAMES",
+        "--trace",
+        type=int,
+        default=0,
+        metavar="FRAMES",
         help="tracemalloc's top entries, FRAMES deep (slow)",
     )
     parser.add_argument(

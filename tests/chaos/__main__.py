@@ -18,7 +18,12 @@ from tests.chaos.tally import Figures
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
-    p.add_argument("--runs", type=int, default=Size.runs, help="runs of the kill scenario (more until its last kill)")
+    p.add_argument(
+        "--runs",
+        type=int,
+        default=Size.runs,
+        help="runs of the kill scenario (more until its last kill)",
+    )
     p.add_argument("--kills", type=int, help="worker SIGKILLs (default: runs / 5)")
     p.add_argument("--processes", type=int, default=Size.processes, help="worker processes")
     p.add_argument("--in-flight", type=int, default=Size.in_flight, help="runs under way at once")

@@ -246,7 +246,9 @@ class Pool:
         except (FileNotFoundError, ProcessLookupError):
             return []
 
-    def ready(self, processes: int, timeout_s: float = 120.0, *, up: bytes = b"agentledger workers up") -> None:
+    def ready(
+        self, processes: int, timeout_s: float = 120.0, *, up: bytes = b"agentledger workers up"
+    ) -> None:
         deadline = time.monotonic() + timeout_s
         while self.log.read_bytes().count(up) < processes:
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -316,7 +318,9 @@ class Cluster:
             AGENTLEDGER_WORKER_THREADS="4",
             AGENTLEDGER_SANDBOX="off",  # Python tools only: no command runs
             PYTHONUNBUFFERED="1",
-            PYTHONPATH=os.pathsep.join([str(REPO_ROOT / ".pkg"), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]),
+            PYTHONPATH=os.pathsep.join(
+                [str(REPO_ROOT / ".pkg"), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
+            ),
         )
         env.update(self.overrides)
         return env

@@ -88,7 +88,9 @@ class LocksContract:
         low, high = spread(partitions, 2)
         locks.enqueue([asking("r1", "a", {low: W})], [None])
         assert locks.enqueue([asking("r2", "b", {low: W, high: W})], [None]).grants == []
-        got = [g.holder.call_id for g in locks.enqueue([asking("r3", "c", {high: W})], [None]).grants]
+        got = [
+            g.holder.call_id for g in locks.enqueue([asking("r3", "c", {high: W})], [None]).grants
+        ]
         assert got == ([] if partitions == 1 else ["c"])
 
     def test_a_request_asked_again_learns_the_grant_it_holds(self, locks: Locks) -> None:
@@ -205,7 +207,9 @@ class LedgerContract:
         led.begin("op", "req", "r/c1/1", now=began)
         pending = led.begin("op", "req", "r/c2/1", now=began + 2)
         assert (pending.action, pending.owner) == ("in_progress", "r/c1/1")
-        assert pending.since is not None and abs(pending.since - began) < 5  # the first owner's start
+        assert (
+            pending.since is not None and abs(pending.since - began) < 5
+        )  # the first owner's start
 
     def test_an_abandoned_pending_operation_may_run_again_and_a_done_one_stays(
         self, ledger: Callable[[float], Ledger]

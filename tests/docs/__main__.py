@@ -75,7 +75,9 @@ def _run(path: Path, tmp: Path, url: str) -> Report:
 
 def _say(report: Report, *, write: bool) -> bool:
     name = shown_path(report.path)
-    print(f"{name}: {report.ran} blocks run ({report.commands} commands), {len(report.skipped)} not run")
+    print(
+        f"{name}: {report.ran} blocks run ({report.commands} commands), {len(report.skipped)} not run"
+    )
     for problem in report.problems:
         print("  " + problem.replace("\n", "\n    "))
     if report.refreshed is not None and write:

@@ -87,7 +87,9 @@ def blocks_of(path: Path, text: str | None = None) -> list[Block]:
             found.append(Block(path, "file", i + 1, end, indent, [], None, written, body))
         elif lang is not None:
             commands = _commands(lang, body, i + 2)
-            found.append(Block(path, lang, i + 1, end, indent, commands, _marked(lines, i, NOT_RUN, "why")))
+            found.append(
+                Block(path, lang, i + 1, end, indent, commands, _marked(lines, i, NOT_RUN, "why"))
+            )
         i = end + 1
     return found
 

@@ -47,7 +47,9 @@ def normalise_line(line: str) -> str:
     return line.strip()
 
 
-INCIDENTAL = re.compile(r"^<seq> <time> \S+ (ToolCallWaiting|ModelRequested turn \d+ \(attempt (?!1\))\d+\))")
+INCIDENTAL = re.compile(
+    r"^<seq> <time> \S+ (ToolCallWaiting|ModelRequested turn \d+ \(attempt (?!1\))\d+\))"
+)
 SEQ = (re.compile(r"^\d+ <time> "), "<seq> <time> "), (re.compile(r"\(seq \d+,"), "(seq <n>,")
 
 

@@ -219,8 +219,8 @@ def cli_page() -> str:
     text = header("The `agentledger` command", "services/entrypoints/cli/parser.py")
     text += (
         "Every command takes `--json` (one JSON object on stdout, or one a line for "
-        "streams; an error is then one object too, `{\"error\", \"message\", "
-        "\"exit_code\", …}`) and `--log-level` / `--log-format`, before or after the "
+        'streams; an error is then one object too, `{"error", "message", '
+        '"exit_code", …}`) and `--log-level` / `--log-format`, before or after the '
         "command. Exit codes: [exit-codes.md](exit-codes.md). What each command is for: "
         "[the guide](../README.md).\n\n"
     )
@@ -334,7 +334,9 @@ def exit_codes_page() -> str:
 
 
 def _model_table(
-    model: type[BaseModel], link: Callable[[type[BaseModel]], str] | None, skip: tuple[str, ...] = ("type",)
+    model: type[BaseModel],
+    link: Callable[[type[BaseModel]], str] | None,
+    skip: tuple[str, ...] = ("type",),
 ) -> str:
     rows = [
         (code(name), type_name(f.annotation, link), default_of(f), meaning_of(f))
@@ -360,12 +362,18 @@ def events_page() -> str:
         "## The envelope\n\n"
     )
     text += _model_table(Envelope[ev.RunCreated], None, skip=("data",))
-    text += "| `data` | an event | required | the event itself: its `type` equals the envelope's |\n\n"
+    text += (
+        "| `data` | an event | required | the event itself: its `type` equals the envelope's |\n\n"
+    )
     union = get_args(get_args(ev.Event)[0])
     names = {cls.__name__ for cls in union}
 
     def link(m: type[BaseModel]) -> str:
-        return f"[{m.__name__}](#{m.__name__.lower()})" if m.__name__ in names | _NESTED else m.__name__
+        return (
+            f"[{m.__name__}](#{m.__name__.lower()})"
+            if m.__name__ in names | _NESTED
+            else m.__name__
+        )
 
     text += "| event | what it says |\n|---|---|\n"
     text += "".join(f"| {link(cls)} | {cell(_doc(cls))} |\n" for cls in union) + "\n"
@@ -477,7 +485,9 @@ def prices_page() -> str:
         if price.long_prompt is not None:
             over = f"{price.long_prompt_over:,}"
             rows.append(row(f"{names}, prompts up to {over} tokens", price))
-            rows.append(row(f"{names}, longer prompts (every token of the request)", price.long_prompt))
+            rows.append(
+                row(f"{names}, longer prompts (every token of the request)", price.long_prompt)
+            )
         else:
             rows.append(row(names, price))
     head = ("model id", "input", "5m cache write", "1h cache write", "cache read", "output",

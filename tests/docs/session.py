@@ -88,7 +88,9 @@ class DocSession:
         bin_dir = self.workdir / "bin"
         bin_dir.mkdir()
         shim = bin_dir / "agentledger"
-        shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m agentledger.services.entrypoints.cli.main "$@"\n')
+        shim.write_text(
+            f'#!/bin/sh\nexec "{sys.executable}" -m agentledger.services.entrypoints.cli.main "$@"\n'
+        )
         shim.chmod(0o755)
         self.envfile.write_text("")
         self.cwdfile.write_text(str(self.project))
@@ -263,7 +265,8 @@ def _run_command(
     session.learn(command.expected, printed)
     if not ok:
         report.problems.append(
-            f"{where}: `{text}` (exit {code}) printed other than shown:\n" + difference(shown, printed)
+            f"{where}: `{text}` (exit {code}) printed other than shown:\n"
+            + difference(shown, printed)
         )
     return command, printed, ok
 

@@ -27,7 +27,9 @@ COMMAND_TIMEOUT_S = 60.0
 _script = Path(sys.executable).with_name("agentledger")
 # the installed console script when it belongs to this interpreter, else the module
 AGENTLEDGER = (
-    [str(_script)] if _script.exists() else [sys.executable, "-m", "agentledger.services.entrypoints.cli.main"]
+    [str(_script)]
+    if _script.exists()
+    else [sys.executable, "-m", "agentledger.services.entrypoints.cli.main"]
 )
 
 
@@ -200,7 +202,14 @@ class Cli:
 
 # the events after which a run does nothing more by itself: it ended, or waits for a person
 SETTLING = frozenset(
-    {"RunCompleted", "RunFailed", "RunCancelled", "RunBudgetExhausted", "RunTimedOut", "RunEscalated"}
+    {
+        "RunCompleted",
+        "RunFailed",
+        "RunCancelled",
+        "RunBudgetExhausted",
+        "RunTimedOut",
+        "RunEscalated",
+    }
 )
 
 
@@ -270,7 +279,11 @@ def start_intake(cli: Cli, *extra: str) -> subprocess.Popen[str]:
     """`agentledger intake` as an operator starts it, in the test's folder (its
     publishers file the state folder's), returned once it is up."""
     proc = subprocess.Popen(
-        [*AGENTLEDGER, "intake", *extra], cwd=cli.cwd, env=cli.env, text=True, stdout=subprocess.PIPE
+        [*AGENTLEDGER, "intake", *extra],
+        cwd=cli.cwd,
+        env=cli.env,
+        text=True,
+        stdout=subprocess.PIPE,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -310,9 +323,7 @@ def start_workers(cli: Cli, *, tools: list[str], tool_path: Path) -> Started:
     in the test's folder, returned once its tool set is registered ("workers up"),
     with an `agentledger intake` beside them (the workers run none)."""
     args = [*AGENTLEDGER, "workers", "--tools", *tools, "--tool-path", str(tool_path)]
-    proc = subprocess.Popen(
-        args, cwd=cli.cwd, env=cli.env, text=True, stdout=subprocess.PIPE
-    )
+    proc = subprocess.Popen(args, cwd=cli.cwd, env=cli.env, text=True, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert "workers up" in line, f"the workers did not start: {line!r} (exit {proc.poll()})"

@@ -149,7 +149,10 @@ def test_run_json_and_a_control_json_name_the_commands_that_go_on(cli, steering)
     code, summary = cli.run_json(steering / "repeat.yaml")
     run_id = summary["run_id"]
     assert code == 6
-    assert summary["next"] == [f'agentledger reply {run_id} "…"', f"agentledger run --attach {run_id}"]
+    assert summary["next"] == [
+        f'agentledger reply {run_id} "…"',
+        f"agentledger run --attach {run_id}",
+    ]
 
     resumed = cli("resume", run_id, "--json")
     assert resumed.returncode == 0, resumed.stderr
@@ -177,9 +180,7 @@ def test_an_approval_given_after_the_run_command_exited_goes_on_when_attached(
     assert "PASS file 'note.txt' contains 'hi'" in attached.stdout
 
 
-def test_a_run_stopped_at_once_is_ended_by_the_attach_it_names(
-    cli, tmp_path, started
-):
+def test_a_run_stopped_at_once_is_ended_by_the_attach_it_names(cli, tmp_path, started):
     proc = start(cli, started, "run", deaf_spec(tmp_path, seconds=60, grace_s=60))
     read_until(proc, "ToolCallStarted")
     proc.send_signal(signal.SIGINT)
@@ -261,7 +262,9 @@ def test_attach_refuses_a_run_published_as_another_publisher(cli, steering):
     code = cli("run", "--as", publisher, steering / "repeat.yaml").returncode
     assert code == 6
     run_id = cli.runs()[0]
-    refused(cli("run", "--attach", run_id), 2, f"published as {publisher!r}", "own publisher 'local-")
+    refused(
+        cli("run", "--attach", run_id), 2, f"published as {publisher!r}", "own publisher 'local-"
+    )
 
 
 def test_attach_refuses_a_run_another_live_process_serves(cli, steering, started):

@@ -35,7 +35,9 @@ from agentledger.services.settings_env import ENV as SETTINGS
 
 USAGE, STILL_LIVE, NO_REDIS = exit_codes.USAGE, exit_codes.STILL_LIVE, exit_codes.NO_REDIS
 DOCUMENTED = {
-    v for k, v in vars(exit_codes).items() if k.isupper() and isinstance(v, int) and v != exit_codes.BUG
+    v
+    for k, v in vars(exit_codes).items()
+    if k.isupper() and isinstance(v, int) and v != exit_codes.BUG
 }
 CASE_TIMEOUT_S = 45.0
 PASSWORD = "s3cret-pw"  # of the password-protected Redis: never in any output
@@ -102,8 +104,13 @@ ID_CASES = [
     if label in ("traversal", "300-chars") or command in ("status", "cancel", "approve", "reply")
 ]
 UNKNOWN_CASES = [
-    case(f"{command}-unknown-run", *with_id(command, "r-nope"), code=USAGE, says="no run 'r-nope'",
-         world=True)
+    case(
+        f"{command}-unknown-run",
+        *with_id(command, "r-nope"),
+        code=USAGE,
+        says="no run 'r-nope'",
+        world=True,
+    )
     for command in RUN_COMMANDS
 ]
 ENDED_CASES = [
@@ -462,7 +469,9 @@ def world(
             server.shutdown()
             server.server_close()
         main.stop()
-        redis.Redis.from_url(guarded.url.replace("redis://", f"redis://:{PASSWORD}@")).shutdown(nosave=True)
+        redis.Redis.from_url(guarded.url.replace("redis://", f"redis://:{PASSWORD}@")).shutdown(
+            nosave=True
+        )
         guarded.process.wait(timeout=10)
 
 
@@ -503,7 +512,9 @@ def check(world: World, c: Case, done: subprocess.CompletedProcess[bytes]) -> No
         if c.code == STILL_LIVE:
             assert answer["status"] == "awaiting_intake" and says in answer["detail"], answer
             return
-        assert answer["error"] and says in answer["message"] and answer["exit_code"] == c.code, answer
+        assert answer["error"] and says in answer["message"] and answer["exit_code"] == c.code, (
+            answer
+        )
         assert "usage:" not in err  # the usage text only without --json
     where = out if c.code == STILL_LIVE else err  # a state is printed on stdout, an error on stderr
     said = [line for line in where.splitlines() if says in line]

@@ -59,13 +59,18 @@ def test_a_failed_acceptance_is_told_first_with_each_checks_exit_code_and_output
     timeline = cli("tail", "--run", run_id).stdout.splitlines()
     fails = [ln for ln in timeline if "AcceptanceChecked" in ln and " FAIL " in ln]
     assert len(fails) == 4  # two checks, twice
-    assert any("exits 0: exit 1; stdout: …FAILED test_calc.py::test_add - assert -1 == 5" in ln for ln in fails)
+    assert any(
+        "exits 0: exit 1; stdout: …FAILED test_calc.py::test_add - assert -1 == 5" in ln
+        for ln in fails
+    )
     assert sum(ln.endswith("exits 0: exit 1; stderr: E   assert 2 == 3") for ln in fails) == 2
 
     status = cli("status", run_id)
     assert status.returncode == 1
     detail = status.stdout.splitlines()[3].strip()
-    assert detail.startswith("acceptance failed (2 of 2 checks: command 'python -m pytest -q' exits 0: exit 1")
+    assert detail.startswith(
+        "acceptance failed (2 of 2 checks: command 'python -m pytest -q' exits 0: exit 1"
+    )
     assert "then: model request failed (turn 3): the scripted model has no turn 3" in detail
     summary = json.loads(cli("status", "--json", run_id).stdout)
     assert summary["detail"] == detail
@@ -92,7 +97,9 @@ def test_a_write_answered_from_the_ledger_is_marked_in_the_live_timeline_and_in_
         succeeded = [ln for ln in printed.splitlines() if "ToolCallSucceeded" in ln]
         assert [mark in ln for ln in succeeded] == [False, True]
         assert f"c19 {mark} (done as {run_id}/c18/1)" in succeeded[1]
-    replayed = {e["call_id"]: e["replay_of"] for e in of_type(cli.events(run_id), "ToolCallSucceeded")}
+    replayed = {
+        e["call_id"]: e["replay_of"] for e in of_type(cli.events(run_id), "ToolCallSucceeded")
+    }
     assert replayed == {"c18": None, "c19": f"{run_id}/c18/1"}
 
 
@@ -126,9 +133,17 @@ def test_a_tools_exception_is_recorded_with_its_traceback_and_logged_once_with_i
     assert trace.endswith("ZeroDivisionError: division by zero")
     records = [json.loads(ln) for ln in done.stderr.splitlines() if ln.startswith("{")]
     [own] = [r for r in records if r["logger"] == "divide_tools"]
-    assert (own["message"], own["run_id"], own["call_id"], own["pool"]) == ("dividing 1 by 0", run_id, "d1", "tools")
+    assert (own["message"], own["run_id"], own["call_id"], own["pool"]) == (
+        "dividing 1 by 0",
+        run_id,
+        "d1",
+        "tools",
+    )
     [raised] = [r for r in records if "raised" in r["message"]]
-    assert raised["message"] == f"tool 'divide' raised ZeroDivisionError in run {run_id}, call d1 (pool tools)"
+    assert (
+        raised["message"]
+        == f"tool 'divide' raised ZeroDivisionError in run {run_id}, call d1 (pool tools)"
+    )
     assert (raised["run_id"], raised["call_id"], raised["pool"]) == (run_id, "d1", "tools")
     assert "ZeroDivisionError: division by zero" in raised["traceback"]
     assert "Traceback" not in done.stdout

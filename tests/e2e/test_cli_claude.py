@@ -109,7 +109,9 @@ def workers(cli: Cli, inventory: Path) -> Iterator[Callable[[], subprocess.Popen
     stop_workers(procs)
 
 
-def wait_for(cli: Cli, run_id: str, event_type: str, timeout_s: float = 120) -> list[dict[str, Any]]:
+def wait_for(
+    cli: Cli, run_id: str, event_type: str, timeout_s: float = 120
+) -> list[dict[str, Any]]:
     return cli.wait_events(run_id, lambda events: event_type in types(events), timeout_s)
 
 
@@ -126,7 +128,10 @@ def test_after_a_refusal_and_a_reply_the_refused_turn_is_not_sent_again(
         wait_for(cli, run_id, "RunEscalated")
         shown = json.loads(cli("status", run_id, "--json").stdout)
         assert "category 'cyber': This request was refused due to policy." in shown["detail"]
-        assert cli("reply", "--as", cli.publisher(), run_id, "Only count the public stock.").returncode == 0
+        assert (
+            cli("reply", "--as", cli.publisher(), run_id, "Only count the public stock.").returncode
+            == 0
+        )
         events = wait_for(cli, run_id, "RunCompleted")
         first, second = api.bodies()
     refused = of_type(events, "ModelResponded")[0]

@@ -152,7 +152,9 @@ def test_a_control_with_no_workers_ever_says_so_at_once_and_sends_nothing(
     on_private: Cli, tmp_path: Path
 ) -> None:
     example = copy_example("steering", tmp_path)
-    submitted = on_private("submit", "--as", on_private.publisher(), "--unserved", example / "approval.yaml")
+    submitted = on_private(
+        "submit", "--as", on_private.publisher(), "--unserved", example / "approval.yaml"
+    )
     assert submitted.returncode == 0, submitted.stderr
     assert "no intake reads the inbox" in submitted.stderr  # submit says so, and queues
     run_id = submitted.stdout.strip()
@@ -172,7 +174,9 @@ def test_a_control_when_the_workers_have_stopped_says_so_at_once_and_sends_nothi
     on_private: Cli, tmp_path: Path
 ) -> None:
     example = copy_example("steering", tmp_path)
-    run_id = on_private("submit", "--as", on_private.publisher(), "--unserved", example / "approval.yaml").stdout.strip()
+    run_id = on_private(
+        "submit", "--as", on_private.publisher(), "--unserved", example / "approval.yaml"
+    ).stdout.strip()
     tools = ["--tools", "steer_tools", "--tool-path", str(example)]
     started = [
         subprocess.Popen([*AGENTLEDGER, *command], cwd=on_private.cwd, env=on_private.env,

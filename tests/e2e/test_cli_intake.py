@@ -78,13 +78,19 @@ def _threads(pid: int) -> list[Path]:
 def test_the_intake_says_what_it_reads_in_json(cli: Cli) -> None:
     cli.publisher("billing")
     proc = subprocess.Popen(
-        [*AGENTLEDGER, "intake", "--json"], cwd=cli.cwd, env=cli.env, text=True, stdout=subprocess.PIPE
+        [*AGENTLEDGER, "intake", "--json"],
+        cwd=cli.cwd,
+        env=cli.env,
+        text=True,
+        stdout=subprocess.PIPE,
     )
     try:
         assert proc.stdout is not None
         said = json.loads(proc.stdout.readline())
         path = cli.state_dir / "publishers.yaml"
-        assert said["intake"] == "up" and said["publishers"] == ["billing"] and said["pid"] == proc.pid
+        assert (
+            said["intake"] == "up" and said["publishers"] == ["billing"] and said["pid"] == proc.pid
+        )
         assert said["publishers_file"] == str(path)
         assert said["publishers_digest"] == file_digest(path.read_bytes())
     finally:
@@ -95,7 +101,10 @@ def test_workers_pools_intake_refuses_tool_options_and_company(cli: Cli, tmp_pat
     example = copy_example("inventory", tmp_path)
     done = cli("workers", "--pools", "intake", "--tools", "inventory_tools", "--tool-path", example)
     (said,) = [line for line in done.stderr.splitlines() if "bad option" in line]  # one line
-    assert done.returncode == 2 and "--pools intake loads no tool code: drop --tools, --tool-path" in said
+    assert (
+        done.returncode == 2
+        and "--pools intake loads no tool code: drop --tools, --tool-path" in said
+    )
     done = cli("workers", "--pools", "intake,model")
     assert done.returncode == 2 and "intake runs alone" in done.stderr
     assert "Traceback" not in done.stderr
@@ -112,7 +121,9 @@ def test_workers_pools_intake_is_an_intake(cli: Cli) -> None:
         stop_workers([proc])
 
 
-def test_another_publishers_file_refuses_to_start_until_it_is_adopted(cli: Cli, tmp_path: Path) -> None:
+def test_another_publishers_file_refuses_to_start_until_it_is_adopted(
+    cli: Cli, tmp_path: Path
+) -> None:
     cli.publisher("billing")
     first = start_intake(cli)  # records this file's digest as the deployment's
     stop_workers([first])
@@ -146,7 +157,9 @@ def test_publishers_add_moves_the_deployments_record_along(cli: Cli, tmp_path: P
         assert added.returncode == 0, added.stderr
         said = json.loads(added.stdout)
         assert said["recorded"] is True
-        assert said["publishers_digest"] == file_digest((cli.state_dir / "publishers.yaml").read_bytes())
+        assert said["publishers_digest"] == file_digest(
+            (cli.state_dir / "publishers.yaml").read_bytes()
+        )
         example = copy_example("inventory", tmp_path)
         submitted = cli("submit", "--as", "late", "--unserved", example / "spec.yaml")
         assert submitted.returncode == 0, submitted.stderr

@@ -21,10 +21,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ : the sha
 from mcp_servers.kit import fs_server, ledger_stdio, wait_for  # noqa: E402
 
 BIG = "0123456789" * 900 + "tail-of-the-big-file"
-PRINCIPAL = {"id": "alice", "tenant": "t1", "scopes": ["fs:read", "fs:write", "orders:read", "orders:write"]}
+PRINCIPAL = {
+    "id": "alice",
+    "tenant": "t1",
+    "scopes": ["fs:read", "fs:write", "orders:read", "orders:write"],
+}
 
 
-def setup(folder: Path, servers: dict[str, Any], turns: list[Any], *, tools: list[str]) -> tuple[Path, Path]:
+def setup(
+    folder: Path, servers: dict[str, Any], turns: list[Any], *, tools: list[str]
+) -> tuple[Path, Path]:
     (folder / "ws").mkdir()
     (folder / "servers.yaml").write_text(yaml.safe_dump({"servers": servers}))
     spec = {
@@ -45,7 +51,9 @@ def use(call_id: str, name: str, **args: Any) -> dict[str, Any]:
 STDERR: dict[str, str] = {}  # the last run's, by test
 
 
-def run_json(cli: Cli, spec: Path, servers: Path) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
+def run_json(
+    cli: Cli, spec: Path, servers: Path
+) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     done = cli("run", "--json", spec, "--mcp", servers)
     assert done.stdout.strip(), f"no summary; stderr:\n{done.stderr}"
     assert "Traceback" not in done.stderr, done.stderr
@@ -55,7 +63,9 @@ def run_json(cli: Cli, spec: Path, servers: Path) -> tuple[int, dict[str, Any], 
 
 
 def seq_of(events: list[dict[str, Any]], type_: str, call_id: str) -> int:
-    return next(e["seq"] for e in events if e["type"] == type_ and e["data"].get("call_id") == call_id)
+    return next(
+        e["seq"] for e in events if e["type"] == type_ and e["data"].get("call_id") == call_id
+    )
 
 
 def test_reads_and_writes_through_the_filesystem_server_are_serialised_and_each_done_once(
@@ -122,9 +132,13 @@ def test_path_escapes_are_refused_before_anything_is_sent(cli: Cli, tmp_path: Pa
     assert "s3cret" not in json.dumps(events)
 
 
-def test_a_tool_the_spec_did_not_ask_for_is_not_offered_and_is_refused(cli: Cli, tmp_path: Path) -> None:
+def test_a_tool_the_spec_did_not_ask_for_is_not_offered_and_is_refused(
+    cli: Cli, tmp_path: Path
+) -> None:
     turns = [{"tool_use": [use("x1", "ledger__get_order", order_id="A")]}, {"end_turn": "ok"}]
-    spec, servers = setup(tmp_path, {"ledger": ledger_stdio()}, turns, tools=["ledger__place_order"])
+    spec, servers = setup(
+        tmp_path, {"ledger": ledger_stdio()}, turns, tools=["ledger__place_order"]
+    )
 
     code, summary, events = run_json(cli, spec, servers)
 
@@ -134,10 +148,19 @@ def test_a_tool_the_spec_did_not_ask_for_is_not_offered_and_is_refused(cli: Cli,
     assert code == 0
 
 
-def test_a_server_dying_mid_write_leaves_it_unknown_and_a_lookup_resolves_it(cli: Cli, tmp_path: Path) -> None:
+def test_a_server_dying_mid_write_leaves_it_unknown_and_a_lookup_resolves_it(
+    cli: Cli, tmp_path: Path
+) -> None:
     # the lookup is asked once the call's deadline has passed (a write could still land
     # before it): a deadline of 8 s, not the default 30 s, is what the run waits out
-    policy = {"crash": {"writes": ["order:{order_id}"], "lookup": {"tool": "order_done", "args": {"op_key": "{op_key}"}}, "timeout_s": 8}, "order_done": {"read_only": True}}
+    policy = {
+        "crash": {
+            "writes": ["order:{order_id}"],
+            "lookup": {"tool": "order_done", "args": {"op_key": "{op_key}"}},
+            "timeout_s": 8,
+        },
+        "order_done": {"read_only": True},
+    }
     turns = [{"tool_use": [use("k1", "ledger__crash", order_id="K")]}, {"end_turn": "placed"}]
     spec, servers = setup(tmp_path, {"ledger": ledger_stdio(**policy)}, turns, tools=["mcp:ledger"])
 
@@ -148,26 +171,40 @@ def test_a_server_dying_mid_write_leaves_it_unknown_and_a_lookup_resolves_it(cli
     assert "ToolCallOutcomeUnknown" in by_call(events, "k1")
     [unknown] = of_type(events, "ToolCallOutcomeUnknown")
     assert "went down mid-call" in unknown["reason"] or "closed the connection" in unknown["reason"]
-    assert json.loads((tmp_path / "ws" / "orders.json").read_text())["K"]["times"] == 1  # never re-run
+    assert (
+        json.loads((tmp_path / "ws" / "orders.json").read_text())["K"]["times"] == 1
+    )  # never re-run
     # while the server was down the workers served the smaller tool set, then the whole one again
     assert STDERR["last"].count("(MCP servers changed)") >= 2, STDERR["last"]
 
 
-def test_a_server_dying_mid_write_without_a_lookup_waits_for_a_human(cli: Cli, tmp_path: Path) -> None:
+def test_a_server_dying_mid_write_without_a_lookup_waits_for_a_human(
+    cli: Cli, tmp_path: Path
+) -> None:
     turns = [{"tool_use": [use("k1", "ledger__crash", order_id="K")]}, {"end_turn": "placed"}]
-    spec, servers = setup(tmp_path, {"ledger": ledger_stdio(crash={"writes": ["order:{order_id}"]})}, turns, tools=["mcp:ledger"])
+    spec, servers = setup(
+        tmp_path,
+        {"ledger": ledger_stdio(crash={"writes": ["order:{order_id}"]})},
+        turns,
+        tools=["mcp:ledger"],
+    )
 
     code, summary, events = run_json(cli, spec, servers)
 
     assert code == 6 and summary["status"] == "awaiting_human", summary
-    assert by_call(events, "k1") [-1] == "ToolCallOutcomeUnknown"
+    assert by_call(events, "k1")[-1] == "ToolCallOutcomeUnknown"
     assert by_call(events, "k1").count("ToolCallStarted") == 1
     assert of_type(events, "RunEscalated")[0]["reason"] == "outcome_unknown"
     assert json.loads((tmp_path / "ws" / "orders.json").read_text())["K"]["times"] == 1
 
 
-def test_a_cancelled_call_gets_notifications_cancelled_and_its_server_is_stopped(cli: Cli, tmp_path: Path) -> None:
-    turns = [{"tool_use": [use("s1", "ledger__slow", seconds=120, order_id="S")]}, {"end_turn": "slept"}]
+def test_a_cancelled_call_gets_notifications_cancelled_and_its_server_is_stopped(
+    cli: Cli, tmp_path: Path
+) -> None:
+    turns = [
+        {"tool_use": [use("s1", "ledger__slow", seconds=120, order_id="S")]},
+        {"end_turn": "slept"},
+    ]
     spec, servers = setup(tmp_path, {"ledger": ledger_stdio()}, turns, tools=["mcp:ledger"])
     ws = tmp_path / "ws"
     proc = subprocess.Popen(
@@ -187,27 +224,43 @@ def test_a_cancelled_call_gets_notifications_cancelled_and_its_server_is_stopped
     events = cli.events(run_id)
     assert by_call(events, "s1")[-1] == "ToolCallForceTerminated", by_call(events, "s1")
     assert (ws / "cancelled.txt").read_text() == "S"  # the server saw notifications/cancelled
-    assert "S" not in json.loads((ws / "orders.json").read_text() if (ws / "orders.json").exists() else "{}")
+    assert "S" not in json.loads(
+        (ws / "orders.json").read_text() if (ws / "orders.json").exists() else "{}"
+    )
 
 
-def test_a_spec_asking_for_a_server_the_file_lacks_is_refused_with_its_line(cli: Cli, tmp_path: Path) -> None:
-    spec, servers = setup(tmp_path, {"ledger": ledger_stdio()}, [{"end_turn": "x"}], tools=["mcp:git", "ledger__nope"])
+def test_a_spec_asking_for_a_server_the_file_lacks_is_refused_with_its_line(
+    cli: Cli, tmp_path: Path
+) -> None:
+    spec, servers = setup(
+        tmp_path, {"ledger": ledger_stdio()}, [{"end_turn": "x"}], tools=["mcp:git", "ledger__nope"]
+    )
 
     done = cli("run", spec, "--mcp", servers)
 
     assert done.returncode == 2, done.stderr
-    assert "tools.0: no MCP server 'git'" in done.stderr and "tools.1: no MCP tool 'ledger__nope'" in done.stderr
+    assert (
+        "tools.0: no MCP server 'git'" in done.stderr
+        and "tools.1: no MCP tool 'ledger__nope'" in done.stderr
+    )
     assert "Traceback" not in done.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("servers: {x: {command: [a], url: 'http://127.0.0.1:1/'}}")
     done = cli("run", spec, "--mcp", bad)
-    assert done.returncode == 2 and "exactly one of `command`" in done.stderr and "Traceback" not in done.stderr
+    assert (
+        done.returncode == 2
+        and "exactly one of `command`" in done.stderr
+        and "Traceback" not in done.stderr
+    )
 
 
 def test_workers_with_a_servers_file_serve_runs_submitted_for_the_same_fingerprint(
     cli: Cli, tmp_path: Path
 ) -> None:
-    turns = [{"tool_use": [use("p1", "ledger__place_order", order_id="W", qty=4)]}, {"end_turn": "placed"}]
+    turns = [
+        {"tool_use": [use("p1", "ledger__place_order", order_id="W", qty=4)]},
+        {"end_turn": "placed"},
+    ]
     spec, servers = setup(tmp_path, {"ledger": ledger_stdio()}, turns, tools=["mcp:ledger"])
     workers = subprocess.Popen(
         [*AGENTLEDGER, "workers", "--queue", "mcpq", "--mcp", str(servers)],
@@ -219,7 +272,9 @@ def test_workers_with_a_servers_file_serve_runs_submitted_for_the_same_fingerpri
         up = workers.stdout.readline()
         assert "workers up" in up, (up, workers.poll())
         intakes.append(start_intake(cli))
-        done = cli("submit", "--as", cli.publisher(), "--json", spec, "--queue", "mcpq", "--mcp", servers)
+        done = cli(
+            "submit", "--as", cli.publisher(), "--json", spec, "--queue", "mcpq", "--mcp", servers
+        )
         assert done.returncode == 0, done.stderr
         submitted = json.loads(done.stdout.strip().splitlines()[-1])
         assert f"tool set {submitted['toolset']}" in up  # the same servers, the same fingerprint

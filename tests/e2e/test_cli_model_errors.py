@@ -43,7 +43,11 @@ def spec(cli: Cli) -> Path:
 
 
 def on(cli: Cli, url: str) -> None:
-    cli.env |= {"ANTHROPIC_API_KEY": KEY, "ANTHROPIC_BASE_URL": url, "NO_PROXY": "127.0.0.1,localhost"}
+    cli.env |= {
+        "ANTHROPIC_API_KEY": KEY,
+        "ANTHROPIC_BASE_URL": url,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
     cli.env |= BOUND
 
 
@@ -83,7 +87,8 @@ def test_an_overloaded_api_ends_the_run_failed_after_the_turns_attempts_with_the
     assert detail.endswith("(the bound: 3 attempts, 60 s a turn)")
     warned = [ln for ln in done.stderr.splitlines() if ln.startswith("WARNING")]
     assert [w.split(": model request failed: ")[0] for w in warned] == [
-        f"WARNING agentledger.services.handlers.model: run {run_id} turn 1 attempt {n}" for n in (1, 2, 3)
+        f"WARNING agentledger.services.handlers.model: run {run_id} turn 1 attempt {n}"
+        for n in (1, 2, 3)
     ]
     assert warned[-1].endswith("Overloaded; the run fails")
     no_traceback(done.stdout, done.stderr)
@@ -100,7 +105,10 @@ def test_an_overloaded_api_ends_the_run_failed_after_the_turns_attempts_with_the
     ]
     assert failed[0]["retry_at"] and failed[1]["retry_at"] and failed[2]["retry_at"] is None
     timeline = cli("tail", "--run", run_id)
-    assert "ModelRequestFailed       turn 1 attempt 3 (not retried): overloaded (529" in timeline.stdout
+    assert (
+        "ModelRequestFailed       turn 1 attempt 3 (not retried): overloaded (529"
+        in timeline.stdout
+    )
 
 
 @pytest.mark.parametrize(
@@ -135,7 +143,9 @@ def test_a_rate_limited_request_is_asked_again_after_the_wait_the_api_asked_for(
     cli: Cli, spec: Path
 ) -> None:
     with MessagesStandin() as api:
-        api.play(Failed(429, "rate_limit_error", "slow down", retry_after=1), Streamed((Text("done"),)))
+        api.play(
+            Failed(429, "rate_limit_error", "slow down", retry_after=1), Streamed((Text("done"),))
+        )
         on(cli, api.url)
         done = cli("run", spec)
 
@@ -185,7 +195,10 @@ def test_a_refused_connection_ends_a_submitted_run_failed_naming_the_url_and_no_
     assert ended_["detail"].startswith(
         f"model request failed (turn 1): connection refused at {url}; gave up after 2 attempts in "
     )
-    assert [f["kind"] for f in of_type(events, "ModelRequestFailed")] == ["connection", "connection"]
+    assert [f["kind"] for f in of_type(events, "ModelRequestFailed")] == [
+        "connection",
+        "connection",
+    ]
     shown = cli("status", run_id)
     assert shown.returncode == 1 and f"connection refused at {url}" in shown.stdout
     warned_by = time.monotonic() + 30  # each is written just after its failure's append
@@ -195,7 +208,9 @@ def test_a_refused_connection_ends_a_submitted_run_failed_naming_the_url_and_no_
     said = logs.read_text()
     no_traceback(said)
     warned = [ln for ln in said.splitlines() if "model request failed" in ln]
-    assert len(warned) == 2 and all(run_id in w and f"connection refused at {url}" in w for w in warned)
+    assert len(warned) == 2 and all(
+        run_id in w and f"connection refused at {url}" in w for w in warned
+    )
 
 
 def test_run_without_a_key_exits_2_before_anything_is_recorded(cli: Cli, spec: Path) -> None:
@@ -210,12 +225,16 @@ def test_run_without_a_key_exits_2_before_anything_is_recorded(cli: Cli, spec: P
     assert as_json.returncode == 2
     said = json.loads(as_json.stdout)
     assert (said["error"], said["variable"], said["exit_code"]) == (
-        "ANTHROPIC_API_KEY is not set", "ANTHROPIC_API_KEY", 2
+        "ANTHROPIC_API_KEY is not set",
+        "ANTHROPIC_API_KEY",
+        2,
     )
     assert cli.runs() == []
 
 
-def test_run_with_an_api_that_takes_no_connection_exits_2_naming_the_url(cli: Cli, spec: Path) -> None:
+def test_run_with_an_api_that_takes_no_connection_exits_2_naming_the_url(
+    cli: Cli, spec: Path
+) -> None:
     url = f"http://127.0.0.1:{unused_port()}"
     on(cli, url)
     done = cli("run", spec)

@@ -170,7 +170,10 @@ def test_runs_since_and_until_bound_the_creation_time(ran: Ran) -> None:
     assert json.loads(ran.cli("runs", "--json", "--since", "1h").stdout)["runs"]
     assert json.loads(ran.cli("runs", "--json", "--until", "1h").stdout)["runs"] == []
     created = ran.summaries[1]["created_at"]
-    later = [r["run_id"] for r in json.loads(ran.cli("runs", "--json", "--since", created).stdout)["runs"]]
+    later = [
+        r["run_id"]
+        for r in json.loads(ran.cli("runs", "--json", "--since", created).stdout)["runs"]
+    ]
     assert ran.ids[1] in later and ran.ids[0] not in later
 
 

@@ -219,11 +219,8 @@ def test_two_runs_writing_the_same_file_serialize(
     # the lock, not luck: the second run was granted it only after the first released it
     # (whether it had to wait for it depends on when it asked)
     granted = {
-        r: next(e["at"] for e in cli.events(r) if e["type"] == "ToolCallScheduled")
-        for r in run_ids
+        r: next(e["at"] for e in cli.events(r) if e["type"] == "ToolCallScheduled") for r in run_ids
     }
-    released = next(
-        e["at"] for e in cli.events(first) if e["type"] == "ToolCallSucceeded"
-    )
+    released = next(e["at"] for e in cli.events(first) if e["type"] == "ToolCallSucceeded")
     assert granted[second] >= timings[first]["end"] and granted[second] >= released - 0.001
     assert "ToolCallWaiting" not in by_call(cli.events(first), "x1")

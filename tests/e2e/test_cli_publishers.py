@@ -52,7 +52,9 @@ def wait_completed(cli: Cli, run_id: str, timeout_s: float = 30) -> list[dict]:
 
 
 def test_publishers_add_prints_the_key_once_and_files_it_for_the_owner_only(cli: Cli) -> None:
-    key = add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", "stock:read,stock:write")
+    key = add(
+        cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", "stock:read,stock:write"
+    )
     assert re.fullmatch(r"[0-9a-f]{64}", key), key
     listed = cli("publishers", "list", "--json")
     assert listed.returncode == 0 and key not in listed.stdout
@@ -66,7 +68,10 @@ def test_publishers_add_prints_the_key_once_and_files_it_for_the_owner_only(cli:
     bad = cli("publishers", "add", "x", "--principal", "alice")
     assert bad.returncode == 2 and "'alice' is not ID@TENANT" in bad.stderr
     relative = cli("publishers", "add", "y", "--principal", "a@t", "--workspaces", "/srv/a,srv/b")
-    assert relative.returncode == 2 and "--workspaces: 'srv/b' is not an absolute folder" in relative.stderr
+    assert (
+        relative.returncode == 2
+        and "--workspaces: 'srv/b' is not an absolute folder" in relative.stderr
+    )
     rooted = cli("publishers", "add", "z", "--principal", "a@t", "--workspaces", "/srv/a,/srv/b/")
     assert rooted.returncode == 0, rooted.stderr
     listed = json.loads(cli("publishers", "list", "--json").stdout)["publishers"]
@@ -98,7 +103,9 @@ def test_submit_as_a_publisher_runs_to_completion_and_a_forged_request_is_reject
     add(cli, "bobs", "--principal", "bob@shop-1")
     not_granted = cli("cancel", "--as", "bobs", run_id)
     assert not_granted.returncode == 2
-    assert "not granted: 'bobs' may not control runs of principal alice@shop-1" in not_granted.stderr
+    assert (
+        "not granted: 'bobs' may not control runs of principal alice@shop-1" in not_granted.stderr
+    )
 
     # forged: billing-svc's name, another key; straight into its stream as any XADD there can
     client = cli.redis()
@@ -132,7 +139,9 @@ def test_a_request_outside_the_grant_is_refused_before_anything_is_sent(
     assert nobody.returncode == 2 and "no publisher 'nobody'" in nobody.stderr
 
 
-def test_the_embedded_run_needs_no_setup_and_files_only_a_private_queue_publisher(cli: Cli, inventory: Path) -> None:
+def test_the_embedded_run_needs_no_setup_and_files_only_a_private_queue_publisher(
+    cli: Cli, inventory: Path
+) -> None:
     code, summary = cli.run_json(inventory / "spec.yaml")
     assert code == 0, summary
     assert summary["status"] == "completed"
@@ -161,7 +170,9 @@ def test_a_request_the_intake_refuses_is_explained_by_status(cli: Cli, inventory
     add(cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", "stock:read,stock:write",
         "--workspaces", str(inventory))  # fmt: skip
     spec = inventory / "unknown_tool.yaml"
-    text = (inventory / "spec.yaml").read_text().replace("name: reserve_stock", "name: no_such_tool")
+    text = (
+        (inventory / "spec.yaml").read_text().replace("name: reserve_stock", "name: no_such_tool")
+    )
     spec.write_text(text)
     done = cli("submit", "--as", "billing-svc", "--unserved", spec)
     assert done.returncode == 0, done.stderr

@@ -100,7 +100,9 @@ def test_a_probe_asked_for_is_used_when_it_answers_and_the_command_says_so(cli: 
     done = cli("runs")
 
     assert done.returncode == 0, done.stderr
-    assert f"using the Redis at {DEFAULT_URL} (AGENTLEDGER_PROBE_URL: it answers there" in done.stderr
+    assert (
+        f"using the Redis at {DEFAULT_URL} (AGENTLEDGER_PROBE_URL: it answers there" in done.stderr
+    )
     assert not (cli.state_dir / "redis").exists()  # no local service was started
 
 

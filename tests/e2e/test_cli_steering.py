@@ -118,7 +118,9 @@ def test_an_approved_call_runs_and_a_wrong_call_id_is_refused(cli, steering, wor
     wait_for(cli, run_id, "ApprovalRequested")
     refused = cli("approve", "--as", cli.publisher(), run_id, "nope")
     assert refused.returncode == 2 and "no call 'nope'" in refused.stderr
-    assert cli("approve", "--as", cli.publisher(), run_id, "p1", "ok", "--by", "bob").returncode == 0
+    assert (
+        cli("approve", "--as", cli.publisher(), run_id, "p1", "ok", "--by", "bob").returncode == 0
+    )
     wait_for(cli, run_id, "RunCompleted")
     [granted] = of_type(cli.events(run_id), "ApprovalGranted")
     assert granted["by"] == "bob"
@@ -144,7 +146,10 @@ def test_a_denied_call_never_runs_and_the_model_is_told(cli, steering, workers):
 def test_a_human_reply_lets_a_repeating_run_go_on(cli, steering, workers):
     run_id = submit(cli, steering / "repeat.yaml")
     wait_for(cli, run_id, "RunEscalated")
-    assert cli("reply", "--as", cli.publisher(), run_id, "the file is called README.txt").returncode == 0
+    assert (
+        cli("reply", "--as", cli.publisher(), run_id, "the file is called README.txt").returncode
+        == 0
+    )
     wait_for(cli, run_id, "HumanReplied")
     deadline = time.monotonic() + 20
     while status(cli, run_id)[1]["status"] not in ("completed", "failed", "awaiting_human"):
@@ -154,7 +159,9 @@ def test_a_human_reply_lets_a_repeating_run_go_on(cli, steering, workers):
     # counting started afresh: r4 failed once more without escalating, then the script ended
     assert final["status"] == "completed"
     assert [c["status"] for c in final["tool_calls"]] == ["failed"] * 4
-    assert cli("abort", "--as", cli.publisher(), run_id).returncode == 2  # not awaiting a human any more
+    assert (
+        cli("abort", "--as", cli.publisher(), run_id).returncode == 2
+    )  # not awaiting a human any more
 
 
 def test_abort_ends_a_run_awaiting_a_human_as_failed(cli, steering, workers):

@@ -86,7 +86,15 @@ def test_a_30_mb_result_is_a_capped_event_read_on_by_read_output_and_never_sent_
                 "model": {
                     "scripted": [
                         {"tool_use": [{"id": "f1", "name": "flood", "input": {"chars": FLOOD}}]},
-                        {"tool_use": [{"id": "r1", "name": "read_output", "input": {"ref": "f1", "offset": last}}]},
+                        {
+                            "tool_use": [
+                                {
+                                    "id": "r1",
+                                    "name": "read_output",
+                                    "input": {"ref": "f1", "offset": last},
+                                }
+                            ]
+                        },
                         {"end_turn": "done"},
                     ]
                 },

@@ -57,7 +57,9 @@ def until(check: Callable[[], bool], timeout_s: float = 60) -> None:
         time.sleep(0.5)
 
 
-def test_a_run_bound_to_one_helper_is_never_taken_by_a_worker_with_another(cli: Cli, tmp_path: Path) -> None:
+def test_a_run_bound_to_one_helper_is_never_taken_by_a_worker_with_another(
+    cli: Cli, tmp_path: Path
+) -> None:
     a, b = folder(tmp_path, "a"), folder(tmp_path, "b")
     fingerprints = {
         f.name: cli("toolset", "--tools", "tools", "--tool-path", f).stdout.strip() for f in (a, b)
@@ -74,12 +76,17 @@ def test_a_run_bound_to_one_helper_is_never_taken_by_a_worker_with_another(cli: 
         assert said["toolset"] == fingerprints["a"]
         until(lambda: "waiting_for" in status(cli, run_id))
         waiting = status(cli, run_id)
-        assert waiting["waiting_for"] == f"no worker serves queue 'default' with tool set {fingerprints['a']}"
+        assert (
+            waiting["waiting_for"]
+            == f"no worker serves queue 'default' with tool set {fingerprints['a']}"
+        )
         assert [e["type"] for e in cli.events(run_id)] == ["RunCreated"]  # b's worker took nothing
 
         mine = start_workers(cli, tools=["tools"], tool_path=a)
         until(lambda: status(cli, run_id).get("status") == "completed")
-        outputs = [e["data"].get("output") for e in cli.events(run_id) if e["type"] == "ToolCallSucceeded"]
+        outputs = [
+            e["data"].get("output") for e in cli.events(run_id) if e["type"] == "ToolCallSucceeded"
+        ]
         assert outputs == [{"who": "a"}]
     finally:
         stop_workers([w for w in (other, mine) if w is not None])

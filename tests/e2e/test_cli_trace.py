@@ -12,7 +12,9 @@ from e2ekit import Cli, copy_example
 
 
 @pytest.fixture(scope="module")
-def traced(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli]) -> tuple[Cli, str, list[dict[str, Any]]]:
+def traced(
+    tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli]
+) -> tuple[Cli, str, list[dict[str, Any]]]:
     cli = make_cli(tmp_path_factory.mktemp("trace"))
     example = copy_example("inventory", cli.cwd)
     code, summary = cli.run_json(example / "spec.yaml")
@@ -57,7 +59,9 @@ def test_the_inventory_trace_is_one_invoke_agent_span_with_chat_and_execute_tool
     assert {s["traceId"] for s in spans} == {root["traceId"]}
 
 
-def test_the_text_trace_is_a_tree_of_the_same_spans(traced: tuple[Cli, str, list[dict[str, Any]]]) -> None:
+def test_the_text_trace_is_a_tree_of_the_same_spans(
+    traced: tuple[Cli, str, list[dict[str, Any]]],
+) -> None:
     cli, run_id, _ = traced
     done = cli("trace", run_id)
     assert done.returncode == 0, done.stderr

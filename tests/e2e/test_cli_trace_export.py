@@ -54,4 +54,6 @@ def test_a_live_run_exports_the_logs_spans_with_the_sdks_request_spans_as_childr
     # what went out live is what `agentledger trace` derives from the log afterwards
     done = cli("trace", run_id, "--json")
     spans = json.loads(done.stdout)["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    assert sorted((s["spanId"], s["name"]) for s in spans) == sorted((s.span_id, s.name) for s in ours)
+    assert sorted((s["spanId"], s["name"]) for s in spans) == sorted(
+        (s.span_id, s.name) for s in ours
+    )

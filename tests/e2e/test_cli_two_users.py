@@ -68,8 +68,12 @@ def test_two_users_runs_with_same_named_tools_each_run_only_their_own_code(
     folders = {owner: _folder(tmp_path, owner) for owner in ("carol", "dave")}
     runs = {
         owner: subprocess.Popen(
-            [*AGENTLEDGER, "run", "--json", "spec.yaml"], cwd=folder, env=cli.env,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [*AGENTLEDGER, "run", "--json", "spec.yaml"],
+            cwd=folder,
+            env=cli.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )  # fmt: skip
         for owner, folder in folders.items()
     }
@@ -95,16 +99,25 @@ def test_two_state_folders_running_at_once_on_one_redis_all_complete(tmp_path: P
         for owner in ("frank", "grace"):
             folder = _folder(tmp_path, owner)
             env = clean_environ(f"two-{owner}", folder / "state")  # the state folders differ
-            users[owner] = (folder, {**env, "REDIS_URL": server.url, "AGENTLEDGER_PREFIX": "shared"})
+            users[owner] = (
+                folder,
+                {**env, "REDIS_URL": server.url, "AGENTLEDGER_PREFIX": "shared"},
+            )
         for round_ in range(ROUNDS):
             runs = {
                 owner: subprocess.Popen(
-                    [*AGENTLEDGER, "run", "--json", "spec.yaml"], cwd=folder, env=env,
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                    [*AGENTLEDGER, "run", "--json", "spec.yaml"],
+                    cwd=folder,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
                 )  # fmt: skip
                 for owner, (folder, env) in users.items()
             }
-            done = {owner: p.communicate(timeout=COMMAND_TIMEOUT_S * 2) for owner, p in runs.items()}
+            done = {
+                owner: p.communicate(timeout=COMMAND_TIMEOUT_S * 2) for owner, p in runs.items()
+            }
             for owner, proc in runs.items():
                 assert proc.returncode == 0, f"round {round_}, {owner}: {done[owner][1][-2000:]}"
                 assert json.loads(done[owner][0].splitlines()[-1])["status"] == "completed"
@@ -155,7 +168,10 @@ def test_status_says_when_no_worker_serves_a_live_runs_queue_and_tool_set(
     said = _until(cli, run_id, lambda s: "waiting_for" in s)
     assert said["status"] == "requesting_model"
     assert said["waiting_for"] == f"no worker serves queue 'erin' with tool set {toolset}"
-    assert f"waiting: no worker serves queue 'erin' with tool set {toolset}" in cli("status", run_id).stdout
+    assert (
+        f"waiting: no worker serves queue 'erin' with tool set {toolset}"
+        in cli("status", run_id).stdout
+    )
 
 
 def workers_toolset(cli: Cli, folder: Path) -> str:

@@ -39,14 +39,21 @@ def test_a_killed_worker_process_is_started_again_and_sigterm_stops_them_all(
         first = _children(proc.pid)
         assert len(first) == 2
         os.kill(first[0], signal.SIGKILL)
-        _until("a new worker process", lambda: first[0] not in _children(proc.pid) and len(_children(proc.pid)) == 2)
+        _until(
+            "a new worker process",
+            lambda: first[0] not in _children(proc.pid) and len(_children(proc.pid)) == 2,
+        )
         _until("it to serve", lambda: log.read_bytes().count(b"workers up") == 3)
         assert f"process {first[0]} ended (signal 9); started".encode() in log.read_bytes()
         now = _children(proc.pid)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         for pid in now:
-            _until(f"worker {pid} to stop", lambda p=pid: not Path(f"/proc/{p}").exists() or _zombie(p), 15)
+            _until(
+                f"worker {pid} to stop",
+                lambda p=pid: not Path(f"/proc/{p}").exists() or _zombie(p),
+                15,
+            )
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -49,7 +49,8 @@ def test_every_shell_example_of_a_page_prints_what_the_page_shows(
         )
     assert report.ran > 0
     assert not report.problems, (
-        "\n\n".join(report.problems) + "\n\n`make docs` writes what was printed in place of the samples"
+        "\n\n".join(report.problems)
+        + "\n\n`make docs` writes what was printed in place of the samples"
     )
 
 
@@ -69,4 +70,6 @@ def test_every_shell_block_is_run_or_says_why_not(capsys: pytest.CaptureFixture[
             print(f"  {line}")
     assert ran >= 25, "the examples the pages show are run"
     assert all(why.split(": ", 1)[1].strip() for why in skipped)
-    assert len(skipped) <= 8, "a block not run is the exception: a cluster, an API key, the suite itself"
+    assert len(skipped) <= 8, (
+        "a block not run is the exception: a cluster, an API key, the suite itself"
+    )

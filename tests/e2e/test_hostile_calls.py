@@ -386,7 +386,11 @@ def test_the_model_sees_each_refusal_as_a_coded_error(suite: Suite) -> None:
 def test_the_code_run_ends_completed_on_the_sandboxed_acceptance_check(suite: Suite) -> None:
     ran = suite.runs[1]
     assert ran.code == 0, ran.summary
-    [check] = [e["data"] for e in ran.events if e["type"] == "AcceptanceChecked" and e["data"]["index"] == 0]
+    [check] = [
+        e["data"]
+        for e in ran.events
+        if e["type"] == "AcceptanceChecked" and e["data"]["index"] == 0
+    ]
     assert check["passed"] is True and check["evidence"]["exit_code"] == 0
 
 
@@ -407,8 +411,12 @@ def test_calls_to_tools_the_run_does_not_have_are_refused_before_it_starts(
     """A scripted model proposing tools outside its tool set is caught at submit time,
     each by name; a live model's proposal of one is rejected as `unknown_tool`."""
     for i, name in enumerate(UNKNOWN_TOOLS):
-        calls = [[Hostile(f"u{i}", name, {"command": "cat /etc/shadow"}, "refused", "unknown_tool")]]
-        path = write_spec(suite.cli.cwd / "fix_tests" / f"unknown{i}.yaml", spec(calls, acceptance=False))
+        calls = [
+            [Hostile(f"u{i}", name, {"command": "cat /etc/shadow"}, "refused", "unknown_tool")]
+        ]
+        path = write_spec(
+            suite.cli.cwd / "fix_tests" / f"unknown{i}.yaml", spec(calls, acceptance=False)
+        )
         done = _cli(suite.cli, "run", path)
         assert done.returncode == 2, done.stdout + done.stderr
         assert "model.scripted.0.tool_use.0.name" in done.stderr and repr(name) in done.stderr

@@ -73,7 +73,9 @@ def test_no_hostile_file_call_through_the_mcp_filesystem_server_reaches_outside_
     before_outside = snapshot(outside)
     calls = hostile_calls(ws)
     uses = [{"id": f"h{i}", "name": name, "input": args} for i, (name, args) in enumerate(calls, 1)]
-    turns: list[dict[str, Any]] = [{"tool_use": uses[i : i + PER_TURN]} for i in range(0, len(uses), PER_TURN)]
+    turns: list[dict[str, Any]] = [
+        {"tool_use": uses[i : i + PER_TURN]} for i in range(0, len(uses), PER_TURN)
+    ]
     spec = {
         # in place: the calls name the workspace (and its links) by absolute paths
         "task": "hostile file calls through MCP", "workspace": "./ws", "copy_workspace": False,
@@ -91,18 +93,42 @@ def test_no_hostile_file_call_through_the_mcp_filesystem_server_reaches_outside_
     tailed = cli("tail", "--run", summary["run_id"], "--json").stdout
     events = [json.loads(line) for line in tailed.split("\n") if line.strip()]  # U+2028 is data
     raw = cli("raw", summary["run_id"]).stdout
-    ended = {e["call_id"]: e for t in ("ToolCallRejected", "ToolCallFailed", "ToolCallSucceeded") for e in of_type(events, t)}
+    ended = {
+        e["call_id"]: e
+        for t in ("ToolCallRejected", "ToolCallFailed", "ToolCallSucceeded")
+        for e in of_type(events, t)
+    }
     assert len(ended) == len(calls), f"{len(ended)} of {len(calls)} calls ended; {summary}"
-    outcome = Counter(t for e in events for t in [e["type"]] if e["data"].get("call_id") in ended and t in ("ToolCallRejected", "ToolCallFailed", "ToolCallSucceeded"))
+    outcome = Counter(
+        t
+        for e in events
+        for t in [e["type"]]
+        if e["data"].get("call_id") in ended
+        and t in ("ToolCallRejected", "ToolCallFailed", "ToolCallSucceeded")
+    )
     print(f"\n{len(calls)} hostile file calls via MCP: {dict(outcome)}")
     for e in of_type(events, "ToolCallSucceeded"):  # what got through: harmless, inside
         call = uses[int(e["call_id"][1:]) - 1]
         print(f"  succeeded: {call['name']}({json.dumps(call['input'])[:80]})")
     # the ground truth: nothing outside the workspace was read, changed or made
     assert snapshot(outside) == before_outside
-    assert not (outside / "made-through-a-link.txt").exists() and not (outside / "stolen.txt").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["outside", "ws", "state", "spec.yaml", "servers.yaml"])
-    places = {"events": json.dumps(events), "raw": raw, "stdout": done.stdout, "stderr": done.stderr}
-    leaked = [(name, mark) for name, text in places.items() for mark in (SECRET, "root:x:0:0") if mark in text]
+    assert (
+        not (outside / "made-through-a-link.txt").exists() and not (outside / "stolen.txt").exists()
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["outside", "ws", "state", "spec.yaml", "servers.yaml"]
+    )
+    places = {
+        "events": json.dumps(events),
+        "raw": raw,
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+    }
+    leaked = [
+        (name, mark)
+        for name, text in places.items()
+        for mark in (SECRET, "root:x:0:0")
+        if mark in text
+    ]
     assert leaked == []  # neither the secret nor /etc/passwd (through etc_link or a path)
     assert outcome["ToolCallRejected"] > 0 and outcome["ToolCallFailed"] > 0

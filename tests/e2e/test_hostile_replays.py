@@ -101,19 +101,33 @@ def _add(cli: Cli, name: str, *args: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli]) -> Iterator[Suite]:
+def suite(
+    tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli]
+) -> Iterator[Suite]:
     cli = make_cli(tmp_path_factory.mktemp("hostile-replays"))
     folder = copy_example("inventory", cli.cwd)
     (folder / "twice_refused.yaml").write_text(TWICE_REFUSED)
     (folder / "raw_tool_as_check.yaml").write_text(RAW_TOOL_AS_CHECK)
     keys_of = {
         "billing-svc": _add(
-            cli, "billing-svc", "--principal", "alice@shop-1", "--scopes", SCOPES,
-            "--workspaces", str(folder),
+            cli,
+            "billing-svc",
+            "--principal",
+            "alice@shop-1",
+            "--scopes",
+            SCOPES,
+            "--workspaces",
+            str(folder),
         ),
         "squatter": _add(
-            cli, "squatter", "--principal", "mallory@shop-2", "--scopes", SCOPES,
-            "--workspaces", str(folder),
+            cli,
+            "squatter",
+            "--principal",
+            "mallory@shop-2",
+            "--scopes",
+            SCOPES,
+            "--workspaces",
+            str(folder),
         ),
     }
     workers = start_workers(cli, tools=["inventory_tools"], tool_path=folder)
@@ -175,7 +189,9 @@ def test_a_signed_reply_replayed_against_a_later_escalation_is_refused_and_the_r
         f"cannot reply: it answers the escalation at seq {first}, but the run waits on the one at seq {second}"
     )
     after = suite.cli.events(run_id)
-    assert after[-1]["seq"] == second and after[-1]["type"] == "RunEscalated", "the run did not move"
+    assert after[-1]["seq"] == second and after[-1]["type"] == "RunEscalated", (
+        "the run did not move"
+    )
     status = json.loads(suite.cli("status", run_id, "--json").stdout)
     assert (status["status"], status["escalation"]) == ("awaiting_human", second)
 
@@ -230,7 +246,10 @@ def test_a_replay_model_of_another_tenants_run_is_refused(suite: Suite) -> None:
 
     reason = suite.outcome(suite.send("squatter", theft.model_dump_json().encode()))
 
-    assert reason == f"not granted: 'squatter' may not replay run {alices!r}: no run of tenant 'shop-2' has that id"
+    assert (
+        reason
+        == f"not granted: 'squatter' may not replay run {alices!r}: no run of tenant 'shop-2' has that id"
+    )
     assert "r-theft" not in suite.cli.runs()
 
 
@@ -247,7 +266,9 @@ def test_a_python_check_naming_an_undecorated_tool_function_fails_uncalled(suite
     why = "'inventory_tools:reserve_stock' is not declared a check: only functions decorated with @check are called"
     # the embedded run has the tool set in hand: a spec problem, nothing created
     done = suite.cli("run", suite.folder / "raw_tool_as_check.yaml")
-    assert done.returncode == 2 and "acceptance.0.python" in done.stderr and why in done.stderr, done.stderr
+    assert done.returncode == 2 and "acceptance.0.python" in done.stderr and why in done.stderr, (
+        done.stderr
+    )
     # the intake knows the tool set only by its manifest: the worker refuses to call it
     run_id = suite.submit("billing-svc", "raw_tool_as_check.yaml")
     events = suite.cli.wait_events(run_id, lambda seen: "AcceptanceChecked" in types(seen), WAIT_S)

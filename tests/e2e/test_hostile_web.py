@@ -39,7 +39,9 @@ class View:
         self.own = f"{self.host}:{self.port}"
         self.token = token_for(url)
 
-    def ask(self, method: str, path: str, body: Any = None, **headers: str) -> tuple[int, dict[str, str], str]:
+    def ask(
+        self, method: str, path: str, body: Any = None, **headers: str
+    ) -> tuple[int, dict[str, str], str]:
         conn = http.client.HTTPConnection(self.host, self.port, timeout=20)
         sent = {"Host": self.own, **{k.replace("_", "-"): v for k, v in headers.items()}}
         data = None
@@ -49,7 +51,11 @@ class View:
         try:
             conn.request(method, path, data, sent)
             reply = conn.getresponse()
-            return reply.status, {k.lower(): v for k, v in reply.getheaders()}, reply.read().decode()
+            return (
+                reply.status,
+                {k.lower(): v for k, v in reply.getheaders()},
+                reply.read().decode(),
+            )
         finally:
             conn.close()
 
@@ -58,7 +64,9 @@ class View:
 
     def cookie(self) -> str:
         """Signs in as the sign-in page does; the session cookie it got."""
-        code, headers, _ = self.ask("POST", "/api/signin", {"token": self.token}, Origin=f"http://{self.own}")
+        code, headers, _ = self.ask(
+            "POST", "/api/signin", {"token": self.token}, Origin=f"http://{self.own}"
+        )
         assert code == 200, code
         said = headers["set-cookie"]
         assert "HttpOnly" in said and "SameSite=strict" in said.replace("Strict", "strict")
@@ -70,7 +78,9 @@ def waiting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, Vie
     """The view, acting as a publisher, and a run waiting for a person."""
     folder = tmp_path_factory.mktemp("hostile_web")
     server: PrivateRedis = start_server(folder / "redis")
-    env = clean_environ(f"hweb-{uuid.uuid4().hex[:8]}", folder / "state") | {"REDIS_URL": server.url}
+    env = clean_environ(f"hweb-{uuid.uuid4().hex[:8]}", folder / "state") | {
+        "REDIS_URL": server.url
+    }
     cli = Cli(cwd=folder, env=env)
     steering = copy_example("steering", folder)
     workers = start_workers(cli, tools=["steer_tools"], tool_path=steering)
@@ -92,9 +102,18 @@ def recorded(cli: Cli, run_id: str, kind: str) -> int:
     return sum(e["type"] == kind for e in cli.events(run_id))
 
 
-def test_a_foreign_host_gets_421_and_no_run_data_signed_in_or_not(waiting: tuple[Cli, View, str]) -> None:
+def test_a_foreign_host_gets_421_and_no_run_data_signed_in_or_not(
+    waiting: tuple[Cli, View, str],
+) -> None:
     _, view, run_id = waiting
-    for path in ("/api/runs", f"/api/runs/{run_id}", "/api/config", "/", f"/runs/{run_id}", "/signin"):
+    for path in (
+        "/api/runs",
+        f"/api/runs/{run_id}",
+        "/api/config",
+        "/",
+        f"/runs/{run_id}",
+        "/signin",
+    ):
         for auth in ({}, {"Authorization": view.bearer()}, {"Cookie": view.cookie()}):
             code, _, body = view.ask("GET", path, Host=f"evil.example:{view.port}", **auth)
             assert code == 421 and run_id not in body, (path, auth.keys(), code, body[:200])
@@ -102,7 +121,9 @@ def test_a_foreign_host_gets_421_and_no_run_data_signed_in_or_not(waiting: tuple
     assert code == 400 and run_id not in body
 
 
-def test_a_dns_rebinding_reply_is_refused_and_nothing_is_recorded(waiting: tuple[Cli, View, str]) -> None:
+def test_a_dns_rebinding_reply_is_refused_and_nothing_is_recorded(
+    waiting: tuple[Cli, View, str],
+) -> None:
     """The browser thinks evil.example:PORT is one origin; the page and the request
     agree on it, and the view answers to neither."""
     cli, view, run_id = waiting
@@ -115,10 +136,17 @@ def test_a_dns_rebinding_reply_is_refused_and_nothing_is_recorded(waiting: tuple
     assert recorded(cli, run_id, "HumanReplied") == before == 0
 
 
-@pytest.mark.parametrize("path", ["/api/runs", "/api/runs/{run}", "/api/runs/{run}/stream", "/api/runs/stream", "/api/config"])
+@pytest.mark.parametrize(
+    "path",
+    ["/api/runs", "/api/runs/{run}", "/api/runs/{run}/stream", "/api/runs/stream", "/api/config"],
+)
 def test_without_the_token_every_read_is_401(waiting: tuple[Cli, View, str], path: str) -> None:
     _, view, run_id = waiting
-    for auth in ({}, {"Authorization": "Bearer not-the-token"}, {"Cookie": "agentledger_ui_00000000=1.ff"}):
+    for auth in (
+        {},
+        {"Authorization": "Bearer not-the-token"},
+        {"Cookie": "agentledger_ui_00000000=1.ff"},
+    ):
         code, headers, body = view.ask("GET", path.format(run=run_id), **auth)
         assert code == 401 and run_id not in body and headers["www-authenticate"] == "Bearer"
 
@@ -127,11 +155,17 @@ def test_a_forged_or_expired_session_cookie_is_no_session(waiting: tuple[Cli, Vi
     _, view, _ = waiting
     name, value = view.cookie().split("=", 1)
     issued, mac = value.split(".")
-    for forged in (f"{int(issued) - 13 * 3600}.{mac}", f"{issued}.{'0' * len(mac)}", f"{issued}{mac}"):
+    for forged in (
+        f"{int(issued) - 13 * 3600}.{mac}",
+        f"{issued}.{'0' * len(mac)}",
+        f"{issued}{mac}",
+    ):
         assert view.ask("GET", "/api/runs", Cookie=f"{name}={forged}")[0] == 401
 
 
-def test_a_page_without_a_session_sends_the_browser_to_sign_in(waiting: tuple[Cli, View, str]) -> None:
+def test_a_page_without_a_session_sends_the_browser_to_sign_in(
+    waiting: tuple[Cli, View, str],
+) -> None:
     _, view, run_id = waiting
     code, headers, body = view.ask("GET", f"/runs/{run_id}")
     assert code == 303 and headers["location"] == f"/signin?next=/runs/{run_id}" and body == ""
@@ -143,7 +177,9 @@ def test_without_the_token_every_action_is_401_and_nothing_is_recorded(
 ) -> None:
     cli, view, run_id = waiting
     before = len(cli.events(run_id))
-    code, _, said = view.ask("POST", f"/api/runs/{run_id}/control", body, Origin=f"http://{view.own}")
+    code, _, said = view.ask(
+        "POST", f"/api/runs/{run_id}/control", body, Origin=f"http://{view.own}"
+    )
     assert code == 401 and json.loads(said)["error"] == "not signed in"
     assert len(cli.events(run_id)) == before
 
@@ -151,7 +187,9 @@ def test_without_the_token_every_action_is_401_and_nothing_is_recorded(
 @pytest.mark.parametrize(
     "came_from",
     [
-        {"Origin": "http://127.0.0.1:9"},  # another port of this host: same site, the cookie goes along
+        {
+            "Origin": "http://127.0.0.1:9"
+        },  # another port of this host: same site, the cookie goes along
         {"Origin": "http://evil.example"},
         {"Origin": "null"},  # a sandboxed frame or a file
         {"Referer": "http://localhost:9/attack.html"},
@@ -173,13 +211,19 @@ def test_a_change_with_a_valid_cookie_from_another_origin_is_refused(
 
 def test_signing_in_from_another_origin_is_refused(waiting: tuple[Cli, View, str]) -> None:
     _, view, _ = waiting
-    code, headers, _ = view.ask("POST", "/api/signin", {"token": view.token}, Origin="http://evil.example")
+    code, headers, _ = view.ask(
+        "POST", "/api/signin", {"token": view.token}, Origin="http://evil.example"
+    )
     assert code == 403 and "set-cookie" not in headers
-    code, headers, _ = view.ask("POST", "/api/signin", {"token": "guess"}, Origin=f"http://{view.own}")
+    code, headers, _ = view.ask(
+        "POST", "/api/signin", {"token": "guess"}, Origin=f"http://{view.own}"
+    )
     assert code == 401 and "set-cookie" not in headers
 
 
-def test_zz_the_same_reply_from_the_views_own_page_is_recorded(waiting: tuple[Cli, View, str]) -> None:
+def test_zz_the_same_reply_from_the_views_own_page_is_recorded(
+    waiting: tuple[Cli, View, str],
+) -> None:
     """Last in the module (the run moves on): what every refusal above refused works."""
     cli, view, run_id = waiting
     code, _, said = view.ask("POST", f"/api/runs/{run_id}/control", ACTIONS[0], Cookie=view.cookie(),

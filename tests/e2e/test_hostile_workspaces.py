@@ -150,7 +150,9 @@ def _wait_handled(client: redis.Redis, keys: Keys, entry_id: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def suite(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli]) -> Iterator[Suite]:
+def suite(
+    tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli]
+) -> Iterator[Suite]:
     cli = make_cli(tmp_path_factory.mktemp("hostile-workspaces"))
     outside = tmp_path_factory.mktemp("outside-the-root")
     inventory = copy_example("inventory", cli.cwd)
@@ -229,7 +231,9 @@ def test_no_hostile_workspace_created_a_run_or_a_copy(suite: Suite) -> None:
     hostile = {a.run_id for a in suite.attacks}
     assert not hostile & set(suite.cli.runs())
     assert not any(suite.client.exists(suite.keys.run(r)) for r in hostile)
-    copies = {p.name for p in (suite.cli.state_dir / "workspaces").iterdir() if not p.name.startswith(".")}
+    copies = {
+        p.name for p in (suite.cli.state_dir / "workspaces").iterdir() if not p.name.startswith(".")
+    }
     assert copies == {suite.socket_run, suite.link_run, suite.again_run}
 
 
@@ -248,7 +252,9 @@ def test_a_run_in_the_granted_root_works_in_a_copy_under_the_state_folder_withou
     assert json.loads((copy / "stock.json").read_text())["A1"]["reserved"] == 2
     assert sorted(p.name for p in copy.iterdir()) == ["check_stock.py", "stock.json"]
     source = suite.inventory / "ws-socket"
-    assert (source / "stock.json").read_bytes() == (suite.inventory / "ws" / "stock.json").read_bytes()
+    assert (source / "stock.json").read_bytes() == (
+        suite.inventory / "ws" / "stock.json"
+    ).read_bytes()
     assert (source / "redis.sock").is_socket() and (source / "pipe").is_fifo()
 
 

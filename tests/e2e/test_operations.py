@@ -287,7 +287,9 @@ def test_a_dead_worker_process_is_replaced_and_readiness_waits_for_its_first_bea
 
         now = until("the dead process replaced", replaced)
         assert children[1] in now  # the other one was left alone
-        until("ready again once the new process beats", lambda: get(port, "/readyz") == (200, "ok\n"))
+        until(
+            "ready again once the new process beats", lambda: get(port, "/readyz") == (200, "ok\n")
+        )
         assert get(port, "/healthz")[0] == 200
     finally:
         parent.terminate()

@@ -108,7 +108,15 @@ def test_a_secret_canary_appears_nowhere_but_raw(
         printed.extend([done.stdout, done.stderr])
         return done
 
-    said("publishers", "add", "canary-svc", "--principal", "alice@shop-1", "--workspaces", str(project))
+    said(
+        "publishers",
+        "add",
+        "canary-svc",
+        "--principal",
+        "alice@shop-1",
+        "--workspaces",
+        str(project),
+    )
     with MessagesStandin() as api, worker_log.open("w") as out:
         cli.env["ANTHROPIC_BASE_URL"] = api.url
         api.play(*replies(token))
@@ -167,7 +175,11 @@ def _until_ended(cli: Cli, run_id: str, timeout_s: float = 60) -> str:
     with contextlib.suppress(AssertionError):  # the status says what it came to
         cli.wait_events(run_id, lambda events: bool(SETTLING & set(types(events))), timeout_s)
     done = cli("status", run_id, "--json")
-    return str(json.loads(done.stdout).get("status")) if done.stdout.strip().startswith("{") else "unknown"
+    return (
+        str(json.loads(done.stdout).get("status"))
+        if done.stdout.strip().startswith("{")
+        else "unknown"
+    )
 
 
 # --- the process's own secrets, encoded --------------------------------------------
@@ -267,14 +279,24 @@ def test_the_redis_password_publisher_keys_and_a_declared_secret_appear_in_no_en
         printed[" ".join(map(str, args[:2]))] = done.stdout + done.stderr
         return done
 
-    added = cli("publishers", "add", "canary-svc", "--principal", "alice@shop-1", "--json")  # its key, once
+    added = cli(
+        "publishers", "add", "canary-svc", "--principal", "alice@shop-1", "--json"
+    )  # its key, once
     inline_key = json.loads(added.stdout)["key"]
     path = Path(cli.env["AGENTLEDGER_STATE_DIR"]) / "publishers.yaml"
     filed = yaml.safe_load(path.read_text())
-    filed["publishers"]["env-svc"] = {"key_env": "AL_CANARY_PUB_KEY", "principals": [{"id": "bob", "tenant": "t"}]}
+    filed["publishers"]["env-svc"] = {
+        "key_env": "AL_CANARY_PUB_KEY",
+        "principals": [{"id": "bob", "tenant": "t"}],
+    }
     path.write_text(yaml.safe_dump(filed))
     assert cli("publishers", "adopt").returncode == 0  # a hand-edited file is made the deployment's
-    secrets = {"redis password": password, "inline key": inline_key, "key_env key": env_key, "declared": token}
+    secrets = {
+        "redis password": password,
+        "inline key": inline_key,
+        "key_env key": env_key,
+        "declared": token,
+    }
     worker_log = tmp_path / "worker-output.txt"
     try:
         with worker_log.open("w") as out:
@@ -287,10 +309,14 @@ def test_the_redis_password_publisher_keys_and_a_declared_secret_appear_in_no_en
             try:
                 deadline = time.monotonic() + 60
                 while "workers up" not in worker_log.read_text():  # its tool set registered
-                    assert worker.poll() is None and time.monotonic() < deadline, worker_log.read_text()
+                    assert worker.poll() is None and time.monotonic() < deadline, (
+                        worker_log.read_text()
+                    )
                     time.sleep(0.1)
                 intake = start_intake(cli)  # the workers run no intake
-                submitted = said("submit", "--as", "canary-svc", "--unserved", project / "spec.yaml")
+                submitted = said(
+                    "submit", "--as", "canary-svc", "--unserved", project / "spec.yaml"
+                )
                 assert submitted.returncode == 0, submitted.stderr
                 run_id = submitted.stdout.strip()
                 status = _until_ended(cli, run_id)
@@ -324,5 +350,7 @@ def test_the_redis_password_publisher_keys_and_a_declared_secret_appear_in_no_en
     for marker in ("[REDACTED:redis_password]", "[REDACTED:publisher_key:canary-svc]",
                    "[REDACTED:publisher_key:env-svc]", f"[REDACTED:{CANARY_VAR}]"):  # fmt: skip
         assert marker in shown, f"the tool did say it, redacted: {marker} missing"
-    assert "leaking redis_password: [REDACTED:redis_password]" in output, "its log line is there, redacted"
+    assert "leaking redis_password: [REDACTED:redis_password]" in output, (
+        "its log line is there, redacted"
+    )
     assert len(names) > 10 and len(aof) > 10_000, "there was something to search"

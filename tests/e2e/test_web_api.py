@@ -24,7 +24,9 @@ from agentledger.services.adapters.redis.local_server import PrivateRedis, start
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cli, str]]:
     folder = tmp_path_factory.mktemp("web_api")
     server: PrivateRedis = start_server(folder / "redis")
-    env = clean_environ(f"uiapi-{uuid.uuid4().hex[:8]}", folder / "state") | {"REDIS_URL": server.url}
+    env = clean_environ(f"uiapi-{uuid.uuid4().hex[:8]}", folder / "state") | {
+        "REDIS_URL": server.url
+    }
     cli = Cli(cwd=folder, env=env)
     proc, url = start_ui(cli, "--as", "ops")
     yield cli, url
@@ -47,7 +49,9 @@ def test_an_unknown_status_filter_is_400_naming_the_statuses(served: tuple[Cli, 
     assert get(f"{served[1]}api/runs?status=completed") == (200, {"runs": []})
 
 
-def test_an_unknown_run_is_404_for_its_page_data_stream_and_controls(served: tuple[Cli, str]) -> None:
+def test_an_unknown_run_is_404_for_its_page_data_stream_and_controls(
+    served: tuple[Cli, str],
+) -> None:
     url = served[1]
     assert get(f"{url}api/runs/r-nope")[0] == 404
     assert get(f"{url}api/runs/r-nope/stream")[0] == 404
@@ -56,7 +60,9 @@ def test_an_unknown_run_is_404_for_its_page_data_stream_and_controls(served: tup
 
 
 @pytest.mark.parametrize("bad", ["r-..%2F..%2Fetc", "x" * 300, "%00r", "r%20x", "-r"])
-def test_a_malformed_run_id_is_404_everywhere_and_never_a_500(served: tuple[Cli, str], bad: str) -> None:
+def test_a_malformed_run_id_is_404_everywhere_and_never_a_500(
+    served: tuple[Cli, str], bad: str
+) -> None:
     url = served[1]
     assert get(f"{url}api/runs/{bad}")[0] == 404
     assert get(f"{url}api/runs/{bad}/stream")[0] == 404
@@ -72,7 +78,9 @@ def test_a_malformed_run_id_is_404_everywhere_and_never_a_500(served: tuple[Cli,
         ({"action": "approve", "call_id": ["c"]}, "is not accepted here"),
     ],
 )
-def test_a_bad_control_is_400_saying_what_is_missing(served: tuple[Cli, str], body: dict[str, str], says: str) -> None:
+def test_a_bad_control_is_400_saying_what_is_missing(
+    served: tuple[Cli, str], body: dict[str, str], says: str
+) -> None:
     code, reply = post(f"{served[1]}api/runs/r-x/control", body)
     assert code == 400 and says in reply["message"]
 
@@ -95,9 +103,6 @@ def test_a_port_in_use_exits_2_naming_the_option(served: tuple[Cli, str]) -> Non
 def test_a_bad_port_is_refused_by_the_parser(served: tuple[Cli, str]) -> None:
     done = served[0]("ui", "--port", "70000")
     assert done.returncode == 2 and "a port is at most 65535" in done.stderr
-
-
-
 
 
 def test_a_control_from_another_site_or_not_as_json_is_refused(served: tuple[Cli, str]) -> None:
@@ -164,7 +169,10 @@ def test_without_javascript_the_pages_carry_the_runs_and_the_run_as_text(
     code, page = get(f"{url}runs/{failed_run}")
     assert code == 200
     text = html.unescape(page.split("<noscript>", 2)[2].split("</noscript>", 1)[0])
-    assert f"run {failed_run}: failed</b> acceptance failed (1 of 1 check: command 'python -m pytest -q'" in text
+    assert (
+        f"run {failed_run}: failed</b> acceptance failed (1 of 1 check: command 'python -m pytest -q'"
+        in text
+    )
     for line in cli("tail", "--run", failed_run).stdout.splitlines():  # the lines `tail` prints
         assert line in text
     assert "1. FAIL command 'python -m pytest -q' exits 0" in text and "0. FAIL" not in text

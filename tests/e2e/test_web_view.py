@@ -38,7 +38,9 @@ acceptance:
     contains: "hi"
 """
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')")
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
+)
 if CHROMIUM is None:
     pytest.skip(
         "no chromium on PATH: `apt-get install -y chromium` (make test does it as root)",
@@ -55,7 +57,9 @@ def redis_server(tmp_path: Path) -> Iterator[PrivateRedis]:
 
 @pytest.fixture
 def cli(tmp_path: Path, redis_server: PrivateRedis) -> Cli:
-    env = clean_environ(f"ui-{uuid.uuid4().hex[:8]}", tmp_path / "state") | {"REDIS_URL": redis_server.url}
+    env = clean_environ(f"ui-{uuid.uuid4().hex[:8]}", tmp_path / "state") | {
+        "REDIS_URL": redis_server.url
+    }
     return Cli(cwd=tmp_path, env=env)
 
 
@@ -96,7 +100,9 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
         ro.locator('.approval[data-call="p1"] button.approve').wait_for(timeout=TIMEOUT_MS)
         assert ro.locator('.approval[data-call="p1"] button.approve').is_disabled()
         assert "read-only" in ro.locator("#mode").inner_text()
-        code, body = post(f"{ro_url}api/runs/{run_id}/control", {"action": "approve", "call_id": "p1"})
+        code, body = post(
+            f"{ro_url}api/runs/{run_id}/control", {"action": "approve", "call_id": "p1"}
+        )
         assert (code, body["error"]) == (403, "read-only")
 
         approve.click()
@@ -114,7 +120,9 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
         assert shown == tail.stdout.splitlines()  # the very lines `tail` prints
         assert any("ApprovalGranted" in s and "by alice" in s for s in shown)
         assert page.locator("#checks tbody tr").first.inner_text().count("PASS") == 1
-        assert page.locator("#checks tbody tr td").first.inner_text() == "1"  # evidence counts from 1
+        assert (
+            page.locator("#checks tbody tr td").first.inner_text() == "1"
+        )  # evidence counts from 1
         assert page.locator('#calls tr[data-call="p1"]').inner_text().count("succeeded") == 1
 
         shot = tmp_path / "ui-approve.png"
@@ -126,7 +134,8 @@ def test_a_person_watches_the_timeline_grow_clicks_approve_and_sees_the_run_comp
 
         # without JavaScript the page is the same run as text, the script's parts hidden
         nojs = browser.new_context(  # type: ignore[attr-defined]
-            java_script_enabled=False, extra_http_headers={"Authorization": f"Bearer {token_for(url)}"}
+            java_script_enabled=False,
+            extra_http_headers={"Authorization": f"Bearer {token_for(url)}"},
         )
         plain = nojs.new_page()
         plain.goto(f"{url}runs/{run_id}")
@@ -168,7 +177,9 @@ def test_a_run_awaiting_a_human_gets_a_reply_box_and_abort_ends_it_failed(
     workers = start_workers(cli, tools=["steer_tools"], tool_path=steering)
     acting, url = start_ui(cli, "--as", cli.publisher("bob"))
     try:
-        done = cli("submit", "--as", "bob", steering / "repeat.yaml")  # three identical failures: a human is asked
+        done = cli(
+            "submit", "--as", "bob", steering / "repeat.yaml"
+        )  # three identical failures: a human is asked
         assert done.returncode == 0, done.stderr
         run_id = done.stdout.strip()
         page = browser.new_page()  # type: ignore[attr-defined]
@@ -179,12 +190,16 @@ def test_a_run_awaiting_a_human_gets_a_reply_box_and_abort_ends_it_failed(
         for name in ("Reply", "Resume", "Abort"):
             assert box.get_by_role("button", name=name).is_enabled()
         box.get_by_role("button", name="Reply").click()  # no text: refused, nothing sent
-        page.wait_for_function("document.querySelector('#notice').className === 'error'", timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            "document.querySelector('#notice').className === 'error'", timeout=TIMEOUT_MS
+        )
         box.get_by_role("button", name="Abort").click()
         page.wait_for_function(
             "document.querySelector('#status').textContent === 'failed'", timeout=TIMEOUT_MS
         )
-        assert page.locator('#timeline .line[data-type="RunAborted"]').inner_text().endswith("by bob")
+        assert (
+            page.locator('#timeline .line[data-type="RunAborted"]').inner_text().endswith("by bob")
+        )
         assert page.locator(".wait.human").count() == 0
     finally:
         acting.terminate()

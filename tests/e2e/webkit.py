@@ -23,7 +23,9 @@ def start_ui(cli: Cli, *args: str) -> tuple[subprocess.Popen[str], str]:
     )  # fmt: skip
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert "agentledger ui on http://" in line, f"the view did not start: {line!r} (exit {proc.poll()})"
+    assert "agentledger ui on http://" in line, (
+        f"the view did not start: {line!r} (exit {proc.poll()})"
+    )
     url = line.split(" on ", 1)[1].split()[0]
     signin = proc.stdout.readline()
     assert "sign in: " in signin, signin
@@ -40,7 +42,10 @@ def token_for(url: str) -> str:
 
 
 def request(
-    url: str, body: dict[str, Any] | None = None, *, headers: dict[str, str] | None = None,
+    url: str,
+    body: dict[str, Any] | None = None,
+    *,
+    headers: dict[str, str] | None = None,
     signed_in: bool = True,
 ) -> tuple[int, Any]:
     """GET (or POST `body` as JSON) as a script does: with `Authorization: Bearer`

@@ -108,8 +108,12 @@ PUBLISHER = "it-publisher"
 
 
 def file_publisher(
-    path: Path, name: str = PUBLISHER, *, principals: Sequence[str] = ("*@*",),
-    scopes: Sequence[str] = ("*",), queues: Sequence[str] = ("*",),
+    path: Path,
+    name: str = PUBLISHER,
+    *,
+    principals: Sequence[str] = ("*@*",),
+    scopes: Sequence[str] = ("*",),
+    queues: Sequence[str] = ("*",),
     workspaces: Sequence[str] = ("/",),
 ) -> str:
     """File a publisher in the publishers file at `path` (granted everything by
@@ -300,7 +304,9 @@ class WrappedStore:
     def before(self, events: Batch) -> None:
         pass
 
-    def landed(self, run_id: str, events: Batch, *, expected_seq: int, live: bool, seq: int) -> None:
+    def landed(
+        self, run_id: str, events: Batch, *, expected_seq: int, live: bool, seq: int
+    ) -> None:
         pass
 
     def conflicted(self) -> None:
@@ -361,7 +367,9 @@ class ReplyLostStore(WrappedStore):
         self._kind = kind
         self.lost: list[int] = []  # the seq each lost reply would have said
 
-    def landed(self, run_id: str, events: Batch, *, expected_seq: int, live: bool, seq: int) -> None:
+    def landed(
+        self, run_id: str, events: Batch, *, expected_seq: int, live: bool, seq: int
+    ) -> None:
         if not self.lost and any(e.type == self._kind for e in events):
             self.lost.append(seq)
             raise redis.ConnectionError("Connection closed by server.")
@@ -374,7 +382,9 @@ class MirroredStore(WrappedStore):
         super().__init__(inner)
         self.memory = MemoryEventStore()
 
-    def landed(self, run_id: str, events: Batch, *, expected_seq: int, live: bool, seq: int) -> None:
+    def landed(
+        self, run_id: str, events: Batch, *, expected_seq: int, live: bool, seq: int
+    ) -> None:
         self.memory.append(run_id, events, expected_seq=expected_seq, live=live)
 
 

@@ -249,7 +249,9 @@ def failure(adapter: AnthropicAdapter, request: ModelRequest | None = None) -> M
     return raised.value
 
 
-def test_a_429_is_rate_limited_with_the_wait_the_api_asked_for(api: MessagesStandin, make: Make) -> None:
+def test_a_429_is_rate_limited_with_the_wait_the_api_asked_for(
+    api: MessagesStandin, make: Make
+) -> None:
     api.play(Failed(429, "rate_limit_error", "Too many tokens per minute", retry_after=7))
     error = failure(make())
     assert error.failure == ModelFailure(
@@ -258,14 +260,21 @@ def test_a_429_is_rate_limited_with_the_wait_the_api_asked_for(api: MessagesStan
     assert error.retryable is True
 
 
-def test_the_sdk_sends_one_request_and_never_retries_on_its_own(api: MessagesStandin, make: Make) -> None:
+def test_the_sdk_sends_one_request_and_never_retries_on_its_own(
+    api: MessagesStandin, make: Make
+) -> None:
     api.play(Failed(529, "overloaded_error", "Overloaded"), Streamed((Text("late"),)))
     error = failure(make())
-    assert (error.failure.kind, str(error)) == ("overloaded", "overloaded (529 overloaded_error): Overloaded")
+    assert (error.failure.kind, str(error)) == (
+        "overloaded",
+        "overloaded (529 overloaded_error): Overloaded",
+    )
     assert error.retryable is True
     assert len(api.requests) == 1
     assert [r.headers["x-stainless-retry-count"] for r in api.requests] == ["0"]
-    assert make().respond(ask()).content == (TextBlock(text="late"),), "the next attempt is the log's"
+    assert make().respond(ask()).content == (TextBlock(text="late"),), (
+        "the next attempt is the log's"
+    )
 
 
 @pytest.mark.parametrize(

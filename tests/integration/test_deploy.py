@@ -154,7 +154,9 @@ def test_each_worker_pool_has_a_deployment_with_probes_and_a_scaled_object() -> 
         (container,) = deployments[name]["spec"]["template"]["spec"]["containers"]
         args = parser().parse_args(container["args"])
         assert (args.command, args.pools, args.metrics_port) == ("workers", [pool], 9100)
-        assert args.metrics_host == "0.0.0.0"  # the kubelet's probes and Prometheus come from outside the pod
+        assert (
+            args.metrics_host == "0.0.0.0"
+        )  # the kubelet's probes and Prometheus come from outside the pod
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
         assert name in scalers, f"no ScaledObject for {name}"
@@ -171,7 +173,9 @@ def test_each_worker_pool_has_a_deployment_with_probes_and_a_scaled_object() -> 
 def test_the_ui_token_is_a_secret_of_its_own_and_a_placeholder_is_refused() -> None:
     secrets = {d["metadata"]["name"]: d for _, d in documents() if d["kind"] == "Secret"}
     placeholder = secrets["agentledger-ui"]["stringData"]["AGENTLEDGER_UI_TOKEN"]
-    assert "AGENTLEDGER_UI_TOKEN" not in secrets["agentledger-secrets"]["stringData"]  # no worker sees it
+    assert (
+        "AGENTLEDGER_UI_TOKEN" not in secrets["agentledger-secrets"]["stringData"]
+    )  # no worker sees it
     with pytest.raises(ConfigError) as refused:
         from_env({"AGENTLEDGER_UI_TOKEN": placeholder})
     assert refused.value.name == "AGENTLEDGER_UI_TOKEN"
@@ -254,7 +258,11 @@ def test_compose_runs_redis_with_aof_the_intake_each_pool_and_the_web_view() -> 
     for pool in ("model", "tools", "accept"):
         args = parser().parse_args(services[pool]["command"])
         assert (args.command, args.pools) == ("workers", [pool])
-        assert args.metrics_port == 9100 and args.log_format == "json" and args.metrics_host == "0.0.0.0"
+        assert (
+            args.metrics_port == 9100
+            and args.log_format == "json"
+            and args.metrics_host == "0.0.0.0"
+        )
     args = parser().parse_args(services["intake"]["command"])
     assert (args.command, args.metrics_port, args.metrics_host) == ("intake", 9100, "0.0.0.0")
     args = parser().parse_args(services["ui"]["command"])

@@ -132,7 +132,10 @@ class _Sent:
     "commands",
     [
         [("EVALSHA", "ab" * 20, 2, "k1", "k2", 7, 1.5, "é", b"\x00\xff" * 40, "")],
-        [("XACK", "s", "g", "1-1"), ("XREADGROUP", "GROUP", "g", "c", "COUNT", 3, "STREAMS", "s", ">")],
+        [
+            ("XACK", "s", "g", "1-1"),
+            ("XREADGROUP", "GROUP", "g", "c", "COUNT", 3, "STREAMS", "s", ">"),
+        ],
         [("SCRIPT LOAD", "return 1")],  # a two-word command: split by the connection
         [("SET", "k", bytearray(b"v"))],  # what hiredis refuses: packed by the connection
     ],

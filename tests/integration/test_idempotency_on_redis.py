@@ -291,8 +291,12 @@ def test_the_same_business_key_from_two_runs_has_one_side_effect(
     app: App, client: redis.Redis, once_tools: Path, workspace: Path
 ) -> None:
     args = {"order_id": "o2", "qty": 1}  # place_order names its key: the order id
-    a = start(app, client, "run-a", [[use("c1", "place_order", **args)], "done"], once_tools, workspace)
-    b = start(app, client, "run-b", [[use("k7", "place_order", **args)], "done"], once_tools, workspace)
+    a = start(
+        app, client, "run-a", [[use("c1", "place_order", **args)], "done"], once_tools, workspace
+    )
+    b = start(
+        app, client, "run-b", [[use("k7", "place_order", **args)], "done"], once_tools, workspace
+    )
     assert list(effects(workspace).values()) == [1]
     assert executions(workspace) == Counter({"run-a c1": 1})
     replayed = events_of(app, "run-b", "k7")[-1]

@@ -39,7 +39,9 @@ def test_an_embedded_runs_intake_is_live_for_its_own_publisher_only(
     client: redis.Redis, keys: Keys
 ) -> None:
     Membership(client, keys.intake_members("local-0123456789ab"), "host:2:cd", ttl_s=TTL_S).beat()
-    assert intake_liveness(client, keys, ttl_s=TTL_S, publisher="local-0123456789ab") is Liveness.LIVE
+    assert (
+        intake_liveness(client, keys, ttl_s=TTL_S, publisher="local-0123456789ab") is Liveness.LIVE
+    )
     assert intake_liveness(client, keys, ttl_s=TTL_S, publisher="billing") is Liveness.NONE
     assert intake_liveness(client, keys, ttl_s=TTL_S) is Liveness.NONE
 
@@ -50,7 +52,9 @@ def test_an_entry_is_taken_once_the_intake_group_read_it(client: redis.Redis, ke
     first = client.xadd(inbox, {"message": "{}"}).decode()
     client.xreadgroup(GROUP, "host:1", {inbox: ">"}, count=1)
     second = client.xadd(inbox, {"message": "{}"}).decode()
-    assert taken(client, keys, f"1/billing/{first}") and not taken(client, keys, f"1/billing/{second}")
+    assert taken(client, keys, f"1/billing/{first}") and not taken(
+        client, keys, f"1/billing/{second}"
+    )
 
 
 def test_only_an_entry_no_intake_read_can_be_withdrawn(client: redis.Redis, keys: Keys) -> None:
@@ -67,6 +71,8 @@ def test_only_an_entry_no_intake_read_can_be_withdrawn(client: redis.Redis, keys
 def test_the_reason_of_a_refused_entry_is_found_by_its_id(client: redis.Redis, keys: Keys) -> None:
     entry = client.xadd(keys.inbox(0, "billing"), {"message": "x"}).decode()
     client.xadd(keys.rejected(0), {"entry_id": f"0/ledger/{entry}", "reason": "another's, same id"})
-    client.xadd(keys.rejected(0), {"entry_id": f"0/billing/{entry}", "reason": "message is not JSON"})
+    client.xadd(
+        keys.rejected(0), {"entry_id": f"0/billing/{entry}", "reason": "message is not JSON"}
+    )
     assert rejected_reason(client, keys, f"0/billing/{entry}") == "message is not JSON"
     assert rejected_reason(client, keys, "0/billing/9-9") is None

@@ -50,8 +50,16 @@ def with_spec(message: dict[str, Any], **changes: Any) -> dict[str, str]:
 
 def everything(name: str = PUBLISHER) -> Granted:
     """A publisher granted every principal, scope, queue and workspace (for direct calls)."""
-    return Granted(name, Publisher(key="0" * 64, principals=(GrantedPrincipal(id="*", tenant="*"),),
-                                   scopes=("*",), queues=("*",), workspaces=("/",)))
+    return Granted(
+        name,
+        Publisher(
+            key="0" * 64,
+            principals=(GrantedPrincipal(id="*", tenant="*"),),
+            scopes=("*",),
+            queues=("*",),
+            workspaces=("/",),
+        ),
+    )
 
 
 def bad_entries(good: dict[str, Any]) -> dict[str, tuple[dict[str, Any], list[str]]]:
@@ -90,7 +98,9 @@ def pending(client: redis.Redis, keys: Keys, publishers: tuple[str, ...] = (PUBL
             grouped = client.exists(stream) and any(
                 g["name"] == GROUP.encode() for g in client.xinfo_groups(stream)
             )
-            total += client.xlen(stream) + (client.xpending(stream, GROUP)["pending"] if grouped else 0)
+            total += client.xlen(stream) + (
+                client.xpending(stream, GROUP)["pending"] if grouped else 0
+            )
     return total
 
 
@@ -143,7 +153,12 @@ def test_a_malformed_entry_is_rejected_with_its_reason_and_the_next_good_one_acc
 
 
 def test_the_same_request_again_is_a_no_op_and_another_under_its_id_is_rejected(
-    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path,
+    app: App,
+    client: redis.Redis,
+    keys: Keys,
+    intake: Intake,
+    tools_dir: Path,
+    workspace: Path,
     signer: Signer,
 ) -> None:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
@@ -151,12 +166,18 @@ def test_the_same_request_again_is_a_no_op_and_another_under_its_id_is_rejected(
     publish(client, keys, first, signer=signer)
     publish(client, keys, first, signer=signer)
     other = spec.model_copy(update={"task": "something else"})
-    publish(client, keys, first.model_copy(update={"spec": other, "run_id": "run-2"}), signer=signer)
+    publish(
+        client, keys, first.model_copy(update={"spec": other, "run_id": "run-2"}), signer=signer
+    )
 
     poll_until(intake, 3)
 
     [moved] = rejected(client, keys)
-    assert moved[b"reason"].decode().startswith("replayed: request_id 'run-1' names run 'run-1' already")
+    assert (
+        moved[b"reason"]
+        .decode()
+        .startswith("replayed: request_id 'run-1' names run 'run-1' already")
+    )
     assert [e.type for e in app.store.read("run-1")] == ["RunCreated"]
     assert app.runs.load("run-2") is None
 
@@ -170,7 +191,12 @@ def test_a_request_that_names_no_tool_set_is_bound_to_the_one_its_queue_serves(
 
 
 def test_an_entry_taken_by_an_intake_that_died_is_handled_by_another(
-    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path,
+    app: App,
+    client: redis.Redis,
+    keys: Keys,
+    intake: Intake,
+    tools_dir: Path,
+    workspace: Path,
     signer: Signer,
 ) -> None:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
@@ -188,7 +214,12 @@ def test_an_entry_taken_by_an_intake_that_died_is_handled_by_another(
 
 
 def test_an_entry_that_keeps_killing_intakes_is_rejected_as_poison(
-    app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path, workspace: Path,
+    app: App,
+    client: redis.Redis,
+    keys: Keys,
+    intake: Intake,
+    tools_dir: Path,
+    workspace: Path,
     signer: Signer,
 ) -> None:
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)

@@ -70,7 +70,10 @@ def test_the_intake_process_creates_a_run_and_imports_no_tool_module(
         "queue": QUEUE, "toolset": toolset.fingerprint, "manifest": toolset.manifest(),
         "request": request.model_dump_json(), "publisher": "it-publisher", "module": TOOL_MODULE,
     }  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / ".pkg"), str(REPO), str(tools_dir)])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / ".pkg"), str(REPO), str(tools_dir)]),
+    }
     done = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -179,7 +179,6 @@ def test_the_embedded_runs_intake_neither_records_nor_checks_the_digest(
     assert agreed.recorded(client, keys) == "0" * 64
 
 
-
 def test_a_deployment_intake_refuses_to_start_with_a_broken_file(
     settings: Settings, client: redis.Redis, keys: Keys
 ) -> None:

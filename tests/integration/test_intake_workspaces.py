@@ -58,7 +58,9 @@ def test_a_request_handled_again_keeps_the_copy_its_run_has_changed(
     app: App, intake: Intake, settings: Settings, tools_dir: Path, workspace: Path
 ) -> None:
     (workspace / "stock.json").write_text('{"A1": 5}')
-    message = request(app, "run-1", scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir), workspace)
+    message = request(
+        app, "run-1", scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir), workspace
+    )
     assert intake.accept(message, everything()) == "run-1"
     copy = Path(settings.state_dir, "workspaces", "run-1")
     (copy / "stock.json").write_text('{"A1": 3}')  # the run reserved two

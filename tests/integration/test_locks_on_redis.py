@@ -126,7 +126,9 @@ class Twin:
     def expire(self) -> None:
         self.model, expired, grants = expire_all(self.model, now=self.now)
         reply = self.service.expire(now=self.now)
-        assert [h.request_id for h in reply.expired] == [r.id for r in expired], f"expire {self.now}"
+        assert [h.request_id for h in reply.expired] == [r.id for r in expired], (
+            f"expire {self.now}"
+        )
         self.same_grants([g.grant for g in reply.grants], grants, f"expire at {self.now}")
         self.seen.update(expired=len(expired), passed_on=len(grants))
 
@@ -151,12 +153,8 @@ class Twin:
     def same_table(self, p: int, table: LockTable) -> None:
         keys = Keys(self.prefix, 1, lock_partitions=self.n).locks(p)
         _, order_key, holders_key, tokens_key, leases_key, _ = keys
-        holders = {
-            k.decode(): json.loads(v) for k, v in self.client.hgetall(holders_key).items()
-        }
-        assert holders == {
-            k: {h: str(m) for h, m in hs.items()} for k, hs in table.holders.items()
-        }
+        holders = {k.decode(): json.loads(v) for k, v in self.client.hgetall(holders_key).items()}
+        assert holders == {k: {h: str(m) for h, m in hs.items()} for k, hs in table.holders.items()}
         tokens = {k.decode(): int(v) for k, v in self.client.hgetall(tokens_key).items()}
         assert tokens == dict(table.tokens)
         scored = self.client.zrange(leases_key, 0, -1, withscores=True)
@@ -208,7 +206,9 @@ def test_a_release_tells_the_waiter_with_the_message_it_left(
     [granted] = reply.grants
     assert (granted.holder.run_id, granted.holder.call_id) == ("r2", "c9")
     assert reply.notices() == [notice]
-    assert locks.release([LockAsk("nobody", "c0", "nobody/c0/1.0", first.keys)]).grants == []  # a stale release changes nothing
+    assert (
+        locks.release([LockAsk("nobody", "c0", "nobody/c0/1.0", first.keys)]).grants == []
+    )  # a stale release changes nothing
 
 
 # --- a holder killed with SIGKILL --------------------------------------------------------
@@ -275,9 +275,18 @@ def holder_partitions(request: pytest.FixtureRequest) -> int:
 
 
 @pytest.fixture
-def holder(redis_url: str, prefix: str, holder_partitions: int) -> Iterator[tuple[subprocess.Popen[str], dict]]:  # type: ignore[type-arg]
+def holder(
+    redis_url: str, prefix: str, holder_partitions: int
+) -> Iterator[tuple[subprocess.Popen[str], dict]]:  # type: ignore[type-arg]
     resources = f"{RESOURCE},{OTHER}"
-    args = [redis_url, prefix, str(LOCK_LEASE_S), resources, f"{prefix}:fenced", str(holder_partitions)]
+    args = [
+        redis_url,
+        prefix,
+        str(LOCK_LEASE_S),
+        resources,
+        f"{prefix}:fenced",
+        str(holder_partitions),
+    ]
     proc = subprocess.Popen(
         [sys.executable, "-c", HOLDER, *args],
         stdin=subprocess.PIPE,

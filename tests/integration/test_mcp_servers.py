@@ -88,8 +88,12 @@ def test_a_servers_tools_join_the_tool_set_and_its_fingerprint_with_the_operator
     assert toolset.fingerprint == ledger.toolset(BASE).fingerprint  # stable while nothing changes
     offered = [t.name for t in toolset.offered(["ledger__get_order"])]
     assert offered == ["ledger__get_order", "read_output"]  # a run sees only what its spec asks
-    assert len(toolset.offered(["mcp:ledger"])) == len(names) + 1 and toolset.offered([]) == BASE.specs
-    get, place, mystery, wipe = (tool(ledger, f"ledger__{n}") for n in ("get_order", "place_order", "mystery", "wipe"))
+    assert (
+        len(toolset.offered(["mcp:ledger"])) == len(names) + 1 and toolset.offered([]) == BASE.specs
+    )
+    get, place, mystery, wipe = (
+        tool(ledger, f"ledger__{n}") for n in ("get_order", "place_order", "mystery", "wipe")
+    )
     assert get.spec.read_only and get.spec.scope == "orders:read"
     assert not place.spec.read_only and place.approval_reason({}, None) is None  # type: ignore[arg-type]
     assert not mystery.spec.read_only and "not listed" in (mystery.approval_reason({}, None) or "")  # type: ignore[arg-type]
@@ -107,7 +111,9 @@ def test_arguments_are_checked_against_the_input_schema_before_anything_is_sent(
     assert not (ws / "orders.json").exists()
 
 
-def test_a_write_is_sent_with_its_operation_key_and_the_lookup_finds_it(ledger: McpHub, ws: Path) -> None:
+def test_a_write_is_sent_with_its_operation_key_and_the_lookup_finds_it(
+    ledger: McpHub, ws: Path
+) -> None:
     place = tool(ledger, "ledger__place_order")
     outcome = run(place, {"order_id": "A", "qty": 2}, ctx(ws, op_key="k-1"))
     assert outcome == Succeeded("placed A x2")
@@ -132,7 +138,9 @@ def test_a_server_killed_mid_call_loses_the_call_restarts_and_is_withdrawn_while
     ledger.on_change(lambda: changes.append(ledger.toolset(BASE).fingerprint))
     slow = tool(ledger, "ledger__slow")
     box: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: box.setdefault("o", run(slow, {"seconds": 60}, ctx(ws))))
+    thread = threading.Thread(
+        target=lambda: box.setdefault("o", run(slow, {"seconds": 60}, ctx(ws)))
+    )
     thread.start()
     wait_for(lambda: (ws / "slow.count").exists(), what="the slow call starting")
     [pid] = pids_serving(ws)
@@ -142,7 +150,9 @@ def test_a_server_killed_mid_call_loses_the_call_restarts_and_is_withdrawn_while
     wait_for(lambda: len(changes) >= 2, what="the server going down and coming back")
     assert changes[0] == BASE.fingerprint  # its tools withdrawn while it was down
     assert changes[-1] == before
-    assert run(tool(ledger, "ledger__get_order"), {"order_id": "slow"}, ctx(ws)) == Succeeded("none")
+    assert run(tool(ledger, "ledger__get_order"), {"order_id": "slow"}, ctx(ws)) == Succeeded(
+        "none"
+    )
 
 
 def test_a_server_that_hangs_is_restarted_and_its_call_lost(ledger: McpHub, ws: Path) -> None:
@@ -152,7 +162,9 @@ def test_a_server_that_hangs_is_restarted_and_its_call_lost(ledger: McpHub, ws: 
     assert run(tool(ledger, "ledger__get_order"), {"order_id": "A"}, ctx(ws)) == Succeeded("none")
 
 
-def test_a_cancelled_write_sends_notifications_cancelled_then_its_server_is_stopped(ledger: McpHub, ws: Path) -> None:
+def test_a_cancelled_write_sends_notifications_cancelled_then_its_server_is_stopped(
+    ledger: McpHub, ws: Path
+) -> None:
     slow = tool(ledger, "ledger__slow")
     began = ws / "slow.count"  # the server writes it when the call starts: then the run cancels
     outcome = run(
@@ -161,7 +173,9 @@ def test_a_cancelled_write_sends_notifications_cancelled_then_its_server_is_stop
     )  # fmt: skip
     assert isinstance(outcome, Stopped) and outcome.killed  # a write: the server was stopped
     wait_for(lambda: (ws / "cancelled.txt").exists(), what="the server seeing the cancel")
-    assert "x" not in json.loads((ws / "orders.json").read_text() if (ws / "orders.json").exists() else "{}")
+    assert "x" not in json.loads(
+        (ws / "orders.json").read_text() if (ws / "orders.json").exists() else "{}"
+    )
 
 
 def test_a_call_that_times_out_is_a_timeout(ledger: McpHub, ws: Path) -> None:
@@ -183,17 +197,23 @@ def test_a_streamable_http_server_serves_the_same_tools(tmp_path: Path) -> None:
         toolset = hub.toolset(BASE)
         assert "remote__get_order" in toolset.names and toolset.fingerprint != BASE.fingerprint
         place = tool(hub, "remote__place_order")
-        assert run(place, {"order_id": "H", "qty": 1}, ctx(None, op_key="h")) == Succeeded("placed H x1")
+        assert run(place, {"order_id": "H", "qty": 1}, ctx(None, op_key="h")) == Succeeded(
+            "placed H x1"
+        )
         assert json.loads((tmp_path / "orders.json").read_text())["H"]["op_key"] == "h"
     finally:
         hub.close()
         server.stop()
 
 
-def test_the_reference_everything_server_answers_and_its_binary_output_is_summarised(tmp_path: Path, ws: Path) -> None:
+def test_the_reference_everything_server_answers_and_its_binary_output_is_summarised(
+    tmp_path: Path, ws: Path
+) -> None:
     hub = hub_of(tmp_path, ev=npm_server("server-everything", "stdio"))
     try:
-        assert run(tool(hub, "ev__get-sum"), {"a": 2, "b": 3}, ctx(ws)) == Succeeded("The sum of 2 and 3 is 5.")
+        assert run(tool(hub, "ev__get-sum"), {"a": 2, "b": 3}, ctx(ws)) == Succeeded(
+            "The sum of 2 and 3 is 5."
+        )
         image = run(tool(hub, "ev__get-tiny-image"), {}, ctx(ws))
         assert isinstance(image, Succeeded)
         blocks = image.output["content"]
@@ -211,7 +231,9 @@ def test_the_reference_filesystem_server_writes_inside_the_workspace_and_refuses
     hub = hub_of(tmp_path, fs=fs_server())
     try:
         write = tool(hub, "fs__write_file")
-        assert isinstance(run(write, {"path": str(ws / "a.txt"), "content": "hi"}, ctx(ws)), Succeeded)
+        assert isinstance(
+            run(write, {"path": str(ws / "a.txt"), "content": "hi"}, ctx(ws)), Succeeded
+        )
         assert (ws / "a.txt").read_text() == "hi"
         read = tool(hub, "fs__read_text_file")
         assert run(read, {"path": str(ws / "a.txt")}, ctx(ws)) == Succeeded("hi")
@@ -219,7 +241,9 @@ def test_the_reference_filesystem_server_writes_inside_the_workspace_and_refuses
         with pytest.raises(ValueError, match="outside the workspace"):
             read.resources({"path": "../secret.txt"}, str(ws))
         (tmp_path / "secret.txt").write_text("s3cret")
-        escaped = run(read, {"path": str(tmp_path / "secret.txt")}, ctx(ws))  # past our check: the server and the sandbox
+        escaped = run(
+            read, {"path": str(tmp_path / "secret.txt")}, ctx(ws)
+        )  # past our check: the server and the sandbox
         assert isinstance(escaped, Errored) and escaped.error.code == "permission_denied"
     finally:
         hub.close()

@@ -144,7 +144,9 @@ def test_the_partition_count_is_recorded_once_and_another_one_refuses_to_start(
     with pytest.raises(ConfigError) as refused:
         lock_partitions(client, keys, Settings(prefix=prefix, lock_partitions=5))
     assert refused.value.name == "AGENTLEDGER_LOCK_PARTITIONS"
-    assert counted(default, "partition") in str(refused.value) and "asks for 5" in str(refused.value)
+    assert counted(default, "partition") in str(refused.value) and "asks for 5" in str(
+        refused.value
+    )
     other = Keys(f"{prefix}:b", 1)
     assert lock_partitions(client, other, Settings(prefix=f"{prefix}:b", lock_partitions=5)) == 5
     assert lock_partitions(client, other, Settings(prefix=f"{prefix}:b")) == 5  # unset: recorded

@@ -146,7 +146,10 @@ def test_a_control_is_taken_only_from_a_publisher_granted_the_runs_principal(
     cancel = RunCancelRequested(run_id="run-c", by="mallory", reason="not mine")
     publish(client, keys, cancel, signer=bobs)
     poll_until(intake, 1)
-    assert only_reason(client, keys) == "not granted: 'bobs' may not control runs of principal alice@shop-1"
+    assert (
+        only_reason(client, keys)
+        == "not granted: 'bobs' may not control runs of principal alice@shop-1"
+    )
     assert [e.type for e in app.store.read("run-c")] == ["RunCreated"]
 
     alices = file_(settings, "alices", principals=["alice@shop-1"])

@@ -110,7 +110,9 @@ def users(admin_url: str, env: dict[str, str], other: Signer) -> dict[str, str]:
     return {name: row["url"] for name, row in printed["users"].items()}
 
 
-def start(command: list[str], url: str, env: dict[str, str], log: Path, up: str) -> subprocess.Popen[bytes]:
+def start(
+    command: list[str], url: str, env: dict[str, str], log: Path, up: str
+) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         proc = subprocess.Popen([*CLI, *command], env={**env, "REDIS_URL": url}, stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
@@ -150,7 +152,9 @@ def refused(client: redis.Redis, *command: Any) -> bool:
     return False
 
 
-def until(what: str, check: Callable[[], bool], output: Callable[[], str], timeout_s: float = 30) -> None:
+def until(
+    what: str, check: Callable[[], bool], output: Callable[[], str], timeout_s: float = 30
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not check():
         assert time.monotonic() < deadline, f"not within {timeout_s}s: {what}\n{output()}"
@@ -175,14 +179,22 @@ def test_each_role_works_under_its_acl_user_and_is_refused_outside_its_rights(
     publish(publisher, keys, request, signer=signer)
 
     store = RedisEventStore(ops, keys)  # ops reads the log: plain reads, no script
-    until("the run completed", lambda: any(e.type == "RunCompleted" for e in store.read("run-acl")), roles)
+    until(
+        "the run completed",
+        lambda: any(e.type == "RunCompleted" for e in store.read("run-acl")),
+        roles,
+    )
     copy = Path(store.read("run-acl")[0].data.workspace)  # the intake's copy: where the run worked
     assert executions(copy) == {"c1": 1}  # the tool ran once
     status = subprocess.run([*CLI, "status", "run-acl", "--json"], env={**env, "REDIS_URL": users[f"{head}-ops"]},
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["status"] == RunStatus.COMPLETED
-    for read in (["runs", "--json"], ["tail", "--run", "run-acl", "--json"], ["workers", "--list", "--json"]):
+    for read in (
+        ["runs", "--json"],
+        ["tail", "--run", "run-acl", "--json"],
+        ["workers", "--list", "--json"],
+    ):
         done = subprocess.run([*CLI, *read], env={**env, "REDIS_URL": users[f"{head}-ops"]},
                               capture_output=True, text=True, timeout=60)  # fmt: skip
         assert done.returncode == 0, (read, done.stderr)

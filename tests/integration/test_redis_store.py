@@ -44,7 +44,9 @@ def feed_rows(client: redis.Redis, keys: Keys, run_id: str) -> list[tuple[str, i
     ]
 
 
-def appends(logged: list[tuple[str, int, str]], sizes: list[int]) -> list[tuple[str, int, int, str]]:
+def appends(
+    logged: list[tuple[str, int, str]], sizes: list[int]
+) -> list[tuple[str, int, int, str]]:
     """The feed entries appends of these sizes make of the logged events."""
     rows, start = [], 0
     for n in sizes:
@@ -77,8 +79,9 @@ def test_an_append_queues_its_commands_with_it_and_a_refused_one_queues_nothing(
     with pytest.raises(ConcurrencyConflict):
         store.append("run-a", batch("run-a", 2, 1), expected_seq=0, live=True,
                      messages=[Outgoing(stream, b"lost race")])  # fmt: skip
-    store.append("run-a", first, expected_seq=0, live=True,
-                 messages=[Outgoing(stream, b"resent")])  # its reply was lost: a no-op
+    store.append(
+        "run-a", first, expected_seq=0, live=True, messages=[Outgoing(stream, b"resent")]
+    )  # its reply was lost: a no-op
     assert [f[b"m"] for _, f in client.xrange(stream)] == [b"first"]
     assert key_slot(stream.encode()) == key_slot(keys.run("run-a").encode())
 

@@ -36,7 +36,9 @@ def reasons(client: redis.Redis, keys: Keys) -> list[str]:
     return sorted(f[b"reason"].decode() for f in rejected(client, keys))
 
 
-def xadd_signed(client: redis.Redis, keys: Keys, signer: Signer, message: bytes, part: int = 0) -> str:
+def xadd_signed(
+    client: redis.Redis, keys: Keys, signer: Signer, message: bytes, part: int = 0
+) -> str:
     """The entry of `message` as `publish` writes it, put into a partition by hand."""
     stream = keys.inbox(part, signer.name)  # the publisher's own stream of the partition
     entry_id = client.xadd(stream, signed_entry(signer.name, signer.key, message))  # type: ignore[arg-type]
@@ -76,7 +78,9 @@ def test_a_request_stamped_again_after_a_lost_reply_gets_the_same_run_through_it
 
     assert rejected(client, keys) == []
     assert [e.type for e in app.store.read("run-a")] == ["RunCreated"]
-    assert [k for k in client.scan_iter(match=f"{keys.prefix}:*run:*")] == [keys.run("run-a").encode()]
+    assert [k for k in client.scan_iter(match=f"{keys.prefix}:*run:*")] == [
+        keys.run("run-a").encode()
+    ]
 
 
 def test_a_message_issued_outside_the_window_is_refused_and_creates_nothing(
@@ -84,7 +88,9 @@ def test_a_message_issued_outside_the_window_is_refused_and_creates_nothing(
     workspace: Path,
 ) -> None:  # fmt: skip
     spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
-    old = stamped(request(app, "run-old", spec, workspace)).model_copy(update={"issued_at": time.time() - 512})
+    old = stamped(request(app, "run-old", spec, workspace)).model_copy(
+        update={"issued_at": time.time() - 512}
+    )
     xadd_signed(client, keys, signer, old.model_dump_json().encode())
     unstamped = request(app, "run-bare", spec, workspace)
     xadd_signed(client, keys, signer, unstamped.model_dump_json().encode())
@@ -106,7 +112,12 @@ def test_the_same_request_id_from_two_publishers_names_two_runs(
     squatter = file_(settings, "squatter", principals=["mallory@shop-2"], queues=[QUEUE])
     mallory = spec_for(tools_dir, id_="mallory", tenant="shop-2")
     unnamed = {"run_id": None, "request_id": "order-42"}
-    publish(client, keys, request(app, "x", mallory, workspace).model_copy(update=unnamed), signer=squatter)
+    publish(
+        client,
+        keys,
+        request(app, "x", mallory, workspace).model_copy(update=unnamed),
+        signer=squatter,
+    )
     poll_until(intake, 1)
     publish(client, keys, request(app, "x", spec_for(tools_dir), workspace).model_copy(update=unnamed),
             signer=billing)  # fmt: skip
@@ -152,7 +163,10 @@ def test_an_entry_handed_over_after_its_intake_died_is_not_a_replay_of_itself(
     assert message.nonce is not None
     part = nonce_partition(signer.name, message.nonce, keys.inbox_partitions)
     nonces = RedisNonces(client, keys)
-    assert nonces.claim(part, signer.name, message.nonce, entry=cause, now=time.time(), keep_s=600) is None
+    assert (
+        nonces.claim(part, signer.name, message.nonce, entry=cause, now=time.time(), keep_s=600)
+        is None
+    )
     assert intake.poll_once(block_ms=10) == 0
 
     assert intake.reclaim_once(min_idle_ms=0) == 1
@@ -167,11 +181,15 @@ def test_a_controls_event_records_the_publisher_that_signed_it(
     billing = file_(settings, "billing-svc", principals=["alice@shop-1"], queues=[QUEUE])
     publish(client, keys, request(app, "run-c", spec_for(tools_dir), workspace), signer=billing)
     poll_until(intake, 1)
-    publish(client, keys, CancelMessage(run_id="run-c", by="alice", reason="enough"), signer=billing)
+    publish(
+        client, keys, CancelMessage(run_id="run-c", by="alice", reason="enough"), signer=billing
+    )
     poll_until(intake, 1)
 
     cancel = app.store.read("run-c")[1].data
-    assert cancel == RunCancelRequested(by="alice", source="inbox", reason="enough", publisher="billing-svc")
+    assert cancel == RunCancelRequested(
+        by="alice", source="inbox", reason="enough", publisher="billing-svc"
+    )
 
 
 def test_a_replay_model_reaches_only_a_run_of_the_same_tenant(
@@ -209,7 +227,9 @@ def test_a_run_id_naming_a_shard_the_deployment_lacks_is_refused(
     publish(client, keys, request(app, "y.s15", spec, workspace), signer=signer)
     poll_until(intake, 2)
 
-    assert reasons(client, keys) == ["invalid: run_id 'x.s9999' names shard 9999; this deployment has 16"]
+    assert reasons(client, keys) == [
+        "invalid: run_id 'x.s9999' names shard 9999; this deployment has 16"
+    ]
     assert app.runs.load("y.s15") is not None and keys.shard("y.s15") == 15
     # a deployment that has grown to more shards (recorded in its meta) reads them
     client.hset(keys.meta, "shards", 10_000)

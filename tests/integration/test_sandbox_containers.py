@@ -28,7 +28,9 @@ from agentledger.services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 MASKABLE = [n for n in ("kcore", "keys", "timer_list") if os.path.exists(f"/proc/{n}")]
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not MASKABLE, reason="the emulation needs root")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not MASKABLE, reason="the emulation needs root"
+)
 
 INSIDE = """
 import json, sys
@@ -59,12 +61,16 @@ def masked_proc(*argv: str, env: dict[str, str] | None = None) -> subprocess.Com
 
 
 @needs_root
-def test_under_a_masked_proc_the_probe_refuses_naming_the_setting_and_a_check_blames_the_sandbox() -> None:
+def test_under_a_masked_proc_the_probe_refuses_naming_the_setting_and_a_check_blames_the_sandbox() -> (
+    None
+):
     done = masked_proc(sys.executable, "-c", INSIDE)
     probe, check = (json.loads(line) for line in done.stdout.strip().splitlines()[-2:])
     assert probe["variable"] == "AGENTLEDGER_SANDBOX"
     assert "Can't mount proc" in probe["probe"] and "procMount: Unmasked" in probe["probe"]
-    assert "systempaths=unconfined" in probe["probe"] and "AGENTLEDGER_SANDBOX=off" in probe["probe"]
+    assert (
+        "systempaths=unconfined" in probe["probe"] and "AGENTLEDGER_SANDBOX=off" in probe["probe"]
+    )
     assert check["passed"] is False and check["evidence"]["sandbox_failed"] is True
     assert check["evidence"]["reason"].startswith("not run: the sandbox failed, not the command")
     assert "exit_code" not in check["evidence"]  # no exit of the command is made up
@@ -137,7 +143,9 @@ def test_a_missing_interpreter_is_named_by_the_probe_and_by_a_failing_check(
         sandbox_probe.ready(Settings())
     assert caught.value.name == "AGENTLEDGER_SANDBOX"
     assert repr(sys.executable) in str(caught.value) and "exit 127" in str(caught.value)
-    verdict = run_check(check_app(), check_state(str(tmp_path)), CommandCheck(command="python -c pass"))
+    verdict = run_check(
+        check_app(), check_state(str(tmp_path)), CommandCheck(command="python -c pass")
+    )
     assert verdict.passed is False and verdict.evidence["exit_code"] == 127  # type: ignore[attr-defined]
     assert f"this worker's interpreter {sys.executable}" in verdict.evidence["stderr_tail"]  # type: ignore[attr-defined]
 
@@ -146,7 +154,9 @@ def test_network_tools_without_slirp4netns_are_refused_at_start_naming_the_packa
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     real = usernet.shutil.which
-    monkeypatch.setattr(usernet.shutil, "which", lambda name: None if name == "slirp4netns" else real(name))
+    monkeypatch.setattr(
+        usernet.shutil, "which", lambda name: None if name == "slirp4netns" else real(name)
+    )
     with pytest.raises(ConfigError) as caught:
         sandbox_probe.ready(Settings(), network_tools=["fetch_page"])
     message = str(caught.value)

@@ -95,7 +95,11 @@ def test_a_commands_host_uid_is_not_0_while_it_runs(ws: Path) -> None:
         while not seen and time.monotonic() < deadline:
             for entry in os.listdir("/proc"):
                 try:
-                    if entry.isdigit() and Path(f"/proc/{entry}/cmdline").read_bytes() == f"sleep\0{marker}\0".encode():
+                    if (
+                        entry.isdigit()
+                        and Path(f"/proc/{entry}/cmdline").read_bytes()
+                        == f"sleep\0{marker}\0".encode()
+                    ):
                         seen.append(status(Path(f"/proc/{entry}/status").read_text())["Uid"])
                 except OSError:
                     pass
@@ -187,7 +191,9 @@ if platform.machine() == 'x86_64':  # i386's unshare (310) through int 0x80: its
 """
 
 
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"), reason="filter built for these")
+@pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "aarch64"), reason="filter built for these"
+)
 def test_a_new_user_namespace_and_the_keyrings_are_refused_every_way(ws: Path) -> None:
     done = run(ws, py(USERNS_TRIES))
     said = {ln.split()[0]: ln.split()[1:] for ln in done.stdout.splitlines()}
@@ -216,9 +222,10 @@ touch /dev/made && echo DEV-WRITABLE || echo dev read-only
     for folder in ("/dev/shm", "/tmp"):
         line = next(ln for ln in done.stdout.splitlines() if ln.startswith(folder + " "))
         assert line.startswith(f"{folder} capped") and int(line.split()[-1]) <= 8, line
-    assert "No space left on device" in run(
-        ws, py("open('/dev/shm/x', 'wb').write(b'x' * 16 * 1024 * 1024)"), policy
-    ).stderr
+    assert (
+        "No space left on device"
+        in run(ws, py("open('/dev/shm/x', 'wb').write(b'x' * 16 * 1024 * 1024)"), policy).stderr
+    )
 
 
 # --- the workspace ---------------------------------------------------------------
@@ -310,7 +317,9 @@ def test_a_redis_socket_in_the_workspace_is_never_reachable(
 def test_fifos_and_devices_in_the_workspace_are_covered(ws: Path) -> None:
     os.mkfifo(ws / "pipe")
     os.mknod(ws / "null", stat.S_IFCHR | 0o666, os.makedev(1, 3))
-    done = sh(ws, "for f in pipe null; do test -p $f -o -c $f && echo $f SPECIAL || echo $f covered; done")
+    done = sh(
+        ws, "for f in pipe null; do test -p $f -o -c $f && echo $f SPECIAL || echo $f covered; done"
+    )
     assert done.stdout.split("\n")[:2] == ["pipe covered", "null covered"], done.stdout
 
 
@@ -363,7 +372,9 @@ for host, port in [tuple(a.rsplit(':', 1)) for a in sys.argv[1:]]:
 """
 
 
-@pytest.mark.skipif(usernet.missing() is not None, reason="no slirp4netns here (apt-get install slirp4netns)")
+@pytest.mark.skipif(
+    usernet.missing() is not None, reason="no slirp4netns here (apt-get install slirp4netns)"
+)
 def test_a_network_tools_command_reaches_neither_the_hosts_loopback_nor_its_addresses(
     ws: Path, canary: tuple[int, list[object]]
 ) -> None:
@@ -377,7 +388,9 @@ def test_a_network_tools_command_reaches_neither_the_hosts_loopback_nor_its_addr
     assert accepted == []  # the ground truth: no connection reached the host's listener
 
 
-@pytest.mark.skipif(usernet.missing() is not None, reason="no slirp4netns here (apt-get install slirp4netns)")
+@pytest.mark.skipif(
+    usernet.missing() is not None, reason="no slirp4netns here (apt-get install slirp4netns)"
+)
 def test_a_network_tools_command_has_a_stack_and_a_loopback_of_its_own(ws: Path) -> None:
     code = """
 import socket, subprocess, threading
@@ -405,7 +418,11 @@ def mcp_line(ws: Path, command: list[str], *, network: bool) -> list[str]:
 
 
 def test_an_mcp_stdio_server_is_never_host_root_either(ws: Path) -> None:
-    line = mcp_line(ws, ["/bin/sh", "-c", "cat /proc/self/status; pwd; unshare -U true || echo refused"], network=False)
+    line = mcp_line(
+        ws,
+        ["/bin/sh", "-c", "cat /proc/self/status; pwd; unshare -U true || echo refused"],
+        network=False,
+    )
     done = subprocess.run(line, capture_output=True, text=True, timeout=60)
     inside = status(done.stdout)
     assert "0" not in inside["Uid"].split() and int(inside["CapEff"], 16) == 0
@@ -413,13 +430,18 @@ def test_an_mcp_stdio_server_is_never_host_root_either(ws: Path) -> None:
     assert f"\n{ws}\n" in done.stdout and done.stdout.rstrip().endswith("refused")
 
 
-@pytest.mark.skipif(usernet.missing() is not None, reason="no slirp4netns here (apt-get install slirp4netns)")
+@pytest.mark.skipif(
+    usernet.missing() is not None, reason="no slirp4netns here (apt-get install slirp4netns)"
+)
 def test_an_mcp_server_with_network_true_gets_a_network_of_its_own(
     ws: Path, canary: tuple[int, list[object]]
 ) -> None:
     port, accepted = canary
     targets = [f"127.0.0.1:{port}", "127.0.0.1:6379"] + [f"{a}:{port}" for a in host_addresses()]
-    code = CONNECT + "\nimport subprocess; print(subprocess.run(['ip', 'route'], capture_output=True, text=True).stdout)"
+    code = (
+        CONNECT
+        + "\nimport subprocess; print(subprocess.run(['ip', 'route'], capture_output=True, text=True).stdout)"
+    )
     line = mcp_line(ws, [sys.executable, "-c", code, *targets], network=True)
     done = subprocess.run(line, capture_output=True, text=True, timeout=60)
     assert "default via 10.0.2.2 dev tap0" in done.stdout, done.stdout + done.stderr
@@ -477,11 +499,15 @@ def _as_another_user(outer: Path, network: bool) -> None:
         env={"PATH": os.environ["PATH"], "PYTHONPATH": os.pathsep.join([str(root_dir / ".pkg"), str(root_dir)]), "PYTHONDONTWRITEBYTECODE": "1"},
     )  # fmt: skip
     if "ModuleNotFoundError" in done.stderr:
-        pytest.skip(f"the distribution's python cannot import the sandbox's modules: {done.stderr[-200:]}")
+        pytest.skip(
+            f"the distribution's python cannot import the sandbox's modules: {done.stderr[-200:]}"
+        )
     assert done.stdout.strip(), done.stderr
     result = json.loads(done.stdout.strip().splitlines()[-1])
     inside = status(result["stdout"])
-    assert int(inside["CapEff"], 16) == int(inside["CapBnd"], 16) == 0 and inside["NoNewPrivs"] == "1"
+    assert (
+        int(inside["CapEff"], 16) == int(inside["CapBnd"], 16) == 0 and inside["NoNewPrivs"] == "1"
+    )
     assert "WROTE" not in result["stdout"] and "Read-only file system" in result["stderr"]
     assert "NESTED" not in result["stdout"] and "DEV-WRITABLE" not in result["stdout"]
     assert (ws / "made.txt").stat().st_uid == 65534  # the worker's own uid on the host

@@ -74,7 +74,11 @@ def release(text: str) -> tuple[int, ...]:
 
 
 def adapter_tests_with(python: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)]), "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)]),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     return subprocess.run(
         [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *ADAPTER_TESTS],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,

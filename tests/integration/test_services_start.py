@@ -44,7 +44,11 @@ def test_a_started_worker_has_built_its_readers_before_any_step(
         ready = built()
     finally:
         services.stop()
-    assert ready == {"snapshot": 1, "inbox": 0, "copy functions": ["Call", "Check", "RunState", "Turn"]}
+    assert ready == {
+        "snapshot": 1,
+        "inbox": 0,
+        "copy functions": ["Call", "Check", "RunState", "Turn"],
+    }
 
 
 def test_a_started_intake_has_built_its_inbox_reader_before_any_entry(

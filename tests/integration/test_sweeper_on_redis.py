@@ -174,7 +174,9 @@ def test_a_lock_lease_that_ends_on_a_run_that_timed_out_is_a_no_op_and_passes_th
         [{"tool_use": [call("c1", "it_write", key="k", value="1")]}, {"end_turn": "done"}],
         tools_dir=tools_dir,
     )
-    spec = spec.model_copy(update={"budgets": spec.budgets.model_copy(update={"max_wall_clock_s": 5})})
+    spec = spec.model_copy(
+        update={"budgets": spec.budgets.model_copy(update={"max_wall_clock_s": 5})}
+    )
     run_id = create_run(app, client, "run-t", spec, workspace)
     drive(app, run_id, until=proposed)
     claim_without_running(app, run_id, "c1", worker="dead:1")
@@ -200,7 +202,9 @@ def test_a_run_that_times_out_holding_a_granted_lock_lets_the_next_waiter_in_at_
         tools_dir=tools_dir,
     )  # fmt: skip
     budgets = spec.budgets.model_copy(update={"max_wall_clock_s": 5, "max_parallel_calls": 1})
-    run_id = create_run(app, client, "run-t", spec.model_copy(update={"budgets": budgets}), workspace)
+    run_id = create_run(
+        app, client, "run-t", spec.model_copy(update={"budgets": budgets}), workspace
+    )
     drive(app, run_id, until=proposed)
     held = claim_without_running(app, run_id, "c0", worker="dead:1")
     assert held.call("c1").status is CallStatus.SCHEDULED  # granted; no room to run yet

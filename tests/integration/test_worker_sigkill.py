@@ -46,7 +46,12 @@ class Workers:
         """`agentledger workers` serving the test tools, or `command` (`intake`)."""
         log = open(self._logs / f"workers-{len(self.procs) + 1}.log", "wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agentledger.services.entrypoints.cli.main", *(command or ["workers", *self._tools])],
+            [
+                sys.executable,
+                "-m",
+                "agentledger.services.entrypoints.cli.main",
+                *(command or ["workers", *self._tools]),
+            ],
             env=self._env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -157,7 +162,9 @@ def test_a_run_survives_its_worker_killed_mid_model_call_and_no_tool_runs_twice(
     os.kill(first.pid, signal.SIGKILL)
     killed_at = time.monotonic()
     first.wait(timeout=10)
-    assert cache_for(store).load("run-kill").seq == claimed.seq  # it died before the reply was recorded
+    assert (
+        cache_for(store).load("run-kill").seq == claimed.seq
+    )  # it died before the reply was recorded
     copy = Path(claimed.workspace or "")  # the intake's copy of `workspace`: where the run works
     assert copy != workspace and copy.name == "run-kill"
     assert executions(copy) == {"c1": 1, "c2": 1}

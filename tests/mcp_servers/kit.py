@@ -20,7 +20,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 LEDGER = HERE / "ledger_server.py"
-NPM_PACKAGES = ("@modelcontextprotocol/server-filesystem", "@modelcontextprotocol/server-everything")
+NPM_PACKAGES = (
+    "@modelcontextprotocol/server-filesystem",
+    "@modelcontextprotocol/server-everything",
+)
 NPM_CACHE = Path(
     os.environ.get("AGENTLEDGER_TEST_NPM_CACHE", Path.home() / ".cache/agentledger-tests/mcp-npm")
 )
@@ -139,7 +142,11 @@ def pids_serving(folder: Path, marker: str = "ledger_server.py") -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if any(marker.encode() in a for a in argv) and str(folder).encode() in argv and b"bwrap" not in argv[0]:
+        if (
+            any(marker.encode() in a for a in argv)
+            and str(folder).encode() in argv
+            and b"bwrap" not in argv[0]
+        ):
             found.append(int(entry.name))
     return found
 

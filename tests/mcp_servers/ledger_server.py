@@ -34,7 +34,11 @@ def _book() -> dict[str, Any]:
 
 def _op_key(ctx: Context) -> str | None:
     meta = ctx.request_context.meta
-    found = meta.get("agentledger/op_key") if isinstance(meta, dict) else getattr(meta, "agentledger/op_key", None)
+    found = (
+        meta.get("agentledger/op_key")
+        if isinstance(meta, dict)
+        else getattr(meta, "agentledger/op_key", None)
+    )
     return found if isinstance(found, str) else None
 
 
@@ -49,7 +53,11 @@ def get_order(order_id: str) -> str:
 def place_order(order_id: str, qty: int, ctx: Context) -> str:
     """Place (or replace) an order."""
     book = _book()
-    book[order_id] = {"qty": qty, "op_key": _op_key(ctx), "times": book.get(order_id, {}).get("times", 0) + 1}
+    book[order_id] = {
+        "qty": qty,
+        "op_key": _op_key(ctx),
+        "times": book.get(order_id, {}).get("times", 0) + 1,
+    }
     BOOK.write_text(json.dumps(book))
     return f"placed {order_id} x{qty}"
 
@@ -90,7 +98,11 @@ async def freeze(seconds: float) -> str:
 def crash(order_id: str, ctx: Context) -> str:
     """Place an order of 1, then die before answering."""
     book = _book()
-    book[order_id] = {"qty": 1, "op_key": _op_key(ctx), "times": book.get(order_id, {}).get("times", 0) + 1}
+    book[order_id] = {
+        "qty": 1,
+        "op_key": _op_key(ctx),
+        "times": book.get(order_id, {}).get("times", 0) + 1,
+    }
     BOOK.write_text(json.dumps(book))
     os._exit(1)
 

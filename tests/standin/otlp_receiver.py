@@ -55,7 +55,9 @@ class OtlpReceiver:
                 if any(s.name == name for s in self.spans):
                     return list(self.spans)
             time.sleep(0.05)
-        raise AssertionError(f"no span {name!r} within {timeout_s}s; got {[s.name for s in self.spans]}")
+        raise AssertionError(
+            f"no span {name!r} within {timeout_s}s; got {[s.name for s in self.spans]}"
+        )
 
     def _add(self, body: bytes) -> None:
         request = ExportTraceServiceRequest.FromString(body)

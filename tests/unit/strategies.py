@@ -210,7 +210,11 @@ random_events: st.SearchStrategy[Event] = st.one_of(
         limit=st.integers(1, 4),
         detail=words,
     ),
-    st.builds(RunEscalated, reason=st.sampled_from(["repeated_failure", "refusal", "outcome_unknown"]), detail=words),
+    st.builds(
+        RunEscalated,
+        reason=st.sampled_from(["repeated_failure", "refusal", "outcome_unknown"]),
+        detail=words,
+    ),
     st.builds(RunTimedOut, limit_s=st.just(60.0), elapsed_s=st.just(61.0), detail=words),
     st.builds(RunCancelRequested, by=people, source=st.sampled_from(["cli", "inbox"])),
     st.builds(RunCancelled, requested_at=times, by=people, side_effects=st.just(()), detail=words),
@@ -345,7 +349,9 @@ def decision(data: st.DataObject, state: RunState, now: float) -> Decision:
         case "cancel":
             return refusable(lambda s: controls.cancel(s, by="carol", source="cli"))
         case "human_reply":
-            return refusable(lambda s: controls.reply(s, by="dana", escalation=s.escalation or 0, text="try y"))
+            return refusable(
+                lambda s: controls.reply(s, by="dana", escalation=s.escalation or 0, text="try y")
+            )
         case "resume":
             return refusable(lambda s: controls.resume(s, by="dana", escalation=s.escalation or 0))
         case _:

@@ -150,7 +150,10 @@ def test_an_acceptance_command_with_a_nul_is_refused_with_the_spec() -> None:
 @pytest.mark.parametrize(
     ("answer", "says"),
     [
-        (b"HTTP/1.1 400 Bad Request\r\nServer: nginx\r\n\r\n", "an HTTP server (it answered 'HTTP/1.1 400 Bad Request')"),
+        (
+            b"HTTP/1.1 400 Bad Request\r\nServer: nginx\r\n\r\n",
+            "an HTTP server (it answered 'HTTP/1.1 400 Bad Request')",
+        ),
         (b"<!DOCTYPE HTML>\n<html><head>", "an HTTP server (it answered with HTML)"),
         (b"\x15\x03\x01\x00\x02\x02\x32", "a TLS server"),
         (PING, "an echo"),
@@ -169,5 +172,7 @@ def test_what_answers_where_a_redis_was_expected_is_named(answer: bytes | None, 
     [(b"+PONG\r\n", True), (b"-LOADING Redis is loading\r\n", True), (b"-NOAUTH needed\r\n", True),
      (PING, False), (b"HTTP/1.1 200 OK\r\n\r\n", False), (b"", False), (None, False)],
 )  # fmt: skip
-def test_a_reply_in_redis_protocol_is_told_from_other_bytes(answer: bytes | None, redis: bool) -> None:
+def test_a_reply_in_redis_protocol_is_told_from_other_bytes(
+    answer: bytes | None, redis: bool
+) -> None:
     assert speaks_redis(answer) is redis

@@ -89,7 +89,9 @@ def test_a_syntax_error_is_yamls_own_with_its_mark() -> None:
 
 json_like = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=5)
+    ),
     max_leaves=40,
 )
 

@@ -51,7 +51,9 @@ from agentledger.services.entrypoints.cli.embedded import left
 from agentledger.services.entrypoints.describe import line, summary
 
 R = RunStatus
-PYTEST_STDERR = "collected 1 item\n\n    def test_add():\n>       assert add(1, 1) == 3\nE   assert 2 == 3\n"
+PYTEST_STDERR = (
+    "collected 1 item\n\n    def test_add():\n>       assert add(1, 1) == 3\nE   assert 2 == 3\n"
+)
 
 
 def command_evidence(code: int, *, stderr: str = "", stdout: str = "") -> dict[str, Any]:
@@ -80,7 +82,10 @@ def test_a_command_that_wrote_nothing_is_told_with_its_exit_code_alone() -> None
 
 
 def test_a_passing_command_failed_on_stale_evidence_is_told_without_its_output() -> None:
-    evidence = {**command_evidence(0, stdout="all good\n"), "reason": "stale evidence: w1 wrote later"}
+    evidence = {
+        **command_evidence(0, stdout="all good\n"),
+        "reason": "stale evidence: w1 wrote later",
+    }
     assert check_cause(evidence) == "stale evidence: w1 wrote later"
 
 
@@ -171,7 +176,11 @@ def test_a_run_whose_last_acceptance_failed_tells_that_one_once() -> None:
     do_model_turn(log, text("done again"))
     events = do_accept(log, check(False, reason="exit 4"))
     assert isinstance(events[-1], RunFailed)
-    assert log.s.detail == events[-1].detail == "acceptance failed (1 of 1 check: pytest -q exits 0: exit 4)"
+    assert (
+        log.s.detail
+        == events[-1].detail
+        == "acceptance failed (1 of 1 check: pytest -q exits 0: exit 4)"
+    )
 
 
 def test_a_run_that_passes_acceptance_after_a_failed_one_completes_without_it() -> None:
@@ -226,7 +235,9 @@ def test_a_tools_traceback_goes_on_its_failed_call_and_not_to_the_model() -> Non
     do_model_turn(log, use("c1"))
     do_validate(log, "c1")
     do_claim(log, "c1")
-    error = ToolError(code="internal", message="ZeroDivisionError: division by zero", retryable=False)
+    error = ToolError(
+        code="internal", message="ZeroDivisionError: division by zero", retryable=False
+    )
     trace = 'Traceback (most recent call last):\n  File "t.py", line 3, in f\nZeroDivisionError: division by zero'
     [failed, *_] = do_finish(log, "c1", Errored(error, traceback=trace))
     assert isinstance(failed, ToolCallFailed) and failed.traceback == trace

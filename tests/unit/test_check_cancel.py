@@ -84,7 +84,11 @@ def test_a_check_that_ignores_sigterm_is_killed_after_the_grace_and_both_are_rec
     assert not alive(pid)
     assert GRACE_S <= took < GRACE_S + 5  # waited out the grace, no more than a bounded while
     assert unit.state("run-a").status is RunStatus.CANCELLED
-    assert unit.types("run-a")[-3:] == ["RunCancelRequested", "RunCancelled", "AcceptanceCheckStopped"]
+    assert unit.types("run-a")[-3:] == [
+        "RunCancelRequested",
+        "RunCancelled",
+        "AcceptanceCheckStopped",
+    ]
 
 
 def test_a_check_that_stops_on_sigterm_gets_no_sigkill(unit: Unit) -> None:

@@ -39,7 +39,9 @@ def test_a_file_check_reads_a_file_of_the_workspace(tmp_path: Path) -> None:
     assert "file:ws/out.txt" in verdict.depends_on
 
 
-def test_a_file_check_through_a_link_to_etc_passwd_fails_and_shows_nothing_of_it(tmp_path: Path) -> None:
+def test_a_file_check_through_a_link_to_etc_passwd_fails_and_shows_nothing_of_it(
+    tmp_path: Path,
+) -> None:
     unit = new_unit(tmp_path / "ws")
     os.symlink("/etc/passwd", tmp_path / "ws" / "passwd")
     os.symlink("/etc", tmp_path / "ws" / "etc")
@@ -70,7 +72,9 @@ def test_a_run_with_no_workspace_never_reads_its_spec_folder(tmp_path: Path) -> 
     (tmp_path / "out.txt").write_text("all done\n")  # in base_dir: not a workspace
     verdict = _file_check(unit, state, "out.txt", "all done")
     assert not verdict.passed
-    assert verdict.evidence == {"reason": "'out.txt' is not a file in the workspace: the run has none"}
+    assert verdict.evidence == {
+        "reason": "'out.txt' is not a file in the workspace: the run has none"
+    }
 
 
 def test_a_command_check_of_a_run_with_no_workspace_runs_in_an_empty_folder_removed_afterwards(
@@ -92,7 +96,9 @@ def test_a_command_check_of_a_run_with_no_workspace_runs_in_an_empty_folder_remo
 def test_a_command_check_runs_in_the_runs_workspace(tmp_path: Path) -> None:
     unit = new_unit(tmp_path / "ws")
     (tmp_path / "ws" / "stock.json").write_text("{}")
-    verdict = run_check(unit.app, _state(unit, tmp_path / "ws"), CommandCheck(command="test -f stock.json"))
+    verdict = run_check(
+        unit.app, _state(unit, tmp_path / "ws"), CommandCheck(command="test -f stock.json")
+    )
     assert verdict.passed and verdict.evidence["cwd"] == str(tmp_path / "ws")
 
 
@@ -101,9 +107,14 @@ def test_a_failed_file_check_says_what_it_did_not_find(tmp_path: Path) -> None:
     (tmp_path / "ws" / "out.txt").write_text("all done\n")
     state = _state(unit, tmp_path / "ws")
     missing = _file_check(unit, state, "out.txt", "42 reserved")
-    assert not missing.passed and missing.evidence["reason"] == "'42 reserved' not found in its 9 characters"
+    assert (
+        not missing.passed
+        and missing.evidence["reason"] == "'42 reserved' not found in its 9 characters"
+    )
     both = run_check(unit.app, state, FileCheck(file="out.txt", contains="x", matches="^[0-9]+$"))
-    assert both.evidence["reason"] == "'x' not found and no match for /^[0-9]+$/ in its 9 characters"
+    assert (
+        both.evidence["reason"] == "'x' not found and no match for /^[0-9]+$/ in its 9 characters"
+    )
 
 
 def test_a_failed_command_check_records_its_exit_code_as_its_reason(tmp_path: Path) -> None:
@@ -117,7 +128,12 @@ def test_a_failed_command_check_records_its_exit_code_as_its_reason(tmp_path: Pa
 def test_a_tool_check_says_what_came_back(tmp_path: Path) -> None:
     unit = new_unit(tmp_path / "ws")
     state = _state(unit, tmp_path / "ws")
-    wrong = run_check(unit.app, state, ToolCheck(tool="kv_read", input={"key": "k"}, expect={"value": "w"}))
+    wrong = run_check(
+        unit.app, state, ToolCheck(tool="kv_read", input={"key": "k"}, expect={"value": "w"})
+    )
     assert wrong.evidence["reason"] == "got {'key': 'k', 'value': 'v'}"
     broken = run_check(unit.app, state, ToolCheck(tool="kv_ratio", input={"key": "k"}, expect={}))
-    assert broken.evidence["reason"] == "the tool failed: internal: ZeroDivisionError: division by zero"
+    assert (
+        broken.evidence["reason"]
+        == "the tool failed: internal: ZeroDivisionError: division by zero"
+    )

@@ -111,7 +111,9 @@ def _outage_over(deadline: float) -> list[Window]:
     return [(deadline - 1.0, deadline + OUTAGE_S)]
 
 
-def test_a_model_claim_holds_through_an_outage_over_its_deadline_then_the_sweeper_sends_it_again() -> None:
+def test_a_model_claim_holds_through_an_outage_over_its_deadline_then_the_sweeper_sends_it_again() -> (
+    None
+):
     log = Log.created()
     claimed = do_request(log, now=T0)
     outage = _outage_over(claimed.deadline_at)
@@ -121,7 +123,9 @@ def test_a_model_claim_holds_through_an_outage_over_its_deadline_then_the_sweepe
     assert due_commands(log.s, now=after, redrive=True, unreachable=outage) == []
     later = claimed.deadline_at + OUTAGE_S
     assert model_request_due(log.s, now=later, unreachable=outage)
-    assert due_commands(log.s, now=later, redrive=True, unreachable=outage) == [RequestModel(log.s.run_id)]
+    assert due_commands(log.s, now=later, redrive=True, unreachable=outage) == [
+        RequestModel(log.s.run_id)
+    ]
 
 
 def test_an_acceptance_claim_holds_through_an_outage_over_its_deadline() -> None:

@@ -51,7 +51,9 @@ def test_an_embedded_run_is_on_a_private_queue_and_published_as_this_folders_own
     assert embedded_here(state("run.0123456789ab", mine), settings)
     assert not embedded_here(state("shared", mine), settings)
     assert not embedded_here(state("run.0123456789ab", "ci"), settings)
-    assert not embedded_here(state("run.0123456789ab", local_name(str(tmp_path / "other"))), settings)
+    assert not embedded_here(
+        state("run.0123456789ab", local_name(str(tmp_path / "other"))), settings
+    )
 
 
 def test_the_awaiting_human_line_names_the_reply_then_the_attach() -> None:
@@ -65,7 +67,9 @@ def test_the_awaiting_human_line_names_the_reply_then_the_attach() -> None:
 
 
 def test_the_controls_it_names_are_signed_as_the_runs_publisher_when_not_the_folders() -> None:
-    reply, resume, abort, go_on = quoted(waiting_for_a_person(RUN, "agentledger workers --queue q", as_="ci"))
+    reply, resume, abort, go_on = quoted(
+        waiting_for_a_person(RUN, "agentledger workers --queue q", as_="ci")
+    )
     assert reply == ["agentledger", "reply", RUN, "…", "--as", "ci"]
     assert resume[-2:] == abort[-2:] == ["--as", "ci"]
     assert go_on == ["agentledger", "workers", "--queue", "q"]

@@ -70,8 +70,12 @@ EVERY_EVENT: list[Event] = [
     RunCreated(spec=make_spec(), request_id="req-1", workspace="/tmp/ws", base_dir="/tmp"),
     ModelRequested(turn=1, attempt=2, deadline_at=T0 + 0.25),
     ModelRequestFailed(
-        turn=1, attempt=2, kind="rate_limited", cause="rate limited (429 rate_limit_error): slow down",
-        status=429, retry_at=T0 + 3.5,
+        turn=1,
+        attempt=2,
+        kind="rate_limited",
+        cause="rate limited (429 rate_limit_error): slow down",
+        status=429,
+        retry_at=T0 + 3.5,
     ),  # fmt: skip
     ModelResponded(
         turn=1,
@@ -120,8 +124,13 @@ EVERY_EVENT: list[Event] = [
         depends_on=("*",),
     ),
     AcceptanceCheckStopped(
-        attempt=1, index=0, check="command 'sleep 9' exits 0", requested_at=T0,
-        stopped_at=T0 + 5, signals=("SIGTERM", "SIGKILL"), detail="SIGKILL after 5s",
+        attempt=1,
+        index=0,
+        check="command 'sleep 9' exits 0",
+        requested_at=T0,
+        stopped_at=T0 + 5,
+        signals=("SIGTERM", "SIGKILL"),
+        detail="SIGKILL after 5s",
     ),  # fmt: skip
     AcceptanceFailed(feedback="1 check failed"),
     RunCompleted(detail="2 acceptance checks passed"),

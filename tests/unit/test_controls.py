@@ -104,9 +104,9 @@ def test_an_abort_fails_the_run_saying_who_ended_it() -> None:
 
 def test_a_reply_goes_to_the_model_as_text_after_the_turn() -> None:
     log = reach(R.AWAITING_HUMAN)  # the model refused
-    assert log.decide(controls.reply, by="dana", escalation=log.s.escalation, text="it is allowed here") == [
-        HumanReplied(by="dana", text="it is allowed here")
-    ]
+    assert log.decide(
+        controls.reply, by="dana", escalation=log.s.escalation, text="it is allowed here"
+    ) == [HumanReplied(by="dana", text="it is allowed here")]
     assert log.s.status is R.REQUESTING_MODEL
     assert log.s.detail == ""
     last = messages(log.s)[-1]

@@ -24,7 +24,9 @@ def test_the_reference_pages_are_what_the_code_makes() -> None:
 
 
 def test_every_setting_has_a_line_saying_what_it_sets() -> None:
-    assert set(ENV) - set(ENV_HELP) == set(), "add a line to agentledger.services.settings_env.ENV_HELP"
+    assert set(ENV) - set(ENV_HELP) == set(), (
+        "add a line to agentledger.services.settings_env.ENV_HELP"
+    )
     assert set(ENV_HELP) - set(ENV) == set(), "ENV_HELP describes a variable ENV does not read"
     assert all(text.strip() for text in ENV_HELP.values())
 
@@ -45,7 +47,12 @@ def test_the_exit_code_reference_has_every_code_and_run_state() -> None:
     from agentledger.services.entrypoints.cli import exit_codes
 
     page = reference.exit_codes_page()
-    for code in (*exit_codes.BY_STATUS.values(), exit_codes.USAGE, exit_codes.BUG, exit_codes.NO_REDIS):
+    for code in (
+        *exit_codes.BY_STATUS.values(),
+        exit_codes.USAGE,
+        exit_codes.BUG,
+        exit_codes.NO_REDIS,
+    ):
         assert f"| `{code}` |" in page
     assert "| `6` | `awaiting_human` |" in page
 
@@ -62,7 +69,9 @@ def test_a_console_block_is_commands_each_followed_by_what_it_prints(tmp_path: P
     assert block.commands[0].line == 4
 
 
-def test_a_sh_block_is_commands_with_comments_left_out_and_background_ones_known(tmp_path: Path) -> None:
+def test_a_sh_block_is_commands_with_comments_left_out_and_background_ones_known(
+    tmp_path: Path,
+) -> None:
     doc = tmp_path / "d.md"
     doc.write_text("```sh\n# start them\nagentledger intake &\nmake run   # runs it\n```\n")
     [block] = blocks_of(doc)
@@ -160,7 +169,9 @@ def test_the_readme_teaches_in_at_most_300_lines() -> None:
         assert must in readme
 
 
-def test_events_that_depend_on_scheduling_are_left_out_of_a_timeline_with_the_seqs_they_shift() -> None:
+def test_events_that_depend_on_scheduling_are_left_out_of_a_timeline_with_the_seqs_they_shift() -> (
+    None
+):
     shown = [
         "   5  03:53:38.091  tools    ToolCallScheduled        p1 locks granted",
         "   6  03:53:38.092  tools    ToolCallStarted          p1 attempt 1 on vm:1:abcdef",

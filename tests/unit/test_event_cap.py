@@ -87,7 +87,9 @@ def test_a_30_mb_output_is_stored_as_a_head_under_the_cap_with_the_rest_in_overf
 
 def test_read_output_pages_through_the_whole_output(big: tuple[Unit, str]) -> None:
     unit, run = big
-    ctx = ToolContext(run, "reader", None, "unit", "unit-tenant", output_window=RunOutputs(unit.app, run).window)
+    ctx = ToolContext(
+        run, "reader", None, "unit", "unit-tenant", output_window=RunOutputs(unit.app, run).window
+    )
 
     read, offset = [], 0
     while True:
@@ -138,7 +140,10 @@ def _view_results(unit: Unit, run: str) -> list[str]:
 
 
 def test_a_huge_failure_message_is_cut_and_the_model_sees_a_capped_error(unit: Unit) -> None:
-    run = unit.create("r-fail", spec({"tool_use": [call("c1", "big_failure", chars=2_000_000)]}, {"end_turn": "ok"}))
+    run = unit.create(
+        "r-fail",
+        spec({"tool_use": [call("c1", "big_failure", chars=2_000_000)]}, {"end_turn": "ok"}),
+    )
     unit.drive()
     [env] = [e for e in unit.memory.read(run) if isinstance(e.data, ToolCallFailed)]
     assert len(CODEC.encode(env)) <= DEFAULT_MAX_BYTES
@@ -152,15 +157,22 @@ def test_a_huge_failure_message_is_cut_and_the_model_sees_a_capped_error(unit: U
 
 def test_a_checks_huge_evidence_keeps_its_head_and_its_reason() -> None:
     evidence = {"output": "x" * 1_000_000, "reason": "got " + "x" * 5000}
-    checked = AcceptanceChecked(index=0, check="tool", passed=False, evidence=evidence, checked_at=1.0)
+    checked = AcceptanceChecked(
+        index=0, check="tool", passed=False, evidence=evidence, checked_at=1.0
+    )
     cut, pages = cut_event(checked, ref="e1", max_bytes=DEFAULT_MAX_BYTES)
     assert isinstance(cut, AcceptanceChecked) and cut.overflow is not None
     assert cut.evidence["reason"].startswith("got xxx") and len(cut.evidence["reason"]) == 2000
-    assert cut.evidence["head"] + "".join(pages) == '{"output": "' + "x" * 1_000_000 + '", "reason": "got ' + "x" * 5000 + '"}'
+    assert (
+        cut.evidence["head"] + "".join(pages)
+        == '{"output": "' + "x" * 1_000_000 + '", "reason": "got ' + "x" * 5000 + '"}'
+    )
 
 
 def test_an_output_under_the_cap_is_stored_whole_and_untouched() -> None:
-    ok = ToolCallSucceeded(call_id="c", output={"rows": list(range(1000))}, started_at=1.0, finished_at=2.0)
+    ok = ToolCallSucceeded(
+        call_id="c", output={"rows": list(range(1000))}, started_at=1.0, finished_at=2.0
+    )
     assert cut_event(ok, ref="e1", max_bytes=DEFAULT_MAX_BYTES) == (ok, [])
 
 
@@ -191,7 +203,9 @@ def test_a_secret_is_redacted_before_the_output_is_cut() -> None:
 
 
 def test_an_outcome_logged_before_the_cap_existed_decodes_as_it_did() -> None:
-    stored = envelope(ToolCallSucceeded(call_id="c", output={"n": 1}, started_at=T0, finished_at=T0), seq=2)
+    stored = envelope(
+        ToolCallSucceeded(call_id="c", output={"n": 1}, started_at=T0, finished_at=T0), seq=2
+    )
     old = {**stored.model_dump(mode="json"), "data": {
         "type": "ToolCallSucceeded", "call_id": "c", "output": {"n": 1},
         "started_at": T0, "finished_at": T0,

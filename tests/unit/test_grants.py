@@ -39,7 +39,9 @@ def alice(*scopes: str, tenant: str = "shop-1") -> Principal:
     return Principal(id="alice", tenant=tenant, scopes=scopes)
 
 
-def test_the_signature_is_lowercase_hex_hmac_sha256_of_the_raw_message_keyed_with_the_hex_key() -> None:
+def test_the_signature_is_lowercase_hex_hmac_sha256_of_the_raw_message_keyed_with_the_hex_key() -> (
+    None
+):
     expected = hmac.new(bytes.fromhex(KEY), MESSAGE, hashlib.sha256).hexdigest()
     assert sign(KEY, MESSAGE) == expected == expected.lower()
     assert entry("billing-svc", KEY, MESSAGE) == {
@@ -58,7 +60,12 @@ def test_the_signature_is_lowercase_hex_hmac_sha256_of_the_raw_message_keyed_wit
         (b"billing-svc", sign(KEY, MESSAGE).encode(), MESSAGE + b" ", "bad signature"),
         (b"billing-svc", sign(KEY, MESSAGE).upper().encode(), MESSAGE, "bad signature"),
         (b"billing-svc", b"not hex at all", MESSAGE, "bad signature"),
-        (b"keyless", sign(KEY, MESSAGE).encode(), MESSAGE, "unknown publisher: 'keyless' has no key"),
+        (
+            b"keyless",
+            sign(KEY, MESSAGE).encode(),
+            MESSAGE,
+            "unknown publisher: 'keyless' has no key",
+        ),
     ],
 )
 def test_an_entry_not_signed_by_its_publishers_key_is_refused_with_the_reason(
@@ -71,7 +78,10 @@ def test_an_entry_not_signed_by_its_publishers_key_is_refused_with_the_reason(
 
 def test_an_entry_signed_with_its_publishers_key_is_its_publishers() -> None:
     signature = sign(KEY, MESSAGE).encode()
-    assert authentication_refusal(b"billing-svc", signature, MESSAGE, keys={"billing-svc": KEY}) is None
+    assert (
+        authentication_refusal(b"billing-svc", signature, MESSAGE, keys={"billing-svc": KEY})
+        is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -104,10 +114,17 @@ def test_a_star_in_a_grant_matches_any_text_and_nothing_else_is_a_pattern() -> N
         key=KEY, principals=(GrantedPrincipal(id="*", tenant="*"),), scopes=("stock:*",),
         queues=("run.*",),
     )  # fmt: skip
-    assert request_refusal("local", local, Principal(id="x", tenant="y", scopes=("stock:read",)), "run.ab12") is None
+    assert (
+        request_refusal(
+            "local", local, Principal(id="x", tenant="y", scopes=("stock:read",)), "run.ab12"
+        )
+        is None
+    )
     assert request_refusal("local", local, alice(), "default") is not None, "private queues only"
     assert held_scopes(("stock:read", "admin", "stockXread"), local) == ("stock:read",)
-    dotted = Publisher(key=KEY, principals=(GrantedPrincipal(id="a.b", tenant="t"),), scopes=("a.?",))
+    dotted = Publisher(
+        key=KEY, principals=(GrantedPrincipal(id="a.b", tenant="t"),), scopes=("a.?",)
+    )
     assert request_refusal("d", dotted, Principal(id="aXb", tenant="t"), "default") is not None
     assert held_scopes(("a.b", "a.?"), dotted) == ("a.?",)
 
@@ -150,9 +167,9 @@ def test_a_malformed_publisher_entry_is_refused(entry_: dict[str, object]) -> No
 
 def test_a_grant_names_its_workspace_roots_as_absolute_folders_and_none_by_default() -> None:
     entry_ = {"key": KEY, "principals": [{"id": "a", "tenant": "t"}], "workspaces": ["/srv/ws"]}
-    assert PublishersFile.model_validate({"publishers": {"p": entry_}}).publishers["p"].workspaces == (
-        "/srv/ws",
-    )
+    assert PublishersFile.model_validate({"publishers": {"p": entry_}}).publishers[
+        "p"
+    ].workspaces == ("/srv/ws",)
     assert BILLING.workspaces == ()
 
 

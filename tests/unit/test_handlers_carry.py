@@ -358,7 +358,9 @@ class OverloadedOnce:
             def respond(self, request: ModelRequest) -> ModelReply:
                 outer.asked.append(request.turn)
                 if request.turn == outer.turn and outer.asked.count(request.turn) == 1:
-                    raise ModelError("overloaded (529 overloaded_error): Overloaded", kind="overloaded")
+                    raise ModelError(
+                        "overloaded (529 overloaded_error): Overloaded", kind="overloaded"
+                    )
                 return inner.respond(request)
 
         return Adapter()

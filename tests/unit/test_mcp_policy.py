@@ -50,7 +50,9 @@ def test_a_destructive_hint_asks_approval_for_a_write_unless_the_operator_decide
 
 def test_a_hint_that_it_is_not_destructive_never_loosens_an_approval() -> None:
     strict = WRITE.model_copy(update={"approval": "always"})
-    p = decide_policy("fs", "write_file", strict, Hints(read_only=True, destructive=False), timeout_s=30)
+    p = decide_policy(
+        "fs", "write_file", strict, Hints(read_only=True, destructive=False), timeout_s=30
+    )
     assert p.approval == "always" and not p.read_only
 
 
@@ -60,7 +62,11 @@ def test_a_listed_write_with_no_resources_locks_the_server() -> None:
 
 
 def test_templates_fill_in_arguments_lists_and_the_workspace() -> None:
-    found = expand(["file:{path}", "file:{paths}", "ws:{workspace}"], {"path": "a/../b.txt", "paths": ["c", "/w/d"]}, "/w")
+    found = expand(
+        ["file:{path}", "file:{paths}", "ws:{workspace}"],
+        {"path": "a/../b.txt", "paths": ["c", "/w/d"]},
+        "/w",
+    )
     assert found == ["file:/w/b.txt", "file:/w/c", "file:/w/d", "ws:/w"]
 
 
@@ -90,7 +96,10 @@ def test_asks_nothing_answers_are_named_with_their_index() -> None:
 
 
 def test_errors_map_to_our_codes() -> None:
-    assert code_for_error_text("Access denied - path outside allowed directories") == "permission_denied"
+    assert (
+        code_for_error_text("Access denied - path outside allowed directories")
+        == "permission_denied"
+    )
     assert code_for_error_text("ENOENT: no such file or directory") == "not_found"
     assert code_for_error_text("boom") == "internal"
     assert code_for_protocol_error(-32602) == "invalid_arguments"
@@ -105,7 +114,11 @@ def test_the_servers_file_refuses_what_it_cannot_mean() -> None:
         {"servers": {"fs": {"command": ["x"], "url": "http://127.0.0.1:1/mcp"}}},
         {"servers": {"f__s": {"command": ["x"]}}},
         {"servers": {"fs": {"url": "file:///etc"}}},
-        {"servers": {"fs": {"command": ["x"], "tools": {"t": {"read_only": True, "writes": ["a"]}}}}},
+        {
+            "servers": {
+                "fs": {"command": ["x"], "tools": {"t": {"read_only": True, "writes": ["a"]}}}
+            }
+        },
         {"servers": {"fs": {"command": ["x"], "tools": {"t": {"sope": "x"}}}}},
     ):
         with pytest.raises(ValidationError):

@@ -57,7 +57,9 @@ def _finished(output: object) -> ToolCallSucceeded:
 def test_a_states_estimate_grows_with_what_its_tools_and_model_made() -> None:
     small = state_bytes.grown_by([envelope(_finished({"n": 1}), seq=2)])
     big = state_bytes.grown_by([envelope(_finished({"text": "x" * 100_000}), seq=2)])
-    plain = state_bytes.grown_by([envelope(ModelRequested(turn=1, attempt=1, deadline_at=5.0), seq=2)])
+    plain = state_bytes.grown_by(
+        [envelope(ModelRequested(turn=1, attempt=1, deadline_at=5.0), seq=2)]
+    )
     assert plain == state_bytes.EVENT_BYTES
     assert small < 2 * state_bytes.EVENT_BYTES
     assert big >= state_bytes.PAYLOAD_FACTOR * 100_000
@@ -84,9 +86,7 @@ def test_a_run_let_go_leaves_the_context_views_caches() -> None:
 
 def test_the_views_rendered_turns_are_bounded_by_their_characters() -> None:
     assert (
-        context_units._UNITS.most_size
-        == context_units._SHORT.most_size
-        == context_units._CHARS_MAX
+        context_units._UNITS.most_size == context_units._SHORT.most_size == context_units._CHARS_MAX
     )
     units: IdentityMemo[Turn, object] = IdentityMemo(most=8192, most_size=10_000)
     log = Log.created()

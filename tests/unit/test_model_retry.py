@@ -26,7 +26,9 @@ BOUND = RetryBound(max_attempts=3, retry_s=60.0)
 REFUSED = ModelFailure("connection", "connection refused at http://127.0.0.1:1")
 OVERLOADED = ModelFailure("overloaded", "overloaded (529 overloaded_error): Overloaded", status=529)
 WRONG_KEY = ModelFailure(
-    "authentication", "authentication failed (401 authentication_error): invalid x-api-key", status=401
+    "authentication",
+    "authentication failed (401 authentication_error): invalid x-api-key",
+    status=401,
 )
 
 
@@ -44,7 +46,14 @@ def claim(log: Log, *, now: float, bound: RetryBound = BOUND) -> list:
 
 @pytest.mark.parametrize("kind", get_args(ModelErrorKind))
 def test_only_failures_a_later_attempt_may_get_past_are_retried(kind: ModelErrorKind) -> None:
-    transient = {"connection", "timeout", "rate_limited", "overloaded", "server_error", "stream_broken"}
+    transient = {
+        "connection",
+        "timeout",
+        "rate_limited",
+        "overloaded",
+        "server_error",
+        "stream_broken",
+    }
     assert retryable(kind) is (kind in transient)
     assert RETRYING == transient
 
@@ -88,7 +97,9 @@ def test_a_refused_connection_is_recorded_and_the_turn_is_not_asked_again_before
     ]
 
 
-def test_the_backoff_doubles_per_attempt_up_to_its_longest_wait_with_a_jitter_fixed_by_the_run() -> None:
+def test_the_backoff_doubles_per_attempt_up_to_its_longest_wait_with_a_jitter_fixed_by_the_run() -> (
+    None
+):
     bound = RetryBound(base_s=1.0, max_wait_s=6.0)
     waits = [backoff_s(bound, "r-1", 1, attempt) for attempt in (1, 2, 3, 4, 5)]
     for wait, full in zip(waits, [1.0, 2.0, 4.0, 6.0, 6.0], strict=True):
@@ -129,7 +140,9 @@ def test_the_turns_last_attempt_failing_ends_the_run_with_the_cause_and_the_atte
         now = events[0].retry_at or now
     assert [type(e) for e in events] == [ModelRequestFailed, RunFailed]
     assert log.s.status is R.FAILED
-    assert log.s.detail.startswith("model request failed (turn 1): connection refused at http://127.0.0.1:1; ")
+    assert log.s.detail.startswith(
+        "model request failed (turn 1): connection refused at http://127.0.0.1:1; "
+    )
     assert "gave up after 3 attempts in " in log.s.detail
     assert log.s.detail.endswith("(the bound: 3 attempts, 60 s a turn)")
 
@@ -161,7 +174,9 @@ def test_a_failure_of_an_attempt_already_taken_over_is_not_recorded() -> None:
     log = Log.created()
     do_request(log, now=T0)
     claim(log, now=T0 + LEASE_S)  # the first claim ran out: attempt 2
-    stale = record_model_error(log.s, turn=1, attempt=1, failure=REFUSED, now=T0 + LEASE_S + 1, bound=BOUND)
+    stale = record_model_error(
+        log.s, turn=1, attempt=1, failure=REFUSED, now=T0 + LEASE_S + 1, bound=BOUND
+    )
     assert stale == []
 
 
@@ -171,7 +186,11 @@ def test_a_reply_starts_the_next_turns_attempts_and_time_afresh() -> None:
     [failed] = fail(log, OVERLOADED, now=T0 + 1)
     log.now = failed.retry_at or T0
     do_model_turn(log, text("done"), stop="end_turn")
-    assert (log.s.model_attempts, log.s.model_failed_attempt, log.s.model_first_attempt_at) == (0, 0, None)
+    assert (log.s.model_attempts, log.s.model_failed_attempt, log.s.model_first_attempt_at) == (
+        0,
+        0,
+        None,
+    )
     assert log.s.detail == "", "the failure is no longer why the run waits"
 
 
@@ -179,7 +198,9 @@ def test_a_failed_request_ends_its_chat_span_with_the_cause() -> None:
     log = Log.created()
     do_request(log, now=T0)
     fail(log, WRONG_KEY, now=T0 + 0.2)
-    [chat] = [s for s in spans_of(log.envelopes) if s.attributes.get("gen_ai.operation.name") == "chat"]
+    [chat] = [
+        s for s in spans_of(log.envelopes) if s.attributes.get("gen_ai.operation.name") == "chat"
+    ]
     assert chat.error == WRONG_KEY.cause and chat.attributes["error.type"] == "authentication"
 
 

@@ -218,7 +218,9 @@ def test_a_stop_sequence_moves_the_run_to_acceptance() -> None:
 def test_a_model_error_fails_the_run_with_the_apis_words_once() -> None:
     log = Log.created()
     log.decide(request_model, now=T0, lease_s=LEASE_S)
-    too_long = ModelFailure("invalid_request", "request refused (400 invalid_request_error): prompt is too long")
+    too_long = ModelFailure(
+        "invalid_request", "request refused (400 invalid_request_error): prompt is too long"
+    )
     events = log.decide(record_model_error, turn=1, attempt=1, failure=too_long, now=T0)
     assert events[1:] == [
         RunFailed(

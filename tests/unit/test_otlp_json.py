@@ -13,13 +13,17 @@ def test_values_take_the_otlp_json_shapes() -> None:
     assert value(3) == {"intValue": "3"}  # int64 as a string
     assert value(0.5) == {"doubleValue": 0.5}
     assert value("x") == {"stringValue": "x"}
-    assert value(("a", "b")) == {"arrayValue": {"values": [{"stringValue": "a"}, {"stringValue": "b"}]}}
+    assert value(("a", "b")) == {
+        "arrayValue": {"values": [{"stringValue": "a"}, {"stringValue": "b"}]}
+    }
 
 
 def test_a_finished_trace_has_hex_ids_nanosecond_strings_and_ok_or_error_status() -> None:
     body = otlp_json(spans_of(happy_path().envelopes))
     (resource,) = body["resourceSpans"]
-    assert {"key": "service.name", "value": {"stringValue": "agentledger"}} in resource["resource"]["attributes"]
+    assert {"key": "service.name", "value": {"stringValue": "agentledger"}} in resource["resource"][
+        "attributes"
+    ]
     spans = resource["scopeSpans"][0]["spans"]
     root = spans[0]
     assert "parentSpanId" not in root and len(root["traceId"]) == 32 and len(root["spanId"]) == 16
@@ -32,6 +36,10 @@ def test_a_finished_trace_has_hex_ids_nanosecond_strings_and_ok_or_error_status(
 def test_a_live_runs_open_spans_end_at_the_last_event_and_say_they_are_open() -> None:
     log = approval_asked_last()
     spans = otlp_json(spans_of(log.envelopes))["resourceSpans"][0]["scopeSpans"][0]["spans"]
-    open_ = [s for s in spans if {"key": "agentledger.span.open", "value": {"boolValue": True}} in s["attributes"]]
+    open_ = [
+        s
+        for s in spans
+        if {"key": "agentledger.span.open", "value": {"boolValue": True}} in s["attributes"]
+    ]
     assert open_ and open_[0]["name"] == "invoke_agent agentledger"
     assert all(int(s["endTimeUnixNano"]) == round(log.envelopes[-1].at * 1e9) for s in open_)

@@ -48,7 +48,9 @@ def refusal(settings: Settings, connect: Connect) -> str:
     return str(raised.value)
 
 
-def test_an_anthropic_spec_without_a_key_is_refused_naming_the_variable_and_nothing_is_tried() -> None:
+def test_an_anthropic_spec_without_a_key_is_refused_naming_the_variable_and_nothing_is_tried() -> (
+    None
+):
     connect = Connect()
     said = refusal(Settings(), connect)
     assert said.startswith(
@@ -105,7 +107,10 @@ def test_through_a_proxy_the_proxy_takes_the_connection(monkeypatch: pytest.Monk
     connect = Connect(ConnectionRefusedError())
     said = refusal(KEYED, connect)
     assert connect.asked == [("127.0.0.1", 3128)]
-    assert "connection refused at https://api.anthropic.com (through the proxy http://127.0.0.1:3128)" in said
+    assert (
+        "connection refused at https://api.anthropic.com (through the proxy http://127.0.0.1:3128)"
+        in said
+    )
 
 
 def test_a_host_no_proxy_names_is_tried_directly(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,9 @@ from agentledger.events.types import RunEscalated, ToolCallFailed, ToolCallOutco
 C = CallStatus
 
 
-def _call(status: CallStatus, *, read_only: bool, attempts: int, reads: tuple[str, ...] = ()) -> Call:
+def _call(
+    status: CallStatus, *, read_only: bool, attempts: int, reads: tuple[str, ...] = ()
+) -> Call:
     return Call(
         call_id="c", turn=1, name="read_file", input={}, status=status, read_only=read_only,
         attempts=attempts, reads=reads,
@@ -53,7 +55,9 @@ def _running_read(log: Log, *, attempts: int, reads: tuple[str, ...]) -> RunStat
 
 @pytest.mark.parametrize("attempts", range(1, MAX_READ_ATTEMPTS + 2))
 @pytest.mark.parametrize("reads", [(), ("file:/w/x",)])
-def test_claiming_and_asking_for_locks_follow_the_rule(attempts: int, reads: tuple[str, ...]) -> None:
+def test_claiming_and_asking_for_locks_follow_the_rule(
+    attempts: int, reads: tuple[str, ...]
+) -> None:
     log = Log.created()
     do_model_turn(log, use("c"))
     do_validate(log, "c")

@@ -166,7 +166,9 @@ def test_the_providers_blocks_go_back_untouched_and_cited_text_is_redacted() -> 
     assert isinstance(result, ProviderBlock) and r.block(result) is result
     cited = TextBlock(
         text="The token is tok-9f8e7d6c5b4a.",
-        citations=({"type": "char_location", "cited_text": "tok-9f8e7d6c5b4a", "document_index": 0},),
+        citations=(
+            {"type": "char_location", "cited_text": "tok-9f8e7d6c5b4a", "document_index": 0},
+        ),
     )
     clean = r.block(cited)
     assert isinstance(clean, TextBlock) and "tok-9f8e7d6c5b4a" not in clean.model_dump_json()

@@ -60,7 +60,10 @@ def test_a_secret_inside_longer_base64_text_is_redacted_wherever_it_starts(
 def test_a_hex_key_is_redacted_also_as_the_base64_of_its_bytes() -> None:
     raw = bytes.fromhex(KEY)
     r = redactor({"publisher_key:billing": KEY})
-    for form in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode().rstrip("=")):
+    for form in (
+        base64.b64encode(raw).decode(),
+        base64.urlsafe_b64encode(raw).decode().rstrip("="),
+    ):
         assert r.text(form) == "[REDACTED:publisher_key:billing]"
 
 
@@ -85,7 +88,9 @@ def test_redacting_an_encoded_secret_twice_changes_nothing_more() -> None:
         ("redis://redis:6379/0", None),
     ],
 )
-def test_the_password_of_a_redis_url_is_found_as_redis_py_uses_it(url: str, password: str | None) -> None:
+def test_the_password_of_a_redis_url_is_found_as_redis_py_uses_it(
+    url: str, password: str | None
+) -> None:
     found = secrets.redis_passwords(url)
     assert (password in found) if password else found == []
 
@@ -134,8 +139,13 @@ def test_every_run_redacts_the_redis_password_and_every_publisher_key(process: P
 
 
 def test_a_run_that_keeps_its_secrets_still_never_stores_the_processs(process: Path) -> None:
-    stored = secrets.stored_redactor(KEPT).text(f"{RUN_TOKEN} {PASSWORD} {KEY} AKIAIOSFODNN7EXAMPLE")
-    assert stored == f"{RUN_TOKEN} [REDACTED:redis_password] [REDACTED:publisher_key:billing] AKIAIOSFODNN7EXAMPLE"
+    stored = secrets.stored_redactor(KEPT).text(
+        f"{RUN_TOKEN} {PASSWORD} {KEY} AKIAIOSFODNN7EXAMPLE"
+    )
+    assert (
+        stored
+        == f"{RUN_TOKEN} [REDACTED:redis_password] [REDACTED:publisher_key:billing] AKIAIOSFODNN7EXAMPLE"
+    )
     assert RUN_TOKEN not in secrets.stored_redactor(SPEC).text(RUN_TOKEN)
 
 
@@ -146,9 +156,13 @@ def test_a_publisher_filed_later_has_its_key_redacted_once_the_file_changes(proc
     assert secrets.redactor_for(SPEC).text(later) == "[REDACTED:publisher_key:late]"
 
 
-def test_a_publishers_file_this_process_cannot_parse_gives_no_keys_and_no_error(process: Path) -> None:
+def test_a_publishers_file_this_process_cannot_parse_gives_no_keys_and_no_error(
+    process: Path,
+) -> None:
     process.write_text("publishers: [not, a, map")
-    assert secrets.redactor_for(SPEC).text(f"{PASSWORD} {KEY}") == f"[REDACTED:redis_password] {KEY}"
+    assert (
+        secrets.redactor_for(SPEC).text(f"{PASSWORD} {KEY}") == f"[REDACTED:redis_password] {KEY}"
+    )
 
 
 def test_log_lines_of_the_process_are_redacted_in_every_form(process: Path) -> None:
@@ -157,4 +171,6 @@ def test_log_lines_of_the_process_are_redacted_in_every_form(process: Path) -> N
     record = logging.LogRecord("t", logging.INFO, __file__, 1, "url %s key %s",
                                (quote_plus(PASSWORD), KEY.upper()), None)  # fmt: skip
     secrets.LOG_FILTER.filter(record)
-    assert record.getMessage() == "url [REDACTED:redis_password] key [REDACTED:publisher_key:billing]"
+    assert (
+        record.getMessage() == "url [REDACTED:redis_password] key [REDACTED:publisher_key:billing]"
+    )

@@ -18,7 +18,12 @@ def test_each_publisher_has_a_user_that_may_only_xadd_to_its_own_streams() -> No
     users = rules("al", ["billing", "ledger"])
     publishers = {u.publisher: u for u in users if u.role == "publisher"}
     assert publishers["billing"].name == "al-pub-billing"
-    assert publishers["billing"].rules == ("resetchannels", "~al:{in*}:inbox:billing", "-@all", "+xadd")
+    assert publishers["billing"].rules == (
+        "resetchannels",
+        "~al:{in*}:inbox:billing",
+        "-@all",
+        "+xadd",
+    )
     assert publishers["ledger"].rules[1] == "~al:{in*}:inbox:ledger"
 
 
@@ -38,7 +43,9 @@ def test_ops_reads_only_and_runs_no_script() -> None:
     assert ops.index("-@all") < ops.index("+@read") < ops.index("-@write")
     assert "%R~al:*" in ops and "~al:*" not in ops
     assert {"-@scripting", "-eval", "-evalsha", "-script", "-function", "-fcall"} <= set(ops)
-    assert not [r for r in ops if r.startswith("+") and r[1:] in ("xadd", "set", "del", "@write", "eval")]
+    assert not [
+        r for r in ops if r.startswith("+") and r[1:] in ("xadd", "set", "del", "@write", "eval")
+    ]
 
 
 def test_the_user_names_and_keys_follow_the_prefix() -> None:

@@ -34,5 +34,7 @@ def test_the_hidden_modules_import_as_usual_afterwards(module: str) -> None:
 
 
 def test_a_process_that_imported_them_first_is_left_alone() -> None:
-    code = f"import sys, opentelemetry.sdk.metrics; {FIRST}; import redis.observability.metrics as m"
+    code = (
+        f"import sys, opentelemetry.sdk.metrics; {FIRST}; import redis.observability.metrics as m"
+    )
     assert _python(code + "; print(m.OTEL_AVAILABLE)") == "True"

@@ -28,7 +28,11 @@ def size(d: dict[str, bytes]) -> int:
 @settings(
     max_examples=60,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
 )
 @given(fields=fields_st, reason=st.text(max_size=3000), message=st.binary(max_size=50_000))
 def test_a_rejection_keeps_at_most_4_kB_and_16_fields_whatever_the_entry_holds(
@@ -52,7 +56,9 @@ def test_a_small_entry_is_kept_whole_with_who_wrote_it() -> None:
 def test_a_huge_message_keeps_its_start_its_size_and_its_sha256() -> None:
     message = b'{"type":"RunRequested","run_id":"r-abc.s1",' + b"x" * (8 << 20)
     out = digest("0/p/1-0", "p", "too big", {b"message": message, b"publisher": b"p"})
-    assert message.startswith(out["field:message"]) and b'"run_id":"r-abc.s1"' in out["field:message"]
+    assert (
+        message.startswith(out["field:message"]) and b'"run_id":"r-abc.s1"' in out["field:message"]
+    )
     assert out["size:message"] == str(len(message)).encode()
     assert out["sha256:message"] == hashlib.sha256(message).hexdigest().encode()
     assert len(out["field:message"]) > 1500  # the message has most of the room

@@ -83,7 +83,10 @@ def test_a_message_issued_within_the_window_either_side_is_fresh(age: float) -> 
 
 
 def test_a_nonce_seen_before_is_refused_saying_when() -> None:
-    assert nonce_seen_refusal(NONCE, NOW) == f"replayed: nonce {NONCE!r} was seen at 2027-01-15T08:00:00.000+00:00"
+    assert (
+        nonce_seen_refusal(NONCE, NOW)
+        == f"replayed: nonce {NONCE!r} was seen at 2027-01-15T08:00:00.000+00:00"
+    )
 
 
 def test_publish_stamps_each_message_anew_with_now_and_a_nonce_of_its_own() -> None:
@@ -96,7 +99,9 @@ def test_publish_stamps_each_message_anew_with_now_and_a_nonce_of_its_own() -> N
     assert first.model_copy(update={"issued_at": None, "nonce": None}) == message
 
 
-@pytest.mark.parametrize("nonce", ["short", "x" * 129, "has space 0123456789", "slash/0123456789abc"])
+@pytest.mark.parametrize(
+    "nonce", ["short", "x" * 129, "has space 0123456789", "slash/0123456789abc"]
+)
 def test_a_nonce_of_the_wrong_shape_is_refused_by_the_schema(nonce: str) -> None:
     with pytest.raises(ValidationError, match="nonce"):
         HumanRepliedMessage(run_id="r-1", by="dana", text="go", escalation=4, nonce=nonce)
@@ -111,12 +116,22 @@ def test_an_answer_that_names_no_escalation_is_refused_by_the_schema(message: An
 # --- the nonce store ------------------------------------------------------------
 
 
-def fresh(nonces: MemoryNonces, publisher: str, *, entry: str, now: float = NOW, nonce: str = NONCE) -> str | None:
+def fresh(
+    nonces: MemoryNonces, publisher: str, *, entry: str, now: float = NOW, nonce: str = NONCE
+) -> str | None:
     message = stamped(HumanRepliedMessage(run_id="r-1", by="dana", text="go", escalation=4))
     message = message.model_copy(update={"issued_at": now, "nonce": nonce})
     grant: Any = None
     try:
-        check_fresh(message, Granted(publisher, grant), nonces, partitions=4, entry=entry, now=now, window_s=WINDOW)
+        check_fresh(
+            message,
+            Granted(publisher, grant),
+            nonces,
+            partitions=4,
+            entry=entry,
+            now=now,
+            window_s=WINDOW,
+        )
     except Rejected as r:
         return r.reason
     return None
@@ -188,8 +203,12 @@ def test_a_replay_model_plays_only_an_existing_run_of_the_same_tenant() -> None:
     other = replay_model_refusal("billing-svc", "shop-1", "r-old", "shop-2")
     missing = replay_model_refusal("billing-svc", "shop-1", "r-old", None)
     # the same words for both: whether another tenant's run of that id exists is not said
-    assert other == missing == (
-        "not granted: 'billing-svc' may not replay run 'r-old': no run of tenant 'shop-1' has that id"
+    assert (
+        other
+        == missing
+        == (
+            "not granted: 'billing-svc' may not replay run 'r-old': no run of tenant 'shop-1' has that id"
+        )
     )
 
 
@@ -233,11 +252,15 @@ def test_an_answer_to_an_earlier_escalation_is_refused_naming_both(answer: Any) 
 
 def test_a_controls_event_records_the_publisher_that_signed_it_and_lines_say_so() -> None:
     log = reach(R.AWAITING_HUMAN)
-    message = HumanRepliedMessage(run_id=log.run_id, by="alice", text="go on", escalation=log.s.escalation or 0)
+    message = HumanRepliedMessage(
+        run_id=log.run_id, by="alice", text="go on", escalation=log.s.escalation or 0
+    )
     [replied] = decide_control(log.s, message, publisher="billing-svc")
     assert replied == HumanReplied(by="alice", text="go on", publisher="billing-svc")
     assert summary(replied) == "alice via billing-svc: 'go on'"
-    [aborted] = controls.abort(log.s, by="alice", escalation=log.s.escalation or 0, publisher="billing-svc")
+    [aborted] = controls.abort(
+        log.s, by="alice", escalation=log.s.escalation or 0, publisher="billing-svc"
+    )
     assert summary(aborted) == "by alice via billing-svc"
     log.step(aborted)
     assert log.s.detail == "aborted by alice via billing-svc"
@@ -245,7 +268,9 @@ def test_a_controls_event_records_the_publisher_that_signed_it_and_lines_say_so(
     assert summary(cancel) == "by alice via billing-svc"
     # the web view speaks as its publisher: said once
     assert summary(HumanReplied(by="bob", text="go", publisher="bob")) == "bob: 'go'"
-    assert summary(RunCancelRequested(by="bob", source="inbox", publisher="bob")) == "by bob via inbox"
+    assert (
+        summary(RunCancelRequested(by="bob", source="inbox", publisher="bob")) == "by bob via inbox"
+    )
 
 
 def test_a_control_event_recorded_before_publishers_were_recorded_still_decodes() -> None:
@@ -273,7 +298,9 @@ def test_only_a_function_declared_with_check_is_a_check() -> None:
     assert not REGISTRY.is_check(kv_ready)
 
 
-@pytest.mark.parametrize("target", ["unit_tools:kv_read", "unit_tools:not_declared", "unit_tools:RAN"])
+@pytest.mark.parametrize(
+    "target", ["unit_tools:kv_read", "unit_tools:not_declared", "unit_tools:RAN"]
+)
 def test_a_python_check_naming_anything_but_a_declared_check_fails_uncalled(
     tmp_path: Path, target: str
 ) -> None:
@@ -296,10 +323,15 @@ def test_a_python_check_declared_with_check_is_called_with_the_workspace(tmp_pat
     assert verdict.passed and verdict.evidence["workspace"] == state.workspace
 
 
-def test_spec_check_reports_an_undeclared_python_check_when_the_tool_set_is_in_hand(tmp_path: Path) -> None:
+def test_spec_check_reports_an_undeclared_python_check_when_the_tool_set_is_in_hand(
+    tmp_path: Path,
+) -> None:
     from handlerkit import toolset
 
-    run = spec({"end_turn": "done"}, acceptance=[{"python": "unit_tools:kv_read"}, {"python": "unit_tools:kv_ready"}])
+    run = spec(
+        {"end_turn": "done"},
+        acceptance=[{"python": "unit_tools:kv_read"}, {"python": "unit_tools:kv_ready"}],
+    )
     problems = spec_problems(run, None, toolset=toolset())
     assert [(p.field, p.reason) for p in problems] == [(
         "acceptance.0.python",
@@ -333,8 +365,13 @@ def test_a_controls_span_attributes_name_its_publisher_when_one_signed_it() -> N
     from agentledger.events.spans import _event_attributes as attributes
 
     def attrs(event: Any) -> dict[str, Any]:
-        env: Envelope[Any] = Envelope(id="e1", run_id="r-1", seq=3, type=event.type, at=NOW, source="intake", data=event)
+        env: Envelope[Any] = Envelope(
+            id="e1", run_id="r-1", seq=3, type=event.type, at=NOW, source="intake", data=event
+        )
         return attributes(env)
 
-    assert attrs(HumanReplied(by="alice", text="go", publisher="billing-svc"))["agentledger.publisher"] == "billing-svc"
+    assert (
+        attrs(HumanReplied(by="alice", text="go", publisher="billing-svc"))["agentledger.publisher"]
+        == "billing-svc"
+    )
     assert "agentledger.publisher" not in attrs(HumanReplied(by="alice", text="go"))

@@ -46,7 +46,9 @@ def pairs(line: list[str], option: str) -> list[str]:
 
 def test_a_root_worker_runs_bwrap_privileged_keeping_only_what_setpriv_needs() -> None:
     line = flags(root=True)
-    assert "--unshare-user" not in line and "--disable-userns" not in line  # its root would be the host's
+    assert (
+        "--unshare-user" not in line and "--disable-userns" not in line
+    )  # its root would be the host's
     assert pairs(line, "--cap-drop") == ["ALL"]
     assert pairs(line, "--cap-add") == ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]
     assert {"--unshare-pid", "--unshare-net", "--unshare-ipc", "--die-with-parent"} <= set(line)
@@ -96,7 +98,9 @@ def test_the_way_to_each_bind_is_made_passable_and_special_files_are_covered() -
     assert "/etc/ssl/private" not in line and "/etc/ssl" not in pairs(line, "--ro-bind-try")
 
 
-def test_a_venv_under_tmp_is_bound_after_the_sandboxs_own_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_venv_under_tmp_is_bound_after_the_sandboxs_own_tmp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(sandbox, "python_paths", lambda: ("/tmp/clone/venv", "/opt/py"))
     line = flags(root=True)
     tmpfs = line.index("/tmp", line.index("--tmpfs"))
@@ -147,7 +151,11 @@ def decide(program: bytes, arch: int, nr: int, arg0: int = 0) -> int:
         elif op == seccomp.RET_K:
             return k
         else:
-            taken = {seccomp.JEQ_K: acc == k, seccomp.JGE_K: acc >= k, seccomp.JSET_K: acc & k != 0}[op]
+            taken = {
+                seccomp.JEQ_K: acc == k,
+                seccomp.JGE_K: acc >= k,
+                seccomp.JSET_K: acc & k != 0,
+            }[op]
             pc += jt if taken else jf
         pc += 1
 
@@ -158,11 +166,19 @@ def test_the_filter_refuses_new_user_namespaces_and_keyrings_in_every_table(mach
     for t in seccomp.TABLES[machine]:
         for nr in (t.unshare, t.clone):
             assert decide(program, t.audit_arch, nr, seccomp.CLONE_NEWUSER | 0x11) == EPERM
-            assert decide(program, t.audit_arch, nr, 0x20000 | 17) == seccomp.ALLOW  # a mount ns, a fork
+            assert (
+                decide(program, t.audit_arch, nr, 0x20000 | 17) == seccomp.ALLOW
+            )  # a mount ns, a fork
         assert decide(program, t.audit_arch, t.clone3) == ENOSYS
         assert all(decide(program, t.audit_arch, nr) == EPERM for nr in t.keys)
-        assert decide(program, t.audit_arch, 0) == seccomp.ALLOW and decide(program, t.audit_arch, 59) == seccomp.ALLOW
-    assert decide(program, 0x40000028 if machine == "x86_64" else 0xC000003E, 0) == seccomp.KILL_PROCESS
+        assert (
+            decide(program, t.audit_arch, 0) == seccomp.ALLOW
+            and decide(program, t.audit_arch, 59) == seccomp.ALLOW
+        )
+    assert (
+        decide(program, 0x40000028 if machine == "x86_64" else 0xC000003E, 0)
+        == seccomp.KILL_PROCESS
+    )
 
 
 def test_x32_calls_are_refused_and_an_unknown_machine_has_no_filter() -> None:
@@ -191,7 +207,9 @@ def test_the_sandbox_uid_gid_sizes_and_scan_bound_are_settings() -> None:
      ("AGENTLEDGER_SANDBOX_UID", "-5"), ("AGENTLEDGER_SANDBOX_TMP_MB", "0"),
      ("AGENTLEDGER_SANDBOX_SCAN_MAX", "x")],
 )  # fmt: skip
-def test_a_root_sandbox_uid_or_a_bad_size_is_refused_naming_the_variable(var: str, value: str) -> None:
+def test_a_root_sandbox_uid_or_a_bad_size_is_refused_naming_the_variable(
+    var: str, value: str
+) -> None:
     with pytest.raises(ConfigError) as caught:
         from_env({var: value})
     assert caught.value.name == var

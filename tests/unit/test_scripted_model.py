@@ -11,7 +11,12 @@ from agentledger.services.adapters.models.port import ModelError, ModelRequest
 from agentledger.services.adapters.models.scripted import ScriptedAdapter
 
 SCRIPT = ScriptedModel.model_validate(
-    {"scripted": [{"tool_use": [{"id": "c1", "name": "publish", "input": {}}]}, {"end_turn": "done"}]}
+    {
+        "scripted": [
+            {"tool_use": [{"id": "c1", "name": "publish", "input": {}}]},
+            {"end_turn": "done"},
+        ]
+    }
 )
 
 

@@ -30,7 +30,8 @@ def test_a_bad_redis_url_is_refused_naming_the_variable(url: str, says: str) -> 
 
 
 @pytest.mark.parametrize(
-    "url", ["redis://127.0.0.1:6379/0", "redis://h:1", "rediss://h:6380/2", "unix:///tmp/r.sock?db=1"]
+    "url",
+    ["redis://127.0.0.1:6379/0", "redis://h:1", "rediss://h:6380/2", "unix:///tmp/r.sock?db=1"],
 )
 def test_good_redis_urls_are_taken(url: str) -> None:
     assert from_env({"REDIS_URL": url}).redis_url == url
@@ -110,7 +111,9 @@ def test_carrying_lasts_a_second_by_default_and_zero_switches_it_off() -> None:
     assert from_env({"AGENTLEDGER_CARRY_S": "0"}).carry_s == 0.0
 
 
-def test_workspace_roots_are_absolute_folders_separated_by_colons_or_commas_and_children_inherit_them() -> None:
+def test_workspace_roots_are_absolute_folders_separated_by_colons_or_commas_and_children_inherit_them() -> (
+    None
+):
     assert from_env({}).workspace_roots == ()
     settings = from_env({"AGENTLEDGER_WORKSPACE_ROOTS": "/srv/a:/srv/b/, /srv/a"})
     assert settings.workspace_roots == ("/srv/a", "/srv/b")
@@ -125,7 +128,9 @@ def test_a_relative_workspace_root_is_refused_naming_the_variable(value: str) ->
     assert "is not an absolute folder" in str(err.value)
 
 
-@pytest.mark.parametrize("var", ["AGENTLEDGER_WORKSPACE_MAX_BYTES", "AGENTLEDGER_WORKSPACE_MAX_FILES"])
+@pytest.mark.parametrize(
+    "var", ["AGENTLEDGER_WORKSPACE_MAX_BYTES", "AGENTLEDGER_WORKSPACE_MAX_FILES"]
+)
 def test_the_workspace_copy_maxima_are_positive_whole_numbers(var: str) -> None:
     for bad, says in (("0", "must be more than 0"), ("1e9", "expected a whole number")):
         with pytest.raises(ConfigError) as err:

@@ -16,7 +16,9 @@ from agentledger.events.spans import (
 )
 
 
-def test_a_finished_run_is_one_invoke_agent_span_with_chat_and_execute_tool_children_in_log_order() -> None:
+def test_a_finished_run_is_one_invoke_agent_span_with_chat_and_execute_tool_children_in_log_order() -> (
+    None
+):
     log = happy_path()
     spans = spans_of(log.envelopes)
     tree = by_parent(spans)

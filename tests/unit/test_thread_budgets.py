@@ -151,7 +151,9 @@ def test_a_tenant_holding_its_share_of_the_acceptance_pool_is_let_go_and_another
 
     with delivering(slot):
         unit.deliver(RunAcceptance("run-a"))
-    assert unit.state("run-a").status.value == "accepting", "nothing claimed: the sweeper sends it again"
+    assert unit.state("run-a").status.value == "accepting", (
+        "nothing claimed: the sweeper sends it again"
+    )
     assert slot.tenant is None
 
     running.release()

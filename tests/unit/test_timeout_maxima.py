@@ -59,7 +59,11 @@ def test_each_maximum_is_600_seconds_unless_the_operator_says() -> None:
 
 @pytest.mark.parametrize(
     "var",
-    ["AGENTLEDGER_MAX_COMMAND_TIMEOUT_S", "AGENTLEDGER_MAX_TOOL_TIMEOUT_S", "AGENTLEDGER_MAX_MCP_TIMEOUT_S"],
+    [
+        "AGENTLEDGER_MAX_COMMAND_TIMEOUT_S",
+        "AGENTLEDGER_MAX_TOOL_TIMEOUT_S",
+        "AGENTLEDGER_MAX_MCP_TIMEOUT_S",
+    ],
 )
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "nan"])
 def test_a_maximum_that_is_no_bound_is_refused_naming_its_variable(var: str, value: str) -> None:
@@ -72,7 +76,9 @@ def test_a_maximum_that_is_no_bound_is_refused_naming_its_variable(var: str, val
 
 
 def test_a_command_check_asking_more_than_the_maximum_is_refused_naming_field_and_maximum() -> None:
-    spec = spec_with(acceptance=[{"file": "a", "contains": "x"}, {"command": "sleep 1", "timeout_s": 1e9}])
+    spec = spec_with(
+        acceptance=[{"file": "a", "contains": "x"}, {"command": "sleep 1", "timeout_s": 1e9}]
+    )
     [problem] = spec_problems(spec, None, settings=MAX)
     assert problem.field == "acceptance.1.timeout_s"
     assert "1e+09 s is over this deployment's maximum of 600 s" in problem.reason
@@ -106,7 +112,9 @@ def test_an_mcp_servers_file_asking_more_than_the_maximum_is_refused(tmp_path: P
     assert load_servers_file(str(file)).servers["fs"].tools["slow"].timeout_s == 3600
     with pytest.raises(McpConfigError) as err:
         load_servers_file(str(file), max_timeout_s=600.0)
-    assert "servers.fs.tools.slow.timeout_s: 3600 s is over this deployment's maximum" in str(err.value)
+    assert "servers.fs.tools.slow.timeout_s: 3600 s is over this deployment's maximum" in str(
+        err.value
+    )
     assert "AGENTLEDGER_MAX_MCP_TIMEOUT_S" in str(err.value)
 
 
@@ -115,7 +123,9 @@ def test_an_mcp_servers_file_asking_more_than_the_maximum_is_refused(tmp_path: P
 
 def test_a_tool_calls_timeout_is_held_to_the_operators_maximum() -> None:
     log = reach(R.VALIDATING)
-    tool = ToolSpec(name="read_file", description="d", input_schema={}, read_only=True, timeout_s=3600)
+    tool = ToolSpec(
+        name="read_file", description="d", input_schema={}, read_only=True, timeout_s=3600
+    )
     [validated] = validate_call(
         log.s, "a", found=Finding(tool=tool, max_timeout_s=600.0), known_tools=["read_file"], now=T0
     )
@@ -135,7 +145,9 @@ def test_a_checks_timeout_is_its_own_held_to_the_maximum_and_the_wall_clock() ->
 
 
 def test_an_acceptance_claim_lasts_the_checks_held_timeouts_plus_the_grace() -> None:
-    spec = spec_with(acceptance=[{"command": "a", "timeout_s": 1e9}, {"command": "b", "timeout_s": 5}])
+    spec = spec_with(
+        acceptance=[{"command": "a", "timeout_s": 1e9}, {"command": "b", "timeout_s": 5}]
+    )
     assert claim_s(spec, grace_s=2.0, most_s=600.0) == 2.0 + 600 + 5
 
 
@@ -150,7 +162,9 @@ def test_a_run_whose_wall_clock_ends_during_acceptance_times_out_with_its_checks
     )
 
 
-def test_a_stopped_check_is_recorded_once_and_only_on_a_run_that_was_cancelled_or_timed_out() -> None:
+def test_a_stopped_check_is_recorded_once_and_only_on_a_run_that_was_cancelled_or_timed_out() -> (
+    None
+):
     log = Log.created(budgets={"max_wall_clock_s": 100})
     do_model_turn(log, text("done"))
     [started] = log.decide(start_acceptance, now=T0, lease_s=LEASE_S)

@@ -51,7 +51,11 @@ class Watch(logging.Handler):
         self.seen: list[Seen] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        ids = (structured_logs.RUN_ID.get(), structured_logs.CALL_ID.get(), structured_logs.POOL.get())
+        ids = (
+            structured_logs.RUN_ID.get(),
+            structured_logs.CALL_ID.get(),
+            structured_logs.POOL.get(),
+        )
         extra = tuple(getattr(record, k, None) for k in ("run_id", "call_id", "pool"))
         self.seen.append(Seen(record.name, record.getMessage(), ids, extra))  # type: ignore[arg-type]
 
@@ -73,9 +77,13 @@ def watch() -> Iterator[Watch]:
 def test_a_tools_exception_is_one_line_for_the_model_and_its_own_frames_for_the_log(
     watch: Watch,
 ) -> None:
-    registered = next(t for t in REGISTRY.of_module(__name__) if t.spec.name == "divide_exception_test")
+    registered = next(
+        t for t in REGISTRY.of_module(__name__) if t.spec.name == "divide_exception_test"
+    )
     with structured_logs.scope("run-a", "c1", "tools"):
-        outcome = run_tool(registered, {"a": 1, "b": 0}, ToolContext("run-a", "c1", None, "p", "t"), timeout_s=5)
+        outcome = run_tool(
+            registered, {"a": 1, "b": 0}, ToolContext("run-a", "c1", None, "p", "t"), timeout_s=5
+        )
     assert isinstance(outcome, Errored)
     assert outcome.error.message == "ZeroDivisionError: division by zero"
     assert outcome.traceback is not None
@@ -84,7 +92,10 @@ def test_a_tools_exception_is_one_line_for_the_model_and_its_own_frames_for_the_
     assert outcome.traceback.endswith("ZeroDivisionError: division by zero")
     assert "runner.py" not in outcome.traceback and "registry.py" not in outcome.traceback
     [logged] = [s for s in watch.seen if s.logger == RUNNER]
-    assert logged.message == "tool 'divide_exception_test' raised ZeroDivisionError in run run-a, call c1 (pool tools)"
+    assert (
+        logged.message
+        == "tool 'divide_exception_test' raised ZeroDivisionError in run run-a, call c1 (pool tools)"
+    )
     assert logged.extra == ("run-a", "c1", "tools")
 
 
@@ -112,7 +123,9 @@ def test_a_carried_calls_exception_is_recorded_with_its_traceback_and_its_log_li
     tmp_path: Path, watch: Watch
 ) -> None:
     unit = new_unit(tmp_path / "ws", carry=carrying())
-    unit.create("run-a", spec({"tool_use": [call("c1", "kv_ratio", key="k")]}, {"end_turn": "done"}))
+    unit.create(
+        "run-a", spec({"tool_use": [call("c1", "kv_ratio", key="k")]}, {"end_turn": "done"})
+    )
     unit.take()
 
     unit.deliver(RequestModel("run-a"))  # the model's message; the call is carried on its thread

@@ -16,7 +16,9 @@ LOGGER = "agentledger.services.adapters.tools.registry"
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
+    return [
+        r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING
+    ]
 
 
 def registered(name: str) -> Any:
@@ -42,7 +44,9 @@ def test_a_tool_with_neither_docstring_nor_hints_is_registered_with_one_warning_
     assert schema["properties"] == {"sku": {}, "qty": {}}  # what the model is told
 
 
-def test_a_tool_missing_only_hints_names_only_the_parameters(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_tool_missing_only_hints_names_only_the_parameters(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with caplog.at_level(logging.WARNING, logger=LOGGER):
 
         @tool(read_only=True, name="half_typed_registration_test")

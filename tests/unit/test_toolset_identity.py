@@ -38,7 +38,9 @@ def who(ctx: ToolContext) -> dict:
 '''
 
 
-def tool_folder(base: Path, name: str, *, helper: str, imports: str = "import helper", who: str = "helper.WHO") -> Path:
+def tool_folder(
+    base: Path, name: str, *, helper: str, imports: str = "import helper", who: str = "helper.WHO"
+) -> Path:
     folder = base / name
     folder.mkdir(parents=True)
     (folder / "tools.py").write_text(TOOLS.format(imports=imports, who=who))
@@ -63,7 +65,9 @@ def loaded(modules: list[str], paths: list[Path]) -> dict[str, object]:
     return said
 
 
-def test_two_tool_sets_that_differ_only_in_a_helper_module_have_two_fingerprints(tmp_path: Path) -> None:
+def test_two_tool_sets_that_differ_only_in_a_helper_module_have_two_fingerprints(
+    tmp_path: Path,
+) -> None:
     a = tool_folder(tmp_path, "a", helper="a")
     b = tool_folder(tmp_path, "b", helper="b")
     assert (a / "tools.py").read_text() == (b / "tools.py").read_text()
@@ -111,8 +115,17 @@ def test_files_the_tools_never_import_do_not_count(tmp_path: Path) -> None:
 
 
 def test_modules_outside_the_tool_folders_do_not_count(tmp_path: Path) -> None:
-    folder = tool_folder(tmp_path, "t", helper="x", imports="import json\nimport helper\nfrom agentledger import ToolFailure")
-    assert set(static_code(["tools"], [str(folder)])) == {"tools", "helper", "agentledger.services.adapters.tools.builtin"}
+    folder = tool_folder(
+        tmp_path,
+        "t",
+        helper="x",
+        imports="import json\nimport helper\nfrom agentledger import ToolFailure",
+    )
+    assert set(static_code(["tools"], [str(folder)])) == {
+        "tools",
+        "helper",
+        "agentledger.services.adapters.tools.builtin",
+    }
 
 
 def test_fingerprint_of_runs_no_code_of_the_modules_or_their_packages(tmp_path: Path) -> None:
@@ -126,20 +139,32 @@ def test_fingerprint_of_runs_no_code_of_the_modules_or_their_packages(tmp_path: 
     assert "pkg.tools" not in sys.modules and "pkg" not in sys.modules
 
 
-def test_a_module_imported_by_a_computed_name_is_found_by_the_worker_and_said(tmp_path: Path) -> None:
+def test_a_module_imported_by_a_computed_name_is_found_by_the_worker_and_said(
+    tmp_path: Path,
+) -> None:
     folder = tool_folder(
-        tmp_path, "t", helper="x", imports='import importlib\nhelper = importlib.import_module("hel" + "per")'
+        tmp_path,
+        "t",
+        helper="x",
+        imports='import importlib\nhelper = importlib.import_module("hel" + "per")',
     )
     static = fingerprint_of(["tools"], [str(folder)])
     assert "helper" not in static_code(["tools"], [str(folder)])
-    assert computing_imports(["tools"], [str(folder)]) == ("tools",)  # `agentledger toolset` says so
+    assert computing_imports(["tools"], [str(folder)]) == (
+        "tools",
+    )  # `agentledger toolset` says so
     worker = loaded(["tools"], [folder])
     assert worker["dynamic"] == ["helper"] and "helper" in worker["hashed"]  # type: ignore[operator]
     assert worker["fingerprint"] != static
 
 
 def test_an_import_by_a_constant_name_is_read_from_the_source(tmp_path: Path) -> None:
-    folder = tool_folder(tmp_path, "t", helper="x", imports='import importlib\nhelper = importlib.import_module("helper")')
+    folder = tool_folder(
+        tmp_path,
+        "t",
+        helper="x",
+        imports='import importlib\nhelper = importlib.import_module("helper")',
+    )
     assert "helper" in static_code(["tools"], [str(folder)])
     assert computing_imports(["tools"], [str(folder)]) == ()
     assert loaded(["tools"], [folder])["dynamic"] == []
@@ -150,7 +175,9 @@ def test_an_import_by_a_constant_name_is_read_from_the_source(tmp_path: Path) ->
     [("inventory", "inventory_tools"), ("steering", "steer_tools"), ("fix_tests", "fix_tools"),
      ("parallel", "parallel_tools")],
 )  # fmt: skip
-def test_fingerprint_of_is_the_workers_fingerprint_for_every_example(folder: str, module: str) -> None:
+def test_fingerprint_of_is_the_workers_fingerprint_for_every_example(
+    folder: str, module: str
+) -> None:
     path = EXAMPLES / folder
     worker = loaded([module], [path])
     assert worker["dynamic"] == []
@@ -164,7 +191,11 @@ def test_an_installed_package_brings_only_its_own_folder(tmp_path: Path) -> None
     (site / "vendor_tools" / "extra.py").write_text("")
     (site / "other_lib.py").write_text("x = 1\n")  # another installed distribution
     counted = set(static_code(["vendor_tools"], [str(site)]))
-    assert counted == {"vendor_tools", "vendor_tools.extra", "agentledger.services.adapters.tools.builtin"}
+    assert counted == {
+        "vendor_tools",
+        "vendor_tools.extra",
+        "agentledger.services.adapters.tools.builtin",
+    }
 
 
 def test_a_module_that_is_not_there_is_refused_naming_it(tmp_path: Path) -> None:
@@ -173,7 +204,9 @@ def test_a_module_that_is_not_there_is_refused_naming_it(tmp_path: Path) -> None
     assert refused.value.module == "nowhere_tools" and "cannot find module" in refused.value.reason
 
 
-def test_a_library_in_a_virtualenv_inside_the_tool_folder_is_no_dynamic_module(tmp_path: Path) -> None:
+def test_a_library_in_a_virtualenv_inside_the_tool_folder_is_no_dynamic_module(
+    tmp_path: Path,
+) -> None:
     """A project with its `.venv` beside its tools: what the tools import from
     there is an installed library, not the tool set's code."""
     folder = tool_folder(tmp_path, "proj", helper="x", imports="import helper\nimport vendored_lib")

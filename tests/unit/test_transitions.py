@@ -218,7 +218,12 @@ def one_of_each_event() -> list[Event]:
         AcceptanceStarted(attempt=1, deadline_at=T0),
         AcceptanceChecked(index=0, check="c", passed=True, evidence={}, checked_at=T0),
         AcceptanceCheckStopped(
-            attempt=1, index=0, check="c", requested_at=T0, stopped_at=T0, signals=("SIGTERM",),
+            attempt=1,
+            index=0,
+            check="c",
+            requested_at=T0,
+            stopped_at=T0,
+            signals=("SIGTERM",),
             detail="stopped",
         ),
         AcceptanceFailed(feedback="again"),

@@ -37,7 +37,8 @@ def test_a_host_header_is_read_as_its_name(header: str, name: str | None) -> Non
 
 
 @pytest.mark.parametrize(
-    "header", ["localhost:1", "127.0.0.1:8765", "[::1]:8765", "ui.example.com", "UI.Example.com:443"]
+    "header",
+    ["localhost:1", "127.0.0.1:8765", "[::1]:8765", "ui.example.com", "UI.Example.com:443"],
 )
 def test_loopback_and_the_operators_names_are_answered(header: str) -> None:
     assert host_allowed(ACCESS, header)
@@ -54,12 +55,23 @@ def test_any_other_host_is_not(header: str | None) -> None:
 def test_the_bound_address_is_answered_unless_it_is_every_address() -> None:
     assert "10.0.0.5" in allowed_hosts("10.0.0.5", [])
     assert "[fd00::5]" in allowed_hosts("fd00::5", [])
-    assert allowed_hosts("0.0.0.0", []) == allowed_hosts("::", []) == {"localhost", "127.0.0.1", "[::1]"}
+    assert (
+        allowed_hosts("0.0.0.0", [])
+        == allowed_hosts("::", [])
+        == {"localhost", "127.0.0.1", "[::1]"}
+    )
 
 
 def test_the_token_is_taken_only_as_a_bearer_token() -> None:
     assert bearer_ok(ACCESS, f"Bearer {TOKEN}") and bearer_ok(ACCESS, f"bearer {TOKEN}")
-    for wrong in (None, TOKEN, f"Basic {TOKEN}", f"Bearer {TOKEN}x", "Bearer ", f"Bearer {TOKEN[:-1]}"):
+    for wrong in (
+        None,
+        TOKEN,
+        f"Basic {TOKEN}",
+        f"Bearer {TOKEN}x",
+        "Bearer ",
+        f"Bearer {TOKEN[:-1]}",
+    ):
         assert not bearer_ok(ACCESS, wrong)
 
 
@@ -71,7 +83,9 @@ def test_a_session_lasts_its_time_and_no_longer_and_only_for_its_token() -> None
     assert not session_ok(Access("u" * 43, ACCESS.hosts), value, 1_000_000.0)  # a new token ends it
     issued, mac = value.split(".")
     assert not session_ok(ACCESS, f"{int(issued) + 3600}.{mac}", 1_000_000.0 + 3600)
-    assert not session_ok(ACCESS, None, 1_000_000.0) and not session_ok(ACCESS, "garbage", 1_000_000.0)
+    assert not session_ok(ACCESS, None, 1_000_000.0) and not session_ok(
+        ACCESS, "garbage", 1_000_000.0
+    )
 
 
 def test_two_tokens_have_two_cookie_names() -> None:
@@ -93,7 +107,9 @@ def test_two_tokens_have_two_cookie_names() -> None:
         ("javascript:alert(1)", None, False),
     ],
 )
-def test_the_views_own_origin_is_its_host_header(origin: str | None, referer: str | None, ok: bool) -> None:
+def test_the_views_own_origin_is_its_host_header(
+    origin: str | None, referer: str | None, ok: bool
+) -> None:
     assert same_origin(origin, referer, "127.0.0.1:8765") is ok
 
 
@@ -102,5 +118,7 @@ def test_the_views_own_origin_is_its_host_header(origin: str | None, referer: st
     [("/runs/r-1", "/runs/r-1"), (None, "/"), ("", "/"), ("//evil.example/", "/"),
      ("https://evil.example/", "/"), ("/\\evil.example", "/")],
 )  # fmt: skip
-def test_sign_in_sends_the_browser_only_to_a_page_of_this_view(asked: str | None, goes: str) -> None:
+def test_sign_in_sends_the_browser_only_to_a_page_of_this_view(
+    asked: str | None, goes: str
+) -> None:
     assert safe_next(asked) == goes

@@ -37,7 +37,9 @@ def test_the_runs_list_is_text_with_a_link_to_each_run_and_nothing_unescaped() -
 
 
 def test_a_runs_page_tells_its_status_detail_timeline_calls_and_evidence_numbered_from_1() -> None:
-    timeline = [{"seq": 1, "type": "RunCreated", "line": "   1  …  RunCreated  task='Fix <b>it</b>'"}]
+    timeline = [
+        {"seq": 1, "type": "RunCreated", "line": "   1  …  RunCreated  task='Fix <b>it</b>'"}
+    ]
     html = plain.run_text("r-1.s0", (view(), timeline))
     assert "run r-1.s0: failed</b> acceptance failed (1 of 1 check: …)" in html
     assert "RunCreated  task=&#x27;Fix &lt;b&gt;it&lt;/b&gt;&#x27;" in html
@@ -48,7 +50,9 @@ def test_a_runs_page_tells_its_status_detail_timeline_calls_and_evidence_numbere
 
 def test_what_waits_for_a_person_is_told_with_the_command_that_answers_it() -> None:
     asked = view(
-        pending_approvals=[{"call_id": "w1", "name": "write", "input": {}, "reason": "writes need approval"}],
+        pending_approvals=[
+            {"call_id": "w1", "name": "write", "input": {}, "reason": "writes need approval"}
+        ],
         awaiting_human={"reason": "refusal", "detail": "the model refused"},
     )
     html = plain.run_text("r-1.s0", (asked, []))
@@ -63,4 +67,8 @@ def test_an_unknown_run_is_said_so_escaped() -> None:
 def test_a_long_timeline_keeps_its_latest_lines() -> None:
     lines = [{"seq": i, "type": "T", "line": f"line {i}"} for i in range(plain.MOST_LINES + 5)]
     html = plain.run_text("r-1.s0", (view(), lines))
-    assert "… 5 earlier lines" in html and "line 4\n" not in html and f"line {plain.MOST_LINES + 4}" in html
+    assert (
+        "… 5 earlier lines" in html
+        and "line 4\n" not in html
+        and f"line {plain.MOST_LINES + 4}" in html
+    )

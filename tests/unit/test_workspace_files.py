@@ -212,14 +212,19 @@ def test_clean_relative_keeps_plain_unicode_names() -> None:
 
 def test_a_file_resource_is_the_same_on_hosts_that_mount_the_workspace_elsewhere() -> None:
     here, there = "/srv/a/shared/ws", "/mnt/nfs/ws"
-    assert file_resource("notes.txt", here) == file_resource("./notes.txt", there) == "file:ws/notes.txt"
+    assert (
+        file_resource("notes.txt", here)
+        == file_resource("./notes.txt", there)
+        == "file:ws/notes.txt"
+    )
     assert file_resource("src/../calc.py", "/state/workspaces/r-1a2.s3") == "file:r-1a2.s3/calc.py"
     assert file_resource(".", here) == file_resource("./", there) == "file:ws/"  # the whole of it
     assert file_resource("a.txt", "/w/r-1") != file_resource("a.txt", "/w/r-2")
 
 
 @pytest.mark.parametrize(
-    "path", ["../../etc/passwd", "/etc/passwd", "//etc", "~/.ssh/id_rsa", "..", "a/../../x", "./../x"]
+    "path",
+    ["../../etc/passwd", "/etc/passwd", "//etc", "~/.ssh/id_rsa", "..", "a/../../x", "./../x"],
 )
 def test_a_path_that_leaves_the_workspace_names_no_file_in_it(path: str) -> None:
     with pytest.raises(ToolFailure) as refused:

@@ -144,7 +144,10 @@ def test_a_socket_and_a_fifo_in_the_workspace_are_left_out_of_the_copy(
     ("limit", "expected"),
     [
         ({"workspace_max_bytes": 20}, "holds more than 20 bytes (AGENTLEDGER_WORKSPACE_MAX_BYTES"),
-        ({"workspace_max_files": 3}, "has more than 3 files and folders (AGENTLEDGER_WORKSPACE_MAX_FILES)"),
+        (
+            {"workspace_max_files": 3},
+            "has more than 3 files and folders (AGENTLEDGER_WORKSPACE_MAX_FILES)",
+        ),
     ],
 )
 def test_a_workspace_beyond_the_operators_maxima_is_refused_with_the_numbers_and_nothing_is_left(
@@ -159,7 +162,9 @@ def test_a_workspace_beyond_the_operators_maxima_is_refused_with_the_numbers_and
     assert not any((state / "workspaces" / ".meta" / "partial").iterdir())
 
 
-def test_a_request_handled_again_keeps_the_copy_its_run_has_changed(root: Path, state: Path) -> None:
+def test_a_request_handled_again_keeps_the_copy_its_run_has_changed(
+    root: Path, state: Path
+) -> None:
     ws = workspaces(state)
     placement = ws.decide(request(str(root / "ws")), grant(root))
     first = ws.place(placement, "r-1")
@@ -192,7 +197,9 @@ def test_a_copy_made_for_a_run_that_was_not_created_is_discarded(root: Path, sta
     assert Path(kept.path or "").exists(), "a copy kept from before is never discarded"
 
 
-def test_a_symlink_in_a_granted_root_that_points_outside_is_refused(root: Path, state: Path) -> None:
+def test_a_symlink_in_a_granted_root_that_points_outside_is_refused(
+    root: Path, state: Path
+) -> None:
     os.symlink("/etc", root / "etc-link")
     reason = refused(workspaces(state), request(str(root / "etc-link")), grant(root))
     assert reason == (
@@ -201,7 +208,9 @@ def test_a_symlink_in_a_granted_root_that_points_outside_is_refused(root: Path, 
     )
 
 
-def test_a_link_out_of_the_root_and_back_in_is_refused(root: Path, state: Path, tmp_path: Path) -> None:
+def test_a_link_out_of_the_root_and_back_in_is_refused(
+    root: Path, state: Path, tmp_path: Path
+) -> None:
     outside = tmp_path / "outside"
     outside.mkdir()
     os.symlink(root / "ws", outside / "back")
@@ -210,10 +219,14 @@ def test_a_link_out_of_the_root_and_back_in_is_refused(root: Path, state: Path, 
     assert "goes through a symlink that leads outside its workspace root" in reason
 
 
-def test_a_relative_spec_workspace_escaping_with_dot_dot_is_refused(root: Path, state: Path) -> None:
+def test_a_relative_spec_workspace_escaping_with_dot_dot_is_refused(
+    root: Path, state: Path
+) -> None:
     message = request(None, base_dir=str(root / "ws"), spec_workspace="../../../../../../etc")
     reason = refused(workspaces(state), message, grant(root))
-    assert reason.startswith("spec.workspace: '../../../../../../etc' is not inside a workspace root")
+    assert reason.startswith(
+        "spec.workspace: '../../../../../../etc' is not inside a workspace root"
+    )
 
 
 @pytest.mark.parametrize("path", ["/proc/self", "/proc/self/cwd", "/sys", "/dev/shm"])
@@ -224,12 +237,18 @@ def test_system_folders_are_refused_even_for_the_root_slash(state: Path, path: s
 
 def test_the_state_folder_its_workspaces_and_its_ancestors_are_refused(state: Path) -> None:
     ws = workspaces(state)
-    assert refused(ws, request(str(state)), grant("/")) == f"workspace: {str(state)!r} is the state folder"
+    assert (
+        refused(ws, request(str(state)), grant("/"))
+        == f"workspace: {str(state)!r} is the state folder"
+    )
     (state / "workspaces" / "r-other").mkdir(parents=True)
     for inside in (state / "workspaces", state / "workspaces" / "r-other"):
         assert "is inside the state folder" in refused(ws, request(str(inside)), grant("/"))
     for above in (state.parent, Path("/")):
-        assert refused(ws, request(str(above)), grant("/")) == f"workspace: {str(above)!r} holds the state folder"
+        assert (
+            refused(ws, request(str(above)), grant("/"))
+            == f"workspace: {str(above)!r} holds the state folder"
+        )
 
 
 def test_the_state_folder_reached_through_a_link_is_refused(root: Path, state: Path) -> None:
@@ -250,7 +269,10 @@ def test_a_relative_request_workspace_and_a_relative_spec_one_without_base_dir_a
 def test_a_file_or_a_missing_folder_inside_a_root_is_not_a_folder(root: Path, state: Path) -> None:
     ws = workspaces(state)
     for path in (root / "ws" / "stock.json", root / "nothing"):
-        assert refused(ws, request(str(path)), grant(root)) == f"workspace: {str(path)!r} is not a folder"
+        assert (
+            refused(ws, request(str(path)), grant(root))
+            == f"workspace: {str(path)!r} is not a folder"
+        )
 
 
 def test_a_workspace_nested_deeper_than_the_copy_goes_is_refused(root: Path, state: Path) -> None:

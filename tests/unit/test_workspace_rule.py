@@ -34,7 +34,9 @@ def refusal(
     path: str, *, found: Resolved | None = None, roots: tuple[Root, ...] = ROOTS
 ) -> str | None:
     asked = Asked("workspace", path, path)
-    return workspace_refusal("billing-svc", asked, found or plain(path), roots=roots, state_dir=STATE)
+    return workspace_refusal(
+        "billing-svc", asked, found or plain(path), roots=roots, state_dir=STATE
+    )
 
 
 def test_the_requests_own_workspace_overrides_the_specs_and_must_be_absolute() -> None:
@@ -70,7 +72,9 @@ def test_a_workspace_inside_a_granted_root_is_allowed_and_so_is_the_root_itself(
     assert refusal("/srv/billing") is None
 
 
-def test_a_workspace_outside_every_root_is_refused_naming_the_field_the_publisher_and_its_roots() -> None:
+def test_a_workspace_outside_every_root_is_refused_naming_the_field_the_publisher_and_its_roots() -> (
+    None
+):
     assert refusal("/etc") == (
         "workspace: '/etc' is not inside a workspace root granted to 'billing-svc' "
         "(granted: ['/srv/billing'])"
@@ -89,7 +93,9 @@ def test_system_folders_are_never_workspaces_even_under_the_root_slash(path: str
 
 
 def test_a_path_through_a_system_folder_is_refused_wherever_it_leads() -> None:
-    cwd = Resolved(real="/srv/billing/x", steps=("/proc", "/proc/42", "/srv/billing/x"), is_dir=True)
+    cwd = Resolved(
+        real="/srv/billing/x", steps=("/proc", "/proc/42", "/srv/billing/x"), is_dir=True
+    )
     reason = refusal("/proc/self/cwd", found=cwd)
     assert reason is not None and reason.startswith("workspace: '/proc/self/cwd' is in /proc")
 
@@ -121,8 +127,12 @@ def test_a_symlink_that_leads_out_of_the_root_is_refused() -> None:
 
 
 def test_dot_dot_that_leaves_the_root_is_refused_even_when_it_comes_back() -> None:
-    escaping = Resolved(real="/etc", steps=("/srv", "/srv/billing", "/srv", "/", "/etc"), is_dir=True)
-    assert "not inside a workspace root" in (refusal("/srv/billing/../../etc", found=escaping) or "")
+    escaping = Resolved(
+        real="/etc", steps=("/srv", "/srv/billing", "/srv", "/", "/etc"), is_dir=True
+    )
+    assert "not inside a workspace root" in (
+        refusal("/srv/billing/../../etc", found=escaping) or ""
+    )
     back = Resolved(
         real="/srv/billing/a", steps=("/srv", "/srv/billing", "/srv", "/srv/billing", "/srv/billing/a"),
         is_dir=True,
@@ -150,7 +160,11 @@ def test_the_reason_names_the_spec_field_when_the_spec_asked() -> None:
 
 
 def test_a_publishers_roots_are_the_operators_then_its_grants_each_once() -> None:
-    assert allowed_roots(("/srv/a", "/srv/b"), ("/srv/b", "/srv/c")) == ("/srv/a", "/srv/b", "/srv/c")
+    assert allowed_roots(("/srv/a", "/srv/b"), ("/srv/b", "/srv/c")) == (
+        "/srv/a",
+        "/srv/b",
+        "/srv/c",
+    )
     assert allowed_roots((), ()) == ()
 
 

@@ -29,7 +29,9 @@ POOLS = ("model", "tools", "accept")
 ACCEPT_SHARE = 4  # the acceptance pool's share of worker_threads: a quarter
 
 
-def thread_budgets(total: int, pools: Iterable[str], given: Mapping[str, int | None]) -> dict[str, int]:
+def thread_budgets(
+    total: int, pools: Iterable[str], given: Mapping[str, int | None]
+) -> dict[str, int]:
     """Each pool's threads: the ones `given` (the operator's settings), then the rest
     of `total` split among the others — a quarter to accept, the rest evenly to
     model and tools — and at least one each."""
@@ -52,7 +54,6 @@ class _Pool:
         self.taken = 0
         self.tenants: Counter[str] = Counter()
         self.wakers: list[threading.Event] = []
-
 
     @property
     def share(self) -> int:

@@ -156,7 +156,9 @@ class StreamsBroker(dramatiq.Broker):
             prefetch=prefetch,
             timeout_ms=timeout,
             claim_idle_ms=self.claim_idle_ms,
-            budgets=self.budgets if self.budgets is not None and self.budgets.serves(route.pool) else None,
+            budgets=self.budgets
+            if self.budgets is not None and self.budgets.serves(route.pool)
+            else None,
             pool=route.pool,
         )
 

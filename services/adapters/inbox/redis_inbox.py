@@ -137,7 +137,11 @@ def _requests(message: bytes, run_id: str) -> bool:
         data = json.loads(message)
     except ValueError:
         return False
-    return isinstance(data, dict) and data.get("type") == "RunRequested" and data.get("run_id") == run_id
+    return (
+        isinstance(data, dict)
+        and data.get("type") == "RunRequested"
+        and data.get("run_id") == run_id
+    )
 
 
 def _just_before(stream_id: str) -> str:

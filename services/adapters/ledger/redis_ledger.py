@@ -42,7 +42,9 @@ class RedisLedger:
                 return Verdict("conflict", owner_)
             case ["in_progress", owner_, started, redis_now]:
                 # the age by Redis's clock, as a time on the caller's: no clock skew between hosts
-                return Verdict("in_progress", owner_, since=now - (float(redis_now) - float(started)))
+                return Verdict(
+                    "in_progress", owner_, since=now - (float(redis_now) - float(started))
+                )
         raise RuntimeError(f"ledger script replied {reply!r}")
 
     def finish(self, op_key: str, request: str, owner: str, result: Any, *, now: float) -> None:
@@ -56,4 +58,6 @@ class RedisLedger:
         self, op: str, op_key: str, request: str, owner: str, now: float, result: str = ""
     ) -> Any:
         key = self._keys.ledger(op_key)
-        return self._acks.call(self._script, [key], [op, request, owner, repr(now), result, self._keep_s])
+        return self._acks.call(
+            self._script, [key], [op, request, owner, repr(now), result, self._keep_s]
+        )

@@ -125,7 +125,9 @@ class Instruments:
             self._child(self.step_seconds, labels).observe(seconds)
 
     def start(self) -> Instruments:
-        threading.Thread(target=self._flush_forever, name="agentledger-metrics-flush", daemon=True).start()
+        threading.Thread(
+            target=self._flush_forever, name="agentledger-metrics-flush", daemon=True
+        ).start()
         return self
 
     def stop(self) -> None:

@@ -108,13 +108,17 @@ class AnthropicAdapter:
             raise status_error(exc) from exc
         except anthropic.APITimeoutError as exc:
             waited = f"{CONNECT_TIMEOUT_S:g} s to connect, {self._timeout_s:g} s a read"
-            raise ModelError(f"no answer from {self._url} in time ({waited})", kind="timeout") from exc
+            raise ModelError(
+                f"no answer from {self._url} in time ({waited})", kind="timeout"
+            ) from exc
         except anthropic.APIConnectionError as exc:  # SDK 2.x wraps a broken stream in one too
             raise self._connection_error(exc, started=log.message is not None) from exc
         except httpx2.TransportError as exc:  # SDK 1.x does not wrap errors while reading a stream
             raise self._connection_error(exc, started=log.message is not None) from exc
         except anthropic.APIError as exc:  # anything else the SDK reports: not ours to retry
-            raise ModelError(f"the SDK failed: {type(exc).__name__}: {one_line(str(exc))}", kind="other") from exc
+            raise ModelError(
+                f"the SDK failed: {type(exc).__name__}: {one_line(str(exc))}", kind="other"
+            ) from exc
         return self._reply(log)
 
     def _configured(self) -> anthropic.Anthropic:
@@ -134,7 +138,9 @@ class AnthropicAdapter:
 
     def _reply(self, log: StreamLog) -> ModelReply:
         if log.message is None:
-            raise ModelError(f"the stream from {self._url} ended before message_start", kind="stream_broken")
+            raise ModelError(
+                f"the stream from {self._url} ended before message_start", kind="stream_broken"
+            )
         try:
             return to_reply(log)
         except Incomplete as exc:
@@ -142,7 +148,9 @@ class AnthropicAdapter:
 
     def _connection_error(self, exc: Exception, *, started: bool) -> ModelError:
         if started:
-            return ModelError(f"the stream from {self._url} broke: {root_cause(exc)}", kind="stream_broken")
+            return ModelError(
+                f"the stream from {self._url} broke: {root_cause(exc)}", kind="stream_broken"
+            )
         return ModelError(unreachable(self._url, exc), kind="connection")
 
 
@@ -166,13 +174,20 @@ def status_error(exc: anthropic.APIStatusError) -> ModelError:
     said = one_line(str(error.get("message") or exc.message))
     status = exc.status_code
     if status == 200:  # an `error` event in the middle of the stream
-        return ModelError(f"{kind} mid-stream: {said}", kind=BY_ERROR_TYPE.get(kind, "server_error"))
+        return ModelError(
+            f"{kind} mid-stream: {said}", kind=BY_ERROR_TYPE.get(kind, "server_error")
+        )
     default: tuple[ModelErrorKind, str] = (
-        ("server_error", "server error") if status >= 500 else ("invalid_request", "request refused")
+        ("server_error", "server error")
+        if status >= 500
+        else ("invalid_request", "request refused")
     )
     ours, what = BY_STATUS.get(status, default)
     return ModelError(
-        f"{what} ({status} {kind}): {said}", kind=ours, status=status, retry_after_s=_retry_after(exc)
+        f"{what} ({status} {kind}): {said}",
+        kind=ours,
+        status=status,
+        retry_after_s=_retry_after(exc),
     )
 
 

@@ -189,7 +189,9 @@ def _block(block: dict[str, Any]) -> ContentBlock:
         kind, first = block.get("type"), exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         said = f"{where}: {first['msg']}" if where else first["msg"]
-        raise ModelError(f"the model sent a malformed {kind!r} block ({said})", kind="malformed_reply") from exc
+        raise ModelError(
+            f"the model sent a malformed {kind!r} block ({said})", kind="malformed_reply"
+        ) from exc
 
 
 def usage_of(u: dict[str, Any]) -> Usage:

@@ -49,7 +49,9 @@ def _adapter_for(spec: ModelSpec, settings: Settings, store: EventStore | None) 
     if adapter is None:
         adapter = _make_adapter(spec, settings, store)
         _ADAPTERS.put(key, adapter, len(key[0]))
-    _BY_OBJECT.put((id(spec), settings), (spec, adapter), len(key[0]))  # holding spec keeps its id unique
+    _BY_OBJECT.put(
+        (id(spec), settings), (spec, adapter), len(key[0])
+    )  # holding spec keeps its id unique
     return adapter
 
 

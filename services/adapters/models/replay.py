@@ -38,7 +38,9 @@ class ReplayAdapter:
             self._load()
             recorded = self._replies.get(request.turn)
         if request.tenant is None:  # a replay plays only a run of the tenant of the run asking
-            raise ModelError(f"not granted: run {request.run_id!r} asked without its tenant", kind="permission")
+            raise ModelError(
+                f"not granted: run {request.run_id!r} asked without its tenant", kind="permission"
+            )
         refusal = replay_model_refusal(request.run_id, request.tenant, self._run_id, self._tenant)
         if refusal is not None:
             raise ModelError(refusal, kind="permission")

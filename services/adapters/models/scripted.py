@@ -32,7 +32,9 @@ class ScriptedAdapter:
     def respond(self, request: ModelRequest) -> ModelReply:
         done = request.turn - 1
         if done >= len(self._script.scripted):
-            raise ModelError(exhausted(len(self._script.scripted), request.turn), kind="not_configured")
+            raise ModelError(
+                exhausted(len(self._script.scripted), request.turn), kind="not_configured"
+            )
         turn = self._script.scripted[done]
         if turn.delay_s and self._sleep:
             time.sleep(turn.delay_s)

@@ -91,7 +91,8 @@ def parse(raw: bytes, path: str) -> PublishersFile:
         raise ConfigError(VARIABLE, f"{path!r} is not YAML: {exc}") from None
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(file)'}: {e['msg']}" for e in exc.errors()[:5]
+            f"{'.'.join(str(p) for p in e['loc']) or '(file)'}: {e['msg']}"
+            for e in exc.errors()[:5]
         )
         raise ConfigError(VARIABLE, f"{path!r}: {problems}") from None
 
@@ -117,7 +118,8 @@ def signer(path: str, name: str) -> Signer:
     filed = read(path).publishers.get(name)
     if filed is None:
         raise ConfigError(
-            VARIABLE, f"no publisher {name!r} in {path!r}: `agentledger publishers add {name} …` files one"
+            VARIABLE,
+            f"no publisher {name!r} in {path!r}: `agentledger publishers add {name} …` files one",
         )
     key = key_of(filed)
     if key is None:
@@ -244,7 +246,11 @@ class _Pinned(Registry):
 
 
 def _write(path: str, content: PublishersFile) -> None:
-    data = {"publishers": {n: p.model_dump(mode="json", exclude_none=True) for n, p in content.publishers.items()}}
+    data = {
+        "publishers": {
+            n: p.model_dump(mode="json", exclude_none=True) for n, p in content.publishers.items()
+        }
+    }
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".publishers-")

@@ -38,7 +38,16 @@ _SERVICE_REFUSED = (
     "-@dangerous", "-@admin", "-@pubsub", "-script|flush", "-script|kill", "-script|debug", "-function",
     "-select", "-swapdb", "-move", "-migrate",
 )  # fmt: skip
-_OPS_ALLOWED = ("+@read", "+@connection", "+time", "+xinfo", "+xpending", "+xrange", "+xrevrange", "+scan")
+_OPS_ALLOWED = (
+    "+@read",
+    "+@connection",
+    "+time",
+    "+xinfo",
+    "+xpending",
+    "+xrange",
+    "+xrevrange",
+    "+scan",
+)
 _OPS_REFUSED = (
     "-@write", "-@dangerous", "-@scripting", "-eval", "-evalsha", "-eval_ro", "-evalsha_ro",
     "-script", "-function", "-fcall", "-fcall_ro",

@@ -87,14 +87,18 @@ class LocalService:
 
     def status(self) -> ServiceStatus:
         url = self.running_url()
-        has_data = self.data.is_dir() and any(p.name.startswith("appendonly") for p in self.data.iterdir())
+        has_data = self.data.is_dir() and any(
+            p.name.startswith("appendonly") for p in self.data.iterdir()
+        )
         if url is None:
             return ServiceStatus(str(self.root), False, has_data=has_data)
         client = redis.Redis.from_url(url, socket_timeout=5)
         try:
             info = client.info("server")
             others = _other_clients(client)
-            perc = _loading_perc(client.info("persistence"))  # INFO and CLIENT answer while it loads
+            perc = _loading_perc(
+                client.info("persistence")
+            )  # INFO and CLIENT answer while it loads
             keys = int(client.dbsize()) if perc is None else None
         except (redis.ConnectionError, redis.TimeoutError):  # BusyLoadingError: it began loading
             return ServiceStatus(str(self.root), False, has_data=has_data)
@@ -166,8 +170,8 @@ class LocalService:
             if launcher.returncode == 0 and self._await(url, None, waiting):
                 self._url_file.write_text(url + "\n")
                 return url
-            last_error = (
-                launcher.stderr.decode(errors="replace").strip() or self._log_since(log_size)
+            last_error = launcher.stderr.decode(errors="replace").strip() or self._log_since(
+                log_size
             )
             if "Address already in use" not in last_error:
                 break

@@ -128,5 +128,7 @@ def _not_there(shown: str, url: str, error: str) -> str:
     if found is not None:
         return f"{shown} is not a Redis server: {found}"
     tls = url.startswith("rediss://")
-    hint = "; rediss:// speaks TLS: the port must be a TLS one, its certificate trusted" if tls else ""
+    hint = (
+        "; rediss:// speaks TLS: the port must be a TLS one, its certificate trusted" if tls else ""
+    )
     return f"nothing answers at {shown} ({error}){hint}"

@@ -25,7 +25,9 @@ def describe(answer: bytes | None, *, sent: bytes = PING) -> str:
         return f"an HTTP server (it answered {first!r})"
     if answer.lstrip()[:1] == b"<" or b"<html" in answer.lower():
         return "an HTTP server (it answered with HTML)"
-    if answer[:1] in (b"\x15", b"\x16") and answer[1:2] == b"\x03":  # a TLS record: alert, handshake
+    if (
+        answer[:1] in (b"\x15", b"\x16") and answer[1:2] == b"\x03"
+    ):  # a TLS record: alert, handshake
         return "a TLS server (rediss:// speaks TLS; redis:// does not)"
     if sent.startswith(answer) or answer.startswith(sent):
         return "an echo: it sent back what it was sent"

@@ -37,9 +37,7 @@ class SlotReads:
         # streams read together (one slot) -> (pool, connection)
         self._out: dict[tuple[str, ...], tuple[ConnectionPool, Any]] = {}
 
-    def read(
-        self, streams: Iterable[str | tuple[str, ...]], *, count: int, block_ms: int
-    ) -> Batch:
+    def read(self, streams: Iterable[str | tuple[str, ...]], *, count: int, block_ms: int) -> Batch:
         """New entries of these streams; a tuple is streams of one slot, read by one command."""
         try:
             for item in streams:

@@ -119,7 +119,9 @@ class MemoryEventStore:
             kept = self._overflow.get(run_id, {})
             fields = [page_field(ref, n) for n in range(first, first + count)]
             if any(f not in kept for f in fields):
-                raise InvalidEvent(f"run {run_id!r} lacks overflow pages of {ref!r}", field="overflow")
+                raise InvalidEvent(
+                    f"run {run_id!r} lacks overflow pages of {ref!r}", field="overflow"
+                )
             return [kept[f].decode() for f in fields]
 
     def read_tails(self, heads: Sequence[Head], *, snapshot_version: str) -> list[Tail]:

@@ -29,7 +29,9 @@ def page_field(ref: str, n: int) -> str:
 class Cutter:
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES):
         self.max_bytes = max_bytes
-        self._held = threading.local()  # id(envelope) -> (envelope, its pages), since the last append
+        self._held = (
+            threading.local()
+        )  # id(envelope) -> (envelope, its pages), since the last append
 
     def as_stored(self, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
         held = self._waiting()

@@ -71,7 +71,9 @@ class Code:
         installed library under a folder that is a path entry: a project's `.venv`)."""
         if _ours(path):
             return False
-        return any(r.holds(path) and (r.within != r.entry or not _installed(path)) for r in self.roots)
+        return any(
+            r.holds(path) and (r.within != r.entry or not _installed(path)) for r in self.roots
+        )
 
 
 def code_of(names: Sequence[str], search: Sequence[str]) -> Code:

@@ -126,11 +126,18 @@ class Pipes:
         return Fds(self.info_w, self.life_r, self.started_w, self.seccomp, self.block_r)
 
     def inside(self) -> tuple[int, ...]:
-        return tuple(fd for fd in (self.info_w, self.life_r, self.started_w, self.seccomp, self.block_r) if fd >= 0)
+        return tuple(
+            fd
+            for fd in (self.info_w, self.life_r, self.started_w, self.seccomp, self.block_r)
+            if fd >= 0
+        )
 
     def started_by_now(self) -> bool:
         """Whether the lifeline wrote its mark (the sandbox was built)."""
-        return bool(select.select([self.started_r], [], [], 0)[0]) and os.read(self.started_r, 1) == b"1"
+        return (
+            bool(select.select([self.started_r], [], [], 0)[0])
+            and os.read(self.started_r, 1) == b"1"
+        )
 
     def close_inside(self) -> None:
         _close(*self.inside())

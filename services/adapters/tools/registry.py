@@ -317,7 +317,9 @@ def _what_the_model_lacks(
     and the function gets what it is sent), but it calls it blind."""
     lacks: list[str] = []
     if not (description or inspect.getdoc(f)):
-        lacks.append("no docstring: the model sees an empty description (write one, or pass description=)")
+        lacks.append(
+            "no docstring: the model sees an empty description (write one, or pass description=)"
+        )
     bare = [
         p.name
         for p in inspect.signature(f).parameters.values()

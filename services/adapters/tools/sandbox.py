@@ -73,7 +73,16 @@ MERGED = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 # what Docker masks in /proc: kernel memory, other users' keys, timers and
 # scheduling of the whole host, hardware
-PROC_MASKED = ("kcore", "keys", "timer_list", "sched_debug", "latency_stats", "acpi", "scsi", "asound")
+PROC_MASKED = (
+    "kcore",
+    "keys",
+    "timer_list",
+    "sched_debug",
+    "latency_stats",
+    "acpi",
+    "scsi",
+    "asound",
+)
 # the capabilities the privileged bwrap keeps for the command's first process:
 # setpriv's, to become the sandbox uid with an empty bounding set (then none are left)
 SETPRIV_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")

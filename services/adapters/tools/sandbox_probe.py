@@ -83,7 +83,9 @@ def _probe(settings: Settings, network: bool) -> None:
     except SandboxUnavailable as exc:
         raise ConfigError(VARIABLE, str(exc)) from None
     except subprocess.TimeoutExpired:
-        raise ConfigError(VARIABLE, f"a sandboxed probe did not end in {PROBE_TIMEOUT_S:g}s") from None
+        raise ConfigError(
+            VARIABLE, f"a sandboxed probe did not end in {PROBE_TIMEOUT_S:g}s"
+        ) from None
     if done.returncode != 0:
         raise ConfigError(VARIABLE, missing_interpreter(done.returncode, done.stderr))
     if done.stdout.strip():

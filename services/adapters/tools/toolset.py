@@ -88,13 +88,19 @@ def load_toolset(modules: Iterable[str], paths: Sequence[str] = ()) -> ToolSet:
         for t in REGISTRY.of_module(module):
             other = tools.get(t.spec.name)
             if other is not None and other.module != module:
-                raise ToolSetError(module, f"tool {t.spec.name!r} is defined by {other.module!r} too")
+                raise ToolSetError(
+                    module, f"tool {t.spec.name!r} is defined by {other.module!r} too"
+                )
             tools[t.spec.name] = t
     files = dict(code.modules)
     dynamic = _loaded_beyond(code, names)
     files.update(dynamic)
     return ToolSet(
-        names, _fingerprint(files), tools, hashed=tuple(sorted(files)), dynamic=tuple(sorted(dynamic))
+        names,
+        _fingerprint(files),
+        tools,
+        hashed=tuple(sorted(files)),
+        dynamic=tuple(sorted(dynamic)),
     )
 
 

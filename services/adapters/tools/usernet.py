@@ -59,7 +59,11 @@ def hint(failure: str) -> str:
 
 def missing() -> str | None:
     """What is not installed for a user-mode network, or None."""
-    for program, package in (("slirp4netns", "slirp4netns"), ("nsenter", "util-linux"), ("ip", "iproute2")):
+    for program, package in (
+        ("slirp4netns", "slirp4netns"),
+        ("nsenter", "util-linux"),
+        ("ip", "iproute2"),
+    ):
         if shutil.which(program) is None:
             return f"{program} ({package}) is not on PATH"
     return None
@@ -132,7 +136,9 @@ def _wait_for_loopback(pid: int) -> None:
             if "127.0.0.1" in _local_addresses(Path(f"/proc/{pid}/net/fib_trie").read_text()):
                 return
         except OSError as exc:
-            raise NetworkUnavailable(f"the sandbox went away before its network was made: {exc}") from None
+            raise NetworkUnavailable(
+                f"the sandbox went away before its network was made: {exc}"
+            ) from None
         time.sleep(0.002)
     raise NetworkUnavailable(f"the sandbox's loopback was not up within {READY_S:g}s")
 

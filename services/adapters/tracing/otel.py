@@ -99,7 +99,11 @@ def readable(
 ) -> ReadableSpan:
     """An ended span of the log as the SDK's exporters take it."""
     assert span.end is not None, "only ended spans are sent"
-    status = Status(StatusCode.OK) if span.error is None else Status(StatusCode.ERROR, redactor.text(span.error))
+    status = (
+        Status(StatusCode.OK)
+        if span.error is None
+        else Status(StatusCode.ERROR, redactor.text(span.error))
+    )
     parent = _context(span.trace_id, span.parent_id) if span.parent_id else None
     return ReadableSpan(
         name=span.name,

@@ -15,7 +15,9 @@ KIND = {SpanKind.INTERNAL: 1, SpanKind.CLIENT: 3}
 STATUS_OK, STATUS_ERROR = 1, 2
 
 
-def otlp_json(spans: Sequence[Span], *, service: str = "agentledger", version: str = "") -> dict[str, Any]:
+def otlp_json(
+    spans: Sequence[Span], *, service: str = "agentledger", version: str = ""
+) -> dict[str, Any]:
     last = max((t for s in spans for t in (s.start, s.end) if t is not None), default=0.0)
     return {
         "resourceSpans": [{
@@ -41,10 +43,16 @@ def _span(s: Span, last: float) -> dict[str, Any]:
         "endTimeUnixNano": str(nanos(s.end if s.end is not None else last)),
         "attributes": attributes(attrs),
         "events": [
-            {"timeUnixNano": str(nanos(e.at)), "name": e.name, "attributes": attributes(e.attributes)}
+            {
+                "timeUnixNano": str(nanos(e.at)),
+                "name": e.name,
+                "attributes": attributes(e.attributes),
+            }
             for e in s.events
         ],
-        "status": {"code": STATUS_OK} if s.error is None else {"code": STATUS_ERROR, "message": s.error},
+        "status": {"code": STATUS_OK}
+        if s.error is None
+        else {"code": STATUS_ERROR, "message": s.error},
     }
     if s.parent_id is not None:
         out["parentSpanId"] = s.parent_id

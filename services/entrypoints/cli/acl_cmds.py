@@ -61,7 +61,9 @@ def _row(user: AclUser, session: Session | None) -> dict[str, Any]:
         # the user REDIS_URL names may not run ACL: NoPermissionError, said as such
         if (refused := set_user(session.client, command)) is not None:
             where = masked(session.located.url)
-            raise ConfigError("REDIS_URL", f"the Redis at {where!r} refused the rules of {user.name!r}: {refused}")
+            raise ConfigError(
+                "REDIS_URL", f"the Redis at {where!r} refused the rules of {user.name!r}: {refused}"
+            )
         row["url"] = _url_as(session.located.url, user.name, password)
     return row
 
@@ -84,4 +86,6 @@ def _check_version(session: Session) -> None:
 def _url_as(url: str, user: str, password: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}:{quote(password, safe='')}@{host}"))
+    return urlunsplit(
+        parts._replace(netloc=f"{quote(user, safe='')}:{quote(password, safe='')}@{host}")
+    )

@@ -54,4 +54,6 @@ def send(
 def _say_go_on(run_id: str, go_on: str | None) -> None:
     """An embedded run no process serves goes on only when attached: say how."""
     if go_on:
-        say(f"no process serves run {run_id} (the run command that started it has exited): `{go_on}` goes on with it")
+        say(
+            f"no process serves run {run_id} (the run command that started it has exited): `{go_on}` goes on with it"
+        )

@@ -74,7 +74,9 @@ def waiting_for_a_person(run_id: str, go_on: str, *, as_: str | None = None) -> 
 
 def left(run_id: str, status: RunStatus | str, go_on: str) -> str:
     """What `run` says of its run left live when it stopped at once."""
-    cancelling = " (it was asked to cancel: it ends cancelled)" if status == RunStatus.CANCELLING else ""
+    cancelling = (
+        " (it was asked to cancel: it ends cancelled)" if status == RunStatus.CANCELLING else ""
+    )
     return f"run {run_id} is left {status}{cancelling}; `{go_on}` goes on with it"
 
 
@@ -86,7 +88,9 @@ def intake_while_delivering(session: Session, run_id: str, publisher: str | None
     known now (nothing is left in the inbox to act later). Loads no tool code."""
     state = session.load(run_id)
     local = local_name(session.settings.state_dir)
-    ours = publisher in (None, local) and state is not None and embedded_here(state, session.settings)
+    ours = (
+        publisher in (None, local) and state is not None and embedded_here(state, session.settings)
+    )
     ttl_s = session.settings.member_ttl_s
     if not ours or session.inbox.intake_liveness(ttl_s=ttl_s, publisher=local) is Liveness.LIVE:
         yield

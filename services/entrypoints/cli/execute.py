@@ -119,7 +119,9 @@ def _command(args: argparse.Namespace, settings: Settings) -> int:
     attach = _attach_args(args)
     # a bad spec is refused, every problem with its line, before any Redis is touched
     prepared = _prepared(args, settings) if attach is None else None
-    with open_session(settings, may_start=args.command in MAY_START, waiting=say_loading) as session:
+    with open_session(
+        settings, may_start=args.command in MAY_START, waiting=say_loading
+    ) as session:
         if args.command in ("run", "submit"):
             return _start(args, session, prepared, attach, as_json)
         return _ON_A_SESSION.get(args.command, _control)(args, session, as_json)
@@ -173,7 +175,9 @@ def _attach_args(args: argparse.Namespace) -> str | None:
     if attach is None and args.spec is None:
         raise BadOption("SPEC", "run takes a spec file (`agentledger run SPEC`), or --attach RUN")
     if attach is not None:
-        given = [f for f, v in (("SPEC", args.spec), ("--queue", args.queue), ("--as", args.as_)) if v]
+        given = [
+            f for f, v in (("SPEC", args.spec), ("--queue", args.queue), ("--as", args.as_)) if v
+        ]
         if given:
             raise BadOption(
                 given[0], f"--attach serves the run's own queue, signed as this state folder's own "

@@ -79,7 +79,10 @@ def _summary(state: RunState, interrupted: bool, *, as_json: bool, then: Then) -
     redact = redactor_for(state.spec)
     steps = _next_steps(state, then)
     if as_json:
-        extra = {**({"interrupted": True} if interrupted else {}), **({"next": steps} if steps else {})}
+        extra = {
+            **({"interrupted": True} if interrupted else {}),
+            **({"next": steps} if steps else {}),
+        }
         emit(redact.value({**run_summary(state), **extra}))
         return
     print(f"\nrun {state.run_id}: {state.status}  {redact.text(state.detail)}")
@@ -127,7 +130,9 @@ def _follow_or_cancel(
         state = follow(session, run_id, entry_id, quiet=quiet, until=asked)
         if not asked.is_set() or _settled(state):
             return state, False
-        return _cancel_and_wait(session, run_id, entry_id, state, signer, quiet=quiet, then=then), True
+        return _cancel_and_wait(
+            session, run_id, entry_id, state, signer, quiet=quiet, then=then
+        ), True
 
 
 def _settled(state: RunState | None) -> bool:
@@ -160,7 +165,9 @@ def _cancel_and_wait(
         timer.cancel()
     if not _settled(final):
         status = final.status if final else "not created"
-        say(f"run {run_id} did not end within {grace:g}s (it is {status}); `{then.go_on}` goes on with it")
+        say(
+            f"run {run_id} did not end within {grace:g}s (it is {status}); `{then.go_on}` goes on with it"
+        )
     return final
 
 
@@ -186,7 +193,9 @@ def follow(
         for env in step.events if not quiet else []:
             printed.append(redactors.text(env, line(env)))
             if isinstance(env.data, ApprovalRequested):
-                printed.append(f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}")
+                printed.append(
+                    f"      waiting: agentledger approve|deny {run_id} {env.data.call_id}"
+                )
         if printed:
             print("\n".join(printed), flush=True)
         if step.last:

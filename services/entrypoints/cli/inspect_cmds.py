@@ -42,7 +42,9 @@ def unserved(session: Session, state: RunState) -> str | None:
     if any(session.admin.live(state.queue, state.toolset, pool) for pool in Pool):
         return None
     if embedded_here(state, session.settings):
-        return f"no process serves this embedded run: `{attach_command(state.run_id)}` goes on with it"
+        return (
+            f"no process serves this embedded run: `{attach_command(state.run_id)}` goes on with it"
+        )
     return f"no worker serves queue {state.queue!r} with tool set {state.toolset}"
 
 
@@ -61,7 +63,9 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     if as_json:
         emit(summary)
     else:
-        print(f"run {state.run_id}: {state.status}  (seq {state.seq}, {counted(state.turns_used, 'turn')})")
+        print(
+            f"run {state.run_id}: {state.status}  (seq {state.seq}, {counted(state.turns_used, 'turn')})"
+        )
         print(f"  task: {summary['task']!r}  principal: {summary['principal']}")
         took = f"{summary['duration_s']:.1f}s" + ("" if state.status.terminal else " so far")
         print(f"  created {summary['created_at']}, {took}; cost ${summary['cost_usd']:.4f}")
@@ -82,7 +86,9 @@ def _awaiting_intake(session: Session, waiting: WaitingRequest, *, as_json: bool
             f"waiting for the intake: its request is in the inbox (published as "
             f"{waiting.publisher!r} {waiting.age_s:.1f}s ago)"
         )
-        live = session.inbox.intake_liveness(ttl_s=session.settings.member_ttl_s, publisher=waiting.publisher)
+        live = session.inbox.intake_liveness(
+            ttl_s=session.settings.member_ttl_s, publisher=waiting.publisher
+        )
         if live is Liveness.NONE:
             where = f"{masked(session.located.url)} (prefix {session.settings.prefix!r})"
             detail += f"; no intake reads the inbox on {where}: start `agentledger intake` there"
@@ -103,7 +109,9 @@ def _no_run(session: Session, run_id: str) -> str:
     if refused is None:
         return f"no run {run_id!r}"
     reason, publisher = refused
-    return f"no run {run_id!r}: the intake refused its request (published as {publisher!r}): {reason}"
+    return (
+        f"no run {run_id!r}: the intake refused its request (published as {publisher!r}): {reason}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +198,7 @@ def replay(session: Session, run_id: str, *, as_json: bool) -> int:
         emit({"run_id": run_id, "ok": True, "events": state.seq, "status": str(state.status),
               "broken": None})  # fmt: skip
     else:
-        print(f"log ok: {counted(state.seq, 'event')}, no gaps, every transition legal; status {state.status}")
+        print(
+            f"log ok: {counted(state.seq, 'event')}, no gaps, every transition legal; status {state.status}"
+        )
     return 0
-

@@ -9,18 +9,22 @@ from __future__ import annotations
 import os
 
 from agentledger.events.counted import counted
-from agentledger.services.adapters.metrics.server import LOOPBACK
+from agentledger.services.adapters.metrics.server import LOOPBACK, OpsServer
 from agentledger.services.entrypoints import operations
 from agentledger.services.entrypoints.cli import exit_codes
 from agentledger.services.entrypoints.cli.supervise import wait_for_signal
 from agentledger.services.entrypoints.reply import emit, fail
-from agentledger.services.intake_role import build_intake
+from agentledger.services.intake_role import IntakeService, build_intake
 from agentledger.services.session import Session
-from agentledger.services.settings import masked
+from agentledger.services.settings import Settings, masked
 
 
 def intake(
-    session: Session, *, as_json: bool, metrics_port: int | None = None, metrics_host: str = LOOPBACK
+    session: Session,
+    *,
+    as_json: bool,
+    metrics_port: int | None = None,
+    metrics_host: str = LOOPBACK,
 ) -> int:
     settings = session.settings
     instruments = None
@@ -40,6 +44,22 @@ def intake(
     except OSError as exc:
         service.stop()
         return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), as_json)
+    _say_up(service, settings, ops, as_json)
+    wait_for_signal()
+    if ops is not None:
+        ops.stop()
+    service.stop()
+    if beat is not None:
+        beat.stop()
+    if instruments is not None:
+        instruments.stop()
+    return 0
+
+
+def _say_up(
+    service: IntakeService, settings: Settings, ops: OpsServer | None, as_json: bool
+) -> None:
+    """The intake's first words: where it listens, its publishers file and digest."""
     registry = service.intake.registry
     names = sorted(registry.current().publishers)
     if as_json:
@@ -58,12 +78,3 @@ def intake(
             + (f", metrics on {ops.where}" if ops else ""),
             flush=True,
         )
-    wait_for_signal()
-    if ops is not None:
-        ops.stop()
-    service.stop()
-    if beat is not None:
-        beat.stop()
-    if instruments is not None:
-        instruments.stop()
-    return 0

@@ -41,7 +41,9 @@ def show_deprecations() -> None:
     """The tool API's old path warns at the line of the tool module importing it; Python
     shows a DeprecationWarning only in `__main__` unless told, so a command tells it to
     show this one (on stderr, once a line)."""
-    warnings.filterwarnings("default", category=DeprecationWarning, message=r"services\.tools is deprecated")
+    warnings.filterwarnings(
+        "default", category=DeprecationWarning, message=r"services\.tools is deprecated"
+    )
 
 
 def _wants_json(argv: list[str]) -> bool:
@@ -59,7 +61,14 @@ def _usage_error(exc: UsageError, *, as_json: bool) -> int:
     if as_json:
         from agentledger.services.entrypoints.reply import emit
 
-        emit({"error": "usage", "message": str(exc), "exit_code": USAGE_EXIT, "command": exc.parser.prog})
+        emit(
+            {
+                "error": "usage",
+                "message": str(exc),
+                "exit_code": USAGE_EXIT,
+                "command": exc.parser.prog,
+            }
+        )
     return USAGE_EXIT
 
 

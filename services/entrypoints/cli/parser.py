@@ -43,7 +43,9 @@ CONTROLS = (
 )
 
 
-USAGE_EXIT = 2  # argparse's code for refused arguments; exit_codes.USAGE (the parser imports no events)
+USAGE_EXIT = (
+    2  # argparse's code for refused arguments; exit_codes.USAGE (the parser imports no events)
+)
 
 
 class UsageError(Exception):
@@ -123,14 +125,20 @@ def _run_commands(command: Command) -> None:
         "--processes", type=arg_types.processes, default=0,
         help=f"worker processes (0: threads in this process; at most {max_processes()} here)",
     )  # fmt: skip
-    r.add_argument("--queue", type=arg_types.queue, help="join this shared task queue (default: a private one)")
+    r.add_argument(
+        "--queue", type=arg_types.queue, help="join this shared task queue (default: a private one)"
+    )
     _mcp(r)
     _signer(r, "sign as this publisher (default: the embedded run's own, for private queues)")
     _threads(r)
     s = command("submit", "publish a spec to a task queue; print the run id")
     s.add_argument("spec")
-    s.add_argument("--queue", type=arg_types.queue, help="the task queue (default: the spec's, else 'default')")
-    s.add_argument("--unserved", action="store_true", help="publish even if no worker ever served it")
+    s.add_argument(
+        "--queue", type=arg_types.queue, help="the task queue (default: the spec's, else 'default')"
+    )
+    s.add_argument(
+        "--unserved", action="store_true", help="publish even if no worker ever served it"
+    )
     _mcp(s)
     _signer(s, "the publisher to sign as (required; `agentledger publishers add` files one)")
 
@@ -139,7 +147,12 @@ def _worker_commands(command: Command) -> None:
     """The long-running roles and what they serve: `workers`, `dead-letters`, `intake`, `toolset`."""
     w = command("workers", "serve a task queue with a tool set until SIGTERM")
     _toolset(w)
-    w.add_argument("--queue", type=arg_types.queue, default="default", help="the task queue (default: 'default')")
+    w.add_argument(
+        "--queue",
+        type=arg_types.queue,
+        default="default",
+        help="the task queue (default: 'default')",
+    )
     w.add_argument(
         "--processes", type=arg_types.processes, default=1,
         help=f"worker processes, supervised (at most {max_processes()} here)",
@@ -149,7 +162,9 @@ def _worker_commands(command: Command) -> None:
         help="the pools to run (default: model,tools,accept); 'intake' alone: an intake, no tool code",
     )  # fmt: skip
     _mcp(w)
-    w.add_argument("--list", action="store_true", help="list the live workers instead; serve nothing")
+    w.add_argument(
+        "--list", action="store_true", help="list the live workers instead; serve nothing"
+    )
     dl = command("dead-letters", "messages a task queue gave up on; re-drive one")
     dl.add_argument("--queue", type=arg_types.queue, help="only this task queue")
     dl.add_argument("--redrive", metavar="HANDLE", help="put this dead letter back on its queue")
@@ -173,7 +188,10 @@ def _read_commands(command: Command) -> None:
     _runs(command("runs", "the runs, newest first"))
     t = command("tail", "events one a line, in time order across runs")
     t.add_argument(
-        "--run", dest="run_id", type=arg_types.run_id, help="only this run (its whole log, then new events)"
+        "--run",
+        dest="run_id",
+        type=arg_types.run_id,
+        help="only this run (its whole log, then new events)",
     )
     t.add_argument(
         "--type", dest="types", action="append", metavar="TYPE",
@@ -191,7 +209,9 @@ def _read_commands(command: Command) -> None:
     cx = command("context", "what the model saw at a turn, rebuilt and verified")
     cx.add_argument("run_id", type=arg_types.run_id)
     cx.add_argument("--turn", type=arg_types.count, required=True)
-    cx.add_argument("--attempt", type=arg_types.count, help="this claim of the turn (default: the last)")
+    cx.add_argument(
+        "--attempt", type=arg_types.count, help="this claim of the turn (default: the last)"
+    )
     tr = command("trace", "a run's spans from its log: invoke_agent, chat, execute_tool")
     tr.add_argument("run_id", type=arg_types.run_id)
     rw = command("raw", "the log's entries as stored (JSON lines): NOT redacted")
@@ -217,7 +237,9 @@ def _control_commands(command: Command) -> None:
 def _operator_commands(command: Command) -> None:
     """An operator's: the web view (`ui`), the local Redis service, the publishers, the ACL users."""
     ui = command("ui", "the web view: runs, live timelines, approvals and replies")
-    ui.add_argument("--port", type=arg_types.port, default=8765, help="0: a free port (default 8765)")
+    ui.add_argument(
+        "--port", type=arg_types.port, default=8765, help="0: a free port (default 8765)"
+    )
     ui.add_argument(
         "--host", default="127.0.0.1",
         help="the address to listen on (default 127.0.0.1: this machine only)",
@@ -235,7 +257,9 @@ def _operator_commands(command: Command) -> None:
     local.add_argument("action", choices=("status", "start", "stop"))
     local.add_argument("--force", action="store_true", help="stop: even with clients connected")
     _publishers(command("publishers", "who may publish to the inbox, and what each may ask for"))
-    a = command("acl", "Redis ACL users of this prefix: one per publisher, the intake, workers, ops")
+    a = command(
+        "acl", "Redis ACL users of this prefix: one per publisher, the intake, workers, ops"
+    )
     a.add_argument("--apply", action="store_true", help="run them on the Redis REDIS_URL names")
 
 
@@ -261,8 +285,12 @@ def _publishers(c: argparse.ArgumentParser) -> None:
         "--principal", action="append", required=True, metavar="ID@TENANT",
         help="a principal it may act for (repeat, or comma-separated; '*' matches any)",
     )  # fmt: skip
-    add.add_argument("--scopes", type=arg_types.names, default=[], metavar="A,B", help="scopes it may grant")
-    add.add_argument("--queues", type=arg_types.names, default=[], metavar="Q,…", help="default: 'default'")
+    add.add_argument(
+        "--scopes", type=arg_types.names, default=[], metavar="A,B", help="scopes it may grant"
+    )
+    add.add_argument(
+        "--queues", type=arg_types.names, default=[], metavar="Q,…", help="default: 'default'"
+    )
     add.add_argument(
         "--workspaces", type=arg_types.names, default=[], metavar="/DIR,…",
         help="absolute folders its runs' workspaces may be inside (besides AGENTLEDGER_WORKSPACE_ROOTS)",
@@ -296,13 +324,18 @@ def metrics_options(c: argparse.ArgumentParser) -> None:
 
 
 def _mcp(c: argparse.ArgumentParser) -> None:
-    c.add_argument("--mcp", metavar="FILE", help="the MCP servers file (YAML): their tools join the tool set")
+    c.add_argument(
+        "--mcp", metavar="FILE", help="the MCP servers file (YAML): their tools join the tool set"
+    )
 
 
 def _log_options(c: argparse.ArgumentParser) -> None:
     # SUPPRESS: when not given after the command, the value before it stands
     c.add_argument(
-        "--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help="of the log lines on stderr"
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=argparse.SUPPRESS,
+        help="of the log lines on stderr",
     )
     c.add_argument(
         "--log-format", choices=LOG_FORMATS, default=argparse.SUPPRESS,
@@ -320,7 +353,11 @@ def _threads(c: argparse.ArgumentParser) -> None:
 def _runs(c: argparse.ArgumentParser) -> None:
     c.add_argument("--status", dest="statuses", action="append", metavar="STATUS",
                    help="only runs in this status (repeat, or comma-separated)")  # fmt: skip
-    c.add_argument("--since", metavar="TIME", help="created at or after: ISO time, epoch, or 2h/30m/7d ago")
+    c.add_argument(
+        "--since", metavar="TIME", help="created at or after: ISO time, epoch, or 2h/30m/7d ago"
+    )
     c.add_argument("--until", metavar="TIME", help="created before this time")
-    c.add_argument("--limit", type=arg_types.count, default=20, help="at most this many (default 20)")
+    c.add_argument(
+        "--limit", type=arg_types.count, default=20, help="at most this many (default 20)"
+    )
     c.add_argument("--page", metavar="TOKEN", help="the next page: the token the last page gave")

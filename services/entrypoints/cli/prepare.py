@@ -127,7 +127,9 @@ def request_for(
     `base_dir`: the intake decides whether the run may have it, and copies it."""
     run_id = new_run_id(uuid.uuid4().int % settings.shards)
     if spec.workspace and base_dir is None and not Path(spec.workspace).is_absolute():
-        raise InvalidSpec("workspace", f"{spec.workspace!r} is relative, and there is no spec folder")
+        raise InvalidSpec(
+            "workspace", f"{spec.workspace!r} is relative, and there is no spec folder"
+        )
     request = RunRequested(
         run_id=run_id, request_id=run_id, spec=spec, base_dir=base_dir, queue=queue, toolset=toolset,
     )  # fmt: skip

@@ -39,7 +39,12 @@ def add(
     granted = [_principal(p) for p in principals]
     roots = [_root(w) for w in workspaces]
     key, change = publishers_file.add_filed(
-        path, name, principals=granted, scopes=scopes, queues=queues or ["default"], workspaces=roots
+        path,
+        name,
+        principals=granted,
+        scopes=scopes,
+        queues=queues or ["default"],
+        workspaces=roots,
     )
     note = _follow(settings, change)
     if as_json:
@@ -120,7 +125,9 @@ def list_(settings: Settings, *, as_json: bool) -> int:
 
 def check_grant(settings: Settings, signer: Signer, principal: Principal, queue: str) -> None:
     """Refuse, before publishing, what the intake would refuse by the same file."""
-    grant: Publisher | None = publishers_file.read(settings.publishers_path).publishers.get(signer.name)
+    grant: Publisher | None = publishers_file.read(settings.publishers_path).publishers.get(
+        signer.name
+    )
     if grant is not None and (refusal := request_refusal(signer.name, grant, principal, queue)):
         raise ConfigError("--as", refusal)
 

@@ -143,7 +143,13 @@ def spawn_workers(
     us, and we stop them in order); they die with us if we are killed; their notes
     go to our stderr, in our log level and format."""
     environ = {**environ_for_children(settings), **(env or {})}
-    command = [sys.executable, "-m", "agentledger.services.entrypoints.cli.main", *child_args(), *args]
+    command = [
+        sys.executable,
+        "-m",
+        "agentledger.services.entrypoints.cli.main",
+        *child_args(),
+        *args,
+    ]
     return Children([
         subprocess.Popen(
             command, env=environ, stdin=subprocess.DEVNULL, stdout=sys.stderr,

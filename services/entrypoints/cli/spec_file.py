@@ -67,7 +67,9 @@ def load_spec_file(path: str, limits: Limits = DEFAULT) -> tuple[RunSpec, str, S
     root, data = _load_yaml(text, path, limits)
     if not isinstance(data, dict):
         shown = "nothing" if data is None else f"a {type(data).__name__}"
-        raise InvalidSpec("", f"a spec is a mapping of keys (task, principal, model, …), got {shown}", source=path)
+        raise InvalidSpec(
+            "", f"a spec is a mapping of keys (task, principal, model, …), got {shown}", source=path
+        )
     lines = SpecLines(root)
     problems = _duplicate_keys(root)
     try:
@@ -86,7 +88,10 @@ def _read_stdin(limits: Limits) -> str:
     if sys.stdin is None:
         raise InvalidSpec("", "there is no standard input to read the spec from", source=STDIN_NAME)
     if sys.stdin.isatty():
-        print("agentledger: reading the spec from standard input (end it with Ctrl-D)", file=sys.stderr)
+        print(
+            "agentledger: reading the spec from standard input (end it with Ctrl-D)",
+            file=sys.stderr,
+        )
     raw = sys.stdin.buffer.read(limits.max_bytes + 1)
     if len(raw) > limits.max_bytes:
         raise OverLimit(f"larger than {limits.max_bytes:,} bytes (the limit)")
@@ -165,7 +170,9 @@ def _duplicate_keys(node: yaml.Node | None, path: str = "") -> list[SpecProblem]
             line = key.start_mark.line + 1
             field = f"{path}.{name}" if path else name
             if name in seen:
-                found.append(SpecProblem(field, f"given twice (lines {seen[name]} and {line})", line))
+                found.append(
+                    SpecProblem(field, f"given twice (lines {seen[name]} and {line})", line)
+                )
             seen.setdefault(name, line)
             found += _duplicate_keys(value, field)
     elif isinstance(node, yaml.SequenceNode):

@@ -59,16 +59,22 @@ def submit(
             "pass --unserved to publish anyway"
         )
         return fail(exit_codes.USAGE, "unserved", message, as_json)
-    if manifest is not None and (problems := spec_problems(spec, prepared.base_dir, manifest=manifest)):
+    if manifest is not None and (
+        problems := spec_problems(spec, prepared.base_dir, manifest=manifest)
+    ):
         raise prepared.refuse(problems)
     _say_who_takes_it(
         session, what, queue=queue, fingerprint=fingerprint, served=manifest is not None,
         publisher=signer.name,
     )  # fmt: skip
-    request = request_for(spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint)
+    request = request_for(
+        spec, prepared.base_dir, session.settings, queue=queue, toolset=fingerprint
+    )
     entry_id = session.inbox.publish(request, signer=signer)
     if as_json:
-        emit({"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint})
+        emit(
+            {"run_id": request.run_id, "entry_id": entry_id, "queue": queue, "toolset": fingerprint}
+        )
     else:
         print(request.run_id)
     return 0
@@ -105,9 +111,17 @@ def print_toolset(
     try:
         if load:
             loaded = load_toolset(modules, paths)
-            fingerprint, hashed, dynamic = loaded.fingerprint, list(loaded.hashed), list(loaded.dynamic)
+            fingerprint, hashed, dynamic = (
+                loaded.fingerprint,
+                list(loaded.hashed),
+                list(loaded.dynamic),
+            )
         else:
-            fingerprint, hashed, dynamic = fingerprint_of(modules, paths), sorted(static_code(modules, paths)), []
+            fingerprint, hashed, dynamic = (
+                fingerprint_of(modules, paths),
+                sorted(static_code(modules, paths)),
+                [],
+            )
         computing = [] if load else list(computing_imports(modules, paths))
     except ToolSetError as exc:
         return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)

@@ -24,7 +24,9 @@ def trace(session: Session, run_id: str, *, as_json: bool) -> int:
     try:
         spans = spans_of(envelopes)
     except CoreError as exc:
-        return fail(exit_codes.CHECK_FAILED, "broken log", f"{exc} (see `agentledger replay`)", as_json)
+        return fail(
+            exit_codes.CHECK_FAILED, "broken log", f"{exc} (see `agentledger replay`)", as_json
+        )
     redactor = RunRedactors(session.store).of(run_id, envelopes[0])
     if as_json:
         emit(redactor.value(otlp_json(spans, version=package_version())))
@@ -67,7 +69,9 @@ def _detail(span: Span) -> str:
         case "chat":
             tokens = ""
             if "gen_ai.usage.input_tokens" in a:
-                tokens = f" {a['gen_ai.usage.input_tokens']}+{a['gen_ai.usage.output_tokens']} tokens"
+                tokens = (
+                    f" {a['gen_ai.usage.input_tokens']}+{a['gen_ai.usage.output_tokens']} tokens"
+                )
             return f"turn {a['agentledger.turn']}.{a['agentledger.attempt']}{tokens}"
         case "execute_tool":
             return f"{a['gen_ai.tool.call.id']} {a.get('agentledger.call.status', '')}".rstrip()

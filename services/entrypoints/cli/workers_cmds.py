@@ -58,7 +58,9 @@ def workers(
     metrics = None if metrics_port is None else (metrics_host, metrics_port)
     if processes > 1:
         if {"tools", "accept"} & set(pools):  # refuse here, not in a restart loop
-            sandbox_probe.ready(session.settings, network_tools=sandbox_probe.network_tools(toolset))
+            sandbox_probe.ready(
+                session.settings, network_tools=sandbox_probe.network_tools(toolset)
+            )
         args = [*worker_args(modules, paths, queue, mcp=mcp), "--pools", ",".join(pools)]
         return _parent(session, args, processes, metrics, served)
     return _serve(session, toolset, queue, pools, mcp, metrics, served, as_json)
@@ -110,7 +112,9 @@ def _serve(
             serving.hub.close()
         return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), as_json)
     _say_dynamic(base, as_json)
-    _say_no_key(session.settings, queue, pools)  # before "workers up": who reads that may stop us next
+    _say_no_key(
+        session.settings, queue, pools
+    )  # before "workers up": who reads that may stop us next
     _say_up(session.settings, serving, queue, pools, ops, as_json)
     wait_for_signal()
     if ops is not None:
@@ -161,7 +165,7 @@ def _say_up(
     ops: OpsServer | None,
     as_json: bool,
 ) -> None:
-    """"workers up": where, which queue, tool set and pools, with how many threads."""
+    """ "workers up": where, which queue, tool set and pools, with how many threads."""
     services, toolset = serving.services, serving.toolset
     threads = services.worker.worker_threads if services.worker is not None else 0
     by_pool = services.pool_threads()  # bounds: each pool's own budget
@@ -219,8 +223,12 @@ def _intake(
 ) -> int:
     """`--pools intake`: the intake alone, refusing what would load tool code."""
     if modules or paths or mcp:
-        given = ", ".join(f for f, v in (("--tools", modules), ("--tool-path", paths), ("--mcp", mcp)) if v)
-        why = f"--pools {INTAKE_POOL} loads no tool code: drop {given} (the workers serve the tools)"
+        given = ", ".join(
+            f for f, v in (("--tools", modules), ("--tool-path", paths), ("--mcp", mcp)) if v
+        )
+        why = (
+            f"--pools {INTAKE_POOL} loads no tool code: drop {given} (the workers serve the tools)"
+        )
         return fail(exit_codes.USAGE, "bad option", why, as_json)
     if processes != 1:
         why = f"--pools {INTAKE_POOL} is one process: run more of them (replicas) instead of --processes"
@@ -256,7 +264,9 @@ def _parent(
                 session.settings, session.client, supervisor.children, folder, metrics, served
             )
         except OSError as exc:
-            return fail(exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), False)
+            return fail(
+                exit_codes.USAGE, "bad option", operations.cannot_listen(metrics, exc), False
+            )
         print(f"agentledger workers: {processes} processes, metrics on {ops.where}", flush=True)
         supervisor.keep_alive(stop)
         ops.stop()

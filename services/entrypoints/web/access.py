@@ -101,7 +101,9 @@ def session_ok(access: Access, value: str | None, now: float) -> bool:
 
 
 def _mac(access: Access, issued: str) -> str:
-    return hmac.new(access.token.encode(), f"agentledger-ui-session:{issued}".encode(), hashlib.sha256).hexdigest()
+    return hmac.new(
+        access.token.encode(), f"agentledger-ui-session:{issued}".encode(), hashlib.sha256
+    ).hexdigest()
 
 
 def same_origin(origin: str | None, referer: str | None, host: str | None) -> bool:

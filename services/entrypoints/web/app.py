@@ -72,7 +72,10 @@ register_url_convertor("run_id", RunIdConvertor())
 
 
 def make_app(
-    session: Session, *, publisher: str | None, access: Access,
+    session: Session,
+    *,
+    publisher: str | None,
+    access: Access,
     stopping: Callable[[], bool] = lambda: False,
 ) -> ASGIApp:
     """`stopping` says the server is shutting down: the streams end (within BLOCK_MS)."""
@@ -121,9 +124,13 @@ class _Door:
         try:
             token = str((await request.json())["token"])
         except (ValueError, KeyError, TypeError):
-            return JSONResponse({"error": "bad request", "message": "send JSON {token}"}, status_code=400)
+            return JSONResponse(
+                {"error": "bad request", "message": "send JSON {token}"}, status_code=400
+            )
         if not token_ok(self.access, token.strip()):
-            return JSONResponse({"error": "bad token", "message": "that is not this view's token"}, status_code=401)
+            return JSONResponse(
+                {"error": "bad token", "message": "that is not this view's token"}, status_code=401
+            )
         reply = JSONResponse({"signed_in": True, "for_s": SESSION_S})
         reply.set_cookie(self.access.cookie, session_value(self.access, time.time()), max_age=SESSION_S,
                          path="/", httponly=True, samesite="strict")  # fmt: skip
@@ -146,7 +153,9 @@ class _OneLineErrors:
         try:
             await self.app(scope, receive, send)
         except Exception as exc:  # noqa: BLE001 -- reported, and the request already answered
-            log.error("internal error serving %s: %s: %s", scope.get("path"), type(exc).__name__, exc)
+            log.error(
+                "internal error serving %s: %s: %s", scope.get("path"), type(exc).__name__, exc
+            )
 
 
 def _with_text(page: str, text: str) -> Response:
@@ -166,7 +175,9 @@ def _stream(events: AsyncIterator[str]) -> StreamingResponse:
 
 
 class _Web:
-    def __init__(self, session: Session, publisher: str | None, stopping: Callable[[], bool]) -> None:
+    def __init__(
+        self, session: Session, publisher: str | None, stopping: Callable[[], bool]
+    ) -> None:
         self.s = session
         self.publisher = publisher
         self.stopping = stopping
@@ -236,7 +247,9 @@ class _Web:
         run_id = request.path_params["run_id"]
         found = await anyio.to_thread.run_sync(self._read, run_id, 0)
         if found is None:
-            return JSONResponse({"error": "no run", "message": f"no run {run_id!r}"}, status_code=404)
+            return JSONResponse(
+                {"error": "no run", "message": f"no run {run_id!r}"}, status_code=404
+            )
         view, lines = found
         return JSONResponse({"view": view, "timeline": lines})
 
@@ -253,7 +266,9 @@ class _Web:
         last = request.headers.get("last-event-id") or request.query_params.get("after", "0")
         after = int(last) if last.isdigit() else 0
         if not await anyio.to_thread.run_sync(self.s.reader.exists, run_id):
-            return JSONResponse({"error": "no run", "message": f"no run {run_id!r}"}, status_code=404)
+            return JSONResponse(
+                {"error": "no run", "message": f"no run {run_id!r}"}, status_code=404
+            )
 
         async def events() -> AsyncIterator[str]:
             steps = follow(self.s.reader, run_id, until=Until.NEVER, wait_s=BLOCK_MS / 1000)
@@ -293,7 +308,9 @@ class _Web:
                                 status_code=400)  # fmt: skip
         if (needs_call and not call_id) or (needs_text and not text.strip()):
             what = "a call_id" if needs_call and not call_id else "a text"
-            return JSONResponse({"error": "bad request", "message": f"{action} needs {what}"}, status_code=400)
+            return JSONResponse(
+                {"error": "bad request", "message": f"{action} needs {what}"}, status_code=400
+            )
         run_id = request.path_params["run_id"]
         escalation = await anyio.to_thread.run_sync(controls.current_escalation, self.s, run_id)
         try:
@@ -307,6 +324,8 @@ class _Web:
         )
         if verdict.outcome is not Outcome.APPENDED:
             status = HTTP_OF[verdict.outcome]
-            return JSONResponse({"error": str(verdict.outcome), "message": verdict.message}, status_code=status)
+            return JSONResponse(
+                {"error": str(verdict.outcome), "message": verdict.message}, status_code=status
+            )
         return JSONResponse({"run_id": run_id, "control": message.type, "entry_id": verdict.entry_id,
                              "events": [e.type for e in verdict.events]})  # fmt: skip

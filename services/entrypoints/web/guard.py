@@ -32,11 +32,15 @@ from agentledger.services.entrypoints.web.access import (
     session_ok,
 )
 
-OPEN = frozenset({"/signin", "/api/signin", "/healthz", "/favicon.ico", "/static/signin.js", "/static/app.css"})
+OPEN = frozenset(
+    {"/signin", "/api/signin", "/healthz", "/favicon.ico", "/static/signin.js", "/static/app.css"}
+)
 
 
 class Guard:
-    def __init__(self, app: ASGIApp, access: Access, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, app: ASGIApp, access: Access, clock: Callable[[], float] = time.time
+    ) -> None:
         self.app = app
         self.access = access
         self.clock = clock
@@ -53,7 +57,9 @@ class Guard:
             status, body, extra = refused
             await _answer(send, status, body, extra)
 
-    def _refusal(self, scope: Scope, headers: Headers) -> tuple[int, dict[str, str], dict[str, str]] | None:
+    def _refusal(
+        self, scope: Scope, headers: Headers
+    ) -> tuple[int, dict[str, str], dict[str, str]] | None:
         host = headers.get("host")
         if not host:
             return 400, _said("no host", "the request names no Host"), {}
@@ -61,7 +67,9 @@ class Guard:
             return 421, _said("wrong host", "this view does not answer to that Host name"), {}
         method = scope["method"]
         origin, referer = headers.get("origin"), headers.get("referer")
-        crossing = (origin is not None or referer is not None) and not same_origin(origin, referer, host)
+        crossing = (origin is not None or referer is not None) and not same_origin(
+            origin, referer, host
+        )
         if method not in SAFE_METHODS and crossing:
             return 403, _said("cross-site", f"a request from {origin or referer!r} is refused"), {}
         path = scope["path"]
@@ -75,7 +83,14 @@ class Guard:
                                   "or Authorization: Bearer <token>"), {"www-authenticate": "Bearer"}  # fmt: skip
             return 303, {}, {"location": f"/signin?next={quote(safe_next(path))}"}
         if method not in SAFE_METHODS and by_cookie and not same_origin(origin, referer, host):
-            return 403, _said("cross-site", "a change sent with the session cookie must come from this view's pages"), {}
+            return (
+                403,
+                _said(
+                    "cross-site",
+                    "a change sent with the session cookie must come from this view's pages",
+                ),
+                {},
+            )
         return None
 
     def _cookie(self, headers: Headers) -> str | None:

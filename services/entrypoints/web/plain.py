@@ -101,6 +101,8 @@ def _check(k: dict[str, Any]) -> str:
 
 def _pre(lines: Sequence[str], most: int | None = None) -> str:
     left_out = len(lines) - most if most is not None and len(lines) > most else 0
-    shown = [f"… {left_out} earlier lines (agentledger tail --run shows them all)"] if left_out else []
+    shown = (
+        [f"… {left_out} earlier lines (agentledger tail --run shows them all)"] if left_out else []
+    )
     shown += lines[left_out:]
     return f"<pre>{escape(chr(10).join(shown))}</pre>"

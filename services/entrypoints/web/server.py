@@ -33,14 +33,18 @@ def serve(
     as_json: bool = False,
 ) -> int:
     token = ui_token(session.settings)
-    access = Access(token.value, allowed_hosts(host, [*allow_hosts, *ui_allowed_hosts(session.settings)]))
+    access = Access(
+        token.value, allowed_hosts(host, [*allow_hosts, *ui_allowed_hosts(session.settings)])
+    )
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise BadOption("--port", f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise BadOption(
+            "--port", f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from None
     sock.listen(128)  # connecting works from the moment the address is printed
     bound = sock.getsockname()[1]
     _say(host, bound, publisher, token, access, as_json)
@@ -58,7 +62,9 @@ def serve(
     return 0
 
 
-def _say(host: str, port: int, publisher: str | None, token: UiToken, access: Access, as_json: bool) -> None:
+def _say(
+    host: str, port: int, publisher: str | None, token: UiToken, access: Access, as_json: bool
+) -> None:
     shown = "127.0.0.1" if host in WILDCARD else f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/"
     signin = f"{url}signin" + (f"#token={token.value}" if token.file else "")
@@ -72,6 +78,9 @@ def _say(host: str, port: int, publisher: str | None, token: UiToken, access: Ac
         return
     mode = f"acting as {publisher!r}" if publisher else "read-only (--as NAME to act)"
     print(f"agentledger ui on {url} ({mode}); Ctrl-C stops it", flush=True)
-    print(f"  sign in: {signin}" + ("" if token.file else f" (with the token in ${VARIABLE})"), flush=True)
+    print(
+        f"  sign in: {signin}" + ("" if token.file else f" (with the token in ${VARIABLE})"),
+        flush=True,
+    )
     print(f"  listening on {host} ({where}; --host to change); answers to Host {', '.join(hosts)} "
           "(--allow-host to add one)", flush=True)  # fmt: skip

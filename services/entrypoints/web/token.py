@@ -40,7 +40,9 @@ def _make(path: Path) -> str:
     except FileExistsError:  # another `ui` made it first: theirs stands
         return _read(path) or token
     except OSError as exc:
-        raise ConfigError(VARIABLE, f"cannot make the token file {str(path)!r}: {exc.strerror}") from None
+        raise ConfigError(
+            VARIABLE, f"cannot make the token file {str(path)!r}: {exc.strerror}"
+        ) from None
     with os.fdopen(fd, "w") as f:
         f.write(token + "\n")
     return token
@@ -53,11 +55,17 @@ def _read(path: Path) -> str | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise ConfigError(VARIABLE, f"cannot read the token file {str(path)!r}: {exc.strerror}") from None
+        raise ConfigError(
+            VARIABLE, f"cannot read the token file {str(path)!r}: {exc.strerror}"
+        ) from None
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ConfigError(
-            VARIABLE, f"the token file {str(path)!r} is open to others: `chmod 600` it (or remove it for a new token)"
+            VARIABLE,
+            f"the token file {str(path)!r} is open to others: `chmod 600` it (or remove it for a new token)",
         )
     if len(text) < UI_TOKEN_MIN_CHARS:
-        raise ConfigError(VARIABLE, f"the token file {str(path)!r} holds fewer than {UI_TOKEN_MIN_CHARS} characters")
+        raise ConfigError(
+            VARIABLE,
+            f"the token file {str(path)!r} holds fewer than {UI_TOKEN_MIN_CHARS} characters",
+        )
     return text

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentledger.events.state import RunState
+from agentledger.events.state import Check, RunState
 from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.types import ApprovalRequested, ToolCallScheduled, ToolCallWaiting
 from agentledger.schemas.envelope import Envelope
@@ -33,7 +33,9 @@ def statuses(text: str) -> frozenset[RunStatus]:
     return frozenset(RunStatus(n) for n in names)
 
 
-def runs_list(session: Session, *, status: frozenset[RunStatus], text: str, limit: int) -> list[dict[str, Any]]:
+def runs_list(
+    session: Session, *, status: frozenset[RunStatus], text: str, limit: int
+) -> list[dict[str, Any]]:
     """The newest runs (filtered by status, and by text in their id or task)."""
     page = page_of_runs(
         session.reader, lambda ids: cache_for(session.store).load_many(ids),
@@ -54,17 +56,7 @@ def timeline(envelopes: Sequence[Envelope[Any]], state: RunState) -> list[dict[s
 
 def run_view(state: RunState, envelopes: Sequence[Envelope[Any]]) -> dict[str, Any]:
     """The run's page apart from its timeline; `envelopes` is its whole log."""
-    waited: dict[str, set[str]] = {}
-    held: dict[str, dict[str, int]] = {}
-    asked: dict[str, str] = {}
-    for env in envelopes:
-        match env.data:
-            case ToolCallWaiting(call_id=call_id, waiting_for=resources):
-                waited.setdefault(call_id, set()).update(resources)
-            case ToolCallScheduled(call_id=call_id, tokens=tokens):
-                held[call_id] = dict(tokens)
-            case ApprovalRequested(call_id=call_id, reason=reason):
-                asked[call_id] = reason
+    waited, held, asked = _lock_and_approval_notes(envelopes)
     calls: list[dict[str, Any]] = [
         {
             "call_id": c.call_id, "turn": c.turn, "name": c.name, "input": c.input,
@@ -86,19 +78,46 @@ def run_view(state: RunState, envelopes: Sequence[Envelope[Any]]) -> dict[str, A
     view = {
         "summary": run_summary(state),
         "calls": calls,
-        "checks": [
-            {"index": k.index, "number": k.index + 1, "check": k.check, "passed": k.passed,
-             "evidence": k.evidence, "checked_at": iso(k.checked_at)}
-            for k in state.checks
-        ],  # fmt: skip
+        "checks": [_check_view(k) for k in state.checks],
         "pending_approvals": pending,
         "awaiting_human": (
             {"reason": state.escalated_for, "detail": state.detail}
-            if state.status is RunStatus.AWAITING_HUMAN else None
+            if state.status is RunStatus.AWAITING_HUMAN
+            else None
         ),  # fmt: skip
         "seq": state.seq,
     }
     return dict(redactor_for(state.spec).value(view))
+
+
+def _lock_and_approval_notes(
+    envelopes: Sequence[Envelope[Any]],
+) -> tuple[dict[str, set[str]], dict[str, dict[str, int]], dict[str, str]]:
+    """From the log: what each call waited for, the tokens it was scheduled with, and
+    why it asked for approval."""
+    waited: dict[str, set[str]] = {}
+    held: dict[str, dict[str, int]] = {}
+    asked: dict[str, str] = {}
+    for env in envelopes:
+        match env.data:
+            case ToolCallWaiting(call_id=call_id, waiting_for=resources):
+                waited.setdefault(call_id, set()).update(resources)
+            case ToolCallScheduled(call_id=call_id, tokens=tokens):
+                held[call_id] = dict(tokens)
+            case ApprovalRequested(call_id=call_id, reason=reason):
+                asked[call_id] = reason
+    return waited, held, asked
+
+
+def _check_view(k: Check) -> dict[str, Any]:
+    return {
+        "index": k.index,
+        "number": k.index + 1,
+        "check": k.check,
+        "passed": k.passed,
+        "evidence": k.evidence,
+        "checked_at": iso(k.checked_at),
+    }
 
 
 def _call_expiry(state: RunState, call_id: str) -> float | None:

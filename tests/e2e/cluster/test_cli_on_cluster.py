@@ -213,7 +213,9 @@ def start_workers_n(
             [*AGENTLEDGER, "intake"], cwd=example, env=cli.env, text=True, stdout=out, stderr=out
         )
     deadline = time.monotonic() + 30
-    while log.read_text().count("workers up") < processes or "intake up" not in intake_log.read_text():
+    while (
+        log.read_text().count("workers up") < processes or "intake up" not in intake_log.read_text()
+    ):
         if proc.poll() is not None or intake.poll() is not None or time.monotonic() > deadline:
             proc.kill()
             intake.kill()

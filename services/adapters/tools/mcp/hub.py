@@ -84,7 +84,9 @@ class McpHub:
         with self._lock:
             down = {name for (name, _), sup in self._instances.items() if sup.state == "down"}
             return frozenset(
-                n for n, s in self._catalog.items() if s.state == "up" and s.catalog and n not in down
+                n
+                for n, s in self._catalog.items()
+                if s.state == "up" and s.catalog and n not in down
             )
 
     def why_down(self, name: str) -> str:
@@ -116,7 +118,9 @@ class McpHub:
             assert sup.catalog is not None
             for tool in self._tools_of(name, sup.config, sup.catalog.tools):
                 if tool.spec.name in tools or tool.spec.name in builtin:
-                    log.warning("MCP tool %r is left out: a tool of that name exists", tool.spec.name)
+                    log.warning(
+                        "MCP tool %r is left out: a tool of that name exists", tool.spec.name
+                    )
                     continue
                 tools[tool.spec.name] = tool
             described.append(_descriptor(name, sup))
@@ -165,19 +169,25 @@ class McpHub:
                 except Exception:  # a listener's failure must not stop the others being told
                     log.exception("an MCP tool set listener failed")
 
-    def _tools_of(self, server: str, config: McpServer, defined: tuple[types.Tool, ...]) -> list[McpTool]:
+    def _tools_of(
+        self, server: str, config: McpServer, defined: tuple[types.Tool, ...]
+    ) -> list[McpTool]:
         made: list[McpTool] = []
         names = {t.name for t in defined}
         for listed in config.tools:
             if listed not in names:
-                log.warning("MCP server %r has no tool %r (the servers file lists it)", server, listed)
+                log.warning(
+                    "MCP server %r has no tool %r (the servers file lists it)", server, listed
+                )
         for t in defined:
             tool = self._tool(server, config, t, names)
             if tool is not None:
                 made.append(tool)
         return made
 
-    def _tool(self, server: str, config: McpServer, t: types.Tool, names: set[str]) -> McpTool | None:
+    def _tool(
+        self, server: str, config: McpServer, t: types.Tool, names: set[str]
+    ) -> McpTool | None:
         name = offered_name(server, t.name)
         if not TOOL_NAME.match(name):
             log.warning("MCP tool %r is left out: its name cannot be offered to a model", name)
@@ -187,7 +197,9 @@ class McpHub:
             validator = validator_for(schema)(schema)
             validator.check_schema(schema)
         except SchemaError as exc:
-            log.warning("MCP tool %r is left out: its inputSchema is invalid: %s", name, exc.message)
+            log.warning(
+                "MCP tool %r is left out: its inputSchema is invalid: %s", name, exc.message
+            )
             return None
         ann = t.annotations
         hints = Hints(ann.read_only_hint, ann.destructive_hint) if ann else Hints()

@@ -15,7 +15,9 @@ T = TypeVar("T")
 class AsyncLoop:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True, name="agentledger-mcp")
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, daemon=True, name="agentledger-mcp"
+        )
         self._thread.start()
 
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:

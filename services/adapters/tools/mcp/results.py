@@ -18,7 +18,9 @@ def outcome_of(result: types.CallToolResult) -> Outcome:
     text, others = _content(result)
     if result.is_error:
         message = text or "the MCP tool reported an error and said nothing more"
-        return Errored(ToolError(code=code_for_error_text(message), message=message, retryable=False))
+        return Errored(
+            ToolError(code=code_for_error_text(message), message=message, retryable=False)
+        )
     if not others:
         if text or result.structured_content is None:
             return Succeeded(text)
@@ -27,7 +29,13 @@ def outcome_of(result: types.CallToolResult) -> Outcome:
 
 
 def protocol_error(code: int, message: str) -> Errored:
-    return Errored(ToolError(code=code_for_protocol_error(code), message=f"MCP error {code}: {message}", retryable=False))
+    return Errored(
+        ToolError(
+            code=code_for_protocol_error(code),
+            message=f"MCP error {code}: {message}",
+            retryable=False,
+        )
+    )
 
 
 def parsed(result: types.CallToolResult) -> Any:
@@ -46,7 +54,9 @@ def _content(result: types.CallToolResult) -> tuple[str, list[dict[str, Any]]]:
         if isinstance(block, types.TextContent):
             texts.append(block.text)
         elif isinstance(block, types.ImageContent | types.AudioContent):
-            others.append({"type": block.type, "mime_type": block.mime_type, "base64_chars": len(block.data)})
+            others.append(
+                {"type": block.type, "mime_type": block.mime_type, "base64_chars": len(block.data)}
+            )
         else:
             dumped = block.model_dump(mode="json", exclude_none=True)
             resource = dumped.get("resource")

@@ -95,7 +95,9 @@ class Supervisor:
         self._first.wait(timeout_s)
         return self.state == "up"
 
-    def call(self, remote: str, args: dict[str, Any], meta: dict[str, Any]) -> concurrent.futures.Future[types.CallToolResult]:
+    def call(
+        self, remote: str, args: dict[str, Any], meta: dict[str, Any]
+    ) -> concurrent.futures.Future[types.CallToolResult]:
         """Send a tools/call; cancelling the future sends notifications/cancelled."""
         return self._loop.submit(self._call(remote, args, meta))
 
@@ -116,10 +118,14 @@ class Supervisor:
         if self._poke is not None:
             self._poke.set()
 
-    async def _call(self, remote: str, args: dict[str, Any], meta: dict[str, Any]) -> types.CallToolResult:
+    async def _call(
+        self, remote: str, args: dict[str, Any], meta: dict[str, Any]
+    ) -> types.CallToolResult:
         session = self._session
         if session is None or self.state != "up":
-            raise ServerDown(f"MCP server {self.name!r} is {self.state}: {self.last_error or 'not started yet'}")
+            raise ServerDown(
+                f"MCP server {self.name!r} is {self.state}: {self.last_error or 'not started yet'}"
+            )
         task = asyncio.current_task()
         assert task is not None
         self._in_flight[task] = None
@@ -131,7 +137,9 @@ class Supervisor:
                 why = self._ending or "it closed the connection"
                 self._mark_down(why)
                 self._ask_restart(why)
-                raise CallLost(f"MCP server {self.name!r} went down mid-call ({why}); the call was sent") from None
+                raise CallLost(
+                    f"MCP server {self.name!r} went down mid-call ({why}); the call was sent"
+                ) from None
             raise
         except asyncio.CancelledError:
             lost = self._in_flight.get(task)

@@ -70,7 +70,9 @@ class McpTool(ExternalTool):
 
     def resources(self, args: dict[str, Any], workspace: str | None) -> tuple[list[str], list[str]]:
         assert self.policy is not None
-        return expand(self.policy.reads, args, workspace), expand(self.policy.writes, args, workspace)
+        return expand(self.policy.reads, args, workspace), expand(
+            self.policy.writes, args, workspace
+        )
 
     def approval_reason(self, args: dict[str, Any], principal: Principal) -> str | None:
         assert self.policy is not None
@@ -127,14 +129,18 @@ class McpTool(ExternalTool):
             return StillRunning(requested_at)  # a remote server: we cannot know it stopped
         time.sleep(grace_s)  # the grace the run allows a call to stop in: it is what it is
         instance.restart(f"a cancelled write ({ctx.call_id}) was still running after {grace_s:g}s")
-        detail = f"notifications/cancelled sent; the server was stopped after the grace of {grace_s:g}s"
+        detail = (
+            f"notifications/cancelled sent; the server was stopped after the grace of {grace_s:g}s"
+        )
         return Stopped(requested_at, killed=True, detail=detail)
 
     def look_up(self, op_key: str, args: dict[str, Any], ctx: ToolContext) -> Lookup:
         """The operator's lookup tool asked whether the write with `op_key` happened."""
         assert self.hub is not None and self.lookup_spec is not None
         values = {**args, "op_key": op_key}
-        filled = {k: _fill(v, values) for k, v in self.lookup_spec.args.items()} or {"op_key": op_key}
+        filled = {k: _fill(v, values) for k, v in self.lookup_spec.args.items()} or {
+            "op_key": op_key
+        }
         instance = self.hub.instance(self.server, ctx.workspace)
         result = instance.call(self.lookup_spec.tool, filled, {}).result(LOOKUP_TIMEOUT_S)
         if result.is_error:

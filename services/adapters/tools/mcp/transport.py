@@ -19,9 +19,7 @@ from agentledger.services.adapters.tools import handover, launch, lifeline, sand
 from agentledger.services.adapters.tools.sandbox import SandboxPolicy
 
 
-def stdio_command(
-    config: McpServer, *, workspace: str | None, policy: SandboxPolicy
-) -> list[str]:
+def stdio_command(config: McpServer, *, workspace: str | None, policy: SandboxPolicy) -> list[str]:
     """The command line that starts the server: `{workspace}` filled in, sandboxed
     unless the operator turned the sandbox off (as every command: never host root,
     the workspace handed over and its special files covered, a network of its own
