@@ -92,13 +92,19 @@ def place_order(order_id: str, qty: int, ctx: ToolContext, note: str = "") -> di
 
 @tool(writes=lambda a, ws: [f"pay:{ws}#{a['order_id']}"], timeout_s=0.3, lookup=lookup_order)
 def pay(order_id: str, amount: int, ctx: ToolContext) -> dict:
-    """Pays; slow the first time (`slow-once`), and it never looks at the cancel flag."""
+    """Pays; the first time (`slow-once`) only once another attempt has paid (or after
+    5 s), never looking at the cancel flag: its write lands after its deadline, whatever
+    the machine's speed."""
     _ran(ctx, "pay")
+    again = Path(ctx.workspace, "paid-again")
     if Path(ctx.workspace, "slow-once").exists():
         Path(ctx.workspace, "slow-once").unlink()
-        time.sleep(0.6)
+        waited = time.monotonic() + 5.0
+        while not again.exists() and time.monotonic() < waited:
+            time.sleep(0.01)
     result = {"order_id": order_id, "paid": amount}
     _commit(ctx, result)
+    again.touch()
     return result
 
 
@@ -280,7 +286,9 @@ def test_a_write_landing_after_its_timeout_is_not_done_twice(
         app, client, "run-p", [[use("c1", "pay", order_id="o6", amount=5)], "paid"],
         once_tools, workspace,
     )  # fmt: skip
-    time.sleep(0.8)  # the first attempt's thread finishes its write
+    waited = time.monotonic() + 10.0  # the first attempt's thread finishes its write
+    while sum(effects(workspace).values()) < 2 and time.monotonic() < waited:
+        time.sleep(0.02)
     assert list(effects(workspace).values()) == [1], "paid twice"
 
 
