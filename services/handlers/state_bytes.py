@@ -34,7 +34,21 @@ UNKNOWN_EVENT_BYTES = 4_000  # an event of a state whose events were not seen (a
 
 def grown_by(events: Iterable[Envelope[Any]]) -> int:
     """What folding `events` adds to a state."""
-    return sum(EVENT_BYTES + PAYLOAD_FACTOR * payload_bytes(e.data) for e in events)
+    total = 0
+    for e in events:
+        total += EVENT_BYTES
+        if isinstance(e.data, _WITH_PAYLOAD):  # most events carry nothing a tool or model made
+            total += PAYLOAD_FACTOR * payload_bytes(e.data)
+    return total
+
+
+_WITH_PAYLOAD = (
+    ToolCallSucceeded,
+    ToolCallFailed,
+    ModelResponded,
+    ToolCallProposed,
+    AcceptanceChecked,
+)
 
 
 def guessed(state: RunState) -> int:

@@ -37,6 +37,9 @@ class Cutter:
         held = self._waiting()
         out = []
         for env in events:
+            if not isinstance(env.data, CUT):  # nothing a tool made: never cut
+                out.append(env)
+                continue
             stored, pages = self._cut(env)
             if pages or not _names_pages(stored):  # cut once: its append takes it as it is
                 held[id(stored)] = (stored, pages)
@@ -49,6 +52,9 @@ class Cutter:
         out: list[Envelope[Any]] = []
         pages: Pages = {}
         for env in events:
+            if not isinstance(env.data, CUT):
+                out.append(env)
+                continue
             found = held.get(id(env))
             if found is not None and found[0] is env:
                 stored, texts = env, found[1]
