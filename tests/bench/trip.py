@@ -23,11 +23,15 @@ LAYERS = ("events/", "schemas/", "services/")
 Stacks = list[tuple[str, list[str]]]
 
 
+PACKAGE = os.path.join(ROOT, ".pkg", "agentledger")  # the checkout's code, as imported
+
+
 def _rel(filename: str) -> str | None:
-    if not filename.startswith(ROOT):
-        return None
-    rel = filename[len(ROOT) + 1 :]
-    return rel if rel.startswith(LAYERS) else None
+    for top in (PACKAGE, ROOT):
+        if filename.startswith(top + os.sep):
+            rel = filename[len(top) + 1 :]
+            return rel if rel.startswith(LAYERS) else None
+    return None
 
 
 def _stack() -> list[str]:
