@@ -73,10 +73,28 @@ def _pattern(expected: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(part) for part in expected.split(ELLIPSIS)) + r"\Z")
 
 
-def matches(expected: list[str], actual: list[str]) -> bool:
-    """Whether `actual` is what `expected` shows, both normalised."""
-    want, got = normalise(expected), normalise(actual)
+# a log line (stderr, through logging) may land anywhere among a command's stdout lines:
+# the two streams interleave as the terminal got them, which timing decides
+LOG_LINE = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) agentledger\.")
 
+
+def matches(expected: list[str], actual: list[str]) -> bool:
+    """Whether `actual` is what `expected` shows, both normalised: the log lines in
+    their own order, wherever they fell among the others."""
+    want, got = normalise(expected), normalise(actual)
+    want_logs = [line for line in want if LOG_LINE.match(line)]
+    got_logs = [line for line in got if LOG_LINE.match(line)]
+    if len(want_logs) != len(got_logs) or not all(
+        _pattern(w).match(g) for w, g in zip(want_logs, got_logs, strict=True)
+    ):
+        return False
+    return _in_order(
+        [line for line in want if not LOG_LINE.match(line)],
+        [line for line in got if not LOG_LINE.match(line)],
+    )
+
+
+def _in_order(want: list[str], got: list[str]) -> bool:
     @cache
     def at(i: int, j: int) -> bool:
         if i == len(want):

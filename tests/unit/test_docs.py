@@ -189,3 +189,15 @@ def test_events_that_depend_on_scheduling_are_left_out_of_a_timeline_with_the_se
                     "  3  03:53:39.091  model  ModelRequested  turn 1 (attempt 2)"])  # fmt: skip
     assert not matches(["  2  03:53:38.091  model  ModelRequested  turn 1 (attempt 1)"],
                        ["  2  03:53:38.091  model  ModelRequested  turn 2 (attempt 1)"])  # fmt: skip
+
+
+def test_a_log_line_may_fall_anywhere_among_the_stdout_lines_but_must_be_there() -> None:
+    """stderr's log lines and stdout's interleave as timing decides: a sample matches
+    wherever its log lines fell, never without them, and the others keep their order."""
+    log = "WARNING agentledger.services.handlers.model: run r turn 2: model request failed"
+    shown = ["a 1", log, "b 2", "c 3"]
+    assert matches(shown, ["a 1", "b 2", "c 3", log])
+    assert matches(shown, [log, "a 1", "b 2", "c 3"])
+    assert not matches(shown, ["a 1", "b 2", "c 3"])
+    assert not matches(shown, ["b 2", log, "a 1", "c 3"])
+    assert not matches(shown, ["a 1", log, log, "b 2", "c 3"])
