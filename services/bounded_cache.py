@@ -25,7 +25,11 @@ class BoundedCache(Generic[V]):
         found = self._kept.get(key)  # a lookup needs no lock (the dict's own are atomic)
         if found is None:
             return None
-        if next(reversed(self._kept), None) != key:  # the entry used last is asked again, mostly
+        try:
+            last = next(reversed(self._kept), None)  # the entry used last is asked again, mostly
+        except RuntimeError:  # another thread changed the order meanwhile
+            last = None
+        if last != key:
             with self._lock:
                 if key in self._kept:
                     self._kept.move_to_end(key)
