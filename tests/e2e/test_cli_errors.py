@@ -170,6 +170,11 @@ def created(cli: Cli, run_id: str) -> bool:
     return done.returncode != 2 and json.loads(done.stdout).get("status") != "awaiting_intake"
 
 
+def awaits_approval(cli: Cli, run_id: str) -> bool:
+    done = cli("status", run_id, "--json")
+    return done.returncode != 2 and json.loads(done.stdout).get("status") == "awaiting_approval"
+
+
 def test_a_control_when_the_workers_have_stopped_says_so_at_once_and_sends_nothing(
     on_private: Cli, tmp_path: Path
 ) -> None:
@@ -185,7 +190,7 @@ def test_a_control_when_the_workers_have_stopped_says_so_at_once_and_sends_nothi
     ]  # fmt: skip
     try:
         deadline = time.monotonic() + 30
-        while not created(on_private, run_id):
+        while not awaits_approval(on_private, run_id):  # p1 is proposed: approving it is in order
             assert time.monotonic() < deadline
             time.sleep(0.2)
     finally:
