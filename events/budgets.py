@@ -22,7 +22,7 @@ from agentledger.events.state import RunState
 from agentledger.events.status import CallStatus
 from agentledger.events.types import BudgetName, Event, RunBudgetExhausted, RunTimedOut
 from agentledger.schemas.content import TextBlock, ToolUseBlock
-from agentledger.schemas.spec import AnthropicModel, ScriptedModel
+from agentledger.schemas.spec import ScriptedModel
 
 # real tokenizers give 3-4 characters a token of JSON and prose: the cost guard
 # counts 3, so an estimate errs on the side of not sending
@@ -49,9 +49,9 @@ def estimate_request(s: RunState, view: ContextView) -> RequestEstimate:
 def max_output_tokens(s: RunState) -> int:
     """The most output the next reply may bring."""
     model = s.spec.model
-    if isinstance(model, AnthropicModel):
-        return model.anthropic.max_tokens
-    if isinstance(model, ScriptedModel):
+    if model.output_limit is not None:
+        return model.output_limit
+    if isinstance(model, ScriptedModel):  # its replies are written down: their sizes are known
         return _scripted_output(model, s.turns_used)
     return 0
 
@@ -104,9 +104,7 @@ def request_cost_bound(s: RunState, est: RequestEstimate) -> float:
     price = price_of(model_id(s), s.spec.budgets.prices)
     if price is None:
         return 0.0
-    caching, ttl = "off", "5m"
-    if isinstance(s.spec.model, AnthropicModel):
-        caching, ttl = s.spec.model.anthropic.prompt_cache, s.spec.model.anthropic.cache_ttl
+    caching, ttl = s.spec.model.caching
     prompt = est.worst_input_tokens
     rate_in = worst_input_rate(price, caching=caching, ttl=ttl, prompt_tokens=prompt)
     rate_out = output_rate(price, prompt_tokens=prompt)
@@ -181,8 +179,7 @@ def _exhausted(
 
 
 def model_id(s: RunState) -> str:
-    model = s.spec.model
-    return model.anthropic.model if isinstance(model, AnthropicModel) else "scripted"
+    return s.spec.model.model_id
 
 
 def done_so_far(s: RunState) -> str:

@@ -51,7 +51,7 @@ from agentledger.events.state import RunState
 from agentledger.events.types import ModelRequested
 from agentledger.schemas.content import ContentBlock, Message, TextBlock, to_api
 from agentledger.schemas.context import ContextDecision
-from agentledger.schemas.spec import AnthropicModel, ToolSpec
+from agentledger.schemas.spec import ToolSpec
 
 CHARS_PER_TOKEN = 4
 
@@ -126,10 +126,7 @@ def with_context(requested: ModelRequested, view: ContextView) -> ModelRequested
 
 def server_tools(s: RunState) -> tuple[dict[str, Any], ...]:
     """The provider's tools the spec asks for, as the API defines them."""
-    model = s.spec.model
-    if not isinstance(model, AnthropicModel):
-        return ()
-    return tuple(t.definition() for t in model.anthropic.server_tools)
+    return s.spec.model.server_tool_definitions()
 
 
 def canonical(system: str | None, tools: Sequence[ToolSpec], messages: Sequence[Message]) -> str:

@@ -33,7 +33,6 @@ from agentledger.events.types import (
     ToolError,
 )
 from agentledger.schemas.content import ContentBlock, ProviderBlock, ToolUseBlock, Usage
-from agentledger.schemas.spec import AnthropicModel
 
 NO_RETRY = RetryBound(max_attempts=1)  # a failed request ends the run
 # a reply that arrives while or after the run is cancelled is recorded, not acted on
@@ -79,12 +78,12 @@ def requested_model(s: RunState) -> str | None:
     """The model the next request goes to: the spec's, or its fallback once a turn
     was refused (thinking blocks are tied to the model, so it stays)."""
     model = s.spec.model
-    if not isinstance(model, AnthropicModel):
+    if not model.names_model:
         return None
-    fallback = model.anthropic.fallback_model
+    fallback = model.fallback_model
     if fallback is not None and any(t.stop_reason == "refusal" for t in s.turns):
         return fallback
-    return model.anthropic.model
+    return model.model_id
 
 
 def record_model_reply(
@@ -149,8 +148,7 @@ def _next(
 
 def _may_fall_back(s: RunState) -> bool:
     """A fallback model is named and no turn before this one was refused."""
-    model = s.spec.model
-    if not isinstance(model, AnthropicModel) or model.anthropic.fallback_model is None:
+    if s.spec.model.fallback_model is None:
         return False
     return not any(t.stop_reason == "refusal" for t in s.turns)
 

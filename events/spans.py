@@ -22,7 +22,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, assert_never
+from typing import Any
 
 from agentledger.events.fold import apply
 from agentledger.events.state import Call, RunState
@@ -50,7 +50,7 @@ from agentledger.events.types import (
     ToolCallWaiting,
 )
 from agentledger.schemas.envelope import Envelope
-from agentledger.schemas.spec import AnthropicModel, ReplayModel, RunSpec, ScriptedModel
+from agentledger.schemas.spec import RunSpec
 
 AttrValue = str | bool | int | float | tuple[str, ...]
 Attributes = Mapping[str, AttrValue]
@@ -112,15 +112,7 @@ def _digest(*parts: str, size: int) -> str:
 
 def model_of(spec: RunSpec) -> tuple[str, str]:
     """(provider name, model id) of a run's model as the GenAI conventions name them."""
-    match spec.model:
-        case AnthropicModel():
-            return "anthropic", spec.model.anthropic.model
-        case ReplayModel():
-            return "agentledger.replay", "replay"
-        case ScriptedModel():
-            return "agentledger.scripted", "scripted"
-        case _:
-            assert_never(spec.model)
+    return spec.model.provider, spec.model.model_id
 
 
 def spans_of(envelopes: Iterable[Envelope[Any]]) -> list[Span]:

@@ -4,11 +4,10 @@ never silently changes what a run does."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -16,11 +15,12 @@ from pydantic import (
     model_validator,
 )
 
+from agentledger.schemas.anthropic_spec import AnthropicModel as AnthropicModel  # re-exported
+from agentledger.schemas.anthropic_spec import AnthropicSettings as AnthropicSettings
+from agentledger.schemas.anthropic_spec import ServerTool as ServerTool
+from agentledger.schemas.model_capabilities import ModelCapabilities
 from agentledger.schemas.names import QUEUE_PATTERN
-
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+from agentledger.schemas.spec_base import Spec as _Spec
 
 
 class Principal(_Spec):
@@ -160,66 +160,12 @@ class ScriptedTurn(_Spec):
         return self
 
 
-class ScriptedModel(_Spec):
+class ScriptedModel(ModelCapabilities, _Spec):
     """A model that plays its turns in order (no API, no key): for examples and tests.
     A request for a turn it does not have ends the run `failed`."""
 
+    provider: ClassVar[str] = "agentledger.scripted"
     scripted: tuple[ScriptedTurn, ...] = Field(min_length=1, description="the turns, in order")
-
-
-class ServerTool(BaseModel):
-    """A server tool, as the Messages API defines it: `type` (versioned, e.g.
-    `web_search_20250305`), `name`, and its own options, passed through unchanged."""
-
-    model_config = ConfigDict(frozen=True, extra="allow")
-    type: str = Field(min_length=1, pattern=r"^[a-z][a-z0-9_]*$")
-    name: str = Field(min_length=1, pattern=r"^[a-zA-Z0-9_-]{1,64}$")
-
-    def definition(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
-
-class AnthropicSettings(_Spec):
-    """Claude through the Messages API. `server_tools` are passed through as the
-    API defines them (`{type: web_search_20250305, name: web_search, max_uses: 5}`):
-    the provider runs them, our executor never does. `prompt_cache`: `breakpoints`
-    (cache_control on the tools, the system text and the conversation's last
-    blocks), `automatic` (one top-level cache_control; the API places it) or
-    `off`. `fallback_model`: after a refusal the refused request is sent again,
-    without the refused turn, to this model, which then serves the rest of the run."""
-
-    model: str = Field(min_length=1, description="the model id")
-    max_tokens: int = Field(default=4096, ge=1, description="the output limit of a request")
-    system: str | None = Field(default=None, description="added to the spec's own system text")
-    temperature: float | None = Field(default=None, ge=0.0, le=1.0)
-    thinking: dict[str, Any] | None = Field(
-        default=None, description="passed through as the API defines it, e.g. {type: adaptive}"
-    )
-    server_tools: tuple[ServerTool, ...] = Field(
-        default=(), description="run by the provider, passed through as the API defines them"
-    )
-    prompt_cache: Literal["breakpoints", "automatic", "off"] = "breakpoints"
-    cache_ttl: Literal["5m", "1h"] = Field(
-        default="5m", description="1h: cache writes cost 2x input instead of 1.25x"
-    )
-    fallback_model: str | None = Field(
-        default=None,
-        min_length=1,
-        description="gets a refused request, once, and the rest of the run",
-    )
-
-    @model_validator(mode="after")
-    def _server_tool_names_unique(self) -> AnthropicSettings:
-        names = [t.name for t in self.server_tools]
-        if dupes := sorted({n for n in names if names.count(n) > 1}):
-            raise ValueError(f"server tool names must be unique: {dupes}")
-        return self
-
-
-class AnthropicModel(_Spec):
-    """Claude through the Messages API (ANTHROPIC_API_KEY)."""
-
-    anthropic: AnthropicSettings
 
 
 def _key_tag(*keys: str) -> Discriminator:
@@ -242,9 +188,10 @@ class ReplaySettings(_Spec):
     run_id: str = Field(min_length=1, description="the recorded run whose replies are played")
 
 
-class ReplayModel(_Spec):
+class ReplayModel(ModelCapabilities, _Spec):
     """Answers each model request with the reply another run recorded for that turn."""
 
+    provider: ClassVar[str] = "agentledger.replay"
     replay: ReplaySettings
 
 
