@@ -9,11 +9,12 @@ import os
 import shutil
 import socket
 import struct
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from agentledger.services.adapters.tools import handover, sandbox, seccomp
+from agentledger.services.adapters.tools import handover, sandbox, sandbox_files, seccomp
 from agentledger.services.adapters.tools.lifeline import MARK, Fds, command_line
 from agentledger.services.adapters.tools.sandbox import (
     Limits,
@@ -255,9 +256,15 @@ def test_a_sandbox_failure_names_what_to_change(stderr: str, root: bool, hint: s
     assert "AGENTLEDGER_SANDBOX=off" in said
 
 
-def test_the_workers_private_files_are_made_again_when_a_tmp_cleaner_removed_them() -> None:
+def test_the_workers_private_files_are_made_again_when_a_tmp_cleaner_removed_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a /tmp of its own: the uid's shared folder is in use by the suite's other processes
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(sandbox_files, "_folder", [])
     first = sandbox.private_file("seccomp.bpf")
     folder = os.path.dirname(first)
+    assert folder.startswith(str(tmp_path))
     assert os.stat(folder).st_uid == os.geteuid() and not os.stat(folder).st_mode & 0o022
     shutil.rmtree(folder)
     again = sandbox.private_file("seccomp.bpf")
