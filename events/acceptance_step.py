@@ -112,9 +112,11 @@ def record_acceptance(
     s: RunState, *, attempt: int, results: Sequence[CheckResult], now: float | None = None
 ) -> list[Event]:
     """The checks' results and what they lead to; past the run's wall clock at `now`,
-    the run times out whatever they say (the checks done are recorded first)."""
+    the run times out whatever they say (the checks done are recorded first). On a
+    run that ended (cancelled, out of wall clock) as its last check ran to its own
+    end, that check is recorded as stopped with the run (`ended_with_the_run`)."""
     if s.status is not RunStatus.ACCEPTING or s.acceptance_attempts != attempt:
-        return []
+        return ended_with_the_run(s, attempt=attempt, results=results)
     results = [_fresh(s, r) for r in results]
     checked: list[Event] = [
         AcceptanceChecked(
@@ -147,6 +149,27 @@ def record_acceptance(
         return [*checked, AcceptanceFailed(feedback=feedback)]
     told = acceptance_failure([(r.check, r.passed, r.evidence) for r in results])
     return [*checked, RunFailed(reason=ACCEPTANCE_FAILED, detail=told or "; ".join(failed))]
+
+
+def ended_with_the_run(s: RunState, *, attempt: int, results: Sequence[CheckResult]) -> list[Event]:
+    """The run ended while acceptance `attempt`'s last check ran, and that check
+    ended on its own (its timeout is what was left of the wall clock, so the two end
+    together): it is the check the run's end stopped, recorded once; its evidence's
+    reason says how it ended. Nothing when no check ran."""
+    if not results:
+        return []
+    last = results[-1]
+    reason = str(last.evidence.get("reason") or ("passed" if last.passed else "failed"))
+    return record_check_stopped(
+        s,
+        attempt=attempt,
+        index=len(results) - 1,
+        check=last.check,
+        requested_at=s.updated_at,
+        stopped_at=last.checked_at,
+        signals=(),
+        detail=f"it ended as the run did, on its own: {reason}",
+    )
 
 
 def record_check_stopped(

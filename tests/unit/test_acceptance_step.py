@@ -12,6 +12,7 @@ from runlog import (
     Log,
     check,
     do_accept,
+    do_cancel,
     do_finish,
     do_model_turn,
     do_validate,
@@ -25,6 +26,7 @@ from agentledger.events.status import RunStatus
 from agentledger.events.tool_step import Succeeded
 from agentledger.events.types import (
     AcceptanceChecked,
+    AcceptanceCheckStopped,
     AcceptanceFailed,
     AcceptanceStarted,
     RunCompleted,
@@ -100,6 +102,27 @@ def test_recording_the_verdict_again_returns_nothing() -> None:
     log = accepting()
     do_accept(log, check(True))
     assert record_acceptance(log.s, attempt=1, results=[check(True)]) == []
+
+
+def test_a_last_check_that_ended_with_the_run_is_recorded_as_stopped_once() -> None:
+    # its own timeout was what was left of the wall clock: it and the run end together,
+    # and the run's end is recorded first; the check's evidence is not dropped
+    log = accepting()
+    log.decide(start_acceptance, now=T0, lease_s=LEASE_S)
+    do_cancel(log)
+    ended = log.s.updated_at
+    late = check(False, reason="no exit within 3s: the run's wall clock ended")
+    events = log.decide(record_acceptance, attempt=1, results=[check(True), late])
+    assert events == [
+        AcceptanceCheckStopped(
+            attempt=1, index=1, check=late.check, requested_at=ended,
+            stopped_at=late.checked_at, signals=(),
+            detail="it ended as the run did, on its own: no exit within 3s: the run's wall clock ended",
+        )
+    ]  # fmt: skip
+    assert log.s.status is R.CANCELLED
+    assert record_acceptance(log.s, attempt=1, results=[late]) == []  # once
+    assert record_acceptance(log.s, attempt=2, results=[late]) == []  # its own attempt only
 
 
 def test_a_verdict_of_an_expired_attempt_is_ignored() -> None:
