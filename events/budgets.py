@@ -10,7 +10,6 @@ request may produce (`max_tokens`; for a scripted model, its next turn)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,8 +20,6 @@ from agentledger.events.repeat import consecutive_failures
 from agentledger.events.state import RunState
 from agentledger.events.status import CallStatus
 from agentledger.events.types import BudgetName, Event, RunBudgetExhausted, RunTimedOut
-from agentledger.schemas.content import TextBlock, ToolUseBlock
-from agentledger.schemas.spec import ScriptedModel
 
 # real tokenizers give 3-4 characters a token of JSON and prose: the cost guard
 # counts 3, so an estimate errs on the side of not sending
@@ -47,28 +44,9 @@ def estimate_request(s: RunState, view: ContextView) -> RequestEstimate:
 
 
 def max_output_tokens(s: RunState) -> int:
-    """The most output the next reply may bring."""
-    model = s.spec.model
-    if model.output_limit is not None:
-        return model.output_limit
-    if isinstance(model, ScriptedModel):  # its replies are written down: their sizes are known
-        return _scripted_output(model, s.turns_used)
-    return 0
-
-
-def _scripted_output(model: ScriptedModel, done: int) -> int:
-    """What the scripted model will say next, counted as it counts it (~4 chars a token)."""
-    if done >= len(model.scripted):
-        return 1
-    turn = model.scripted[done]
-    if turn.tool_use is not None:
-        blocks: list[dict[str, object]] = [
-            ToolUseBlock(id=c.id, name=c.name, input=c.input).model_dump() for c in turn.tool_use
-        ]
-    else:
-        text = turn.refusal if turn.refusal is not None else turn.end_turn or ""
-        blocks = [TextBlock(text=text).model_dump()]
-    return max(1, len(json.dumps(blocks)) // 4)
+    """The most output the next reply may bring (0: the model does not say)."""
+    limit = s.spec.model.output_after(s.turns_used)
+    return limit if limit is not None else 0
 
 
 def turns_left(s: RunState) -> int:

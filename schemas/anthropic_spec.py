@@ -85,3 +85,9 @@ class AnthropicModel(ModelCapabilities, _Spec):
 
     def server_tool_definitions(self) -> tuple[dict[str, Any], ...]:
         return tuple(t.definition() for t in self.anthropic.server_tools)
+
+    def problems(self) -> tuple[tuple[str, str], ...]:
+        if self.anthropic.temperature is not None:
+            reason = "the Messages API version the anthropic SDK sends refuses sampling parameters"
+            return (("model.anthropic.temperature", reason),)
+        return ()

@@ -4,6 +4,7 @@ never silently changes what a run does."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -18,6 +19,7 @@ from pydantic import (
 from agentledger.schemas.anthropic_spec import AnthropicModel as AnthropicModel  # re-exported
 from agentledger.schemas.anthropic_spec import AnthropicSettings as AnthropicSettings
 from agentledger.schemas.anthropic_spec import ServerTool as ServerTool
+from agentledger.schemas.content import TextBlock, ToolUseBlock
 from agentledger.schemas.model_capabilities import ModelCapabilities
 from agentledger.schemas.names import QUEUE_PATTERN
 from agentledger.schemas.spec_base import Spec as _Spec
@@ -166,6 +168,21 @@ class ScriptedModel(ModelCapabilities, _Spec):
 
     provider: ClassVar[str] = "agentledger.scripted"
     scripted: tuple[ScriptedTurn, ...] = Field(min_length=1, description="the turns, in order")
+
+    def output_after(self, turns_done: int) -> int | None:
+        """What it will say next, counted as it counts it (~4 chars a token)."""
+        if turns_done >= len(self.scripted):
+            return 1
+        turn = self.scripted[turns_done]
+        if turn.tool_use is not None:
+            blocks: list[dict[str, object]] = [
+                ToolUseBlock(id=c.id, name=c.name, input=c.input).model_dump()
+                for c in turn.tool_use
+            ]
+        else:
+            text = turn.refusal if turn.refusal is not None else turn.end_turn or ""
+            blocks = [TextBlock(text=text).model_dump()]
+        return max(1, len(json.dumps(blocks)) // 4)
 
 
 def _key_tag(*keys: str) -> Discriminator:

@@ -15,9 +15,16 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from agentledger.schemas.json_limits import MAX_MESSAGE_BYTES
 from agentledger.services.errors import ConfigError
-from agentledger.services.settings_env import ENV, otlp_traces_wanted, read_values, workspace_roots
+from agentledger.services.settings_env import (
+    ENV,
+    model_endpoints,
+    otlp_traces_wanted,
+    read_values,
+    workspace_roots,
+)
 
 SANDBOX_MODES = frozenset({"on", "off"})
+MODEL_KEY_VARS = "OPENAI_API_KEY"  # the credential variables a model spec may name, by default
 NO_PROBE = "off"  # AGENTLEDGER_PROBE_URL=off (or unset): probe nothing
 
 
@@ -69,6 +76,20 @@ class Settings:
     state_dir: str = field(default_factory=user_state_dir)
     anthropic_api_key: str | None = field(default=None, repr=False)  # never in a log line
     anthropic_base_url: str | None = None  # None: the SDK's default, api.anthropic.com
+    # models beyond Claude (issue 35): the base URLs a spec's model may name, the worker
+    # variables it may name as its credential, and their values (read at the edge)
+    model_endpoints: tuple[str, ...] = ()
+    model_key_vars: str = MODEL_KEY_VARS
+    model_keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # never logged
+
+    @property
+    def model_key_var_names(self) -> tuple[str, ...]:
+        return tuple(n.strip() for n in self.model_key_vars.split(",") if n.strip())
+
+    def model_key(self, name: str) -> str | None:
+        """The value of a credential variable a model spec may name; None: unset or not allowed."""
+        return dict(self.model_keys).get(name)
+
     sandbox: str = "on"  # "on": commands run under bubblewrap; "off": as the worker, unconfined
     sandbox_cpu_s: int = 120  # CPU seconds per process of a sandboxed command
     sandbox_memory_mb: int = 2048  # address space per process
@@ -151,6 +172,12 @@ def _resolve(values: dict[str, object], env: Mapping[str, str]) -> None:
         values["state_dir"] = os.path.abspath(os.path.expanduser(str(values["state_dir"])))
     else:
         values["state_dir"] = user_state_dir(env)
+    if "model_endpoints" in values:
+        values["model_endpoints"] = model_endpoints(str(values["model_endpoints"]))
+    names = str(values.get("model_key_vars", MODEL_KEY_VARS)).split(",")
+    values["model_keys"] = tuple(
+        (n, env[n]) for n in (x.strip() for x in names) if n and env.get(n)
+    )
     if "workspace_roots" in values:
         values["workspace_roots"] = workspace_roots(str(values["workspace_roots"]))
     if "publishers_file" in values:
@@ -299,7 +326,7 @@ def sandbox_environ(settings: Settings, environ: Mapping[str, str] | None = None
     return {n: env[n] for n in names if n and n in env}
 
 
-ALWAYS_SECRET = ("ANTHROPIC_API_KEY", "AGENTLEDGER_UI_TOKEN")
+ALWAYS_SECRET = ("ANTHROPIC_API_KEY", "AGENTLEDGER_UI_TOKEN", "OPENAI_API_KEY")
 
 
 def read_secrets(names: Iterable[str], environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -308,6 +335,7 @@ def read_secrets(names: Iterable[str], environ: Mapping[str, str] | None = None)
     when a run needs them; unset and empty ones are left out. Never logged."""
     env = os.environ if environ is None else environ
     listed = [n.strip() for n in env.get("AGENTLEDGER_SECRETS", "").split(",")]
+    listed += [n.strip() for n in env.get("AGENTLEDGER_MODEL_KEY_VARS", MODEL_KEY_VARS).split(",")]
     declared = dict.fromkeys([*names, *listed, *ALWAYS_SECRET])
     return {name: env[name] for name in declared if name and env.get(name)}
 
@@ -324,8 +352,8 @@ def environ_for_children(settings: Settings) -> dict[str, str]:
     env = dict(os.environ)
     for var, (name, _) in ENV.items():
         value = getattr(settings, name)
-        if isinstance(value, tuple):
-            env[var] = ":".join(value)
+        if isinstance(value, tuple):  # roots and URLs alike are read back split at ','
+            env[var] = ",".join(value)
         elif value is not None:
             env[var] = str(value)
     if settings.probe_url is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from urllib.parse import urlsplit
 
 from agentledger.services.errors import ConfigError
 
@@ -36,6 +37,9 @@ ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_STATE_DIR": ("state_dir", str),
     "ANTHROPIC_API_KEY": ("anthropic_api_key", str),
     "ANTHROPIC_BASE_URL": ("anthropic_base_url", str),
+    # models beyond Claude (issue 35): the endpoints and credential variables a spec may name
+    "AGENTLEDGER_MODEL_ENDPOINTS": ("model_endpoints", str),
+    "AGENTLEDGER_MODEL_KEY_VARS": ("model_key_vars", str),
     "AGENTLEDGER_SANDBOX": ("sandbox", str),
     "AGENTLEDGER_SANDBOX_CPU_S": ("sandbox_cpu_s", int),
     "AGENTLEDGER_SANDBOX_MEMORY_MB": ("sandbox_memory_mb", int),
@@ -100,6 +104,8 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_STATE_DIR": "the per-user state folder: the local Redis service's data, workspace copies, publishers file, last internal error (default $XDG_STATE_HOME/agentledger, else ~/.local/state/agentledger)",
     "ANTHROPIC_API_KEY": "for `model: anthropic`; always secret",
     "ANTHROPIC_BASE_URL": "for `model: anthropic`: another endpoint than the SDK's default",
+    "AGENTLEDGER_MODEL_ENDPOINTS": "base URLs (comma-separated) a run spec's model may name as its `base_url` (an OpenAI-compatible server: vLLM, Ollama, a LiteLLM proxy); a spec naming another is refused",
+    "AGENTLEDGER_MODEL_KEY_VARS": "names (comma-separated) of worker variables a run spec's model may name as its `api_key_env`; their values are secret",
     "AGENTLEDGER_SANDBOX": "`on`: commands run under bubblewrap; `off`: as the worker, unconfined, with its rights (only the environment stays minimal)",
     "AGENTLEDGER_SANDBOX_CPU_S": "CPU seconds per process of a sandboxed command (SIGXCPU, then SIGKILL a second later)",
     "AGENTLEDGER_SANDBOX_MEMORY_MB": "address space per process of a sandboxed command",
@@ -200,6 +206,23 @@ def workspace_roots(text: str) -> tuple[str, ...]:
                 "AGENTLEDGER_WORKSPACE_ROOTS", f"{root!r} is not an absolute folder (e.g. /srv/ws)"
             )
     return tuple(dict.fromkeys(os.path.normpath(r) for r in roots))
+
+
+def model_endpoints(text: str) -> tuple[str, ...]:
+    """AGENTLEDGER_MODEL_ENDPOINTS as base URLs: http(s)://host[:port][/path], separated
+    by ',' or spaces, without a trailing '/'."""
+    urls = [u.strip().rstrip("/") for u in text.replace(",", " ").split() if u.strip()]
+    for url in urls:
+        parts = urlsplit(url)
+        try:
+            parts.port  # noqa: B018 -- raises on a port that is not a number
+        except ValueError:
+            parts = parts._replace(netloc="")
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+            raise ConfigError(
+                "AGENTLEDGER_MODEL_ENDPOINTS", f"{url!r} is not http(s)://host[:port][/path]"
+            )
+    return tuple(dict.fromkeys(urls))
 
 
 def otlp_traces_wanted(env: Mapping[str, str]) -> bool:

@@ -20,7 +20,6 @@ from pydantic import ValidationError
 from agentledger.events.pricing import price_of
 from agentledger.schemas.errors import InvalidSpec, SpecProblem
 from agentledger.schemas.spec import (
-    AnthropicModel,
     CommandCheck,
     FileCheck,
     PythonCheck,
@@ -75,12 +74,12 @@ def spec_problems(
     problems += _pattern_problems(spec)
     if isinstance(spec.model, ScriptedModel):
         problems += _script_problems(spec.model, tools)
-    if isinstance(spec.model, AnthropicModel) and spec.model.anthropic.temperature is not None:
-        reason = "the Messages API version the anthropic SDK sends refuses sampling parameters"
-        problems.append(SpecProblem("model.anthropic.temperature", reason))
+    problems += [SpecProblem(where, reason) for where, reason in spec.model.problems()]
+    if settings is not None:
+        problems += endpoint_problems(spec, settings)
     # a replay costs what the recorded replies cost, priced by their recorded model ids
     if spec.budgets.max_cost_usd is not None and not isinstance(spec.model, ReplayModel):
-        model = spec.model.anthropic.model if isinstance(spec.model, AnthropicModel) else "scripted"
+        model = spec.model.model_id
         if price_of(model, spec.budgets.prices) is None:
             reason = f"a cost budget needs a price for model {model!r}"
             problems.append(SpecProblem("budgets.prices", reason))
@@ -88,6 +87,31 @@ def spec_problems(
         ws = os.path.join(base_dir, spec.workspace)
         if not os.path.isdir(ws):
             problems.append(SpecProblem("workspace", f"{ws!r} is not a folder"))
+    return problems
+
+
+def endpoint_problems(spec: RunSpec, settings: Settings) -> list[SpecProblem]:
+    """A model endpoint or credential variable the spec names that this deployment does
+    not allow (AGENTLEDGER_MODEL_ENDPOINTS, AGENTLEDGER_MODEL_KEY_VARS): a publisher
+    never chooses where a worker sends its requests, nor which of its secrets goes along."""
+    model, problems = spec.model, []
+    where = f"model.{model.provider}"
+    url = model.named_endpoint
+    if url is not None and url.rstrip("/") not in settings.model_endpoints:
+        allowed = ", ".join(settings.model_endpoints) or "none"
+        reason = (
+            f"{url!r} is not one of this deployment's model endpoints "
+            f"(AGENTLEDGER_MODEL_ENDPOINTS: {allowed})"
+        )
+        problems.append(SpecProblem(f"{where}.base_url", reason))
+    var = model.named_key_variable
+    if var is not None and var not in settings.model_key_var_names:
+        allowed = ", ".join(settings.model_key_var_names) or "none"
+        reason = (
+            f"{var!r} is not a variable this deployment lets a model spec name "
+            f"(AGENTLEDGER_MODEL_KEY_VARS: {allowed})"
+        )
+        problems.append(SpecProblem(f"{where}.api_key_env", reason))
     return problems
 
 

@@ -26,13 +26,13 @@ import httpx2
 from agentledger.events.types import ModelErrorKind
 from agentledger.schemas.spec import AnthropicSettings
 from agentledger.services.adapters.models.anthropic_wire import (
+    DEFAULT_BASE_URL,
     Incomplete,
     StreamLog,
     request_params,
     to_reply,
 )
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
-from agentledger.services.adapters.models.preflight import DEFAULT_BASE_URL
 
 # SDK 2.x sends anthropic-version 2026-10-21, which refuses sampling parameters
 # (even at their defaults), and has no `temperature` argument any more

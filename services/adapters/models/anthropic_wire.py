@@ -30,6 +30,7 @@ from agentledger.schemas.content import ContentBlock, Usage, to_api
 from agentledger.schemas.spec import AnthropicSettings
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
+DEFAULT_BASE_URL = "https://api.anthropic.com"  # the SDK's own, when ANTHROPIC_BASE_URL is unset
 STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 _BLOCK: TypeAdapter[ContentBlock] = TypeAdapter(ContentBlock)
 

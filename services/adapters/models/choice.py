@@ -6,12 +6,10 @@ request does not dump its spec again."""
 from __future__ import annotations
 
 import threading
-from typing import assert_never
 
-from agentledger.schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
+from agentledger.schemas.spec import ModelSpec
 from agentledger.services.adapters.models.port import ModelAdapter
-from agentledger.services.adapters.models.replay import ReplayAdapter
-from agentledger.services.adapters.models.scripted import ScriptedAdapter
+from agentledger.services.adapters.models.providers import make_adapter
 from agentledger.services.adapters.store.port import EventStore
 from agentledger.services.bounded_cache import BoundedCache
 from agentledger.services.settings import Settings
@@ -47,32 +45,9 @@ def _adapter_for(spec: ModelSpec, settings: Settings, store: EventStore | None) 
     key = (spec.model_dump_json(), settings)
     adapter = _ADAPTERS.get(key)
     if adapter is None:
-        adapter = _make_adapter(spec, settings, store)
+        adapter = make_adapter(spec, settings, store)
         _ADAPTERS.put(key, adapter, len(key[0]))
     _BY_OBJECT.put(
         (id(spec), settings), (spec, adapter), len(key[0])
     )  # holding spec keeps its id unique
     return adapter
-
-
-def _make_adapter(spec: ModelSpec, settings: Settings, store: EventStore | None) -> ModelAdapter:
-    match spec:
-        case ScriptedModel():
-            return ScriptedAdapter(spec)
-        case ReplayModel():
-            if store is None:
-                raise ValueError("the replay model needs the event store")
-            recorded = spec.replay.run_id
-            return ReplayAdapter(recorded, lambda: store.read(recorded))
-        case AnthropicModel():
-            # imported here: the SDK takes seconds to import, and scripted runs never need it
-            from agentledger.services.adapters.models.anthropic_adapter import AnthropicAdapter
-
-            return AnthropicAdapter(
-                spec.anthropic,
-                api_key=settings.anthropic_api_key,
-                base_url=settings.anthropic_base_url,
-                lease_s=settings.model_lease_s,
-            )
-        case _:
-            assert_never(spec)

@@ -1,7 +1,9 @@
 """Before `agentledger run` creates a run: could this process reach the model its
-spec names? A spec whose model is anthropic needs ANTHROPIC_API_KEY, and the
-API's address (ANTHROPIC_BASE_URL, else the SDK's default; through the proxy the
-environment names for it, when one does) must take a TCP connection. Nothing is
+spec names? Its provider says where its requests go and with which credential
+(`agentledger.services.adapters.models.providers`): a spec whose model is anthropic
+needs ANTHROPIC_API_KEY, and the API's address (ANTHROPIC_BASE_URL, else the SDK's
+default; through the proxy the environment names for it, when one does) must take
+a TCP connection; an OpenAI-compatible one likewise, with its own variables. Nothing is
 sent that costs tokens: a connect to host:port with a short timeout, closed at
 once. A refused connection, a host name that does not resolve, or no answer in
 time is `ProviderUnready` (the CLI says it and exits 2; nothing is recorded).
@@ -17,11 +19,11 @@ import urllib.request
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-from agentledger.schemas.spec import AnthropicModel, ModelSpec
+from agentledger.schemas.spec import ModelSpec
+from agentledger.services.adapters.models.providers import provider_of
 from agentledger.services.errors import ProviderUnready
 from agentledger.services.settings import Settings
 
-DEFAULT_BASE_URL = "https://api.anthropic.com"
 CONNECT_TIMEOUT_S = 5.0
 Connect = Callable[[tuple[str, int], float], socket.socket]
 
@@ -30,17 +32,18 @@ def check_provider(
     model: ModelSpec, settings: Settings, *, connect: Connect = socket.create_connection
 ) -> None:
     """Raise ProviderUnready when a run of `model` could not reach its provider from here."""
-    if not isinstance(model, AnthropicModel):
+    endpoint_of = provider_of(model).endpoint
+    if endpoint_of is None:
         return
-    if not settings.anthropic_api_key:
+    endpoint = endpoint_of(model, settings)
+    if endpoint.key_required and not endpoint.key_set and endpoint.key_variable:
         raise ProviderUnready(
-            "ANTHROPIC_API_KEY is not set",
-            f"the spec's model is anthropic ({model.anthropic.model}); export the key (or set "
+            f"{endpoint.key_variable} is not set",
+            f"the spec's model is {model.provider} ({model.model_id}); export the key (or set "
             "`model: scripted`), then run again; nothing was recorded",
-            variable="ANTHROPIC_API_KEY",
+            variable=endpoint.key_variable,
         )
-    url = settings.anthropic_base_url or DEFAULT_BASE_URL
-    variable = "ANTHROPIC_BASE_URL" if settings.anthropic_base_url else None
+    url, variable = endpoint.url, endpoint.url_variable
     address = _address(url, variable)
     via = _proxy_for(url)
     where = f"{url} (through the proxy {via})" if via else url

@@ -17,8 +17,8 @@ from agentledger.events.types import ModelRequested
 from agentledger.schemas.content import Message, to_api
 from agentledger.schemas.context import ContextDecision
 from agentledger.schemas.envelope import Envelope
-from agentledger.schemas.spec import AnthropicModel, RunSpec
-from agentledger.services.adapters.models.anthropic_wire import request_params
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.models.providers import provider_of
 from agentledger.services.adapters.tools.toolset import ToolSetError, load_toolset
 from agentledger.services.entrypoints.cli import exit_codes
 from agentledger.services.handlers.model import context_view, model_request
@@ -130,10 +130,9 @@ def _as_json(
     requested: ModelRequested, view: ContextView, verified: bool, spec: RunSpec, run_id: str
 ) -> dict[str, Any]:
     wire = None
-    if isinstance(
-        spec.model, AnthropicModel
-    ):  # the body as the adapter sends it, breakpoints included
-        wire = request_params(spec.model.anthropic, model_request(run_id, requested, view))
+    to_wire = provider_of(spec.model).wire
+    if to_wire is not None:  # the body as the adapter sends it (Claude's: breakpoints included)
+        wire = to_wire(spec.model, model_request(run_id, requested, view))
     return {
         "turn": requested.turn,
         "model": requested.model,
