@@ -22,6 +22,7 @@ from agentledger.schemas.anthropic_spec import ServerTool as ServerTool
 from agentledger.schemas.content import TextBlock, ToolUseBlock
 from agentledger.schemas.model_capabilities import ModelCapabilities
 from agentledger.schemas.names import QUEUE_PATTERN
+from agentledger.schemas.openai_spec import OpenAIModel as OpenAIModel  # re-exported
 from agentledger.schemas.spec_base import Spec as _Spec
 
 
@@ -215,8 +216,9 @@ class ReplayModel(ModelCapabilities, _Spec):
 ModelSpec = Annotated[
     Annotated[ScriptedModel, Tag("scripted")]
     | Annotated[AnthropicModel, Tag("anthropic")]
+    | Annotated[OpenAIModel, Tag("openai")]
     | Annotated[ReplayModel, Tag("replay")],
-    _key_tag("scripted", "anthropic", "replay"),
+    _key_tag("scripted", "anthropic", "openai", "replay"),
 ]
 
 

@@ -12,8 +12,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agentledger.schemas.spec import AnthropicModel, ModelSpec, ReplayModel, ScriptedModel
-from agentledger.services.adapters.models.port import ModelAdapter, ModelRequest
+from agentledger.schemas.spec import (
+    AnthropicModel,
+    ModelSpec,
+    OpenAIModel,
+    ReplayModel,
+    ScriptedModel,
+)
+from agentledger.services.adapters.models.port import (
+    ModelAdapter,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+)
 from agentledger.services.adapters.store.port import EventStore
 from agentledger.services.settings import Settings
 
@@ -40,6 +51,20 @@ class Provider:
     make: Make
     endpoint: Callable[[Any, Settings], Endpoint] | None = None  # None: nothing to reach
     wire: Callable[[Any, ModelRequest], dict[str, Any]] | None = None  # the body as sent
+
+
+@dataclass(frozen=True, slots=True)
+class _Unavailable:
+    """The adapter of a provider this worker cannot speak to (its SDK is not installed):
+    each request fails, not configured, saying what to install."""
+
+    cause: str
+
+    def respond(self, request: ModelRequest) -> ModelReply:
+        raise ModelError(self.cause, kind="not_configured")
+
+    def claim_lease_s(self) -> float:
+        return 30.0
 
 
 def _scripted(spec: ScriptedModel, settings: Settings, store: EventStore | None) -> ModelAdapter:
@@ -82,10 +107,36 @@ def _anthropic_wire(spec: AnthropicModel, request: ModelRequest) -> dict[str, An
     return request_params(spec.anthropic, request)
 
 
+def _openai(spec: OpenAIModel, settings: Settings, store: EventStore | None) -> ModelAdapter:
+    try:
+        from agentledger.services.adapters.models.openai_adapter import OpenAIAdapter
+    except ModuleNotFoundError as exc:
+        if exc.name != "openai":
+            raise
+        return _Unavailable(
+            "the openai SDK is not installed here: pip install 'agentledger[openai]'"
+        )
+    return OpenAIAdapter(spec, settings)
+
+
+def _openai_endpoint(spec: OpenAIModel, settings: Settings) -> Endpoint:
+    from agentledger.services.adapters.models.openai_wire import endpoint_of, is_openai_own
+
+    url, named, variable, key = endpoint_of(spec, settings)
+    return Endpoint(url, named, variable, key is not None, key_required=is_openai_own(url))
+
+
+def _openai_wire(spec: OpenAIModel, request: ModelRequest) -> dict[str, Any]:
+    from agentledger.services.adapters.models.openai_wire import request_params
+
+    return request_params(spec.openai, request)
+
+
 PROVIDERS: dict[type, Provider] = {
     ScriptedModel: Provider(_scripted),
     ReplayModel: Provider(_replay),
     AnthropicModel: Provider(_anthropic, _anthropic_endpoint, _anthropic_wire),
+    OpenAIModel: Provider(_openai, _openai_endpoint, _openai_wire),
 }
 
 
