@@ -72,7 +72,7 @@ def test_a_spec_may_name_only_the_endpoints_and_key_variables_the_deployment_lis
         ),
     ]
     assert [
-        p.where
+        p.field
         for p in endpoint_problems(_openai_spec(base_url="http://127.0.0.1:8000/v1"), Settings())
     ] == [
         "model.openai.base_url"  # none listed: none may be named
