@@ -1,7 +1,7 @@
 """Model prices in US dollars per million tokens, and the cost of one reply's usage.
 
 The defaults are Anthropic's list prices for the Claude API, checked on
-2026-12-01 (docs/reference/prices.md is made from this table); a run spec overrides or adds models
+2026-12-01, and OpenAI's as published in August 2025 (not checked since) (docs/reference/prices.md is made from this table); a run spec overrides or adds models
 under `budgets.prices`. Cache reads, 5-minute and 1-hour cache writes are
 priced apart; a model priced by prompt length (Haiku 5.5) bills every token of
 a long-prompt request at its higher price; web searches cost per thousand. A
@@ -17,6 +17,9 @@ from agentledger.schemas.content import Usage
 from agentledger.schemas.spec import Price
 
 PRICES_CHECKED = "2026-12-01"
+# OpenAI's list prices as published in August 2025, not checked since (this machine has no
+# way to): its cached input is read at a discount and written at the input price
+OPENAI_PRICES_AS_OF = "2025-08"
 
 
 def _p(inp: float, out: float, read: float, write_5m: float, write_1h: float) -> Price:
@@ -33,6 +36,11 @@ _SONNET_4 = _p(3.0, 15.0, 0.3, 3.75, 6.0)
 _HAIKU_5_5 = _p(0.10, 0.50, 0.01, 0.125, 0.20).model_copy(
     update={"long_prompt_over": 100_000, "long_prompt": _p(0.50, 2.50, 0.05, 0.625, 1.0)}
 )
+
+
+def _o(inp: float, out: float, read: float) -> Price:
+    return _p(inp, out, read, inp, inp)
+
 
 DEFAULT_PRICES: Mapping[str, Price] = {
     "claude-fable-5-2": _p(8.0, 40.0, 0.20, 10.0, 16.0),
@@ -58,6 +66,17 @@ DEFAULT_PRICES: Mapping[str, Price] = {
     "claude-3-5-haiku": _p(0.8, 4.0, 0.08, 1.0, 1.6),
     "claude-haiku-3-5": _p(0.8, 4.0, 0.08, 1.0, 1.6),
     "claude-3-haiku": _p(0.25, 1.25, 0.03, 0.30, 0.50),
+    # OpenAI's (OPENAI_PRICES_AS_OF)
+    "gpt-5": _o(1.25, 10.0, 0.125),
+    "gpt-5-mini": _o(0.25, 2.0, 0.025),
+    "gpt-5-nano": _o(0.05, 0.40, 0.005),
+    "gpt-4.1": _o(2.0, 8.0, 0.50),
+    "gpt-4.1-mini": _o(0.40, 1.60, 0.10),
+    "gpt-4.1-nano": _o(0.10, 0.40, 0.025),
+    "gpt-4o": _o(2.50, 10.0, 1.25),
+    "gpt-4o-mini": _o(0.15, 0.60, 0.075),
+    "o3": _o(2.0, 8.0, 0.50),
+    "o4-mini": _o(1.10, 4.40, 0.275),
 }
 
 

@@ -213,12 +213,13 @@ class ReplayModel(ModelCapabilities, _Spec):
     replay: ReplaySettings
 
 
+MODEL_KEYS = ("scripted", "anthropic", "openai", "replay")  # the key that names each provider
 ModelSpec = Annotated[
     Annotated[ScriptedModel, Tag("scripted")]
     | Annotated[AnthropicModel, Tag("anthropic")]
     | Annotated[OpenAIModel, Tag("openai")]
     | Annotated[ReplayModel, Tag("replay")],
-    _key_tag("scripted", "anthropic", "openai", "replay"),
+    _key_tag(*MODEL_KEYS),
 ]
 
 
@@ -323,7 +324,9 @@ class RunSpec(_Spec):
     principal: Principal
     budgets: Budgets = Budgets()
     policies: Policies = Policies()
-    model: ModelSpec = Field(description="exactly one of `scripted`, `anthropic`, `replay`")
+    model: ModelSpec = Field(
+        description="exactly one of " + ", ".join(f"`{k}`" for k in MODEL_KEYS)
+    )
     acceptance: tuple[AcceptanceCheck, ...] = Field(
         default=(), description="checks that must all pass for the run to end `completed`"
     )

@@ -459,11 +459,13 @@ def _spec_heading(model: type[BaseModel], path: str) -> str:
 
 
 def prices_page() -> str:
-    from agentledger.events.pricing import DEFAULT_PRICES, PRICES_CHECKED
+    from agentledger.events.pricing import DEFAULT_PRICES, OPENAI_PRICES_AS_OF, PRICES_CHECKED
 
     text = header("Default model prices", "events/pricing.py (`DEFAULT_PRICES`)")
     text += (
-        f"US dollars per million tokens, Anthropic's list prices checked on **{PRICES_CHECKED}**. "
+        f"US dollars per million tokens, Anthropic's list prices checked on **{PRICES_CHECKED}**, "
+        f"OpenAI's as published in **{OPENAI_PRICES_AS_OF}** and not checked since (a self-hosted "
+        "model costs what `budgets.prices` says: nothing unless priced). "
         "A model id is priced exactly, else by its longest known prefix (dated snapshots). "
         "`budgets.prices` in a spec overrides or adds any of them; a model with no price "
         "costs nothing, so a spec with `max_cost_usd` must price its model.\n\n"

@@ -118,14 +118,14 @@ def test_an_unknown_nested_key_is_refused() -> None:
     assert locs(spec) == [("principal", "role")]
 
 
-@pytest.mark.parametrize("model", [{"openai": {"model": "x"}}, {}, "scripted"])
-def test_a_model_without_scripted_or_anthropic_is_refused(model: Any) -> None:
+@pytest.mark.parametrize("model", [{"gemini": {"model": "x"}}, {}, "scripted"])
+def test_a_model_without_a_provider_key_is_refused(model: Any) -> None:
     spec = {**example(), "model": model}
     with pytest.raises(ValidationError) as err:
         RunSpec.model_validate(spec)
     [error] = err.value.errors()
     assert error["loc"] == ("model",)
-    assert "'scripted' or 'anthropic'" in error["msg"]
+    assert "'scripted' or 'anthropic' or 'openai' or 'replay'" in error["msg"]
 
 
 @pytest.mark.parametrize("max_turns", [0, -1, 10_001])

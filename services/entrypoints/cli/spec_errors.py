@@ -20,7 +20,7 @@ Path = tuple[str | int, ...]
 
 # what a part of the spec is, for a value of the wrong shape there ("*": any index)
 WHAT: dict[str, str] = {
-    "model": "the model is one of  scripted: [turns]  anthropic: {model: …}  replay: {run_id: …}",
+    "model": "the model is one of  scripted: [turns]  anthropic: {model: …}  openai: {model: …}  replay: {run_id: …}",
     "model.scripted": "a scripted model is a list of turns, played in order; each turn is a "
     'mapping with one of  tool_use: [{id, name, input}]  end_turn: "text"  refusal: "text"',
     "model.scripted.*": 'a scripted turn is a mapping with one of  tool_use: [calls]  end_turn: "text"  '
