@@ -6,7 +6,10 @@
    result, a thinking block): what issue 11 asks to stay flat.
 2. A 60-turn conversation through the anthropic adapter and the real SDK to the
    stand-in's simulated prompt cache, priced at claude-sonnet-5-5's list prices,
-   with `prompt_cache: breakpoints` and `off`."""
+   with `prompt_cache: breakpoints` and `off`.
+3. Its OpenAI-compatible twin: the same 60 requests through each adapter and its
+   real SDK to its stand-in (the Messages API's, the Chat Completions API's as
+   vLLM serves it), the median wall time of one model step side by side."""
 
 from __future__ import annotations
 
@@ -120,12 +123,52 @@ def cached_cost(caching: str, turns: int = 60) -> tuple[float, int]:
     return total, reads
 
 
+def adapter_steps(turns: int = 60) -> dict[str, float]:
+    """The median ms of one `respond` through each adapter and its SDK to its stand-in."""
+    from agentledger.schemas.openai_spec import OpenAIModel
+    from agentledger.services.adapters.models.openai_adapter import OpenAIAdapter
+    from agentledger.services.settings import Settings
+    from tests.standin.chat_completions import Call, Chat, ChatStandin
+
+    states = grown(turns)
+    medians: dict[str, float] = {}
+    with MessagesStandin() as claude, ChatStandin() as chat:
+        spec = OpenAIModel.model_validate({"openai": {"model": "gpt-5-mini", "base_url": chat.url}})
+        adapters = {
+            "anthropic": AnthropicAdapter(
+                AnthropicSettings(model="claude-sonnet-5-5", max_tokens=2048),
+                api_key="sk-ant-bench-000000", base_url=claude.url,
+            ),
+            "openai": OpenAIAdapter(spec, Settings(model_endpoints=(chat.url,))),
+        }  # fmt: skip
+        for name, model in adapters.items():
+            times = []
+            for s in states:
+                n = s.turns_used
+                claude.play(
+                    Streamed((Text("ok"), ToolUse(f"toolu_x{n}", "lookup_stock", {})), "tool_use")
+                )
+                chat.play(Chat(content="ok", calls=(Call("lookup_stock", {}, id=f"call_x{n}"),)))
+                view = assemble(s, TOOLS, Redactor())
+                request = ModelRequest(s.run_id, n + 1, view.system, view.messages, view.tools)
+                t0 = time.perf_counter()
+                model.respond(request)
+                times.append(time.perf_counter() - t0)
+            medians[name] = statistics.median(times) * 1e3
+    return medians
+
+
 def main() -> None:
     view_cost()
     with_cache, reads = cached_cost("breakpoints")
     without, _ = cached_cost("off")
     print(f"60 requests on the stand-in's cache at claude-sonnet-5-5 prices: ${with_cache:.4f} with "
           f"breakpoints ({reads} of 60 read the cache), ${without:.4f} without (x{without / with_cache:.1f})")  # fmt: skip
+
+    steps = adapter_steps()
+    print(f"one model step through the adapter and its SDK to its stand-in, median of 60: "
+          f"anthropic {steps['anthropic']:.2f} ms, openai-compatible {steps['openai']:.2f} ms "
+          f"(x{steps['openai'] / steps['anthropic']:.2f})")  # fmt: skip
 
 
 if __name__ == "__main__":
