@@ -19,9 +19,16 @@ class OpenAISettings(_Spec):
     is its key (AGENTLEDGER_MODEL_KEY_VARS lists those; OPENAI_API_KEY when unset;
     a server that needs none is sent none). `send_reasoning`: the reasoning a
     server returned (`reasoning_content`, `reasoning`) goes back with its turn, for
-    servers that require it (DeepSeek's thinking mode with tools); it is always kept."""
+    servers that require it (DeepSeek's thinking mode with tools); it is always kept.
+    `api`: which of OpenAI's APIs is spoken — `auto` is the Responses API at OpenAI's
+    own (its reasoning items go back with each request) and Chat Completions, the
+    API every compatible server implements, elsewhere."""
 
     model: str = Field(min_length=1, description="the model id, as the server names it")
+    api: Literal["auto", "chat", "responses"] = Field(
+        default="auto",
+        description="auto: the Responses API at OpenAI's own, Chat Completions elsewhere",
+    )
     base_url: str | None = Field(
         default=None,
         min_length=1,

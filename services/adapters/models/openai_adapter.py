@@ -35,14 +35,18 @@ from agentledger.services.adapters.models.anthropic_adapter import (
     root_cause,
     unreachable,
 )
+from agentledger.services.adapters.models.openai_responses import EventLog
+from agentledger.services.adapters.models.openai_responses import Incomplete as ResponseIncomplete
+from agentledger.services.adapters.models.openai_responses import to_reply as responses_reply
 from agentledger.services.adapters.models.openai_wire import (
     DEFAULT_BASE_URL,
     ChunkLog,
     Incomplete,
     endpoint_of,
     is_openai_own,
-    request_params,
+    speaks_responses,
     to_reply,
+    wire_body,
 )
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 from agentledger.services.adapters.store.port import EventStore
@@ -93,19 +97,20 @@ class OpenAIAdapter:
         if self._client is None:
             assert self._problem is not None
             raise self._problem
-        log = ChunkLog()
+        responses = speaks_responses(self._spec.openai, self._url)
+        log: ChunkLog | EventLog = EventLog() if responses else ChunkLog()
         try:
-            params = request_params(self._spec.openai, request, base_url=self._url)
-            # the body as `openai_wire` made it, as plain JSON: `chat.completions.create`
-            # walks every message against its typed shapes first (~50 ms a request at
-            # 60 turns, growing with the conversation), which a body of plain JSON needs not
+            body = wire_body(self._spec.openai, request, base_url=self._url)
+            # the body as the wire modules made it, as plain JSON: the SDK's typed methods
+            # walk every message against their shapes first (~50 ms a request at 60
+            # turns, growing with the conversation), which a body of plain JSON needs not
             stream = self._client.post(
-                "/chat/completions", cast_to=object, body=params, stream=True,
-                stream_cls=openai.Stream[object],
+                "/responses" if responses else "/chat/completions", cast_to=object,
+                body=body, stream=True, stream_cls=openai.Stream[object],
             )  # fmt: skip
             with stream:
-                for chunk in stream:
-                    log.see(chunk if isinstance(chunk, dict) else {})
+                for event in stream:
+                    log.see(event if isinstance(event, dict) else {})
         except openai.APIStatusError as exc:
             raise status_error(exc) from exc
         except openai.APITimeoutError as exc:
@@ -118,8 +123,10 @@ class OpenAIAdapter:
         except openai.APIError as exc:  # an error chunk in a 200 stream, or the SDK's own
             raise stream_error(exc) from exc
         try:
+            if isinstance(log, EventLog):
+                return responses_reply(log, request)
             return to_reply(log, request)
-        except Incomplete as exc:
+        except (Incomplete, ResponseIncomplete) as exc:
             raise ModelError(
                 f"the stream from {self._url} ended: {exc}", kind="stream_broken"
             ) from exc

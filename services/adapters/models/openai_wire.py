@@ -85,6 +85,24 @@ def is_openai_own(base_url: str) -> bool:
     return base_url.rstrip("/") == DEFAULT_BASE_URL
 
 
+def speaks_responses(settings: OpenAISettings, base_url: str | None = None) -> bool:
+    """Whether requests go to the Responses API (`api`; `auto`: at OpenAI's own)."""
+    if settings.api != "auto":
+        return settings.api == "responses"
+    return is_openai_own(base_url or settings.base_url or DEFAULT_BASE_URL)
+
+
+def wire_body(
+    settings: OpenAISettings, request: ModelRequest, *, base_url: str | None = None
+) -> dict[str, Any]:
+    """The body as it is sent, to whichever API the spec speaks."""
+    if speaks_responses(settings, base_url):
+        from agentledger.services.adapters.models.openai_responses import request_body
+
+        return request_body(settings, request)
+    return request_params(settings, request, base_url=base_url)
+
+
 def request_params(
     settings: OpenAISettings, request: ModelRequest, *, base_url: str | None = None
 ) -> dict[str, Any]:

@@ -127,9 +127,9 @@ def _openai_endpoint(spec: OpenAIModel, settings: Settings) -> Endpoint:
 
 
 def _openai_wire(spec: OpenAIModel, request: ModelRequest) -> dict[str, Any]:
-    from agentledger.services.adapters.models.openai_wire import request_params
+    from agentledger.services.adapters.models.openai_wire import wire_body
 
-    return request_params(spec.openai, request)
+    return wire_body(spec.openai, request)
 
 
 PROVIDERS: dict[type, Provider] = {
