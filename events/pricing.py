@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 
 from agentledger.schemas.content import Usage
-from agentledger.schemas.spec import Price
+from agentledger.schemas.spec import Price, RunSpec
 
 PRICES_CHECKED = "2026-12-01"
 # OpenAI's list prices as published in August 2025, not checked since (this machine has no
@@ -93,10 +93,35 @@ def _default_price(model: str) -> Price | None:
 
 
 def _lookup(model: str, table: Mapping[str, Price]) -> Price | None:
+    key = _key(model, table)
+    return table[key] if key is not None else None
+
+
+def _key(model: str, table: Mapping[str, Price]) -> str | None:
+    """The entry that prices `model`: its exact id, else its longest known prefix."""
     if model in table:
-        return table[model]
+        return model
     prefixes = [k for k in table if model.startswith(k)]
-    return table[max(prefixes, key=len)] if prefixes else None
+    return max(prefixes, key=len) if prefixes else None
+
+
+def with_operator_prices(spec: RunSpec, operator: Mapping[str, Price]) -> RunSpec:
+    """The spec with the operator's price of each model it names (its model and its
+    fallback) that the spec does not price itself, written into `budgets.prices`:
+    the run's log then says what it was priced at. The spec's own prices win over
+    the operator's, and the operator's over the built-in table."""
+    own = spec.budgets.prices
+    added = {
+        key: operator[key]
+        for model in (spec.model.model_id, spec.model.fallback_model)
+        if model is not None
+        and _key(model, own) is None
+        and (key := _key(model, operator)) is not None
+    }
+    if not added:
+        return spec
+    budgets = spec.budgets.model_copy(update={"prices": {**own, **added}})
+    return spec.model_copy(update={"budgets": budgets})
 
 
 def cost_usd(usage: Usage, price: Price | None) -> float:

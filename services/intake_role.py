@@ -34,6 +34,7 @@ from agentledger.services.keys import keys_for
 from agentledger.services.loops import inbox_parse
 from agentledger.services.loops.agreement import Agreement
 from agentledger.services.loops.intake import BEATS_PER_TTL, Intake
+from agentledger.services.prices_file import operator_prices
 from agentledger.services.settings import Settings
 from agentledger.services.structured_logs import set_worker
 
@@ -105,6 +106,7 @@ def build_intake(
     `only`. ConfigError when a deployment's file is broken, or not the one it records."""
     keys = keys_for(settings)
     worker = worker or worker_name()
+    operator_prices(settings)  # a broken price table refuses to start, naming it
     if only is None:  # a process of its own: its log lines name it (the embedded run's, its pools)
         set_worker(worker)
     observe = instruments.observe_step if instruments is not None else None  # RunCreated, controls

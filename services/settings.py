@@ -81,6 +81,7 @@ class Settings:
     model_endpoints: tuple[str, ...] = ()
     model_key_vars: str = MODEL_KEY_VARS
     model_keys: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # never logged
+    prices_file: str | None = None  # the operator's price table (services/prices_file.py)
 
     @property
     def model_key_var_names(self) -> tuple[str, ...]:
@@ -180,6 +181,8 @@ def _resolve(values: dict[str, object], env: Mapping[str, str]) -> None:
     )
     if "workspace_roots" in values:
         values["workspace_roots"] = workspace_roots(str(values["workspace_roots"]))
+    if "prices_file" in values:
+        values["prices_file"] = os.path.abspath(os.path.expanduser(str(values["prices_file"])))
     if "publishers_file" in values:
         values["publishers_file"] = os.path.abspath(
             os.path.expanduser(str(values["publishers_file"]))

@@ -40,6 +40,7 @@ ENV: dict[str, tuple[str, type]] = {
     # models beyond Claude (issue 35): the endpoints and credential variables a spec may name
     "AGENTLEDGER_MODEL_ENDPOINTS": ("model_endpoints", str),
     "AGENTLEDGER_MODEL_KEY_VARS": ("model_key_vars", str),
+    "AGENTLEDGER_PRICES_FILE": ("prices_file", str),
     "AGENTLEDGER_SANDBOX": ("sandbox", str),
     "AGENTLEDGER_SANDBOX_CPU_S": ("sandbox_cpu_s", int),
     "AGENTLEDGER_SANDBOX_MEMORY_MB": ("sandbox_memory_mb", int),
@@ -105,6 +106,7 @@ ENV_HELP: dict[str, str] = {
     "ANTHROPIC_API_KEY": "for `model: anthropic`; always secret",
     "ANTHROPIC_BASE_URL": "for `model: anthropic`: another endpoint than the SDK's default",
     "AGENTLEDGER_MODEL_ENDPOINTS": "base URLs (comma-separated) a run spec's model may name as its `base_url` (an OpenAI-compatible server: vLLM, Ollama, a LiteLLM proxy); a spec naming another is refused",
+    "AGENTLEDGER_PRICES_FILE": "a YAML file of model prices (model id or id prefix: {input, output, cache_read, …} in $ per million tokens) for models the built-in table lacks or prices otherwise; a run's spec is given its model's price when it names none",
     "AGENTLEDGER_MODEL_KEY_VARS": "names (comma-separated) of worker variables a run spec's model may name as its `api_key_env`; their values are secret",
     "AGENTLEDGER_SANDBOX": "`on`: commands run under bubblewrap; `off`: as the worker, unconfined, with its rights (only the environment stays minimal)",
     "AGENTLEDGER_SANDBOX_CPU_S": "CPU seconds per process of a sandboxed command (SIGXCPU, then SIGKILL a second later)",

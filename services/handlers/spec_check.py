@@ -36,6 +36,7 @@ from agentledger.services.adapters.tools.registry import (
 )
 from agentledger.services.adapters.tools.toolset import ToolSet
 from agentledger.services.handlers.linear_regex import pattern_problem
+from agentledger.services.prices_file import operator_prices
 from agentledger.services.pydantic_words import plain_reason, reworded
 from agentledger.services.settings import Settings
 
@@ -80,7 +81,12 @@ def spec_problems(
     # a replay costs what the recorded replies cost, priced by their recorded model ids
     if spec.budgets.max_cost_usd is not None and not isinstance(spec.model, ReplayModel):
         model = spec.model.model_id
-        if price_of(model, spec.budgets.prices) is None:
+        known = (
+            {**operator_prices(settings), **spec.budgets.prices}
+            if settings
+            else spec.budgets.prices
+        )
+        if price_of(model, known) is None:
             reason = f"a cost budget needs a price for model {model!r}"
             problems.append(SpecProblem("budgets.prices", reason))
     if spec.workspace and base_dir:

@@ -40,6 +40,7 @@ from agentledger.events.grants import (
     request_refusal,
     shard_refusal,
 )
+from agentledger.events.pricing import with_operator_prices
 from agentledger.events.state import RunState
 from agentledger.events.types import DEFAULT_QUEUE, Event, RunCreated
 from agentledger.schemas import inbox
@@ -66,6 +67,7 @@ from agentledger.services.loops.inbox_auth import Granted, authenticate, check_f
 from agentledger.services.loops.inbox_parse import Rejected, parse
 from agentledger.services.loops.inbox_streams import InboxStreams
 from agentledger.services.loops.intake_workspaces import Workspaces
+from agentledger.services.prices_file import operator_prices
 
 SOURCE = "intake"
 READ_COUNT = 20  # entries per read: what one read can hold in memory is bounded by it
@@ -215,6 +217,10 @@ class Intake:
         spec = spec.model_copy(
             update={"principal": spec.principal.model_copy(update={"scopes": held})}
         )
+        try:  # the operator's price of a model the spec does not price itself
+            spec = with_operator_prices(spec, operator_prices(self._app.settings))
+        except ConfigError as exc:
+            raise Rejected(f"the deployment's price table cannot be read: {exc}") from None
         placement = self._workspaces.decide(message, by)  # the server decides where it works
         toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
         try:
