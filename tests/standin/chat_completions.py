@@ -75,6 +75,7 @@ class Chat:
     # {"message", "type", "code"}: a chunk after the deltas, and the stream ends; when the
     # request does not stream, an HTTP 500 with that error (and finish_reason None: no answer)
     error: dict[str, Any] | None = None
+    delay_s: float = 0.0  # wait this long before answering (a slow model; a request in flight)
 
 
 @dataclass(frozen=True)
@@ -304,6 +305,8 @@ class _Handler(BaseHTTPRequestHandler):
         number, reply = self.server.standin._next(recorded)  # type: ignore[attr-defined]
         body = recorded.body if isinstance(recorded.body, dict) else {}
         completion_id = f"chatcmpl-standin-{number:04d}"
+        if isinstance(reply, Chat):
+            time.sleep(reply.delay_s)
         if isinstance(reply, Failed):
             self._fail(reply)
         elif isinstance(reply, Hangup):

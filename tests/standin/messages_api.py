@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -98,6 +99,7 @@ class Streamed:
     stop_details: dict[str, Any] | None = None
     error: dict[str, str] | None = None  # {"type", "message"}: an `error` event after the blocks
     drop: bool = False  # end the body after the blocks, with no message_delta / message_stop
+    delay_s: float = 0.0  # wait this long before answering (a slow model; a request in flight)
 
 
 @dataclass(frozen=True)
@@ -306,6 +308,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def _stream(self, reply: Streamed, message_id: str, usage: dict[str, Any] | None) -> None:
+        time.sleep(reply.delay_s)
         self._start_sse()
         for name, data in sse_events(reply, message_id, usage):
             payload = json.dumps({"type": name, **data})
