@@ -2,7 +2,9 @@
 must repeat — its type, turn, call id, tool name and input, stop reason, the
 code of an error, the result of a check, how the run ended — leaving out ids,
 times, attempts, claims and lock bookkeeping, which differ between any two runs.
-The first position where the reduced logs differ is the divergence."""
+The first position where the reduced logs differ is the divergence. Calls that
+ran at the same time end in whatever order their threads finished: their
+outcomes, one after the other in a log, are compared as a set (sorted)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,17 @@ SKIPPED = frozenset(
     }
 )
 KEPT = ("turn", "call_id", "name", "input", "stop_reason", "read_only", "index", "check", "passed")
+# how a call ended: the order of consecutive ones is the scheduler's, not the run's
+OUTCOMES = frozenset(
+    {
+        "ToolCallSucceeded",
+        "ToolCallFailed",
+        "ToolCallOutcomeUnknown",
+        "ToolCallConfirmedNotDone",
+        "ToolCallCancelled",
+        "ToolCallForceTerminated",
+    }
+)
 KEPT_BY_TYPE = {
     "RunFailed": ("reason",),
     "RunEscalated": ("reason",),
@@ -58,11 +71,28 @@ def essence(env: Envelope[Any]) -> str | None:
 def first_divergence(
     recorded: Sequence[Envelope[Any]], rerun: Sequence[Envelope[Any]]
 ) -> Divergence | None:
-    a = [(env.seq, e) for env in recorded if (e := essence(env)) is not None]
-    b = [(env.seq, e) for env in rerun if (e := essence(env)) is not None]
+    a = _in_order(recorded)
+    b = _in_order(rerun)
     for i in range(max(len(a), len(b))):
         left = a[i] if i < len(a) else (None, None)
         right = b[i] if i < len(b) else (None, None)
         if left[1] != right[1]:
             return Divergence(i, left[0], right[0], left[1], right[1])
     return None
+
+
+def _in_order(log: Sequence[Envelope[Any]]) -> list[tuple[int, str]]:
+    """The compared events' (seq, essence), each run of consecutive call outcomes sorted."""
+    out: list[tuple[int, str]] = []
+    block: list[tuple[int, str]] = []
+    for env in log:
+        e = essence(env)
+        if e is None:
+            continue
+        if env.type in OUTCOMES:
+            block.append((env.seq, e))
+            continue
+        out += sorted(block, key=lambda pair: pair[1])
+        block = []
+        out.append((env.seq, e))
+    return out + sorted(block, key=lambda pair: pair[1])

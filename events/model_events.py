@@ -87,3 +87,7 @@ class ModelResponded(EventModel):
     stop_details: dict[str, Any] | None = Field(
         default=None, description="why it stopped, as the API said (a refusal's category)"
     )
+    truncated: tuple[str, ...] = Field(
+        default=(),
+        description="tool_use ids whose input did not arrive whole (cut off): never executed",
+    )

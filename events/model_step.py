@@ -111,6 +111,7 @@ def record_model_reply(
         retries=tuple(retries),
         stop_sequence=stop_sequence,
         stop_details=dict(stop_details) if stop_details is not None else None,
+        truncated=tuple(truncated),
     )
     if s.status in _RECORD_ONLY:
         return [responded]

@@ -204,6 +204,11 @@ def _key_tag(*keys: str) -> Discriminator:
 
 class ReplaySettings(_Spec):
     run_id: str = Field(min_length=1, description="the recorded run whose replies are played")
+    fallback_model: str | None = Field(
+        default=None,
+        min_length=1,
+        description="the recorded run's fallback model: a replayed refusal goes on as it did",
+    )
 
 
 class ReplayModel(ModelCapabilities, _Spec):
@@ -211,6 +216,10 @@ class ReplayModel(ModelCapabilities, _Spec):
 
     provider: ClassVar[str] = "agentledger.replay"
     replay: ReplaySettings
+
+    @property
+    def fallback_model(self) -> str | None:
+        return self.replay.fallback_model
 
 
 MODEL_KEYS = ("scripted", "anthropic", "openai", "replay")  # the key that names each provider

@@ -46,7 +46,7 @@ from agentledger.events.types import DEFAULT_QUEUE, Event, RunCreated
 from agentledger.schemas import inbox
 from agentledger.schemas.errors import InvalidSpec, SchemaError
 from agentledger.schemas.inbox import Control, RunRequested
-from agentledger.schemas.spec import ReplayModel
+from agentledger.schemas.spec import ReplayModel, RunSpec
 from agentledger.services.adapters.broker.membership import Membership
 from agentledger.services.adapters.inbox.publishing import GROUP, entry_name
 from agentledger.services.adapters.publishers.nonces import Nonces, RedisNonces
@@ -68,6 +68,7 @@ from agentledger.services.loops.inbox_parse import Rejected, parse
 from agentledger.services.loops.inbox_streams import InboxStreams
 from agentledger.services.loops.intake_workspaces import Workspaces
 from agentledger.services.prices_file import operator_prices
+from agentledger.services.settings import Settings
 
 SOURCE = "intake"
 READ_COUNT = 20  # entries per read: what one read can hold in memory is bounded by it
@@ -213,14 +214,7 @@ class Intake:
         if (refusal := request_refusal(by.name, by.grant, spec.principal, queue)) is not None:
             raise Rejected(refusal)
         self._check_reach(message, by)
-        held = held_scopes(spec.principal.scopes, by.grant)
-        spec = spec.model_copy(
-            update={"principal": spec.principal.model_copy(update={"scopes": held})}
-        )
-        try:  # the operator's price of a model the spec does not price itself
-            spec = with_operator_prices(spec, operator_prices(self._app.settings))
-        except ConfigError as exc:
-            raise Rejected(f"the deployment's price table cannot be read: {exc}") from None
+        spec = _priced(_held(spec, by), self._app.settings)
         placement = self._workspaces.decide(message, by)  # the server decides where it works
         toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
         try:
@@ -386,3 +380,17 @@ def decide_control(s: RunState, m: Control, *, publisher: str) -> list[Event]:
             return controls.resume(s, by=m.by, note=m.note, escalation=m.escalation, publisher=p)
         case inbox.RunAborted():
             return controls.abort(s, by=m.by, note=m.note, escalation=m.escalation, publisher=p)
+
+
+def _held(spec: RunSpec, by: Granted) -> RunSpec:
+    """The spec holding only the scopes it asks for that the grant allows."""
+    held = held_scopes(spec.principal.scopes, by.grant)
+    return spec.model_copy(update={"principal": spec.principal.model_copy(update={"scopes": held})})
+
+
+def _priced(spec: RunSpec, settings: Settings) -> RunSpec:
+    """The spec with the operator's price of each model it does not price itself."""
+    try:
+        return with_operator_prices(spec, operator_prices(settings))
+    except ConfigError as exc:
+        raise Rejected(f"the deployment's price table cannot be read: {exc}") from None

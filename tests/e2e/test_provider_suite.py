@@ -84,6 +84,18 @@ def parallel(
         yield run(cli, on, example, Spec(), *PARALLEL)
 
 
+def rerun_matches(cli: Cli, side: Side, ran: Ran) -> dict[str, object]:
+    """`replay RUN --rerun`: no divergence, no context that differs, no request to the API."""
+    asked = len(side.requests())
+    done = cli("replay", ran.run_id, "--rerun", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["divergence"] is None, report
+    assert report["context_differs_at_turns"] == [], report
+    assert len(side.requests()) == asked  # the rerun asked the log, not the API
+    return report
+
+
 # 1 -------------------------------------------------------------------------------------------
 
 
@@ -110,6 +122,11 @@ def test_parallel_calls_are_answered_in_order_with_one_request_per_turn(parallel
     assert parallel.side.key not in shown
 
 
+def test_a_rerun_of_parallel_calls_matches_whichever_order_they_ended_in(parallel: Ran) -> None:
+    # the calls of one reply end in the scheduler's order, in the log and in the rerun
+    assert rerun_matches(parallel.cli, parallel.side, parallel)["status"] == "completed"
+
+
 # 2 -------------------------------------------------------------------------------------------
 
 RESERVE = {"sku": "A1", "qty": 2}
@@ -134,6 +151,8 @@ def test_a_call_cut_at_the_output_limit_never_runs_the_model_is_told_and_the_run
     assert list(told) == ["call_c1"] and "not executed" in told["call_c1"]
     assert by_call(ran.events, "call_c2")[-1] == "ToolCallSucceeded"
     assert json.loads((cli.workspace(ran.run_id) / "stock.json").read_text())["A1"]["reserved"] == 2
+    # the rerun is told of the cut call as the run was: the same context, turn after turn
+    assert rerun_matches(cli, side, ran)["status"] == "completed"
 
 
 # 3 -------------------------------------------------------------------------------------------
@@ -171,6 +190,8 @@ def test_a_refused_request_goes_once_to_the_fallback_model_without_the_refused_t
     assert [r["stop_reason"] for r in of_type(ran.events, "ModelResponded")] == [
         "refusal", "tool_use", "end_turn",
     ]  # fmt: skip
+    # a rerun refuses where the run did and goes on to the fallback as it did
+    assert rerun_matches(cli, side, ran)["status"] == "completed"
 
 
 # 4 -------------------------------------------------------------------------------------------

@@ -78,3 +78,26 @@ def test_a_different_tool_input_and_a_shorter_rerun_are_divergences() -> None:
     assert d is not None and d.recorded_seq == 3 and '"qty": 3' in (d.rerun or "")
     d = first_divergence(log(*recorded()), log(*recorded()[:-1]))
     assert d is not None and d.recorded_seq == 6 and d.rerun_seq is None and d.rerun is None
+
+
+def test_calls_that_ran_together_may_end_in_either_order_but_a_different_outcome_diverges() -> None:
+    def parallel(*order: str, failed: str | None = None) -> list[Any]:
+        ended = {
+            c: ToolCallFailed(
+                call_id=c,
+                error=ToolError(code="internal", message="x", retryable=False),
+                started_at=1,
+                finished_at=2,
+            )
+            if c == failed
+            else ToolCallSucceeded(call_id=c, output={}, started_at=1, finished_at=2)
+            for c in ("p1", "p2")
+        }
+        proposed = [
+            ToolCallProposed(call_id=c, turn=1, name="read", input={"c": c}) for c in ("p1", "p2")
+        ]
+        return [*proposed, *(ended[c] for c in order), RunCompleted(detail="ok")]
+
+    assert first_divergence(log(*parallel("p2", "p1")), log(*parallel("p1", "p2"))) is None
+    diverged = first_divergence(log(*parallel("p2", "p1")), log(*parallel("p1", "p2", failed="p2")))
+    assert diverged is not None and diverged.position == 2

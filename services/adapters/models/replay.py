@@ -56,6 +56,7 @@ class ReplayAdapter:
             model=recorded.model,
             stop_sequence=recorded.stop_sequence,
             stop_details=recorded.stop_details,
+            truncated_tool_use_ids=recorded.truncated,
         )
 
     def _load(self) -> None:

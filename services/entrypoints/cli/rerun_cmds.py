@@ -69,7 +69,8 @@ def rerun(session: Session, run_id: str, *, as_json: bool) -> int:
 
 
 def replay_spec(spec: RunSpec, run_id: str) -> RunSpec:
-    model = ReplayModel(replay=ReplaySettings(run_id=run_id))
+    fallback = spec.model.fallback_model  # a refusal the recorded run had goes on as it did
+    model = ReplayModel(replay=ReplaySettings(run_id=run_id, fallback_model=fallback))
     # a fresh copy even of a workspace the recorded run worked in in place
     return spec.model_copy(update={"model": model, "copy_workspace": True})
 
