@@ -64,6 +64,7 @@ class AnthropicModel(ModelCapabilities, _Spec):
     """Claude through the Messages API (ANTHROPIC_API_KEY)."""
 
     provider: ClassVar[str] = "anthropic"
+    shape: ClassVar[str] = "{model: …}"
     names_model: ClassVar[bool] = True
     anthropic: AnthropicSettings
 

@@ -17,6 +17,7 @@ class ModelCapabilities:
 
     provider: ClassVar[str]
     names_model: ClassVar[bool] = False  # whether a request names the model it goes to
+    shape: ClassVar[str] = "{…}"  # what its settings look like, for a message about a bad one
 
     @property
     def model_id(self) -> str:

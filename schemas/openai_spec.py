@@ -69,6 +69,7 @@ class OpenAIModel(ModelCapabilities, _Spec):
     """A model behind an OpenAI-compatible Chat Completions server."""
 
     provider: ClassVar[str] = "openai"
+    shape: ClassVar[str] = "{model: …, base_url: …}"
     names_model: ClassVar[bool] = True
     openai: OpenAISettings
 

@@ -168,6 +168,7 @@ class ScriptedModel(ModelCapabilities, _Spec):
     A request for a turn it does not have ends the run `failed`."""
 
     provider: ClassVar[str] = "agentledger.scripted"
+    shape: ClassVar[str] = "[turns]"
     scripted: tuple[ScriptedTurn, ...] = Field(min_length=1, description="the turns, in order")
 
     def output_after(self, turns_done: int) -> int | None:
@@ -215,6 +216,7 @@ class ReplayModel(ModelCapabilities, _Spec):
     """Answers each model request with the reply another run recorded for that turn."""
 
     provider: ClassVar[str] = "agentledger.replay"
+    shape: ClassVar[str] = "{run_id: …}"
     replay: ReplaySettings
 
     @property
@@ -222,7 +224,14 @@ class ReplayModel(ModelCapabilities, _Spec):
         return self.replay.fallback_model
 
 
-MODEL_KEYS = ("scripted", "anthropic", "openai", "replay")  # the key that names each provider
+# the key that names each provider in a spec, and its class: a new provider is a row here
+MODELS: dict[str, type[ModelCapabilities]] = {
+    "scripted": ScriptedModel,
+    "anthropic": AnthropicModel,
+    "openai": OpenAIModel,
+    "replay": ReplayModel,
+}
+MODEL_KEYS = tuple(MODELS)
 ModelSpec = Annotated[
     Annotated[ScriptedModel, Tag("scripted")]
     | Annotated[AnthropicModel, Tag("anthropic")]

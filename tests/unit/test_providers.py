@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import get_args
 
-from agentledger.schemas.spec import ModelSpec, RunSpec
+from agentledger.schemas.spec import MODELS, ModelSpec, RunSpec
 from agentledger.services.adapters.models.providers import PROVIDERS
 from agentledger.services.handlers.spec_check import endpoint_problems
 from agentledger.services.settings import Settings
@@ -26,6 +26,10 @@ def test_every_model_spec_class_has_a_provider_row() -> None:
     assert set(classes) == set(PROVIDERS), (
         "a spec class without its row, or a row without its class"
     )
+
+
+def test_the_spec_key_of_each_provider_names_its_class_in_the_union() -> None:
+    assert list(MODELS.values()) == _spec_classes()
 
 
 def test_the_core_never_checks_a_provider_type() -> None:

@@ -13,14 +13,14 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from agentledger.schemas.errors import SpecProblem
-from agentledger.schemas.spec import RunSpec
+from agentledger.schemas.spec import MODELS, RunSpec
 from agentledger.services.pydantic_words import plain_reason, shown
 
 Path = tuple[str | int, ...]
 
 # what a part of the spec is, for a value of the wrong shape there ("*": any index)
 WHAT: dict[str, str] = {
-    "model": "the model is one of  scripted: [turns]  anthropic: {model: …}  openai: {model: …}  replay: {run_id: …}",
+    "model": "the model is one of  " + "  ".join(f"{k}: {c.shape}" for k, c in MODELS.items()),
     "model.scripted": "a scripted model is a list of turns, played in order; each turn is a "
     'mapping with one of  tool_use: [{id, name, input}]  end_turn: "text"  refusal: "text"',
     "model.scripted.*": 'a scripted turn is a mapping with one of  tool_use: [calls]  end_turn: "text"  '
