@@ -183,7 +183,8 @@ class MemoryEventStore:
             idle = [(at, r) for at, r in idle if self._shard_of(r) in shards]
         return [r for _, r in idle[:limit]]
 
-    def touch(self, run_id: str, *, at: float) -> None:
+    def touch(self, run_id: str, *, at: float, seq: int | None = None) -> None:
         with self._lock:
-            if run_id in self._live:
+            moved = seq is not None and len(self._logs.get(run_id, ())) != seq
+            if run_id in self._live and not moved:
                 self._live[run_id] = at
