@@ -12,7 +12,8 @@ decide (`agentledger.events.ticks`): claims whose worker went silent (a read-onl
 once when its worker is proven dead, `App.dead_workers`), approvals nobody
 answered, the wall-clock budget; the time it could not reach Redis does not
 count against a claim (`Reach`); then it sends everything due (asking again
-for the locks a waiting call is queued for). It also ends the leases of lock holders that stopped renewing and
+for the locks a waiting call is queued for) that is not still waiting in its
+queue (`App.resend`: the lag an autoscaler reads counts steps, not re-drives). It also ends the leases of lock holders that stopped renewing and
 tells whoever the locks pass to. One run it cannot fold never stops the pass."""
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def _redrive(
     sent = set(new_commands(before, step.state, now=now)) if step.appended else set()
     due = due_commands(step.state, now=now, redrive=True, unreachable=unreachable)
     again = [c for c in due if c not in sent]
-    app.send(app.outbox.messages(step.state, again))
+    (app.resend or app.send)(app.outbox.messages(step.state, again))  # none twice in a queue
     return bool(again or sent), step.state
 
 
