@@ -3,8 +3,8 @@ queue, for the run's tool set, in the run's shard — as the dramatiq message
 the pool's actor takes. The writer hands these to the store's append (queued
 with its events, atomically); `send` pushes messages on their own (the
 lock grants told to the run that waited); `Resend` pushes the sweeper's
-re-drives, each only where no message for the same command still waits
-(`resend.lua`), so the lag an autoscaler reads counts steps, not re-drives."""
+re-drives, each only where no message for the same command still waits to be
+taken (`resend.lua`), so the lag an autoscaler reads counts steps, not re-drives."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from agentledger.events.commands import (
     RunAcceptance,
 )
 from agentledger.events.state import RunState
+from agentledger.services.adapters.broker.streams_queue import GROUP
 from agentledger.services.adapters.store.port import Outgoing
 from agentledger.services.keys import Keys
 
@@ -116,8 +117,10 @@ def send(client: redis.Redis, messages: Sequence[Outgoing]) -> None:
 
 class Resend:
     """The sweeper's re-drives on Redis: per stream, one script call that sends
-    each message only when no message for its command still waits there
-    (`resend.lua`); a stream with more than `scan_max` waiting gets none this time."""
+    each message only when no message for its command still waits there to be
+    taken, queued or delayed (`resend.lua`: one delivered and not acked gets one
+    copy, for any free worker); a stream with more than `scan_max` messages gets
+    none this time."""
 
     def __init__(self, client: redis.Redis, keys: Keys, *, scan_max: int = RESEND_SCAN_MAX):
         self._keys = keys
@@ -129,7 +132,7 @@ class Resend:
         for m in messages:
             streams.setdefault(m.stream, []).append(m)
         for stream, batch in streams.items():
-            args: list[Any] = [self._scan_max]
+            args: list[Any] = [GROUP, self._scan_max]
             for m in batch:
                 args += [command_key(m.data) or "", m.data]
             keys = [stream, self._keys.queue_delayed(stream)]
