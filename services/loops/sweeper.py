@@ -1,20 +1,23 @@
 """The sweeper, the backstop: for the shards this process owns, it re-drives every
 live run that has made no progress within the lease, from the event log alone,
 whatever the broker lost. A run it looked at is looked at again when
-`agentledger.events.looks.next_look` says: after another lease, or at the first pass
-after its next deadline (a dead worker's claim running out) when that comes
+`agentledger.events.looks.next_look` says: after another lease, or at the first
+pass after its next deadline (a dead worker's claim running out) when that comes
 sooner; a parked run (waiting for an approval, nothing due to a worker, nothing
 in flight) only at its deadline (the approval's expiry, the wall clock), so a
 thousand parked runs cost nothing between their deadlines. Its look is written
 only while the run is still where it was folded: an append since (an answer, a
-cancel) scored it afresh and wins. First it lets time
-decide (`agentledger.events.ticks`): claims whose worker went silent (a read-only one at
-once when its worker is proven dead, `App.dead_workers`), approvals nobody
-answered, the wall-clock budget; the time it could not reach Redis does not
-count against a claim (`Reach`); then it sends everything due (asking again
-for the locks a waiting call is queued for) that is not still waiting in its
-queue (`App.resend`: the lag an autoscaler reads counts steps, not re-drives). It also ends the leases of lock holders that stopped renewing and
-tells whoever the locks pass to. One run it cannot fold never stops the pass."""
+cancel) scored it afresh and wins.
+
+First it lets time decide (`agentledger.events.ticks`): claims whose worker went
+silent (a read-only one at once when its worker is proven dead,
+`App.dead_workers`), approvals nobody answered, the wall-clock budget; the time
+it could not reach Redis does not count against a claim (`Reach`); then it sends
+everything due (asking again for the locks a waiting call is queued for) that is
+not still waiting in its queue (`App.resend`: the lag an autoscaler reads counts
+steps, not re-drives). It also ends the leases of lock holders that stopped
+renewing and tells whoever the locks pass to. One run it cannot fold never stops
+the pass."""
 
 from __future__ import annotations
 
