@@ -21,7 +21,7 @@ from agentledger.events.commands import Pool
 from agentledger.services.adapters.broker.budgets import Budgets, thread_budgets
 from agentledger.services.adapters.broker.log_context import context_middleware
 from agentledger.services.adapters.broker.membership import Membership
-from agentledger.services.adapters.broker.outbox import Outbox, send
+from agentledger.services.adapters.broker.outbox import Outbox, Resend, send
 from agentledger.services.adapters.broker.streams_broker import StreamsBroker
 from agentledger.services.adapters.ledger.redis_ledger import RedisLedger
 from agentledger.services.adapters.locks.redis_locks import RedisLocks
@@ -145,6 +145,7 @@ def build_app(
         ),
         outbox=outbox,
         send=push,
+        resend=Resend(client, keys),
         dead_workers=WorkerDeaths(client, keys, member_ttl_s=settings.member_ttl_s),
     )
 

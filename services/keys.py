@@ -71,7 +71,8 @@ class Keys:
         return f"{self.prefix}:{{{shard}}}:runs"
 
     def live(self, shard: int) -> str:
-        """Sorted set of the shard's live runs by time of last progress."""
+        """Sorted set of the shard's live runs by time of last progress or look (a
+        parked run's: its next deadline less a lease, `agentledger.events.looks`)."""
         return f"{self.prefix}:{{{shard}}}:live"
 
     def queue(self, shard: int, queue: str, toolset: str, pool: str) -> str:

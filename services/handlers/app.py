@@ -55,6 +55,9 @@ class App:
     # the workers holding a run's claims that are proven dead (`worker_deaths`); none by default
     dead_workers: Callable[[RunState], frozenset[str]] = lambda s: frozenset()
     carrying: Carrying | None = None  # None: every next step goes through its queue
+    # the sweeper's re-drives: each only where no message for its command still waits
+    # (`agentledger.services.adapters.broker.outbox.Resend`); None: `send`, unchecked
+    resend: Callable[[Sequence[Outgoing]], None] | None = None
 
     @cached_property
     def engine(self) -> Engine:

@@ -1,14 +1,23 @@
 """The sweeper, the backstop: for the shards this process owns, it re-drives every
 live run that has made no progress within the lease, from the event log alone,
-whatever the broker lost; a run it looked at is looked at again after another
-lease, or at the first pass after its next deadline (`agentledger.events.ticks.next_tick`:
-a dead worker's claim running out) when that comes sooner. First it lets time
-decide (`agentledger.events.ticks`): claims whose worker went silent (a read-only one at
-once when its worker is proven dead, `App.dead_workers`), approvals nobody
-answered, the wall-clock budget; the time it could not reach Redis does not
-count against a claim (`Reach`); then it sends everything due (asking again
-for the locks a waiting call is queued for). It also ends the leases of lock holders that stopped renewing and
-tells whoever the locks pass to. One run it cannot fold never stops the pass."""
+whatever the broker lost. A run it looked at is looked at again when
+`agentledger.events.looks.next_look` says: after another lease, or at the first
+pass after its next deadline (a dead worker's claim running out) when that comes
+sooner; a parked run (waiting for an approval, nothing due to a worker, nothing
+in flight) only at its deadline (the approval's expiry, the wall clock), so a
+thousand parked runs cost nothing between their deadlines. Its look is written
+only while the run is still where it was folded: an append since (an answer, a
+cancel) scored it afresh and wins.
+
+First it lets time decide (`agentledger.events.ticks`): claims whose worker went
+silent (a read-only one at once when its worker is proven dead,
+`App.dead_workers`), approvals nobody answered, the wall-clock budget; the time
+it could not reach Redis does not count against a claim (`Reach`); then it sends
+everything due (asking again for the locks a waiting call is queued for) that is
+not still waiting in its queue (`App.resend`: the lag an autoscaler reads counts
+steps, not re-drives). It also ends the leases of lock holders that stopped
+renewing and tells whoever the locks pass to. One run it cannot fold never stops
+the pass."""
 
 from __future__ import annotations
 
@@ -22,8 +31,9 @@ from agentledger.events.claims import Window
 from agentledger.events.dispatch import due_commands, new_commands
 from agentledger.events.errors import CoreError
 from agentledger.events.lock_step import record_lease_expired
+from agentledger.events.looks import next_look
 from agentledger.events.state import RunState
-from agentledger.events.ticks import next_tick, on_tick
+from agentledger.events.ticks import on_tick
 from agentledger.events.types import Event
 from agentledger.schemas.errors import SchemaError
 from agentledger.services.adapters.broker.membership import Membership
@@ -42,26 +52,28 @@ def sweep_once(app: App, shards: list[int], *, unreachable: Sequence[Window] = (
     `unreachable`: the windows in which this sweeper could not reach Redis (that
     time does not count against a claim: `agentledger.events.ticks`)."""
     now = app.clock.now()
-    idle = app.store.idle_live_runs(idle_since=now - app.settings.lease_s, shards=shards)
+    lease = app.settings.lease_s
+    idle = app.store.idle_live_runs(idle_since=now - lease, shards=shards)
     expire_leases(app)  # after choosing: recording an expiry is not progress of the run
     redriven = 0
     for run_id in idle:
-        look_at = now  # look again after a lease, not every pass
         try:
-            moved, tick = _redrive(app, run_id, now, unreachable)
-            redriven += moved
-            if tick is not None and tick > now:  # or as soon as a deadline passes, if sooner
-                look_at = min(now, tick - app.settings.lease_s)
+            moved, after = _redrive(app, run_id, now, unreachable)
         except (CoreError, SchemaError, UnknownRun) as exc:
             log.error("run %r cannot be folded, not swept: %s", run_id, exc)
-        app.store.touch(run_id, at=look_at)
+            app.store.touch(run_id, at=now)  # looked at again after a lease
+            continue
+        redriven += moved
+        look = next_look(after, at=now, lease_s=lease, unreachable=unreachable)
+        if look is not None:  # the index says idle a lease after its score: due at `look`
+            app.store.touch(run_id, at=look - lease, seq=after.seq)
     return redriven
 
 
 def _redrive(
     app: App, run_id: str, now: float, unreachable: Sequence[Window]
-) -> tuple[bool, float | None]:
-    """Whether anything was sent, and when time alone may move the run next."""
+) -> tuple[bool, RunState]:
+    """Whether anything was sent, and the run's state after the look."""
     before = app.runs.load(run_id)
     if before is None:
         raise UnknownRun(run_id)
@@ -74,8 +86,8 @@ def _redrive(
     sent = set(new_commands(before, step.state, now=now)) if step.appended else set()
     due = due_commands(step.state, now=now, redrive=True, unreachable=unreachable)
     again = [c for c in due if c not in sent]
-    app.send(app.outbox.messages(step.state, again))
-    return bool(again or sent), next_tick(step.state, unreachable=unreachable)
+    (app.resend or app.send)(app.outbox.messages(step.state, again))  # none twice in a queue
+    return bool(again or sent), step.state
 
 
 def expire_leases(app: App) -> int:

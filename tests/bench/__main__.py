@@ -3,7 +3,8 @@ orchestration costs, next to the floor it stands on and to its peers, in one
 invocation. On a private redis-server with AOF (everysec; W1 again at
 `always`): F the floor, W1 one long run, W2 many one-call runs, W3 many runs at
 once on one and two worker processes, W5 state loads as the log grows and a
-worker SIGKILLed mid-run; and the peers (each in a process of its own, between
+worker SIGKILLed mid-run, R an idle worker's Redis round trips with no run and
+with runs parked on an approval; and the peers (each in a process of its own, between
 our repetitions). Medians of the repetitions; a table in the terminal and
 bench-results/bench.json. A benchmark, not a test: the numbers move with
 whatever else the machine is doing."""
@@ -27,7 +28,7 @@ import dramatiq
 
 from agentledger.services.errors import ConfigError, RedisUnavailable
 from agentledger.services.settings import Settings, from_env
-from tests.bench import embedded, floor, ours, peers, recovery, report, state_load
+from tests.bench import embedded, floor, ours, parked, peers, recovery, report, state_load
 from tests.bench.harness import Bench, BenchError, private_bench
 from tests.bench.plan import PLANS, WINDOW, Plan
 
@@ -64,6 +65,10 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
         notes.append("W5 loads of 50,000+ events: the whole-log fold is timed at most 3 times")
         for rep in range(1, plan.kill_reps + 1):
             raw["kills"] += _kills(bench, f"{tag}-k{rep}", plan.kill_cases)
+        raw["parked"] = [
+            parked.measure(bench, f"{tag}-parked{rep}", plan.parked, plan.parked_window_s)
+            for rep in range(1, plan.parked_reps + 1)
+        ]
         notes.append(
             f"SIGKILL with the default settings: the sweeper re-drives a run idle for lease_s "
             f"({settings.lease_s:g} s); the broker hands a dead worker's messages on after "

@@ -27,3 +27,9 @@ def bench_text(n: int = 0, chars: int = 1000) -> dict[str, object]:
     """Return the number it was given and `chars` characters of text (a tool
     result of a realistic size); reads and writes nothing."""
     return {"n": n, "text": f"{n:08d} " * (chars // 9) + "." * (chars % 9)}
+
+
+@tool(read_only=True, approval="always")
+def bench_approved(n: int = 0) -> dict[str, int]:
+    """The no-op, but a person must approve each call first (the parked-runs row)."""
+    return {"n": n}

@@ -41,6 +41,9 @@ class Plan:
     peer_runs: int
     peer_reps: int
     always_reps: int  # W1 again at AOF always
+    parked: int  # R: runs waiting for an approval while a worker idles
+    parked_reps: int
+    parked_window_s: float  # R: each idle window counted
 
 
 PLANS = {
@@ -48,13 +51,15 @@ PLANS = {
         reps=3, calls=200, runs=200, concurrent=(64, 10),
         log_sizes=(100, 1_000, 10_000, 100_000), kill_reps=3, kill_cases=("tool", "model"),
         floor_ops=2000, hops=100, peer_calls=200, peer_runs=200, peer_reps=3,
-        always_reps=3,
+        always_reps=3, parked=1_000, parked_reps=1,
+        parked_window_s=10.0,
     ),
     "quick": Plan(
         reps=3, calls=40, runs=40, concurrent=(16, 5),
         log_sizes=(100, 1_000, 10_000), kill_reps=1, kill_cases=("model",),
         floor_ops=300, hops=30, peer_calls=40, peer_runs=40, peer_reps=1,
-        always_reps=1,
+        always_reps=1, parked=200, parked_reps=1,
+        parked_window_s=5.0,
     ),
 }  # fmt: skip
 

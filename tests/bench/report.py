@@ -140,6 +140,15 @@ def rows(raw: dict[str, Any], plan: Plan, durability: str) -> list[Row]:
         what = f"worker SIGKILLed holding a {holding} call"
         add("W5", f"run moves again, {what}", OURS, durability, "s", _col(kills, "resume_s"))
         add("W5", f"run completes, {what}", OURS, durability, "s", _col(kills, "complete_s"))
+    for r in raw.get("parked", [])[:1]:
+        n = r["parked"]
+        idle = "idle Redis round trips/s of one worker process"
+        reps = raw["parked"]
+        add("R", f"{idle}, no run", OURS, durability, "trips/s", _col(reps, "idle_rt_per_s"))
+        add("R", f"{idle}, {n:,} runs parked on an approval", OURS, durability, "trips/s",
+            _col(reps, "parked_rt_per_s"))  # fmt: skip
+        add("R", f"{idle}: {n:,} parked / none (target <= 2)", OURS, durability, "ratio",
+            _col(reps, "ratio"))  # fmt: skip
     _vs_ours(out)
     return out
 

@@ -193,6 +193,42 @@ class EventStoreContract:
 
         assert store.idle_live_runs(idle_since=T0 + 150) == [recent]
 
+    def test_a_run_touched_at_a_later_time_is_idle_only_a_lease_after_it(
+        self, store: EventStore
+    ) -> None:
+        run_id = new_run(store, at=T0)
+
+        store.touch(run_id, at=T0 + 3_600, seq=1)  # parked until its deadline
+
+        assert store.idle_live_runs(idle_since=T0 + 3_599) == []
+        assert store.idle_live_runs(idle_since=T0 + 3_600) == [run_id]
+
+    def test_a_touch_at_a_seq_the_run_moved_past_is_not_written(self, store: EventStore) -> None:
+        run_id = new_run(store, at=T0)
+        store.append(run_id, batch(run_id, 2, 1, at=T0 + 10), expected_seq=1, live=True)
+
+        store.touch(run_id, at=T0 + 3_600, seq=1)  # folded before the append: the append wins
+
+        assert store.idle_live_runs(idle_since=T0 + 11) == [run_id]
+        store.touch(run_id, at=T0 + 3_600, seq=2)
+        assert store.idle_live_runs(idle_since=T0 + 11) == []
+
+    def test_an_append_scores_a_run_touched_far_ahead_afresh(self, store: EventStore) -> None:
+        run_id = new_run(store, at=T0)
+        store.touch(run_id, at=T0 + 3_600, seq=1)
+
+        store.append(run_id, batch(run_id, 2, 1, at=T0 + 10), expected_seq=1, live=True)
+
+        assert store.idle_live_runs(idle_since=T0 + 11) == [run_id]
+
+    def test_a_touch_with_a_seq_never_brings_an_ended_run_back(self, store: EventStore) -> None:
+        run_id = new_run(store, at=T0)
+        store.append(run_id, batch(run_id, 2, 1, at=T0), expected_seq=1, live=False)
+
+        store.touch(run_id, at=T0 + 1, seq=2)
+
+        assert store.idle_live_runs(idle_since=T0 + 1_000) == []
+
     def test_progress_on_a_run_counts_as_activity(self, store: EventStore) -> None:
         run_id = new_run(store, at=T0)
 

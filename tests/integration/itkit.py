@@ -419,7 +419,7 @@ def capturing(app: App, clock: Any = None) -> tuple[App, list[Command]]:
 
     clock = clock or app.clock
     runs = Runs(app.store, clock, app.outbox, app.locks, send)
-    return replace(app, runs=runs, clock=clock, send=send), sent
+    return replace(app, runs=runs, clock=clock, send=send, resend=None), sent  # re-drives too
 
 
 def claim_without_running(app: App, run_id: str, call_id: str, *, worker: str) -> RunState:

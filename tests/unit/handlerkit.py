@@ -221,12 +221,16 @@ class Unit:
             outbox=outbox,
             send=self._send,
             carrying=carry,
+            resend=self._resend,
         )
 
     def _send(self, messages: Sequence[Outgoing]) -> None:
         self.sent += decoded(messages)
         for m in messages:
             self.memory.outbox.put(m)
+
+    def _resend(self, messages: Sequence[Outgoing]) -> None:
+        self.sent += decoded(self.memory.outbox.resend(messages))
 
     # --- runs -------------------------------------------------------------------------
 

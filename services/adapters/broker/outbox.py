@@ -2,16 +2,21 @@
 queue, for the run's tool set, in the run's shard — as the dramatiq message
 the pool's actor takes. The writer hands these to the store's append (queued
 with its events, atomically); `send` pushes messages on their own (the
-sweeper's re-drives, lock grants told to the run that waited)."""
+lock grants told to the run that waited); `Resend` pushes the sweeper's
+re-drives, each only where no message for the same command still waits to be
+taken (`resend.lua`), so the lag an autoscaler reads counts steps, not re-drives."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
+from importlib.resources import files
 from typing import Any, assert_never
 
 import redis
 from dramatiq import get_encoder
+from dramatiq.errors import DecodeError
 from dramatiq.message import generate_unique_id
 
 from agentledger.events.commands import (
@@ -23,8 +28,13 @@ from agentledger.events.commands import (
     RunAcceptance,
 )
 from agentledger.events.state import RunState
+from agentledger.services.adapters.broker.streams_queue import GROUP
 from agentledger.services.adapters.store.port import Outgoing
 from agentledger.services.keys import Keys
+
+_RESEND = files("agentledger.services.adapters.broker").joinpath("resend.lua").read_text()
+RESEND_SCAN_MAX = 2_000  # messages waiting in a stream beyond which a re-drive waits
+log = logging.getLogger(__name__)
 
 ACTORS: dict[type[Command], str] = {
     RequestModel: "request_model",
@@ -47,6 +57,21 @@ def args_of(command: Command) -> tuple[Any, ...]:
             return (run_id, call_id)
         case _:
             assert_never(command)
+
+
+def command_key(data: bytes) -> str | None:
+    """The command a message carries, as `resend.lua` keys it (its actor and
+    arguments joined by NUL); None for a message that is not a command's."""
+    try:
+        fields: Any = get_encoder().decode(data)
+    except DecodeError:
+        return None
+    if not isinstance(fields, dict):
+        return None
+    actor, args = fields.get("actor_name"), fields.get("args")
+    if not isinstance(actor, str) or not isinstance(args, list):
+        return None
+    return "\0".join([actor, *(str(a) for a in args)])
 
 
 def encoded(name: str, command: Command) -> bytes:
@@ -88,3 +113,30 @@ def send(client: redis.Redis, messages: Sequence[Outgoing]) -> None:
         for m in messages:
             pipe.xadd(m.stream, {"m": m.data})
         pipe.execute()
+
+
+class Resend:
+    """The sweeper's re-drives on Redis: per stream, one script call that sends
+    each message only when no message for its command still waits there to be
+    taken, queued or delayed (`resend.lua`: one delivered and not acked gets one
+    copy, for any free worker); a stream with more than `scan_max` messages gets
+    none this time."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, *, scan_max: int = RESEND_SCAN_MAX):
+        self._keys = keys
+        self._scan_max = scan_max
+        self._script = client.register_script(_RESEND)
+
+    def __call__(self, messages: Sequence[Outgoing]) -> None:
+        streams: dict[str, list[Outgoing]] = {}
+        for m in messages:
+            streams.setdefault(m.stream, []).append(m)
+        for stream, batch in streams.items():
+            args: list[Any] = [GROUP, self._scan_max]
+            for m in batch:
+                args += [command_key(m.data) or "", m.data]
+            keys = [stream, self._keys.queue_delayed(stream)]
+            if self._script(keys=keys, args=args) == -1:
+                log.info(
+                    "re-drives to %s wait: over %d messages wait there", stream, self._scan_max
+                )

@@ -9,6 +9,7 @@ from typing import Any
 
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.errors import InvalidEvent
+from agentledger.services.adapters.broker.outbox import command_key
 from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
 from agentledger.services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
 from agentledger.services.errors import ConcurrencyConflict
@@ -25,6 +26,20 @@ class MemoryOutbox:
     def put(self, m: Outgoing) -> None:
         with self._lock:
             self._queued.append(m)
+
+    def resend(self, messages: Sequence[Outgoing]) -> list[Outgoing]:
+        """The sweeper's re-drives: each queued unless a message for the same command
+        still waits in its stream (as `resend.lua` does on Redis); those queued."""
+        sent = []
+        with self._lock:
+            for m in messages:
+                key = command_key(m.data)
+                if key is None or not any(
+                    q.stream == m.stream and command_key(q.data) == key for q in self._queued
+                ):
+                    self._queued.append(m)
+                    sent.append(m)
+        return sent
 
     def take(self) -> list[Outgoing]:
         """Every message queued so far, oldest first, and forget them."""
@@ -183,7 +198,8 @@ class MemoryEventStore:
             idle = [(at, r) for at, r in idle if self._shard_of(r) in shards]
         return [r for _, r in idle[:limit]]
 
-    def touch(self, run_id: str, *, at: float) -> None:
+    def touch(self, run_id: str, *, at: float, seq: int | None = None) -> None:
         with self._lock:
-            if run_id in self._live:
+            moved = seq is not None and len(self._logs.get(run_id, ())) != seq
+            if run_id in self._live and not moved:
                 self._live[run_id] = at

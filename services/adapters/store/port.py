@@ -126,9 +126,13 @@ class EventStore(Protocol):
     def idle_live_runs(
         self, *, idle_since: float, shards: Sequence[int] | None = None, limit: int = 100
     ) -> list[str]:
-        """Live runs (of these shards; None: all) whose last progress is older than `idle_since`."""
+        """Live runs (of these shards; None: all) whose last progress (or look) is older
+        than `idle_since`, the oldest first."""
         ...
 
-    def touch(self, run_id: str, *, at: float) -> None:
-        """Mark a live run as looked at, so the sweeper waits a lease before the next look."""
+    def touch(self, run_id: str, *, at: float, seq: int | None = None) -> None:
+        """Mark a live run as looked at `at` (which may be in the future: a parked run's
+        deadline less a lease), so the sweeper waits until a lease after it. With `seq`,
+        only while the run's log is still at that seq: an append since then scored the
+        run afresh and wins."""
         ...

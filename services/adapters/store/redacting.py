@@ -103,8 +103,8 @@ class RedactingStore:
     ) -> list[str]:
         return self._inner.idle_live_runs(idle_since=idle_since, shards=shards, limit=limit)
 
-    def touch(self, run_id: str, *, at: float) -> None:
-        self._inner.touch(run_id, at=at)
+    def touch(self, run_id: str, *, at: float, seq: int | None = None) -> None:
+        self._inner.touch(run_id, at=at, seq=seq)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)  # whatever else the real store offers

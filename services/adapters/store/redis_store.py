@@ -29,6 +29,7 @@ _KEEP_SNAPSHOT = _SCRIPTS.joinpath("keep_snapshot.lua").read_text()
 _APPEND = _KEEP_SNAPSHOT + _SCRIPTS.joinpath("append.lua").read_text()
 _TAIL = _SCRIPTS.joinpath("tail.lua").read_text()
 _SNAPSHOT = _KEEP_SNAPSHOT + _SCRIPTS.joinpath("snapshot.lua").read_text()
+_TOUCH = _SCRIPTS.joinpath("touch.lua").read_text()
 FEED_MAXLEN = 100_000
 SNAPSHOT_TTL_MS = 7 * 24 * 3600 * 1000  # a cache: an idle run's snapshot may go
 
@@ -49,6 +50,7 @@ class RedisEventStore:
         self._append = client.register_script(_APPEND)
         self._tail = client.register_script(_TAIL)
         self._snapshot = client.register_script(_SNAPSHOT)
+        self._touch = client.register_script(_TOUCH)
         self._scripted_reads = True  # until the server refuses this user a script
 
     def append(
@@ -175,8 +177,12 @@ class RedisEventStore:
             pipe.zrangebyscore(self._keys.live(shard), "-inf", _ms(idle_since), start=0, num=limit)
         return [run.decode() for rows in pipe.execute() for run in rows][:limit]
 
-    def touch(self, run_id: str, *, at: float) -> None:
-        self._r.zadd(self._keys.live(self._keys.shard(run_id)), {run_id: _ms(at)}, xx=True)
+    def touch(self, run_id: str, *, at: float, seq: int | None = None) -> None:
+        live = self._keys.live(self._keys.shard(run_id))
+        if seq is None:
+            self._r.zadd(live, {run_id: _ms(at)}, xx=True)
+        else:
+            self._touch(keys=[self._keys.run(run_id), live], args=[seq, _ms(at), run_id])
 
 
 def _snapshot_args(snapshot: Snapshot) -> list[Any]:
