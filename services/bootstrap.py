@@ -124,17 +124,11 @@ def build_app(
     def push(messages: Sequence[Outgoing]) -> None:
         send(client, messages)
 
+    cache = settings.state_cache_max_bytes
+    runs = Runs(store, clock, outbox, locks, push, observe, cache_max_bytes=cache)
     return App(
         settings=settings,
-        runs=Runs(
-            store,
-            clock,
-            outbox,
-            locks,
-            push,
-            observe,
-            cache_max_bytes=settings.state_cache_max_bytes,
-        ),  # fmt: skip
+        runs=runs,
         clock=clock,
         toolset=toolset,
         model_for=lambda spec: model_for(spec, settings, store),
