@@ -47,6 +47,7 @@ from agentledger.schemas import inbox
 from agentledger.schemas.errors import InvalidSpec, SchemaError
 from agentledger.schemas.inbox import Control, RunRequested
 from agentledger.schemas.spec import ReplayModel
+from agentledger.services.adapters.archive.archive import open_archive
 from agentledger.services.adapters.broker.membership import Membership
 from agentledger.services.adapters.inbox.publishing import GROUP, entry_name
 from agentledger.services.adapters.publishers.nonces import Nonces, RedisNonces
@@ -55,6 +56,7 @@ from agentledger.services.adapters.redis.client import is_cluster
 from agentledger.services.adapters.redis.directory import Directory
 from agentledger.services.adapters.redis.replicas import NotReplicated
 from agentledger.services.adapters.redis.slot_reads import SlotReads
+from agentledger.services.adapters.store.request_keys import RedisRequestKeys
 from agentledger.services.clock import new_run_id
 from agentledger.services.errors import ConcurrencyConflict, ConfigError, ServiceError
 from agentledger.services.handlers.app import App
@@ -109,6 +111,9 @@ class Intake:
         self._streams = InboxStreams(client, keys, GROUP, app.worker, slot_reads)
         self._nonces: Nonces = RedisNonces(client, keys)  # replays (31.4)
         self._shards_read = keys.shards  # the deployment's shard count, as last read (31.5)
+        at = app.settings  # retention (36.1): the tombstones of archived runs' request ids
+        self._archive = open_archive(at.archive_url, at.state_dir, at.prefix)
+        self._requests = RedisRequestKeys(client, keys)
 
     @property
     def held(self) -> str | None:
@@ -237,7 +242,9 @@ class Intake:
         shard = random.randrange(self._keys.shards)
         run_id = message.run_id or new_run_id(shard)
         if message.request_id is not None:
-            run_id = self._claim_request(message, by.name, run_id)
+            run_id, archived = self._claim_request(message, by.name, run_id)
+            if archived:  # created long ago, archived since: answered, not made again
+                return run_id
         placed = self._workspaces.place(placement, run_id)
         created = RunCreated(
             spec=spec,
@@ -288,25 +295,30 @@ class Intake:
             raise Rejected(f"unknown tool set: no worker has served {what}; name one in 'toolset'")
         raise Rejected(f"ambiguous tool set: {what} is served by {found}; name one in 'toolset'")
 
-    def _claim_request(self, message: RunRequested, publisher: str, run_id: str) -> str:
+    def _claim_request(self, msg: RunRequested, publisher: str, run_id: str) -> tuple[str, bool]:
         """The run a publisher's request id names: this one if it is new, the one it named
         before if the publisher sends the same request again (stamped anew: the stamp is
         not the request); a different request under it is refused as replayed. Another
-        publisher's same request id is another request."""
-        assert message.request_id is not None
-        asked = message.model_dump_json(exclude={"run_id", "issued_at", "nonce"})
+        publisher's same request id is another request. True second: the run was archived
+        (its key left Redis with it, its tombstone in the archive answers): not made again."""
+        assert msg.request_id is not None
+        asked = msg.model_dump_json(exclude={"run_id", "issued_at", "nonce"})
         digest = hashlib.sha256(f"{publisher}\n{asked}".encode()).hexdigest()
-        key = self._keys.request(publisher, message.request_id)
-        value = f"{run_id} {digest}"
+        key = self._keys.request(publisher, msg.request_id)
+        value, archived = f"{run_id} {digest}", False
         if self._r.set(key, value, nx=True):
-            return run_id
-        kept = (cast(bytes | None, self._r.get(key)) or b"").decode().split(" ")
+            # after the claim: an archiver files the tombstone before it deletes the key
+            tombstone = self._archive.request(key) if self._archive is not None else None
+            if tombstone is None:
+                return run_id, False
+            self._requests.forget(publisher, msg.request_id, value)
+            kept, archived = tombstone.split(" "), True
+        else:
+            kept = (cast(bytes | None, self._r.get(key)) or b"").decode().split(" ")
         if len(kept) == 2 and kept[1] == digest:
-            return kept[0]  # the same request again: the same run (created, or created now)
-        raise Rejected(
-            f"{REPLAYED}: request_id {message.request_id!r} names run {kept[0]!r} already, "
-            "for another request"
-        )
+            return kept[0], archived  # the same request again: the same run
+        why = f"names run {kept[0]!r} already, for another request"
+        raise Rejected(f"{REPLAYED}: request_id {msg.request_id!r} {why}")
 
     def _finish(
         self,
