@@ -239,22 +239,16 @@ class Intake:
             )  # fmt: skip
         except InvalidSpec as exc:
             raise Rejected(f"invalid spec: {exc}") from None
-        shard = random.randrange(self._keys.shards)
-        run_id = message.run_id or new_run_id(shard)
+        run_id = message.run_id or new_run_id(random.randrange(self._keys.shards))
         if message.request_id is not None:
             run_id, archived = self._claim_request(message, by.name, run_id)
             if archived:  # created long ago, archived since: answered, not made again
                 return run_id
         placed = self._workspaces.place(placement, run_id)
         created = RunCreated(
-            spec=spec,
-            publisher=by.name,
-            request_id=message.request_id,
-            workspace=placed.path,
-            base_dir=message.base_dir,
-            queue=queue,
-            toolset=toolset,
-        )
+            spec=spec, publisher=by.name, request_id=message.request_id, workspace=placed.path,
+            base_dir=message.base_dir, queue=queue, toolset=toolset,
+        )  # fmt: skip
         try:
             self._app.runs.create(created, run_id, source=SOURCE, causation_id=causation_id)
         except ConcurrencyConflict:
