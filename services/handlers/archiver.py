@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from agentledger.events.errors import CoreError
 from agentledger.events.retention import Finished, RetentionPolicy, due_runs
+from agentledger.events.state import RunState
 from agentledger.events.types import RunCreated
 from agentledger.schemas.errors import SchemaError
 from agentledger.services.adapters.archive.archive import Archive
@@ -37,6 +40,7 @@ from agentledger.services.handlers.state_cache import StateCache
 log = logging.getLogger(__name__)
 STEPS = ("exported", "written", "verified", "tombstoned", "request_forgotten", "removed")
 PAGE = 500  # runs of the index looked at per read
+ARCHIVERS = 8  # runs archived at once: each waits mostly on the disk (fsync) and Redis
 Fault = Callable[[str, str], None]  # (step, run id)
 
 
@@ -63,6 +67,7 @@ def archive_run(
     step = fault or (lambda _step, _run: None)
     exported = store.export(run_id)
     if exported is None:
+        store.remove(run_id, count=0, last_id="")  # an index entry without its log: dropped
         return Outcome.ALREADY if archive.read(run_id) is not None else Outcome.MISSING
     step("exported", run_id)
     seg = _segment(exported, requests, now=now)
@@ -149,21 +154,36 @@ def retention_pass(
     fault: Fault | None = None,
     most: int | None = None,
 ) -> PassReport:
-    """Archive every finished run of `shards` past its age (at most `most` of them: the
-    oldest); then trim the feeds to the youngest age. `dry_run`: say which runs are
-    due, change nothing."""
+    """Archive every finished run of `shards` past its age, oldest first (at most
+    `most` of them); then trim the feeds to the youngest age. `dry_run`: say which
+    runs are due, change nothing."""
     report = PassReport()
-    for run_id in due_now(store, policy, now=now, shards=shards)[:most]:
-        report.due.append(run_id)
-        if dry_run:
-            continue
+
+    def one(run_id: str) -> Outcome | str:
         try:
-            outcome = archive_run(store, archive, requests, run_id, now=now, fault=fault)
+            return archive_run(store, archive, requests, run_id, now=now, fault=fault)
         except (Unverified, SegmentError, SchemaError, OSError, ValueError) as exc:
             log.error("run %r not archived (it stays in Redis): %s", run_id, exc)
-            report.failed.append((run_id, str(exc)))
-            continue
-        (report.left if outcome is Outcome.CHANGED else report.archived).append(run_id)
+            return str(exc)
+
+    with ThreadPoolExecutor(ARCHIVERS, thread_name_prefix="archiver") as pool:
+
+        def act(due: list[str]) -> int:
+            report.due += due
+            if dry_run:
+                return 0
+            gone = 0  # of the runs index
+            for run_id, outcome in zip(due, pool.map(one, due), strict=True):
+                if not isinstance(outcome, Outcome):  # (an Outcome is a str too)
+                    report.failed.append((run_id, outcome))
+                elif outcome is Outcome.CHANGED:
+                    report.left.append(run_id)
+                else:
+                    report.archived.append(run_id)
+                    gone += 1
+            return gone
+
+        _walk(store, policy, act, now=now, shards=shards, most=most)
     if not dry_run:
         store.trim_feeds(policy.scan_before(now))
     return report
@@ -172,26 +192,61 @@ def retention_pass(
 def due_now(
     store: EventStore, policy: RetentionPolicy, *, now: float, shards: Sequence[int] | None = None
 ) -> list[str]:
-    """The runs of `shards` due now, oldest first, read a page of the index at a time."""
-    cache = StateCache(store, capacity=PAGE, let_go=lambda _run: None)
-    before, since = policy.scan_before(now), None
-    seen: set[str] = set()
+    """The runs of `shards` due now, oldest first (what a dry run names)."""
     due: list[str] = []
-    while True:
-        page = [
-            e
-            for e in store.created_before(before, since=since, shards=shards, limit=PAGE)
-            if e.run_id not in seen
-        ]
+
+    def name(page_due: list[str]) -> int:
+        due.extend(page_due)
+        return 0  # they stay
+
+    _walk(store, policy, name, now=now, shards=shards)
+    return due
+
+
+def _walk(
+    store: EventStore,
+    policy: RetentionPolicy,
+    act: Callable[[list[str]], int],
+    *,
+    now: float,
+    shards: Sequence[int] | None,
+    most: int | None = None,
+) -> None:
+    """`act` on the due runs of each page of the index, oldest first; `act` says how
+    many of them left the index (the next page starts that much earlier)."""
+    offset = 0  # runs of the index before this one stay in Redis (not due, or left)
+    done = 0
+    cache = StateCache(store, capacity=PAGE, let_go=lambda _run: None)
+    before = policy.scan_before(now)
+    while most is None or done < most:
+        page = store.created_before(before, shards=shards, offset=offset, limit=PAGE)
         if not page:
-            return due
-        ids = [e.run_id for e in page]
-        seen.update(ids)
-        states = cache.load_many(ids)
-        finished = [
-            Finished(s.run_id, s.over, s.updated_at, s.spec.principal.tenant)
-            for s in states
-            if s is not None
-        ]
-        due += due_runs(policy, finished, now=now)
-        since = page[-1].created_at
+            return
+        due = _due(cache, policy, [e.run_id for e in page], now=now)
+        due = due if most is None else due[: most - done]
+        done += len(due)
+        offset += len(page) - act(due)
+
+
+def _due(
+    cache: StateCache, policy: RetentionPolicy, run_ids: list[str], *, now: float
+) -> list[str]:
+    """Those of the runs due now, in order (a run that does not fold is not)."""
+    try:
+        states = cache.load_many(run_ids)
+    except (CoreError, SchemaError):
+        states = [_load_alone(cache, run_id) for run_id in run_ids]
+    finished = [
+        Finished(s.run_id, s.over, s.updated_at, s.spec.principal.tenant)
+        for s in states
+        if s is not None
+    ]
+    return due_runs(policy, finished, now=now)
+
+
+def _load_alone(cache: StateCache, run_id: str) -> RunState | None:
+    try:
+        return cache.load(run_id)
+    except (CoreError, SchemaError) as exc:
+        log.error("run %r cannot be folded, not archived: %s", run_id, exc)
+        return None

@@ -41,6 +41,7 @@ class Plan:
     peer_runs: int
     peer_reps: int
     always_reps: int  # W1 again at AOF always
+    retained_runs: int = 10_000  # R: finished runs written, then archived by one pass
 
 
 PLANS = {
@@ -54,7 +55,7 @@ PLANS = {
         reps=3, calls=40, runs=40, concurrent=(16, 5),
         log_sizes=(100, 1_000, 10_000), kill_reps=1, kill_cases=("model",),
         floor_ops=300, hops=30, peer_calls=40, peer_runs=40, peer_reps=1,
-        always_reps=1,
+        always_reps=1, retained_runs=1_000,
     ),
 }  # fmt: skip
 

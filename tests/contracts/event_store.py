@@ -405,5 +405,12 @@ class EventStoreContract:
 
         found = [e.run_id for e in store.created_before(T0 + 5)]
         assert found == [older, old]
-        assert [e.run_id for e in store.created_before(T0 + 5, since=T0 - 5)] == [old]
+        assert [e.run_id for e in store.created_before(T0 + 5, offset=1)] == [old]
         assert [e.run_id for e in store.created_before(T0 + 5, limit=1)] == [older]
+
+    def test_runs_created_at_the_same_time_are_paged_in_id_order(self, store: EventStore) -> None:
+        ids = sorted(new_run(store, at=T0) for _ in range(5))
+
+        pages = [store.created_before(T0 + 5, offset=n, limit=2) for n in (0, 2, 4, 6)]
+
+        assert [[e.run_id for e in page] for page in pages] == [ids[:2], ids[2:4], ids[4:], []]

@@ -183,3 +183,18 @@ def test_the_same_request_after_its_run_was_archived_is_answered_with_that_run(
     assert moved[b"reason"].decode().startswith("replayed: request_id 'run-1' names run 'run-1'")
     assert client.get(keys.request(signer.name, "run-1")) is None  # no key held for it again
     assert pending(client, keys) == 0
+
+
+def test_redis_memory_after_a_thousand_finished_runs_and_a_pass_is_within_5_percent_of_before(
+    tmp_path: Path,
+) -> None:
+    from tests.bench import retention
+
+    log = finished("template", turns=3)
+
+    measured = retention.measure(Settings(), tmp_path, log, 1000)
+
+    assert (measured["archived"], measured["failed"]) == (1000, 0)
+    assert measured["keys_after"] <= measured["keys_before"] + 16  # the shards' empty feeds
+    assert measured["after_over_before_pct"] < 5.0, measured
+    assert measured["bytes_per_run_before"] > 100 * measured["bytes_per_run_after"], measured

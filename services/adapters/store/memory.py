@@ -222,18 +222,18 @@ class MemoryEventStore:
         self,
         before: float,
         *,
-        since: float | None = None,
         shards: Sequence[int] | None = None,
+        offset: int = 0,
         limit: int = 1000,
     ) -> list[RunIndexEntry]:
-        low = -float("inf") if since is None else int(since * 1000)
         found = [
             e
             for e in self.runs(limit=sys.maxsize)
-            if low <= int(e.created_at * 1000) < int(before * 1000)
+            if int(e.created_at * 1000) < int(before * 1000)
             and (shards is None or self._shard_of is None or self._shard_of(e.run_id) in shards)
         ]
-        return sorted(found, key=lambda e: (e.created_at, e.run_id))[:limit]
+        ordered = sorted(found, key=lambda e: (int(e.created_at * 1000), e.run_id))
+        return ordered[offset : offset + limit]
 
     def trim_feeds(self, before: float) -> None:
         """Nothing: this store's one feed is its reader's cursor space (positions), kept

@@ -173,12 +173,12 @@ class EventStore(Protocol):
         self,
         before: float,
         *,
-        since: float | None = None,
         shards: Sequence[int] | None = None,
+        offset: int = 0,
         limit: int = 1000,
     ) -> list[RunIndexEntry]:
-        """Up to `limit` runs (of these shards; None: all) created before `before` and
-        at or after `since` (None: any time), oldest first."""
+        """Up to `limit` runs (of these shards; None: all) created before `before`, oldest
+        first (by creation time, then id), from the `offset`-th on."""
         ...
 
     def trim_feeds(self, before: float) -> None:

@@ -218,19 +218,19 @@ class RedisEventStore:
         self,
         before: float,
         *,
-        since: float | None = None,
         shards: Sequence[int] | None = None,
+        offset: int = 0,
         limit: int = 1000,
     ) -> list[RunIndexEntry]:
-        low = "-inf" if since is None else _ms(since)
         pipe = self._r.pipeline(transaction=False)
         for shard in range(self._keys.shards) if shards is None else shards:
             pipe.zrangebyscore(
-                self._keys.runs(shard), low, f"({_ms(before)}", start=0, num=limit,
+                self._keys.runs(shard), "-inf", f"({_ms(before)}", start=0, num=offset + limit,
                 withscores=True,
             )  # fmt: skip
-        found = [RunIndexEntry(r.decode(), s / 1000) for rows in pipe.execute() for r, s in rows]
-        return sorted(found, key=lambda e: (e.created_at, e.run_id))[:limit]
+        # each shard's first offset + limit: the merged order's first offset + limit are among them
+        found = [(s, r.decode()) for rows in pipe.execute() for r, s in rows]
+        return [RunIndexEntry(r, s / 1000) for s, r in sorted(found)[offset : offset + limit]]
 
     def trim_feeds(self, before: float) -> None:
         pipe = self._r.pipeline(transaction=False)
