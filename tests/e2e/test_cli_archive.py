@@ -6,12 +6,14 @@ before. A second pass archives nothing; a bad duration is refused naming it."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from e2ekit import Cli, copy_example
+from webkit import request, start_ui, token_for
 
 READS = {
     "status": ("status", "{run}", "--json"),
@@ -42,6 +44,8 @@ def archived(
     assert code == 0, summary
     run_id = summary["run_id"]
     before = _reads(cli, run_id)
+    ui, url = start_ui(cli)
+    before["web"] = _web(url, run_id)
     dry = cli("archive", "--older-than", "0", "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
     still = [
@@ -52,7 +56,25 @@ def archived(
     assert still, "a dry run changes nothing"
     done = cli("archive", "--older-than", "0", "--json")
     assert done.returncode == 0, done.stderr
+    after_web = _web(url, run_id)
+    ui.terminate()
+    ui.wait(timeout=15)
+    assert after_web == before["web"]  # the web view's run page data, and its stream's first event
     return cli, run_id, before, json.loads(dry.stdout), json.loads(done.stdout)
+
+
+def _web(url: str, run_id: str) -> tuple[int, str]:
+    """The view's data of the run (JSON) and the first event its stream sends."""
+    code, body = request(f"{url}api/runs/{run_id}")
+    sent = urllib.request.Request(
+        f"{url}api/runs/{run_id}/stream", headers={"Authorization": f"Bearer {token_for(url)}"}
+    )
+    with urllib.request.urlopen(sent, timeout=30) as stream:
+        first = b""
+        while b"\n\n" not in first:
+            first += stream.read1(65536)
+    event = [ln for ln in first.decode().split("\n\n")[0].splitlines() if ln.startswith("data:")]
+    return code, json.dumps(body, sort_keys=True) + "".join(event)
 
 
 def test_a_dry_run_names_the_finished_run_and_a_pass_archives_it(
@@ -77,7 +99,7 @@ def test_every_read_command_prints_the_same_of_the_archived_run(
     command: str,
 ) -> None:
     cli, run_id, before, _, _ = archived
-    code, out = before[command]
+    code, out = before[command]  # type: ignore[misc]
     assert code == 0 and out.strip(), (command, out)
     args = (a.format(run=run_id) for a in READS[command])
     after = cli(*args)

@@ -15,6 +15,7 @@ from agentledger.services.adapters.archive.archive import Archive, open_cold_sto
 from agentledger.services.adapters.reading.archived import ArchivedReader, ArchivedStore
 from agentledger.services.adapters.reading.memory_reader import MemoryRunReader
 from agentledger.services.adapters.store.memory import MemoryEventStore
+from agentledger.services.adapters.store.port import Head
 from agentledger.services.adapters.store.request_keys import MemoryRequestKeys
 from agentledger.services.handlers.archiver import (
     STEPS,
@@ -176,3 +177,17 @@ def test_the_due_runs_are_found_across_pages_oldest_first(
         _finished(store, keys, run_id, at=T0 + n)
 
     assert due_now(store, RetentionPolicy(7 * DAY), now=NOW) == ids
+
+
+def test_reading_an_archived_run_leaves_no_snapshot_behind(tmp_path: Path) -> None:
+    from agentledger.services.adapters.store.port import Snapshot
+
+    store, archive, keys = _world(tmp_path)
+    events = _finished(store, keys, "r-1")
+    archive_run(store, archive, keys, "r-1", now=NOW)
+    view = ArchivedStore(store, archive)
+
+    view.save_snapshot("r-1", Snapshot(len(events), events[-1].id, "v", b"state"))
+
+    assert store.snapshot_pages("r-1", 0) == [] and store.export("r-1") is None
+    assert store.read_tails([Head("r-1")], snapshot_version="v")[0].snapshot_seq == 0

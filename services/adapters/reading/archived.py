@@ -8,6 +8,7 @@ the run, and writes go to Redis untouched."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from agentledger.services.adapters.archive.archive import Archive
 from agentledger.services.adapters.archive.segment import SegmentError
 from agentledger.services.adapters.reading.port import Cursors, Position, RawEntry, RunReader
 from agentledger.services.adapters.store.overflow import page_field
-from agentledger.services.adapters.store.port import EventStore, Head, Tail
+from agentledger.services.adapters.store.port import EventStore, Head, Snapshot, Tail
 
 
 def _archived(archive: Archive, run_id: str) -> list[Envelope[Any]]:
@@ -55,7 +56,8 @@ class ArchivedReader:
 
     def wait(self, run_id: str, *, after_seq: int, timeout_s: float) -> bool:
         if not self._inner.exists(run_id) and _archived(self._archive, run_id):
-            return False  # archived: over, nothing more comes
+            time.sleep(timeout_s)  # archived: over, nothing more comes (a follower waits on)
+            return False
         return self._inner.wait(run_id, after_seq=after_seq, timeout_s=timeout_s)
 
     def feed_ends(self) -> Cursors:
@@ -111,5 +113,11 @@ class ArchivedStore:
                 raise
             return [pages[f].decode() for f in fields]
 
+    def save_snapshot(self, run_id: str, snapshot: Snapshot) -> None:
+        """Kept only for a log Redis holds: a reader folding an archived run must not
+        leave its snapshot behind in Redis."""
+        if self._inner.read(run_id, after_seq=max(0, snapshot.seq - 1))[:1]:
+            self._inner.save_snapshot(run_id, snapshot)
+
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)  # writes, indexes, snapshots: the store's own
+        return getattr(self._inner, name)  # writes, indexes: the store's own
