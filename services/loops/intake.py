@@ -218,10 +218,8 @@ class Intake:
         if (refusal := request_refusal(by.name, by.grant, spec.principal, queue)) is not None:
             raise Rejected(refusal)
         self._check_reach(message, by)
-        held = held_scopes(spec.principal.scopes, by.grant)
-        spec = spec.model_copy(
-            update={"principal": spec.principal.model_copy(update={"scopes": held})}
-        )
+        held = {"scopes": held_scopes(spec.principal.scopes, by.grant)}
+        spec = spec.model_copy(update={"principal": spec.principal.model_copy(update=held)})
         try:  # the operator's price of a model the spec does not price itself
             spec = with_operator_prices(spec, operator_prices(self._app.settings))
         except ConfigError as exc:
@@ -244,6 +242,8 @@ class Intake:
             run_id, archived = self._claim_request(message, by.name, run_id)
             if archived:  # created long ago, archived since: answered, not made again
                 return run_id
+        if message.run_id and self._archive is not None and self._archive.holds(run_id):
+            raise Rejected(f"run {run_id!r} exists already (archived)")  # never made again
         placed = self._workspaces.place(placement, run_id)
         created = RunCreated(
             spec=spec, publisher=by.name, request_id=message.request_id, workspace=placed.path,

@@ -16,13 +16,14 @@ from typing import Any
 
 import pytest
 import redis
-from itkit import scripted_spec
+from itkit import file_publisher, scripted_spec
 from test_intake_on_redis import pending, poll_until, rejected, request
 
 from agentledger.events.retention import RetentionPolicy
 from agentledger.events.types import RunCancelled, RunCancelRequested
 from agentledger.services.adapters.archive.archive import Archive, open_archive
 from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.publishers import publishers_file
 from agentledger.services.adapters.publishers.publishers_file import Signer
 from agentledger.services.adapters.reading.archived import ArchivedReader, ArchivedStore
 from agentledger.services.adapters.reading.redis_reader import RedisRunReader
@@ -198,3 +199,40 @@ def test_redis_memory_after_a_thousand_finished_runs_and_a_pass_is_within_5_perc
     assert measured["keys_after"] <= measured["keys_before"] + 16  # the shards' empty feeds
     assert measured["after_over_before_pct"] < 5.0, measured
     assert measured["bytes_per_run_before"] > 100 * measured["bytes_per_run_after"], measured
+
+
+@pytest.fixture
+def other(settings: Settings) -> Signer:
+    """A second publisher, filed before the intake starts."""
+    file_publisher(Path(settings.publishers_path), "other")
+    return publishers_file.signer(settings.publishers_path, "other")
+
+
+def test_another_publisher_can_neither_take_an_archived_runs_id_nor_its_request_id(
+    other: Signer, app: App, client: redis.Redis, keys: Keys, intake: Intake, tools_dir: Path,
+    workspace: Path, signer: Signer, settings: Settings, prefix: str,
+) -> None:  # fmt: skip
+    spec = scripted_spec([{"end_turn": "done"}], tools_dir=tools_dir)
+    first = request(app, "run-1", spec, workspace)
+    publish(client, keys, first, signer=signer)
+    poll_until(intake, 1)
+    _end(app, "run-1")
+    archive = open_archive(None, settings.state_dir, prefix)
+    assert archive is not None
+    archived_log = app.store.read("run-1")
+    assert archive_run(
+        app.store, archive, RedisRequestKeys(client, keys), "run-1", now=T0 + 10
+    ) is (Outcome.ARCHIVED)
+
+    # the same request id and run id from another publisher: its request id is its own,
+    # the run id is taken (archived): refused, the archived run untouched
+    publish(client, keys, first, signer=other)
+    # its own request id, and the archived run's id chosen again: refused too
+    publish(client, keys, first.model_copy(update={"request_id": "mine"}), signer=other)
+    poll_until(intake, 2)
+
+    reasons = sorted(m[b"reason"].decode() for m in rejected(client, keys))
+    assert reasons == ["run 'run-1' exists already (archived)"] * 2
+    assert app.store.read("run-1") == []
+    found = archive.events("run-1")
+    assert found is not None and found[1] == archived_log

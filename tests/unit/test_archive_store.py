@@ -61,6 +61,7 @@ def test_an_archive_keeps_a_run_under_a_name_no_run_id_chooses(cold: ColdStore) 
     archive.write(seg)
 
     assert archive.read(hostile) == seg
+    assert archive.holds(hostile) and not archive.holds("another")
     assert ".." not in archive.segment_name(hostile)
     assert archive.read("another") is None
     found = archive.events(hostile)

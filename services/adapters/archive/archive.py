@@ -57,6 +57,10 @@ class Archive:
             raise SegmentError(f"segment {self.segment_name(run_id)} holds run {seg.run_id!r}")
         return seg
 
+    def holds(self, run_id: str) -> bool:
+        """Whether a run of this id is archived (its segment is there, whole or not)."""
+        return self.cold.exists(self.segment_name(run_id))
+
     def events(self, run_id: str) -> tuple[Segment, list[Envelope[Any]]] | None:
         """The archived run's segment and its events, decoded and checked: seq 1… in
         order, the last one's id the segment's (SegmentError, InvalidEvent if not)."""

@@ -39,6 +39,9 @@ class FolderStore:
         except FileNotFoundError:
             return None
 
+    def exists(self, name: str) -> bool:
+        return self._path(name).is_file()
+
     def _path(self, name: str) -> Path:
         parts = name.split("/")
         if any(p in ("", ".", "..") for p in parts):

@@ -39,6 +39,9 @@ class FsspecStore:
             return None
         return data
 
+    def exists(self, name: str) -> bool:
+        return bool(self._fs.exists(self._path(name)))
+
     def _path(self, name: str) -> str:
         parts = name.split("/")
         if any(p in ("", ".", "..") for p in parts):
