@@ -52,6 +52,7 @@ from agentledger.services.adapters.broker.membership import Membership
 from agentledger.services.adapters.inbox.publishing import GROUP, entry_name
 from agentledger.services.adapters.publishers.nonces import Nonces, RedisNonces
 from agentledger.services.adapters.publishers.publishers_file import Registry
+from agentledger.services.adapters.reading.archived import archived_tenant
 from agentledger.services.adapters.redis.client import is_cluster
 from agentledger.services.adapters.redis.directory import Directory
 from agentledger.services.adapters.redis.replicas import NotReplicated
@@ -268,6 +269,7 @@ class Intake:
         if isinstance(model, ReplayModel):
             recorded = self._app.runs.load(model.replay.run_id)
             tenant = recorded.spec.principal.tenant if recorded is not None else None
+            tenant = tenant or archived_tenant(self._archive, model.replay.run_id)
             refusal = replay_model_refusal(
                 by.name, message.spec.principal.tenant, model.replay.run_id, tenant
             )

@@ -124,3 +124,12 @@ def test_a_duration_that_is_not_one_is_refused_naming_the_option(
     done = cli("archive", "--older-than", "a week")
     assert done.returncode == 2
     assert "--older-than" in done.stderr and "'a week' is not a duration" in done.stderr
+
+
+def test_an_archived_run_is_rerun_on_its_recorded_replies_without_divergence(
+    archived: tuple[Cli, str, dict[str, tuple[int, str]], dict[str, Any], dict[str, Any]],
+) -> None:
+    cli, run_id, _, _, _ = archived
+    done = cli("replay", run_id, "--rerun")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"of {run_id}: completed" in done.stdout and "no divergence" in done.stdout

@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from agentledger.events.types import RunCreated
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.errors import InvalidEvent
 from agentledger.services.adapters.archive.archive import Archive
@@ -29,6 +30,14 @@ def _archived(archive: Archive, run_id: str) -> list[Envelope[Any]]:
     except SegmentError as exc:
         raise InvalidEvent(f"archived run {run_id!r}: {exc}", field="archive") from None
     return found[1] if found is not None else []
+
+
+def archived_tenant(archive: Archive | None, run_id: str) -> str | None:
+    """The tenant of an archived run (None: not archived, or no archive): whose run a
+    replay model may play."""
+    envs = _archived(archive, run_id) if archive is not None else []
+    created = envs[0].data if envs else None
+    return created.spec.principal.tenant if isinstance(created, RunCreated) else None
 
 
 class ArchivedReader:
