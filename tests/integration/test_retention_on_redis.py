@@ -11,6 +11,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from test_intake_on_redis import pending, poll_until, rejected, request
 from agentledger.events.retention import RetentionPolicy
 from agentledger.events.types import RunCancelled, RunCancelRequested
 from agentledger.services.adapters.archive.archive import Archive, open_archive
+from agentledger.services.adapters.broker.membership import Membership
 from agentledger.services.adapters.inbox.publishing import publish
 from agentledger.services.adapters.publishers import publishers_file
 from agentledger.services.adapters.publishers.publishers_file import Signer
@@ -35,6 +38,8 @@ from agentledger.services.handlers.archiver import STEPS, Outcome, archive_run, 
 from agentledger.services.handlers.state_cache import StateCache
 from agentledger.services.keys import Keys
 from agentledger.services.loops.intake import Intake
+from agentledger.services.loops.retention import RetentionDuty
+from agentledger.services.loops.sweeper import run_sweeper
 from agentledger.services.settings import Settings
 from tests.contracts.envelopes import T0, envelope, finished
 
@@ -47,6 +52,9 @@ from agentledger.services.adapters.store.redis_store import RedisEventStore
 from agentledger.services.adapters.store.request_keys import RedisRequestKeys
 from agentledger.services.handlers.archiver import archive_run
 from agentledger.services.keys import Keys
+from agentledger.services.loops.retention import RetentionDuty
+from agentledger.services.loops.sweeper import run_sweeper
+from agentledger.services.adapters.broker.membership import Membership
 
 url, prefix, state, run_id, stop_at = sys.argv[1:]
 client, keys = redis.Redis.from_url(url), Keys(prefix, 16)
@@ -236,3 +244,30 @@ def test_another_publisher_can_neither_take_an_archived_runs_id_nor_its_request_
     assert app.store.read("run-1") == []
     found = archive.events("run-1")
     assert found is not None and found[1] == archived_log
+
+
+def test_a_sweeper_archives_a_finished_run_past_its_age_by_itself(
+    app: App, client: redis.Redis, keys: Keys, settings: Settings, prefix: str
+) -> None:
+    store, requests = RedisEventStore(client, keys), RedisRequestKeys(client, keys)
+    _finished_with_request(store, requests, client, keys, "r-3.s2")  # ended in 2023
+    archive = open_archive(None, settings.state_dir, prefix)
+    assert archive is not None
+    duty = RetentionDuty(app.store, archive, requests, settings, app.clock)
+    sweeps = Membership(client, keys.members("sweep"), "host:1:sweeper", ttl_s=5.0)
+    stop = threading.Event()
+    sweeper = threading.Thread(
+        target=run_sweeper, args=(app, sweeps, range(settings.shards), stop, duty), daemon=True
+    )
+    sweeper.start()
+    try:
+        deadline = time.monotonic() + 60
+        while store.export("r-3.s2") is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        sweeper.join(timeout=30)
+
+    assert store.export("r-3.s2") is None, "the sweeper did not archive the run"
+    found = archive.events("r-3.s2")
+    assert found is not None and len(found[1]) == len(finished("x", turns=3))
