@@ -191,3 +191,16 @@ def test_reading_an_archived_run_leaves_no_snapshot_behind(tmp_path: Path) -> No
 
     assert store.snapshot_pages("r-1", 0) == [] and store.export("r-1") is None
     assert store.read_tails([Head("r-1")], snapshot_version="v")[0].snapshot_seq == 0
+
+
+def test_a_run_archived_to_an_fsspec_url_reads_back_the_same(tmp_path: Path) -> None:
+    pytest.importorskip("fsspec")
+    store, keys = MemoryEventStore(), MemoryRequestKeys()
+    archive = Archive(open_cold_store(f"memory://retention-{tmp_path.name}"), "al")
+    _finished(store, keys, "r-1")
+    before = _reads(store, archive, "r-1")
+
+    report = retention_pass(store, archive, keys, RetentionPolicy(7 * DAY), now=NOW)
+
+    assert report.archived == ["r-1"] and store.export("r-1") is None
+    assert _reads(store, archive, "r-1") == before
