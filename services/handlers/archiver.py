@@ -122,7 +122,7 @@ def _holds(archive: Archive, seg: Segment) -> bool:
 
 def _verify(archive: Archive, seg: Segment) -> None:
     try:
-        found = archive.events(seg.run_id)
+        found = archive.events(seg.run_id, fresh=True)  # read back from where it was written
     except (SegmentError, SchemaError) as exc:
         raise Unverified(f"the archive of {seg.run_id!r} does not read back: {exc}") from None
     if found is None:

@@ -61,11 +61,14 @@ class Archive:
         """Whether a run of this id is archived (its segment is there, whole or not)."""
         return self.cold.exists(self.segment_name(run_id))
 
-    def events(self, run_id: str) -> tuple[Segment, list[Envelope[Any]]] | None:
+    def events(
+        self, run_id: str, *, fresh: bool = False
+    ) -> tuple[Segment, list[Envelope[Any]]] | None:
         """The archived run's segment and its events, decoded and checked: seq 1… in
-        order, the last one's id the segment's (SegmentError, InvalidEvent if not)."""
+        order, the last one's id the segment's (SegmentError, InvalidEvent if not).
+        `fresh`: read from the cold store, not from what this process kept."""
         with self._lock:
-            if (kept := self._kept.get(run_id)) is not None:
+            if not fresh and (kept := self._kept.get(run_id)) is not None:
                 self._kept.move_to_end(run_id)
                 return kept
         seg = self.read(run_id)
