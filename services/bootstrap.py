@@ -18,6 +18,7 @@ from dramatiq.middleware import Middleware, Retries, ShutdownNotifications, Time
 
 from agentledger.events import fold, snapshot
 from agentledger.events.commands import Pool
+from agentledger.services.adapters.archive.archive import open_archive
 from agentledger.services.adapters.broker.budgets import Budgets, thread_budgets
 from agentledger.services.adapters.broker.log_context import context_middleware
 from agentledger.services.adapters.broker.membership import Membership
@@ -33,6 +34,7 @@ from agentledger.services.adapters.redis.worker_deaths import WorkerDeaths
 from agentledger.services.adapters.store.port import Outgoing
 from agentledger.services.adapters.store.redacting import RedactingStore
 from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.adapters.store.request_keys import RedisRequestKeys
 from agentledger.services.adapters.tools import sandbox_probe
 from agentledger.services.adapters.tools.toolset import ToolSet
 from agentledger.services.clock import SystemClock, worker_name
@@ -42,6 +44,7 @@ from agentledger.services.handlers.runs import Observe, Runs
 from agentledger.services.handlers.state_cache import cache_for, warm_up
 from agentledger.services.keys import keys_for
 from agentledger.services.lock_partitions import lock_partitions
+from agentledger.services.loops.retention import RetentionDuty
 from agentledger.services.loops.sweeper import run_sweeper
 from agentledger.services.process_memory import limit_arenas
 from agentledger.services.secrets import configure as configure_secrets
@@ -229,9 +232,21 @@ class Services:
         sweep = Membership(self.client, keys.members("sweep"), self.broker.worker_id, ttl_s=ttl)
         self.loop_members.append(sweep)
         shards = self.broker.shards
-        self._spawn("sweeper", lambda: run_sweeper(self.app, sweep, shards, self.stop_flag))
+        retention = self._retention()
+        self._spawn(
+            "sweeper", lambda: run_sweeper(self.app, sweep, shards, self.stop_flag, retention)
+        )
         if self.app.settings.otlp_traces:
             self._start_trace_export(shards)
+
+    def _retention(self) -> RetentionDuty | None:
+        """The sweeper's retention duty (None: AGENTLEDGER_ARCHIVE_URL=off)."""
+        settings = self.app.settings
+        archive = open_archive(settings.archive_url, settings.state_dir, settings.prefix)
+        if archive is None:
+            return None
+        requests = RedisRequestKeys(self.client, keys_for(settings))
+        return RetentionDuty(self.app.store, archive, requests, settings, self.app.clock)
 
     def _start_trace_export(self, shards: range) -> None:
         """OTEL_EXPORTER_OTLP_* set: the runs' spans go out live, with the model SDK's."""

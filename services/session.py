@@ -14,16 +14,20 @@ from dataclasses import dataclass
 import redis
 
 from agentledger.events.state import RunState
+from agentledger.services.adapters.archive.archive import Archive, open_archive
 from agentledger.services.adapters.broker.admin_port import BrokerAdmin
 from agentledger.services.adapters.broker.redis_admin import RedisBrokerAdmin
 from agentledger.services.adapters.inbox.port import Inbox
 from agentledger.services.adapters.inbox.redis_inbox import RedisInbox
+from agentledger.services.adapters.reading.archived import ArchivedReader, ArchivedStore
 from agentledger.services.adapters.reading.port import RunReader
 from agentledger.services.adapters.reading.redis_reader import RedisRunReader
 from agentledger.services.adapters.redis.client import redis_client
 from agentledger.services.adapters.redis.local_service import Waiting
 from agentledger.services.adapters.redis.locate import Located, locate
+from agentledger.services.adapters.store.port import EventStore
 from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.adapters.store.request_keys import RedisRequestKeys, RequestKeys
 from agentledger.services.handlers.state_cache import cache_for
 from agentledger.services.keys import Keys, keys_for
 from agentledger.services.secrets import configure as configure_secrets
@@ -35,11 +39,13 @@ class Session:
     settings: Settings
     client: redis.Redis
     keys: Keys
-    store: RedisEventStore
+    store: EventStore
     located: Located
     reader: RunReader
     inbox: Inbox
     admin: BrokerAdmin
+    requests: RequestKeys
+    archive: Archive | None = None  # where finished runs go (None: AGENTLEDGER_ARCHIVE_URL=off)
 
     def load(self, run_id: str) -> RunState | None:
         return cache_for(self.store).load(run_id)
@@ -63,10 +69,16 @@ def open_session(
 
 
 def session_over(settings: Settings, client: redis.Redis, located: Located) -> Session:
-    """The ports of a command over one Redis client."""
+    """The ports of a command over one Redis client; a run archived away from Redis
+    is read from the archive (`agentledger.services.adapters.reading.archived`)."""
     keys = keys_for(settings)
     admin = RedisBrokerAdmin(client, keys, member_ttl_s=settings.member_ttl_s)
+    store: EventStore = RedisEventStore(client, keys)
+    reader: RunReader = RedisRunReader(client, keys)
+    archive = open_archive(settings.archive_url, settings.state_dir, settings.prefix)
+    if archive is not None:
+        store, reader = ArchivedStore(store, archive), ArchivedReader(reader, archive)
     return Session(
-        settings, client, keys, RedisEventStore(client, keys), located,
-        RedisRunReader(client, keys), RedisInbox(client, keys), admin,
+        settings, client, keys, store, located, reader, RedisInbox(client, keys), admin,
+        RedisRequestKeys(client, keys), archive,
     )  # fmt: skip

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from agentledger.events.retention import DEFAULT_RETENTION_S, RetentionPolicy, parse_tenant_ages
 from agentledger.schemas.json_limits import MAX_MESSAGE_BYTES
 from agentledger.services.errors import ConfigError
 from agentledger.services.settings_env import (
@@ -153,6 +154,18 @@ class Settings:
     event_max_bytes: int = 256 << 10
     state_cache_max_bytes: int = 64 << 20
     malloc_arenas: int = 2
+    # retention (issue 36.1, docs/guide/operations.md): a finished run leaves Redis for
+    # the archive this long after it ended (a tenant's own age in retention_tenants);
+    # the archive is a folder or any fsspec URL (None: <state folder>/archive; "off":
+    # none: nothing is archived, nothing read from one); the sweepers look this often
+    retention_s: float = DEFAULT_RETENTION_S
+    retention_tenants: tuple[tuple[str, float], ...] = ()
+    archive_url: str | None = None
+    archive_interval_s: float = 60.0
+
+    @property
+    def retention(self) -> RetentionPolicy:
+        return RetentionPolicy(self.retention_s, dict(self.retention_tenants))
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -187,6 +200,11 @@ def _resolve(values: dict[str, object], env: Mapping[str, str]) -> None:
         values["publishers_file"] = os.path.abspath(
             os.path.expanduser(str(values["publishers_file"]))
         )
+    if "retention_tenants" in values:
+        try:
+            values["retention_tenants"] = parse_tenant_ages(str(values["retention_tenants"]))
+        except ValueError as exc:
+            raise ConfigError("AGENTLEDGER_RETENTION_TENANTS", str(exc)) from None
     if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
         values["probe_url"] = None
     values["otlp_traces"] = otlp_traces_wanted(env)

@@ -77,6 +77,11 @@ ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_EVENT_MAX_BYTES": ("event_max_bytes", int),
     "AGENTLEDGER_STATE_CACHE_MAX_BYTES": ("state_cache_max_bytes", int),
     "AGENTLEDGER_MALLOC_ARENAS": ("malloc_arenas", int),
+    # retention (issue 36.1)
+    "AGENTLEDGER_RETENTION_S": ("retention_s", float),
+    "AGENTLEDGER_RETENTION_TENANTS": ("retention_tenants", str),
+    "AGENTLEDGER_ARCHIVE_URL": ("archive_url", str),
+    "AGENTLEDGER_ARCHIVE_INTERVAL_S": ("archive_interval_s", float),
 }
 # One line per variable of ENV: what it sets (docs/reference/environment.md is made from
 # this, `make docs`; a unit test fails when a variable has none). Defaults come from Settings.
@@ -137,6 +142,10 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_EVENT_MAX_BYTES": "the largest stored event (at least 131072); a tool-made field past it keeps a head, the rest in overflow pages",
     "AGENTLEDGER_STATE_CACHE_MAX_BYTES": "the folded run states a worker keeps, in estimated bytes (at least 1 MiB)",
     "AGENTLEDGER_MALLOC_ARENAS": "glibc allocator arenas of a worker (0: glibc's default; MALLOC_ARENA_MAX in the environment wins)",
+    "AGENTLEDGER_RETENTION_S": "a finished run leaves Redis for the archive this many seconds after it ended (the sweepers, and `agentledger archive`); every read command still reads it",
+    "AGENTLEDGER_RETENTION_TENANTS": "tenants' own retention ages, `tenant=age,…` (age: seconds or 30m, 12h, 7d, 2w); the others keep AGENTLEDGER_RETENTION_S",
+    "AGENTLEDGER_ARCHIVE_URL": "the cold store finished runs are archived to: a folder (default `<state folder>/archive`), or any fsspec URL (s3://…, gs://…, az://…) with `agentledger[archive]` and its plugin installed; `off`: runs stay in Redis",
+    "AGENTLEDGER_ARCHIVE_INTERVAL_S": "how often a sweeper archives the finished runs past their retention age (and trims the feeds to that age)",
 }
 # Variables read outside ENV (not settings of their own), for the same reference page.
 ENV_ALSO: dict[str, str] = {
@@ -162,10 +171,11 @@ POSITIVE = (
     "AGENTLEDGER_ACCEPT_THREADS",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REPLAY_WINDOW_S",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REJECTED_MAXLEN",
+    "AGENTLEDGER_ARCHIVE_INTERVAL_S",
 )  # fmt: skip
 NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",
-    "AGENTLEDGER_CARRY_S", "AGENTLEDGER_MALLOC_ARENAS",
+    "AGENTLEDGER_CARRY_S", "AGENTLEDGER_MALLOC_ARENAS", "AGENTLEDGER_RETENTION_S",
 )  # fmt: skip
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 

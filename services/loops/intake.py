@@ -35,26 +35,27 @@ from agentledger.events.errors import ControlRefused, CoreError
 from agentledger.events.grants import (
     REPLAYED,
     control_refusal,
-    held_scopes,
     replay_model_refusal,
     request_refusal,
     shard_refusal,
 )
-from agentledger.events.pricing import with_operator_prices
 from agentledger.events.state import RunState
 from agentledger.events.types import DEFAULT_QUEUE, Event, RunCreated
 from agentledger.schemas import inbox
 from agentledger.schemas.errors import InvalidSpec, SchemaError
 from agentledger.schemas.inbox import Control, RunRequested
-from agentledger.schemas.spec import ReplayModel, RunSpec
+from agentledger.schemas.spec import ReplayModel
+from agentledger.services.adapters.archive.archive import open_archive
 from agentledger.services.adapters.broker.membership import Membership
 from agentledger.services.adapters.inbox.publishing import GROUP, entry_name
 from agentledger.services.adapters.publishers.nonces import Nonces, RedisNonces
 from agentledger.services.adapters.publishers.publishers_file import Registry
+from agentledger.services.adapters.reading.archived import archived_tenant
 from agentledger.services.adapters.redis.client import is_cluster
 from agentledger.services.adapters.redis.directory import Directory
 from agentledger.services.adapters.redis.replicas import NotReplicated
 from agentledger.services.adapters.redis.slot_reads import SlotReads
+from agentledger.services.adapters.store.request_keys import RedisRequestKeys
 from agentledger.services.clock import new_run_id
 from agentledger.services.errors import ConcurrencyConflict, ConfigError, ServiceError
 from agentledger.services.handlers.app import App
@@ -66,9 +67,8 @@ from agentledger.services.loops.agreement import Agreement
 from agentledger.services.loops.inbox_auth import Granted, authenticate, check_fresh
 from agentledger.services.loops.inbox_parse import Rejected, parse
 from agentledger.services.loops.inbox_streams import InboxStreams
+from agentledger.services.loops.intake_spec import held, priced
 from agentledger.services.loops.intake_workspaces import Workspaces
-from agentledger.services.prices_file import operator_prices
-from agentledger.services.settings import Settings
 
 SOURCE = "intake"
 READ_COUNT = 20  # entries per read: what one read can hold in memory is bounded by it
@@ -110,6 +110,9 @@ class Intake:
         self._streams = InboxStreams(client, keys, GROUP, app.worker, slot_reads)
         self._nonces: Nonces = RedisNonces(client, keys)  # replays (31.4)
         self._shards_read = keys.shards  # the deployment's shard count, as last read (31.5)
+        at = app.settings  # retention (36.1): the tombstones of archived runs' request ids
+        self._archive = open_archive(at.archive_url, at.state_dir, at.prefix)
+        self._requests = RedisRequestKeys(client, keys)
 
     @property
     def held(self) -> str | None:
@@ -214,7 +217,7 @@ class Intake:
         if (refusal := request_refusal(by.name, by.grant, spec.principal, queue)) is not None:
             raise Rejected(refusal)
         self._check_reach(message, by)
-        spec = _priced(_held(spec, by), self._app.settings)
+        spec = priced(held(spec, by.grant), self._app.settings)
         placement = self._workspaces.decide(message, by)  # the server decides where it works
         toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
         try:
@@ -228,20 +231,18 @@ class Intake:
             )  # fmt: skip
         except InvalidSpec as exc:
             raise Rejected(f"invalid spec: {exc}") from None
-        shard = random.randrange(self._keys.shards)
-        run_id = message.run_id or new_run_id(shard)
+        run_id = message.run_id or new_run_id(random.randrange(self._keys.shards))
         if message.request_id is not None:
-            run_id = self._claim_request(message, by.name, run_id)
+            run_id, archived = self._claim_request(message, by.name, run_id)
+            if archived:  # created long ago, archived since: answered, not made again
+                return run_id
+        if message.run_id and self._archive is not None and self._archive.holds(run_id):
+            raise Rejected(f"run {run_id!r} exists already (archived)")  # never made again
         placed = self._workspaces.place(placement, run_id)
         created = RunCreated(
-            spec=spec,
-            publisher=by.name,
-            request_id=message.request_id,
-            workspace=placed.path,
-            base_dir=message.base_dir,
-            queue=queue,
-            toolset=toolset,
-        )
+            spec=spec, publisher=by.name, request_id=message.request_id, workspace=placed.path,
+            base_dir=message.base_dir, queue=queue, toolset=toolset,
+        )  # fmt: skip
         try:
             self._app.runs.create(created, run_id, source=SOURCE, causation_id=causation_id)
         except ConcurrencyConflict:
@@ -261,6 +262,7 @@ class Intake:
         if isinstance(model, ReplayModel):
             recorded = self._app.runs.load(model.replay.run_id)
             tenant = recorded.spec.principal.tenant if recorded is not None else None
+            tenant = tenant or archived_tenant(self._archive, model.replay.run_id)
             refusal = replay_model_refusal(
                 by.name, message.spec.principal.tenant, model.replay.run_id, tenant
             )
@@ -282,25 +284,30 @@ class Intake:
             raise Rejected(f"unknown tool set: no worker has served {what}; name one in 'toolset'")
         raise Rejected(f"ambiguous tool set: {what} is served by {found}; name one in 'toolset'")
 
-    def _claim_request(self, message: RunRequested, publisher: str, run_id: str) -> str:
+    def _claim_request(self, msg: RunRequested, publisher: str, run_id: str) -> tuple[str, bool]:
         """The run a publisher's request id names: this one if it is new, the one it named
         before if the publisher sends the same request again (stamped anew: the stamp is
         not the request); a different request under it is refused as replayed. Another
-        publisher's same request id is another request."""
-        assert message.request_id is not None
-        asked = message.model_dump_json(exclude={"run_id", "issued_at", "nonce"})
+        publisher's same request id is another request. True second: the run was archived
+        (its key left Redis with it, its tombstone in the archive answers): not made again."""
+        assert msg.request_id is not None
+        asked = msg.model_dump_json(exclude={"run_id", "issued_at", "nonce"})
         digest = hashlib.sha256(f"{publisher}\n{asked}".encode()).hexdigest()
-        key = self._keys.request(publisher, message.request_id)
-        value = f"{run_id} {digest}"
+        key = self._keys.request(publisher, msg.request_id)
+        value, archived = f"{run_id} {digest}", False
         if self._r.set(key, value, nx=True):
-            return run_id
-        kept = (cast(bytes | None, self._r.get(key)) or b"").decode().split(" ")
+            # after the claim: an archiver files the tombstone before it deletes the key
+            tombstone = self._archive.request(key) if self._archive is not None else None
+            if tombstone is None:
+                return run_id, False
+            self._requests.forget(publisher, msg.request_id, value)
+            kept, archived = tombstone.split(" "), True
+        else:
+            kept = (cast(bytes | None, self._r.get(key)) or b"").decode().split(" ")
         if len(kept) == 2 and kept[1] == digest:
-            return kept[0]  # the same request again: the same run (created, or created now)
-        raise Rejected(
-            f"{REPLAYED}: request_id {message.request_id!r} names run {kept[0]!r} already, "
-            "for another request"
-        )
+            return kept[0], archived  # the same request again: the same run
+        why = f"names run {kept[0]!r} already, for another request"
+        raise Rejected(f"{REPLAYED}: request_id {msg.request_id!r} {why}")
 
     def _finish(
         self,
@@ -380,17 +387,3 @@ def decide_control(s: RunState, m: Control, *, publisher: str) -> list[Event]:
             return controls.resume(s, by=m.by, note=m.note, escalation=m.escalation, publisher=p)
         case inbox.RunAborted():
             return controls.abort(s, by=m.by, note=m.note, escalation=m.escalation, publisher=p)
-
-
-def _held(spec: RunSpec, by: Granted) -> RunSpec:
-    """The spec holding only the scopes it asks for that the grant allows."""
-    held = held_scopes(spec.principal.scopes, by.grant)
-    return spec.model_copy(update={"principal": spec.principal.model_copy(update={"scopes": held})})
-
-
-def _priced(spec: RunSpec, settings: Settings) -> RunSpec:
-    """The spec with the operator's price of each model it does not price itself."""
-    try:
-        return with_operator_prices(spec, operator_prices(settings))
-    except ConfigError as exc:
-        raise Rejected(f"the deployment's price table cannot be read: {exc}") from None

@@ -17,7 +17,8 @@ everything due (asking again for the locks a waiting call is queued for) that is
 not still waiting in its queue (`App.resend`: the lag an autoscaler reads counts
 steps, not re-drives). It also ends the leases of lock holders that stopped
 renewing and tells whoever the locks pass to. One run it cannot fold never stops
-the pass."""
+the pass. Between passes it archives the finished runs past their retention age
+(`agentledger.services.loops.retention`)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ from agentledger.services.errors import UnknownRun
 from agentledger.services.handlers.app import App
 from agentledger.services.handlers.engine import Decided
 from agentledger.services.handlers.outage import OUTAGE_ERRORS
+from agentledger.services.loops.retention import RetentionDuty
 
 SOURCE = "sweeper"
 log = logging.getLogger(__name__)
@@ -131,13 +133,24 @@ class Reach:
         return True
 
 
-def run_sweeper(app: App, membership: Membership, shards: range, stop: threading.Event) -> None:
+def run_sweeper(
+    app: App,
+    membership: Membership,
+    shards: range,
+    stop: threading.Event,
+    retention: RetentionDuty | None = None,
+) -> None:
+    """`retention`, when given: finished runs past their age go to the archive
+    (`agentledger.services.loops.retention`), between passes."""
     reach = Reach()
     while not stop.wait(app.settings.sweep_interval_s):
         started = app.clock.now()
         try:
             membership.beat()
-            sweep_once(app, membership.owned(shards), unreachable=reach.windows(started))
+            owned = membership.owned(shards)
+            sweep_once(app, owned, unreachable=reach.windows(started))
+            if retention is not None:
+                retention.maybe_run(owned)
         except OUTAGE_ERRORS as exc:
             if reach.lost(started):
                 log.warning("the sweeper lost Redis (%s); trying again every pass", exc)

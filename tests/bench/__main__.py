@@ -4,7 +4,8 @@ invocation. On a private redis-server with AOF (everysec; W1 again at
 `always`): F the floor, W1 one long run, W2 many one-call runs, W3 many runs at
 once on one and two worker processes, W5 state loads as the log grows and a
 worker SIGKILLed mid-run, R an idle worker's Redis round trips with no run and
-with runs parked on an approval; and the peers (each in a process of its own, between
+with runs parked on an approval, T Redis bytes per finished run before and after
+retention (on a fresh server); and the peers (each in a process of its own, between
 our repetitions). Medians of the repetitions; a table in the terminal and
 bench-results/bench.json. A benchmark, not a test: the numbers move with
 whatever else the machine is doing."""
@@ -28,7 +29,17 @@ import dramatiq
 
 from agentledger.services.errors import ConfigError, RedisUnavailable
 from agentledger.services.settings import Settings, from_env
-from tests.bench import embedded, floor, ours, parked, peers, recovery, report, state_load
+from tests.bench import (
+    embedded,
+    floor,
+    ours,
+    parked,
+    peers,
+    recovery,
+    report,
+    retention,
+    state_load,
+)
 from tests.bench.harness import Bench, BenchError, private_bench
 from tests.bench.plan import PLANS, WINDOW, Plan
 
@@ -63,6 +74,7 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
             bench, f"{tag}-load", template, plan.log_sizes, plan.reps
         )
         notes.append("W5 loads of 50,000+ events: the whole-log fold is timed at most 3 times")
+        retained = retention.template(bench, f"{tag}-retention")
         for rep in range(1, plan.kill_reps + 1):
             raw["kills"] += _kills(bench, f"{tag}-k{rep}", plan.kill_cases)
         raw["parked"] = [
@@ -75,6 +87,14 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
             f"{settings.broker_claim_idle_s:g} s; a tool claim runs out at the tool's timeout + the spec's claim_grace_s (2 s), "
             f"a read's sooner when its worker is proven dead (silent for {settings.member_ttl_s:g} s, process gone)"
         )
+    # R on a fresh server: its memory before the runs is the server's own
+    raw["retention"] = [
+        retention.measure(settings, tmp / "retention", retained, plan.retained_runs)
+    ]
+    notes.append(
+        f"R: {plan.retained_runs:,} copies of a one-call run made through the full path, "
+        "written through the store adapter (with their request keys), then one retention pass"
+    )
     with private_bench(settings, tmp, "always") as always:
         raw["floor_always"] = [
             {

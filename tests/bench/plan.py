@@ -44,6 +44,7 @@ class Plan:
     parked: int  # R: runs waiting for an approval while a worker idles
     parked_reps: int
     parked_window_s: float  # R: each idle window counted
+    retained_runs: int = 10_000  # T: finished runs written, then archived by one pass
 
 
 PLANS = {
@@ -59,7 +60,7 @@ PLANS = {
         log_sizes=(100, 1_000, 10_000), kill_reps=1, kill_cases=("model",),
         floor_ops=300, hops=30, peer_calls=40, peer_runs=40, peer_reps=1,
         always_reps=1, parked=200, parked_reps=1,
-        parked_window_s=5.0,
+        parked_window_s=5.0, retained_runs=1_000,
     ),
 }  # fmt: skip
 

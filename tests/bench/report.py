@@ -149,8 +149,20 @@ def rows(raw: dict[str, Any], plan: Plan, durability: str) -> list[Row]:
             _col(reps, "parked_rt_per_s"))  # fmt: skip
         add("R", f"{idle}: {n:,} parked / none (target <= 2)", OURS, durability, "ratio",
             _col(reps, "ratio"))  # fmt: skip
+    for key, measure, unit in RETENTION:
+        add("T", measure.format(n=plan.retained_runs), OURS, durability, unit,
+            _col(raw.get("retention", []), key))  # fmt: skip
     _vs_ours(out)
     return out
+
+
+RETENTION = [  # R: one pass over {n} finished one-call runs (bench.retention)
+    ("bytes_per_run_before", "Redis bytes per finished run, before retention", "bytes"),
+    ("bytes_per_run_after", "Redis bytes per finished run, after a retention pass", "bytes"),
+    ("after_over_before_pct", "Redis memory after {n:,} runs and a pass, over before them", "%"),
+    ("archived_per_s", "runs archived per second (folder, fsync)", "runs/s"),
+    ("archive_bytes_per_run", "archive bytes per run (compressed segment)", "bytes"),
+]
 
 
 FLOOR = [  # key, measure, system, durability ("": the run's)

@@ -6,7 +6,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentledger.events.types import Event, ModelRequested, RunCreated
+from agentledger.events.types import (
+    Event,
+    ModelRequested,
+    RunCancelled,
+    RunCancelRequested,
+    RunCreated,
+)
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.spec import RunSpec
 
@@ -46,3 +52,21 @@ def batch(run_id: str, first_seq: int, n: int, *, at: float = T0) -> list[Envelo
         )
         for seq in range(first_seq, first_seq + n)
     ]
+
+
+def finished(run_id: str, *, at: float = T0, turns: int = 1) -> list[Envelope[Any]]:
+    """A run that is over: created, `turns` model requests, a cancel asked for and
+    done (status cancelled, nothing in flight)."""
+    events = batch(run_id, 1, 1 + turns, at=at)
+    n = len(events)
+    end = at + (n + 2) / 1000
+    events.append(envelope(run_id, n + 1, RunCancelRequested(by="ops", source="cli"), at=end))
+    events.append(
+        envelope(
+            run_id,
+            n + 2,
+            RunCancelled(requested_at=end, by="ops", side_effects=(), detail="cancelled"),
+            at=end,
+        )
+    )
+    return events

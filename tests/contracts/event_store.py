@@ -19,9 +19,9 @@ import pytest
 from agentledger.events.types import CODEC, ToolCallSucceeded
 from agentledger.schemas.errors import InvalidEvent
 from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES
-from agentledger.services.adapters.store.port import EventStore, Head, Outgoing, Snapshot
+from agentledger.services.adapters.store.port import EventStore, Head, Outgoing, Removed, Snapshot
 from agentledger.services.errors import ConcurrencyConflict
-from tests.contracts.envelopes import T0, batch, envelope
+from tests.contracts.envelopes import T0, batch, envelope, finished
 
 
 def new_run(store: EventStore, n: int = 1, *, at: float = T0, live: bool = True) -> str:
@@ -385,3 +385,68 @@ class EventStoreContract:
         )
 
         assert [(t.base, t.events) for t in tails] == [(1, b[1:]), (0, []), (0, a)]
+
+    # retention: a finished run taken out whole
+    def test_an_export_holds_each_event_as_stored_in_order_and_its_overflow_pages(
+        self, store: EventStore
+    ) -> None:
+        events = finished("run-x")
+        store.append("run-x", events, expected_seq=0, live=False)
+
+        exported = store.export("run-x")
+
+        assert exported is not None and exported.run_id == "run-x"
+        assert [CODEC.decode(b) for b in exported.entries] == events
+        assert exported.overflow == {}
+        assert store.export("no-such-run") is None
+
+    def test_removing_a_finished_run_takes_its_log_snapshot_and_index_entry(
+        self, store: EventStore
+    ) -> None:
+        events = finished("run-x")
+        store.append("run-x", events, expected_seq=0, live=False)
+        store.save_snapshot("run-x", snap(len(events), events[-1].id))
+
+        removed = store.remove("run-x", count=len(events), last_id=events[-1].id)
+
+        assert removed is Removed.REMOVED
+        assert store.read("run-x") == []
+        assert store.export("run-x") is None
+        assert "run-x" not in [e.run_id for e in store.runs()]
+        tail = store.read_tails([Head("run-x")], snapshot_version=V1)[0]
+        assert (tail.base, tail.events, tail.snapshot) == (0, [], None)
+        again = store.remove("run-x", count=len(events), last_id=events[-1].id)
+        assert again is Removed.GONE
+
+    def test_a_run_whose_log_moved_or_that_is_live_is_not_removed(self, store: EventStore) -> None:
+        events = finished("run-x")
+        store.append("run-x", events, expected_seq=0, live=False)
+        live = new_run(store, 2, live=True)
+        live_log = store.read(live)
+
+        assert store.remove("run-x", count=len(events) - 1, last_id=events[-2].id) is (
+            Removed.CHANGED
+        )
+        assert store.remove("run-x", count=len(events), last_id="another") is Removed.CHANGED
+        assert store.remove(live, count=2, last_id=live_log[-1].id) is Removed.CHANGED
+        assert store.read("run-x") == events
+        assert store.read(live) == live_log
+
+    def test_runs_created_before_a_time_are_listed_oldest_first_from_a_time(
+        self, store: EventStore
+    ) -> None:
+        old = new_run(store, at=T0)
+        older = new_run(store, at=T0 - 10)
+        new_run(store, at=T0 + 10)
+
+        found = [e.run_id for e in store.created_before(T0 + 5)]
+        assert found == [older, old]
+        assert [e.run_id for e in store.created_before(T0 + 5, offset=1)] == [old]
+        assert [e.run_id for e in store.created_before(T0 + 5, limit=1)] == [older]
+
+    def test_runs_created_at_the_same_time_are_paged_in_id_order(self, store: EventStore) -> None:
+        ids = sorted(new_run(store, at=T0) for _ in range(5))
+
+        pages = [store.created_before(T0 + 5, offset=n, limit=2) for n in (0, 2, 4, 6)]
+
+        assert [[e.run_id for e in page] for page in pages] == [ids[:2], ids[2:4], ids[4:], []]

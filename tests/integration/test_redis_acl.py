@@ -29,12 +29,15 @@ from itkit import QUEUE, TOOL_MODULE, call, executions, file_publisher, scripted
 
 from agentledger.events.status import RunStatus
 from agentledger.schemas.inbox import RunRequested
+from agentledger.services.adapters.archive.archive import open_archive
 from agentledger.services.adapters.inbox.publishing import publish
 from agentledger.services.adapters.publishers import publishers_file
 from agentledger.services.adapters.publishers.publishers_file import Signer
 from agentledger.services.adapters.redis.acl import DEFAULT_OFF, rules
 from agentledger.services.adapters.redis.local_server import answers, free_port
 from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.adapters.store.request_keys import RedisRequestKeys
+from agentledger.services.handlers.archiver import Outcome, archive_run
 from agentledger.services.keys import Keys
 from agentledger.services.settings import Settings
 
@@ -148,7 +151,10 @@ def refused(client: redis.Redis, *command: Any) -> bool:
     except redis.exceptions.NoPermissionError:
         return True
     except redis.ResponseError as exc:  # a command inside a script: refused as the caller's
-        return "can't run this command" in str(exc) or "no permissions" in str(exc)
+        return any(
+            words in str(exc)
+            for words in ("can't run this command", "can't access", "no permissions")
+        )
     return False
 
 
@@ -214,6 +220,9 @@ def test_each_role_works_under_its_acl_user_and_is_refused_outside_its_rights(
         "publisher flushes": refused(publisher, "FLUSHALL"),
         "workers write an inbox stream": refused(as_workers, "XADD", own, "*", "f", "v"),
         "workers write a request id": refused(as_workers, "SET", keys.request("publisher-acl", "run-acl"), "x"),
+        "workers write a request id by script": refused(
+            as_workers, "EVAL", "return redis.call('SET', KEYS[1], 'x')", 1, keys.request("publisher-acl", "run-acl")),
+        "workers read a request id": not refused(as_workers, "GET", keys.request("publisher-acl", "run-acl")),
         "workers pose as an intake": refused(as_workers, "ZADD", keys.intake_members(), "1", "w"),
         "workers write outside the prefix": refused(as_workers, "SET", "elsewhere:key", "1"),
         "workers flush": refused(as_workers, "FLUSHALL"),
@@ -242,6 +251,15 @@ def test_each_role_works_under_its_acl_user_and_is_refused_outside_its_rights(
     # published (that ops may not publish at all is "ops publish" above)
     assert cancel.returncode == 2 and "already ended completed" in cancel.stderr, cancel.stderr
     assert "Traceback" not in cancel.stderr
+
+    # retention as the workers' sweeper does it, under the workers' user: the run and its
+    # request key leave Redis
+    archive = open_archive(None, settings.state_dir, settings.prefix)
+    assert archive is not None
+    archived = archive_run(RedisEventStore(as_workers, keys), archive,
+                           RedisRequestKeys(as_workers, keys), "run-acl", now=time.time())  # fmt: skip
+    assert archived is Outcome.ARCHIVED
+    assert not ops.exists(run_key) and not ops.exists(keys.request(signer.name, "run-acl"))
 
 
 @pytest.mark.slow

@@ -36,6 +36,8 @@ def test_the_intake_and_the_workers_reach_only_their_own_keys() -> None:
     assert not {r for r in workers if r in ("~al:{in*}:*", "~al:{rq*}:*", "~al:intakes:*", "~al:*")}
     for rules_ in (intake, workers):
         assert {"-@dangerous", "-@admin", "-script|flush", "-function"} <= rules_
+    # retention: the workers' sweeper reads and deletes an archived run's request key, no more
+    assert "(~al:{rq*}:* +get +del +evalsha +eval)" in workers
 
 
 def test_ops_reads_only_and_runs_no_script() -> None:

@@ -74,12 +74,16 @@ def _scripted(spec: ScriptedModel, settings: Settings, store: EventStore | None)
 
 
 def _replay(spec: ReplayModel, settings: Settings, store: EventStore | None) -> ModelAdapter:
+    from agentledger.services.adapters.archive.archive import open_archive
     from agentledger.services.adapters.models.replay import ReplayAdapter
+    from agentledger.services.adapters.reading.archived import ArchivedStore
 
     if store is None:
         raise ValueError("the replay model needs the event store")
     recorded = spec.replay.run_id
-    return ReplayAdapter(recorded, lambda: store.read(recorded))
+    archive = open_archive(settings.archive_url, settings.state_dir, settings.prefix)
+    source = store if archive is None else ArchivedStore(store, archive)  # an archived run too
+    return ReplayAdapter(recorded, lambda: source.read(recorded))
 
 
 def _anthropic(spec: AnthropicModel, settings: Settings, store: EventStore | None) -> ModelAdapter:

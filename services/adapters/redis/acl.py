@@ -12,7 +12,9 @@ commands it needs (under the key prefix of the deployment):
 - **workers** — the pools and the sweeper: the runs' keys and task-queue streams,
   the ledger, the lock table, the pools' membership, the meta hash and the tool
   sets' manifests; not the inbox (it reads the rejected streams' sizes, for
-  metrics), not the request ids, not the intakes' membership;
+  metrics), not the intakes' membership; of the request ids only GET and DEL
+  (a selector, also inside a script): the sweeper's retention takes an archived
+  run's request key out of Redis, and may never write one;
 - **ops** — reads every key under the prefix, with read commands only: no
   write, and no script (`EVAL`, `EVALSHA`, `SCRIPT`, `FUNCTION`, `FCALL`: a
   script can block Redis for everyone); the CLI's reads fall back to plain
@@ -93,10 +95,13 @@ def rules(
         runs, f"~{p}:{{ld*}}:*", locks, f"~{p}:members:*", f"~{p}:meta", f"~{p}:toolsets:*",
         f"%R~{p}:{{in*}}:rejected",
     )  # fmt: skip
+    # retention (the sweeper): read an archived run's request key, delete it (in a script)
+    requests_read_delete = f"(~{p}:{{rq*}}:* +get +del +evalsha +eval)"
     return [
         *(publisher_user(prefix, name, user_prefix=user_prefix) for name in sorted(publishers)),
         AclUser("intake", f"{head}-intake", ("resetchannels", *intake_keys, "+@all", *_SERVICE_REFUSED)),
-        AclUser("workers", f"{head}-workers", ("resetchannels", *workers_keys, "+@all", *_SERVICE_REFUSED)),
+        AclUser("workers", f"{head}-workers", ("resetchannels", *workers_keys, "+@all", *_SERVICE_REFUSED,
+                                               requests_read_delete)),
         AclUser("ops", f"{head}-ops",
                 ("resetchannels", f"%R~{p}:*", "-@all", *_OPS_ALLOWED, *_OPS_REFUSED)),
     ]  # fmt: skip

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from agentledger.events.types import CODEC
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.errors import InvalidEvent
 from agentledger.services.adapters.broker.outbox import command_key
 from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
-from agentledger.services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
+from agentledger.services.adapters.store.port import (
+    Exported,
+    Head,
+    Outgoing,
+    Removed,
+    RunIndexEntry,
+    Snapshot,
+    Tail,
+)
 from agentledger.services.errors import ConcurrencyConflict
 
 
@@ -203,3 +213,44 @@ class MemoryEventStore:
             moved = seq is not None and len(self._logs.get(run_id, ())) != seq
             if run_id in self._live and not moved:
                 self._live[run_id] = at
+
+    def export(self, run_id: str) -> Exported | None:
+        with self._lock:
+            log = list(self._logs.get(run_id, []))
+            pages = dict(self._overflow.get(run_id, {}))
+        if not log:
+            return None
+        return Exported(run_id, [CODEC.encode(env) for env in log], pages)
+
+    def remove(self, run_id: str, *, count: int, last_id: str) -> Removed:
+        with self._lock:
+            log = self._logs.get(run_id, [])
+            if not log:
+                self._logs.pop(run_id, None)
+                return Removed.GONE
+            if len(log) != count or log[-1].id != last_id or run_id in self._live:
+                return Removed.CHANGED
+            for kept in (self._logs, self._overflow, self._snapshots):
+                kept.pop(run_id, None)
+            return Removed.REMOVED
+
+    def created_before(
+        self,
+        before: float,
+        *,
+        shards: Sequence[int] | None = None,
+        offset: int = 0,
+        limit: int = 1000,
+    ) -> list[RunIndexEntry]:
+        found = [
+            e
+            for e in self.runs(limit=sys.maxsize)
+            if int(e.created_at * 1000) < int(before * 1000)
+            and (shards is None or self._shard_of is None or self._shard_of(e.run_id) in shards)
+        ]
+        ordered = sorted(found, key=lambda e: (int(e.created_at * 1000), e.run_id))
+        return ordered[offset : offset + limit]
+
+    def trim_feeds(self, before: float) -> None:
+        """Nothing: this store's one feed is its reader's cursor space (positions), kept
+        whole; an entry of a removed run reads as no events."""

@@ -13,12 +13,19 @@ it was folded up to.
 No event is stored larger than the store's cap (`event_max_bytes`): `as_stored`
 cuts a tool-made field that would pass it (`agentledger.events.output_cap.cut_event`), and
 `append` writes the rest of that field's text as the run's overflow pages in the
-same call as the event (both or neither); `overflow_pages` reads them back."""
+same call as the event (both or neither); `overflow_pages` reads them back.
+
+Retention (`agentledger.services.handlers.archiver`) takes a finished run out whole:
+`export` hands out its log as stored and its overflow pages, `remove` deletes the run
+(log, snapshot, overflow pages, its entries in the indexes) in one atomic step, and
+only while the log is still the one exported; `created_before` lists the runs a pass
+looks at and `trim_feeds` drops the feeds' entries older than the retention age."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Protocol
 
 from agentledger.schemas.envelope import Envelope
@@ -36,6 +43,25 @@ class Outgoing:
 class RunIndexEntry:
     run_id: str
     created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Exported:
+    """A run's log as stored, for the archive: the packed envelope of each event
+    (seq 1, 2, … in order) and its overflow pages ('<event id>:<n>' -> page)."""
+
+    run_id: str
+    entries: list[bytes]
+    overflow: dict[str, bytes]
+
+
+class Removed(StrEnum):
+    """What `remove` did: removed the run, found it gone already, or left it (its log
+    is no longer the one exported, or it is live)."""
+
+    REMOVED = "removed"
+    GONE = "gone"
+    CHANGED = "changed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,4 +161,30 @@ class EventStore(Protocol):
         deadline less a lease), so the sweeper waits until a lease after it. With `seq`,
         only while the run's log is still at that seq: an append since then scored the
         run afresh and wins."""
+        ...
+
+    def export(self, run_id: str) -> Exported | None:
+        """The run's log as stored and its overflow pages (None: no such log)."""
+        ...
+
+    def remove(self, run_id: str, *, count: int, last_id: str) -> Removed:
+        """Delete the run — log, snapshot, overflow pages, its entries in the runs and
+        live indexes — in one atomic step, only while its log holds `count` events
+        ending with `last_id` and it is not live."""
+        ...
+
+    def created_before(
+        self,
+        before: float,
+        *,
+        shards: Sequence[int] | None = None,
+        offset: int = 0,
+        limit: int = 1000,
+    ) -> list[RunIndexEntry]:
+        """Up to `limit` runs (of these shards; None: all) created before `before`, oldest
+        first (by creation time, then id), from the `offset`-th on."""
+        ...
+
+    def trim_feeds(self, before: float) -> None:
+        """Drop the feeds' entries appended before `before`."""
         ...

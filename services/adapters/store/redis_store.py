@@ -20,7 +20,15 @@ from agentledger.services.adapters.redis.replicas import ReplicaAcks
 from agentledger.services.adapters.store import plain_tails
 from agentledger.services.adapters.store.entries import decode_entry, decode_raw
 from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
-from agentledger.services.adapters.store.port import Head, Outgoing, RunIndexEntry, Snapshot, Tail
+from agentledger.services.adapters.store.port import (
+    Exported,
+    Head,
+    Outgoing,
+    Removed,
+    RunIndexEntry,
+    Snapshot,
+    Tail,
+)
 from agentledger.services.errors import ConcurrencyConflict
 from agentledger.services.keys import Keys
 
@@ -30,6 +38,7 @@ _APPEND = _KEEP_SNAPSHOT + _SCRIPTS.joinpath("append.lua").read_text()
 _TAIL = _SCRIPTS.joinpath("tail.lua").read_text()
 _SNAPSHOT = _KEEP_SNAPSHOT + _SCRIPTS.joinpath("snapshot.lua").read_text()
 _TOUCH = _SCRIPTS.joinpath("touch.lua").read_text()
+_REMOVE = _SCRIPTS.joinpath("remove.lua").read_text()
 FEED_MAXLEN = 100_000
 SNAPSHOT_TTL_MS = 7 * 24 * 3600 * 1000  # a cache: an idle run's snapshot may go
 
@@ -51,6 +60,7 @@ class RedisEventStore:
         self._tail = client.register_script(_TAIL)
         self._snapshot = client.register_script(_SNAPSHOT)
         self._touch = client.register_script(_TOUCH)
+        self._remove = client.register_script(_REMOVE)
         self._scripted_reads = True  # until the server refuses this user a script
 
     def append(
@@ -183,6 +193,56 @@ class RedisEventStore:
             self._r.zadd(live, {run_id: _ms(at)}, xx=True)
         else:
             self._touch(keys=[self._keys.run(run_id), live], args=[seq, _ms(at), run_id])
+
+    def export(self, run_id: str) -> Exported | None:
+        pipe = self._r.pipeline(transaction=False)
+        pipe.xrange(self._keys.run(run_id))
+        pipe.hgetall(self._keys.overflow(run_id))
+        entries, overflow = pipe.execute()
+        if not entries:
+            return None
+        for n, (entry_id, fields) in enumerate(entries, 1):
+            if entry_id != f"0-{n}".encode() or b"e" not in fields:
+                raise InvalidEvent(
+                    f"run {run_id!r}: entry {entry_id.decode()} is not event {n}", field="seq"
+                )
+        pages = {k.decode(): v for k, v in overflow.items()}
+        return Exported(run_id, [fields[b"e"] for _, fields in entries], pages)
+
+    def remove(self, run_id: str, *, count: int, last_id: str) -> Removed:
+        shard = self._keys.shard(run_id)
+        keys = [
+            self._keys.run(run_id),
+            self._keys.runs(shard),
+            self._keys.live(shard),
+            self._keys.snapshot(run_id),
+            self._keys.overflow(run_id),
+        ]
+        return Removed(self._remove(keys=keys, args=[run_id, count, last_id]).decode())
+
+    def created_before(
+        self,
+        before: float,
+        *,
+        shards: Sequence[int] | None = None,
+        offset: int = 0,
+        limit: int = 1000,
+    ) -> list[RunIndexEntry]:
+        pipe = self._r.pipeline(transaction=False)
+        for shard in range(self._keys.shards) if shards is None else shards:
+            pipe.zrangebyscore(
+                self._keys.runs(shard), "-inf", f"({_ms(before)}", start=0, num=offset + limit,
+                withscores=True,
+            )  # fmt: skip
+        # each shard's first offset + limit: the merged order's first offset + limit are among them
+        found = [(s, r.decode()) for rows in pipe.execute() for r, s in rows]
+        return [RunIndexEntry(r, s / 1000) for s, r in sorted(found)[offset : offset + limit]]
+
+    def trim_feeds(self, before: float) -> None:
+        pipe = self._r.pipeline(transaction=False)
+        for shard in range(self._keys.shards):
+            pipe.xtrim(self._keys.feed(shard), minid=f"{_ms(before)}-0", approximate=False)
+        pipe.execute()
 
 
 def _snapshot_args(snapshot: Snapshot) -> list[Any]:

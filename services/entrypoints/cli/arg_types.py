@@ -157,3 +157,13 @@ def reply_text(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("a reply needs some text: what the run should do next")
     return text
+
+
+def duration(text: str) -> float:
+    """Seconds, or 30m, 12h, 7d, 2w (`agentledger.events.retention.parse_duration`)."""
+    from agentledger.events.retention import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

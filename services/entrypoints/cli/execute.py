@@ -314,6 +314,14 @@ def _trace(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     return trace_cmds.trace(session, args.run_id, as_json=as_json)
 
 
+def _archive(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from agentledger.services.entrypoints.cli import archive_cmds
+
+    return archive_cmds.archive(
+        session, older_than=args.older_than, dry_run=args.dry_run, as_json=as_json
+    )
+
+
 def _ui(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     from agentledger.services.entrypoints.web.server import serve
 
@@ -342,7 +350,7 @@ def _control(args: argparse.Namespace, session: Session, as_json: bool) -> int:
 _ON_A_SESSION: dict[str, Callable[[argparse.Namespace, Session, bool], int]] = {
     "workers": _workers, "intake": _intake, "dead-letters": _dead_letters,
     "status": _status, "runs": _runs, "tail": _tail, "replay": _replay, "context": _context,
-    "raw": _raw, "trace": _trace, "ui": _ui,
+    "raw": _raw, "trace": _trace, "ui": _ui, "archive": _archive,
 }  # fmt: skip
 
 

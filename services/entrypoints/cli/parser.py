@@ -235,7 +235,8 @@ def _control_commands(command: Command) -> None:
 
 
 def _operator_commands(command: Command) -> None:
-    """An operator's: the web view (`ui`), the local Redis service, the publishers, the ACL users."""
+    """An operator's: the web view (`ui`), the local Redis service, the publishers, the
+    archive, the ACL users."""
     ui = command("ui", "the web view: runs, live timelines, approvals and replies")
     ui.add_argument(
         "--port", type=arg_types.port, default=8765, help="0: a free port (default 8765)"
@@ -257,6 +258,15 @@ def _operator_commands(command: Command) -> None:
     local.add_argument("action", choices=("status", "start", "stop"))
     local.add_argument("--force", action="store_true", help="stop: even with clients connected")
     _publishers(command("publishers", "who may publish to the inbox, and what each may ask for"))
+    ar = command(
+        "archive", "archive finished runs past their retention age; remove them from Redis"
+    )
+    ar.add_argument(
+        "--older-than", type=arg_types.duration, metavar="D",
+        help="runs that ended at least this long ago, every tenant (seconds, or 30m, 12h, 7d; "
+        "default: AGENTLEDGER_RETENTION_S and AGENTLEDGER_RETENTION_TENANTS)",
+    )  # fmt: skip
+    ar.add_argument("--dry-run", action="store_true", help="name the runs due; change nothing")
     a = command(
         "acl", "Redis ACL users of this prefix: one per publisher, the intake, workers, ops"
     )
