@@ -46,7 +46,9 @@ def test_the_core_never_checks_a_provider_type() -> None:
 
 def _openai_spec(**openai: object) -> RunSpec:
     model = {"openai": {"model": "gpt-5-mini", **openai}}
-    return RunSpec.model_validate({"task": "t", "principal": {"id": "p", "tenant": "t"}, "model": model})
+    return RunSpec.model_validate(
+        {"task": "t", "principal": {"id": "p", "tenant": "t"}, "model": model}
+    )
 
 
 def test_a_spec_may_name_only_the_endpoints_and_key_variables_the_deployment_lists() -> None:
