@@ -41,6 +41,7 @@ class Plan:
     peer_runs: int
     peer_reps: int
     always_reps: int  # W1 again at AOF always
+    admission_runs: int = 1000  # A: requests published to one intake process (burst, paced)
 
 
 PLANS = {
