@@ -143,38 +143,46 @@ class Runs:
 
     def create_many(self, runs: Sequence[NewRun], *, source: str) -> list[RunState | Exception]:
         """`create` for each run, the appends sent together (`EventStore.append_many`):
-        each run's state, or what its append raised (ConcurrencyConflict: it exists)."""
+        each run's state, or what its own creation raised (ConcurrencyConflict: it
+        exists; anything one run's events met is that run's alone)."""
         now = self.clock.now()
-        cache = self.cache
-        appends: list[Append] = []
-        states: list[RunState] = []
-        for created, run_id, cause in runs:
-            batch = envelopes(
-                run_id, [created], after_seq=0, at=now, source=source, causation_id=cause
-            )
-            batch = self.as_stored(run_id, batch)
-            state = fold(batch)
-            assert state is not None
-            messages = self._outbox.messages(state, new_commands(None, state, now=now))
-            snapshot = cache.snapshot_due(run_id, state)
-            states.append(state)
-            appends.append(Append(run_id, batch, 0, state.status.watched, messages, "", snapshot))
-        with ExitStack() as held:
-            for a, state in zip(appends, states, strict=True):
-                held.enter_context(cache.expecting(a.run_id, state, a.events[-1].id))
-            outcomes = self.store.append_many(appends)
-            for a, state, outcome in zip(appends, states, outcomes, strict=True):
-                if not isinstance(outcome, Exception):
-                    cache.appended(a.run_id, state, a.events[-1].id, a.snapshot, a.events)
         out: list[RunState | Exception] = []
-        for a, state, outcome in zip(appends, states, outcomes, strict=True):
-            if isinstance(outcome, Exception):
-                out.append(outcome)
+        ready: list[tuple[int, Append, RunState]] = []
+        for i, (created, run_id, cause) in enumerate(runs):
+            try:
+                append, state = self._first(created, run_id, cause, at=now, source=source)
+            except Exception as exc:  # noqa: BLE001 -- its own: the caller names or raises it
+                out.append(exc)
                 continue
-            if self.observe is not None:
-                self.observe(Appended(None, state, list(a.events), [state.status], None))
             out.append(state)
+            ready.append((i, append, state))
+        cache = self.cache
+        with ExitStack() as held:
+            for _, a, state in ready:
+                held.enter_context(cache.expecting(a.run_id, state, a.events[-1].id))
+            outcomes = self.store.append_many([a for _, a, _ in ready])
+            for (i, a, state), outcome in zip(ready, outcomes, strict=True):
+                if isinstance(outcome, Exception):
+                    out[i] = outcome
+                else:
+                    cache.appended(a.run_id, state, a.events[-1].id, a.snapshot, a.events)
+        if self.observe is not None:
+            for i, a, state in ready:
+                if out[i] is state:
+                    self.observe(Appended(None, state, list(a.events), [state.status], None))
         return out
+
+    def _first(
+        self, created: RunCreated, run_id: str, cause: str | None, *, at: float, source: str
+    ) -> tuple[Append, RunState]:
+        """A new run's append: its first event as stored, and the state it folds to."""
+        batch = envelopes(run_id, [created], after_seq=0, at=at, source=source, causation_id=cause)
+        batch = self.as_stored(run_id, batch)
+        state = fold(batch)
+        assert state is not None
+        messages = self._outbox.messages(state, new_commands(None, state, now=at))
+        snapshot = self.cache.snapshot_due(run_id, state)
+        return Append(run_id, batch, 0, state.status.watched, messages, "", snapshot), state
 
     def save(
         self, run_id: str, batch: Batch, *, expected: RunState | None, outage_s: float = 0.0

@@ -188,30 +188,39 @@ class Requests:
         """Claim the batch's request ids, then append each run's first event, all
         together: each request's run id, or what refused it (Rejected) or failed it."""
         outcomes: list[str | Exception] = list(self._claim(batch))
-        made: list[tuple[int, Prepared, str, Any]] = []
+        made: list[tuple[int, Prepared, str, Any, RunCreated]] = []
         for i, p in enumerate(batch):
             run_id = outcomes[i]
             if isinstance(run_id, Exception):
                 continue
-            try:
+            try:  # a copy that fails (a full disk), an event that will not build: its own
                 placed = self._workspaces.place(p.placement, run_id)
-            except Rejected as exc:
+                created = self._created(p, placed)
+            except Exception as exc:  # noqa: BLE001 -- named by the intake (reason_of)
                 outcomes[i] = exc
                 continue
-            made.append((i, p, run_id, placed))
-        news = [(self._created(p, placed), run_id, p.cause) for _, p, run_id, placed in made]
+            made.append((i, p, run_id, placed, created))
+        news = [(created, run_id, p.cause) for _, p, run_id, _, created in made]
         results = self._app.runs.create_many(news, source=SOURCE)
-        for (i, p, run_id, placed), result in zip(made, results, strict=True):
-            if isinstance(result, ConcurrencyConflict):
-                existing = self._app.runs.load(run_id)
-                found = None if existing is None else (existing.request_id, existing.publisher)
-                if not own_run(found, request_id=p.message.request_id, publisher=p.by.name):
-                    self._workspaces.discard(placed, run_id)
-                    outcomes[i] = Rejected(f"run {run_id!r} exists already")
-            elif isinstance(result, Exception):
-                self._workspaces.discard(placed, run_id)
-                outcomes[i] = result
+        for (i, p, run_id, placed, _), result in zip(made, results, strict=True):
+            try:
+                outcomes[i] = self._settled(p, run_id, placed, result)
+            except Exception as exc:  # noqa: BLE001 -- its log unreadable: its own
+                outcomes[i] = exc
         return outcomes
+
+    def _settled(self, p: Prepared, run_id: str, placed: Any, result: object) -> str | Exception:
+        """What a request's creation came to: its run (created now, or before for the
+        same request), or why not."""
+        if isinstance(result, ConcurrencyConflict):
+            existing = self._app.runs.load(run_id)
+            found = None if existing is None else (existing.request_id, existing.publisher)
+            if not own_run(found, request_id=p.message.request_id, publisher=p.by.name):
+                self._workspaces.discard(placed, run_id)
+                return Rejected(f"run {run_id!r} exists already")
+        elif isinstance(result, Exception):  # its copy is kept: what failed is unknown
+            return result
+        return run_id
 
     @staticmethod
     def _created(p: Prepared, placed: Any) -> RunCreated:
