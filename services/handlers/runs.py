@@ -17,6 +17,7 @@ nothing that decides on it reads anything."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,7 @@ from agentledger.events.types import Event, RunCreated
 from agentledger.schemas.envelope import Envelope, construct
 from agentledger.schemas.ids import EventId, RunId
 from agentledger.services.adapters.locks.port import Locks
-from agentledger.services.adapters.store.port import EventStore, Outgoing, Snapshot
+from agentledger.services.adapters.store.port import Append, EventStore, Outgoing, Snapshot
 from agentledger.services.clock import Clock, new_event_id
 from agentledger.services.handlers.outage import through_outage
 from agentledger.services.handlers.state_cache import StateCache, cache_for
@@ -39,6 +40,7 @@ if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger
     from agentledger.services.adapters.broker.outbox import Outbox
 
 Observe = Callable[[Appended], None]  # told of every append that landed
+NewRun = tuple[RunCreated, str, str | None]  # a run's first event, its id, its cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +140,49 @@ class Runs:
         assert state is not None
         self.save(run_id, Batch(batch, state, [state.status]), expected=None)
         return state
+
+    def create_many(self, runs: Sequence[NewRun], *, source: str) -> list[RunState | Exception]:
+        """`create` for each run, the appends sent together (`EventStore.append_many`):
+        each run's state, or what its own creation raised (ConcurrencyConflict: it
+        exists; anything one run's events met is that run's alone)."""
+        now = self.clock.now()
+        out: list[RunState | Exception] = []
+        ready: list[tuple[int, Append, RunState]] = []
+        for i, (created, run_id, cause) in enumerate(runs):
+            try:
+                append, state = self._first(created, run_id, cause, at=now, source=source)
+            except Exception as exc:  # noqa: BLE001 -- its own: the caller names or raises it
+                out.append(exc)
+                continue
+            out.append(state)
+            ready.append((i, append, state))
+        cache = self.cache
+        with ExitStack() as held:
+            for _, a, state in ready:
+                held.enter_context(cache.expecting(a.run_id, state, a.events[-1].id))
+            outcomes = self.store.append_many([a for _, a, _ in ready])
+            for (i, a, state), outcome in zip(ready, outcomes, strict=True):
+                if isinstance(outcome, Exception):
+                    out[i] = outcome
+                else:
+                    cache.appended(a.run_id, state, a.events[-1].id, a.snapshot, a.events)
+        if self.observe is not None:
+            for i, a, state in ready:
+                if out[i] is state:
+                    self.observe(Appended(None, state, list(a.events), [state.status], None))
+        return out
+
+    def _first(
+        self, created: RunCreated, run_id: str, cause: str | None, *, at: float, source: str
+    ) -> tuple[Append, RunState]:
+        """A new run's append: its first event as stored, and the state it folds to."""
+        batch = envelopes(run_id, [created], after_seq=0, at=at, source=source, causation_id=cause)
+        batch = self.as_stored(run_id, batch)
+        state = fold(batch)
+        assert state is not None
+        messages = self._outbox.messages(state, new_commands(None, state, now=at))
+        snapshot = self.cache.snapshot_due(run_id, state)
+        return Append(run_id, batch, 0, state.status.watched, messages, "", snapshot), state
 
     def save(
         self, run_id: str, batch: Batch, *, expected: RunState | None, outage_s: float = 0.0

@@ -7,12 +7,13 @@ twice the window). Refusals are `Rejected`, their reasons from `agentledger.even
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentledger.events.grants import authentication_refusal, freshness_refusal, nonce_seen_refusal
 from agentledger.schemas.inbox import Control, RunRequested
 from agentledger.schemas.publishers import Publisher
-from agentledger.services.adapters.publishers.nonces import Nonces
+from agentledger.services.adapters.publishers.nonces import NonceClaim, Nonces
 from agentledger.services.adapters.publishers.publishers_file import Registry, key_of
 from agentledger.services.errors import ConfigError
 from agentledger.services.loops.inbox_parse import Rejected, check_size
@@ -69,6 +70,33 @@ def check_fresh(
     )
     if seen_at is not None:
         raise Rejected(nonce_seen_refusal(message.nonce, seen_at))
+
+
+def fresh_refusals(
+    checked: Sequence[tuple[RunRequested | Control, Granted, str]],
+    nonces: Nonces,
+    *,
+    partitions: int,
+    now: float,
+    window_s: float,
+) -> list[str | None]:
+    """`check_fresh` of each (message, its publisher, its entry), the nonces claimed
+    together: each one's refusal, None when it is fresh."""
+    reasons = [
+        freshness_refusal(m.issued_at, m.nonce, now=now, window_s=window_s) for m, _, _ in checked
+    ]
+    todo = [i for i, reason in enumerate(reasons) if reason is None]
+    claims = []
+    for i in todo:
+        message, by, entry = checked[i]
+        assert message.nonce is not None
+        where = nonce_partition(by.name, message.nonce, partitions)
+        claims.append(NonceClaim(where, by.name, message.nonce, entry))
+    seen = nonces.claim_many(claims, now=now, keep_s=2 * window_s)
+    for i, claim, seen_at in zip(todo, claims, seen, strict=True):
+        if seen_at is not None:
+            reasons[i] = nonce_seen_refusal(claim.nonce, seen_at)
+    return reasons
 
 
 def nonce_partition(publisher: str, nonce: str, partitions: int) -> int:

@@ -1,17 +1,23 @@
 """Reading an inbox entry into a message, or the reason it is refused: the size
 limit, invalid UTF-8, the nesting limit (checked before any parser runs), not
 JSON, the wrong shape or an unknown type. Nothing here can raise anything but
-`Rejected`."""
+`Rejected`. Given `Specs`, a run request's spec is validated once per distinct
+content (its JSON's digest): the next request of the same spec takes the spec
+already validated, and the rest of the message is validated as before."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import cache
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
 from agentledger.schemas.inbox import Control, InboxMessage, RunRequested
 from agentledger.schemas.json_limits import MAX_MESSAGE_BYTES, TooDeep, check_depth
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.bounded_cache import BoundedCache
 
 
 @cache
@@ -26,6 +32,30 @@ def prepare() -> None:
     _message()
 
 
+SPECS_KEPT = 256  # distinct specs validated and kept, by the digest of their JSON
+SPECS_MAX_BYTES = 16 << 20  # and their JSON at most (a scripted spec can be megabytes)
+
+
+class Specs:
+    """Specs already validated (frozen: shared by every request that sent them)."""
+
+    def __init__(self, *, max_items: int = SPECS_KEPT, max_bytes: int = SPECS_MAX_BYTES):
+        self._kept: BoundedCache[RunSpec] = BoundedCache(max_items=max_items, max_bytes=max_bytes)
+
+    def validated(self, data: dict[str, Any]) -> RunRequested | Control:
+        """The run request `data`, its spec taken from those validated already when
+        the same spec was."""
+        text = json.dumps(data["spec"], separators=(",", ":"), ensure_ascii=False)
+        key = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+        spec = self._kept.get(key)
+        if spec is None:
+            message = _validated(data)
+            if isinstance(message, RunRequested):
+                self._kept.put(key, message.spec, len(text))
+            return message
+        return _validated({**data, "spec": spec})
+
+
 class Rejected(Exception):
     def __init__(self, reason: str):
         self.reason = reason
@@ -33,7 +63,7 @@ class Rejected(Exception):
 
 
 def parse(
-    fields: dict[bytes, bytes], *, max_bytes: int = MAX_MESSAGE_BYTES
+    fields: dict[bytes, bytes], *, max_bytes: int = MAX_MESSAGE_BYTES, specs: Specs | None = None
 ) -> RunRequested | Control:
     raw = fields.get(b"message")
     if raw is None:
@@ -54,6 +84,12 @@ def parse(
         raise Rejected(f"message is a JSON {type(data).__name__}, not an object")
     if data.get("type") not in _TYPES:
         raise Rejected(f"unknown message type {data.get('type')!r}; known: {', '.join(_TYPES)}")
+    if specs is not None and data["type"] == "RunRequested" and isinstance(data.get("spec"), dict):
+        return specs.validated(data)
+    return _validated(data)
+
+
+def _validated(data: dict[str, Any]) -> RunRequested | Control:
     try:
         return _message().validate_python(data)
     except ValidationError as exc:

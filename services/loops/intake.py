@@ -20,58 +20,44 @@ whose publishers file is not the deployment's reads nothing (`agreement`)."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, cast
 
 import redis
 
 from agentledger.events import controls
-from agentledger.events.errors import ControlRefused, CoreError
-from agentledger.events.grants import (
-    REPLAYED,
-    control_refusal,
-    replay_model_refusal,
-    request_refusal,
-    shard_refusal,
-)
+from agentledger.events.admission import turns
+from agentledger.events.errors import ControlRefused
+from agentledger.events.grants import control_refusal
 from agentledger.events.state import RunState
-from agentledger.events.types import DEFAULT_QUEUE, Event, RunCreated
+from agentledger.events.types import Event
 from agentledger.schemas import inbox
-from agentledger.schemas.errors import InvalidSpec, SchemaError
 from agentledger.schemas.inbox import Control, RunRequested
-from agentledger.schemas.spec import ReplayModel
-from agentledger.services.adapters.archive.archive import open_archive
 from agentledger.services.adapters.broker.membership import Membership
-from agentledger.services.adapters.inbox.publishing import GROUP, entry_name
+from agentledger.services.adapters.inbox.publishing import GROUP
 from agentledger.services.adapters.publishers.nonces import Nonces, RedisNonces
 from agentledger.services.adapters.publishers.publishers_file import Registry
-from agentledger.services.adapters.reading.archived import archived_tenant
 from agentledger.services.adapters.redis.client import is_cluster
 from agentledger.services.adapters.redis.directory import Directory
-from agentledger.services.adapters.redis.replicas import NotReplicated
 from agentledger.services.adapters.redis.slot_reads import SlotReads
-from agentledger.services.adapters.store.request_keys import RedisRequestKeys
-from agentledger.services.clock import new_run_id
-from agentledger.services.errors import ConcurrencyConflict, ConfigError, ServiceError
+from agentledger.services.errors import ConfigError
 from agentledger.services.handlers.app import App
 from agentledger.services.handlers.engine import Decided
-from agentledger.services.handlers.spec_check import check_spec
 from agentledger.services.keys import Keys
 from agentledger.services.loops import rejections
 from agentledger.services.loops.agreement import Agreement
-from agentledger.services.loops.inbox_auth import Granted, authenticate, check_fresh
-from agentledger.services.loops.inbox_parse import Rejected, parse
+from agentledger.services.loops.inbox_auth import Granted, authenticate, fresh_refusals
+from agentledger.services.loops.inbox_parse import Rejected, Specs, parse
 from agentledger.services.loops.inbox_streams import InboxStreams
-from agentledger.services.loops.intake_spec import held, priced
+from agentledger.services.loops.intake_entries import Entry, attempt, reason_of
+from agentledger.services.loops.intake_requests import SOURCE, Checks, Prepared, Requests
 from agentledger.services.loops.intake_workspaces import Workspaces
 
-SOURCE = "intake"
-READ_COUNT = 20  # entries per read: what one read can hold in memory is bounded by it
+READ_COUNT = 20  # entries per stream per read (a batch): what one read holds is bounded by it
 MAX_DELIVERIES = 3  # an entry that took down this many intakes is rejected as poison
 BEATS_PER_TTL = 4  # the intake beats (and looks at what it owns) this often per member ttl
 RECLAIM_IDLE_MS = 10_000
@@ -95,7 +81,8 @@ class Intake:
     ):
         self._app = app
         self._publishers = self.registry = publishers or Registry(app.settings.publishers_path)
-        self._workspaces = Workspaces(app.settings)
+        self.requests = Requests(app, client, keys, directory, Workspaces(app.settings))
+        self._specs = Specs()  # each distinct spec validated once
         self._on_rejected = on_rejected
         self._r = client
         self._keys = keys
@@ -109,10 +96,6 @@ class Intake:
         slot_reads = SlotReads(client, GROUP, app.worker) if is_cluster(client) else None
         self._streams = InboxStreams(client, keys, GROUP, app.worker, slot_reads)
         self._nonces: Nonces = RedisNonces(client, keys)  # replays (31.4)
-        self._shards_read = keys.shards  # the deployment's shard count, as last read (31.5)
-        at = app.settings  # retention (36.1): the tombstones of archived runs' request ids
-        self._archive = open_archive(at.archive_url, at.state_dir, at.prefix)
-        self._requests = RedisRequestKeys(client, keys)
 
     @property
     def held(self) -> str | None:
@@ -134,12 +117,14 @@ class Intake:
             threading.Event().wait(block_ms / 1000)
             return 0
         reply = self._streams.read(self._owned, names, count=READ_COUNT, block_ms=block_ms)
-        handled = 0
-        for part, publisher, entries in reply:
-            for entry_id, fields in entries:
-                self.handle(part, publisher, entry_id, fields or {}, registry=registry)
-                handled += 1
-        return handled
+        batch = [
+            Entry(part, publisher, entry_id, fields or {})
+            for part, publisher, entries in reply
+            for entry_id, fields in entries
+        ]
+        if batch:
+            self.handle_batch(batch, registry=registry)
+        return len(batch)
 
     def _readable(self, registry: Registry) -> tuple[str, ...]:
         """Whose streams are read: the publishers of the file (the last good one's
@@ -161,35 +146,82 @@ class Intake:
     ) -> str | None:
         """Turn one entry of `publisher`'s stream into its outcome and ack it; the
         rejection reason, if any."""
-        cause = entry_name(part, publisher, entry_id.decode())
-        reason: str | None = None
-        try:
-            max_bytes = self._app.settings.inbox_max_bytes
-            by = authenticate(fields, registry or self._publishers, max_bytes=max_bytes)
-            if by.name != publisher:
-                raise Rejected(
-                    f"wrong stream: signed by {by.name!r} but written to {publisher!r}'s stream"
-                )
-            message = parse(fields, max_bytes=max_bytes)
-            check_fresh(
-                message, by, self._nonces, partitions=self._keys.inbox_partitions, entry=cause,
-                now=self._app.clock.now(), window_s=self._app.settings.replay_window_s,
-            )  # fmt: skip
-            if isinstance(message, RunRequested):
-                self.accept(message, by, causation_id=cause)
+        return self.handle_batch([Entry(part, publisher, entry_id, fields)], registry=registry)[0]
+
+    def handle_batch(
+        self, batch: Sequence[Entry], *, registry: Registry | None = None
+    ) -> list[str | None]:
+        """Turn each entry into its outcome, then ack them all together; each one's
+        rejection reason, if any. Each entry is read, authenticated and checked for
+        replay on its own (the nonces claimed together); the run requests are
+        created together, each control alone in its turn (after the runs requested
+        before it). A lost Redis raises: nothing is acked, every entry is handled
+        again (a request id makes a run request's second time a no-op)."""
+        registry = registry or self._publishers
+        reasons: list[str | None] = [None] * len(batch)
+        read: dict[int, tuple[RunRequested | Control, Granted]] = {}
+        for i, entry in enumerate(batch):
+            got, reasons[i] = attempt(entry.cause, partial(self._read, entry, registry))
+            if got is not None:
+                read[i] = got
+        self._check_fresh(batch, read, reasons)
+        live = [i for i in read if reasons[i] is None]
+        for start, end in turns([isinstance(read[i][0], Control) for i in live]):
+            span = live[start:end]
+            message, by = read[span[0]]
+            if isinstance(message, Control):
+                cause = batch[span[0]].cause
+                act = partial(self.control, message, by, causation_id=cause)
+                _, reasons[span[0]] = attempt(cause, act)
             else:
-                self.control(message, by, causation_id=cause)
-        except Rejected as r:
-            reason = r.reason
-        except (redis.ConnectionError, redis.TimeoutError, NotReplicated):
-            raise  # not the entry's fault: it stays pending and is handled again
-        except (CoreError, SchemaError, ServiceError) as exc:  # e.g. the run's log is broken
-            reason = f"{type(exc).__name__}: {exc}"
-        except Exception as exc:  # a bug must not wedge the intake: say so, move on
-            log.exception("inbox entry %s could not be handled", cause)
-            reason = f"internal error: {type(exc).__name__}: {exc}"
-        self._finish(part, publisher, entry_id, fields, reason)
-        return reason
+                self._create(batch, [(i, *read[i]) for i in span], reasons)
+        self._finish(batch, reasons)
+        return reasons
+
+    def _read(self, entry: Entry, registry: Registry) -> tuple[RunRequested | Control, Granted]:
+        max_bytes = self._app.settings.inbox_max_bytes
+        by = authenticate(entry.fields, registry, max_bytes=max_bytes)
+        if by.name != entry.publisher:
+            raise Rejected(
+                f"wrong stream: signed by {by.name!r} but written to {entry.publisher!r}'s stream"
+            )
+        return parse(entry.fields, max_bytes=max_bytes, specs=self._specs), by
+
+    def _check_fresh(
+        self,
+        batch: Sequence[Entry],
+        read: dict[int, tuple[RunRequested | Control, Granted]],
+        reasons: list[str | None],
+    ) -> None:
+        """Refuse the replayed ones (their nonces claimed together)."""
+        order = list(read)
+        checked = [(*read[i], batch[i].cause) for i in order]
+        found, failed = attempt(None, lambda: fresh_refusals(
+            checked, self._nonces, partitions=self._keys.inbox_partitions,
+            now=self._app.clock.now(), window_s=self._app.settings.replay_window_s,
+        ))  # fmt: skip
+        for j, i in enumerate(order):
+            reasons[i] = failed if found is None else found[j]
+
+    def _create(
+        self,
+        batch: Sequence[Entry],
+        asked: Sequence[tuple[int, RunRequested | Control, Granted]],
+        reasons: list[str | None],
+    ) -> None:
+        """The run requests of one turn: each checked on its own, created together."""
+        checks = Checks(self._app)
+        ready: list[tuple[int, Prepared]] = []
+        for i, message, by in asked:
+            cause = batch[i].cause
+            assert isinstance(message, RunRequested)
+            prepare = partial(self.requests.prepare, message, by, cause=cause, checks=checks)
+            prepared, reasons[i] = attempt(cause, prepare)
+            if prepared is not None:
+                ready.append((i, prepared))
+        outcomes, failed = attempt(None, lambda: self.requests.create([p for _, p in ready]))
+        for j, (i, _) in enumerate(ready):
+            reasons[i] = failed if outcomes is None else reason_of(outcomes[j], batch[i].cause)
 
     def control(self, message: Control, by: Granted, *, causation_id: str | None = None) -> None:
         """Append what a person or system said to a run, if its publisher is granted
@@ -212,123 +244,31 @@ class Intake:
     def accept(self, message: RunRequested, by: Granted, *, causation_id: str | None = None) -> str:
         """Create the run (bound to its task queue and tool set, holding the scopes
         its spec asks for that the grant allows); returns its id."""
-        spec = message.spec
-        queue = message.queue or spec.queue or DEFAULT_QUEUE
-        if (refusal := request_refusal(by.name, by.grant, spec.principal, queue)) is not None:
-            raise Rejected(refusal)
-        self._check_reach(message, by)
-        spec = priced(held(spec, by.grant), self._app.settings)
-        placement = self._workspaces.decide(message, by)  # the server decides where it works
-        toolset = message.toolset or self._toolset_for(queue, list(spec.tools))
-        try:
-            # the workspace rule checked the workspace: no existence probe of a path it refused
-            checked = (
-                spec if spec.workspace is None else spec.model_copy(update={"workspace": None})
-            )
-            check_spec(
-                checked, message.base_dir, manifest=self._directory.manifest(queue, toolset),
-                settings=self._app.settings,  # bounds: the operator's maxima
-            )  # fmt: skip
-        except InvalidSpec as exc:
-            raise Rejected(f"invalid spec: {exc}") from None
-        run_id = message.run_id or new_run_id(random.randrange(self._keys.shards))
-        if message.request_id is not None:
-            run_id, archived = self._claim_request(message, by.name, run_id)
-            if archived:  # created long ago, archived since: answered, not made again
-                return run_id
-        if message.run_id and self._archive is not None and self._archive.holds(run_id):
-            raise Rejected(f"run {run_id!r} exists already (archived)")  # never made again
-        placed = self._workspaces.place(placement, run_id)
-        created = RunCreated(
-            spec=spec, publisher=by.name, request_id=message.request_id, workspace=placed.path,
-            base_dir=message.base_dir, queue=queue, toolset=toolset,
-        )  # fmt: skip
-        try:
-            self._app.runs.create(created, run_id, source=SOURCE, causation_id=causation_id)
-        except ConcurrencyConflict:
-            existing = self._app.runs.load(run_id)
-            if (
-                message.request_id is None or existing is None
-                or (existing.request_id, existing.publisher) != (message.request_id, by.name)
-            ):  # fmt: skip
-                self._workspaces.discard(placed, run_id)
-                raise Rejected(f"run {run_id!r} exists already") from None
-        return run_id
+        return self.requests.accept(message, by, causation_id=causation_id)
 
-    def _check_reach(self, message: RunRequested, by: Granted) -> None:
-        """What the run would reach beyond its own log: a replay model only a run of
-        the same tenant; a chosen run id only a shard the deployment reads."""
-        model = message.spec.model
-        if isinstance(model, ReplayModel):
-            recorded = self._app.runs.load(model.replay.run_id)
-            tenant = recorded.spec.principal.tenant if recorded is not None else None
-            tenant = tenant or archived_tenant(self._archive, model.replay.run_id)
-            refusal = replay_model_refusal(
-                by.name, message.spec.principal.tenant, model.replay.run_id, tenant
-            )
-            if refusal is not None:
-                raise Rejected(refusal)
-        if message.run_id is not None and (named := Keys.named_shard(message.run_id)) is not None:
-            if named >= self._shards_read:  # the count may have grown since it was read
-                recorded_count = cast(bytes | None, self._r.hget(self._keys.meta, "shards"))
-                self._shards_read = max(self._keys.shards, int(recorded_count or 0))
-            if (refusal := shard_refusal(message.run_id, named, self._shards_read)) is not None:
-                raise Rejected(refusal)
-
-    def _toolset_for(self, queue: str, modules: list[str]) -> str:
-        found = self._directory.for_modules(queue, modules)
-        if len(found) == 1:
-            return found[0]
-        what = f"queue {queue!r} with modules {sorted(modules)}"
-        if not found:
-            raise Rejected(f"unknown tool set: no worker has served {what}; name one in 'toolset'")
-        raise Rejected(f"ambiguous tool set: {what} is served by {found}; name one in 'toolset'")
-
-    def _claim_request(self, msg: RunRequested, publisher: str, run_id: str) -> tuple[str, bool]:
-        """The run a publisher's request id names: this one if it is new, the one it named
-        before if the publisher sends the same request again (stamped anew: the stamp is
-        not the request); a different request under it is refused as replayed. Another
-        publisher's same request id is another request. True second: the run was archived
-        (its key left Redis with it, its tombstone in the archive answers): not made again."""
-        assert msg.request_id is not None
-        asked = msg.model_dump_json(exclude={"run_id", "issued_at", "nonce"})
-        digest = hashlib.sha256(f"{publisher}\n{asked}".encode()).hexdigest()
-        key = self._keys.request(publisher, msg.request_id)
-        value, archived = f"{run_id} {digest}", False
-        if self._r.set(key, value, nx=True):
-            # after the claim: an archiver files the tombstone before it deletes the key
-            tombstone = self._archive.request(key) if self._archive is not None else None
-            if tombstone is None:
-                return run_id, False
-            self._requests.forget(publisher, msg.request_id, value)
-            kept, archived = tombstone.split(" "), True
-        else:
-            kept = (cast(bytes | None, self._r.get(key)) or b"").decode().split(" ")
-        if len(kept) == 2 and kept[1] == digest:
-            return kept[0], archived  # the same request again: the same run
-        why = f"names run {kept[0]!r} already, for another request"
-        raise Rejected(f"{REPLAYED}: request_id {msg.request_id!r} {why}")
-
-    def _finish(
-        self,
-        part: int,
-        publisher: str,
-        entry_id: bytes,
-        fields: dict[bytes, bytes],
-        reason: str | None,
-    ) -> None:
-        stream = self._keys.inbox(part, publisher)
+    def _finish(self, batch: Sequence[Entry], reasons: Sequence[str | None]) -> None:
+        """The rejected entries to the rejected stream with their reasons, and every
+        entry acked and deleted: one pipeline."""
+        acked: dict[str, list[bytes]] = {}
         with self._r.pipeline(transaction=False) as pipe:
-            if reason is not None:
-                name = entry_name(part, publisher, entry_id.decode())
-                log.warning("inbox entry %s rejected: %s", name, reason)
-                moved: Any = rejections.digest(name, publisher, reason, fields)
-                maxlen = self._app.settings.rejected_maxlen
-                pipe.xadd(self._keys.rejected(part), moved, maxlen=maxlen, approximate=True)
-                if self._on_rejected is not None:
-                    self._on_rejected()
-            pipe.xack(stream, GROUP, entry_id)
-            pipe.xdel(stream, entry_id)
+            for entry, reason in zip(batch, reasons, strict=True):
+                if reason is not None:
+                    log.warning("inbox entry %s rejected: %s", entry.cause, reason)
+                    moved: Any = rejections.digest(
+                        entry.cause, entry.publisher, reason, entry.fields
+                    )
+                    maxlen = self._app.settings.rejected_maxlen
+                    pipe.xadd(
+                        self._keys.rejected(entry.part), moved, maxlen=maxlen, approximate=True
+                    )
+                    if self._on_rejected is not None:
+                        self._on_rejected()
+                acked.setdefault(self._keys.inbox(entry.part, entry.publisher), []).append(
+                    entry.entry_id
+                )
+            for stream, ids in acked.items():
+                pipe.xack(stream, GROUP, *ids)
+                pipe.xdel(stream, *ids)
             pipe.execute()
 
     def reclaim_once(self, *, min_idle_ms: int = RECLAIM_IDLE_MS) -> int:
@@ -338,24 +278,30 @@ class Intake:
             return 0
         registry = self._publishers.pinned()
         n = 0
+        todo: list[Entry] = []
+        done: list[tuple[Entry, str | None]] = []
         for part, publisher, claimed in self._streams.claim(
             self._owned, self._readable(registry), min_idle_ms=min_idle_ms
         ):
             stream = self._keys.inbox(part, publisher)
             for entry_id, fields in claimed:
                 n += 1
+                entry = Entry(part, publisher, entry_id, fields or {})
                 pending = cast(
                     list[dict[str, Any]],
                     self._r.xpending_range(stream, GROUP, entry_id, entry_id, 1),
                 )
                 times = int(pending[0]["times_delivered"]) if pending else 1
                 if not fields:
-                    self._finish(part, publisher, entry_id, {}, None)  # trimmed away: nothing left
+                    done.append((entry, None))  # trimmed away: nothing left
                 elif times > MAX_DELIVERIES:
-                    why = f"poison: delivered {times} times without an answer"
-                    self._finish(part, publisher, entry_id, fields, why)
+                    done.append((entry, f"poison: delivered {times} times without an answer"))
                 else:
-                    self.handle(part, publisher, entry_id, fields, registry=registry)
+                    todo.append(entry)
+        if done:
+            self._finish([e for e, _ in done], [r for _, r in done])
+        if todo:
+            self.handle_batch(todo, registry=registry)
         return n
 
     def run(self, stop: threading.Event) -> None:

@@ -1,19 +1,12 @@
-"""What the intake does to a run's spec before it creates the run: the principal
-holds only the scopes its spec asks for that the publisher's grant allows, and
-each model the spec names but does not price is given the operator's price
-(`agentledger.events.pricing.with_operator_prices`), so the log says what the
-run was priced at."""
+"""What the intake does to a run's spec's principal before it creates the run: it
+holds only the scopes its spec asks for that the publisher's grant allows (the
+operator's prices are the batch's: `agentledger.services.loops.intake_requests`)."""
 
 from __future__ import annotations
 
 from agentledger.events.grants import held_scopes
-from agentledger.events.pricing import with_operator_prices
 from agentledger.schemas.publishers import Publisher
 from agentledger.schemas.spec import RunSpec
-from agentledger.services.errors import ConfigError
-from agentledger.services.loops.inbox_parse import Rejected
-from agentledger.services.prices_file import operator_prices
-from agentledger.services.settings import Settings
 
 
 def held(spec: RunSpec, grant: Publisher) -> RunSpec:
@@ -21,11 +14,3 @@ def held(spec: RunSpec, grant: Publisher) -> RunSpec:
     scopes = held_scopes(spec.principal.scopes, grant)
     principal = spec.principal.model_copy(update={"scopes": scopes})
     return spec.model_copy(update={"principal": principal})
-
-
-def priced(spec: RunSpec, settings: Settings) -> RunSpec:
-    """The spec with the operator's price of each model it does not price itself."""
-    try:
-        return with_operator_prices(spec, operator_prices(settings))
-    except ConfigError as exc:
-        raise Rejected(f"the deployment's price table cannot be read: {exc}") from None

@@ -2,7 +2,8 @@
 orchestration costs, next to the floor it stands on and to its peers, in one
 invocation. On a private redis-server with AOF (everysec; W1 again at
 `always`): F the floor, W1 one long run, W2 many one-call runs, W3 many runs at
-once on one and two worker processes, W5 state loads as the log grows and a
+once on one and two worker processes, A admission (runs created by one intake
+process, published at once and paced), W5 state loads as the log grows and a
 worker SIGKILLed mid-run, R an idle worker's Redis round trips with no run and
 with runs parked on an approval, T Redis bytes per finished run before and after
 retention (on a fresh server); and the peers (each in a process of its own, between
@@ -30,6 +31,7 @@ import dramatiq
 from agentledger.services.errors import ConfigError, RedisUnavailable
 from agentledger.services.settings import Settings, from_env
 from tests.bench import (
+    admission,
     embedded,
     floor,
     ours,
@@ -52,6 +54,7 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
     raw: dict[str, Any] = {"floor": [], "ours": [], "peers": {k: [] for k in peers.PEERS}}
     raw.update({"concurrent_1p": [], "concurrent_2p": [], "kills": [], "embedded": []})
     raw["concurrent_1p_metrics"] = []
+    raw["admission"] = []
     notes: list[str] = []
     with private_bench(settings, tmp, "everysec") as bench:
         raw["redis"] = bench.client.info("server")["redis_version"]
@@ -68,6 +71,7 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
             raw["concurrent_1p_metrics"].append(
                 ours.concurrent(bench, f"{base}-1pm", *plan.concurrent, 1, METRICS)
             )
+            raw["admission"].append(_admission(bench, f"{base}-adm", plan.admission_runs))
             _progress(raw, rep, plan)
         template = bench.store(f"{tag}-r1-seq").read(raw["ours"][0]["long_run"]["run_id"])
         raw["state_load"] = state_load.measure(
@@ -111,6 +115,15 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
         skipped = {r["skipped"] for r in reps if "skipped" in r}
         notes += [f"peer {name} skipped: {why}" for why in skipped]
     return raw, notes
+
+
+def _admission(bench: Bench, prefix: str, runs: int) -> dict[str, Any]:
+    """A: `runs` requests to one intake process, published at once and paced."""
+    burst = admission.measure(bench, f"{prefix}-burst", runs)
+    return {
+        "burst": burst,
+        "paced": admission.measure(bench, f"{prefix}-paced", runs, admission.RATE),
+    }
 
 
 def _peers(raw: dict[str, Any], plan: Plan, rep: int) -> None:

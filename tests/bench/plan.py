@@ -45,6 +45,7 @@ class Plan:
     parked_reps: int
     parked_window_s: float  # R: each idle window counted
     retained_runs: int = 10_000  # T: finished runs written, then archived by one pass
+    admission_runs: int = 1000  # A: requests published to one intake process (burst, paced)
 
 
 PLANS = {

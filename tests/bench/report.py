@@ -8,6 +8,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from tests.bench.admission import RATE
 from tests.bench.peers import PEERS
 from tests.bench.plan import READ_S, WINDOW, Plan
 from tests.bench.state_load import SNAP_BEHIND
@@ -152,6 +153,11 @@ def rows(raw: dict[str, Any], plan: Plan, durability: str) -> list[Row]:
     for key, measure, unit in RETENTION:
         add("T", measure.format(n=plan.retained_runs), OURS, durability, unit,
             _col(raw.get("retention", []), key))  # fmt: skip
+    for mode, how in (("burst", "published at once"), ("paced", f"at {RATE:,.0f}/s offered")):
+        reps = [r[mode] for r in raw.get("admission", [])]
+        label = f"{plan.admission_runs:,} runs {how}, one intake process"
+        for key, measure, unit in ADMISSION:
+            add("A", f"{measure}, {label}", OURS, durability, unit, _col(reps, key))
     _vs_ours(out)
     return out
 
@@ -204,6 +210,13 @@ W3 = [
     ("round_trips", "Redis round trips per call", "count"),
     ("messages", "messages delivered per call", "count"),
     ("commands", "Redis commands per call", "count"),
+]
+ADMISSION = [
+    ("runs_per_s", "runs created/s", "runs/s"),
+    ("p50_ms", "publish→created p50", "ms"),
+    ("p99_ms", "publish→created p99", "ms"),
+    ("intake_cpu_ms_per_run", "intake CPU per run", "ms cpu"),
+    ("round_trips_per_run", "intake Redis round trips per run", "count"),
 ]
 _TAIL = f"{SNAP_BEHIND}-event tail"
 W5 = [

@@ -12,11 +12,23 @@ before acknowledging it) is not a replay of itself.
 from __future__ import annotations
 
 import threading
-from typing import Protocol, cast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
 
 import redis
 
 from agentledger.services.keys import Keys
+
+
+@dataclass(frozen=True, slots=True)
+class NonceClaim:
+    """One nonce to record as seen (`Nonces.claim`'s arguments)."""
+
+    partition: int
+    publisher: str
+    nonce: str
+    entry: str
 
 
 class Nonces(Protocol):
@@ -25,6 +37,13 @@ class Nonces(Protocol):
     ) -> float | None:
         """Record the nonce as seen now by `entry`; None when it is new (or `entry`
         itself saw it), else when it was first seen."""
+        ...
+
+    def claim_many(
+        self, claims: Sequence[NonceClaim], *, now: float, keep_s: float
+    ) -> list[float | None]:
+        """`claim` of each, in order (on Redis two round trips at most for them all):
+        a nonce twice among them is new the first time only."""
         ...
 
 
@@ -56,6 +75,38 @@ class RedisNonces:
                 return _seen_by_another(kept.decode(errors="replace"), entry)
         return now  # twice set by another in between: refused, to be safe
 
+    def claim_many(
+        self, claims: Sequence[NonceClaim], *, now: float, keep_s: float
+    ) -> list[float | None]:
+        """SET NX of every nonce pipelined, then GET of those set before, pipelined;
+        one whose key expired in between is claimed alone as `claim` does."""
+        if not claims:
+            return []
+        keep_ms = max(1, int(keep_s * 1000))
+        keys = [self._keys.nonce(c.partition, c.publisher, c.nonce) for c in claims]
+        with self._r.pipeline(transaction=False) as pipe:
+            for key, c in zip(keys, claims, strict=True):
+                pipe.set(key, f"{now:.6f} {c.entry}", nx=True, px=keep_ms)
+            set_now: list[Any] = pipe.execute()
+        taken = [i for i, ok in enumerate(set_now) if not ok]
+        out: list[float | None] = [None] * len(claims)
+        if not taken:
+            return out
+        with self._r.pipeline(transaction=False) as pipe:
+            for i in taken:
+                pipe.get(keys[i])
+            kept: list[Any] = pipe.execute()
+        for i, value in zip(taken, kept, strict=True):
+            c = claims[i]
+            out[i] = (
+                _seen_by_another(value.decode(errors="replace"), c.entry)
+                if value is not None
+                else self.claim(
+                    c.partition, c.publisher, c.nonce, entry=c.entry, now=now, keep_s=keep_s
+                )
+            )
+        return out
+
 
 class MemoryNonces:
     def __init__(self) -> None:
@@ -72,3 +123,11 @@ class MemoryNonces:
                 self._seen[key] = (f"{now:.6f} {entry}", now + keep_s)
                 return None
             return _seen_by_another(kept[0], entry)
+
+    def claim_many(
+        self, claims: Sequence[NonceClaim], *, now: float, keep_s: float
+    ) -> list[float | None]:
+        return [
+            self.claim(c.partition, c.publisher, c.nonce, entry=c.entry, now=now, keep_s=keep_s)
+            for c in claims
+        ]

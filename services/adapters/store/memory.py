@@ -14,6 +14,7 @@ from agentledger.schemas.errors import InvalidEvent
 from agentledger.services.adapters.broker.outbox import command_key
 from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
 from agentledger.services.adapters.store.port import (
+    Append,
     Exported,
     Head,
     Outgoing,
@@ -120,6 +121,25 @@ class MemoryEventStore:
             self._feed.append((run_id, expected_seq + 1, len(log)))
             self._appended.notify_all()
             return len(log)
+
+    def append_many(self, appends: Sequence[Append]) -> list[int | Exception]:
+        out: list[int | Exception] = []
+        for a in appends:
+            try:
+                out.append(
+                    self.append(
+                        a.run_id,
+                        a.events,
+                        expected_seq=a.expected_seq,
+                        live=a.live,
+                        messages=a.messages,
+                        expected_id=a.expected_id,
+                        snapshot=a.snapshot,
+                    )  # fmt: skip
+                )
+            except (ConcurrencyConflict, InvalidEvent) as exc:
+                out.append(exc)
+        return out
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
         return self._cutter.as_stored(events)  # a field past the cap cut

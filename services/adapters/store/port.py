@@ -40,6 +40,19 @@ class Outgoing:
 
 
 @dataclass(frozen=True, slots=True)
+class Append:
+    """One append of `append_many`: `append`'s arguments."""
+
+    run_id: str
+    events: Sequence[Envelope[Any]]
+    expected_seq: int
+    live: bool
+    messages: Sequence[Outgoing] = ()
+    expected_id: str = ""
+    snapshot: Snapshot | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RunIndexEntry:
     run_id: str
     created_at: float
@@ -117,6 +130,13 @@ class EventStore(Protocol):
         that length that ends with another event is a conflict too.
         `snapshot`, of the state these events lead to, is kept with them as
         `save_snapshot` keeps one, in the same call: only if the append lands."""
+        ...
+
+    def append_many(self, appends: Sequence[Append]) -> list[int | Exception]:
+        """Each append as `append` makes it, sent together (on Redis pipelined: one round
+        trip), each one's outcome in its place: its new seq, or what it raised
+        (ConcurrencyConflict, an error of its own). A lost connection raises for all:
+        what was sent may have landed, and a resend of each is recognised as one."""
         ...
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:

@@ -10,13 +10,20 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from agentledger.events.redact import Redactor, redact_envelope
 from agentledger.events.types import RunCreated
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.spec import RunSpec
-from agentledger.services.adapters.store.port import EventStore, Outgoing, RunIndexEntry, Snapshot
+from agentledger.services.adapters.store.port import (
+    Append,
+    EventStore,
+    Outgoing,
+    RunIndexEntry,
+    Snapshot,
+)
 from agentledger.services.bounded_cache import BoundedCache
 
 MAX_SPECS = 4096  # runs whose spec is remembered; older ones are read again
@@ -24,6 +31,7 @@ MAX_SPEC_BYTES = 16 << 20  # and their specs' JSON at most (a scripted spec can 
 # a thread asks for the redactor of the run it writes again after this long (the run's
 # secrets read again from the environment, the process's looked at): a step asks ~4 times
 REDACTOR_S = 1.0
+MAX_SEEN_RUNS = 1024  # runs whose stored events a thread holds until its next append
 
 
 class RedactingStore:
@@ -33,8 +41,8 @@ class RedactingStore:
         self._specs: BoundedCache[RunSpec] = BoundedCache(
             max_items=MAX_SPECS, max_bytes=MAX_SPEC_BYTES
         )
-        # per thread, the events as_stored returned since the last append (by id, held:
-        # an id is not reused while its object is held), which need no redacting again
+        # per thread, the events as_stored returned since the last append, by run (by id,
+        # held: an id is not reused while its object is held), which need no redacting again
         self._stored = threading.local()
         self._redactors = threading.local()  # (run id, redactor, when it was asked for)
 
@@ -49,14 +57,23 @@ class RedactingStore:
         expected_id: str = "",
         snapshot: Snapshot | None = None,
     ) -> int:
-        seen_run, seen = self._seen()
-        done = seen_run == run_id and all(seen.get(id(e)) is e for e in events)
-        stored = list(events) if done else self.as_stored(run_id, events)
-        self._stored.events = ("", {})
+        stored = self._unredacted(run_id, events)
+        self._stored.events = {}
         return self._inner.append(
             run_id, stored, expected_seq=expected_seq, live=live, messages=messages,
             expected_id=expected_id, snapshot=snapshot,
         )  # fmt: skip
+
+    def append_many(self, appends: Sequence[Append]) -> list[int | Exception]:
+        stored = [replace(a, events=self._unredacted(a.run_id, a.events)) for a in appends]
+        self._stored.events = {}
+        return self._inner.append_many(stored)
+
+    def _unredacted(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
+        """The events redacted, unless they are what `as_stored` returned for the run."""
+        seen = self._seen().get(run_id, {})
+        done = all(seen.get(id(e)) is e for e in events)
+        return list(events) if done else self.as_stored(run_id, events)
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
         """The events with their secrets redacted, then as the store writes them (a
@@ -66,11 +83,11 @@ class RedactingStore:
         r = self._redactor(run_id, events)
         stored = list(events) if r is None else [redact_envelope(env, r) for env in events]
         stored = self._inner.as_stored(run_id, stored)
-        seen_run, seen = self._seen()
-        if seen_run != run_id:
-            seen = {}
-        seen.update((id(e), e) for e in stored)  # appending these redacts nothing again
-        self._stored.events = (run_id, seen)
+        runs = self._seen()
+        if run_id not in runs and len(runs) >= MAX_SEEN_RUNS:
+            runs.clear()  # as_stored of many runs, none appended: forget the oldest batch
+        runs.setdefault(run_id, {}).update((id(e), e) for e in stored)  # not redacted again
+        self._stored.events = runs
         return stored
 
     def _redactor(self, run_id: str, events: Sequence[Envelope[Any]]) -> Redactor | None:
@@ -88,8 +105,8 @@ class RedactingStore:
         self._redactors.last = (run_id, r, now)
         return r
 
-    def _seen(self) -> tuple[str, dict[int, Envelope[Any]]]:
-        found: tuple[str, dict[int, Envelope[Any]]] = getattr(self._stored, "events", ("", {}))
+    def _seen(self) -> dict[str, dict[int, Envelope[Any]]]:
+        found: dict[str, dict[int, Envelope[Any]]] = getattr(self._stored, "events", {})
         return found
 
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:

@@ -16,11 +16,14 @@ from redis.exceptions import NoPermissionError, NoScriptError
 from agentledger.events.types import CODEC
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.errors import InvalidEvent
+from agentledger.services.adapters.redis.client import is_cluster
+from agentledger.services.adapters.redis.direct import ThreadConnections
 from agentledger.services.adapters.redis.replicas import ReplicaAcks
 from agentledger.services.adapters.store import plain_tails
 from agentledger.services.adapters.store.entries import decode_entry, decode_raw
 from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
 from agentledger.services.adapters.store.port import (
+    Append,
     Exported,
     Head,
     Outgoing,
@@ -62,6 +65,7 @@ class RedisEventStore:
         self._touch = client.register_script(_TOUCH)
         self._remove = client.register_script(_REMOVE)
         self._scripted_reads = True  # until the server refuses this user a script
+        self._direct = None if is_cluster(client) else ThreadConnections(client)
 
     def append(
         self,
@@ -74,18 +78,56 @@ class RedisEventStore:
         expected_id: str = "",
         snapshot: Snapshot | None = None,
     ) -> int:
-        if not events:
+        one = Append(run_id, events, expected_seq, live, messages, expected_id, snapshot)
+        keys, argv = self._script_args(one)
+        verdict, seq = self._acks.call(self._append, keys, argv)
+        self._cutter.appended()  # landed, or conflicted (an outage raised above: resent whole)
+        return _landed(run_id, expected_seq, verdict, seq)
+
+    def append_many(self, appends: Sequence[Append]) -> list[int | Exception]:
+        """The appends' script calls pipelined (on a cluster, one round trip a node);
+        one by one when each must wait for its replicas (WAIT counts a connection's
+        writes: the waits would mix)."""
+        if self._acks.replicas > 0 or len(appends) == 1:
+            return [self._one(a) for a in appends]
+        calls = [self._script_args(a) for a in appends]
+        replies = self._pipelined(calls)
+        self._cutter.appended()  # an outage raised above: the pages wait for the resend
+        out: list[int | Exception] = []
+        for a, reply in zip(appends, replies, strict=True):
+            if isinstance(reply, Exception):
+                out.append(reply)
+                continue
+            try:
+                out.append(_landed(a.run_id, a.expected_seq, reply[0], reply[1]))
+            except ConcurrencyConflict as exc:
+                out.append(exc)
+        return out
+
+    def _one(self, a: Append) -> int | Exception:
+        try:
+            return self.append(
+                a.run_id, a.events, expected_seq=a.expected_seq, live=a.live,
+                messages=a.messages, expected_id=a.expected_id, snapshot=a.snapshot,
+            )  # fmt: skip
+        except (ConcurrencyConflict, InvalidEvent, redis.ResponseError) as exc:
+            return exc
+
+    def _script_args(self, a: Append) -> tuple[list[str], list[Any]]:
+        """append.lua's keys and arguments for one append."""
+        if not a.events:
             raise ValueError("nothing to append")
-        events, pages = self._cutter.for_append(events)
-        shard = self._keys.shard(run_id)
-        argv: list[Any] = [expected_seq, run_id, _ms(events[-1].at), int(live), FEED_MAXLEN]
-        argv += [len(events), expected_id]
+        events, pages = self._cutter.for_append(a.events)
+        run_id = a.run_id
+        argv: list[Any] = [a.expected_seq, run_id, _ms(events[-1].at), int(a.live), FEED_MAXLEN]
+        argv += [len(events), a.expected_id]
         for env in events:
             argv += [env.id, env.type, CODEC.encode(env)]
-        kept = _snapshot_args(snapshot) if snapshot is not None else []
+        kept = _snapshot_args(a.snapshot) if a.snapshot is not None else []
         argv += [len(kept), *kept]
         argv += [len(pages), *(x for page in pages.items() for x in page)]
-        argv += [m.data for m in messages]
+        argv += [m.data for m in a.messages]
+        shard = self._keys.shard(run_id)
         keys = [
             self._keys.run(run_id),
             self._keys.feed(shard),
@@ -93,13 +135,35 @@ class RedisEventStore:
             self._keys.live(shard),
             self._keys.snapshot(run_id),
             self._keys.overflow(run_id),
-            *(m.stream for m in messages),
+            *(m.stream for m in a.messages),
         ]
-        verdict, seq = self._acks.call(self._append, keys, argv)
-        self._cutter.appended()  # landed, or conflicted (an outage raised above: resent whole)
-        if verdict == b"conflict":
-            raise ConcurrencyConflict(run_id, expected_seq, int(seq))
-        return int(seq)
+        return keys, argv
+
+    def _pipelined(self, calls: Sequence[tuple[list[str], list[Any]]]) -> list[Any]:
+        """EVALSHA of append.lua for each call, sent together; a reply is the script's,
+        or the error it answered. A script the server lost is loaded and the calls
+        it refused sent again (a NOSCRIPT reply ran nothing)."""
+        sha = self._append.sha
+        commands = [("EVALSHA", sha, len(k), *k, *a) for k, a in calls]
+        replies: list[Any] = [None] * len(commands)
+        todo = list(range(len(commands)))
+        for _ in range(2):
+            sent = self._send_all([commands[i] for i in todo])
+            for i, reply in zip(todo, sent, strict=True):
+                replies[i] = reply
+            todo = [i for i in todo if isinstance(replies[i], NoScriptError)]
+            if not todo:
+                return replies
+            self._r.script_load(_APPEND)  # a restarted or flushed server
+        return replies
+
+    def _send_all(self, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+        if self._direct is not None:
+            return self._direct.pipeline(commands)
+        pipe = self._r.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        return list(pipe.execute(raise_on_error=False))
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
         return self._cutter.as_stored(events)  # a field past the cap cut
@@ -265,6 +329,12 @@ def _tail(reply: list[Any], version: str) -> Tail:
         None if state is None else Snapshot(int(base), snap_id.decode(), version, state, spec)
     )
     return Tail(int(base), events, snapshot, int(snap_seq))
+
+
+def _landed(run_id: str, expected_seq: int, verdict: bytes, seq: Any) -> int:
+    if verdict == b"conflict":
+        raise ConcurrencyConflict(run_id, expected_seq, int(seq))
+    return int(seq)
 
 
 def _ms(at: float) -> int:

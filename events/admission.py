@@ -1,0 +1,68 @@
+"""The intake's decisions on a batch of run requests, on what Redis answered
+(`agentledger.services.loops.intake_batch` asks them): which run a request id names once its
+claim was tried, whether a run found at a request's id is that request's own
+(created before, by an intake that died before acknowledging it), and how a
+batch's entries are taken in turn (run requests together, each control alone
+after the runs requested before it exist)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agentledger.events.grants import REPLAYED
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A request id's claim: the run it names (None: refused, `reason` says why)."""
+
+    run_id: str | None
+    reason: str | None = None
+
+
+def claim_value(run_id: str, digest: str) -> str:
+    """What a request id's key holds: the run it names and the request's digest."""
+    return f"{run_id} {digest}"
+
+
+def request_claim(kept: str | None, *, run_id: str, digest: str, request_id: str) -> Claimed:
+    """The run a request id names, given what its key held when this request tried to
+    claim it for `run_id` (None: nothing, and now it names `run_id`). The same request
+    again (its digest) names the run it named before, created or being created; another
+    request under the same id is refused as replayed."""
+    if kept is None:
+        return Claimed(run_id)
+    named, _, held = kept.partition(" ")
+    if held == digest and " " not in held:
+        return Claimed(named)
+    return Claimed(
+        None,
+        f"{REPLAYED}: request_id {request_id!r} names run {named!r} already, for another request",
+    )
+
+
+def own_run(
+    found: tuple[str | None, str | None] | None, *, request_id: str | None, publisher: str
+) -> bool:
+    """A run that exists at the id a request would create is the request's own (its
+    creation is a no-op) when it was created for this publisher's same request id;
+    `found` is that run's (request id, publisher), None when it cannot be read."""
+    return request_id is not None and found == (request_id, publisher)
+
+
+def turns(is_control: Sequence[bool]) -> list[tuple[int, int]]:
+    """The batch's entries (True: a control) as the spans [start, end) handled in
+    turn: each span of run requests together, each control alone. A control may
+    name a run requested before it in the batch: that run exists before it is read."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for i, control in enumerate(is_control):
+        if control:
+            if start < i:
+                spans.append((start, i))
+            spans.append((i, i + 1))
+            start = i + 1
+    if start < len(is_control):
+        spans.append((start, len(is_control)))
+    return spans
