@@ -78,10 +78,30 @@ def _pattern(expected: str) -> re.Pattern[str]:
 LOG_LINE = re.compile(r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) agentledger\.")
 
 
+def unglued(lines: list[str]) -> list[str]:
+    """A log line written between a stdout line's text and its newline (print writes
+    them apart) on a line of its own, and that stdout line's newline, left after it
+    as an empty line, dropped."""
+    out: list[str] = []
+    skip_blank = False
+    for line in lines:
+        if skip_blank and line == "":
+            skip_blank = False
+            continue
+        skip_blank = False
+        found = LOG_LINE.search(line)
+        if found is not None and found.start() > 0:
+            out += [line[: found.start()], line[found.start() :]]
+            skip_blank = True
+            continue
+        out.append(line)
+    return out
+
+
 def matches(expected: list[str], actual: list[str]) -> bool:
     """Whether `actual` is what `expected` shows, both normalised: the log lines in
     their own order, wherever they fell among the others."""
-    want, got = normalise(expected), normalise(actual)
+    want, got = normalise(unglued(expected)), normalise(unglued(actual))
     want_logs = [line for line in want if LOG_LINE.match(line)]
     got_logs = [line for line in got if LOG_LINE.match(line)]
     if len(want_logs) != len(got_logs) or not all(
@@ -110,6 +130,11 @@ def difference(expected: list[str], actual: list[str]) -> str:
     """The two outputs, normalised, as a unified diff (what the document shows first)."""
     return "\n".join(
         difflib.unified_diff(
-            normalise(expected), normalise(actual), "shown", "printed", lineterm="", n=2
+            normalise(unglued(expected)),
+            normalise(unglued(actual)),
+            "shown",
+            "printed",
+            lineterm="",
+            n=2,
         )
     )

@@ -201,3 +201,6 @@ def test_a_log_line_may_fall_anywhere_among_the_stdout_lines_but_must_be_there()
     assert not matches(shown, ["a 1", "b 2", "c 3"])
     assert not matches(shown, ["b 2", log, "a 1", "c 3"])
     assert not matches(shown, ["a 1", log, log, "b 2", "c 3"])
+    # written between a stdout line's text and its newline (print writes them apart)
+    assert matches(shown, ["a 1", "b 2" + log, "", "c 3"])
+    assert not matches(shown, ["a 1", "b 2" + log, "", "", "c 3"])  # a blank line of its own stays
