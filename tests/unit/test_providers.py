@@ -4,11 +4,15 @@ capabilities, never its type: no module of events/ names a provider's spec class
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 from typing import get_args
 
+import pytest
+
 from agentledger.schemas.spec import MODELS, ModelSpec, RunSpec
-from agentledger.services.adapters.models.providers import PROVIDERS
+from agentledger.services.adapters.models.port import ModelError, ModelRequest
+from agentledger.services.adapters.models.providers import PROVIDERS, make_adapter
 from agentledger.services.handlers.spec_check import endpoint_problems
 from agentledger.services.settings import Settings
 
@@ -107,3 +111,17 @@ def test_the_openai_spec_answers_the_capabilities_the_core_asks() -> None:
         "gpt-5",
     )
     assert model.names_model and model.server_tool_definitions() == () and model.problems() == ()
+
+
+def test_a_worker_without_the_openai_sdk_fails_each_request_saying_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "openai", None)  # `import openai` fails as if not installed
+    monkeypatch.delitem(
+        sys.modules, "agentledger.services.adapters.models.openai_adapter", raising=False
+    )
+    adapter = make_adapter(_openai_spec().model, Settings(), None)
+    with pytest.raises(ModelError) as raised:
+        adapter.respond(ModelRequest("r", 1, None, (), ()))
+    assert raised.value.failure.kind == "not_configured"
+    assert "pip install 'agentledger[openai]'" in str(raised.value)
