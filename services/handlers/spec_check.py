@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentledger.events.model_reach import reach_refusals
 from agentledger.events.pricing import price_of
 from agentledger.schemas.errors import InvalidSpec, SpecProblem
 from agentledger.schemas.spec import (
@@ -98,27 +99,13 @@ def spec_problems(
 
 def endpoint_problems(spec: RunSpec, settings: Settings) -> list[SpecProblem]:
     """A model endpoint or credential variable the spec names that this deployment does
-    not allow (AGENTLEDGER_MODEL_ENDPOINTS, AGENTLEDGER_MODEL_KEY_VARS): a publisher
-    never chooses where a worker sends its requests, nor which of its secrets goes along."""
-    model, problems = spec.model, []
-    where = f"model.{model.provider}"
-    url = model.named_endpoint
-    if url is not None and url.rstrip("/") not in settings.model_endpoints:
-        allowed = ", ".join(settings.model_endpoints) or "none"
-        reason = (
-            f"{url!r} is not one of this deployment's model endpoints "
-            f"(AGENTLEDGER_MODEL_ENDPOINTS: {allowed})"
-        )
-        problems.append(SpecProblem(f"{where}.base_url", reason))
-    var = model.named_key_variable
-    if var is not None and var not in settings.model_key_var_names:
-        allowed = ", ".join(settings.model_key_var_names) or "none"
-        reason = (
-            f"{var!r} is not a variable this deployment lets a model spec name "
-            f"(AGENTLEDGER_MODEL_KEY_VARS: {allowed})"
-        )
-        problems.append(SpecProblem(f"{where}.api_key_env", reason))
-    return problems
+    not list (`agentledger.events.model_reach`)."""
+    model = spec.model
+    refused = reach_refusals(
+        f"model.{model.provider}", model.named_endpoint, model.named_key_variable,
+        urls=settings.model_endpoints, variables=settings.model_key_var_names,
+    )  # fmt: skip
+    return [SpecProblem(where, reason) for where, reason in refused]
 
 
 # a check's default timeout (300 s) is never refused: it is held to the maximum when it runs

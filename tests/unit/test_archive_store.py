@@ -17,8 +17,6 @@ from agentledger.services.adapters.archive.segment import Segment, SegmentError
 from agentledger.services.errors import ConfigError
 from tests.contracts.envelopes import finished
 
-fsspec = pytest.importorskip("fsspec")
-
 
 def _segment(run_id: str = "r-1") -> Segment:
     events = finished(run_id)
@@ -50,6 +48,7 @@ def test_a_cut_segment_is_refused() -> None:
 def cold(request: pytest.FixtureRequest, tmp_path: Path) -> ColdStore:
     if request.param == "folder":
         return open_cold_store(str(tmp_path / "archive"))
+    pytest.importorskip("fsspec")  # the optional extra `archive`; the folder needs none
     return open_cold_store(f"memory://al-test-{os.getpid()}-{id(request)}")
 
 

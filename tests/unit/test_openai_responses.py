@@ -17,10 +17,10 @@ from agentledger.schemas.content import (
     ToolUseBlock,
 )
 from agentledger.schemas.openai_spec import OpenAISettings
+from agentledger.services.adapters.models.failures import Incomplete
 from agentledger.services.adapters.models.openai_responses import (
     REASONING_ITEM,
     EventLog,
-    Incomplete,
     request_body,
     to_items,
     to_reply,

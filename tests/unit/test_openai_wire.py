@@ -21,9 +21,9 @@ from agentledger.schemas.content import (
 )
 from agentledger.schemas.openai_spec import OpenAISettings
 from agentledger.schemas.spec import ToolSpec
+from agentledger.services.adapters.models.failures import Incomplete
 from agentledger.services.adapters.models.openai_wire import (
     ChunkLog,
-    Incomplete,
     request_params,
     to_reply,
     to_wire,

@@ -17,7 +17,6 @@ for, and `make test-floors` runs the adapter's tests with it."""
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import anthropic
@@ -27,32 +26,27 @@ from agentledger.events.types import ModelErrorKind
 from agentledger.schemas.spec import AnthropicSettings
 from agentledger.services.adapters.models.anthropic_wire import (
     DEFAULT_BASE_URL,
-    Incomplete,
     StreamLog,
     request_params,
     to_reply,
+)
+from agentledger.services.adapters.models.failures import (
+    CONNECT_TIMEOUT_S,
+    Incomplete,
+    one_line,
+    retry_after_s,
+    root_cause,
+    status_failure,
+    unreachable,
 )
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
 # SDK 2.x sends anthropic-version 2026-10-21, which refuses sampling parameters
 # (even at their defaults), and has no `temperature` argument any more
-CONNECT_TIMEOUT_S = 10.0
 NO_TEMPERATURE = (
     "the Messages API version the anthropic SDK sends refuses `temperature`; "
     "remove it from the run spec's anthropic settings"
 )
-# what an HTTP status says went wrong, and its kind (`agentledger.events.model_retry` says which retry)
-BY_STATUS: dict[int, tuple[ModelErrorKind, str]] = {
-    401: ("authentication", "authentication failed"),
-    402: ("billing", "billing refused"),
-    403: ("permission", "permission denied"),
-    404: ("not_found", "not found"),
-    408: ("timeout", "the API timed out"),
-    409: ("server_error", "conflict"),
-    413: ("request_too_large", "request too large"),
-    429: ("rate_limited", "rate limited"),
-    529: ("overloaded", "overloaded"),
-}
 # what an `error` event in a 200 stream says, by its type; any other type is the server's
 BY_ERROR_TYPE: dict[str, ModelErrorKind] = {
     "overloaded_error": "overloaded",
@@ -154,17 +148,6 @@ class AnthropicAdapter:
         return ModelError(unreachable(self._url, exc), kind="connection")
 
 
-def unreachable(url: str, exc: BaseException) -> str:
-    """Why nothing answered at `url`, in one line."""
-    causes = list(_chain(exc))
-    if any(isinstance(c, ConnectionRefusedError) for c in causes):
-        return f"connection refused at {url}"
-    unresolved = next((c for c in causes if isinstance(c, socket.gaierror)), None)
-    if unresolved is not None:
-        return f"cannot resolve the host of {url} ({unresolved.strerror or unresolved})"
-    return f"the connection to {url} failed: {root_cause(exc)}"
-
-
 def status_error(exc: anthropic.APIStatusError) -> ModelError:
     """An HTTP error (or an `error` event in a 200 stream), classified, with the API's message."""
     body: dict[str, Any] = exc.body if isinstance(exc.body, dict) else {}
@@ -177,45 +160,4 @@ def status_error(exc: anthropic.APIStatusError) -> ModelError:
         return ModelError(
             f"{kind} mid-stream: {said}", kind=BY_ERROR_TYPE.get(kind, "server_error")
         )
-    default: tuple[ModelErrorKind, str] = (
-        ("server_error", "server error")
-        if status >= 500
-        else ("invalid_request", "request refused")
-    )
-    ours, what = BY_STATUS.get(status, default)
-    return ModelError(
-        f"{what} ({status} {kind}): {said}",
-        kind=ours,
-        status=status,
-        retry_after_s=_retry_after(exc),
-    )
-
-
-def _retry_after(exc: anthropic.APIStatusError) -> float | None:
-    headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return max(0.0, float(headers[name]) * scale)
-        except (KeyError, ValueError):
-            continue
-    return None
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    at: BaseException | None = exc
-    while at is not None and at not in seen:
-        seen.append(at)
-        at = at.__cause__ or at.__context__
-    return seen
-
-
-def root_cause(exc: BaseException) -> str:
-    """The innermost error of the chain, as `Type: message` on one line."""
-    root = _chain(exc)[-1]
-    return one_line(f"{type(root).__name__}: {root}".rstrip(": "))
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return status_failure(status, kind, said, retry_after_s(exc.response.headers))

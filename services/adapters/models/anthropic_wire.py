@@ -28,15 +28,12 @@ from agentledger.events.prompt_cache import conversation_breakpoints
 from agentledger.events.types import StopReason
 from agentledger.schemas.content import ContentBlock, Usage, to_api
 from agentledger.schemas.spec import AnthropicSettings
+from agentledger.services.adapters.models.failures import Incomplete
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"  # the SDK's own, when ANTHROPIC_BASE_URL is unset
 STOP_REASONS: frozenset[str] = frozenset(get_args(StopReason))
 _BLOCK: TypeAdapter[ContentBlock] = TypeAdapter(ContentBlock)
-
-
-class Incomplete(Exception):
-    """The stream ended before the message did: a later attempt may get it whole."""
 
 
 def request_params(settings: AnthropicSettings, request: ModelRequest) -> dict[str, Any]:

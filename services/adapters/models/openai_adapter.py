@@ -28,20 +28,20 @@ import openai
 
 from agentledger.events.types import ModelErrorKind
 from agentledger.schemas.openai_spec import OpenAIModel
-from agentledger.services.adapters.models.anthropic_adapter import (
-    BY_STATUS,
+from agentledger.services.adapters.models.failures import (
     CONNECT_TIMEOUT_S,
+    Incomplete,
     one_line,
+    retry_after_s,
     root_cause,
+    status_failure,
     unreachable,
 )
 from agentledger.services.adapters.models.openai_responses import EventLog
-from agentledger.services.adapters.models.openai_responses import Incomplete as ResponseIncomplete
 from agentledger.services.adapters.models.openai_responses import to_reply as responses_reply
 from agentledger.services.adapters.models.openai_wire import (
     DEFAULT_BASE_URL,
     ChunkLog,
-    Incomplete,
     endpoint_of,
     is_openai_own,
     speaks_responses,
@@ -49,7 +49,6 @@ from agentledger.services.adapters.models.openai_wire import (
     wire_body,
 )
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
-from agentledger.services.adapters.store.port import EventStore
 from agentledger.services.settings import Settings
 
 NO_KEY = "agentledger-no-key"  # what a server that needs no key is sent (the SDK wants one)
@@ -126,7 +125,7 @@ class OpenAIAdapter:
             if isinstance(log, EventLog):
                 return responses_reply(log, request)
             return to_reply(log, request)
-        except (Incomplete, ResponseIncomplete) as exc:
+        except Incomplete as exc:
             raise ModelError(
                 f"the stream from {self._url} ended: {exc}", kind="stream_broken"
             ) from exc
@@ -151,19 +150,7 @@ def status_error(exc: openai.APIStatusError) -> ModelError:
     error = _said(exc.body)
     kind = str(error.get("type") or error.get("code") or "error")
     said = one_line(str(error.get("message") or exc.message))
-    status = exc.status_code
-    default: tuple[ModelErrorKind, str] = (
-        ("server_error", "server error")
-        if status >= 500
-        else ("invalid_request", "request refused")
-    )
-    ours, what = BY_STATUS.get(status, default)
-    return ModelError(
-        f"{what} ({status} {kind}): {said}",
-        kind=ours,
-        status=status,
-        retry_after_s=_retry_after(exc),
-    )
+    return status_failure(exc.status_code, kind, said, retry_after_s(exc.response.headers))
 
 
 def stream_error(exc: openai.APIError) -> ModelError:
@@ -171,17 +158,3 @@ def stream_error(exc: openai.APIError) -> ModelError:
     kind = str(error.get("type") or error.get("code") or "error")
     said = one_line(str(error.get("message") or exc.message))
     return ModelError(f"{kind} mid-stream: {said}", kind=BY_ERROR_TYPE.get(kind, "server_error"))
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    headers = exc.response.headers
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return max(0.0, float(headers[name]) * scale)
-        except (KeyError, ValueError):
-            continue
-    return None
-
-
-def make(spec: OpenAIModel, settings: Settings, store: EventStore | None) -> OpenAIAdapter:
-    return OpenAIAdapter(spec, settings)

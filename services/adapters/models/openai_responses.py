@@ -31,11 +31,12 @@ from agentledger.schemas.content import (
     Message,
     ProviderBlock,
     TextBlock,
-    ToolResultBlock,
     ToolUseBlock,
     Usage,
 )
 from agentledger.schemas.openai_spec import OpenAISettings
+from agentledger.services.adapters.models.failures import Incomplete, one_line
+from agentledger.services.adapters.models.openai_wire import parse_arguments, user_turn
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
 REASONING_ITEM = "reasoning_item"  # the log's block for a reasoning item, kept verbatim
@@ -46,10 +47,6 @@ BY_ERROR_CODE: dict[str, ModelErrorKind] = {
     "invalid_prompt": "invalid_request",
 }
 ENDED = ("response.completed", "response.incomplete", "response.failed")
-
-
-class Incomplete(Exception):
-    """The stream ended before the response did: a later attempt may get it whole."""
 
 
 def request_body(settings: OpenAISettings, request: ModelRequest) -> dict[str, Any]:
@@ -97,20 +94,15 @@ def to_items(m: Message) -> list[dict[str, Any]]:
     assistant turn's reasoning, text and calls; a user turn's call outputs first
     (each right after the calls it answers), then its text."""
     if m.role == "user":
+        answers, text = user_turn(m)
         out: list[dict[str, Any]] = [
-            {"type": "function_call_output", "call_id": b.tool_use_id, "output": _output(b)}
-            for b in m.content
-            if isinstance(b, ToolResultBlock)
+            {"type": "function_call_output", "call_id": call_id, "output": said}
+            for call_id, said in answers
         ]
-        texts = [b.text for b in m.content if isinstance(b, TextBlock)]
-        if texts:
-            out.append({"role": "user", "content": "\n\n".join(texts)})
+        if text is not None:
+            out.append({"role": "user", "content": text})
         return out
     return [item for b in m.content if (item := _assistant_item(b)) is not None]
-
-
-def _output(b: ToolResultBlock) -> str:
-    return f"Error: {b.content}" if b.is_error and not b.content.startswith("Error") else b.content
 
 
 def _assistant_item(b: ContentBlock) -> dict[str, Any] | None:
@@ -254,22 +246,12 @@ def _blocks(item: dict[str, Any], cut: list[tuple[str, str]]) -> list[ContentBlo
             raise ModelError(
                 "the model sent a function call without its call_id or name", kind="malformed_reply"
             )
-        arguments = None if item.get("status") == "incomplete" else _parsed(raw)
+        arguments = None if item.get("status") == "incomplete" else parse_arguments(raw)
         if arguments is None:
             cut.append((call_id, raw))
         extra = {"item_id": item["id"]} if isinstance(item.get("id"), str) else {}
         return [ToolUseBlock(id=call_id, name=str(item["name"]), input=arguments or {}, **extra)]
     return [ProviderBlock(type=f"openai_{kind}", item=item)]  # a kind we do not act on, kept
-
-
-def _parsed(raw: str) -> dict[str, Any] | None:
-    if raw.strip() == "":
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _stop_reason(status: str, reason: str, content: list[ContentBlock]) -> StopReason:
@@ -288,7 +270,7 @@ def _stop_reason(status: str, reason: str, content: list[ContentBlock]) -> StopR
 
 def _failure(error: dict[str, Any], where: str) -> ModelError:
     code = str(error.get("code") or error.get("type") or "error")
-    said = " ".join(str(error.get("message") or "no message").split())[:300]
+    said = one_line(str(error.get("message") or "no message"))
     return ModelError(f"{code} {where}: {said}", kind=BY_ERROR_CODE.get(code, "server_error"))
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentledger.events.context_view import tool_definition
+from agentledger.events.model_reach import reach_refusals
 from agentledger.events.types import StopReason
 from agentledger.schemas.content import (
     ContentBlock,
@@ -40,6 +41,7 @@ from agentledger.schemas.content import (
     Usage,
 )
 from agentledger.schemas.openai_spec import OpenAIModel, OpenAISettings
+from agentledger.services.adapters.models.failures import Incomplete
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 from agentledger.services.settings import Settings
 
@@ -56,29 +58,20 @@ FINISH: dict[str, StopReason] = {
 }
 
 
-class Incomplete(Exception):
-    """The stream ended before the completion did: a later attempt may get it whole."""
-
-
 def endpoint_of(spec: OpenAIModel, settings: Settings) -> tuple[str, str | None, str, str | None]:
-    """(base URL, the variable that named it, the key's variable, the key): the spec's
-    own only when the deployment allows it (else ModelError, not_configured)."""
-    url = spec.openai.base_url or DEFAULT_BASE_URL
-    if spec.openai.base_url and url not in settings.model_endpoints:
-        raise ModelError(
-            f"model.openai.base_url {url!r} is not one of this deployment's model endpoints "
-            "(AGENTLEDGER_MODEL_ENDPOINTS)",
-            kind="not_configured",
-        )
+    """(base URL, the field that named it, the key's variable, the key): the spec's own
+    only when the deployment lists them (`agentledger.events.model_reach`; else
+    ModelError, not_configured). The default variable must be listed too."""
     variable = spec.openai.api_key_env or DEFAULT_KEY_VARIABLE
-    if variable not in settings.model_key_var_names:
-        raise ModelError(
-            f"model.openai.api_key_env {variable!r} is not a variable this deployment lets a "
-            "model spec name (AGENTLEDGER_MODEL_KEY_VARS)",
-            kind="not_configured",
-        )
+    refused = reach_refusals(
+        "model.openai", spec.openai.base_url, variable,
+        urls=settings.model_endpoints, variables=settings.model_key_var_names,
+    )  # fmt: skip
+    if refused:
+        where, reason = refused[0]
+        raise ModelError(f"{where}: {reason}", kind="not_configured")
     named = "model.openai.base_url" if spec.openai.base_url else None
-    return url, named, variable, settings.model_key(variable)
+    return spec.openai.base_url or DEFAULT_BASE_URL, named, variable, settings.model_key(variable)
 
 
 def is_openai_own(base_url: str) -> bool:
@@ -147,19 +140,30 @@ def to_wire(m: Message, *, send_reasoning: bool = False) -> list[dict[str, Any]]
     the calls)."""
     if m.role == "assistant":
         return [_assistant(m.content, send_reasoning=send_reasoning)]
+    answers, text = user_turn(m)
     out: list[dict[str, Any]] = [
-        {"role": "tool", "tool_call_id": b.tool_use_id, "content": _result_text(b)}
+        {"role": "tool", "tool_call_id": call_id, "content": said} for call_id, said in answers
+    ]
+    if text is not None:
+        out.append({"role": "user", "content": text})
+    return out
+
+
+def user_turn(m: Message) -> tuple[list[tuple[str, str]], str | None]:
+    """A user turn as both OpenAI APIs take it: its tool answers (call id, text; an
+    error says so) first, in order, then its text (None: none)."""
+    answers = [
+        (
+            b.tool_use_id,
+            f"Error: {b.content}"
+            if b.is_error and not b.content.startswith("Error")
+            else b.content,
+        )
         for b in m.content
         if isinstance(b, ToolResultBlock)
     ]
     texts = [b.text for b in m.content if isinstance(b, TextBlock)]
-    if texts:
-        out.append({"role": "user", "content": "\n\n".join(texts)})
-    return out
-
-
-def _result_text(b: ToolResultBlock) -> str:
-    return f"Error: {b.content}" if b.is_error and not b.content.startswith("Error") else b.content
+    return answers, "\n\n".join(texts) if texts else None
 
 
 def _assistant(content: tuple[ContentBlock, ...], *, send_reasoning: bool) -> dict[str, Any]:
@@ -308,14 +312,20 @@ def _tool_use(
 
 
 def _arguments(call: _Call, *, cut_off: bool) -> dict[str, Any] | None:
-    """The call's arguments, or None when they did not arrive whole. A server that
-    sends "" for a call with none sends nothing to parse: {} (unless cut off)."""
+    """The call's arguments, or None when they did not arrive whole; a server may send
+    them as an object instead of its text."""
     if call.whole is not None:
         return call.whole if isinstance(call.whole, dict) else None
-    if call.arguments.strip() == "":
+    return parse_arguments(call.arguments, cut_off=cut_off)
+
+
+def parse_arguments(raw: str, *, cut_off: bool = False) -> dict[str, Any] | None:
+    """A call's arguments text parsed strictly: None when it is not a whole JSON object.
+    A server that sends "" for a call with none sends nothing to parse: {} (unless cut off)."""
+    if raw.strip() == "":
         return None if cut_off else {}
     try:
-        value = json.loads(call.arguments)
+        value = json.loads(raw)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
