@@ -48,7 +48,7 @@ def call_proposed(s: RunState, e: ToolCallProposed, at: float) -> RunState:
 
 def call_changed(s: RunState, e: CallEvent, at: float) -> RunState:
     """Move one call of the current turn through the call table, then the run (`at`,
-    the event's time, as every step of the fold is given it, is not needed)."""
+    the event's time, stamps the few fields that keep a time: `_stamped`)."""
     turn = s.current_turn
     call = turn.call(e.call_id) if turn else None
     if turn is None or call is None:
@@ -57,7 +57,7 @@ def call_changed(s: RunState, e: CallEvent, at: float) -> RunState:
     to = CALL_TRANSITIONS.get((call.status, kind))
     if to is None:
         raise IllegalTransition(call.status, e.type, s.run_id, f"call {e.call_id!r}")
-    moved = replace(call, status=to, **CHANGES[kind](call, e))
+    moved = replace(call, status=to, **CHANGES[kind](call, e), **_stamped(kind, at))
     turn = replace(turn, calls=tuple(moved if c.call_id == e.call_id else c for c in turn.calls))
     status = phase(turn) if s.status in _PHASED else s.status
     return replace(s, current_turn=turn, status=status)
@@ -160,6 +160,12 @@ def _denied(e: ApprovalDenied) -> ToolError:
 def _stopped(how: str, at: float) -> ToolError:
     message = f"the call was {how.replace('_', ' ')} because the run was cancelled"
     return ToolError(code="internal", message=message, retryable=False)
+
+
+def _stamped(kind: type, at: float) -> dict[str, float]:
+    """The call's times an event sets to its own (when the call queued for its locks:
+    the start of its lock wait)."""
+    return {"waited_at": at} if kind is ToolCallWaiting else {}
 
 
 E = TypeVar("E")

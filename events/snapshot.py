@@ -60,7 +60,7 @@ _SCALARS = (
 _CALL_PLAIN = tuple(
     f
     for f in Call.__dataclass_fields__
-    if f not in ("status", "reads", "writes", "error", "claimed_by", "overflow")
+    if f not in ("status", "reads", "writes", "error", "claimed_by", "overflow", "waited_at")
 )
 
 
@@ -191,6 +191,7 @@ def _call(c: Call) -> Record:
         writes=list(c.writes),
         error=c.error.model_dump(mode="json") if c.error else None,
         claimed_by=c.claimed_by,
+        waited_at=c.waited_at,
     )
     if c.overflow is not None:
         record["overflow"] = c.overflow.model_dump(mode="json")
@@ -206,6 +207,7 @@ def _call_of(r: Record) -> Call:
         error=ToolError.model_validate(r["error"]) if r["error"] else None,
         claimed_by=r.get("claimed_by"),  # added within version 2: older records hold none
         overflow=Overflow.model_validate(r["overflow"]) if r.get("overflow") else None,  # as well
+        waited_at=r.get("waited_at"),  # added within version 4: older records hold none
     )
 
 

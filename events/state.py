@@ -36,6 +36,7 @@ class Call:
     lock_request: str | None = None
     expiries: int = 0  # leases it lost while scheduled or running: a new ask has a new id
     tokens: dict[str, int] | None = None  # fencing token per resource, once scheduled
+    waited_at: float | None = None  # when it last queued for its locks (ToolCallWaiting)
     started_at: float | None = None
     finished_at: float | None = None
     output: Any = None

@@ -363,4 +363,7 @@ def build_services(
     )
     dramatiq.set_broker(broker)
     directory = Directory(client, keys, member_ttl_s=settings.member_ttl_s)
-    return Services(app, client, broker, directory, queue, tuple(pools), instruments=instruments)
+    services = Services(app, client, broker, directory, queue, pools, instruments=instruments)
+    if instruments is not None:
+        instruments.pool_threads(services.pool_threads())
+    return services

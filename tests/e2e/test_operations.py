@@ -21,10 +21,12 @@ from typing import Any
 import pytest
 import redis
 from e2ekit import AGENTLEDGER, Cli, clean_environ
+from prometheus_client.parser import text_string_to_metric_families
 
 from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
 
 TOOLS = Path(__file__).with_name("ops_tools")
+DASHBOARD = Path(__file__).resolve().parents[2] / "deploy" / "grafana" / "agentledger.json"
 SECRET = "hunter2-" + uuid.uuid4().hex[:10]
 RUNS = 3
 QUEUE_GAUGES = [
@@ -56,6 +58,12 @@ def private_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateR
     server.stop()
 
 
+def dashboard_names() -> set[str]:
+    """The series the Grafana dashboard's queries name."""
+    text = json.dumps([p.get("targets", []) for p in json.loads(DASHBOARD.read_text())["panels"]])
+    return set(re.findall(r"\bagentledger_[a-z_]+\b", text))
+
+
 def until(what: str, check: Callable[[], Any], timeout_s: float = 45.0) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -74,7 +82,9 @@ def get(port: int, path: str) -> tuple[int, str]:
 
 
 def samples(text: str) -> dict[str, float]:
-    """`name{labels}` -> value, labels as printed (sorted by prometheus_client)."""
+    """`name{labels}` -> value, labels as printed (sorted by prometheus_client); the
+    text must parse as Prometheus' exposition format (prometheus_client's parser)."""
+    assert list(text_string_to_metric_families(text)) or not text
     out = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
@@ -212,6 +222,38 @@ def test_every_metric_counts_what_the_runs_did(operated: dict[str, Any]) -> None
     assert total(m, "agentledger_step_seconds_sum", pool="tools") >= 1.0 * RUNS  # the slow reads
     # and every queue gauge of every pool read 0 (all done, none dead): the scrape kept
     # is the first that showed it, the fixture fails if none does
+
+
+def test_the_latency_histograms_busy_threads_and_tenant_cost_are_scraped(
+    operated: dict[str, Any],
+) -> None:
+    """Every series the Grafana dashboard names is in the workers' real scrape (two
+    processes: prometheus_client's multiprocess files, added up by the parent)."""
+    m = operated["after"]
+    scraped = {key.split("{", 1)[0] for key in m}
+    assert dashboard_names() <= scraped, dashboard_names() - scraped
+    for tool in ("ops_slow_read", "ops_logged_write"):
+        assert (
+            total(m, "agentledger_tool_call_seconds_count", tool=tool, outcome="succeeded") == RUNS
+        )
+    # the slow read sleeps 1 s in each run, and the write waited for its lock meanwhile
+    assert total(m, "agentledger_tool_call_seconds_sum", tool="ops_slow_read") >= 1.0 * RUNS
+    assert total(m, "agentledger_lock_wait_seconds_count", tool="ops_logged_write") == RUNS
+    assert total(m, "agentledger_lock_wait_seconds_sum", tool="ops_logged_write") >= 0.5 * RUNS
+    # two model requests a run, the scripted model taking 0.8 s and 1.5 s
+    assert (
+        total(m, "agentledger_model_call_seconds_count", model="scripted", outcome="ok") == 2 * RUNS
+    )
+    assert total(m, "agentledger_model_call_seconds_sum", model="scripted") >= 2.3 * RUNS
+    assert (
+        total(m, "agentledger_model_call_tokens_count", model="scripted", kind="input") == 2 * RUNS
+    )
+    assert total(m, "agentledger_run_seconds_count", status="completed") == RUNS
+    assert total(m, "agentledger_run_seconds_sum", status="completed") >= 3.3 * RUNS
+    assert total(m, "agentledger_queue_wait_seconds_count", pool="model") >= RUNS
+    assert 0 < total(m, "agentledger_tenant_cost_usd_total", tenant="t") < 0.1
+    assert total(m, "agentledger_pool_threads", pool="tools") >= 2  # each process's budget, added
+    assert total(m, "agentledger_pool_threads_busy") == 0  # all done
 
 
 def test_the_probes_answer(operated: dict[str, Any]) -> None:

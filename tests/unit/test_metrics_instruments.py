@@ -51,7 +51,9 @@ def test_a_step_time_goes_to_its_pool_and_actor() -> None:
     ins = Instruments()
     timer = ins.step_timer()
     broker = SimpleNamespace(routes={"tools.q.fp": SimpleNamespace(pool="tools")})
-    message: Any = SimpleNamespace(options={}, queue_name="tools.q.fp", actor_name="drive_call")
+    message: Any = SimpleNamespace(
+        options={}, queue_name="tools.q.fp", actor_name="drive_call", message_timestamp=0
+    )
     timer.before_process_message(broker, message)
     timer.after_process_message(broker, message, exception=RuntimeError("x"))
     assert "_al_t0" not in message.options  # never stored with a retry

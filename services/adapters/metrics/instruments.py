@@ -1,9 +1,10 @@
 """The metrics a worker process records, and how it derives them from what it
 already holds: a step's states before and after and the events it appended
-(`observe_step`, called by the run repository after each append), a step's
-wall time (a dramatiq middleware), an inbox rejection. Nothing here talks to
-Redis: what is read from Redis (runs by status, queue lag, dead letters) is
-read when scraped (`scrape`).
+(`observe_step`, called by the run repository after each append: counts, and
+the durations the events' times give, `timings`), a step's wall time, its wait
+in the queue (publish → claim) and the busy threads of its pool (a dramatiq
+middleware), an inbox rejection. Nothing here talks to Redis: what is read from
+Redis (runs by status, queue lag, dead letters) is read when scraped (`scrape`).
 
 prometheus_client picks its storage when it is imported: with
 `PROMETHEUS_MULTIPROC_DIR` set (the parent of `workers --processes N` sets it
@@ -18,7 +19,7 @@ import time
 from typing import Any
 
 from dramatiq.middleware import Middleware
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from agentledger.events.batch import Appended
 from agentledger.events.state import RunState
@@ -32,11 +33,15 @@ from agentledger.events.types import (
     ToolCallSucceeded,
     ToolCallWaiting,
 )
+from agentledger.services.adapters.metrics.timings import TOKEN_KINDS, Timings, find_call
 
 log = logging.getLogger(__name__)
 NS = "agentledger"
 FLUSH_S = 0.5  # how stale a scrape may be: the tallies reach prometheus_client this often
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600)
+TOKEN_BUCKETS = (0, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576)
+RUN_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600, 24 * 3600)
 TOOL_OUTCOMES: dict[type[Any], str] = {
     ToolCallSucceeded: "succeeded",
     ToolCallFailed: "failed",
@@ -45,12 +50,6 @@ TOOL_OUTCOMES: dict[type[Any], str] = {
     ToolCallCancelled: "cancelled",
     ToolCallForceTerminated: "force_terminated",
 }
-TOKEN_KINDS = (
-    ("input", "input_tokens"),
-    ("output", "output_tokens"),
-    ("cache_read", "cache_read_input_tokens"),
-    ("cache_write", "cache_creation_input_tokens"),
-)
 
 
 class Instruments:
@@ -91,16 +90,72 @@ class Instruments:
         self.rejected = Counter(
             "inbox_rejected", "inbox entries the intake rejected", namespace=NS, registry=r
         )
-        self.step_seconds = Histogram(
-            "step_seconds", "wall time of one worker step", ["pool", "actor", "outcome"],
-            namespace=NS, registry=r, buckets=STEP_BUCKETS,
+        self.tenant_cost = Counter(
+            "tenant_cost_usd", "model cost in US dollars, by the run's tenant", ["tenant"],
+            namespace=NS, registry=r,
         )  # fmt: skip
+        self._histograms(r)
+        self._gauges(r)
         # the hot path only adds to these; `flush` (a thread, every FLUSH_S) hands them on
         self._counts: dict[tuple[Any, ...], float] = {}
-        self._observed: list[tuple[tuple[str, str, str], float]] = []
+        self._observed: list[tuple[Any, tuple[str, ...], float]] = []
+        self._busy: dict[str, int] = {}  # threads in a message now, by pool
+        self._timings = Timings()
         self._lock = threading.Lock()
         self._children: dict[tuple[Any, ...], Any] = {}  # labels() is slow: keep the children
         self._stop = threading.Event()
+
+    def _histograms(self, r: CollectorRegistry) -> None:
+        def histogram(name: str, doc: str, labels: list[str], buckets: tuple[float, ...]) -> Any:
+            return Histogram(name, doc, labels, namespace=NS, registry=r, buckets=buckets)
+
+        self.step_seconds = histogram("step_seconds", "wall time of one worker step",
+                                      ["pool", "actor", "outcome"], STEP_BUCKETS)  # fmt: skip
+        self.tool_call_seconds = histogram(
+            "tool_call_seconds", "a tool call's run: its claim to its outcome",
+            ["tool", "outcome"], STEP_BUCKETS,
+        )  # fmt: skip
+        self.model_call_seconds = histogram(
+            "model_call_seconds", "a model call: its claim to its reply (outcome ok) or failure",
+            ["model", "outcome"], MODEL_BUCKETS,
+        )  # fmt: skip
+        self.model_call_tokens = histogram(
+            "model_call_tokens", "the tokens of one model reply, by kind", ["model", "kind"],
+            TOKEN_BUCKETS,
+        )  # fmt: skip
+        self.lock_wait_seconds = histogram(
+            "lock_wait_seconds", "a tool call's wait for its locks (0: granted at once)",
+            ["tool"], STEP_BUCKETS,
+        )  # fmt: skip
+        self.queue_wait_seconds = histogram(
+            "queue_wait_seconds", "a message's wait in its queue: published (or due) to taken",
+            ["pool"], STEP_BUCKETS,
+        )  # fmt: skip
+        self.run_seconds = histogram(
+            "run_seconds", "a run's life: created to its terminal state", ["status"], RUN_BUCKETS
+        )
+
+    def _gauges(self, r: CollectorRegistry) -> None:
+        # livesum: with --processes N the parent adds up its live children's values
+        self.threads_busy = Gauge(
+            "pool_threads_busy", "the pool's threads processing a message now", ["pool"],
+            namespace=NS, registry=r, multiprocess_mode="livesum",
+        )  # fmt: skip
+        self.threads = Gauge(
+            "pool_threads", "the pool's threads (its thread budget)", ["pool"],
+            namespace=NS, registry=r, multiprocess_mode="livesum",
+        )  # fmt: skip
+
+    def pool_threads(self, budgets: dict[str, int]) -> None:
+        """Each served pool's thread budget (the busy gauge's ceiling)."""
+        for pool, n in budgets.items():
+            self.threads.labels(pool).set(n)
+            with self._lock:
+                self._busy.setdefault(pool, 0)
+
+    def busy(self, pool: str, n: int) -> None:
+        with self._lock:
+            self._busy[pool] = self._busy.get(pool, 0) + n
 
     def count(self, metric: Any, labels: tuple[str, ...], n: float = 1.0) -> None:
         key = (metric, labels)
@@ -111,18 +166,24 @@ class Instruments:
         self.count(self.rejected, ())
 
     def time_step(self, labels: tuple[str, str, str], seconds: float) -> None:
+        self.observe(self.step_seconds, labels, seconds)
+
+    def observe(self, histogram: Any, labels: tuple[str, ...], value: float) -> None:
         with self._lock:
-            self._observed.append((labels, seconds))
+            self._observed.append((histogram, labels, value))
 
     def flush(self) -> None:
         """Hand what was tallied to prometheus_client (its values, or its files)."""
         with self._lock:
             counts, self._counts = self._counts, {}
             observed, self._observed = self._observed, []
+            busy = dict(self._busy)
         for (metric, labels), n in counts.items():
             self._child(metric, labels).inc(n)
-        for labels, seconds in observed:
-            self._child(self.step_seconds, labels).observe(seconds)
+        for histogram, labels, value in observed:
+            self._child(histogram, labels).observe(value)
+        for pool, n in busy.items():
+            self._child(self.threads_busy, (pool,)).set(n)
 
     def start(self) -> Instruments:
         threading.Thread(
@@ -168,6 +229,9 @@ class Instruments:
         spent = after.cost_usd - (before.cost_usd if before else 0.0)
         if spent > 0:
             count(self.cost, (model or "unknown",), spent)
+            count(self.tenant_cost, (after.spec.principal.tenant or "",), spent)
+        for name, labels, value in self._timings.of(appended, TOOL_OUTCOMES):
+            self.observe(getattr(self, name), labels, value)
 
     def _count_events(self, appended: Appended) -> str:
         """Count the batch's events, tokens, tool outcomes and lock waits; the model
@@ -193,25 +257,28 @@ class Instruments:
 
 
 def _tool(before: RunState | None, after: RunState, call_id: str) -> str:
-    for state in (after, before):
-        if state is not None and (call := state.call(call_id)) is not None:
-            return call.name
-    for turn in reversed(after.turns):
-        if (call := turn.call(call_id)) is not None:
-            return call.name
-    return "unknown"
+    call = find_call(after, call_id) or find_call(before, call_id)
+    return call.name if call is not None else "unknown"
 
 
 class StepTimer(Middleware):
     """The wall time of each message a worker thread processes, by pool and actor
-    (the pool from the broker's routes). The start sits on the message's options
-    and is taken off before any retry could store it."""
+    (the pool from the broker's routes), its wait in the queue before (from its
+    publication, or from when it was due if it was delayed: the publisher's wall
+    clock against ours), and the pool's busy threads meanwhile. The start sits on
+    the message's options and is taken off before any retry could store it."""
 
     def __init__(self, instruments: Instruments) -> None:
         self.instruments = instruments
 
     def before_process_message(self, broker: Any, message: Any) -> None:
         message.options["_al_t0"] = time.perf_counter()
+        pool = _pool(broker, message)
+        self.instruments.busy(pool, +1)
+        published_ms = max(message.message_timestamp or 0, message.options.get("eta") or 0)
+        if published_ms:
+            waited = max(0.0, time.time() - published_ms / 1000)
+            self.instruments.observe(self.instruments.queue_wait_seconds, (pool,), waited)
 
     def after_process_message(
         self, broker: Any, message: Any, *, result: Any = None, exception: Any = None
@@ -219,9 +286,14 @@ class StepTimer(Middleware):
         t0 = message.options.pop("_al_t0", None)
         if t0 is None:
             return
-        route = getattr(broker, "routes", {}).get(message.queue_name)
-        pool = route.pool if route is not None else "unknown"
+        pool = _pool(broker, message)
+        self.instruments.busy(pool, -1)
         outcome = "ok" if exception is None else "error"
         self.instruments.time_step((pool, message.actor_name, outcome), time.perf_counter() - t0)
 
     after_skip_message = after_process_message
+
+
+def _pool(broker: Any, message: Any) -> str:
+    route = getattr(broker, "routes", {}).get(message.queue_name)
+    return str(route.pool) if route is not None else "unknown"

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 from agentledger.services.entrypoints.cli.children import die_with_parent
 from agentledger.services.settings import Settings, environ_for_children
@@ -23,9 +24,10 @@ log = logging.getLogger(__name__)
 class Supervisor:
     def __init__(
         self, settings: Settings, args: list[str], processes: int,
-        *, env: dict[str, str] | None = None,
+        *, env: dict[str, str] | None = None, on_death: Callable[[int], None] | None = None,
     ) -> None:  # fmt: skip
         self._env = {**environ_for_children(settings), **(env or {})}
+        self._on_death = on_death  # told a dead child's pid (its live gauges are dropped)
         self._command = [sys.executable, "-m", "agentledger.services.entrypoints.cli.main", *args]
         self.children = [self._start() for _ in range(processes)]
         self.restarts = 0
@@ -43,6 +45,8 @@ class Supervisor:
                 code = child.poll()
                 if code is None or stop.is_set():
                     continue
+                if self._on_death is not None:
+                    self._on_death(child.pid)
                 self.children[i] = self._start()
                 self.restarts += 1
                 how = f"signal {-code}" if code < 0 else f"exit {code}"

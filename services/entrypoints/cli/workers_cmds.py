@@ -253,10 +253,13 @@ def _parent(
         supervisor.keep_alive(stop)
         supervisor.stop()
         return 0
+    from prometheus_client.multiprocess import mark_process_dead
+
     folder, clean = operations.metrics_dir(session.settings)
     supervisor = Supervisor(
         session.settings, [*child_args(), *args], processes,
         env={"PROMETHEUS_MULTIPROC_DIR": folder},
+        on_death=lambda pid: mark_process_dead(pid, folder),  # type: ignore[no-untyped-call]
     )  # fmt: skip
     try:  # the server watches supervisor.children: the list the supervisor keeps current
         try:
