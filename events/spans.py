@@ -5,7 +5,10 @@ is exported exactly as a live one was.
 
 One `invoke_agent` span per run (RunCreated → its terminal event), one `chat`
 span per model request (ModelRequested → ModelResponded, or ModelRequestFailed
-with its cause; a claim that expired ends where the next attempt starts), one `execute_tool` span per tool call
+with its cause; a claim that expired ends where the next attempt starts; its
+`gen_ai.usage.input_tokens` counts the cached prompt too, as the conventions
+ask, the run's span carries its totals as `agentledger.usage.*`, so a trace's
+`gen_ai.usage.*` add up to the provider's usage once), one `execute_tool` span per tool call
 (ToolCallProposed → the event that finishes it), the calls' steps (validated,
 waiting for locks, approval, claimed) as span events, acceptance checks and the
 people's controls as events of the run's span. `chat` and `execute_tool` are
@@ -49,6 +52,7 @@ from agentledger.events.types import (
     ToolCallStarted,
     ToolCallWaiting,
 )
+from agentledger.schemas.content import Usage
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.spec import RunSpec
 
@@ -284,15 +288,27 @@ def _chat_span(env: Envelope[Any], event: ModelRequested, state: RunState) -> Sp
 
 
 def _reply_attributes(event: ModelResponded) -> dict[str, AttrValue]:
-    u = event.usage
     return {
         "gen_ai.response.model": event.model,
         "gen_ai.response.finish_reasons": (event.stop_reason,),
-        "gen_ai.usage.input_tokens": u.input_tokens,
-        "gen_ai.usage.output_tokens": u.output_tokens,
-        "gen_ai.usage.cache_read.input_tokens": u.cache_read_input_tokens,
-        "gen_ai.usage.cache_creation.input_tokens": u.cache_creation_input_tokens,
+        **usage_attributes(event.usage, "gen_ai.usage."),
     }
+
+
+def usage_attributes(u: Usage, prefix: str) -> dict[str, AttrValue]:
+    """Tokens as the GenAI conventions count them: `input_tokens` is every token of
+    the prompt, those read from the cache and written to it included (Anthropic's own
+    `input_tokens` counts only the rest), with the cached parts beside it."""
+    return {
+        f"{prefix}input_tokens": prompt_tokens(u),
+        f"{prefix}output_tokens": u.output_tokens,
+        f"{prefix}cache_read.input_tokens": u.cache_read_input_tokens,
+        f"{prefix}cache_creation.input_tokens": u.cache_creation_input_tokens,
+    }
+
+
+def prompt_tokens(u: Usage) -> int:
+    return u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens
 
 
 def _tool_span(env: Envelope[Any], event: ToolCallProposed) -> Span:
@@ -308,12 +324,13 @@ def _tool_span(env: Envelope[Any], event: ToolCallProposed) -> Span:
 
 
 def _run_totals(state: RunState) -> dict[str, AttrValue]:
+    """The run's totals, outside `gen_ai.usage.*`: a backend that adds up a trace's
+    `gen_ai.usage.*` then counts each model call once (on its `chat` span)."""
     return {
         "agentledger.run.status": str(state.status),
         "agentledger.turns": state.turns_used,
         "agentledger.cost_usd": round(state.cost_usd, 6),
-        "gen_ai.usage.input_tokens": state.usage.input_tokens,
-        "gen_ai.usage.output_tokens": state.usage.output_tokens,
+        **usage_attributes(state.usage, "agentledger.usage."),
     }
 
 

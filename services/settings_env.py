@@ -152,6 +152,7 @@ ENV_ALSO: dict[str, str] = {
     "AGENTLEDGER_SECRETS": "names (comma-separated) of more variables whose values are secret, for every run",
     "OTEL_EXPORTER_OTLP_ENDPOINT": "set (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT): `workers` and `run` send each run's spans over OTLP/HTTP; the exporter reads the other OTEL_* variables itself",
     "OTEL_SDK_DISABLED": "`true` switches trace export off (so does OTEL_TRACES_EXPORTER=none)",
+    "OTEL_SERVICE_NAME": "the traces' `service.name` (also from OTEL_RESOURCE_ATTRIBUTES, read by the OpenTelemetry SDK); `agentledger` when neither names one",
     "XDG_STATE_HOME": "where the default state folder lives ($XDG_STATE_HOME/agentledger)",
     "MALLOC_ARENA_MAX": "when set, wins over AGENTLEDGER_MALLOC_ARENAS",
     "LOGNAME": "who a control says it is from when `--by` is not given (as getpass finds the user name)",

@@ -1,6 +1,9 @@
 """Log lines as JSON (`--log-format json`): one object a line on stderr with the
 time, level, logger, message and, on every record, the run id, call id, pool
-and worker it was written for (null when none). The ids come from context
+and worker it was written for (null when none), and the trace and span it was
+written in (`trace_id`, `span_id`, as the run's trace names them: the run's
+span, a tool call's, or the `chat` span of the model request under way —
+`agentledger.events.spans`' ids are digests of the run's, so no lookup). The ids come from context
 variables a dramatiq middleware (`agentledger.services.adapters.broker.log_context`) sets
 around each message (a worker thread has its own context), so no call site
 passes them; a step carried on into another pool's work says so itself
@@ -13,13 +16,17 @@ import json
 import logging
 import time
 from contextvars import ContextVar, Token
+from functools import lru_cache
 from typing import Any
+
+from agentledger.events.spans import run_span_id, tool_span_id, trace_id_of
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"
 RUN_ID: ContextVar[str | None] = ContextVar("agentledger_run_id", default=None)
 CALL_ID: ContextVar[str | None] = ContextVar("agentledger_call_id", default=None)
 POOL: ContextVar[str | None] = ContextVar("agentledger_pool", default=None)
+SPAN_ID: ContextVar[str | None] = ContextVar("agentledger_span_id", default=None)  # a chat span
 _WORKER: list[str | None] = [None]  # this process's worker name, once it has one
 _CHOSEN = {"level": "warning", "format": "text"}  # what `configure` was told: children get it too
 
@@ -56,17 +63,34 @@ class JsonLines(logging.Formatter):
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
-            "run_id": getattr(record, "run_id", None) or RUN_ID.get(),
-            "call_id": getattr(record, "call_id", None) or CALL_ID.get(),
+            "run_id": (run_id := getattr(record, "run_id", None) or RUN_ID.get()),
+            "call_id": (call_id := getattr(record, "call_id", None) or CALL_ID.get()),
             "pool": getattr(record, "pool", None) or POOL.get(),
             "worker": _WORKER[0],
             "thread": record.threadName,
+            **_span_ids(run_id, call_id),
         }
         if record.exc_info and not record.exc_text:  # the redacting filter sets it first
             record.exc_text = self.formatException(record.exc_info)
         if record.exc_text:
             out["traceback"] = record.exc_text
         return json.dumps(out, default=str)
+
+
+def _span_ids(run_id: str | None, call_id: str | None) -> dict[str, str | None]:
+    if not run_id:
+        return {"trace_id": None, "span_id": None}
+    return {"trace_id": _trace(run_id), "span_id": SPAN_ID.get() or _span(run_id, call_id)}
+
+
+@lru_cache(maxsize=4096)
+def _trace(run_id: str) -> str:
+    return trace_id_of(run_id)
+
+
+@lru_cache(maxsize=4096)
+def _span(run_id: str, call_id: str | None) -> str:
+    return tool_span_id(run_id, call_id) if call_id else run_span_id(run_id)
 
 
 def configure(level: str, log_format: str) -> None:

@@ -29,6 +29,7 @@ class Received:
     end_ns: int
     attributes: dict[str, Any]
     status_code: int
+    service: str = ""  # the resource's service.name
 
 
 class OtlpReceiver:
@@ -64,6 +65,7 @@ class OtlpReceiver:
         with self._lock:
             self.requests += 1
             for rs in request.resource_spans:
+                resource = {a.key: _value(a.value) for a in rs.resource.attributes}
                 for ss in rs.scope_spans:
                     for s in ss.spans:
                         self.spans.append(Received(
@@ -71,6 +73,7 @@ class OtlpReceiver:
                             s.parent_span_id.hex() or None, s.name, s.kind,
                             s.start_time_unix_nano, s.end_time_unix_nano,
                             {a.key: _value(a.value) for a in s.attributes}, s.status.code,
+                            str(resource.get("service.name", "")),
                         ))  # fmt: skip
 
     def __enter__(self) -> OtlpReceiver:

@@ -95,3 +95,24 @@ def test_every_span_ends_once_and_the_builder_ends_what_spans_of_lists(name: str
 
 def test_the_same_log_gives_the_same_ids() -> None:
     assert spans_of(happy_path().envelopes) == spans_of(happy_path().envelopes)
+
+
+def test_a_cached_prompt_counts_in_input_tokens_and_the_run_span_holds_no_gen_ai_usage() -> None:
+    from runlog import Log, do_model_turn, text
+
+    from agentledger.schemas.content import Usage
+
+    log = Log.created()
+    usage = Usage(input_tokens=3, output_tokens=40, cache_read_input_tokens=2755,
+                  cache_creation_input_tokens=100)  # fmt: skip
+    do_model_turn(log, text("done"), usage=usage)
+    spans = spans_of(log.envelopes)
+    (chat,) = [s for s in spans if s.name.startswith("chat")]
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 2858  # 3 + 2755 + 100
+    assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 2755
+    assert chat.attributes["gen_ai.usage.cache_creation.input_tokens"] == 100
+    assert chat.attributes["gen_ai.usage.output_tokens"] == 40
+    ended = spans_of(happy_path().envelopes)
+    root = next(s for s in ended if s.parent_id is None)
+    assert root.end is not None and "agentledger.usage.input_tokens" in root.attributes
+    assert not [k for k in root.attributes if k.startswith("gen_ai.usage.")]

@@ -85,3 +85,23 @@ def test_child_processes_get_the_chosen_level_and_format() -> None:
         assert context_middleware() == []
     finally:
         structured_logs._CHOSEN.update(level=before[1], format=before[3])
+
+
+def test_a_record_inside_a_span_names_the_runs_trace_and_that_span(lines) -> None:  # type: ignore[no-untyped-def]
+    from agentledger.events.spans import chat_span_id, run_span_id, tool_span_id, trace_id_of
+    from agentledger.services.adapters.tracing.current import model_request_context
+
+    log, out = lines
+    log.info("no run")
+    with structured_logs.scope("r-1.s3", "c7", "tools"):
+        log.info("in a tool call")
+    with structured_logs.scope("r-1.s3", None, "model"):
+        with model_request_context("r-1.s3", 2, 1):
+            log.info("while the model answers")
+        log.info("after the request")
+    none, tool, chat, after = records(out)
+    assert (none["trace_id"], none["span_id"]) == (None, None)
+    assert {tool["trace_id"], chat["trace_id"], after["trace_id"]} == {trace_id_of("r-1.s3")}
+    assert tool["span_id"] == tool_span_id("r-1.s3", "c7")
+    assert chat["span_id"] == chat_span_id("r-1.s3", 2, 1)
+    assert after["span_id"] == run_span_id("r-1.s3")

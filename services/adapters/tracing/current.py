@@ -1,11 +1,16 @@
-"""The span a model request runs under: its `chat` span, once tracing is
-installed (`otel.install`); before that a no-op that imports nothing of
-OpenTelemetry, so the hot path pays nothing when traces are off."""
+"""The span a model request runs under: its `chat` span. Log lines written
+meanwhile name it (`structured_logs.SPAN_ID`); once tracing is installed
+(`otel.install`) it is also OpenTelemetry's current span, so the model SDK's own
+span is its child. Before that nothing of OpenTelemetry is imported, so the hot
+path pays nothing when traces are off."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+
+from agentledger.events.spans import chat_span_id
+from agentledger.services.structured_logs import SPAN_ID
 
 Enter = Callable[[str, int, int], AbstractContextManager[None]]
 _enter: Enter | None = None
@@ -16,6 +21,15 @@ def set_model_request_context(enter: Enter | None) -> None:
     _enter = enter
 
 
-def model_request_context(run_id: str, turn: int, attempt: int) -> AbstractContextManager[None]:
-    """While the model is called: its `chat` span is the current span (when tracing is on)."""
-    return nullcontext() if _enter is None else _enter(run_id, turn, attempt)
+@contextmanager
+def model_request_context(run_id: str, turn: int, attempt: int) -> Iterator[None]:
+    """While the model is called: its `chat` span is the current span."""
+    token = SPAN_ID.set(chat_span_id(run_id, turn, attempt))
+    try:
+        if _enter is None:
+            yield
+        else:
+            with _enter(run_id, turn, attempt):
+                yield
+    finally:
+        SPAN_ID.reset(token)
