@@ -109,11 +109,16 @@ def scaled_object(name: str, streams: list[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
+# the scaler's own Redis user (`agentledger acl`: <prefix>-scaler, which may PING, INFO, XINFO
+# GROUPS and XPENDING on the task-queue streams and nothing else), from a Secret of its own
 TRIGGER_AUTH = {
     "apiVersion": "keda.sh/v1alpha1",
     "kind": "TriggerAuthentication",
     "metadata": {"name": "agentledger-redis", "namespace": "agentledger", "labels": {"app.kubernetes.io/part-of": "agentledger"}},
-    "spec": {"secretTargetRef": [{"parameter": "password", "name": "agentledger-secrets", "key": "REDIS_PASSWORD"}]},
+    "spec": {"secretTargetRef": [
+        {"parameter": "username", "name": "agentledger-scaler", "key": "REDIS_USERNAME"},
+        {"parameter": "password", "name": "agentledger-scaler", "key": "REDIS_PASSWORD"},
+    ]},
 }  # fmt: skip
 
 

@@ -43,6 +43,9 @@ DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "kubernetes"
 SCHEMAS = Path(__file__).with_name("deploy_schemas")
 K8S_VERSION = "1.37.0"
+# the oldest Kubernetes the manifests need (docs/guide/deployment.md, deploy/README.md):
+# every version from it to K8S_VERSION validates them
+K8S_OLDEST = "1.30.0"
 KEDA_KINDS = {
     "ScaledObject": "keda.sh_scaledobjects.v1alpha1.json",
     "TriggerAuthentication": "keda.sh_triggerauthentications.v1alpha1.json",
@@ -104,7 +107,8 @@ def test_every_kubernetes_manifest_validates_against_the_official_schema() -> No
                 f"{name}: {doc['kind']}: {errors[0].message} at {list(errors[0].path)}"
             )
         else:
-            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+            for minor in range(30, 38):  # K8S_OLDEST .. K8S_VERSION
+                kubernetes_validate.validate(doc, f"1.{minor}.0", strict=True)
     assert {"Namespace", "ConfigMap", "Secret", "StatefulSet", "Service", "Deployment",
             "PersistentVolumeClaim", "ScaledObject", "TriggerAuthentication"} <= kinds  # fmt: skip
 
@@ -168,6 +172,42 @@ def test_each_worker_pool_has_a_deployment_with_probes_and_a_scaled_object() -> 
     assert token["valueFrom"]["secretKeyRef"]["name"] == "agentledger-ui"
     for probe in ("readinessProbe", "livenessProbe"):
         assert ui[probe]["httpGet"]["httpHeaders"] == [{"name": "Host", "value": "localhost"}]
+
+
+def test_the_required_kubernetes_version_is_written_down_where_an_operator_looks() -> None:
+    oldest = K8S_OLDEST.rsplit(".", 1)[0]
+    for doc in (DEPLOY / "README.md", ROOT / "docs" / "guide" / "deployment.md"):
+        assert f"Kubernetes {oldest} or later" in doc.read_text(), doc
+
+
+def test_a_pod_that_reads_a_secret_file_may_read_it() -> None:
+    """A Secret mounted with a mode only its group may read (0440) is readable by a
+    pod running as a non-root user only through fsGroup: the intake's and the UI's
+    publishers file."""
+    mounting = 0
+    for _, doc in documents():
+        if doc["kind"] != "Deployment":
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        for volume in pod.get("volumes", []):
+            mode = volume.get("secret", {}).get("defaultMode", 0o644)
+            if "secret" in volume and not mode & 0o004:
+                mounting += 1
+                context = pod["securityContext"]
+                assert mode & 0o040 and context.get("fsGroup") == context["runAsGroup"], doc[
+                    "metadata"
+                ]["name"]
+    assert mounting >= 2
+
+
+def test_the_scalers_authenticate_as_their_own_redis_user() -> None:
+    (auth,) = [d for _, d in documents() if d["kind"] == "TriggerAuthentication"]
+    refs = {r["parameter"]: (r["name"], r["key"]) for r in auth["spec"]["secretTargetRef"]}
+    secrets = {
+        d["metadata"]["name"]: d["stringData"] for _, d in documents() if d["kind"] == "Secret"
+    }
+    assert set(refs) == {"username", "password"}
+    assert {secrets[name][key] for name, key in refs.values()} >= {"al-scaler"}
 
 
 def test_the_ui_token_is_a_secret_of_its_own_and_a_placeholder_is_refused() -> None:
@@ -246,6 +286,15 @@ def test_the_compose_file_validates_against_the_compose_specification() -> None:
     bad = compose()
     bad["services"]["redis"]["restartt"] = "always"
     assert list(compose_validator().iter_errors(bad))
+
+
+def test_compose_passes_the_model_providers_keys_through_to_every_service() -> None:
+    for name, service in compose()["services"].items():
+        if name == "redis":
+            continue
+        env = service["environment"]
+        assert env["ANTHROPIC_API_KEY"] == "${ANTHROPIC_API_KEY:-}", name
+        assert env["OPENAI_API_KEY"] == "${OPENAI_API_KEY:-}", name
 
 
 def test_compose_runs_redis_with_aof_the_intake_each_pool_and_the_web_view() -> None:

@@ -317,3 +317,49 @@ def test_the_acl_file_form_turns_the_default_user_off(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_the_scaler_user_runs_what_kedas_redis_streams_scaler_runs_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """deploy/redis-acl/users.acl's scaler line, loaded as the ACL file: KEDA's scaler
+    connects (HELLO or AUTH, PING), reads the version (INFO) and each pool stream's
+    lag (XINFO GROUPS) and pending entries (XPENDING); it reads no entry, writes
+    nothing, and reaches no other key (a run's log, the inbox)."""
+    line = next(u for u in rules("al", ["billing-svc"]) if u.role == "scaler").file_line(">pw-sc")
+    shipped = (
+        Path(__file__).resolve().parents[2] / "deploy" / "redis-acl" / "users.acl"
+    ).read_text()
+    assert line.replace(">pw-sc", ">change-me-al-scaler") in shipped.splitlines()
+    acl = tmp_path / "users.acl"
+    acl.write_text("\n".join([DEFAULT_OFF, "user admin on >admin-pw ~* &* +@all", line]) + "\n")
+    proc, port = start_redis7(tmp_path, "--aclfile", str(acl))
+    try:
+        admin_url = f"redis://admin:admin-pw@127.0.0.1:{port}/0"
+        deadline = time.monotonic() + 10
+        while not answers(admin_url, timeout=0.2):
+            assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        admin = redis.Redis.from_url(admin_url)
+        stream, run_log = "al:{2}:q:default:0123456789abcdef:tools", "al:{2}:run:r-1"
+        admin.xgroup_create(stream, "workers", id="0", mkstream=True)
+        admin.xadd(stream, {"m": "1"})
+        admin.xadd(run_log, {"e": "1"})
+        admin.xgroup_create(run_log, "g", id="0")
+        scaler = redis.Redis(port=port, username="al-scaler", password="pw-sc", protocol=3)
+        assert scaler.ping()
+        assert scaler.info("server")["redis_version"]
+        (group,) = scaler.xinfo_groups(stream)
+        assert (group["name"], group["lag"]) == (b"workers", 1)
+        assert scaler.xpending(stream, "workers")["pending"] == 0
+        for command in (
+            ("XRANGE", stream, "-", "+"), ("XADD", stream, "*", "m", "2"), ("XLEN", stream),
+            ("XREADGROUP", "GROUP", "workers", "c", "STREAMS", stream, ">"),
+            ("XINFO", "STREAM", stream), ("XINFO", "GROUPS", run_log), ("XPENDING", run_log, "g"),
+            ("GET", "al:meta"), ("KEYS", "*"), ("CONFIG", "GET", "*"), ("ACL", "LIST"),
+            ("XGROUP", "DESTROY", stream, "workers"), ("DEL", stream),
+        ):  # fmt: skip
+            assert refused(scaler, *command), command
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

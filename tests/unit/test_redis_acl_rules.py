@@ -52,7 +52,8 @@ def test_ops_reads_only_and_runs_no_script() -> None:
 
 def test_the_user_names_and_keys_follow_the_prefix() -> None:
     users = rules("shop", ["p1"], user_prefix="agentledger")
-    names = ["agentledger-pub-p1", "agentledger-intake", "agentledger-workers", "agentledger-ops"]
+    names = ["agentledger-pub-p1", "agentledger-intake", "agentledger-workers", "agentledger-ops",
+             "agentledger-scaler"]  # fmt: skip
     assert [u.name for u in users] == names
     assert all(any(r.lstrip("%R").startswith("~shop:") for r in u.rules) for u in users)
     command = users[0].setuser("pw")
@@ -65,3 +66,9 @@ def test_the_deploy_acl_file_is_the_rules_of_prefix_al_with_the_default_user_off
     ]
     lines = [line for line in USERS_ACL.read_text().splitlines() if not line.startswith("#")]
     assert lines == expected
+
+
+def test_the_scaler_may_ping_info_and_read_its_streams_groups_and_nothing_else() -> None:
+    scaler = {u.role: u for u in rules("al")}["scaler"].rules
+    assert scaler == ("resetchannels", "%R~al:{[0-9]*}:q:*", "-@all", "+ping", "+info",
+                      "+xinfo|groups", "+xpending")  # fmt: skip

@@ -15,6 +15,11 @@ commands it needs (under the key prefix of the deployment):
   metrics), not the intakes' membership; of the request ids only GET and DEL
   (a selector, also inside a script): the sweeper's retention takes an archived
   run's request key out of Redis, and may never write one;
+- **scaler** — what KEDA's `redis-streams` scaler runs, and nothing else: `PING`
+  and `INFO` (it connects, then reads the server's version), `XINFO GROUPS`
+  (lagCount) and `XPENDING` (pendingEntriesCount) on the task-queue streams
+  only (`<prefix>:{<shard>}:q:*`, read-only: it cannot read an entry, a run's
+  log or any other key);
 - **ops** — reads every key under the prefix, with read commands only: no
   write, and no script (`EVAL`, `EVALSHA`, `SCRIPT`, `FUNCTION`, `FCALL`: a
   script can block Redis for everyone); the CLI's reads fall back to plain
@@ -50,6 +55,7 @@ _OPS_ALLOWED = (
     "+xrevrange",
     "+scan",
 )
+_SCALER_ALLOWED = ("+ping", "+info", "+xinfo|groups", "+xpending")
 _OPS_REFUSED = (
     "-@write", "-@dangerous", "-@scripting", "-eval", "-evalsha", "-eval_ro", "-evalsha_ro",
     "-script", "-function", "-fcall", "-fcall_ro",
@@ -83,7 +89,7 @@ def rules(
     prefix: str, publishers: Sequence[str] = (), *, user_prefix: str | None = None
 ) -> list[AclUser]:
     """The users of a deployment whose keys start with `prefix`: one per publisher
-    in `publishers`, then the intake, the workers and ops."""
+    in `publishers`, then the intake, the workers, ops and the scaler."""
     head = user_prefix if user_prefix is not None else prefix
     p = prefix
     runs, locks = f"~{p}:{{[0-9]*}}:*", f"~{p}:{{lk*}}:*"
@@ -104,6 +110,8 @@ def rules(
                                                requests_read_delete)),
         AclUser("ops", f"{head}-ops",
                 ("resetchannels", f"%R~{p}:*", "-@all", *_OPS_ALLOWED, *_OPS_REFUSED)),
+        AclUser("scaler", f"{head}-scaler",
+                ("resetchannels", f"%R~{p}:{{[0-9]*}}:q:*", "-@all", *_SCALER_ALLOWED)),
     ]  # fmt: skip
 
 
