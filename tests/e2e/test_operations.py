@@ -23,6 +23,7 @@ import redis
 from e2ekit import AGENTLEDGER, Cli, clean_environ
 from prometheus_client.parser import text_string_to_metric_families
 
+from agentledger.events.spans import tool_span_id, trace_id_of
 from agentledger.services.adapters.redis.local_server import PrivateRedis, start_server
 
 TOOLS = Path(__file__).with_name("ops_tools")
@@ -271,15 +272,17 @@ def test_json_log_lines_name_run_call_pool_and_worker_and_hide_secrets(
     assert SECRET not in stderr and "sk-ant-api03-abcdefghijklmnop" not in stderr
     records = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
     for record in records:
-        assert {"at", "level", "logger", "message", "run_id", "call_id", "pool", "worker"} <= set(
-            record
-        )
+        assert {"at", "level", "logger", "message", "run_id", "call_id", "pool", "worker",
+                "trace_id", "span_id"} <= set(record)  # fmt: skip
         assert record["worker"], record
     wrote = [r for r in records if r["logger"] == "ops_tools"]
     assert len(wrote) == RUNS
     for record in wrote:
         assert record["run_id"].startswith("r-") and record["call_id"] == "c2", record
         assert record["pool"] == "tools" and record["level"] == "warning"
+        # the span it was written in: the call's, in the run's trace (as `trace` names them)
+        assert record["trace_id"] == trace_id_of(record["run_id"])
+        assert record["span_id"] == tool_span_id(record["run_id"], "c2")
         assert "[REDACTED:OPS_SECRET]" in record["message"]
     assert len({r["run_id"] for r in wrote}) == RUNS
     rejected = [r for r in records if "rejected" in r["message"]]
