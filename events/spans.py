@@ -298,12 +298,16 @@ def _reply_attributes(event: ModelResponded) -> dict[str, AttrValue]:
 def usage_attributes(u: Usage, prefix: str) -> dict[str, AttrValue]:
     """Tokens as the GenAI conventions count them: `input_tokens` is every token of
     the prompt, those read from the cache and written to it included (Anthropic's own
-    `input_tokens` counts only the rest), with the cached parts beside it."""
+    `input_tokens` counts only the rest), with the cached parts beside it — under the
+    convention's current names (`cache_read.input_tokens`, what the SDK's own span
+    writes) and under the names the issue asked for (`cache_read_input_tokens`)."""
     return {
         f"{prefix}input_tokens": prompt_tokens(u),
         f"{prefix}output_tokens": u.output_tokens,
         f"{prefix}cache_read.input_tokens": u.cache_read_input_tokens,
         f"{prefix}cache_creation.input_tokens": u.cache_creation_input_tokens,
+        f"{prefix}cache_read_input_tokens": u.cache_read_input_tokens,
+        f"{prefix}cache_creation_input_tokens": u.cache_creation_input_tokens,
     }
 
 

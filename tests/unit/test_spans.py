@@ -111,6 +111,8 @@ def test_a_cached_prompt_counts_in_input_tokens_and_the_run_span_holds_no_gen_ai
     assert chat.attributes["gen_ai.usage.input_tokens"] == 2858  # 3 + 2755 + 100
     assert chat.attributes["gen_ai.usage.cache_read.input_tokens"] == 2755
     assert chat.attributes["gen_ai.usage.cache_creation.input_tokens"] == 100
+    assert chat.attributes["gen_ai.usage.cache_read_input_tokens"] == 2755
+    assert chat.attributes["gen_ai.usage.cache_creation_input_tokens"] == 100
     assert chat.attributes["gen_ai.usage.output_tokens"] == 40
     ended = spans_of(happy_path().envelopes)
     root = next(s for s in ended if s.parent_id is None)
