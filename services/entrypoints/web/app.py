@@ -38,6 +38,7 @@ from agentledger.services.entrypoints.controls import Outcome
 from agentledger.services.entrypoints.web import plain, views
 from agentledger.services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from agentledger.services.entrypoints.web.guard import Guard
+from agentledger.services.entrypoints.web.picture import picture
 from agentledger.services.errors import ConfigError
 from agentledger.services.session import Session
 
@@ -204,34 +205,34 @@ class _Web:
     async def config(self, _: Request) -> Response:
         return JSONResponse({"publisher": self.publisher, "read_only": self.publisher is None})
 
-    def _query(self, request: Request) -> tuple[Any, str, int]:
+    def _query(self, request: Request) -> tuple[views.RunFilter, int, str | None]:
         q = request.query_params
         limit = int(q.get("limit", "50")) if q.get("limit", "50").isdigit() else 50
-        return views.statuses(q.get("status", "")), q.get("q", ""), max(1, min(limit, 500))
+        return views.filter_of(q), max(1, min(limit, 500)), q.get("page") or None
 
     async def runs(self, request: Request) -> Response:
         try:
-            status, text, limit = self._query(request)
-        except ValueError as exc:
-            return JSONResponse({"error": "bad status", "message": str(exc)}, status_code=400)
-        rows = await anyio.to_thread.run_sync(
-            lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
-        )
-        return JSONResponse({"runs": rows})
+            wanted, limit, token = self._query(request)
+            rows, after = await anyio.to_thread.run_sync(
+                lambda: views.runs_page(self.s, wanted, limit=limit, token=token)
+            )
+        except ValueError as exc:  # a status, a time or a page token the view cannot read
+            return JSONResponse({"error": "bad request", "message": str(exc)}, status_code=400)
+        return JSONResponse({"runs": rows, "next": after})
 
     async def runs_stream(self, request: Request) -> Response:
         try:
-            status, text, limit = self._query(request)
+            wanted, limit, _ = self._query(request)
         except ValueError as exc:
-            return JSONResponse({"error": "bad status", "message": str(exc)}, status_code=400)
+            return JSONResponse({"error": "bad request", "message": str(exc)}, status_code=400)
 
         async def events() -> AsyncIterator[str]:
             cursors = await anyio.to_thread.run_sync(self.s.reader.feed_ends)
             while not self.stopping():
-                rows = await anyio.to_thread.run_sync(
-                    lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
+                rows, after = await anyio.to_thread.run_sync(
+                    lambda: views.runs_page(self.s, wanted, limit=limit)
                 )
-                yield _sse("runs", rows)
+                yield _sse("runs", {"runs": rows, "next": after})
                 await anyio.sleep(LIST_EVERY_S)  # a busy system: the list at most this often
                 while not await anyio.to_thread.run_sync(self._feeds_moved, cursors):
                     if self.stopping():
@@ -286,6 +287,7 @@ class _Web:
                     yield _sse("line", item, id_=item["seq"])
                 seq = max([seq, *(i["seq"] for i in lines)])
                 yield _sse("state", views.run_view(step.state, envelopes), id_=seq)
+                yield _sse("picture", picture(step.state, envelopes), id_=seq)
 
         return _stream(events())
 
