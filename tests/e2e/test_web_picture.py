@@ -5,7 +5,7 @@ reads side by side on three lanes and the write to `a.txt` waiting for the
 lock the read of `a.txt` holds, then running after it; clicking the write's bar
 opens its log entries; the conversation shows the model's tool calls and their
 results. The runs list filters by tenant and tool and pages; a live run is
-cancelled with the Cancel button. A screenshot of each page is kept under
+cancelled with the Cancel button; archived runs stay listed and drawn. A screenshot of each page is kept under
 .agentledger/artifacts (its path printed), never committed."""
 
 from __future__ import annotations
@@ -173,6 +173,16 @@ def test_the_waterfall_shows_three_reads_at_once_and_a_write_waiting_for_its_loc
         index.locator(f'#runs tr[data-run="{slow}"]').wait_for(timeout=TIMEOUT_MS)
         assert "t2" in rows.first.inner_text()
         keep(index, tmp_path, "ui-runs.png")
+
+        # both runs leave Redis for the archive: still listed, still drawn
+        archived = cli("archive", "--older-than", "0")
+        assert archived.returncode == 0 and "archived 2 runs" in archived.stdout, archived.stdout
+        index.goto(url)
+        index.locator(f'#runs tr[data-run="{run_id}"]').wait_for(timeout=TIMEOUT_MS)
+        assert rows.count() == 2
+        page.goto(f"{url}runs/{run_id}")
+        page.locator('#waterfall .bar[data-kind="acceptance"]').wait_for(timeout=TIMEOUT_MS)
+        check_waterfall(page)
         signin = browser.new_page()
         signin.goto(f"{url}signin")
         keep(signin, tmp_path, "ui-signin.png")

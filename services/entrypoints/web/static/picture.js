@@ -23,11 +23,14 @@ function tickStep(span) {
   return 7200;
 }
 
-// the bar's text: what it is, how long, and its tokens and cost for a model request
-function barText(b) {
+// the bar's text: what it is, how long (so far, while open), and a model request's tokens and cost
+function barText(b, now) {
+  if (b.end === null) return `${b.label} ${b.kind === "model" ? "answering" : "running"}… ${seconds(now - b.start)}`;
   const money = b.kind === "model" ? ` ${b.input_tokens}+${b.output_tokens} tok $${Number(b.cost_usd).toFixed(4)}` : "";
   return `${b.label} ${seconds(b.duration_s)}${money}${b.error ? " ✗" : ""}`;
 }
+
+const CHAR_W = 6.7;  // of the 11px monospace labels
 
 function drawWaterfall(box, w, picked, onPick) {
   if (!w || !w.bars.length) { box.replaceChildren(document.createTextNode("no bars yet")); return; }
@@ -37,6 +40,7 @@ function drawWaterfall(box, w, picked, onPick) {
   const width = Math.max(box.clientWidth || 900, 600);
   const plot = width - LABEL_W - RIGHT_W;
   const x = (t) => LABEL_W + ((t - w.start) / span) * plot;
+  x.right = width;
   const height = AXIS_H + w.lanes.length * LANE_H + 4;
   const root = svg("svg", { width, height, role: "img", "aria-label": "waterfall of the run" });
   const step = tickStep(span);
@@ -50,7 +54,10 @@ function drawWaterfall(box, w, picked, onPick) {
     root.append(svg("line", { class: "mark", x1: x(m.at), x2: x(m.at), y1: AXIS_H, y2: height, "data-type": m.type },
     ));
   for (const b of w.bars) root.append(barNode(b, x, now, picked, onPick));
-  box.replaceChildren(root);
+  const took = w.end === null ? `running for ${seconds(now - w.start)}` : `took ${seconds(w.end - w.start)}`;
+  const caption = el("p", { class: "caption" }, `${took}; model requests cost $${Number(w.cost_usd).toFixed(4)}; ` +
+    `${w.bars.filter((b) => b.kind === "tool").length} tool calls on ${w.lanes.length - 2} lanes — click a bar for its events`);
+  box.replaceChildren(caption, root);
 }
 
 function barNode(b, x, now, picked, onPick) {
@@ -70,8 +77,13 @@ function barNode(b, x, now, picked, onPick) {
       x: x(s.start), y: y + 4, width: Math.max(x(sEnd) - x(s.start), 2), height: LANE_H - 8,
     }));
   }
-  const title = svg("title", {}, barText(b) + (b.error ? `\n${b.error}` : ""));
-  g.append(title, svg("text", { class: "label", x: x(end) + 4, y: y + 15 }, barText(b)));
+  const said = barText(b, now);
+  const title = svg("title", {}, said + (b.error ? `\n${b.error}` : ""));
+  // the label after the bar, or before it when it would run off the picture
+  const after = x(end) + 4 + said.length * CHAR_W <= x.right;
+  const label = svg("text", after ? { class: "label", x: x(end) + 4, y: y + 15 }
+    : { class: "label", x: Math.max(x(b.start) - 4, 0), y: y + 15, "text-anchor": "end" }, said);
+  g.append(title, label);
   g.addEventListener("click", () => onPick(b));
   return g;
 }
