@@ -12,7 +12,7 @@ bar (a live run) has no end."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -21,6 +21,7 @@ from agentledger.events.pricing import cost_usd, price_of
 from agentledger.events.spans import Span, SpanEvent, spans_of
 from agentledger.events.types import ModelResponded, RunCreated
 from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import Price
 
 MODEL_LANE = "model"
 ACCEPTANCE_LANE = "acceptance"
@@ -114,10 +115,18 @@ def waterfall(envelopes: Sequence[Envelope[Any]]) -> Waterfall | None:
     """The picture of a run's log (None for an empty log)."""
     if not envelopes or not isinstance(created := envelopes[0].data, RunCreated):
         return None
-    spans = spans_of(envelopes)
-    root = next(s for s in spans if s.parent_id is None)
     replies = {e.seq: e.data for e in envelopes if isinstance(e.data, ModelResponded)}
-    prices = created.spec.budgets.prices
+    return waterfall_of(spans_of(envelopes), replies, created.spec.budgets.prices)
+
+
+def waterfall_of(
+    spans: Sequence[Span], replies: Mapping[int, ModelResponded], prices: Mapping[str, Price]
+) -> Waterfall | None:
+    """The picture of a run's spans (`spans_of`, or a `SpanBuilder`'s so far), its
+    model replies by seq and its prices; None without the run's own span."""
+    root = next((s for s in spans if s.parent_id is None), None)
+    if root is None:
+        return None
     models = [
         _model_bar(s, replies.get(s.end_seq or -1), prices) for s in spans if _op(s) == "chat"
     ]
@@ -164,7 +173,7 @@ def _turn(span: Span) -> int:
     return turn if isinstance(turn, int) else 0
 
 
-def _model_bar(span: Span, reply: object, prices: Any) -> Bar:
+def _model_bar(span: Span, reply: object, prices: Mapping[str, Price]) -> Bar:
     cost, tokens_in, tokens_out = 0.0, 0, 0
     if isinstance(reply, ModelResponded):
         u = reply.usage

@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentledger.events.following import Until
+from agentledger.events.state import RunState
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.names import RUN_ID_PATTERN
 from agentledger.services.adapters.reading.follow import follow
@@ -38,7 +39,7 @@ from agentledger.services.entrypoints.controls import Outcome
 from agentledger.services.entrypoints.web import plain, views
 from agentledger.services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from agentledger.services.entrypoints.web.guard import Guard
-from agentledger.services.entrypoints.web.picture import picture
+from agentledger.services.entrypoints.web.picture import LivePicture
 from agentledger.services.errors import ConfigError
 from agentledger.services.session import Session
 
@@ -170,6 +171,12 @@ def _sse(event: str, data: Any, *, id_: int | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
+async def _owed(live: LivePicture, state: RunState | None, seq: int) -> str:
+    """While nothing new comes: the picture not drawn yet, else a sign of life."""
+    picture = None if state is None else await anyio.to_thread.run_sync(live.due, state, True)
+    return ": alive\n\n" if picture is None else _sse("picture", picture, id_=seq)
+
+
 def _stream(events: AsyncIterator[str]) -> StreamingResponse:
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(events, media_type="text/event-stream", headers=headers)
@@ -274,12 +281,13 @@ class _Web:
         async def events() -> AsyncIterator[str]:
             steps = follow(self.s.reader, run_id, until=Until.NEVER, wait_s=BLOCK_MS / 1000)
             envelopes: list[Envelope[Any]] = []
-            seq, first = after, True
+            seq, first, live = after, True, LivePicture()
             while not self.stopping():
                 step = await anyio.to_thread.run_sync(next, steps)
                 envelopes += step.events
+                await anyio.to_thread.run_sync(live.add, step.events)
                 if step.state is None or not (step.events or first):
-                    yield ": alive\n\n"
+                    yield await _owed(live, step.state, seq)  # nothing new: a picture owed
                     continue
                 first = False
                 lines = views.timeline([e for e in step.events if e.seq > seq], step.state)
@@ -287,7 +295,9 @@ class _Web:
                     yield _sse("line", item, id_=item["seq"])
                 seq = max([seq, *(i["seq"] for i in lines)])
                 yield _sse("state", views.run_view(step.state, envelopes), id_=seq)
-                yield _sse("picture", picture(step.state, envelopes), id_=seq)
+                picture = await anyio.to_thread.run_sync(live.due, step.state, False)
+                if picture is not None:
+                    yield _sse("picture", picture, id_=seq)
 
         return _stream(events())
 

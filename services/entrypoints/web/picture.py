@@ -6,20 +6,72 @@ result). Everything passes the run's redactor."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from agentledger.events.spans import Span, SpanBuilder
 from agentledger.events.state import RunState, Turn
 from agentledger.events.status import CallStatus
-from agentledger.events.waterfall import Waterfall, waterfall
+from agentledger.events.types import ModelResponded, RunCreated
+from agentledger.events.waterfall import Waterfall, waterfall, waterfall_of
 from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.spec import Price
 from agentledger.services.secrets import redactor_for
+
+DRAW_EVERY_S = 1.0  # a live run's picture at most this often while its events come
+
+
+class LivePicture:
+    """A run's picture as its log grows: its spans built as events come
+    (`SpanBuilder`, one fold step an event), so drawing it again does not fold
+    the whole log again."""
+
+    def __init__(
+        self, every_s: float = DRAW_EVERY_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._every_s, self._clock = every_s, clock
+        self._drawn_at: float | None = None
+        self._undrawn = False
+        self._builder = SpanBuilder()
+        self._ended: list[Span] = []
+        self._replies: dict[int, ModelResponded] = {}
+        self._prices: Mapping[str, Price] = {}
+
+    def add(self, envelopes: Sequence[Envelope[Any]]) -> None:
+        self._undrawn = self._undrawn or bool(envelopes)
+        for env in envelopes:
+            self._ended += self._builder.add(env)
+            if isinstance(env.data, ModelResponded):
+                self._replies[env.seq] = env.data
+            elif isinstance(env.data, RunCreated):
+                self._prices = env.data.spec.budgets.prices
+
+    def due(self, state: RunState, idle: bool) -> dict[str, Any] | None:
+        """The picture when it is due — the first, then at most one every `every_s`
+        while events come, and the last as soon as they stop or the run ends —
+        else None (a run of many events is not drawn for each)."""
+        if not self._undrawn:
+            return None
+        now = self._clock()
+        waited = self._drawn_at is None or now - self._drawn_at >= self._every_s
+        if not (waited or idle or state.status.terminal):
+            return None
+        self._drawn_at, self._undrawn = now, False
+        return self.picture(state)
+
+    def picture(self, state: RunState) -> dict[str, Any]:
+        spans = sorted([*self._ended, *self._builder.open_spans()], key=lambda s: s.start_seq)
+        return _shown(state, waterfall_of(spans, self._replies, self._prices))
 
 
 def picture(state: RunState, envelopes: Sequence[Envelope[Any]]) -> dict[str, Any]:
     """`envelopes` is the run's whole log; `state` its fold."""
-    found = waterfall(envelopes)
+    return _shown(state, waterfall(envelopes))
+
+
+def _shown(state: RunState, found: Waterfall | None) -> dict[str, Any]:
     shown = {
         "waterfall": _waterfall(found) if found is not None else None,
         "task": state.spec.task,
