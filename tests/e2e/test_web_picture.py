@@ -26,7 +26,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".agentledger" / "artifacts"
 TIMEOUT_MS = 30_000
 SLOW = """\
-task: "Read slowly"
+task: "Read slowly <img src=x onerror=window.__xss=1>"
 workspace: ./ws
 copy_workspace: true
 tools: [parallel_tools]
@@ -151,6 +151,9 @@ def test_the_waterfall_shows_three_reads_at_once_and_a_write_waiting_for_its_loc
             "document.querySelector('#status').textContent === 'cancelled'", timeout=TIMEOUT_MS
         )
         assert "RunCancelRequested" in live.locator("#timeline").inner_text()
+        # the task is text, never markup, wherever it is shown
+        assert "<img src=x onerror=window.__xss=1>" in live.locator("#turns").inner_text()
+        assert live.evaluate("window.__xss === undefined")
         assert live.locator('#waterfall .mark[data-type="RunCancelRequested"]').count() == 1
         keep(live, tmp_path, "ui-cancelled.png")
 
@@ -171,7 +174,8 @@ def test_the_waterfall_shows_three_reads_at_once_and_a_write_waiting_for_its_loc
         index.fill("#f-tenant", "t2")
         index.press("#f-tenant", "Enter")
         index.locator(f'#runs tr[data-run="{slow}"]').wait_for(timeout=TIMEOUT_MS)
-        assert "t2" in rows.first.inner_text()
+        assert "t2" in rows.first.inner_text() and "<img src=x" in rows.first.inner_text()
+        assert index.evaluate("window.__xss === undefined")
         keep(index, tmp_path, "ui-runs.png")
 
         # both runs leave Redis for the archive: still listed, still drawn

@@ -22,6 +22,7 @@ from agentledger.services.secrets import redactor_for
 from agentledger.services.session import Session
 
 HOLDING = (CallStatus.SCHEDULED, CallStatus.STARTED)
+MOST_SCANNED = 2000  # runs a page of a search looks at: a rare match goes on on the next page
 
 
 def statuses(text: str) -> frozenset[RunStatus]:
@@ -70,11 +71,13 @@ def runs_page(
     session: Session, wanted: RunFilter, *, limit: int, token: str | None = None
 ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of the runs `wanted` names, newest first (archived ones included when
-    the archive lists them), and the token of the next page (None: no more)."""
+    the archive lists them), and the token of the next page (None: no more). A
+    page looks at MOST_SCANNED runs at most: a search may give a short page and a
+    token to go on with."""
     page = page_of_runs(
         session.reader, lambda ids: cache_for(session.store).load_many(ids),
         statuses=wanted.status, since=wanted.since, until=wanted.until, limit=limit,
-        token=token, keep=wanted.keep,
+        token=token, keep=wanted.keep, most_scanned=MOST_SCANNED,
     )  # fmt: skip
     return [_row(s) for s in page.states], page.next_token
 

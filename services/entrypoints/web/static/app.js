@@ -105,7 +105,9 @@ function indexPage() {
       el("td", {}, r.task))));
     document.getElementById("older").disabled = !next;
     document.getElementById("newer").disabled = tokens.length < 2;
-    document.getElementById("page-no").textContent = tokens.length < 2 ? "page 1 (live)" : `page ${tokens.length}`;
+    const searching = next && rows.length < Number(new URLSearchParams(location.search).get("limit") || 50)
+      ? " — the search goes on: older →" : "";
+    document.getElementById("page-no").textContent = (tokens.length < 2 ? "page 1 (live)" : `page ${tokens.length}`) + searching;
     const waiting = document.getElementById("waiting");
     const boxes = [];
     for (const r of rows) {
