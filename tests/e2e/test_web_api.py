@@ -46,7 +46,21 @@ def test_the_config_says_who_the_view_acts_as(served: tuple[Cli, str]) -> None:
 def test_an_unknown_status_filter_is_400_naming_the_statuses(served: tuple[Cli, str]) -> None:
     code, body = get(f"{served[1]}api/runs?status=done")
     assert code == 400 and "no status 'done'" in body["message"] and "completed" in body["message"]
-    assert get(f"{served[1]}api/runs?status=completed") == (200, {"runs": []})
+    assert get(f"{served[1]}api/runs?status=completed") == (200, {"runs": [], "next": None})
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("since=yesterday", "cannot read 'yesterday' as a time"),
+        ("page=nope", "is not a page token"),
+    ],
+)
+def test_a_time_or_page_token_the_list_cannot_read_is_400_saying_why(
+    served: tuple[Cli, str], query: str, said: str
+) -> None:
+    code, body = get(f"{served[1]}api/runs?{query}")
+    assert code == 400 and said in body["message"], body
 
 
 def test_an_unknown_run_is_404_for_its_page_data_stream_and_controls(
