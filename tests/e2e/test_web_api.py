@@ -171,6 +171,8 @@ def test_acceptance_evidence_is_numbered_from_1(served: tuple[Cli, str], failed_
     assert code == 200
     [check] = body["view"]["checks"]
     assert (check["index"], check["number"], check["passed"]) == (0, 1, False)
+    passes = [b for b in body["picture"]["waterfall"]["bars"] if b["kind"] == "acceptance"]
+    assert passes and all(b["error"] == "a check failed" for b in passes)  # the picture too
 
 
 def test_without_javascript_the_pages_carry_the_runs_and_the_run_as_text(

@@ -4,9 +4,13 @@ most once a second while its events come, and at once when they stop or it ends.
 
 from __future__ import annotations
 
-from journeys import approvals_granted_denied_and_expired, happy_path
-from runlog import Log
+import json
 
+from journeys import approvals_granted_denied_and_expired, happy_path
+from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, use
+
+from agentledger.events.tool_step import Errored
+from agentledger.events.types import ToolError
 from agentledger.services.entrypoints.web.picture import LivePicture, picture
 
 
@@ -61,3 +65,20 @@ def test_a_run_that_ended_is_drawn_at_once() -> None:
     live.add(log.envelopes[2:])
     clock.now = 0.1
     assert live.due(log.s, False) is not None  # completed: not held back
+
+
+def test_a_key_in_a_calls_error_or_arguments_is_redacted_in_the_picture() -> None:
+    key = "sk-ant-api03-" + "x" * 24
+    log = Log.created()
+    do_model_turn(log, use("c1", path=key))
+    do_validate(log, "c1")
+    do_claim(log, "c1")
+    do_finish(
+        log,
+        "c1",
+        Errored(ToolError(code="permission_denied", message=f"{key} refused", retryable=False)),
+    )
+    shown = picture(log.s, log.envelopes)
+    drawn, said = json.dumps(shown["waterfall"]), json.dumps(shown["turns"])
+    assert key not in drawn and "refused" in drawn  # the bar's error
+    assert key not in said and "refused" in said  # the model's call and its result

@@ -39,7 +39,7 @@ from agentledger.services.entrypoints.controls import Outcome
 from agentledger.services.entrypoints.web import plain, views
 from agentledger.services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from agentledger.services.entrypoints.web.guard import Guard
-from agentledger.services.entrypoints.web.picture import LivePicture
+from agentledger.services.entrypoints.web.picture import LivePicture, picture
 from agentledger.services.errors import ConfigError
 from agentledger.services.session import Session
 
@@ -173,8 +173,8 @@ def _sse(event: str, data: Any, *, id_: int | None = None) -> str:
 
 async def _owed(live: LivePicture, state: RunState | None, seq: int) -> str:
     """While nothing new comes: the picture not drawn yet, else a sign of life."""
-    picture = None if state is None else await anyio.to_thread.run_sync(live.due, state, True)
-    return ": alive\n\n" if picture is None else _sse("picture", picture, id_=seq)
+    drawn = None if state is None else await anyio.to_thread.run_sync(live.due, state, True)
+    return ": alive\n\n" if drawn is None else _sse("picture", drawn, id_=seq)
 
 
 def _stream(events: AsyncIterator[str]) -> StreamingResponse:
@@ -259,7 +259,12 @@ class _Web:
                 {"error": "no run", "message": f"no run {run_id!r}"}, status_code=404
             )
         view, lines = found
-        return JSONResponse({"view": view, "timeline": lines})
+        drawn = await anyio.to_thread.run_sync(self._picture, run_id)
+        return JSONResponse({"view": view, "timeline": lines, "picture": drawn})
+
+    def _picture(self, run_id: str) -> dict[str, Any] | None:
+        envelopes, state = self.s.store.read(run_id), self.s.load(run_id)
+        return picture(state, envelopes) if envelopes and state is not None else None
 
     def _read(self, run_id: str, after: int) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         envelopes = self.s.store.read(run_id)
@@ -295,9 +300,9 @@ class _Web:
                     yield _sse("line", item, id_=item["seq"])
                 seq = max([seq, *(i["seq"] for i in lines)])
                 yield _sse("state", views.run_view(step.state, envelopes), id_=seq)
-                picture = await anyio.to_thread.run_sync(live.due, step.state, False)
-                if picture is not None:
-                    yield _sse("picture", picture, id_=seq)
+                drawn = await anyio.to_thread.run_sync(live.due, step.state, False)
+                if drawn is not None:
+                    yield _sse("picture", drawn, id_=seq)
 
         return _stream(events())
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from agentledger.events.spans import Span, SpanBuilder
 from agentledger.events.state import RunState, Turn
 from agentledger.events.status import CallStatus
 from agentledger.events.types import ModelResponded, RunCreated
-from agentledger.events.waterfall import Waterfall, waterfall, waterfall_of
+from agentledger.events.waterfall import Bar, Waterfall, waterfall, waterfall_of
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.spec import Price
 from agentledger.services.secrets import redactor_for
@@ -72,19 +71,38 @@ def picture(state: RunState, envelopes: Sequence[Envelope[Any]]) -> dict[str, An
 
 
 def _shown(state: RunState, found: Waterfall | None) -> dict[str, Any]:
-    shown = {
-        "waterfall": _waterfall(found) if found is not None else None,
-        "task": state.spec.task,
-        "turns": [_turn(t) for t in state.turns],
-    }
-    return dict(redactor_for(state.spec).value(shown))
+    """The picture, its every text through the run's redactor (the waterfall's by
+    field: a walk over its numbers and keys took 0.2 s for 2,000 bars)."""
+    redactor = redactor_for(state.spec)
+    turns = {"task": state.spec.task, "turns": [_turn(t) for t in state.turns]}
+    drawn = _waterfall(found, redactor.text) if found is not None else None
+    return {"waterfall": drawn, **dict(redactor.value(turns))}
 
 
-def _waterfall(w: Waterfall) -> dict[str, Any]:
-    bars = [asdict(b) | {"kind": str(b.kind), "duration_s": b.duration_s} for b in w.bars]
+def _waterfall(w: Waterfall, said: Callable[[str], str]) -> dict[str, Any]:
     return {
-        "start": w.start, "end": w.end, "lanes": list(w.lanes), "bars": bars,
-        "marks": [asdict(m) for m in w.marks], "cost_usd": w.cost_usd,
+        "start": w.start, "end": w.end, "lanes": list(w.lanes),
+        "bars": [_bar(b, said) for b in w.bars],
+        "marks": [{"at": m.at, "type": m.type, "seq": m.seq} for m in w.marks],
+        "cost_usd": w.cost_usd,
+    }  # fmt: skip
+
+
+def _bar(b: Bar, said: Callable[[str], str]) -> dict[str, Any]:
+    """A bar as JSON, its texts as `said` gives them (by hand: `dataclasses.asdict`
+    took 0.3 s for 2,000 bars)."""
+    segments = [
+        {"phase": s.phase, "start": s.start, "end": s.end,
+         "waiting_for": [said(r) for r in s.waiting_for]}
+        for s in b.segments
+    ]  # fmt: skip
+    return {
+        "key": b.key, "kind": str(b.kind), "label": said(b.label), "lane": b.lane,
+        "start": b.start, "end": b.end, "duration_s": b.duration_s, "turn": b.turn,
+        "seqs": list(b.seqs), "segments": segments,
+        "error": None if b.error is None else said(b.error),
+        "call_id": None if b.call_id is None else said(b.call_id), "cost_usd": b.cost_usd,
+        "input_tokens": b.input_tokens, "output_tokens": b.output_tokens,
     }  # fmt: skip
 
 
