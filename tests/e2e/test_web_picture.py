@@ -5,7 +5,8 @@ reads side by side on three lanes and the write to `a.txt` waiting for the
 lock the read of `a.txt` holds, then running after it; clicking the write's bar
 opens its log entries; the conversation shows the model's tool calls and their
 results. The runs list filters by tenant and tool and pages; a live run is
-cancelled with the Cancel button; archived runs stay listed and drawn. A screenshot of each page is kept under
+cancelled with the Cancel button; the model's text is shown while it streams;
+archived runs stay listed and drawn. A screenshot of each page is kept under
 .agentledger/artifacts (its path printed), never committed."""
 
 from __future__ import annotations
@@ -35,6 +36,18 @@ model:
   scripted:
     - tool_use: [{id: s1, name: par_read, input: {path: a.txt, hold_s: 6}}]
     - end_turn: "read it."
+"""
+
+TALK = """\
+task: "Say it slowly"
+workspace: ./ws
+copy_workspace: true
+tools: [parallel_tools]
+principal: {id: alice, tenant: t1}
+model:
+  scripted:
+    - end_turn: "one two three four five six seven eight nine ten eleven twelve"
+      delay_s: 6
 """
 
 sync_api = pytest.importorskip(
@@ -178,12 +191,31 @@ def test_the_waterfall_shows_three_reads_at_once_and_a_write_waiting_for_its_loc
         assert index.evaluate("window.__xss === undefined")
         keep(index, tmp_path, "ui-runs.png")
 
-        # both runs leave Redis for the archive: still listed, still drawn
+        # the model's text while it streams (the scripted model says a word at a time)
+        (parallel / "talk.yaml").write_text(TALK)
+        talk = submit(cli, parallel / "talk.yaml")
+        said = browser.new_page(viewport={"width": 1200, "height": 700})
+        sign_in(said, url, f"runs/{talk}")
+        said.wait_for_function(
+            "document.querySelector('#said-text')?.textContent.startsWith('one two')",
+            timeout=TIMEOUT_MS,
+        )
+        assert said.locator("#status").inner_text() == "requesting_model"
+        assert said.locator('#waterfall .bar[data-kind="model"]').get_attribute("data-end") == ""
+        assert "twelve" not in said.locator("#said-text").inner_text()  # said in part so far
+        keep(said, tmp_path, "ui-streaming.png")
+        said.wait_for_function(
+            "document.querySelector('#status').textContent === 'completed'", timeout=TIMEOUT_MS
+        )
+        assert said.locator("#said").is_hidden()
+        assert "eleven twelve" in said.locator('#turns .turn[data-turn="1"]').inner_text()
+
+        # the runs leave Redis for the archive: still listed, still drawn
         archived = cli("archive", "--older-than", "0")
-        assert archived.returncode == 0 and "archived 2 runs" in archived.stdout, archived.stdout
+        assert archived.returncode == 0 and "archived 3 runs" in archived.stdout, archived.stdout
         index.goto(url)
         index.locator(f'#runs tr[data-run="{run_id}"]').wait_for(timeout=TIMEOUT_MS)
-        assert rows.count() == 2
+        assert rows.count() == 3
         page.goto(f"{url}runs/{run_id}")
         page.locator('#waterfall .bar[data-kind="acceptance"]').wait_for(timeout=TIMEOUT_MS)
         check_waterfall(page)

@@ -39,7 +39,7 @@ from agentledger.services.entrypoints.controls import Outcome
 from agentledger.services.entrypoints.web import plain, views
 from agentledger.services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from agentledger.services.entrypoints.web.guard import Guard
-from agentledger.services.entrypoints.web.picture import LivePicture, picture
+from agentledger.services.entrypoints.web.picture import LivePicture, TextSoFar, picture
 from agentledger.services.errors import ConfigError
 from agentledger.services.session import Session
 
@@ -171,10 +171,18 @@ def _sse(event: str, data: Any, *, id_: int | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
-async def _owed(live: LivePicture, state: RunState | None, seq: int) -> str:
-    """While nothing new comes: the picture not drawn yet, else a sign of life."""
-    drawn = None if state is None else await anyio.to_thread.run_sync(live.due, state, True)
-    return ": alive\n\n" if drawn is None else _sse("picture", drawn, id_=seq)
+async def _owed(
+    live: LivePicture, said: TextSoFar, run_id: str, state: RunState | None, seq: int
+) -> str:
+    """While nothing new is logged: the picture not drawn yet, or what the model said
+    so far, else a sign of life."""
+    if state is None:
+        return ": alive\n\n"
+    if (drawn := await anyio.to_thread.run_sync(live.due, state, True)) is not None:
+        return _sse("picture", drawn, id_=seq)
+    if (news := await anyio.to_thread.run_sync(said.news, run_id, state)) is not None:
+        return _sse("said", news)
+    return ": alive\n\n"
 
 
 def _stream(events: AsyncIterator[str]) -> StreamingResponse:
@@ -286,13 +294,13 @@ class _Web:
         async def events() -> AsyncIterator[str]:
             steps = follow(self.s.reader, run_id, until=Until.NEVER, wait_s=BLOCK_MS / 1000)
             envelopes: list[Envelope[Any]] = []
-            seq, first, live = after, True, LivePicture()
+            seq, first, live, said = after, True, LivePicture(), TextSoFar(self.s.live_text)
             while not self.stopping():
                 step = await anyio.to_thread.run_sync(next, steps)
                 envelopes += step.events
                 await anyio.to_thread.run_sync(live.add, step.events)
                 if step.state is None or not (step.events or first):
-                    yield await _owed(live, step.state, seq)  # nothing new: a picture owed
+                    yield await _owed(live, said, run_id, step.state, seq)  # nothing new
                     continue
                 first = False
                 lines = views.timeline([e for e in step.events if e.seq > seq], step.state)

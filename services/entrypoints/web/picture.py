@@ -12,11 +12,12 @@ from typing import Any
 
 from agentledger.events.spans import Span, SpanBuilder
 from agentledger.events.state import RunState, Turn
-from agentledger.events.status import CallStatus
+from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.types import ModelResponded, RunCreated
 from agentledger.events.waterfall import Bar, Waterfall, waterfall, waterfall_of
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.spec import Price
+from agentledger.services.adapters.live_text import LiveText, Said
 from agentledger.services.secrets import redactor_for
 
 DRAW_EVERY_S = 1.0  # a live run's picture at most this often while its events come
@@ -63,6 +64,25 @@ class LivePicture:
     def picture(self, state: RunState) -> dict[str, Any]:
         spans = sorted([*self._ended, *self._builder.open_spans()], key=lambda s: s.start_seq)
         return _shown(state, waterfall_of(spans, self._replies, self._prices))
+
+
+class TextSoFar:
+    """What a model has said so far of the reply a run waits for, when its worker
+    streams it (`agentledger.services.adapters.live_text`): news only when it moved."""
+
+    def __init__(self, source: LiveText | None) -> None:
+        self._source = source
+        self._last: Said | None = None
+
+    def news(self, run_id: str, state: RunState) -> dict[str, Any] | None:
+        if self._source is None or state.status is not RunStatus.REQUESTING_MODEL:
+            return None
+        said = self._source.get(run_id)
+        answered = max((t.index for t in state.turns), default=0)
+        if said is None or said.turn <= answered or said == self._last:
+            return None
+        self._last = said
+        return {"turn": said.turn, "attempt": said.attempt, "text": said.text}
 
 
 def picture(state: RunState, envelopes: Sequence[Envelope[Any]]) -> dict[str, Any]:

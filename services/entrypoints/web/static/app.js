@@ -181,6 +181,19 @@ function runPage() {
     showTurns(document.getElementById("turns"), shown);
   });
   setInterval(() => { if (shown?.waterfall && shown.waterfall.end === null) draw(); }, 1000);  // open bars grow
+  // what the model says while its reply streams (when its worker streams it); gone once recorded
+  const said = document.getElementById("said");
+  source.addEventListener("said", (e) => {
+    const news = JSON.parse(e.data);
+    if (shown && shown.turns.some((t) => t.turn >= news.turn)) return;
+    document.getElementById("said-head").textContent = `turn ${news.turn} — the model is saying (not recorded yet):`;
+    document.getElementById("said-text").textContent = news.text;
+    said.dataset.turn = news.turn;
+    said.hidden = false;
+  });
+  source.addEventListener("state", (e) => {
+    if (JSON.parse(e.data).summary.status !== "requesting_model") said.hidden = true;
+  });
 }
 
 function showRun(runId, view) {

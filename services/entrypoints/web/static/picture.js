@@ -79,10 +79,12 @@ function barNode(b, x, now, picked, onPick) {
   }
   const said = barText(b, now);
   const title = svg("title", {}, said + (b.error ? `\n${b.error}` : ""));
-  // the label after the bar, or before it when it would run off the picture
-  const after = x(end) + 4 + said.length * CHAR_W <= x.right;
-  const label = svg("text", after ? { class: "label", x: x(end) + 4, y: y + 15 }
-    : { class: "label", x: Math.max(x(b.start) - 4, 0), y: y + 15, "text-anchor": "end" }, said);
+  // the label after the bar; else before it; else (a bar as wide as the picture) inside it
+  const wide = said.length * CHAR_W;
+  const at = x(end) + 4 + wide <= x.right ? { x: x(end) + 4 }
+    : x(b.start) - 4 - wide >= LABEL_W ? { x: x(b.start) - 4, "text-anchor": "end" }
+    : { x: x(b.start) + 4, class: "label inside" };
+  const label = svg("text", { class: "label", y: y + 15, ...at }, said);
   g.append(title, label);
   g.addEventListener("click", () => onPick(b));
   return g;
