@@ -64,11 +64,14 @@ class ScriptedAdapter:
 def _said_slowly(text: str, delay_s: float, watch: Callable[[str], None] | None) -> None:
     """The turn's delay; a watcher is told its text a word at a time across it, as a
     streaming model would say it."""
-    words = text.split(" ") if watch is not None and text else []
+    if watch is None or not text:
+        time.sleep(delay_s)
+        return
+    words = text.split(" ")
     pieces = [w + " " for w in words[:-1]] + words[-1:]
     for piece in pieces:
         time.sleep(delay_s / (len(pieces) + 1))
-        watch(piece)  # type: ignore[misc]
+        watch(piece)
     time.sleep(delay_s / (len(pieces) + 1))
 
 
