@@ -13,7 +13,7 @@ bar (a live run) has no end."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -156,9 +156,7 @@ def _seq(event: SpanEvent) -> int:
 
 
 def _on(bar: Bar, lane: int) -> Bar:
-    return Bar(bar.key, bar.kind, bar.label, lane, bar.start, bar.end, bar.turn, bar.seqs,
-               bar.segments, bar.error, bar.call_id, bar.cost_usd, bar.input_tokens,
-               bar.output_tokens)  # fmt: skip
+    return replace(bar, lane=lane)
 
 
 def _seqs(span: Span) -> tuple[int, ...]:
