@@ -25,6 +25,7 @@ from agentledger.services.adapters.broker.membership import Membership
 from agentledger.services.adapters.broker.outbox import Outbox, Resend, send
 from agentledger.services.adapters.broker.streams_broker import StreamsBroker
 from agentledger.services.adapters.ledger.redis_ledger import RedisLedger
+from agentledger.services.adapters.live_text import RedisLiveText
 from agentledger.services.adapters.locks.redis_locks import RedisLocks
 from agentledger.services.adapters.models.choice import model_for as model_for  # re-exported
 from agentledger.services.adapters.redis.client import redis_client as redis_client  # re-exported
@@ -144,6 +145,7 @@ def build_app(
         send=push,
         resend=Resend(client, keys),
         dead_workers=WorkerDeaths(client, keys, member_ttl_s=settings.member_ttl_s),
+        live_text=RedisLiveText(client, keys),
     )
 
 

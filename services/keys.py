@@ -62,6 +62,11 @@ class Keys:
         fields too large for their event (`agentledger.events.output_cap`); part of the log."""
         return f"{self.prefix}:{{{self.shard(run_id)}}}:over:{run_id}"
 
+    def live_text(self, run_id: str) -> str:
+        """String: the text of the run's model reply while it streams (the web view's),
+        short-lived, never the run's record (`agentledger.services.adapters.live_text`)."""
+        return f"{self.prefix}:{{{self.shard(run_id)}}}:said:{run_id}"
+
     def feed(self, shard: int) -> str:
         """Stream: one entry per append of the shard's runs (for `tail` and ops)."""
         return f"{self.prefix}:{{{shard}}}:feed"

@@ -19,6 +19,7 @@ from agentledger.services.adapters.broker.admin_port import BrokerAdmin
 from agentledger.services.adapters.broker.redis_admin import RedisBrokerAdmin
 from agentledger.services.adapters.inbox.port import Inbox
 from agentledger.services.adapters.inbox.redis_inbox import RedisInbox
+from agentledger.services.adapters.live_text import LiveText, RedisLiveText
 from agentledger.services.adapters.reading.archived import ArchivedReader, ArchivedStore
 from agentledger.services.adapters.reading.port import RunReader
 from agentledger.services.adapters.reading.redis_reader import RedisRunReader
@@ -46,6 +47,7 @@ class Session:
     admin: BrokerAdmin
     requests: RequestKeys
     archive: Archive | None = None  # where finished runs go (None: AGENTLEDGER_ARCHIVE_URL=off)
+    live_text: LiveText | None = None  # a model reply's text while it streams (None: not shown)
 
     def load(self, run_id: str) -> RunState | None:
         return cache_for(self.store).load(run_id)
@@ -80,5 +82,5 @@ def session_over(settings: Settings, client: redis.Redis, located: Located) -> S
         store, reader = ArchivedStore(store, archive), ArchivedReader(reader, archive)
     return Session(
         settings, client, keys, store, located, reader, RedisInbox(client, keys), admin,
-        RedisRequestKeys(client, keys), archive,
+        RedisRequestKeys(client, keys), archive, RedisLiveText(client, keys),
     )  # fmt: skip

@@ -1,7 +1,7 @@
 """Pages of the runs index for `agentledger runs` and the web view's list (through
 the run reader): newest first, across the
 shards' `runs` sorted sets (score: creation time in ms), filtered by creation
-time and status, with a page token (`<ms>:<run id>`, the last run shown) that
+time, status and any other property of a run the caller tests, with a page token (`<ms>:<run id>`, the last run shown) that
 continues exactly after it, ties in the same millisecond included."""
 
 from __future__ import annotations
@@ -40,25 +40,45 @@ def page_of_runs(
     until: float | None,
     limit: int,
     token: str | None,
+    keep: Callable[[RunState], bool] | None = None,
+    most_scanned: int | None = None,
 ) -> Page:
+    """Up to `limit` runs of `statuses` (any when empty) for which `keep` holds,
+    newest first, and the token of the page after them. With `most_scanned`, a
+    search stops after looking at that many runs: the page holds what it found so
+    far, and its token goes on from the last run looked at (a rare match in a long
+    index costs one bounded read a page, never the whole index at once)."""
     cursor = _token(token) if token else ((until * 1000) if until else math.inf, "")
     floor = since * 1000 if since else -math.inf
     batch_size = max(limit + 1, 50)
     found: list[tuple[Position, RunState]] = []
-    while len(found) <= limit:
+    scanned, exhausted = 0, False
+    while len(found) <= limit and not exhausted:
+        if most_scanned is not None and scanned >= most_scanned:
+            return Page([s for _, s in found], _token_of(cursor))
         batch, exhausted = reader.runs_before(cursor, floor, batch_size)
+        scanned += len(batch)
         for position, state in zip(batch, load([run for _, run in batch]), strict=True):
             cursor = position
-            if state is not None and (not statuses or state.status in statuses):
+            if state is not None and _wanted(state, statuses, keep):
                 found.append((position, state))
                 if len(found) > limit:
                     break
-        if exhausted:
-            break
     more = len(found) > limit
     shown = found[:limit]
-    next_token = f"{int(shown[-1][0][0])}:{shown[-1][0][1]}" if more and shown else None
-    return Page([s for _, s in shown], next_token)
+    return Page([s for _, s in shown], _token_of(shown[-1][0]) if more and shown else None)
+
+
+def _token_of(position: Position) -> str:
+    return f"{int(position[0])}:{position[1]}"
+
+
+def _wanted(
+    state: RunState, statuses: frozenset[RunStatus], keep: Callable[[RunState], bool] | None
+) -> bool:
+    if statuses and state.status not in statuses:
+        return False
+    return keep is None or keep(state)
 
 
 def _token(text: str) -> Position:

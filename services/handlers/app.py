@@ -15,6 +15,7 @@ from agentledger.events.commands import Pool
 from agentledger.events.state import RunState
 from agentledger.schemas.spec import ModelSpec
 from agentledger.services.adapters.ledger.port import Ledger
+from agentledger.services.adapters.live_text import LiveText
 from agentledger.services.adapters.locks.port import Locks
 from agentledger.services.adapters.models.port import ModelAdapter
 from agentledger.services.adapters.store.port import EventStore, Outgoing
@@ -58,6 +59,8 @@ class App:
     # the sweeper's re-drives: each only where no message for its command still waits
     # (`agentledger.services.adapters.broker.outbox.Resend`); None: `send`, unchecked
     resend: Callable[[Sequence[Outgoing]], None] | None = None
+    # where a model reply's text goes while it streams (the web view's); None: nowhere
+    live_text: LiveText | None = None
 
     @cached_property
     def engine(self) -> Engine:

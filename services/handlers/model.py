@@ -11,6 +11,7 @@ these steps, and what they carry on with, is `agentledger.services.handlers.carr
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from agentledger.events.model_step import (
 )
 from agentledger.events.state import RunState
 from agentledger.events.types import Event, ModelRequested, ModelRequestFailed
+from agentledger.services.adapters.live_text import Streamer
 from agentledger.services.adapters.models.port import ModelError, ModelRequest
 from agentledger.services.adapters.tools.toolset import ToolSet
 from agentledger.services.adapters.tracing.current import model_request_context
@@ -86,6 +88,10 @@ def answer(app: App, state: RunState, held: ModelHeld) -> Decided | None:
     raised for dramatiq to log a traceback of; nothing is carried on after it (None)."""
     claimed, run_id = held.claimed, state.run_id
     request = model_request(run_id, claimed, held.view, tenant=state.spec.principal.tenant)
+    if app.live_text is not None:  # the text while it streams, for the web view
+        redact = redactor_for(state.spec).text
+        watch = Streamer(app.live_text, run_id, claimed.turn, claimed.attempt, redact)
+        request = dataclasses.replace(request, watch=watch)
     adapter = app.model_for(state.spec.model)
     try:
         with model_request_context(

@@ -221,6 +221,29 @@ def test_signing_in_from_another_origin_is_refused(waiting: tuple[Cli, View, str
     assert code == 401 and "set-cookie" not in headers
 
 
+def test_a_view_acting_for_another_tenant_cannot_cancel_this_tenants_run(
+    waiting: tuple[Cli, View, str],
+) -> None:
+    """The cancel button posts what the CLI's `cancel` sends, signed as the view's
+    publisher: a view started `--as` a publisher granted only tenant t2 is refused
+    on a run of t1 (409, the intake's words) and nothing is recorded — with the
+    token, the cookie and the right origin, every door open but the grant."""
+    cli, _, run_id = waiting
+    added = cli("publishers", "add", "shop-2", "--principal", "*@t2", "--queues", "*")
+    assert added.returncode == 0, added.stderr
+    ui, url = start_ui(cli, "--as", "shop-2")
+    try:
+        other = View(url)
+        code, _, said = other.ask("POST", f"/api/runs/{run_id}/control", {"action": "cancel"},
+                                  Cookie=other.cookie(), Origin=f"http://{other.own}")  # fmt: skip
+    finally:
+        ui.terminate()
+        ui.wait(timeout=15)
+    assert code == 409, said
+    assert "not granted" in json.loads(said)["message"]
+    assert recorded(cli, run_id, "RunCancelRequested") == 0
+
+
 def test_zz_the_same_reply_from_the_views_own_page_is_recorded(
     waiting: tuple[Cli, View, str],
 ) -> None:

@@ -46,7 +46,21 @@ def test_the_config_says_who_the_view_acts_as(served: tuple[Cli, str]) -> None:
 def test_an_unknown_status_filter_is_400_naming_the_statuses(served: tuple[Cli, str]) -> None:
     code, body = get(f"{served[1]}api/runs?status=done")
     assert code == 400 and "no status 'done'" in body["message"] and "completed" in body["message"]
-    assert get(f"{served[1]}api/runs?status=completed") == (200, {"runs": []})
+    assert get(f"{served[1]}api/runs?status=completed") == (200, {"runs": [], "next": None})
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("since=yesterday", "cannot read 'yesterday' as a time"),
+        ("page=nope", "is not a page token"),
+    ],
+)
+def test_a_time_or_page_token_the_list_cannot_read_is_400_saying_why(
+    served: tuple[Cli, str], query: str, said: str
+) -> None:
+    code, body = get(f"{served[1]}api/runs?{query}")
+    assert code == 400 and said in body["message"], body
 
 
 def test_an_unknown_run_is_404_for_its_page_data_stream_and_controls(
@@ -157,6 +171,8 @@ def test_acceptance_evidence_is_numbered_from_1(served: tuple[Cli, str], failed_
     assert code == 200
     [check] = body["view"]["checks"]
     assert (check["index"], check["number"], check["passed"]) == (0, 1, False)
+    passes = [b for b in body["picture"]["waterfall"]["bars"] if b["kind"] == "acceptance"]
+    assert passes and all(b["error"] == "a check failed" for b in passes)  # the picture too
 
 
 def test_without_javascript_the_pages_carry_the_runs_and_the_run_as_text(

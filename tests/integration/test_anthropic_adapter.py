@@ -8,6 +8,7 @@ the pin allows (tests/integration/test_sdk_floors.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 import socket
@@ -115,6 +116,14 @@ def test_a_text_reply_comes_back_with_its_usage_and_exact_model_id(
     assert reply.model == "claude-x-20250101"
     assert reply.usage == Usage(**usage)
     assert reply.retries == () and reply.truncated_tool_use_ids == ()
+
+
+def test_a_watcher_is_told_the_replys_text_as_it_streams(api: MessagesStandin, make: Make) -> None:
+    api.play(Streamed((Text("There are 42 widgets."),)))
+    pieces: list[str] = []
+    reply = make().respond(dataclasses.replace(ask(), watch=pieces.append))
+    assert "".join(pieces) == "There are 42 widgets." and pieces
+    assert reply.content == (TextBlock(text="There are 42 widgets."),)
 
 
 def test_the_request_carries_system_tools_and_thinking_and_streams(

@@ -6,6 +6,7 @@ and the key sent is the one the deployment allows the spec to name — or none."
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Iterator
 
@@ -54,6 +55,13 @@ def failure(a: OpenAIAdapter) -> ModelError:
     with pytest.raises(ModelError) as raised:
         a.respond(REQUEST)
     return raised.value
+
+
+def test_a_watcher_is_told_the_replys_text_as_it_streams(api: ChatStandin) -> None:
+    api.play(Chat(content="Two widgets."))
+    pieces: list[str] = []
+    reply = adapter(api.url).respond(dataclasses.replace(REQUEST, watch=pieces.append))
+    assert "".join(pieces) == "Two widgets." and reply.content == (TextBlock(text="Two widgets."),)
 
 
 @pytest.mark.parametrize("flavour", ["vllm", "ollama"])

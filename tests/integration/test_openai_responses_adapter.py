@@ -58,6 +58,14 @@ def ask(a: OpenAIAdapter, *messages: Message) -> ModelReply:
 GO = Message(role="user", content=(TextBlock(text="go"),))
 
 
+def test_a_watcher_is_told_the_replys_text_as_it_streams(api: ResponsesStandin) -> None:
+    api.play(Turn((Reasoning("Count."), Say("Both read."))))
+    pieces: list[str] = []
+    request = ModelRequest("run-1", 1, "rules", (GO,), (), watch=pieces.append)
+    adapter(api.url).respond(request)
+    assert "".join(pieces) == "Both read."
+
+
 def test_a_reasoning_models_items_go_back_verbatim_and_the_outputs_follow_their_calls(
     api: ResponsesStandin,
 ) -> None:

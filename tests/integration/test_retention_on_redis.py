@@ -33,6 +33,7 @@ from agentledger.services.adapters.reading.redis_reader import RedisRunReader
 from agentledger.services.adapters.store.port import Snapshot
 from agentledger.services.adapters.store.redis_store import RedisEventStore
 from agentledger.services.adapters.store.request_keys import RedisRequestKeys
+from agentledger.services.entrypoints.run_index import page_of_runs
 from agentledger.services.handlers.app import App
 from agentledger.services.handlers.archiver import STEPS, Outcome, archive_run, retention_pass
 from agentledger.services.handlers.state_cache import StateCache
@@ -271,3 +272,29 @@ def test_a_sweeper_archives_a_finished_run_past_its_age_by_itself(
     assert store.export("r-3.s2") is None, "the sweeper did not archive the run"
     found = archive.events("r-3.s2")
     assert found is not None and len(found[1]) == len(finished("x", turns=3))
+
+
+def test_the_runs_list_pages_over_redis_and_the_archive_as_one_index(
+    client: redis.Redis, keys: Keys, settings: Settings, prefix: str
+) -> None:
+    store, requests = RedisEventStore(client, keys), RedisRequestKeys(client, keys)
+    archive = open_archive(None, settings.state_dir, prefix)
+    assert archive is not None
+    ids = [f"r-{n}.s{n % 4}" for n in range(6)]
+    for n, run_id in enumerate(ids):  # created one a second, r-0 oldest
+        events = [e.model_copy(update={"at": e.at + n}) for e in finished(run_id)]
+        store.append(run_id, events, expected_seq=0, live=False)
+    for run_id in ids[1:5:2]:  # r-1 and r-3 leave Redis for the archive
+        assert archive_run(store, archive, requests, run_id, now=T0 + 100) is Outcome.ARCHIVED
+    assert client.zscore(keys.runs(1), "r-1.s1") is None
+    reader = ArchivedReader(RedisRunReader(client, keys), archive)
+    load = StateCache(ArchivedStore(store, archive)).load_many  # type: ignore[arg-type]
+
+    shown, token = [], None
+    while True:
+        page = page_of_runs(reader, load, statuses=frozenset(), since=None, until=None,
+                            limit=2, token=token)  # fmt: skip
+        shown += [s.run_id for s in page.states]
+        if (token := page.next_token) is None:
+            break
+    assert shown == ids[::-1]  # newest first, archived ones in their place, each once

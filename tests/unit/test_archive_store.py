@@ -3,13 +3,14 @@ written whole (folder, and fsspec's memory file system); no run id names a path.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 import pytest
 
 from agentledger.events.types import CODEC
-from agentledger.services.adapters.archive import segment
+from agentledger.services.adapters.archive import catalogue, segment
 from agentledger.services.adapters.archive.archive import Archive, archive_url, open_cold_store
 from agentledger.services.adapters.archive.folder import FolderStore
 from agentledger.services.adapters.archive.port import ColdStore
@@ -109,3 +110,30 @@ def test_the_archive_is_the_state_folders_unless_set_and_off_is_none() -> None:
 def test_a_url_no_file_system_knows_is_a_config_error_naming_the_variable() -> None:
     with pytest.raises(ConfigError, match="AGENTLEDGER_ARCHIVE_URL"):
         open_cold_store("nosuchscheme://bucket/x")
+
+
+def test_the_catalogue_names_a_run_by_its_creation_and_an_id_that_names_no_path() -> None:
+    hostile = "../../etc/passwd"
+    name = catalogue.entry_name("al", hostile, 1_796_554_522_143)
+    assert ".." not in name and name.count("/") == 3
+    assert catalogue.position_of(name.rsplit("/", 1)[1]) == (1_796_554_522_143.0, hostile)
+    assert catalogue.position_of("junk") is None and catalogue.position_of("12_!!") is None
+
+
+def test_an_archived_run_is_listed_and_the_catalogue_pages_newest_first_across_days(
+    cold: ColdStore,
+) -> None:
+    archive = Archive(cold, "al")
+    seg = _segment("r-1")
+    archive.write(seg)
+    (listed,), done = archive.runs_before((math.inf, ""), -math.inf, 5)
+    assert listed[1] == "r-1" and done
+    day = catalogue.DAY_MS
+    for n, ms in enumerate([5 * day + 10, 5 * day + 20, 3 * day + 5, 1 * day]):
+        cold.put(catalogue.entry_name("al", f"r-{n + 2}", ms), b"")
+    newest, more = archive.runs_before((6 * day, ""), -math.inf, 2)
+    assert [r for _, r in newest] == ["r-3", "r-2"] and not more
+    older, done = archive.runs_before(newest[-1], -math.inf, 2)
+    assert [r for _, r in older] == ["r-4", "r-5"] and done
+    floored, done = archive.runs_before((6 * day, ""), 3 * day, 5)
+    assert [r for _, r in floored] == ["r-3", "r-2", "r-4"] and done

@@ -1,6 +1,7 @@
 """The archive of one deployment (its key prefix) in a cold store: a run's segment
 under a name made from a digest of its id (`<prefix>/runs/ab/abcd….seg`: no run
-id, however chosen, names a path of its own), a tombstone per request id of an
+id, however chosen, names a path of its own), its entry in the catalogue of
+archived runs (`catalogue`), a tombstone per request id of an
 archived run under a digest of its request key (`<prefix>/requests/…`), and the
 events of the runs read last, decoded by the store's one decoder."""
 
@@ -13,9 +14,10 @@ from collections import OrderedDict
 from typing import Any
 
 from agentledger.schemas.envelope import Envelope
-from agentledger.services.adapters.archive import segment
+from agentledger.services.adapters.archive import catalogue, segment
 from agentledger.services.adapters.archive.port import ColdStore
 from agentledger.services.adapters.archive.segment import Segment, SegmentError
+from agentledger.services.adapters.reading.port import Position
 from agentledger.services.adapters.store.entries import decode_raw
 from agentledger.services.errors import ConfigError
 
@@ -43,6 +45,10 @@ class Archive:
         return f"{self._prefix}/runs/{d[:2]}/{d}.seg"
 
     def write(self, seg: Segment) -> None:
+        """The run's catalogue entry, then its segment (`catalogue`)."""
+        first = decode_raw(b"0-1", seg.entries[0]) if seg.entries else None
+        if first is not None:
+            self.cold.put(catalogue.entry_name(self._prefix, seg.run_id, int(first.at * 1000)), b"")
         self.cold.put(self.segment_name(seg.run_id), segment.encode(seg))
         with self._lock:
             self._kept.pop(seg.run_id, None)
@@ -56,6 +62,10 @@ class Archive:
         if seg.run_id != run_id:
             raise SegmentError(f"segment {self.segment_name(run_id)} holds run {seg.run_id!r}")
         return seg
+
+    def runs_before(self, cursor: Position, floor_ms: float, n: int) -> tuple[list[Position], bool]:
+        """The archived runs before `cursor`, as `RunReader.runs_before` gives runs."""
+        return catalogue.runs_before(self.cold, self._prefix, cursor, floor_ms, n)
 
     def holds(self, run_id: str) -> bool:
         """Whether a run of this id is archived (its segment is there, whole or not)."""

@@ -42,6 +42,12 @@ class FolderStore:
     def exists(self, name: str) -> bool:
         return self._path(name).is_file()
 
+    def names(self, folder: str) -> list[str]:
+        try:
+            return [n for n in os.listdir(self._path(folder)) if not n.startswith(".")]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+
     def _path(self, name: str) -> Path:
         parts = name.split("/")
         if any(p in ("", ".", "..") for p in parts):

@@ -42,6 +42,14 @@ class FsspecStore:
     def exists(self, name: str) -> bool:
         return bool(self._fs.exists(self._path(name)))
 
+    def names(self, folder: str) -> list[str]:
+        try:
+            found = self._fs.ls(self._path(folder), detail=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        names = (str(p).rstrip("/").rsplit("/", 1)[-1] for p in found)
+        return [n for n in names if not n.endswith(".tmp")]
+
     def _path(self, name: str) -> str:
         parts = name.split("/")
         if any(p in ("", ".", "..") for p in parts):

@@ -128,7 +128,10 @@ class AnthropicAdapter:
         with stream:
             for event in stream:
                 # the JSON as it came: blocks the SDK does not know are kept whole too
-                log.see(event.to_dict(mode="json", warnings=False))
+                said = event.to_dict(mode="json", warnings=False)
+                log.see(said)
+                if request.watch is not None and (text := _text_delta(said)):
+                    request.watch(text)
 
     def _reply(self, log: StreamLog) -> ModelReply:
         if log.message is None:
@@ -146,6 +149,14 @@ class AnthropicAdapter:
                 f"the stream from {self._url} broke: {root_cause(exc)}", kind="stream_broken"
             )
         return ModelError(unreachable(self._url, exc), kind="connection")
+
+
+def _text_delta(event: dict[str, Any]) -> str:
+    """The text a stream event adds to the reply ("" for every other event)."""
+    delta = event.get("delta") if event.get("type") == "content_block_delta" else None
+    if isinstance(delta, dict) and delta.get("type") == "text_delta":
+        return str(delta.get("text") or "")
+    return ""
 
 
 def status_error(exc: anthropic.APIStatusError) -> ModelError:

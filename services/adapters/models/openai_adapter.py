@@ -109,7 +109,10 @@ class OpenAIAdapter:
             )  # fmt: skip
             with stream:
                 for event in stream:
-                    log.see(event if isinstance(event, dict) else {})
+                    said = event if isinstance(event, dict) else {}
+                    log.see(said)
+                    if request.watch is not None and (text := _text_delta(said, responses)):
+                        request.watch(text)
         except openai.APIStatusError as exc:
             raise status_error(exc) from exc
         except openai.APITimeoutError as exc:
@@ -144,6 +147,19 @@ def _said(body: object) -> dict[str, Any]:
         return {}
     inner = body.get("error")
     return inner if isinstance(inner, dict) else body
+
+
+def _text_delta(event: dict[str, Any], responses: bool) -> str:
+    """The text a stream event adds to the reply: a Responses `output_text.delta`, a
+    Chat Completions chunk's `delta.content` ("" for every other event)."""
+    if responses:
+        found = event.get("delta") if event.get("type") == "response.output_text.delta" else ""
+        return found if isinstance(found, str) else ""
+    choices = event.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else {}
+    delta = first.get("delta") if isinstance(first, dict) else None
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return content if isinstance(content, str) else ""
 
 
 def status_error(exc: openai.APIStatusError) -> ModelError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -22,6 +23,9 @@ class ModelRequest:
     server_tools: tuple[dict[str, Any], ...] = ()  # the provider's tools, as the API defines them
     model: str | None = None  # the model to ask, when not the adapter's own (a fallback)
     tenant: str | None = None  # the tenant of the run asking (a replay plays only its own)
+    # told each piece of the reply's text as it streams, when the adapter streams (the
+    # web view shows it); what is recorded is the whole reply, as ever
+    watch: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

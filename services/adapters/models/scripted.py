@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 from agentledger.schemas.content import TextBlock, ToolUseBlock, Usage
 from agentledger.schemas.spec import ScriptedModel
@@ -37,7 +38,7 @@ class ScriptedAdapter:
             )
         turn = self._script.scripted[done]
         if turn.delay_s and self._sleep:
-            time.sleep(turn.delay_s)
+            _said_slowly(turn.end_turn or turn.refusal or "", turn.delay_s, request.watch)
         if turn.refusal is not None:
             return self._reply((TextBlock(text=turn.refusal),), "refusal", request)
         if turn.tool_use is not None:
@@ -58,6 +59,20 @@ class ScriptedAdapter:
         said = len(json.dumps([b.model_dump() for b in content]))
         usage = Usage(input_tokens=seen, output_tokens=max(1, said // 4))
         return ModelReply(content=content, stop_reason=stop_reason, usage=usage, model="scripted")
+
+
+def _said_slowly(text: str, delay_s: float, watch: Callable[[str], None] | None) -> None:
+    """The turn's delay; a watcher is told its text a word at a time across it, as a
+    streaming model would say it."""
+    if watch is None or not text:
+        time.sleep(delay_s)
+        return
+    words = text.split(" ")
+    pieces = [w + " " for w in words[:-1]] + words[-1:]
+    for piece in pieces:
+        time.sleep(delay_s / (len(pieces) + 1))
+        watch(piece)
+    time.sleep(delay_s / (len(pieces) + 1))
 
 
 def exhausted(turns: int, asked: int) -> str:

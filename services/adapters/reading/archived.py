@@ -1,7 +1,8 @@
 """The archive behind the read side, in one place: a run Redis no longer holds is
 read from the archive (`agentledger.services.adapters.archive`), so every command
 that reads — status, tail --run, replay, context, trace, raw, the web view —
-reads an archived run as it read it before. `ArchivedReader` wraps the run
+reads an archived run as it read it before, and the runs list pages over the
+archive's catalogue beside Redis's index. `ArchivedReader` wraps the run
 reader, `ArchivedStore` the store's reads (the states commands fold, the
 overflow pages they show); both ask the archive only when Redis has no log of
 the run, and writes go to Redis untouched."""
@@ -61,7 +62,13 @@ class ArchivedReader:
         return [RawEntry(f"0-{e.seq}", e) for e in _archived(self._archive, run_id)]
 
     def runs_before(self, cursor: Position, floor_ms: float, n: int) -> tuple[list[Position], bool]:
-        return self._inner.runs_before(cursor, floor_ms, n)
+        """Redis's runs and the archive's catalogue, merged newest first (a run in
+        both, archived but not yet removed, once)."""
+        live, live_done = self._inner.runs_before(cursor, floor_ms, n)
+        kept, kept_done = self._archive.runs_before(cursor, floor_ms, n)
+        seen = {run for _, run in live}
+        merged = sorted([*live, *(p for p in kept if p[1] not in seen)], reverse=True)
+        return merged[:n], live_done and kept_done and len(merged) <= n
 
     def wait(self, run_id: str, *, after_seq: int, timeout_s: float) -> bool:
         if not self._inner.exists(run_id) and _archived(self._archive, run_id):

@@ -29,6 +29,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agentledger.events.following import Until
+from agentledger.events.state import RunState
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.names import RUN_ID_PATTERN
 from agentledger.services.adapters.reading.follow import follow
@@ -38,6 +39,7 @@ from agentledger.services.entrypoints.controls import Outcome
 from agentledger.services.entrypoints.web import plain, views
 from agentledger.services.entrypoints.web.access import SESSION_S, Access, session_value, token_ok
 from agentledger.services.entrypoints.web.guard import Guard
+from agentledger.services.entrypoints.web.picture import LivePicture, TextSoFar, picture
 from agentledger.services.errors import ConfigError
 from agentledger.services.session import Session
 
@@ -169,6 +171,20 @@ def _sse(event: str, data: Any, *, id_: int | None = None) -> str:
     return f"{head}event: {event}\ndata: {json.dumps(data, default=str)}\n\n"
 
 
+async def _owed(
+    live: LivePicture, said: TextSoFar, run_id: str, state: RunState | None, seq: int
+) -> str:
+    """While nothing new is logged: the picture not drawn yet, or what the model said
+    so far, else a sign of life."""
+    if state is None:
+        return ": alive\n\n"
+    if (drawn := await anyio.to_thread.run_sync(live.due, state, True)) is not None:
+        return _sse("picture", drawn, id_=seq)
+    if (news := await anyio.to_thread.run_sync(said.news, run_id, state)) is not None:
+        return _sse("said", news)
+    return ": alive\n\n"
+
+
 def _stream(events: AsyncIterator[str]) -> StreamingResponse:
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     return StreamingResponse(events, media_type="text/event-stream", headers=headers)
@@ -204,34 +220,34 @@ class _Web:
     async def config(self, _: Request) -> Response:
         return JSONResponse({"publisher": self.publisher, "read_only": self.publisher is None})
 
-    def _query(self, request: Request) -> tuple[Any, str, int]:
+    def _query(self, request: Request) -> tuple[views.RunFilter, int, str | None]:
         q = request.query_params
         limit = int(q.get("limit", "50")) if q.get("limit", "50").isdigit() else 50
-        return views.statuses(q.get("status", "")), q.get("q", ""), max(1, min(limit, 500))
+        return views.filter_of(q), max(1, min(limit, 500)), q.get("page") or None
 
     async def runs(self, request: Request) -> Response:
         try:
-            status, text, limit = self._query(request)
-        except ValueError as exc:
-            return JSONResponse({"error": "bad status", "message": str(exc)}, status_code=400)
-        rows = await anyio.to_thread.run_sync(
-            lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
-        )
-        return JSONResponse({"runs": rows})
+            wanted, limit, token = self._query(request)
+            rows, after = await anyio.to_thread.run_sync(
+                lambda: views.runs_page(self.s, wanted, limit=limit, token=token)
+            )
+        except ValueError as exc:  # a status, a time or a page token the view cannot read
+            return JSONResponse({"error": "bad request", "message": str(exc)}, status_code=400)
+        return JSONResponse({"runs": rows, "next": after})
 
     async def runs_stream(self, request: Request) -> Response:
         try:
-            status, text, limit = self._query(request)
+            wanted, limit, _ = self._query(request)
         except ValueError as exc:
-            return JSONResponse({"error": "bad status", "message": str(exc)}, status_code=400)
+            return JSONResponse({"error": "bad request", "message": str(exc)}, status_code=400)
 
         async def events() -> AsyncIterator[str]:
             cursors = await anyio.to_thread.run_sync(self.s.reader.feed_ends)
             while not self.stopping():
-                rows = await anyio.to_thread.run_sync(
-                    lambda: views.runs_list(self.s, status=status, text=text, limit=limit)
+                rows, after = await anyio.to_thread.run_sync(
+                    lambda: views.runs_page(self.s, wanted, limit=limit)
                 )
-                yield _sse("runs", rows)
+                yield _sse("runs", {"runs": rows, "next": after})
                 await anyio.sleep(LIST_EVERY_S)  # a busy system: the list at most this often
                 while not await anyio.to_thread.run_sync(self._feeds_moved, cursors):
                     if self.stopping():
@@ -251,7 +267,12 @@ class _Web:
                 {"error": "no run", "message": f"no run {run_id!r}"}, status_code=404
             )
         view, lines = found
-        return JSONResponse({"view": view, "timeline": lines})
+        drawn = await anyio.to_thread.run_sync(self._picture, run_id)
+        return JSONResponse({"view": view, "timeline": lines, "picture": drawn})
+
+    def _picture(self, run_id: str) -> dict[str, Any] | None:
+        envelopes, state = self.s.store.read(run_id), self.s.load(run_id)
+        return picture(state, envelopes) if envelopes and state is not None else None
 
     def _read(self, run_id: str, after: int) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         envelopes = self.s.store.read(run_id)
@@ -273,12 +294,13 @@ class _Web:
         async def events() -> AsyncIterator[str]:
             steps = follow(self.s.reader, run_id, until=Until.NEVER, wait_s=BLOCK_MS / 1000)
             envelopes: list[Envelope[Any]] = []
-            seq, first = after, True
+            seq, first, live, said = after, True, LivePicture(), TextSoFar(self.s.live_text)
             while not self.stopping():
                 step = await anyio.to_thread.run_sync(next, steps)
                 envelopes += step.events
+                await anyio.to_thread.run_sync(live.add, step.events)
                 if step.state is None or not (step.events or first):
-                    yield ": alive\n\n"
+                    yield await _owed(live, said, run_id, step.state, seq)  # nothing new
                     continue
                 first = False
                 lines = views.timeline([e for e in step.events if e.seq > seq], step.state)
@@ -286,6 +308,9 @@ class _Web:
                     yield _sse("line", item, id_=item["seq"])
                 seq = max([seq, *(i["seq"] for i in lines)])
                 yield _sse("state", views.run_view(step.state, envelopes), id_=seq)
+                drawn = await anyio.to_thread.run_sync(live.due, step.state, False)
+                if drawn is not None:
+                    yield _sse("picture", drawn, id_=seq)
 
         return _stream(events())
 

@@ -6,7 +6,8 @@ what waits for a person. Everything passes the run's redactor."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from agentledger.events.state import Check, RunState
@@ -14,13 +15,14 @@ from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.types import ApprovalRequested, ToolCallScheduled, ToolCallWaiting
 from agentledger.schemas.envelope import Envelope
 from agentledger.services.entrypoints.describe import line
-from agentledger.services.entrypoints.run_index import page_of_runs
+from agentledger.services.entrypoints.run_index import page_of_runs, parse_time
 from agentledger.services.entrypoints.summary import iso, run_summary
 from agentledger.services.handlers.state_cache import cache_for
 from agentledger.services.secrets import redactor_for
 from agentledger.services.session import Session
 
 HOLDING = (CallStatus.SCHEDULED, CallStatus.STARTED)
+MOST_SCANNED = 2000  # runs a page of a search looks at: a rare match goes on on the next page
 
 
 def statuses(text: str) -> frozenset[RunStatus]:
@@ -33,20 +35,63 @@ def statuses(text: str) -> frozenset[RunStatus]:
     return frozenset(RunStatus(n) for n in names)
 
 
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """What the runs list asks for: statuses (any when empty), text in the run id
+    or task, a tenant, a tool the run called, created within [since, until)."""
+
+    status: frozenset[RunStatus] = frozenset()
+    text: str = ""
+    tenant: str = ""
+    tool: str = ""
+    since: float | None = None
+    until: float | None = None
+
+    def keep(self, state: RunState) -> bool:
+        wanted = self.text.strip().lower()
+        if wanted and wanted not in state.run_id.lower() and wanted not in state.spec.task.lower():
+            return False
+        if self.tenant and state.spec.principal.tenant != self.tenant:
+            return False
+        return not self.tool or any(c.name == self.tool for t in state.turns for c in t.calls)
+
+
+def filter_of(query: Mapping[str, str]) -> RunFilter:
+    """The runs list's filter from a query string (status, q, tenant, tool, since,
+    until: times as `agentledger runs` takes them); ValueError naming what is wrong."""
+    since, until = query.get("since", "").strip(), query.get("until", "").strip()
+    return RunFilter(
+        statuses(query.get("status", "")), query.get("q", ""), query.get("tenant", "").strip(),
+        query.get("tool", "").strip(), parse_time(since) if since else None,
+        parse_time(until) if until else None,
+    )  # fmt: skip
+
+
+def runs_page(
+    session: Session, wanted: RunFilter, *, limit: int, token: str | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A page of the runs `wanted` names, newest first (archived ones included when
+    the archive lists them), and the token of the next page (None: no more). A
+    page looks at MOST_SCANNED runs at most: a search may give a short page and a
+    token to go on with."""
+    page = page_of_runs(
+        session.reader, lambda ids: cache_for(session.store).load_many(ids),
+        statuses=wanted.status, since=wanted.since, until=wanted.until, limit=limit,
+        token=token, keep=wanted.keep, most_scanned=MOST_SCANNED,
+    )  # fmt: skip
+    return [_row(s) for s in page.states], page.next_token
+
+
+def _row(state: RunState) -> dict[str, Any]:
+    row = run_summary(state) | {"tenant": state.spec.principal.tenant}
+    return dict(redactor_for(state.spec).value(row))
+
+
 def runs_list(
     session: Session, *, status: frozenset[RunStatus], text: str, limit: int
 ) -> list[dict[str, Any]]:
     """The newest runs (filtered by status, and by text in their id or task)."""
-    page = page_of_runs(
-        session.reader, lambda ids: cache_for(session.store).load_many(ids),
-        statuses=status, since=None, until=None, limit=limit if not text else max(limit, 500),
-        token=None,
-    )  # fmt: skip
-    rows = [redactor_for(s.spec).value(run_summary(s)) for s in page.states]
-    wanted = text.strip().lower()
-    if wanted:
-        rows = [r for r in rows if wanted in r["run_id"].lower() or wanted in r["task"].lower()]
-    return rows[:limit]
+    return runs_page(session, RunFilter(status, text), limit=limit)[0]
 
 
 def timeline(envelopes: Sequence[Envelope[Any]], state: RunState) -> list[dict[str, Any]]:

@@ -86,21 +86,28 @@ function showMode() {
 }
 
 // ---- the runs list ---------------------------------------------------------
+// page 1 is live (a stream); older pages are read once, by the token of the page before
 function indexPage() {
   const select = document.getElementById("f-status");
   for (const s of STATUSES) select.append(el("option", { value: s }, s));
-  const text = document.getElementById("f-text");
-  let source = null, rows = [];
+  const fields = ["text", "tenant", "tool", "since", "until"].map((f) => document.getElementById(`f-${f}`));
+  let source = null, rows = [], tokens = [null], next = null;
   const render = () => {
     const body = document.querySelector("#runs tbody");
     body.replaceChildren(...rows.map((r) => el("tr", { "data-run": r.run_id },
       el("td", {}, el("a", { href: `/runs/${encodeURIComponent(r.run_id)}` }, r.run_id)),
       el("td", { class: `status ${r.status}` }, r.status),
+      el("td", {}, r.tenant),
       el("td", { class: "num" }, r.turns),
       el("td", { class: "num" }, `$${Number(r.cost_usd).toFixed(4)}`),
       el("td", { class: "num" }, age(r.created_at)),
       el("td", { class: "num" }, `${Number(r.duration_s).toFixed(1)}s`),
       el("td", {}, r.task))));
+    document.getElementById("older").disabled = !next;
+    document.getElementById("newer").disabled = tokens.length < 2;
+    const searching = next && rows.length < Number(new URLSearchParams(location.search).get("limit") || 50)
+      ? " — the search goes on: older →" : "";
+    document.getElementById("page-no").textContent = (tokens.length < 2 ? "page 1 (live)" : `page ${tokens.length}`) + searching;
     const waiting = document.getElementById("waiting");
     const boxes = [];
     for (const r of rows) {
@@ -112,15 +119,36 @@ function indexPage() {
     }
     waiting.replaceChildren(...(boxes.length ? boxes : [el("em", {}, "nothing waits")]));
   };
+  const query = () => {
+    const q = { status: select.value, q: fields[0].value, tenant: fields[1].value, tool: fields[2].value,
+      since: fields[3].value, until: fields[4].value, limit: new URLSearchParams(location.search).get("limit") };
+    return new URLSearchParams(Object.fromEntries(Object.entries(q).filter(([, v]) => v)));
+  };
+  const shown = (body) => { rows = body.runs; next = body.next; notice("", false); render(); };
   const listen = () => {
     if (source) source.close();
-    const q = new URLSearchParams({ status: select.value, q: text.value });
-    source = new EventSource(`/api/runs/stream?${q}`);
-    source.onerror = stillSignedIn;
-    source.addEventListener("runs", (e) => { rows = JSON.parse(e.data); render(); });
+    tokens = [null];
+    source = new EventSource(`/api/runs/stream?${query()}`);
+    source.onerror = async () => {
+      const reply = await fetch(`/api/runs?${query()}`, { credentials: "same-origin" });
+      if (reply.status === 401) signInAgain();
+      else if (!reply.ok) { source.close(); notice((await reply.json()).message, true); }
+    };
+    source.addEventListener("runs", (e) => { if (tokens.length === 1) shown(JSON.parse(e.data)); });
   };
+  const turn = async (token) => {
+    if (token === null) { listen(); return; }
+    if (source) source.close();
+    const q = query(); q.set("page", token);
+    const reply = await fetch(`/api/runs?${q}`, { credentials: "same-origin" });
+    if (reply.status === 401) { signInAgain(); return; }
+    if (reply.ok) shown(await reply.json()); else notice((await reply.json()).message, true);
+  };
+  document.getElementById("older").addEventListener("click", () => { tokens.push(next); turn(next); });
+  document.getElementById("newer").addEventListener("click", () => { tokens.pop(); turn(tokens[tokens.length - 1]); });
   select.addEventListener("change", listen);
-  text.addEventListener("input", listen);
+  for (const f of fields) f.addEventListener("change", listen);
+  fields[0].addEventListener("input", listen);
   setInterval(render, 1000);  // the ages move on
   listen();
 }
@@ -139,11 +167,39 @@ function runPage() {
     timeline.append(el("div", { class: "line", "data-seq": item.seq, "data-type": item.type }, item.line));
   });
   source.addEventListener("state", (e) => showRun(runId, JSON.parse(e.data)));
+  const cancel = button("Cancel run", "cancel", () => control(runId, "cancel", { text: "cancelled from the web view" }));
+  cancel.id = "cancel";
+  document.getElementById("cancel").replaceWith(cancel);
+  const lineOf = (seq) => timeline.querySelector(`[data-seq="${seq}"]`)?.textContent ?? `#${seq}`;
+  let shown = null, picked = null;
+  const box = document.getElementById("waterfall");
+  const pick = (b) => { picked = b.key; draw(); barDetail(document.getElementById("bar-detail"), b, lineOf); };
+  const draw = () => { if (shown) drawWaterfall(box, shown.waterfall, picked, pick); };
+  source.addEventListener("picture", (e) => {
+    shown = JSON.parse(e.data);
+    draw();
+    showTurns(document.getElementById("turns"), shown);
+  });
+  setInterval(() => { if (shown?.waterfall && shown.waterfall.end === null) draw(); }, 1000);  // open bars grow
+  // what the model says while its reply streams (when its worker streams it); gone once recorded
+  const said = document.getElementById("said");
+  source.addEventListener("said", (e) => {
+    const news = JSON.parse(e.data);
+    if (shown && shown.turns.some((t) => t.turn >= news.turn)) return;
+    document.getElementById("said-head").textContent = `turn ${news.turn} — the model is saying (not recorded yet):`;
+    document.getElementById("said-text").textContent = news.text;
+    said.dataset.turn = news.turn;
+    said.hidden = false;
+  });
+  source.addEventListener("state", (e) => {
+    if (JSON.parse(e.data).summary.status !== "requesting_model") said.hidden = true;
+  });
 }
 
 function showRun(runId, view) {
   const s = view.summary;
   const status = document.getElementById("status");
+  document.getElementById("cancel").hidden = ["completed", "failed", "budget_exhausted", "timeout", "cancelled", "cancelling"].includes(s.status);
   status.textContent = s.status;
   status.className = `status ${s.status}`;
   document.getElementById("summary").textContent =
