@@ -30,6 +30,9 @@ class _Cleared(EventModel):
     writes: tuple[str, ...] = ()
     timeout_s: float
     max_concurrency: int | None = None
+    limits: dict[str, int] = Field(
+        default_factory=dict, description="concurrency keys shared by every run, and their max"
+    )
     op_key: str | None = Field(default=None, description="the business operation a write is")
     request_hash: str | None = Field(default=None, description="the validated arguments' digest")
     resolvable: bool = Field(default=False, description="the tool can look up an unknown outcome")

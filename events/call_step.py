@@ -38,8 +38,8 @@ def touches_resources(s: RunState, findings: Mapping[str, Finding]) -> bool:
     findings about its undecided calls say): else no lock is asked in this step."""
     turn = s.current_turn
     calls = turn.calls if turn is not None else ()
-    return any(f.reads or f.writes for f in findings.values()) or any(
-        c.reads or c.writes for c in calls
+    return any(f.reads or f.writes or f.limits for f in findings.values()) or any(
+        c.reads or c.writes or c.limits for c in calls
     )
 
 

@@ -79,6 +79,7 @@ def _checked(c: Call, e: ToolCallValidated | ApprovalRequested) -> dict[str, Any
     return {
         "read_only": e.read_only, "reads": e.reads, "writes": e.writes, "timeout_s": e.timeout_s,
         "max_concurrency": e.max_concurrency, "approval_expires_at": expires,
+        "limits": tuple(sorted(e.limits.items())),
         "op_key": e.op_key, "request_hash": e.request_hash, "resolvable": e.resolvable,
         "output_cap": e.output_cap,
     }  # fmt: skip

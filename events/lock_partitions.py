@@ -6,7 +6,9 @@ partitions is acquired part by part in ascending partition order.
 A part that is not the request's last is granted as a partial hold (held, no
 lease); its grant sends the next part on, carrying the tokens so far, so the
 last part's grant holds every token: a call runs only holding all its locks
-(all or nothing). Only such final grants are reported to callers.
+(all or nothing). Only such final grants are reported to callers. Every part
+carries the request's slot limits (`Request.limits`), each partition reading
+those of its own keys.
 
 No deadlock. A request waits in at most one partition p and holds only parts in
 partitions below p. In p it waits for holders of p, which are either final
@@ -78,7 +80,8 @@ def final_partition(keys: Iterable[str], n: int) -> int:
 def first_part(r: Request, n: int) -> tuple[int, Request]:
     parts = split(r.keys, n) or [(0, {})]
     p, keys = parts[0]
-    return p, Request(r.id, keys, r.lease_s, final=len(parts) == 1, whole=dict(r.keys))
+    final = len(parts) == 1
+    return p, Request(r.id, keys, r.lease_s, final, whole=dict(r.keys), limits=dict(r.limits))
 
 
 def onward(part: Request, tokens: Mapping[str, int], n: int) -> tuple[int, Request]:
@@ -86,7 +89,7 @@ def onward(part: Request, tokens: Mapping[str, int], n: int) -> tuple[int, Reque
     here = partition_of(next(iter(part.keys)), n)
     q, keys = next((q, keys) for q, keys in split(part.whole, n) if q > here)
     final = q == final_partition(part.whole, n)
-    return q, Request(part.id, keys, part.lease_s, final, dict(tokens), part.whole)
+    return q, Request(part.id, keys, part.lease_s, final, dict(tokens), part.whole, part.limits)
 
 
 @dataclass

@@ -11,8 +11,9 @@ parses an id."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agentledger.events.limits import slot_limits
 from agentledger.events.locks import Grant, Mode, resources
 from agentledger.events.read_retry import retried
 from agentledger.events.state import Call, RunState
@@ -32,10 +33,19 @@ class LockAsk:
     call_id: str
     request_id: str
     keys: dict[str, Mode]
+    limits: dict[str, int] = field(default_factory=dict)  # slot key -> its max
 
 
 def needs_locks(call: Call) -> bool:
-    return bool(call.reads or call.writes)
+    """Resources to lock, or concurrency keys to hold a slot of."""
+    return bool(call.reads or call.writes or call.limits)
+
+
+def call_keys(c: Call) -> dict[str, Mode]:
+    """What a call asks the lock table for: its resources and its slot keys."""
+    keys = resources(c.reads, c.writes)
+    keys.update(dict.fromkeys(slot_limits(c.limits), Mode.SLOT))
+    return keys
 
 
 def request_id(s: RunState, c: Call) -> str:
@@ -48,9 +58,7 @@ def lock_asks(s: RunState) -> list[LockAsk]:
     if s.status is not R.RUNNING_TOOLS or s.current_turn is None:
         return []
     return [
-        LockAsk(s.run_id, c.call_id, request_id(s, c), resources(c.reads, c.writes))
-        for c in s.current_turn.calls
-        if needs_locks(c) and _may_ask(c)
+        _ask(s, c, request_id(s, c)) for c in s.current_turn.calls if needs_locks(c) and _may_ask(c)
     ]
 
 
@@ -111,7 +119,7 @@ def waiting_request(s: RunState, call_id: str) -> LockAsk | None:
     if s.status is not R.RUNNING_TOOLS or call is None or call.status is not C.WAITING:
         return None
     assert call.lock_request is not None
-    return LockAsk(s.run_id, call_id, call.lock_request, resources(call.reads, call.writes))
+    return _ask(s, call, call.lock_request)
 
 
 def held_requests(s: RunState) -> frozenset[str]:
@@ -174,7 +182,7 @@ def held_ask(s: RunState, call_id: str) -> LockAsk | None:
 
 
 def _ask(s: RunState, c: Call, request: str) -> LockAsk:
-    return LockAsk(s.run_id, c.call_id, request, resources(c.reads, c.writes))
+    return LockAsk(s.run_id, c.call_id, request, call_keys(c), slot_limits(c.limits))
 
 
 def _may_ask(c: Call) -> bool:

@@ -5,6 +5,14 @@ in arrival order per key: a request is granted only when it conflicts with no
 holder and with no earlier waiter on any of its keys, so a stream of reads
 cannot starve a write.
 
+A slot (`Mode.SLOT`, a concurrency key of `agentledger.events.limits`) is held by
+up to its request's `limits[key]` holders at once. Earlier waiters keep their
+slot: a request is granted a slot only while the key's holders plus the earlier
+waiters still waiting on it are under its max (FIFO per key, as for locks). A slot
+excludes reads and writes of the same key (their names never meet: slot keys are
+`limit:…`). A slot key's token is dropped with its last holder, so keys made from
+a call's arguments leave nothing behind; its next token is still larger (time).
+
 `services/locks.lua` does the same atomically in Redis; a test runs random
 scenarios through both and compares. Fencing tokens are monotonic per key:
 max(previous + 1, now in microseconds), so they stay monotonic even when the
@@ -27,10 +35,12 @@ from enum import StrEnum
 class Mode(StrEnum):
     READ = "r"
     WRITE = "w"
+    SLOT = "n"  # one of a concurrency key's `max` slots
 
 
 def conflicts(a: Mode, b: Mode) -> bool:
-    return a is Mode.WRITE or b is Mode.WRITE
+    """Slots never conflict with each other (they are counted instead)."""
+    return a is Mode.WRITE or b is Mode.WRITE or (a is Mode.SLOT) != (b is Mode.SLOT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +51,7 @@ class Request:
     final: bool = True  # False: a part held without a lease until the later ones are granted
     carried: Mapping[str, int] = field(default_factory=dict)  # tokens of the earlier parts
     whole: Mapping[str, Mode] = field(default_factory=dict)  # every key of the request ({}: keys)
+    limits: Mapping[str, int] = field(default_factory=dict)  # slot key -> its max
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +135,9 @@ def _drop(t: LockTable, ids: set[str]) -> LockTable:
     holders = {k: {h: m for h, m in hs.items() if h not in ids} for k, hs in t.holders.items()}
     leases = {k: v for k, v in t.leases.items() if k not in ids}
     held = {k: v for k, v in t.held.items() if k not in ids}
-    return LockTable(reqs, {k: v for k, v in holders.items() if v}, t.tokens, leases, held)
+    emptied = {k for k, hs in holders.items() if not hs and Mode.SLOT in t.holders[k].values()}
+    tokens = {k: v for k, v in t.tokens.items() if k not in emptied}
+    return LockTable(reqs, {k: v for k, v in holders.items() if v}, tokens, leases, held)
 
 
 def renew(t: LockTable, request_id: str, *, now: float) -> tuple[LockTable, bool]:
@@ -139,22 +152,28 @@ def pump(t: LockTable, *, now: float) -> tuple[LockTable, list[Grant]]:
     and with no earlier waiter still waiting on one of its keys."""
     grants: list[Grant] = []
     blocked: dict[str, Mode] = {}  # key -> strongest mode an earlier waiter still wants
+    kept: dict[str, int] = {}  # slot key -> earlier waiters still waiting on it
     for rid in t.waiting():
         r = t.requests[rid]
-        if _free(t, r, blocked):
+        if _free(t, r, blocked, kept):
             t, grant = _grant(t, r, now)
             grants.append(grant)
-        else:
-            for key, mode in r.keys.items():
-                blocked[key] = Mode.WRITE if mode is Mode.WRITE else blocked.get(key, Mode.READ)
+            continue
+        for key, mode in r.keys.items():
+            blocked[key] = Mode.WRITE if mode is Mode.WRITE else blocked.get(key, mode)
+            if mode is Mode.SLOT:
+                kept[key] = kept.get(key, 0) + 1
     return t, grants
 
 
-def _free(t: LockTable, r: Request, blocked: Mapping[str, Mode]) -> bool:
+def _free(t: LockTable, r: Request, blocked: Mapping[str, Mode], kept: Mapping[str, int]) -> bool:
     for key, mode in r.keys.items():
         if key in blocked and conflicts(mode, blocked[key]):
             return False
-        if any(conflicts(mode, m) for m in t.holders.get(key, {}).values()):
+        holders = t.holders.get(key, {})
+        if any(conflicts(mode, m) for m in holders.values()):
+            return False
+        if mode is Mode.SLOT and len(holders) + kept.get(key, 0) >= r.limits.get(key, 1):
             return False
     return True
 

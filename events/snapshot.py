@@ -60,7 +60,7 @@ _SCALARS = (
 _CALL_PLAIN = tuple(
     f
     for f in Call.__dataclass_fields__
-    if f not in ("status", "reads", "writes", "error", "claimed_by", "overflow")
+    if f not in ("status", "reads", "writes", "limits", "error", "claimed_by", "overflow")
 )
 
 
@@ -189,6 +189,7 @@ def _call(c: Call) -> Record:
         status=str(c.status),
         reads=list(c.reads),
         writes=list(c.writes),
+        limits=[list(kv) for kv in c.limits],
         error=c.error.model_dump(mode="json") if c.error else None,
         claimed_by=c.claimed_by,
     )
@@ -203,6 +204,7 @@ def _call_of(r: Record) -> Call:
         status=CallStatus(r["status"]),
         reads=tuple(r["reads"]),
         writes=tuple(r["writes"]),
+        limits=tuple((k, int(m)) for k, m in r.get("limits", ())),  # added within version 2
         error=ToolError.model_validate(r["error"]) if r["error"] else None,
         claimed_by=r.get("claimed_by"),  # added within version 2: older records hold none
         overflow=Overflow.model_validate(r["overflow"]) if r.get("overflow") else None,  # as well

@@ -24,6 +24,7 @@ class Call:
     writes: tuple[str, ...] = ()
     timeout_s: float = 0.0
     max_concurrency: int | None = None
+    limits: tuple[tuple[str, int], ...] = ()  # concurrency keys (filled in) and their max
     op_key: str | None = None
     request_hash: str | None = None
     resolvable: bool = False

@@ -80,6 +80,7 @@ ENV: dict[str, tuple[str, type]] = {
     # retention (issue 36.1)
     "AGENTLEDGER_RETENTION_S": ("retention_s", float),
     "AGENTLEDGER_RETENTION_TENANTS": ("retention_tenants", str),
+    "AGENTLEDGER_LIMITS": ("limits", str),
     "AGENTLEDGER_ARCHIVE_URL": ("archive_url", str),
     "AGENTLEDGER_ARCHIVE_INTERVAL_S": ("archive_interval_s", float),
 }
@@ -143,6 +144,7 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_STATE_CACHE_MAX_BYTES": "the folded run states a worker keeps, in estimated bytes (at least 1 MiB)",
     "AGENTLEDGER_MALLOC_ARENAS": "glibc allocator arenas of a worker (0: glibc's default; MALLOC_ARENA_MAX in the environment wins)",
     "AGENTLEDGER_RETENTION_S": "a finished run leaves Redis for the archive this many seconds after it ended (the sweepers, and `agentledger archive`); every read command still reads it",
+    "AGENTLEDGER_LIMITS": "the operator's concurrency limits, `KEY=MAX,…` (a key or a key template: `svc:payments=10,tenant:{tenant}:payments=2`); they take precedence over what tools declare",
     "AGENTLEDGER_RETENTION_TENANTS": "tenants' own retention ages, `tenant=age,…` (age: seconds or 30m, 12h, 7d, 2w); the others keep AGENTLEDGER_RETENTION_S",
     "AGENTLEDGER_ARCHIVE_URL": "the cold store finished runs are archived to: a folder (default `<state folder>/archive`), or any fsspec URL (s3://…, gs://…, az://…) with `agentledger[archive]` and its plugin installed; `off`: runs stay in Redis",
     "AGENTLEDGER_ARCHIVE_INTERVAL_S": "how often a sweeper archives the finished runs past their retention age (and trims the feeds to that age)",

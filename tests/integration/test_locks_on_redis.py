@@ -46,6 +46,7 @@ TICK_S = 0.125  # times on a binary grid: seconds and microseconds are both exac
 LEASES_S = (0.5, 1.0, 2.0)
 SCENARIOS = 200
 KEYS = ("file:/w/a", "file:/w/b", "stock:A1", "stock:B2")
+SLOTS = ("limit:svc:pay", "limit:tenant:t1:pay")  # concurrency keys: counted slots
 
 
 # --- the script and the rule agree -------------------------------------------------------
@@ -62,6 +63,7 @@ class Twin:
     n: int = 1
     now: float = T0
     asked: dict[str, dict[str, Mode]] = field(default_factory=dict)
+    limits: dict[str, dict[str, int]] = field(default_factory=dict)
     seen: Counter[str] = field(default_factory=Counter)  # what the schedule exercised
 
     def __post_init__(self) -> None:
@@ -92,13 +94,16 @@ class Twin:
                 keys = self.asked[rid]
             else:
                 rid = f"run-{self.rng.randint(1, 3)}/c{len(self.asked) + 1}/1"
-                chosen = self.rng.sample(KEYS, self.rng.randint(1, 3))
-                keys = {k: self.rng.choice((Mode.READ, Mode.WRITE)) for k in chosen}
+                chosen = self.rng.sample(KEYS + SLOTS, self.rng.randint(1, 3))
+                keys = {k: self.slot_or_lock(k) for k in chosen}
             self.asked.setdefault(rid, keys)
+            limits = self.limits.setdefault(
+                rid, {k: self.rng.randint(1, 3) for k, m in keys.items() if m is Mode.SLOT}
+            )
             run, call = rid.split("/")[:2]
-            asks.append(LockAsk(run, call, rid, keys))
+            asks.append(LockAsk(run, call, rid, keys, limits))
         held = {rid for t in self.model.tables for rid in t.leases}
-        requests = [Request(a.request_id, a.keys, lease_s) for a in asks]
+        requests = [Request(a.request_id, a.keys, lease_s, limits=a.limits) for a in asks]
         self.model, grants = enqueue_all(self.model, requests, now=self.now)
         reply = self.services[lease_s].enqueue(asks, [None] * len(asks), now=self.now)
         self.same_grants([g.grant for g in reply.grants], grants, f"enqueue {asks}")
@@ -106,6 +111,16 @@ class Twin:
         partial = sum(len(t.partials()) for t in self.model.tables)
         again = len({a.request_id for a in asks} & held)
         self.seen.update(again=again, waits=waiting, partial=partial)
+        for t in self.model.tables:
+            for key, hs in t.holders.items():
+                if key in SLOTS:
+                    assert len(hs) <= max(self.limits[h][key] for h in hs), f"{key} over its max"
+                    self.seen["slots_shared"] += len(hs) > 1
+            waiting_slots = [r for r in t.waiting() if Mode.SLOT in t.requests[r].keys.values()]
+            self.seen["slot_waits"] += len(waiting_slots)
+
+    def slot_or_lock(self, key: str) -> Mode:
+        return Mode.SLOT if key in SLOTS else self.rng.choice((Mode.READ, Mode.WRITE))
 
     def release(self) -> None:
         rid = self.pick()
@@ -181,6 +196,7 @@ def test_the_script_and_the_pure_rule_agree_on_random_schedules(
         seen += twin.seen
     print(f"\n{SCENARIOS} schedules on {n} partitions: {dict(sorted(seen.items()))}")
     kinds = ["again", "waits", "expired", "passed_on", "renewed=True", "renewed=False"]
+    kinds += ["slots_shared", "slot_waits"]
     for kind in kinds + (["partial", "spanning"] if n > 1 else []):
         assert seen[kind] > 0, f"no schedule exercised {kind!r}"
 

@@ -43,6 +43,16 @@ def kv_write(key: str, value: str, ctx: ToolContext, at: str = "") -> dict[str, 
     return {"key": key, "written": value}
 
 
+@tool(
+    read_only=True,
+    limits=[{"key": "svc:pay", "max": 1}, {"key": "tenant:{tenant}:acct:{acct}", "max": 5}],
+)
+def pay(acct: str, ctx: ToolContext, at: str = "") -> dict[str, Any]:
+    """Pay from an account (a service that allows one call at a time)."""
+    _enter(ctx, at)
+    return {"acct": acct, "paid": True}
+
+
 @tool(writes=lambda a: [f"order:{a['order']}"], key_fields=["order"])
 def place_order(order: str, qty: int, ctx: ToolContext) -> dict[str, Any]:
     """Place an order (its business key is the order id)."""

@@ -5,14 +5,15 @@
 -- ARGV[1]: op (enqueue | release | renew | expire), ARGV[2]: now in microseconds, or ''
 --          for Redis's own clock, ARGV[3]: payload, ARGV[4] (enqueue): '1' to report what
 --          requests asked again already hold
--- A request is {keys, lease_s, run, call, notify, final, carried, whole}: who asked, the
+-- A request is {keys, lease_s, run, call, notify, final, carried, whole, limits}: who asked, the
 -- message to send them when they are granted later (by a release or an expiry, not by
 -- their own ask); in a partitioned table, the part of the request in this partition
 -- (keys), whether it is its last (final), the tokens of the earlier parts (carried) and
--- every key (whole). A part that is not final is held without a lease: its score in
--- leases is +inf, so no expiry takes it (events/lock_partitions.py says why).
+-- every key (whole), the max of each of its slot keys (mode 'n': limits). A part that is
+-- not final is held without a lease: its score in leases is +inf, so no expiry takes it
+-- (events/lock_partitions.py says why). A slot key's token goes with its last holder.
 -- Returns json {grants: [{id, tokens, lease_until_us, final, keys, whole, lease_s, run,
---               call, notify}], expired: [{id, run, call, whole}], renewed: bool}
+--               call, notify, limits}], expired: [{id, run, call, whole}], renewed: bool}
 --         (expire also lists every partial hold among the grants: to be sent on again)
 local REQ, ORDER, HOLDERS, TOKENS, LEASES, SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local op, now = ARGV[1], tonumber(ARGV[2])
@@ -21,7 +22,7 @@ if now == nil then
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
-local function conflicts(a, b) return a == 'w' or b == 'w' end
+local function conflicts(a, b) return a == 'w' or b == 'w' or ((a == 'n') ~= (b == 'n')) end
 local function fmt(n) return string.format('%.0f', n) end
 
 local function holders_of(key)
@@ -35,12 +36,20 @@ local function set_holders(key, hs)
   else redis.call('HSET', HOLDERS, key, cjson.encode(hs)) end
 end
 
-local function free(r, blocked)
+local function max_of(r, key)
+  if type(r.limits) == 'table' and r.limits[key] then return tonumber(r.limits[key]) end
+  return 1
+end
+
+local function free(r, blocked, kept)
   for key, mode in pairs(r.keys) do
     if blocked[key] and conflicts(mode, blocked[key]) then return false end
+    local count = 0
     for _, m in pairs(holders_of(key)) do
       if conflicts(mode, m) then return false end
+      count = count + 1
     end
+    if mode == 'n' and count + (kept[key] or 0) >= max_of(r, key) then return false end
   end
   return true
 end
@@ -51,7 +60,7 @@ local function granted(id, r, until_us)
   if not final(r) then until_us = '0' end
   return {id = id, tokens = r.tokens, lease_until_us = until_us, final = final(r),
           keys = r.keys, whole = r.whole, lease_s = r.lease_s, run = r.run, call = r.call,
-          notify = r.notify}
+          notify = r.notify, limits = r.limits}
 end
 
 local function grant(id, r)
@@ -82,14 +91,16 @@ end
 local function pump()
   local grants = {}
   local blocked = {}
+  local kept = {}
   for _, id in ipairs(redis.call('ZRANGE', ORDER, 0, -1)) do
     if not redis.call('ZSCORE', LEASES, id) then
       local r = cjson.decode(redis.call('HGET', REQ, id))
-      if free(r, blocked) then
+      if free(r, blocked, kept) then
         table.insert(grants, grant(id, r))
       else
         for key, mode in pairs(r.keys) do
           if mode == 'w' or not blocked[key] then blocked[key] = mode end
+          if mode == 'n' then kept[key] = (kept[key] or 0) + 1 end
         end
       end
     end
@@ -101,10 +112,13 @@ local function drop(id)
   local raw = redis.call('HGET', REQ, id)
   if not raw then return nil end
   local r = cjson.decode(raw)
-  for key in pairs(r.keys) do
+  for key, mode in pairs(r.keys) do
     local hs = holders_of(key)
+    local slot = false
+    for _, m in pairs(hs) do if m == 'n' then slot = true end end
     hs[id] = nil
     set_holders(key, hs)
+    if slot and next(hs) == nil then redis.call('HDEL', TOKENS, key) end
   end
   redis.call('HDEL', REQ, id)
   redis.call('ZREM', ORDER, id)
@@ -116,16 +130,20 @@ local out = {grants = {}, expired = {}, renewed = false}
 if op == 'enqueue' then
   local asked = cjson.decode(ARGV[3])
   local again = {}
+  local added = false
   for _, r in ipairs(asked) do
     local req = {keys = r.keys, lease_s = r.lease_s, run = r.run, call = r.call, notify = r.notify,
-                 final = final(r), carried = r.carried, whole = r.whole}
+                 final = final(r), carried = r.carried, whole = r.whole, limits = r.limits}
     if redis.call('HSETNX', REQ, r.id, cjson.encode(req)) == 1 then
       redis.call('ZADD', ORDER, redis.call('INCR', SEQ), r.id)
+      added = true
     elseif redis.call('ZSCORE', LEASES, r.id) then
       table.insert(again, r.id)  -- asked again: say what it holds (a partial hold: always)
     end
   end
-  out.grants = pump()
+  -- every op leaves the table with nothing more to grant, so asking again for what
+  -- is queued grants nothing: no pass over the waiters (the sweeper re-asks often)
+  if added then out.grants = pump() end
   local seen = {}
   for _, id in ipairs(again) do
     local r = cjson.decode(redis.call('HGET', REQ, id))

@@ -35,7 +35,7 @@ class MemoryLocks:
         with self._lock:
             for a, n in zip(asks, notify, strict=True):
                 self._who.setdefault(a.request_id, (Holder(a.request_id, a.run_id, a.call_id), n))
-            requests = [Request(a.request_id, a.keys, self.lease_s) for a in asks]
+            requests = [Request(a.request_id, a.keys, self.lease_s, limits=a.limits) for a in asks]
             self._table, grants = enqueue_all(self._table, requests, now=self._clock.now())
             return LockReply([self._granted(g) for g in grants])
 

@@ -47,7 +47,8 @@ class RedisLocks:
         plan, who = Cascade(self.partitions), Who()
         for a, n in zip(asks, notify, strict=True):
             who.setdefault(a.request_id, (Holder(a.request_id, a.run_id, a.call_id), n))
-            plan.add(*first_part(Request(a.request_id, a.keys, self.lease_s), self.partitions))
+            request = Request(a.request_id, a.keys, self.lease_s, limits=a.limits)
+            plan.add(*first_part(request, self.partitions))
         return LockReply(self._follow(plan, who, now, again=True))
 
     def release(self, asks: Sequence[LockAsk], *, now: float | None = None) -> LockReply:
@@ -103,6 +104,7 @@ class RedisLocks:
                 grant.final,
                 {},
                 _modes(g.get("whole") or g["keys"]),
+                {k: int(m) for k, m in (g.get("limits") or {}).items()},
             )
             plan.granted([(grant, part)])
 
@@ -123,6 +125,7 @@ def _part(r: Request, holder: Holder, notify: Outgoing | None) -> dict[str, Any]
         "run": holder.run_id,
         "call": holder.call_id,
         "notify": _notice(notify),
+        "limits": dict(r.limits),
     }
 
 
