@@ -96,6 +96,25 @@ class ToolCallWaiting(EventModel):
     call_id: str
     request_id: str
     waiting_for: tuple[str, ...] = Field(default=(), description="resources not free yet")
+    holders: dict[str, int] = Field(
+        default_factory=dict, description="each concurrency key's holders when it began waiting"
+    )
+    closed_until: float | None = Field(
+        default=None, description="a concurrency key is closed by a service's back-off until then"
+    )
+
+
+class ToolCallBackedOff(EventModel):
+    """A waiting call now waits for a service's back-off too: a call of some run was
+    answered `rate_limited` with `retry_after_s`, which closed these concurrency keys
+    for every run until `until` (the lock table's time). Nothing else changes: the
+    call stays queued, and the model is not asked again."""
+
+    type: Literal["ToolCallBackedOff"] = "ToolCallBackedOff"
+    call_id: str
+    request_id: str
+    keys: tuple[str, ...]
+    until: float
 
 
 class ToolCallScheduled(EventModel):
@@ -213,6 +232,7 @@ CallEvent = (
     | ApprovalDenied
     | ToolCallRejected
     | ToolCallWaiting
+    | ToolCallBackedOff
     | ToolCallScheduled
     | ToolCallLeaseExpired
     | ToolCallStarted

@@ -48,6 +48,8 @@ from agentledger.events.locks import (
     LockTable,
     Mode,
     Request,
+    close,
+    closed_until,
     enqueue,
     expire,
     release_all,
@@ -240,3 +242,29 @@ def renew_final(
     p = final_partition(keys, m.n)
     t, renewed = renew(m.tables[p], request_id, now=now)
     return m._with(p, t), renewed
+
+
+def close_all(m: Partitioned, keys: Mapping[str, float], *, now: float) -> Partitioned:
+    """Close slot keys (key -> seconds), each in its partition."""
+    for p, part in split(dict.fromkeys(keys, Mode.SLOT), m.n):
+        m = m._with(p, close(m.tables[p], {k: keys[k] for k in part}, now=now))
+    return m
+
+
+def waiting_on(m: Partitioned, keys: Iterable[str]) -> list[str]:
+    """The requests waiting on any of `keys`, partition by partition in arrival order."""
+    out: list[str] = []
+    for p, part in split(dict.fromkeys(keys, Mode.SLOT), m.n):
+        t = m.tables[p]
+        out += [r for r in t.waiting() if any(k in t.requests[r].keys for k in part)]
+    return out
+
+
+def look_all(m: Partitioned, keys: Iterable[str], *, now: float) -> dict[str, tuple[int, float]]:
+    """Each key's holders, and until when it is closed (0.0: open)."""
+    out: dict[str, tuple[int, float]] = {}
+    for p, part in split(dict.fromkeys(keys, Mode.SLOT), m.n):
+        t = m.tables[p]
+        shut = closed_until(t, part, now=now)
+        out |= {k: (len(t.holders.get(k, {})), shut.get(k, 0.0)) for k in part}
+    return out

@@ -18,7 +18,13 @@ from agentledger.events.locks import Grant, Mode, resources
 from agentledger.events.read_retry import retried
 from agentledger.events.state import Call, RunState
 from agentledger.events.status import CallStatus, RunStatus
-from agentledger.events.types import Event, ToolCallLeaseExpired, ToolCallScheduled, ToolCallWaiting
+from agentledger.events.types import (
+    Event,
+    ToolCallBackedOff,
+    ToolCallLeaseExpired,
+    ToolCallScheduled,
+    ToolCallWaiting,
+)
 
 C = CallStatus
 R = RunStatus
@@ -62,11 +68,23 @@ def lock_asks(s: RunState) -> list[LockAsk]:
     ]
 
 
-def record_locks(s: RunState, asked: Sequence[LockAsk], grants: Mapping[str, Grant]) -> list[Event]:
-    """What the lock table said to `asked`: scheduled (granted) or waiting, per call."""
+MAX_BACKOFF_S = 300.0  # the longest a service's answer may close a shared key for
+SlotLooks = Mapping[str, tuple[int, float | None]]  # slot key -> (holders, closed until)
+
+
+def record_locks(
+    s: RunState, asked: Sequence[LockAsk], grants: Mapping[str, Grant], slots: SlotLooks
+) -> list[Event]:
+    """What the lock table said to `asked`: scheduled (granted) or waiting, per call
+    (with its slot keys' holders and back-off, as `slots` says); a call that was
+    waiting already and now waits for a back-off it has not recorded: backed off."""
     out: list[Event] = []
     for ask in asked:
         grant = grants.get(ask.request_id)
+        if grant is None and (backed := _backed_off(s, ask, slots)) is not None:
+            out.append(backed)
+            continue
+        held = {k: slots[k][0] for k in ask.limits if k in slots}
         out += record_lock(
             s,
             ask.call_id,
@@ -74,7 +92,47 @@ def record_locks(s: RunState, asked: Sequence[LockAsk], grants: Mapping[str, Gra
             tokens=grant.tokens if grant else None,
             lease_until=grant.lease_until if grant else 0.0,
             waiting_for=() if grant else tuple(ask.keys),
+            holders=held,
+            closed_until=_closed(ask, slots),
         )
+    return out
+
+
+def _closed(ask: LockAsk, slots: SlotLooks) -> float | None:
+    ends = [until for k in ask.limits if k in slots and (until := slots[k][1]) is not None]
+    return max(ends, default=None)
+
+
+def _backed_off(s: RunState, ask: LockAsk, slots: SlotLooks) -> ToolCallBackedOff | None:
+    call = s.call(ask.call_id)
+    if s.status is not R.RUNNING_TOOLS or call is None or call.status is not C.WAITING:
+        return None
+    until = _closed(ask, slots)
+    if call.lock_request != ask.request_id or until is None:
+        return None
+    if call.backed_off_until is not None and call.backed_off_until >= until:
+        return None  # recorded already
+    keys = tuple(k for k in ask.limits if (slots.get(k) or (0, None))[1] is not None)
+    return ToolCallBackedOff(call_id=ask.call_id, request_id=ask.request_id, keys=keys, until=until)
+
+
+def backoffs(before: RunState | None, after: RunState) -> dict[str, float]:
+    """The slot keys to close, for every run, and for how long: those of each call
+    that has just failed `rate_limited` with a `retry_after_s` (at most MAX_BACKOFF_S:
+    a service cannot close a shared key for good)."""
+    turn = after.current_turn
+    out: dict[str, float] = {}
+    for c in turn.calls if turn is not None else ():
+        error = c.error
+        if c.status is not C.FAILED or not c.limits or error is None:
+            continue
+        if error.code != "rate_limited" or not error.retry_after_s or error.retry_after_s <= 0:
+            continue
+        was = before.call(c.call_id) if before is not None else None
+        if was is not None and was.status is C.FAILED:
+            continue  # closed when it failed
+        for key in slot_limits(c.limits):
+            out[key] = max(out.get(key, 0.0), min(error.retry_after_s, MAX_BACKOFF_S))
     return out
 
 
@@ -86,6 +144,8 @@ def record_lock(
     tokens: Mapping[str, int] | None,
     lease_until: float = 0.0,
     waiting_for: tuple[str, ...] = (),
+    holders: Mapping[str, int] | None = None,
+    closed_until: float | None = None,
 ) -> list[Event]:
     """Scheduled when `tokens` is given, else waiting; [] when it no longer applies."""
     call = s.call(call_id)
@@ -98,7 +158,15 @@ def record_lock(
             )
         ]
     if tokens is None and _may_ask(call):
-        return [ToolCallWaiting(call_id=call_id, request_id=request, waiting_for=waiting_for)]
+        return [
+            ToolCallWaiting(
+                call_id=call_id,
+                request_id=request,
+                waiting_for=waiting_for,
+                holders=dict(holders or {}),
+                closed_until=closed_until,
+            )
+        ]
     return []
 
 

@@ -12,6 +12,9 @@ waiters still waiting on it are under its max (FIFO per key, as for locks). A sl
 excludes reads and writes of the same key (their names never meet: slot keys are
 `limit:…`). A slot key's token is dropped with its last holder, so keys made from
 a call's arguments leave nothing behind; its next token is still larger (time).
+A slot key may be *closed* until a time (`close`: a service answered "rate
+limited, retry after N s"): no slot of it is granted before then, to any run; the
+expiry pass that finds it lapsed reopens it and grants what waited.
 
 `services/locks.lua` does the same atomically in Redis; a test runs random
 scenarios through both and compares. Fencing tokens are monotonic per key:
@@ -72,6 +75,7 @@ class LockTable:
     tokens: Mapping[str, int] = field(default_factory=dict)  # key -> last fencing token
     leases: Mapping[str, float] = field(default_factory=dict)  # holder id -> lease_until
     held: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # holder id -> its tokens
+    closed: Mapping[str, float] = field(default_factory=dict)  # slot key -> closed until
 
     def waiting(self) -> list[str]:
         return [rid for rid in self.requests if rid not in self.held]
@@ -124,10 +128,25 @@ def release_all(
 def expire(t: LockTable, *, now: float) -> tuple[LockTable, list[str], list[Grant]]:
     """Holders whose lease ran out lose their locks; the lock passes on."""
     expired = sorted(h for h, until in t.leases.items() if until <= now)
-    if not expired:
+    lapsed = {k for k, until in t.closed.items() if until <= now}
+    if not expired and not lapsed:
         return t, [], []
+    t = replace(t, closed={k: v for k, v in t.closed.items() if k not in lapsed})
     t, grants = pump(_drop(t, set(expired)), now=now)
     return t, expired, grants
+
+
+def close(t: LockTable, keys: Mapping[str, float], *, now: float) -> LockTable:
+    """Close slot keys for `keys[key]` seconds from now (a later end wins); grants nothing."""
+    closed = dict(t.closed)
+    for key, for_s in keys.items():
+        closed[key] = max(closed.get(key, 0.0), now + for_s)
+    return replace(t, closed=closed)
+
+
+def closed_until(t: LockTable, keys: Iterable[str], *, now: float) -> dict[str, float]:
+    """Which of `keys` are closed at `now`, and until when."""
+    return {k: t.closed[k] for k in keys if t.closed.get(k, 0.0) > now}
 
 
 def _drop(t: LockTable, ids: set[str]) -> LockTable:
@@ -137,7 +156,8 @@ def _drop(t: LockTable, ids: set[str]) -> LockTable:
     held = {k: v for k, v in t.held.items() if k not in ids}
     emptied = {k for k, hs in holders.items() if not hs and Mode.SLOT in t.holders[k].values()}
     tokens = {k: v for k, v in t.tokens.items() if k not in emptied}
-    return LockTable(reqs, {k: v for k, v in holders.items() if v}, tokens, leases, held)
+    live = {k: v for k, v in holders.items() if v}
+    return LockTable(reqs, live, tokens, leases, held, t.closed)
 
 
 def renew(t: LockTable, request_id: str, *, now: float) -> tuple[LockTable, bool]:
@@ -155,7 +175,7 @@ def pump(t: LockTable, *, now: float) -> tuple[LockTable, list[Grant]]:
     kept: dict[str, int] = {}  # slot key -> earlier waiters still waiting on it
     for rid in t.waiting():
         r = t.requests[rid]
-        if _free(t, r, blocked, kept):
+        if _free(t, r, blocked, kept, now):
             t, grant = _grant(t, r, now)
             grants.append(grant)
             continue
@@ -166,8 +186,12 @@ def pump(t: LockTable, *, now: float) -> tuple[LockTable, list[Grant]]:
     return t, grants
 
 
-def _free(t: LockTable, r: Request, blocked: Mapping[str, Mode], kept: Mapping[str, int]) -> bool:
+def _free(
+    t: LockTable, r: Request, blocked: Mapping[str, Mode], kept: Mapping[str, int], now: float
+) -> bool:
     for key, mode in r.keys.items():
+        if mode is Mode.SLOT and t.closed.get(key, 0.0) > now:
+            return False
         if key in blocked and conflicts(mode, blocked[key]):
             return False
         holders = t.holders.get(key, {})
@@ -189,9 +213,9 @@ def _grant(t: LockTable, r: Request, now: float) -> tuple[LockTable, Grant]:
     every = {**r.carried, **mine}
     held = {**t.held, r.id: every}
     if not r.final:  # a partial hold: no lease until the request's last part is granted
-        return LockTable(t.requests, holders, tokens, t.leases, held), Grant(
+        return LockTable(t.requests, holders, tokens, t.leases, held, t.closed), Grant(
             r.id, every, 0.0, False
         )
     lease_until = now + r.lease_s
-    t = LockTable(t.requests, holders, tokens, {**t.leases, r.id: lease_until}, held)
+    t = LockTable(t.requests, holders, tokens, {**t.leases, r.id: lease_until}, held, t.closed)
     return t, Grant(r.id, every, lease_until)

@@ -60,7 +60,8 @@ _SCALARS = (
 _CALL_PLAIN = tuple(
     f
     for f in Call.__dataclass_fields__
-    if f not in ("status", "reads", "writes", "limits", "error", "claimed_by", "overflow")
+    if f not in ("status", "reads", "writes", "limits", "slot_holders", "backed_off_until")
+    and f not in ("error", "claimed_by", "overflow")
 )
 
 
@@ -190,6 +191,8 @@ def _call(c: Call) -> Record:
         reads=list(c.reads),
         writes=list(c.writes),
         limits=[list(kv) for kv in c.limits],
+        slot_holders=[list(kv) for kv in c.slot_holders],
+        backed_off_until=c.backed_off_until,
         error=c.error.model_dump(mode="json") if c.error else None,
         claimed_by=c.claimed_by,
     )
@@ -205,6 +208,8 @@ def _call_of(r: Record) -> Call:
         reads=tuple(r["reads"]),
         writes=tuple(r["writes"]),
         limits=tuple((k, int(m)) for k, m in r.get("limits", ())),  # added within version 2
+        slot_holders=tuple((k, int(n)) for k, n in r.get("slot_holders", ())),  # as well
+        backed_off_until=r.get("backed_off_until"),  # as well
         error=ToolError.model_validate(r["error"]) if r["error"] else None,
         claimed_by=r.get("claimed_by"),  # added within version 2: older records hold none
         overflow=Overflow.model_validate(r["overflow"]) if r.get("overflow") else None,  # as well

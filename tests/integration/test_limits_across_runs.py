@@ -130,3 +130,113 @@ def test_64_runs_of_8_calls_never_put_more_than_10_in_the_tool_at_once(
     assert seen["now"] == 0
     assert seen["peak"] <= MAX, "never more calls inside the tool than the key allows"
     assert seen["peak"] >= 2, "the calls did run side by side"
+
+
+BUSY_MODULE = "busy_tools"
+BUSY_SOURCE = '''"""A service that allows one call at a time and answers its first call "rate
+limited, retry after {retry_s} s"; every call's start is written down by the tool."""
+
+import fcntl
+import json
+import os
+import time
+
+from agentledger import ToolFailure, tool
+
+LOG = {log!r}
+
+
+@tool(read_only=True, limits=[{{"key": "svc:busy", "max": 1}}])
+def busy(n: int) -> str:
+    """Ask the busy service."""
+    with open(LOG, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        first = not f.read().strip()
+        f.write(json.dumps({{"at": time.time(), "n": n, "limited": first}}) + "\\n")
+    if first:
+        raise ToolFailure("rate_limited", "slow down", retry_after_s={retry_s})
+    time.sleep(0.01)
+    return "ok"
+'''
+RETRY_S = 2.0
+
+
+@pytest.mark.slow
+def test_after_a_rate_limited_answer_no_run_calls_the_service_before_its_retry_after(
+    client: redis.Redis,
+    keys: Keys,
+    workers: Workers,  # noqa: F811 -- the fixture
+    tmp_path: Path,
+    workspace: Path,
+    signer: Signer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """6 runs of 2 calls to a service with `max: 1` on two workers: the first call is
+    answered "retry after 2 s"; every later call starts at least 2 s after that answer
+    (the one slot is held until the key is closed: nothing slips in between), the
+    calls that waited record that they back off, and every run completes."""
+    from agentledger.events.types import ToolCallBackedOff
+    from agentledger.services.entrypoints.summary import run_summary, waits_line
+
+    tools = tmp_path / "busytools"
+    tools.mkdir()
+    log = tmp_path / "calls.jsonl"
+    (tools / f"{BUSY_MODULE}.py").write_text(BUSY_SOURCE.format(log=str(log), retry_s=RETRY_S))
+    toolset = load_toolset([BUSY_MODULE], [str(tools)])
+    workers._tools = ["--tools", BUSY_MODULE, "--tool-path", str(tools), "--queue", QUEUE]
+    workers.start(), workers.start()
+    spec = RunSpec.model_validate(
+        {
+            "task": "busy",
+            "tools": [BUSY_MODULE],
+            "tool_path": [str(tools)],
+            "principal": {"id": "it", "tenant": "it-tenant"},
+            "model": {
+                "scripted": [
+                    {"tool_use": [call(f"c{i}", "busy", n=i) for i in range(2)]},
+                    {"end_turn": "done"},
+                ]
+            },
+        }
+    )
+    ids = [f"busy-{i}" for i in range(6)]
+    for rid in ids:
+        publish(client, keys, RunRequested(
+            run_id=rid, request_id=rid, spec=spec, base_dir=str(workspace.parent),
+            workspace=str(workspace), queue=QUEUE, toolset=toolset.fingerprint,
+        ), signer=signer)  # fmt: skip
+    store = cache_for(RedisEventStore(client, keys))
+    deadline = time.monotonic() + 90
+    left, said = set(ids), None
+    while left and time.monotonic() < deadline:
+        for rid in sorted(left):
+            s = store.load(rid)
+            if s is None:
+                continue
+            if not s.status.live:
+                left.discard(rid)
+            shown = [c["waits"] for c in run_summary(s)["tool_calls"] if "waits" in c]
+            if said is None and any(w["backed_off_until"] for w in shown):
+                said = waits_line(next(w for w in shown if w["backed_off_until"]))
+        time.sleep(0.05)
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    [answer] = [c for c in calls if c["limited"]]
+    later = sorted(c["at"] - answer["at"] for c in calls if not c["limited"])
+    with capsys.disabled():
+        print(
+            f"\n[limits] after 'retry after {RETRY_S:g}s' the next call came {later[0]:.2f}s later"
+        )
+        print(f"[limits] status of a waiting call: {said}")
+    assert not left, f"{len(left)} runs did not end\n{workers.output()}"
+    assert len(calls) == 12, "every call ran once"
+    assert all(at >= RETRY_S for at in later), f"a call within {RETRY_S}s: {later}"
+    backed = [
+        e.data for rid in ids for e in RedisEventStore(client, keys).read(rid)
+        if isinstance(e.data, ToolCallBackedOff)
+    ]  # fmt: skip
+    assert backed, "the calls that waited recorded the back-off"
+    assert all(b.keys == ("limit:svc:busy",) for b in backed)
+    assert said is not None and said.startswith("waits for limit:svc:busy (")
+    assert " of 1 holding)" in said
+    assert "backed off until" in said

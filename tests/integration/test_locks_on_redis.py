@@ -24,8 +24,10 @@ from itkit import TOOL_MODULE, call, create_run, drive, executions, in_threads, 
 
 from agentledger.events.lock_partitions import (
     Partitioned,
+    close_all,
     enqueue_all,
     expire_all,
+    look_all,
     partitions,
     release_many,
     renew_final,
@@ -79,8 +81,10 @@ class Twin:
             self.enqueue()
         elif roll < 0.65:
             self.release()
-        elif roll < 0.8:
+        elif roll < 0.72:
             self.renew()
+        elif roll < 0.8:
+            self.close()
         else:
             self.now += TICK_S * self.rng.choice((1, 2, 4, 8, 16))
             self.expire()
@@ -139,6 +143,7 @@ class Twin:
         self.seen[f"renewed={renewed}"] += 1
 
     def expire(self) -> None:
+        shut = {k for t in self.model.tables for k in t.closed}
         self.model, expired, grants = expire_all(self.model, now=self.now)
         reply = self.service.expire(now=self.now)
         assert [h.request_id for h in reply.expired] == [r.id for r in expired], (
@@ -146,6 +151,21 @@ class Twin:
         )
         self.same_grants([g.grant for g in reply.grants], grants, f"expire at {self.now}")
         self.seen.update(expired=len(expired), passed_on=len(grants))
+        self.seen["reopened"] += len(shut - {k for t in self.model.tables for k in t.closed})
+
+    def close(self) -> None:
+        """A service said "retry after": its slot keys close for every run; what each
+        key has then is the same on both sides."""
+        keys = {k: TICK_S * self.rng.choice((2, 4, 12)) for k in self.rng.sample(SLOTS, 1)}
+        self.model = close_all(self.model, keys, now=self.now)
+        self.service.close(keys, now=self.now)
+        rule = look_all(self.model, SLOTS, now=self.now)
+        seen = self.service.look(SLOTS, now=self.now)
+        assert {k: (v.holders, v.closed_until or 0.0) for k, v in seen.items()} == rule
+        self.seen["closed"] += 1
+        self.seen["closed_with_waiters"] += any(
+            Mode.SLOT in t.requests[r].keys.values() for t in self.model.tables for r in t.waiting()
+        )
 
     def pick(self) -> str:
         if not self.asked or self.rng.random() < 0.1:
@@ -167,7 +187,7 @@ class Twin:
 
     def same_table(self, p: int, table: LockTable) -> None:
         keys = Keys(self.prefix, 1, lock_partitions=self.n).locks(p)
-        _, order_key, holders_key, tokens_key, leases_key, _ = keys
+        _, order_key, holders_key, tokens_key, leases_key, _, _ = keys
         holders = {k.decode(): json.loads(v) for k, v in self.client.hgetall(holders_key).items()}
         assert holders == {k: {h: str(m) for h, m in hs.items()} for k, hs in table.holders.items()}
         tokens = {k.decode(): int(v) for k, v in self.client.hgetall(tokens_key).items()}
@@ -177,6 +197,9 @@ class Twin:
         assert leases == {k: round(v * 1e6) for k, v in table.leases.items()}
         partial = {k.decode() for k, v in scored if v == float("inf")}
         assert partial == set(table.partials()), f"partial holds of partition {p}"
+        closed_key = keys[-1]
+        closed = {k.decode(): int(v) for k, v in self.client.hgetall(closed_key).items()}
+        assert closed == {k: round(v * 1e6) for k, v in table.closed.items()}, f"closed in {p}"
         order = [k.decode() for k in self.client.zrange(order_key, 0, -1)]
         assert order == list(table.requests), f"arrival order in partition {p}"
 
@@ -196,7 +219,7 @@ def test_the_script_and_the_pure_rule_agree_on_random_schedules(
         seen += twin.seen
     print(f"\n{SCENARIOS} schedules on {n} partitions: {dict(sorted(seen.items()))}")
     kinds = ["again", "waits", "expired", "passed_on", "renewed=True", "renewed=False"]
-    kinds += ["slots_shared", "slot_waits"]
+    kinds += ["slots_shared", "slot_waits", "closed", "closed_with_waiters", "reopened"]
     for kind in kinds + (["partial", "spanning"] if n > 1 else []):
         assert seen[kind] > 0, f"no schedule exercised {kind!r}"
 

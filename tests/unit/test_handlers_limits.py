@@ -77,3 +77,53 @@ def test_the_operators_limit_is_the_one_the_call_holds(tmp_path: Path) -> None:
     [validated] = data(unit, "run-a", ToolCallValidated)
     assert validated.limits["svc:pay"] == 3
     assert unit_tools.RAN["a1"] == 1
+
+
+def test_a_rate_limited_answer_closes_the_key_for_every_run_until_its_retry_after(
+    unit: Unit,
+) -> None:
+    """run-a's call is answered "retry after 30 s" while run-b's waits for the slot:
+    the slot run-a gives back goes to nobody; run-b's call records that it backs off
+    (told by a command, never asked of the model again) and runs only once the
+    expiry pass after the 30 s reopens the key."""
+    from agentledger.events.types import ToolCallBackedOff, ToolCallFailed
+    from agentledger.services.loops.sweeper import expire_leases
+
+    ready(unit, "run-a", pay("a1", at="a1", busy_s="30"))
+    ready(unit, "run-b", pay("b1", acct="b2"))  # its own account: only svc:pay is shared
+    holder = unit.start(DriveCall("run-a", "a1"))
+    unit.wait_for(lambda: unit_tools.RAN["a1"] == 1, why="a1 runs")
+    unit.deliver(DriveCall("run-b", "b1"))
+    assert data(unit, "run-b", ToolCallWaiting)[0].holders["limit:svc:pay"] == 1
+    unit_tools.gate("a1").set()
+    holder.join()
+    [failed] = data(unit, "run-a", ToolCallFailed)
+    assert (failed.error.code, failed.error.retry_after_s) == ("rate_limited", 30.0)
+    assert DriveCall("run-b", "b1") in unit.sent, "the waiter is told of the back-off"
+
+    unit.deliver(DriveCall("run-b", "b1"))
+    [backed] = data(unit, "run-b", ToolCallBackedOff)
+    assert backed.keys == ("limit:svc:pay",) and backed.until == unit.clock.now() + 30.0
+    assert unit.state("run-b").current_turn.calls[0].backed_off_until == backed.until
+    unit.deliver(DriveCall("run-b", "b1"))  # asked again: nothing new to record
+    assert len(data(unit, "run-b", ToolCallBackedOff)) == 1
+
+    unit.clock.advance(29.0)
+    expire_leases(unit.app)
+    assert unit_tools.RAN["b1"] == 0, "no call before the retry-after"
+    unit.clock.advance(1.0)
+    unit.sent.clear()
+    expire_leases(unit.app)
+    assert unit.sent == [DriveCall("run-b", "b1")], "scheduled when the key reopens"
+    unit.deliver(DriveCall("run-b", "b1"))
+    assert unit_tools.RAN["b1"] == 1
+    assert [e.type for e in unit.memory.read("run-b")].count("ModelRequested") == 1
+
+
+def test_a_service_cannot_close_a_shared_key_for_longer_than_the_maximum(unit: Unit) -> None:
+    from agentledger.events.lock_step import MAX_BACKOFF_S
+
+    ready(unit, "run-a", pay("a1", busy_s="1e9"))
+    unit.deliver(DriveCall("run-a", "a1"))
+    looked = unit.app.locks.look(["limit:svc:pay"])["limit:svc:pay"]
+    assert looked.closed_until == unit.clock.now() + MAX_BACKOFF_S

@@ -1,8 +1,8 @@
 -- The lock table, atomically: the same rule as events/locks.py (a test compares them).
 -- KEYS: req (hash id -> json request), order (zset id -> arrival), holders (hash key ->
 --       json {id: mode}), tokens (hash key -> last token), leases (zset id -> lease_until_us),
---       seq (arrival counter)
--- ARGV[1]: op (enqueue | release | renew | expire), ARGV[2]: now in microseconds, or ''
+--       seq (arrival counter), closed (hash slot key -> closed until, us)
+-- ARGV[1]: op (enqueue | release | renew | expire | close | look), ARGV[2]: now in microseconds, or ''
 --          for Redis's own clock, ARGV[3]: payload, ARGV[4] (enqueue): '1' to report what
 --          requests asked again already hold
 -- A request is {keys, lease_s, run, call, notify, final, carried, whole, limits}: who asked, the
@@ -14,8 +14,12 @@
 -- (events/lock_partitions.py says why). A slot key's token goes with its last holder.
 -- Returns json {grants: [{id, tokens, lease_until_us, final, keys, whole, lease_s, run,
 --               call, notify, limits}], expired: [{id, run, call, whole}], renewed: bool}
---         (expire also lists every partial hold among the grants: to be sent on again)
+--         (expire also lists every partial hold among the grants: to be sent on again, and
+--         reopens the slot keys whose closure lapsed); close: {key: seconds} closes slot
+--         keys from now (a later end wins); look: [key] -> {keys: {key: [holders, closed
+--         until us or 0]}}
 local REQ, ORDER, HOLDERS, TOKENS, LEASES, SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local CLOSED = KEYS[7]
 local op, now = ARGV[1], tonumber(ARGV[2])
 if now == nil then
   local t = redis.call('TIME')
@@ -43,6 +47,7 @@ end
 
 local function free(r, blocked, kept)
   for key, mode in pairs(r.keys) do
+    if mode == 'n' and tonumber(redis.call('HGET', CLOSED, key) or '0') > now then return false end
     if blocked[key] and conflicts(mode, blocked[key]) then return false end
     local count = 0
     for _, m in pairs(holders_of(key)) do
@@ -172,13 +177,48 @@ elseif op == 'expire' then
     local r = drop(id)
     table.insert(out.expired, {id = id, run = r.run, call = r.call, whole = r.whole, keys = r.keys})
   end
-  if #gone > 0 then out.grants = pump() end
+  local lapsed = 0
+  local shut = redis.call('HGETALL', CLOSED)
+  for i = 1, #shut, 2 do
+    if tonumber(shut[i + 1]) <= now then
+      redis.call('HDEL', CLOSED, shut[i])
+      lapsed = lapsed + 1
+    end
+  end
+  if #gone > 0 or lapsed > 0 then out.grants = pump() end
   local partial = redis.call('ZRANGEBYSCORE', LEASES, '+inf', '+inf')
   local arrived = {}
   for _, id in ipairs(partial) do arrived[id] = tonumber(redis.call('ZSCORE', ORDER, id)) end
   table.sort(partial, function(x, y) return arrived[x] < arrived[y] end)
   for _, id in ipairs(partial) do
     table.insert(out.grants, granted(id, cjson.decode(redis.call('HGET', REQ, id)), '0'))
+  end
+elseif op == 'close' then
+  local shut = cjson.decode(ARGV[3])
+  for key, for_s in pairs(shut) do
+    local until_us = now + tonumber(for_s) * 1000000
+    if until_us > tonumber(redis.call('HGET', CLOSED, key) or '0') then
+      redis.call('HSET', CLOSED, key, fmt(until_us))
+    end
+  end
+  out.told = {}
+  for _, id in ipairs(redis.call('ZRANGE', ORDER, 0, -1)) do
+    if not redis.call('ZSCORE', LEASES, id) then
+      local r = cjson.decode(redis.call('HGET', REQ, id))
+      local on = false
+      for key in pairs(r.keys) do if shut[key] then on = true end end
+      if on and r.notify then table.insert(out.told, r.notify) end
+    end
+  end
+  if #out.told == 0 then out.told = cjson.decode('[]') end
+elseif op == 'look' then
+  out.keys = {}
+  for _, key in ipairs(cjson.decode(ARGV[3])) do
+    local count = 0
+    for _ in pairs(holders_of(key)) do count = count + 1 end
+    local shut = tonumber(redis.call('HGET', CLOSED, key) or '0')
+    if shut <= now then shut = 0 end
+    out.keys[key] = {count, fmt(shut)}
   end
 else
   return redis.error_reply('unknown op ' .. tostring(op))

@@ -14,10 +14,16 @@ from typing import Any
 
 import redis
 
-from agentledger.events.lock_partitions import Cascade, final_partition, first_part, release_plan
+from agentledger.events.lock_partitions import (
+    Cascade,
+    final_partition,
+    first_part,
+    release_plan,
+    split,
+)
 from agentledger.events.lock_step import LockAsk
 from agentledger.events.locks import Grant, Mode, Request
-from agentledger.services.adapters.locks.port import Granted, Holder, LockReply
+from agentledger.services.adapters.locks.port import Granted, Holder, KeyLook, LockReply
 from agentledger.services.adapters.redis.replicas import ReplicaAcks
 from agentledger.services.adapters.store.port import Outgoing
 from agentledger.services.keys import Keys
@@ -78,6 +84,21 @@ class RedisLocks:
         for p, ids in release_plan(lower, self.partitions):
             self._granted(plan, who, self._call(p, "release", json.dumps(ids), now))
         return LockReply(self._follow(plan, who, now, again=False), expired)
+
+    def close(self, keys: Mapping[str, float], *, now: float | None = None) -> LockReply:
+        told: list[Outgoing] = []
+        for p, part in split(dict.fromkeys(keys, Mode.SLOT), self.partitions):
+            out = self._call(p, "close", json.dumps({k: keys[k] for k in part}), now)
+            told += [n for raw in out.get("told") or [] if (n := _outgoing(raw)) is not None]
+        return LockReply(told=list(dict.fromkeys(told)))
+
+    def look(self, keys: Sequence[str], *, now: float | None = None) -> dict[str, KeyLook]:
+        out: dict[str, KeyLook] = {}
+        for p, part in split(dict.fromkeys(keys, Mode.SLOT), self.partitions):
+            seen = self._call(p, "look", json.dumps(list(part)), now)["keys"]
+            for k, (n, until) in seen.items():
+                out[k] = KeyLook(int(n), int(until) / 1_000_000 or None)
+        return out
 
     def _follow(self, plan: Cascade, who: Who, now: float | None, *, again: bool) -> list[Granted]:
         while (step := plan.next()) is not None:
