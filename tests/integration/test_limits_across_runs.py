@@ -240,3 +240,34 @@ def test_after_a_rate_limited_answer_no_run_calls_the_service_before_its_retry_a
     assert said is not None and said.startswith("waits for limit:svc:busy (")
     assert " of 1 holding)" in said
     assert "backed off until" in said
+
+
+def test_the_metrics_show_each_keys_holders_waiters_and_back_off(
+    client: redis.Redis, prefix: str
+) -> None:
+    from agentledger.events.lock_step import LockAsk
+    from agentledger.events.locks import Mode
+    from agentledger.services.adapters.locks.redis_locks import RedisLocks
+    from agentledger.services.adapters.metrics import scrape
+
+    locks = RedisLocks(client, Keys(prefix, 1, lock_partitions=3), lease_s=30.0)
+    pay, busy = "limit:svc:pay", "limit:svc:busy"
+    asks = [LockAsk(f"r{i}", "c", f"r{i}/c/1.0", {pay: Mode.SLOT}, {pay: 2}) for i in range(5)]
+    assert len(locks.enqueue(asks, [None] * 5).grants) == 2
+    locks.close({busy: 60.0})
+    collector = scrape.RedisCollector(
+        client, Keys(prefix, 1), lambda: range(0), [], lambda ids: [], locks.usage
+    )
+    got = {
+        (family.name, sample.labels.get("key")): sample.value
+        for family in collector.collect()
+        for sample in family.samples
+        if family.name.startswith("agentledger_limit")
+    }
+    assert got[("agentledger_limit_holders", pay)] == 2
+    assert got[("agentledger_limit_waiters", pay)] == 3
+    assert got[("agentledger_limit_closed_until_seconds", pay)] == 0
+    assert got[("agentledger_limit_closed_until_seconds", busy)] > time.time() + 50
+    many = {f"limit:k{i}": (1, 0, None) for i in range(scrape.MAX_KEYS + 5)}
+    shown = scrape.busiest(many)
+    assert len(shown) == scrape.MAX_KEYS + 1 and shown["(others)"] == (5, 0, None)

@@ -17,7 +17,8 @@
 --         (expire also lists every partial hold among the grants: to be sent on again, and
 --         reopens the slot keys whose closure lapsed); close: {key: seconds} closes slot
 --         keys from now (a later end wins); look: [key] -> {keys: {key: [holders, closed
---         until us or 0]}}
+--         until us or 0]}}; usage: {keys: {key: [holders, waiters, closed until us or 0]}}
+--         of every slot key in use, waited for or closed
 local REQ, ORDER, HOLDERS, TOKENS, LEASES, SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local CLOSED = KEYS[7]
 local op, now = ARGV[1], tonumber(ARGV[2])
@@ -211,6 +212,34 @@ elseif op == 'close' then
     end
   end
   if #out.told == 0 then out.told = cjson.decode('[]') end
+elseif op == 'usage' then
+  -- every slot key in use, waited for or closed: [holders, waiters, closed until us or 0]
+  local use = {}
+  local function at(key)
+    if not use[key] then use[key] = {0, 0, '0'} end
+    return use[key]
+  end
+  local held = redis.call('HGETALL', HOLDERS)
+  for i = 1, #held, 2 do
+    local n, slot = 0, false
+    for _, m in pairs(cjson.decode(held[i + 1])) do
+      n = n + 1
+      if m == 'n' then slot = true end
+    end
+    if slot then at(held[i])[1] = n end
+  end
+  for _, id in ipairs(redis.call('ZRANGE', ORDER, 0, -1)) do
+    if not redis.call('ZSCORE', LEASES, id) then
+      for key, mode in pairs(cjson.decode(redis.call('HGET', REQ, id)).keys) do
+        if mode == 'n' then at(key)[2] = at(key)[2] + 1 end
+      end
+    end
+  end
+  local shut = redis.call('HGETALL', CLOSED)
+  for i = 1, #shut, 2 do
+    if tonumber(shut[i + 1]) > now then at(shut[i])[3] = shut[i + 1] end
+  end
+  out.keys = use
 elseif op == 'look' then
   out.keys = {}
   for _, key in ipairs(cjson.decode(ARGV[3])) do

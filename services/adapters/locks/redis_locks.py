@@ -100,6 +100,14 @@ class RedisLocks:
                 out[k] = KeyLook(int(n), int(until) / 1_000_000 or None)
         return out
 
+    def usage(self) -> dict[str, tuple[int, int, float | None]]:
+        """Every slot key in use, waited for or closed: (holders, waiters, closed until)."""
+        out: dict[str, tuple[int, int, float | None]] = {}
+        for p in range(self.partitions):
+            for k, (n, waiting, until) in self._call(p, "usage", "", None)["keys"].items():
+                out[k] = (int(n), int(waiting), int(until) / 1_000_000 or None)
+        return out
+
     def _follow(self, plan: Cascade, who: Who, now: float | None, *, again: bool) -> list[Granted]:
         while (step := plan.next()) is not None:
             p, parts = step
