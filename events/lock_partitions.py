@@ -13,10 +13,10 @@ those of its own keys.
 No deadlock. A request waits in at most one partition p and holds only parts in
 partitions below p. In p it waits for holders of p, which are either final
 (they run, and release or lose their lease) or partial (they wait in a
-partition above p), and for earlier waiters of p. So every waits-for edge goes
-to a higher partition, or within p to an earlier arrival: ordered by
-(partition, arrival), the edges never close a cycle. FIFO per key holds within
-its partition, by arrival at that partition.
+partition above p), and for waiters of p before it in turn. So every waits-for
+edge goes to a higher partition, or within p to a waiter before it in the turn
+of that moment (a strict order of p's waiters, `agentledger.events.lock_turns`):
+the edges never close a cycle. The turn per key holds within its partition.
 
 Lifetimes. A partial hold has no lease: its run is waiting, not executing, so
 nothing renews it, and a lease that ran out while the run legitimately waits
@@ -83,7 +83,8 @@ def first_part(r: Request, n: int) -> tuple[int, Request]:
     parts = split(r.keys, n) or [(0, {})]
     p, keys = parts[0]
     final = len(parts) == 1
-    return p, Request(r.id, keys, r.lease_s, final, whole=dict(r.keys), limits=dict(r.limits))
+    whole, limits = dict(r.keys), dict(r.limits)
+    return p, Request(r.id, keys, r.lease_s, final, {}, whole, limits, r.run, r.tenant)
 
 
 def onward(part: Request, tokens: Mapping[str, int], n: int) -> tuple[int, Request]:
@@ -91,7 +92,8 @@ def onward(part: Request, tokens: Mapping[str, int], n: int) -> tuple[int, Reque
     here = partition_of(next(iter(part.keys)), n)
     q, keys = next((q, keys) for q, keys in split(part.whole, n) if q > here)
     final = q == final_partition(part.whole, n)
-    return q, Request(part.id, keys, part.lease_s, final, dict(tokens), part.whole, part.limits)
+    carried = dict(tokens)
+    return q, replace(part, keys=keys, final=final, carried=carried)
 
 
 @dataclass

@@ -40,6 +40,7 @@ class LockAsk:
     request_id: str
     keys: dict[str, Mode]
     limits: dict[str, int] = field(default_factory=dict)  # slot key -> its max
+    tenant: str = ""  # the run's principal's: waiters are served round-robin by tenant
 
 
 def needs_locks(call: Call) -> bool:
@@ -250,7 +251,8 @@ def held_ask(s: RunState, call_id: str) -> LockAsk | None:
 
 
 def _ask(s: RunState, c: Call, request: str) -> LockAsk:
-    return LockAsk(s.run_id, c.call_id, request, call_keys(c), slot_limits(c.limits))
+    tenant = s.spec.principal.tenant
+    return LockAsk(s.run_id, c.call_id, request, call_keys(c), slot_limits(c.limits), tenant)
 
 
 def _may_ask(c: Call) -> bool:

@@ -1,9 +1,12 @@
 """The resource-lock rule, pure. A call asks for all its resources at once, each
 read or write, and gets all or none, so there is no deadlock. Read/read
 shares; read/write and write/write on the same key exclude. Waiters are served
-in arrival order per key: a request is granted only when it conflicts with no
-holder and with no earlier waiter on any of its keys, so a stream of reads
-cannot starve a write.
+in turn: a request is granted only when it conflicts with no holder and with no
+waiter before it on any of its keys, so a stream of reads cannot starve a write.
+The turn (`agentledger.events.lock_turns`) is round-robin across tenants and,
+within a tenant, across its runs, each run's requests in arrival order: one
+tenant's thousand waiting calls cannot hold another tenant's one behind them
+(requests without a tenant or run are served in arrival order, as before).
 
 A slot (`Mode.SLOT`, a concurrency key of `agentledger.events.limits`) is held by
 up to its request's `limits[key]` holders at once. Earlier waiters keep their
@@ -34,6 +37,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from agentledger.events.lock_turns import granted_to, remembered, turns
+
 
 class Mode(StrEnum):
     READ = "r"
@@ -55,6 +60,8 @@ class Request:
     carried: Mapping[str, int] = field(default_factory=dict)  # tokens of the earlier parts
     whole: Mapping[str, Mode] = field(default_factory=dict)  # every key of the request ({}: keys)
     limits: Mapping[str, int] = field(default_factory=dict)  # slot key -> its max
+    run: str = ""  # who asked: its turn is taken round-robin by tenant, then by run
+    tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +83,8 @@ class LockTable:
     leases: Mapping[str, float] = field(default_factory=dict)  # holder id -> lease_until
     held: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # holder id -> its tokens
     closed: Mapping[str, float] = field(default_factory=dict)  # slot key -> closed until
+    served: Mapping[str, int] = field(default_factory=dict)  # t:<tenant> / r:<run> -> last grant
+    grants: int = 0  # grants made: what `served` counts in
 
     def waiting(self) -> list[str]:
         return [rid for rid in self.requests if rid not in self.held]
@@ -107,6 +116,8 @@ def enqueue(
     reqs = dict(t.requests)
     for r in requests:
         reqs.setdefault(r.id, r)  # asked twice (a redelivered message): one request
+    if len(reqs) == len(t.requests):
+        return t, []  # every op leaves nothing more to grant: asking again changes nothing
     return pump(replace(t, requests=reqs), now=now)
 
 
@@ -157,7 +168,7 @@ def _drop(t: LockTable, ids: set[str]) -> LockTable:
     emptied = {k for k, hs in holders.items() if not hs and Mode.SLOT in t.holders[k].values()}
     tokens = {k: v for k, v in t.tokens.items() if k not in emptied}
     live = {k: v for k, v in holders.items() if v}
-    return LockTable(reqs, live, tokens, leases, held, t.closed)
+    return replace(t, requests=reqs, holders=live, tokens=tokens, leases=leases, held=held)
 
 
 def renew(t: LockTable, request_id: str, *, now: float) -> tuple[LockTable, bool]:
@@ -168,12 +179,24 @@ def renew(t: LockTable, request_id: str, *, now: float) -> tuple[LockTable, bool
 
 
 def pump(t: LockTable, *, now: float) -> tuple[LockTable, list[Grant]]:
-    """Grant, in arrival order, each waiting request that conflicts with no holder
-    and with no earlier waiter still waiting on one of its keys."""
+    """Grant, in their turn, the waiting requests that conflict with no holder and with
+    no waiter before them; again while a pass grants any (a grant changes the turn of
+    those left: a tenant's next request moves up), so every op leaves the table with
+    nothing more to grant."""
+    grants: list[Grant] = []
+    t = replace(t, served=remembered([t.requests[r] for r in t.waiting()], t.served))
+    while more := _pass(t, now):
+        t, granted = more
+        grants += granted
+    return t, grants
+
+
+def _pass(t: LockTable, now: float) -> tuple[LockTable, list[Grant]] | None:
+    """One pass over the waiters in their turn; None when it grants nothing."""
     grants: list[Grant] = []
     blocked: dict[str, Mode] = {}  # key -> strongest mode an earlier waiter still wants
     kept: dict[str, int] = {}  # slot key -> earlier waiters still waiting on it
-    for rid in t.waiting():
+    for rid in fair(t):
         r = t.requests[rid]
         if _free(t, r, blocked, kept, now):
             t, grant = _grant(t, r, now)
@@ -183,7 +206,12 @@ def pump(t: LockTable, *, now: float) -> tuple[LockTable, list[Grant]]:
             blocked[key] = Mode.WRITE if mode is Mode.WRITE else blocked.get(key, mode)
             if mode is Mode.SLOT:
                 kept[key] = kept.get(key, 0) + 1
-    return t, grants
+    return (t, grants) if grants else None
+
+
+def fair(t: LockTable) -> list[str]:
+    """The waiting requests in their turn (`agentledger.events.lock_turns`)."""
+    return turns([t.requests[r] for r in t.waiting()], t.served)
 
 
 def _free(
@@ -212,10 +240,9 @@ def _grant(t: LockTable, r: Request, now: float) -> tuple[LockTable, Grant]:
         holders.setdefault(key, {})[r.id] = mode
     every = {**r.carried, **mine}
     held = {**t.held, r.id: every}
+    served = granted_to(r, t.served, t.grants + 1)
+    t = replace(t, holders=holders, tokens=tokens, held=held, served=served, grants=t.grants + 1)
     if not r.final:  # a partial hold: no lease until the request's last part is granted
-        return LockTable(t.requests, holders, tokens, t.leases, held, t.closed), Grant(
-            r.id, every, 0.0, False
-        )
+        return t, Grant(r.id, every, 0.0, False)
     lease_until = now + r.lease_s
-    t = LockTable(t.requests, holders, tokens, {**t.leases, r.id: lease_until}, held, t.closed)
-    return t, Grant(r.id, every, lease_until)
+    return replace(t, leases={**t.leases, r.id: lease_until}), Grant(r.id, every, lease_until)

@@ -33,7 +33,7 @@ from agentledger.events.lock_partitions import (
     renew_final,
 )
 from agentledger.events.lock_step import LockAsk
-from agentledger.events.locks import Grant, LockTable, Mode, Request
+from agentledger.events.locks import Grant, LockTable, Mode, Request, fair
 from agentledger.events.status import CallStatus
 from agentledger.schemas.spec import RunSpec
 from agentledger.services.adapters.locks.redis_locks import RedisLocks
@@ -105,13 +105,18 @@ class Twin:
                 rid, {k: self.rng.randint(1, 3) for k, m in keys.items() if m is Mode.SLOT}
             )
             run, call = rid.split("/")[:2]
-            asks.append(LockAsk(run, call, rid, keys, limits))
+            tenant = "t2" if run == "run-3" else "t1"  # two runs of one tenant, one of another
+            asks.append(LockAsk(run, call, rid, keys, limits, tenant))
         held = {rid for t in self.model.tables for rid in t.leases}
-        requests = [Request(a.request_id, a.keys, lease_s, limits=a.limits) for a in asks]
+        requests = [
+            Request(a.request_id, a.keys, lease_s, limits=a.limits, run=a.run_id, tenant=a.tenant)
+            for a in asks
+        ]
         self.model, grants = enqueue_all(self.model, requests, now=self.now)
         reply = self.services[lease_s].enqueue(asks, [None] * len(asks), now=self.now)
         self.same_grants([g.grant for g in reply.grants], grants, f"enqueue {asks}")
         waiting = sum(len(t.waiting()) for t in self.model.tables)
+        self.seen["out_of_arrival"] += sum(fair(t) != t.waiting() for t in self.model.tables)
         partial = sum(len(t.partials()) for t in self.model.tables)
         again = len({a.request_id for a in asks} & held)
         self.seen.update(again=again, waits=waiting, partial=partial)
@@ -187,7 +192,7 @@ class Twin:
 
     def same_table(self, p: int, table: LockTable) -> None:
         keys = Keys(self.prefix, 1, lock_partitions=self.n).locks(p)
-        _, order_key, holders_key, tokens_key, leases_key, _, _ = keys
+        _, order_key, holders_key, tokens_key, leases_key, _, closed_key, served_key = keys
         holders = {k.decode(): json.loads(v) for k, v in self.client.hgetall(holders_key).items()}
         assert holders == {k: {h: str(m) for h, m in hs.items()} for k, hs in table.holders.items()}
         tokens = {k.decode(): int(v) for k, v in self.client.hgetall(tokens_key).items()}
@@ -197,8 +202,10 @@ class Twin:
         assert leases == {k: round(v * 1e6) for k, v in table.leases.items()}
         partial = {k.decode() for k, v in scored if v == float("inf")}
         assert partial == set(table.partials()), f"partial holds of partition {p}"
-        closed_key = keys[-1]
         closed = {k.decode(): int(v) for k, v in self.client.hgetall(closed_key).items()}
+        served = {k.decode(): int(v) for k, v in self.client.hgetall(served_key).items()}
+        assert served.pop("#", 0) == table.grants, f"grants made in {p}"
+        assert served == dict(table.served), f"whose turn was last in {p}"
         assert closed == {k: round(v * 1e6) for k, v in table.closed.items()}, f"closed in {p}"
         order = [k.decode() for k in self.client.zrange(order_key, 0, -1)]
         assert order == list(table.requests), f"arrival order in partition {p}"
@@ -220,6 +227,7 @@ def test_the_script_and_the_pure_rule_agree_on_random_schedules(
     print(f"\n{SCENARIOS} schedules on {n} partitions: {dict(sorted(seen.items()))}")
     kinds = ["again", "waits", "expired", "passed_on", "renewed=True", "renewed=False"]
     kinds += ["slots_shared", "slot_waits", "closed", "closed_with_waiters", "reopened"]
+    kinds += ["out_of_arrival"]  # the turn is round-robin by tenant and run
     for kind in kinds + (["partial", "spanning"] if n > 1 else []):
         assert seen[kind] > 0, f"no schedule exercised {kind!r}"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from agentledger.events.limits import LimitError, fill, parse_operator_limits, resolve
-from agentledger.events.locks import LockTable, Mode, Request, enqueue, expire, release
+from agentledger.events.locks import LockTable, Mode, Request, enqueue, expire, fair, release
 from agentledger.schemas.limits import Limit
 
 N, W = Mode.SLOT, Mode.WRITE
@@ -119,3 +119,35 @@ def test_a_slot_and_a_lock_of_the_same_name_exclude_each_other() -> None:
     t, [g] = enqueue(LockTable(), [slot("a/c/1", 5)], now=T0)
     t, grants = enqueue(t, [Request("b/c/1", {PAY: Mode.READ}, 5.0)], now=T0)
     assert g.id == "a/c/1" and grants == []
+
+
+def fair_slot(rid: str, run: str, tenant: str) -> Request:
+    return Request(rid, {PAY: N}, 5.0, limits={PAY: 1}, run=run, tenant=tenant)
+
+
+def test_one_tenants_500_waiting_calls_do_not_hold_another_tenants_one_behind_them() -> None:
+    burst = [fair_slot(f"a{i}/c/1", f"a{i}", "A") for i in range(500)]
+    t, [first] = enqueue(LockTable(), burst, now=T0)
+    t, none = enqueue(t, [fair_slot("b/c/1", "b", "B")], now=T0)
+    assert first.id == "a0/c/1" and none == []
+    t, [second] = release(t, "a0/c/1", now=T0 + 1)
+    assert second.id == "b/c/1", "B's one call is next: A was served last, B never"
+    t, [third] = release(t, "b/c/1", now=T0 + 2)
+    assert third.id == "a1/c/1", "then A's calls, in their order"
+    assert len(t.served) == 2, "only the names still waiting are remembered (A and a run)"
+
+
+def test_within_a_tenant_runs_take_turns_and_a_runs_calls_keep_their_order() -> None:
+    many = [fair_slot(f"r1/c{i}/1", "r1", "A") for i in range(3)]
+    t, [g] = enqueue(LockTable(), many + [fair_slot("r2/c0/1", "r2", "A")], now=T0)
+    order = []
+    while g is not None:
+        order.append(g.id)
+        t, grants = release(t, g.id, now=T0)
+        g = grants[0] if grants else None
+    assert order == ["r1/c0/1", "r2/c0/1", "r1/c1/1", "r1/c2/1"]
+
+
+def test_requests_without_a_tenant_are_served_in_arrival_order() -> None:
+    t, _ = enqueue(LockTable(), [slot(f"x{i}", 1) for i in range(4)], now=T0)
+    assert fair(t) == ["x1", "x2", "x3"]

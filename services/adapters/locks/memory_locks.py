@@ -38,7 +38,17 @@ class MemoryLocks:
         with self._lock:
             for a, n in zip(asks, notify, strict=True):
                 self._who.setdefault(a.request_id, (Holder(a.request_id, a.run_id, a.call_id), n))
-            requests = [Request(a.request_id, a.keys, self.lease_s, limits=a.limits) for a in asks]
+            requests = [
+                Request(
+                    a.request_id,
+                    a.keys,
+                    self.lease_s,
+                    limits=a.limits,
+                    run=a.run_id,
+                    tenant=a.tenant,
+                )  # fmt: skip
+                for a in asks
+            ]
             self._table, grants = enqueue_all(self._table, requests, now=self._clock.now())
             return LockReply([self._granted(g) for g in grants])
 

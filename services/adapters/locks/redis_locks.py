@@ -53,7 +53,9 @@ class RedisLocks:
         plan, who = Cascade(self.partitions), Who()
         for a, n in zip(asks, notify, strict=True):
             who.setdefault(a.request_id, (Holder(a.request_id, a.run_id, a.call_id), n))
-            request = Request(a.request_id, a.keys, self.lease_s, limits=a.limits)
+            request = Request(
+                a.request_id, a.keys, self.lease_s, limits=a.limits, run=a.run_id, tenant=a.tenant
+            )
             plan.add(*first_part(request, self.partitions))
         return LockReply(self._follow(plan, who, now, again=True))
 
@@ -134,6 +136,8 @@ class RedisLocks:
                 {},
                 _modes(g.get("whole") or g["keys"]),
                 {k: int(m) for k, m in (g.get("limits") or {}).items()},
+                g.get("run") or "",
+                g.get("tenant") or "",
             )
             plan.granted([(grant, part)])
 
@@ -155,6 +159,7 @@ def _part(r: Request, holder: Holder, notify: Outgoing | None) -> dict[str, Any]
         "call": holder.call_id,
         "notify": _notice(notify),
         "limits": dict(r.limits),
+        "tenant": r.tenant,
     }
 
 
