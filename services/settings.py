@@ -137,6 +137,7 @@ class Settings:
     model_threads: int | None = None
     tools_threads: int | None = None
     accept_threads: int | None = None
+    tenant_share: str = "accept"  # pools where a tenant holds at most all but one slot
     # replays (issue 31.4): an inbox message issued further than this from the intake's
     # clock, either side, is refused; its nonce is kept for twice as long
     replay_window_s: float = 300.0
@@ -163,9 +164,7 @@ class Settings:
     retention_tenants: tuple[tuple[str, float], ...] = ()
     archive_url: str | None = None
     archive_interval_s: float = 60.0
-    # concurrency keys (issue 37, docs/guide/limits.md): the operator's max per key or
-    # key template, over what tools declare
-    limits: tuple[tuple[str, int], ...] = ()
+    limits: tuple[tuple[str, int], ...] = ()  # the operator's max per concurrency key (issue 37)
 
     @property
     def retention(self) -> RetentionPolicy:
@@ -298,6 +297,10 @@ def _check_broker(settings: Settings) -> None:
         raise ConfigError("AGENTLEDGER_BROKER_CLAIM_IDLE_S", "must be positive")
     if settings.broker_max_deliveries < 1:
         raise ConfigError("AGENTLEDGER_BROKER_MAX_DELIVERIES", "must be at least 1")
+    if bad := set(settings.tenant_share.split(",")) - {"model", "tools", "accept", ""}:
+        raise ConfigError(
+            "AGENTLEDGER_TENANT_SHARE", f"{sorted(bad)}: pools are model, tools, accept"
+        )
 
 
 MIN_EVENT_MAX_BYTES = 128 << 10  # room for a head beside an outcome's stdout and stderr
