@@ -127,3 +127,20 @@ def test_a_service_cannot_close_a_shared_key_for_longer_than_the_maximum(unit: U
     unit.deliver(DriveCall("run-a", "a1"))
     looked = unit.app.locks.look(["limit:svc:pay"])["limit:svc:pay"]
     assert looked.closed_until == unit.clock.now() + MAX_BACKOFF_S
+
+
+def test_status_says_what_a_waiting_call_waits_for(unit: Unit) -> None:
+    from agentledger.services.entrypoints.summary import run_summary, waits_line
+
+    ready(unit, "run-a", pay("a1", at="a1"))
+    ready(unit, "run-b", pay("b1", acct="b2"))
+    holder = unit.start(DriveCall("run-a", "a1"))
+    unit.wait_for(lambda: unit_tools.RAN["a1"] == 1, why="a1 runs")
+    unit.deliver(DriveCall("run-b", "b1"))
+    [call_b] = run_summary(unit.state("run-b"))["tool_calls"]
+    assert call_b["status"] == "waiting"
+    assert waits_line(call_b["waits"]) == (
+        "waits for limit:svc:pay (1 of 1 holding), limit:tenant:unit-tenant:acct:b2 (0 of 5 holding)"
+    )
+    unit_tools.gate("a1").set()
+    holder.join()
