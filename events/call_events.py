@@ -30,6 +30,9 @@ class _Cleared(EventModel):
     writes: tuple[str, ...] = ()
     timeout_s: float
     max_concurrency: int | None = None
+    limits: dict[str, int] = Field(
+        default_factory=dict, description="concurrency keys shared by every run, and their max"
+    )
     op_key: str | None = Field(default=None, description="the business operation a write is")
     request_hash: str | None = Field(default=None, description="the validated arguments' digest")
     resolvable: bool = Field(default=False, description="the tool can look up an unknown outcome")
@@ -93,6 +96,25 @@ class ToolCallWaiting(EventModel):
     call_id: str
     request_id: str
     waiting_for: tuple[str, ...] = Field(default=(), description="resources not free yet")
+    holders: dict[str, int] = Field(
+        default_factory=dict, description="each concurrency key's holders when it began waiting"
+    )
+    closed_until: float | None = Field(
+        default=None, description="a concurrency key is closed by a service's back-off until then"
+    )
+
+
+class ToolCallBackedOff(EventModel):
+    """A waiting call now waits for a service's back-off too: a call of some run was
+    answered `rate_limited` with `retry_after_s`, which closed these concurrency keys
+    for every run until `until` (the lock table's time). Nothing else changes: the
+    call stays queued, and the model is not asked again."""
+
+    type: Literal["ToolCallBackedOff"] = "ToolCallBackedOff"
+    call_id: str
+    request_id: str
+    keys: tuple[str, ...]
+    until: float
 
 
 class ToolCallScheduled(EventModel):
@@ -210,6 +232,7 @@ CallEvent = (
     | ApprovalDenied
     | ToolCallRejected
     | ToolCallWaiting
+    | ToolCallBackedOff
     | ToolCallScheduled
     | ToolCallLeaseExpired
     | ToolCallStarted

@@ -10,7 +10,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agentledger.events.batch import chain, provisional
-from agentledger.events.lock_step import LockAsk, lock_asks, record_locks, waiting_request
+from agentledger.events.lock_step import (
+    LockAsk,
+    SlotLooks,
+    lock_asks,
+    record_locks,
+    waiting_request,
+)
 from agentledger.events.locks import Grant
 from agentledger.events.state import RunState
 from agentledger.events.tool_step import claim_call
@@ -24,6 +30,7 @@ class LockAnswers:
 
     asked: tuple[LockAsk, ...] = ()
     grants: Mapping[str, Grant] = field(default_factory=dict)  # request id -> grant
+    slots: SlotLooks = field(default_factory=dict)  # what the waiting asks' slot keys have
 
 
 def validated(
@@ -38,8 +45,8 @@ def touches_resources(s: RunState, findings: Mapping[str, Finding]) -> bool:
     findings about its undecided calls say): else no lock is asked in this step."""
     turn = s.current_turn
     calls = turn.calls if turn is not None else ()
-    return any(f.reads or f.writes for f in findings.values()) or any(
-        c.reads or c.writes for c in calls
+    return any(f.reads or f.writes or f.limits for f in findings.values()) or any(
+        c.reads or c.writes or c.limits for c in calls
     )
 
 
@@ -66,7 +73,7 @@ def drive_call(
         s,
         (
             lambda x: validate_turn(x, findings, known_tools=known_tools, now=now),
-            lambda x: record_locks(x, locks.asked, locks.grants),
+            lambda x: record_locks(x, locks.asked, locks.grants, locks.slots),
             lambda x: claim_call(x, call_id, worker=worker, now=now),
         ),
         at=now,

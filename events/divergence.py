@@ -25,6 +25,7 @@ SKIPPED = frozenset(
         "ToolCallStarted",
         "AcceptanceStarted",
         "ToolCallWaiting",
+        "ToolCallBackedOff",
         "ToolCallScheduled",
         "ToolCallLeaseExpired",
     }

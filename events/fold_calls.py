@@ -17,6 +17,7 @@ from agentledger.events.types import (
     ApprovalGranted,
     ApprovalRequested,
     CallEvent,
+    ToolCallBackedOff,
     ToolCallCancelled,
     ToolCallConfirmedNotDone,
     ToolCallFailed,
@@ -79,6 +80,7 @@ def _checked(c: Call, e: ToolCallValidated | ApprovalRequested) -> dict[str, Any
     return {
         "read_only": e.read_only, "reads": e.reads, "writes": e.writes, "timeout_s": e.timeout_s,
         "max_concurrency": e.max_concurrency, "approval_expires_at": expires,
+        "limits": tuple(sorted(e.limits.items())),
         "op_key": e.op_key, "request_hash": e.request_hash, "resolvable": e.resolvable,
         "output_cap": e.output_cap,
     }  # fmt: skip
@@ -97,7 +99,12 @@ def _rejected(c: Call, e: ToolCallRejected) -> dict[str, Any]:
 
 
 def _waiting(c: Call, e: ToolCallWaiting) -> dict[str, Any]:
-    return {"lock_request": e.request_id}
+    held = tuple(sorted(e.holders.items()))
+    return {"lock_request": e.request_id, "slot_holders": held, "backed_off_until": e.closed_until}
+
+
+def _backed_off(c: Call, e: ToolCallBackedOff) -> dict[str, Any]:
+    return {"backed_off_until": e.until}
 
 
 def _scheduled(c: Call, e: ToolCallScheduled) -> dict[str, Any]:
@@ -185,6 +192,7 @@ CHANGES: dict[type, Change] = dict(
         _on(ApprovalDenied, _denied_call),
         _on(ToolCallRejected, _rejected),
         _on(ToolCallWaiting, _waiting),
+        _on(ToolCallBackedOff, _backed_off),
         _on(ToolCallScheduled, _scheduled),
         _on(ToolCallLeaseExpired, _lease_expired),
         _on(ToolCallStarted, _started),

@@ -6,15 +6,17 @@ partitions is acquired part by part in ascending partition order.
 A part that is not the request's last is granted as a partial hold (held, no
 lease); its grant sends the next part on, carrying the tokens so far, so the
 last part's grant holds every token: a call runs only holding all its locks
-(all or nothing). Only such final grants are reported to callers.
+(all or nothing). Only such final grants are reported to callers. Every part
+carries the request's slot limits (`Request.limits`), each partition reading
+those of its own keys.
 
 No deadlock. A request waits in at most one partition p and holds only parts in
 partitions below p. In p it waits for holders of p, which are either final
 (they run, and release or lose their lease) or partial (they wait in a
-partition above p), and for earlier waiters of p. So every waits-for edge goes
-to a higher partition, or within p to an earlier arrival: ordered by
-(partition, arrival), the edges never close a cycle. FIFO per key holds within
-its partition, by arrival at that partition.
+partition above p), and for waiters of p before it in turn. So every waits-for
+edge goes to a higher partition, or within p to a waiter before it in the turn
+of that moment (a strict order of p's waiters, `agentledger.events.lock_turns`):
+the edges never close a cycle. The turn per key holds within its partition.
 
 Lifetimes. A partial hold has no lease: its run is waiting, not executing, so
 nothing renews it, and a lease that ran out while the run legitimately waits
@@ -46,6 +48,8 @@ from agentledger.events.locks import (
     LockTable,
     Mode,
     Request,
+    close,
+    closed_until,
     enqueue,
     expire,
     release_all,
@@ -78,7 +82,9 @@ def final_partition(keys: Iterable[str], n: int) -> int:
 def first_part(r: Request, n: int) -> tuple[int, Request]:
     parts = split(r.keys, n) or [(0, {})]
     p, keys = parts[0]
-    return p, Request(r.id, keys, r.lease_s, final=len(parts) == 1, whole=dict(r.keys))
+    final = len(parts) == 1
+    whole, limits = dict(r.keys), dict(r.limits)
+    return p, Request(r.id, keys, r.lease_s, final, {}, whole, limits, r.run, r.tenant)
 
 
 def onward(part: Request, tokens: Mapping[str, int], n: int) -> tuple[int, Request]:
@@ -86,7 +92,8 @@ def onward(part: Request, tokens: Mapping[str, int], n: int) -> tuple[int, Reque
     here = partition_of(next(iter(part.keys)), n)
     q, keys = next((q, keys) for q, keys in split(part.whole, n) if q > here)
     final = q == final_partition(part.whole, n)
-    return q, Request(part.id, keys, part.lease_s, final, dict(tokens), part.whole)
+    carried = dict(tokens)
+    return q, replace(part, keys=keys, final=final, carried=carried)
 
 
 @dataclass
@@ -237,3 +244,29 @@ def renew_final(
     p = final_partition(keys, m.n)
     t, renewed = renew(m.tables[p], request_id, now=now)
     return m._with(p, t), renewed
+
+
+def close_all(m: Partitioned, keys: Mapping[str, float], *, now: float) -> Partitioned:
+    """Close slot keys (key -> seconds), each in its partition."""
+    for p, part in split(dict.fromkeys(keys, Mode.SLOT), m.n):
+        m = m._with(p, close(m.tables[p], {k: keys[k] for k in part}, now=now))
+    return m
+
+
+def waiting_on(m: Partitioned, keys: Iterable[str]) -> list[str]:
+    """The requests waiting on any of `keys`, partition by partition in arrival order."""
+    out: list[str] = []
+    for p, part in split(dict.fromkeys(keys, Mode.SLOT), m.n):
+        t = m.tables[p]
+        out += [r for r in t.waiting() if any(k in t.requests[r].keys for k in part)]
+    return out
+
+
+def look_all(m: Partitioned, keys: Iterable[str], *, now: float) -> dict[str, tuple[int, float]]:
+    """Each key's holders, and until when it is closed (0.0: open)."""
+    out: dict[str, tuple[int, float]] = {}
+    for p, part in split(dict.fromkeys(keys, Mode.SLOT), m.n):
+        t = m.tables[p]
+        shut = closed_until(t, part, now=now)
+        out |= {k: (len(t.holders.get(k, {})), shut.get(k, 0.0)) for k in part}
+    return out

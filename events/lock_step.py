@@ -11,13 +11,20 @@ parses an id."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agentledger.events.limits import slot_limits
 from agentledger.events.locks import Grant, Mode, resources
 from agentledger.events.read_retry import retried
 from agentledger.events.state import Call, RunState
 from agentledger.events.status import CallStatus, RunStatus
-from agentledger.events.types import Event, ToolCallLeaseExpired, ToolCallScheduled, ToolCallWaiting
+from agentledger.events.types import (
+    Event,
+    ToolCallBackedOff,
+    ToolCallLeaseExpired,
+    ToolCallScheduled,
+    ToolCallWaiting,
+)
 
 C = CallStatus
 R = RunStatus
@@ -32,10 +39,20 @@ class LockAsk:
     call_id: str
     request_id: str
     keys: dict[str, Mode]
+    limits: dict[str, int] = field(default_factory=dict)  # slot key -> its max
+    tenant: str = ""  # the run's principal's: waiters are served round-robin by tenant
 
 
 def needs_locks(call: Call) -> bool:
-    return bool(call.reads or call.writes)
+    """Resources to lock, or concurrency keys to hold a slot of."""
+    return bool(call.reads or call.writes or call.limits)
+
+
+def call_keys(c: Call) -> dict[str, Mode]:
+    """What a call asks the lock table for: its resources and its slot keys."""
+    keys = resources(c.reads, c.writes)
+    keys.update(dict.fromkeys(slot_limits(c.limits), Mode.SLOT))
+    return keys
 
 
 def request_id(s: RunState, c: Call) -> str:
@@ -48,17 +65,27 @@ def lock_asks(s: RunState) -> list[LockAsk]:
     if s.status is not R.RUNNING_TOOLS or s.current_turn is None:
         return []
     return [
-        LockAsk(s.run_id, c.call_id, request_id(s, c), resources(c.reads, c.writes))
-        for c in s.current_turn.calls
-        if needs_locks(c) and _may_ask(c)
+        _ask(s, c, request_id(s, c)) for c in s.current_turn.calls if needs_locks(c) and _may_ask(c)
     ]
 
 
-def record_locks(s: RunState, asked: Sequence[LockAsk], grants: Mapping[str, Grant]) -> list[Event]:
-    """What the lock table said to `asked`: scheduled (granted) or waiting, per call."""
+MAX_BACKOFF_S = 300.0  # the longest a service's answer may close a shared key for
+SlotLooks = Mapping[str, tuple[int, float | None]]  # slot key -> (holders, closed until)
+
+
+def record_locks(
+    s: RunState, asked: Sequence[LockAsk], grants: Mapping[str, Grant], slots: SlotLooks
+) -> list[Event]:
+    """What the lock table said to `asked`: scheduled (granted) or waiting, per call
+    (with its slot keys' holders and back-off, as `slots` says); a call that was
+    waiting already and now waits for a back-off it has not recorded: backed off."""
     out: list[Event] = []
     for ask in asked:
         grant = grants.get(ask.request_id)
+        if grant is None and (backed := _backed_off(s, ask, slots)) is not None:
+            out.append(backed)
+            continue
+        held = {k: slots[k][0] for k in ask.limits if k in slots}
         out += record_lock(
             s,
             ask.call_id,
@@ -66,7 +93,47 @@ def record_locks(s: RunState, asked: Sequence[LockAsk], grants: Mapping[str, Gra
             tokens=grant.tokens if grant else None,
             lease_until=grant.lease_until if grant else 0.0,
             waiting_for=() if grant else tuple(ask.keys),
+            holders=held,
+            closed_until=_closed(ask, slots),
         )
+    return out
+
+
+def _closed(ask: LockAsk, slots: SlotLooks) -> float | None:
+    ends = [until for k in ask.limits if k in slots and (until := slots[k][1]) is not None]
+    return max(ends, default=None)
+
+
+def _backed_off(s: RunState, ask: LockAsk, slots: SlotLooks) -> ToolCallBackedOff | None:
+    call = s.call(ask.call_id)
+    if s.status is not R.RUNNING_TOOLS or call is None or call.status is not C.WAITING:
+        return None
+    until = _closed(ask, slots)
+    if call.lock_request != ask.request_id or until is None:
+        return None
+    if call.backed_off_until is not None and call.backed_off_until >= until:
+        return None  # recorded already
+    keys = tuple(k for k in ask.limits if (slots.get(k) or (0, None))[1] is not None)
+    return ToolCallBackedOff(call_id=ask.call_id, request_id=ask.request_id, keys=keys, until=until)
+
+
+def backoffs(before: RunState | None, after: RunState) -> dict[str, float]:
+    """The slot keys to close, for every run, and for how long: those of each call
+    that has just failed `rate_limited` with a `retry_after_s` (at most MAX_BACKOFF_S:
+    a service cannot close a shared key for good)."""
+    turn = after.current_turn
+    out: dict[str, float] = {}
+    for c in turn.calls if turn is not None else ():
+        error = c.error
+        if c.status is not C.FAILED or not c.limits or error is None:
+            continue
+        if error.code != "rate_limited" or not error.retry_after_s or error.retry_after_s <= 0:
+            continue
+        was = before.call(c.call_id) if before is not None else None
+        if was is not None and was.status is C.FAILED:
+            continue  # closed when it failed
+        for key in slot_limits(c.limits):
+            out[key] = max(out.get(key, 0.0), min(error.retry_after_s, MAX_BACKOFF_S))
     return out
 
 
@@ -78,6 +145,8 @@ def record_lock(
     tokens: Mapping[str, int] | None,
     lease_until: float = 0.0,
     waiting_for: tuple[str, ...] = (),
+    holders: Mapping[str, int] | None = None,
+    closed_until: float | None = None,
 ) -> list[Event]:
     """Scheduled when `tokens` is given, else waiting; [] when it no longer applies."""
     call = s.call(call_id)
@@ -90,7 +159,15 @@ def record_lock(
             )
         ]
     if tokens is None and _may_ask(call):
-        return [ToolCallWaiting(call_id=call_id, request_id=request, waiting_for=waiting_for)]
+        return [
+            ToolCallWaiting(
+                call_id=call_id,
+                request_id=request,
+                waiting_for=waiting_for,
+                holders=dict(holders or {}),
+                closed_until=closed_until,
+            )
+        ]
     return []
 
 
@@ -111,7 +188,7 @@ def waiting_request(s: RunState, call_id: str) -> LockAsk | None:
     if s.status is not R.RUNNING_TOOLS or call is None or call.status is not C.WAITING:
         return None
     assert call.lock_request is not None
-    return LockAsk(s.run_id, call_id, call.lock_request, resources(call.reads, call.writes))
+    return _ask(s, call, call.lock_request)
 
 
 def held_requests(s: RunState) -> frozenset[str]:
@@ -174,7 +251,8 @@ def held_ask(s: RunState, call_id: str) -> LockAsk | None:
 
 
 def _ask(s: RunState, c: Call, request: str) -> LockAsk:
-    return LockAsk(s.run_id, c.call_id, request, resources(c.reads, c.writes))
+    tenant = s.spec.principal.tenant
+    return LockAsk(s.run_id, c.call_id, request, call_keys(c), slot_limits(c.limits), tenant)
 
 
 def _may_ask(c: Call) -> bool:

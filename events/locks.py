@@ -1,9 +1,23 @@
 """The resource-lock rule, pure. A call asks for all its resources at once, each
 read or write, and gets all or none, so there is no deadlock. Read/read
 shares; read/write and write/write on the same key exclude. Waiters are served
-in arrival order per key: a request is granted only when it conflicts with no
-holder and with no earlier waiter on any of its keys, so a stream of reads
-cannot starve a write.
+in turn: a request is granted only when it conflicts with no holder and with no
+waiter before it on any of its keys, so a stream of reads cannot starve a write.
+The turn (`agentledger.events.lock_turns`) is round-robin across tenants and,
+within a tenant, across its runs, each run's requests in arrival order: one
+tenant's thousand waiting calls cannot hold another tenant's one behind them
+(requests without a tenant or run are served in arrival order, as before).
+
+A slot (`Mode.SLOT`, a concurrency key of `agentledger.events.limits`) is held by
+up to its request's `limits[key]` holders at once. Earlier waiters keep their
+slot: a request is granted a slot only while the key's holders plus the earlier
+waiters still waiting on it are under its max (FIFO per key, as for locks). A slot
+excludes reads and writes of the same key (their names never meet: slot keys are
+`limit:…`). A slot key's token is dropped with its last holder, so keys made from
+a call's arguments leave nothing behind; its next token is still larger (time).
+A slot key may be *closed* until a time (`close`: a service answered "rate
+limited, retry after N s"): no slot of it is granted before then, to any run; the
+expiry pass that finds it lapsed reopens it and grants what waited.
 
 `services/locks.lua` does the same atomically in Redis; a test runs random
 scenarios through both and compares. Fencing tokens are monotonic per key:
@@ -23,14 +37,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from agentledger.events.lock_turns import granted_to, remembered, turns
+
 
 class Mode(StrEnum):
     READ = "r"
     WRITE = "w"
+    SLOT = "n"  # one of a concurrency key's `max` slots
 
 
 def conflicts(a: Mode, b: Mode) -> bool:
-    return a is Mode.WRITE or b is Mode.WRITE
+    """Slots never conflict with each other (they are counted instead)."""
+    return a is Mode.WRITE or b is Mode.WRITE or (a is Mode.SLOT) != (b is Mode.SLOT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +59,9 @@ class Request:
     final: bool = True  # False: a part held without a lease until the later ones are granted
     carried: Mapping[str, int] = field(default_factory=dict)  # tokens of the earlier parts
     whole: Mapping[str, Mode] = field(default_factory=dict)  # every key of the request ({}: keys)
+    limits: Mapping[str, int] = field(default_factory=dict)  # slot key -> its max
+    run: str = ""  # who asked: its turn is taken round-robin by tenant, then by run
+    tenant: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +82,9 @@ class LockTable:
     tokens: Mapping[str, int] = field(default_factory=dict)  # key -> last fencing token
     leases: Mapping[str, float] = field(default_factory=dict)  # holder id -> lease_until
     held: Mapping[str, Mapping[str, int]] = field(default_factory=dict)  # holder id -> its tokens
+    closed: Mapping[str, float] = field(default_factory=dict)  # slot key -> closed until
+    served: Mapping[str, int] = field(default_factory=dict)  # t:<tenant> / r:<run> -> last grant
+    grants: int = 0  # grants made: what `served` counts in
 
     def waiting(self) -> list[str]:
         return [rid for rid in self.requests if rid not in self.held]
@@ -92,6 +116,8 @@ def enqueue(
     reqs = dict(t.requests)
     for r in requests:
         reqs.setdefault(r.id, r)  # asked twice (a redelivered message): one request
+    if len(reqs) == len(t.requests):
+        return t, []  # every op leaves nothing more to grant: asking again changes nothing
     return pump(replace(t, requests=reqs), now=now)
 
 
@@ -113,10 +139,25 @@ def release_all(
 def expire(t: LockTable, *, now: float) -> tuple[LockTable, list[str], list[Grant]]:
     """Holders whose lease ran out lose their locks; the lock passes on."""
     expired = sorted(h for h, until in t.leases.items() if until <= now)
-    if not expired:
+    lapsed = {k for k, until in t.closed.items() if until <= now}
+    if not expired and not lapsed:
         return t, [], []
+    t = replace(t, closed={k: v for k, v in t.closed.items() if k not in lapsed})
     t, grants = pump(_drop(t, set(expired)), now=now)
     return t, expired, grants
+
+
+def close(t: LockTable, keys: Mapping[str, float], *, now: float) -> LockTable:
+    """Close slot keys for `keys[key]` seconds from now (a later end wins); grants nothing."""
+    closed = dict(t.closed)
+    for key, for_s in keys.items():
+        closed[key] = max(closed.get(key, 0.0), now + for_s)
+    return replace(t, closed=closed)
+
+
+def closed_until(t: LockTable, keys: Iterable[str], *, now: float) -> dict[str, float]:
+    """Which of `keys` are closed at `now`, and until when."""
+    return {k: t.closed[k] for k in keys if t.closed.get(k, 0.0) > now}
 
 
 def _drop(t: LockTable, ids: set[str]) -> LockTable:
@@ -124,7 +165,10 @@ def _drop(t: LockTable, ids: set[str]) -> LockTable:
     holders = {k: {h: m for h, m in hs.items() if h not in ids} for k, hs in t.holders.items()}
     leases = {k: v for k, v in t.leases.items() if k not in ids}
     held = {k: v for k, v in t.held.items() if k not in ids}
-    return LockTable(reqs, {k: v for k, v in holders.items() if v}, t.tokens, leases, held)
+    emptied = {k for k, hs in holders.items() if not hs and Mode.SLOT in t.holders[k].values()}
+    tokens = {k: v for k, v in t.tokens.items() if k not in emptied}
+    live = {k: v for k, v in holders.items() if v}
+    return replace(t, requests=reqs, holders=live, tokens=tokens, leases=leases, held=held)
 
 
 def renew(t: LockTable, request_id: str, *, now: float) -> tuple[LockTable, bool]:
@@ -135,26 +179,53 @@ def renew(t: LockTable, request_id: str, *, now: float) -> tuple[LockTable, bool
 
 
 def pump(t: LockTable, *, now: float) -> tuple[LockTable, list[Grant]]:
-    """Grant, in arrival order, each waiting request that conflicts with no holder
-    and with no earlier waiter still waiting on one of its keys."""
+    """Grant, in their turn, the waiting requests that conflict with no holder and with
+    no waiter before them; again while a pass grants any (a grant changes the turn of
+    those left: a tenant's next request moves up), so every op leaves the table with
+    nothing more to grant."""
     grants: list[Grant] = []
-    blocked: dict[str, Mode] = {}  # key -> strongest mode an earlier waiter still wants
-    for rid in t.waiting():
-        r = t.requests[rid]
-        if _free(t, r, blocked):
-            t, grant = _grant(t, r, now)
-            grants.append(grant)
-        else:
-            for key, mode in r.keys.items():
-                blocked[key] = Mode.WRITE if mode is Mode.WRITE else blocked.get(key, Mode.READ)
+    t = replace(t, served=remembered([t.requests[r] for r in t.waiting()], t.served))
+    while more := _pass(t, now):
+        t, granted = more
+        grants += granted
     return t, grants
 
 
-def _free(t: LockTable, r: Request, blocked: Mapping[str, Mode]) -> bool:
+def _pass(t: LockTable, now: float) -> tuple[LockTable, list[Grant]] | None:
+    """One pass over the waiters in their turn; None when it grants nothing."""
+    grants: list[Grant] = []
+    blocked: dict[str, Mode] = {}  # key -> strongest mode an earlier waiter still wants
+    kept: dict[str, int] = {}  # slot key -> earlier waiters still waiting on it
+    for rid in fair(t):
+        r = t.requests[rid]
+        if _free(t, r, blocked, kept, now):
+            t, grant = _grant(t, r, now)
+            grants.append(grant)
+            continue
+        for key, mode in r.keys.items():
+            blocked[key] = Mode.WRITE if mode is Mode.WRITE else blocked.get(key, mode)
+            if mode is Mode.SLOT:
+                kept[key] = kept.get(key, 0) + 1
+    return (t, grants) if grants else None
+
+
+def fair(t: LockTable) -> list[str]:
+    """The waiting requests in their turn (`agentledger.events.lock_turns`)."""
+    return turns([t.requests[r] for r in t.waiting()], t.served)
+
+
+def _free(
+    t: LockTable, r: Request, blocked: Mapping[str, Mode], kept: Mapping[str, int], now: float
+) -> bool:
     for key, mode in r.keys.items():
+        if mode is Mode.SLOT and t.closed.get(key, 0.0) > now:
+            return False
         if key in blocked and conflicts(mode, blocked[key]):
             return False
-        if any(conflicts(mode, m) for m in t.holders.get(key, {}).values()):
+        holders = t.holders.get(key, {})
+        if any(conflicts(mode, m) for m in holders.values()):
+            return False
+        if mode is Mode.SLOT and len(holders) + kept.get(key, 0) >= r.limits.get(key, 1):
             return False
     return True
 
@@ -169,10 +240,9 @@ def _grant(t: LockTable, r: Request, now: float) -> tuple[LockTable, Grant]:
         holders.setdefault(key, {})[r.id] = mode
     every = {**r.carried, **mine}
     held = {**t.held, r.id: every}
+    served = granted_to(r, t.served, t.grants + 1)
+    t = replace(t, holders=holders, tokens=tokens, held=held, served=served, grants=t.grants + 1)
     if not r.final:  # a partial hold: no lease until the request's last part is granted
-        return LockTable(t.requests, holders, tokens, t.leases, held), Grant(
-            r.id, every, 0.0, False
-        )
+        return t, Grant(r.id, every, 0.0, False)
     lease_until = now + r.lease_s
-    t = LockTable(t.requests, holders, tokens, {**t.leases, r.id: lease_until}, held)
-    return t, Grant(r.id, every, lease_until)
+    return replace(t, leases={**t.leases, r.id: lease_until}), Grant(r.id, every, lease_until)

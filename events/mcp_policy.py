@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agentledger.events.types import ErrorCode
+from agentledger.schemas.limits import Limit
 from agentledger.schemas.mcp_servers import McpToolPolicy
 
 SEP = "__"
@@ -83,6 +84,7 @@ class Policy:
     timeout_s: float
     output_cap: int | None
     key_fields: tuple[str, ...] | None
+    limits: tuple[Limit, ...] = ()  # concurrency keys (the servers file's; none when unlisted)
 
 
 def decide_policy(
@@ -114,7 +116,7 @@ def decide_policy(
         read_only=read_only, reads=listed.reads, writes=writes, scope=listed.scope,
         approval=approval, approval_reason=reason,
         timeout_s=listed.timeout_s or timeout_s, output_cap=listed.output_cap,
-        key_fields=listed.key_fields,
+        key_fields=listed.key_fields, limits=listed.limits,
     )  # fmt: skip
 
 

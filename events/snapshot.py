@@ -60,7 +60,8 @@ _SCALARS = (
 _CALL_PLAIN = tuple(
     f
     for f in Call.__dataclass_fields__
-    if f not in ("status", "reads", "writes", "error", "claimed_by", "overflow", "waited_at")
+    if f not in ("status", "reads", "writes", "limits", "slot_holders", "backed_off_until")
+    and f not in ("error", "claimed_by", "overflow", "waited_at")
 )
 
 
@@ -189,6 +190,9 @@ def _call(c: Call) -> Record:
         status=str(c.status),
         reads=list(c.reads),
         writes=list(c.writes),
+        limits=[list(kv) for kv in c.limits],
+        slot_holders=[list(kv) for kv in c.slot_holders],
+        backed_off_until=c.backed_off_until,
         error=c.error.model_dump(mode="json") if c.error else None,
         claimed_by=c.claimed_by,
         waited_at=c.waited_at,
@@ -204,6 +208,9 @@ def _call_of(r: Record) -> Call:
         status=CallStatus(r["status"]),
         reads=tuple(r["reads"]),
         writes=tuple(r["writes"]),
+        limits=tuple((k, int(m)) for k, m in r.get("limits", ())),  # added within version 2
+        slot_holders=tuple((k, int(n)) for k, n in r.get("slot_holders", ())),  # as well
+        backed_off_until=r.get("backed_off_until"),  # as well
         error=ToolError.model_validate(r["error"]) if r["error"] else None,
         claimed_by=r.get("claimed_by"),  # added within version 2: older records hold none
         overflow=Overflow.model_validate(r["overflow"]) if r.get("overflow") else None,  # as well

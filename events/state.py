@@ -24,6 +24,9 @@ class Call:
     writes: tuple[str, ...] = ()
     timeout_s: float = 0.0
     max_concurrency: int | None = None
+    limits: tuple[tuple[str, int], ...] = ()  # concurrency keys (filled in) and their max
+    slot_holders: tuple[tuple[str, int], ...] = ()  # each slot key's holders when it began waiting
+    backed_off_until: float | None = None  # a service's back-off closed a key it waits for
     op_key: str | None = None
     request_hash: str | None = None
     resolvable: bool = False

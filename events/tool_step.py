@@ -66,7 +66,7 @@ def claimable(call: Call) -> bool:
     outcome is unknown with tries left (`agentledger.events.read_retry`)."""
     if call.status is CallStatus.SCHEDULED:
         return True
-    if call.reads or call.writes:
+    if call.reads or call.writes or call.limits:
         return False  # it must be scheduled by the lock service first
     return call.status is CallStatus.VALIDATED or retried(call)
 

@@ -38,6 +38,7 @@ from agentledger.events.types import (
     RunFailed,
     RunResumed,
     RunTimedOut,
+    ToolCallBackedOff,
     ToolCallCancelled,
     ToolCallConfirmedNotDone,
     ToolCallFailed,
@@ -83,6 +84,7 @@ _LIFECYCLE: tuple[Row, ...] = (
     *((A, ApprovalGranted, to) for to in (A, T)),
     *((A, ApprovalDenied, to) for to in (A, T, M)),
     (R.RUNNING_TOOLS, ToolCallWaiting, R.RUNNING_TOOLS),
+    (R.RUNNING_TOOLS, ToolCallBackedOff, R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, ToolCallScheduled, R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, ToolCallLeaseExpired, R.RUNNING_TOOLS),
     (R.RUNNING_TOOLS, ToolCallStarted, R.RUNNING_TOOLS),
@@ -155,6 +157,7 @@ CALL_TRANSITIONS: dict[CallRow, CallStatus] = {
     (C.VALIDATED, ToolCallWaiting): C.WAITING,
     (C.VALIDATED, ToolCallScheduled): C.SCHEDULED,
     (C.WAITING, ToolCallScheduled): C.SCHEDULED,
+    (C.WAITING, ToolCallBackedOff): C.WAITING,  # still queued: a back-off closed its key
     (C.VALIDATED, ToolCallStarted): C.STARTED,  # it touches no resource: no locks
     (C.SCHEDULED, ToolCallStarted): C.STARTED,
     (C.SCHEDULED, ToolCallLeaseExpired): C.VALIDATED,  # granted, never started: ask again

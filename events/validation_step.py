@@ -34,6 +34,7 @@ class Finding:
     field_errors: tuple[FieldError, ...] = ()
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    limits: tuple[tuple[str, int], ...] = ()  # concurrency keys filled in, with their max
     approval: str | None = None
     op_key: str | None = None
     request_hash: str | None = None
@@ -93,6 +94,7 @@ def validate_call(
         "writes": tuple(found.writes),
         "timeout_s": call_timeout_s(s, tool, found.max_timeout_s),
         "max_concurrency": tool.max_concurrency,
+        "limits": dict(found.limits),
         "op_key": found.op_key,
         "request_hash": found.request_hash,
         "resolvable": found.resolvable,

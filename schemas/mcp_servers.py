@@ -17,6 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentledger.schemas.limits import MAX_LIMITS, Limit
+
 SERVER_NAME = r"^[a-zA-Z0-9-]+(_[a-zA-Z0-9-]+)*$"  # never "__": it joins server and tool
 
 
@@ -46,6 +48,9 @@ class McpToolPolicy(_Strict):
     output_cap: int | None = Field(default=4000, ge=1)
     key_fields: tuple[str, ...] | None = None
     lookup: McpLookup | None = None
+    limits: tuple[Limit, ...] = Field(
+        default=(), max_length=MAX_LIMITS, description="concurrency keys shared by every run"
+    )
 
     @model_validator(mode="after")
     def _reads_only_when_read_only(self) -> McpToolPolicy:

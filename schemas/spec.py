@@ -20,6 +20,7 @@ from agentledger.schemas.anthropic_spec import AnthropicModel as AnthropicModel 
 from agentledger.schemas.anthropic_spec import AnthropicSettings as AnthropicSettings
 from agentledger.schemas.anthropic_spec import ServerTool as ServerTool
 from agentledger.schemas.content import TextBlock, ToolUseBlock
+from agentledger.schemas.limits import MAX_LIMITS, Limit
 from agentledger.schemas.model_capabilities import ModelCapabilities
 from agentledger.schemas.names import QUEUE_PATTERN
 from agentledger.schemas.openai_spec import OpenAIModel as OpenAIModel  # re-exported
@@ -368,4 +369,9 @@ class ToolSpec(_Spec):
     timeout_s: float = Field(default=30.0, gt=0)
     max_concurrency: int | None = Field(
         default=None, ge=1, description="calls of this tool at once, per run"
+    )
+    limits: tuple[Limit, ...] = Field(
+        default=(),
+        max_length=MAX_LIMITS,
+        description="concurrency keys shared by every run: a call holds a slot of each",
     )

@@ -89,7 +89,9 @@ def redis_collector(
     keys = keys_for(settings)
     shards = shards_ever(client, keys)
     cache = cache_for(RedisEventStore(client, keys))
-    return RedisCollector(client, keys, lambda: shards, served, cache.load_many)
+    parts = dataclasses.replace(keys, lock_partitions=lock_partitions(client, keys, settings))
+    locks = RedisLocks(client, parts, lease_s=settings.lock_lease_s)
+    return RedisCollector(client, keys, lambda: shards, served, cache.load_many, locks.usage)
 
 
 def redis_problem(client: redis.Redis) -> str | None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from agentledger.events.limits import parse_operator_limits
 from agentledger.events.retention import DEFAULT_RETENTION_S, RetentionPolicy, parse_tenant_ages
 from agentledger.schemas.json_limits import MAX_MESSAGE_BYTES
 from agentledger.services.errors import ConfigError
@@ -136,6 +137,7 @@ class Settings:
     model_threads: int | None = None
     tools_threads: int | None = None
     accept_threads: int | None = None
+    tenant_share: str = "accept"  # pools where a tenant holds at most all but one slot
     # replays (issue 31.4): an inbox message issued further than this from the intake's
     # clock, either side, is refused; its nonce is kept for twice as long
     replay_window_s: float = 300.0
@@ -162,6 +164,7 @@ class Settings:
     retention_tenants: tuple[tuple[str, float], ...] = ()
     archive_url: str | None = None
     archive_interval_s: float = 60.0
+    limits: tuple[tuple[str, int], ...] = ()  # the operator's max per concurrency key (issue 37)
 
     @property
     def retention(self) -> RetentionPolicy:
@@ -200,14 +203,24 @@ def _resolve(values: dict[str, object], env: Mapping[str, str]) -> None:
         values["publishers_file"] = os.path.abspath(
             os.path.expanduser(str(values["publishers_file"]))
         )
+    _parse_tables(values)
+    if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
+        values["probe_url"] = None
+    values["otlp_traces"] = otlp_traces_wanted(env)
+
+
+def _parse_tables(values: dict[str, object]) -> None:
+    """The variables that are lists of `NAME=VALUE`."""
     if "retention_tenants" in values:
         try:
             values["retention_tenants"] = parse_tenant_ages(str(values["retention_tenants"]))
         except ValueError as exc:
             raise ConfigError("AGENTLEDGER_RETENTION_TENANTS", str(exc)) from None
-    if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
-        values["probe_url"] = None
-    values["otlp_traces"] = otlp_traces_wanted(env)
+    if "limits" in values:
+        try:
+            values["limits"] = tuple(parse_operator_limits(str(values["limits"])).items())
+        except ValueError as exc:
+            raise ConfigError("AGENTLEDGER_LIMITS", str(exc)) from None
 
 
 def _check(settings: Settings) -> None:
@@ -284,6 +297,10 @@ def _check_broker(settings: Settings) -> None:
         raise ConfigError("AGENTLEDGER_BROKER_CLAIM_IDLE_S", "must be positive")
     if settings.broker_max_deliveries < 1:
         raise ConfigError("AGENTLEDGER_BROKER_MAX_DELIVERIES", "must be at least 1")
+    if bad := set(settings.tenant_share.split(",")) - {"model", "tools", "accept", ""}:
+        raise ConfigError(
+            "AGENTLEDGER_TENANT_SHARE", f"{sorted(bad)}: pools are model, tools, accept"
+        )
 
 
 MIN_EVENT_MAX_BYTES = 128 << 10  # room for a head beside an outcome's stdout and stderr

@@ -66,6 +66,7 @@ ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_MODEL_THREADS": ("model_threads", int),
     "AGENTLEDGER_TOOLS_THREADS": ("tools_threads", int),
     "AGENTLEDGER_ACCEPT_THREADS": ("accept_threads", int),
+    "AGENTLEDGER_TENANT_SHARE": ("tenant_share", str),
     # replays (issue 31.4)
     "AGENTLEDGER_REPLAY_WINDOW_S": ("replay_window_s", float),
     # identity and the web view (issue 31.6, 31.7)
@@ -80,6 +81,7 @@ ENV: dict[str, tuple[str, type]] = {
     # retention (issue 36.1)
     "AGENTLEDGER_RETENTION_S": ("retention_s", float),
     "AGENTLEDGER_RETENTION_TENANTS": ("retention_tenants", str),
+    "AGENTLEDGER_LIMITS": ("limits", str),
     "AGENTLEDGER_ARCHIVE_URL": ("archive_url", str),
     "AGENTLEDGER_ARCHIVE_INTERVAL_S": ("archive_interval_s", float),
 }
@@ -135,6 +137,7 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_MODEL_THREADS": "the model pool's thread budget; unset: its share of the worker threads",
     "AGENTLEDGER_TOOLS_THREADS": "the tools pool's thread budget; unset: its share of the worker threads",
     "AGENTLEDGER_ACCEPT_THREADS": "the acceptance pool's thread budget; unset: a quarter of the worker threads",
+    "AGENTLEDGER_TENANT_SHARE": "the pools (`model,tools,accept`) in which one tenant holds at most all but one of a process's slots, so another tenant's step always finds one (a delivery past its tenant's share is let go and re-driven after a lease); `accept` counts only acceptances whose checks run code. Default `accept`",
     "AGENTLEDGER_REPLAY_WINDOW_S": "an inbox message issued further than this from the intake's clock (either side) is refused; nonces are kept twice as long",
     "AGENTLEDGER_UI_TOKEN": "the web view's sign-in token (at least 32 characters); unset: <state folder>/ui-token, made on first start",
     "AGENTLEDGER_UI_ALLOW_HOSTS": "Host names (comma-separated) the web view answers to besides loopback and its own address",
@@ -143,6 +146,7 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_STATE_CACHE_MAX_BYTES": "the folded run states a worker keeps, in estimated bytes (at least 1 MiB)",
     "AGENTLEDGER_MALLOC_ARENAS": "glibc allocator arenas of a worker (0: glibc's default; MALLOC_ARENA_MAX in the environment wins)",
     "AGENTLEDGER_RETENTION_S": "a finished run leaves Redis for the archive this many seconds after it ended (the sweepers, and `agentledger archive`); every read command still reads it",
+    "AGENTLEDGER_LIMITS": "the operator's concurrency limits, `KEY=MAX,…` (a key or a key template: `svc:payments=10,tenant:{tenant}:payments=2`); they take precedence over what tools declare",
     "AGENTLEDGER_RETENTION_TENANTS": "tenants' own retention ages, `tenant=age,…` (age: seconds or 30m, 12h, 7d, 2w); the others keep AGENTLEDGER_RETENTION_S",
     "AGENTLEDGER_ARCHIVE_URL": "the cold store finished runs are archived to: a folder (default `<state folder>/archive`), or any fsspec URL (s3://…, gs://…, az://…) with `agentledger[archive]` and its plugin installed; `off`: runs stay in Redis",
     "AGENTLEDGER_ARCHIVE_INTERVAL_S": "how often a sweeper archives the finished runs past their retention age (and trims the feeds to that age)",

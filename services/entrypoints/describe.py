@@ -34,6 +34,7 @@ from agentledger.events.types import (
     RunFailed,
     RunResumed,
     RunTimedOut,
+    ToolCallBackedOff,
     ToolCallCancelled,
     ToolCallConfirmedNotDone,
     ToolCallFailed,
@@ -78,7 +79,7 @@ def summary(e: Event) -> str:
         case (
             ToolCallProposed() | ToolCallValidated() | ToolCallRejected() | ApprovalRequested()
             | ApprovalGranted() | ApprovalDenied() | ToolCallWaiting() | ToolCallScheduled()
-            | ToolCallLeaseExpired()
+            | ToolCallLeaseExpired() | ToolCallBackedOff()
         ):  # fmt: skip
             return _call_asked(e)
         case (
@@ -105,6 +106,7 @@ _ModelEvent = ModelRequested | ModelRequestFailed | ModelResponded
 _CallAsked = (
     ToolCallProposed | ToolCallValidated | ToolCallRejected | ApprovalRequested | ApprovalGranted
     | ApprovalDenied | ToolCallWaiting | ToolCallScheduled | ToolCallLeaseExpired
+    | ToolCallBackedOff
 )  # fmt: skip
 """A call's events up to its start: proposed, validated or rejected, approved, its locks."""
 _CallRun = (
@@ -167,7 +169,13 @@ def _call_asked(e: _CallAsked) -> str:
             expired = " (expired)" if isinstance(e, ApprovalDenied) and e.expired else ""
             return _cut(f"{e.call_id} by {_who(e.by, e.publisher)}{expired} {e.note}".rstrip())
         case ToolCallWaiting():
-            return _cut(f"{e.call_id} waits for {', '.join(e.waiting_for)}")
+            keys = [f"{k} ({e.holders[k]} holding)" if k in e.holders else k for k in e.waiting_for]
+            shut = f"; closed until {_clock(e.closed_until)}" if e.closed_until else ""
+            return _cut(f"{e.call_id} waits for {', '.join(keys)}{shut}")
+        case ToolCallBackedOff():
+            return _cut(
+                f"{e.call_id} backs off: {', '.join(e.keys)} closed until {_clock(e.until)}"
+            )
         case ToolCallScheduled():
             tokens = " ".join(f"{k}#{v}" for k, v in e.tokens.items())
             return _cut(f"{e.call_id} locks granted {tokens}")

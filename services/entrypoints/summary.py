@@ -7,8 +7,10 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from agentledger.events.state import RunState
-from agentledger.events.status import RunStatus
+from agentledger.events.limits import slot_key
+from agentledger.events.lock_step import call_keys
+from agentledger.events.state import Call, RunState
+from agentledger.events.status import CallStatus, RunStatus
 
 
 def iso(at: float | None) -> str | None:
@@ -42,6 +44,31 @@ def run_summary(state: RunState, *, now: float | None = None) -> dict[str, Any]:
         "usage": state.usage.model_dump(),
         "cost_usd": round(state.cost_usd, 6),
         "tool_calls": [
-            {"call_id": c.call_id, "name": c.name, "status": str(c.status)} for c in calls
+            {"call_id": c.call_id, "name": c.name, "status": str(c.status)}
+            | ({"waits": waits(c)} if c.status is CallStatus.WAITING else {})
+            for c in calls
         ],
     }
+
+
+def waits(c: Call) -> dict[str, Any]:
+    """What a waiting call waits for: its locks and concurrency keys, each key's holders
+    when it began waiting, and the end of a service's back-off that closed a key."""
+    return {
+        "for": sorted(call_keys(c)),
+        "holders": dict(c.slot_holders),  # by slot key
+        "limits": {slot_key(k): m for k, m in c.limits},
+        "backed_off_until": iso(c.backed_off_until),
+    }
+
+
+def waits_line(w: dict[str, Any]) -> str:
+    """`waits for limit:svc:pay (10 of 10 holding), file:x; backed off until …`."""
+
+    def one(key: str) -> str:
+        if key in w["holders"]:
+            return f"{key} ({w['holders'][key]} of {w['limits'][key]} holding)"
+        return key
+
+    until = f"; backed off until {w['backed_off_until']}" if w["backed_off_until"] else ""
+    return f"waits for {', '.join(one(k) for k in w['for'])}{until}"

@@ -99,7 +99,11 @@ class CallClaim:
             granted = {g.grant.id: g.grant for g in app.locks.enqueue(new, notices).grants}
             self._asked.update((a.request_id, granted.get(a.request_id)) for a in new)
         answers = {a.request_id: self._asked[a.request_id] for a in asks}
-        return LockAnswers(tuple(asks), {r: g for r, g in answers.items() if g is not None})
+        waiting = [k for a in asks if answers[a.request_id] is None for k in a.limits]
+        looks = self.app.locks.look(sorted(set(waiting))) if waiting else {}
+        slots = {k: (v.holders, v.closed_until) for k, v in looks.items()}
+        granted = {r: g for r, g in answers.items() if g is not None}
+        return LockAnswers(tuple(asks), granted, slots)
 
 
 def run(app: App, state: RunState, held: CallHeld) -> Decided:

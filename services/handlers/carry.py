@@ -47,12 +47,15 @@ Held = ModelHeld | CallHeld | AcceptHeld
 
 
 def handle_request_model(app: App, run_id: str) -> None:
+    state = app.runs.current(run_id)
+    if state is not None and not _takes(app, Pool.MODEL, state):
+        return  # its tenant holds its share of the pool: the sweeper sends it again after a lease
     go_on(app, run_id, ModelClaim(app))
 
 
 def handle_run_acceptance(app: App, run_id: str) -> None:
     state = app.runs.current(run_id)
-    if state is not None and not _takes(Pool.ACCEPT, state):
+    if state is not None and not _takes(app, Pool.ACCEPT, state):
         return  # its tenant holds its share of the pool: the sweeper sends it again after a lease
     go_on(app, run_id, AcceptClaim(app))
 
@@ -132,7 +135,7 @@ def carrier(app: App, *, since: float) -> Next | None:
         if s.queue != carrying.queue or not app.serves(s):
             return None
         command = carried_command(s, now=app.clock.now(), pools=carrying.pools)
-        if command is None or not _takes(command.pool, s):
+        if command is None or not _takes(app, command.pool, s):
             return None
         match command:
             case RequestModel():
@@ -145,12 +148,14 @@ def carrier(app: App, *, since: float) -> Next | None:
     return then
 
 
-def _takes(pool: Pool, s: RunState) -> bool:
+def _takes(app: App, pool: Pool, s: RunState) -> bool:
     """Whether this delivery may take `s`'s step of `pool`: it holds (or moves its
-    slot to) a slot of that pool — named for the run's tenant when the step is an
-    acceptance whose checks run code. Outside a worker's delivery (no slot), yes."""
+    slot to) a slot of that pool — named for the run's tenant in the pools the
+    operator shares between tenants (`AGENTLEDGER_TENANT_SHARE`; an acceptance only
+    when its checks run code). Outside a worker's delivery (no slot), yes."""
     slot = current_slot()
     if slot is None:
         return True
-    slow = pool is Pool.ACCEPT and may_take_long(s.spec)
-    return slot.move(str(pool), tenant=s.spec.principal.tenant if slow else None)
+    shared = str(pool) in app.settings.tenant_share.split(",")
+    named = shared and (pool is not Pool.ACCEPT or may_take_long(s.spec))
+    return slot.move(str(pool), tenant=s.spec.principal.tenant if named else None)

@@ -8,6 +8,7 @@ never inside a decision."""
 from __future__ import annotations
 
 from agentledger.events.idempotency import request_hash
+from agentledger.events.limits import LimitError, resolve
 from agentledger.events.state import Call, RunState
 from agentledger.events.types import FieldError
 from agentledger.events.validation_step import Finding, undecided
@@ -36,6 +37,9 @@ def finding(toolset: ToolSet, call: Call, s: RunState, settings: Settings | None
         approval = t.approval_reason(args, s.spec.principal)
         op_key = t.op_key(call.input, s.spec.principal.tenant, writes, run_id=s.run_id)
         digest = request_hash(t.canonical(call.input))
+        limits = resolve(t.spec.limits, args, s.spec.principal.tenant, _operator(settings))
+    except LimitError as exc:  # a key this call cannot fill in (or may not): the model is told
+        return Finding(tool=t.spec, refused=("invalid_arguments", str(exc)))
     except ToolFailure as exc:  # a rule refused these arguments, saying why: the model is told
         return Finding(tool=t.spec, refused=(exc.code, exc.message))
     except Exception as exc:  # noqa: BLE001 -- the tool's rules raising anything: the model is told
@@ -45,6 +49,7 @@ def finding(toolset: ToolSet, call: Call, s: RunState, settings: Settings | None
         tool=t.spec,
         reads=tuple(reads),
         writes=tuple(writes),
+        limits=limits,
         approval=approval,
         op_key=op_key,
         request_hash=digest,
@@ -52,6 +57,10 @@ def finding(toolset: ToolSet, call: Call, s: RunState, settings: Settings | None
         output_cap=t.output_cap,
         max_timeout_s=max_timeout_s(t, settings) if settings is not None else None,
     )
+
+
+def _operator(settings: Settings | None) -> dict[str, int]:
+    return dict(settings.limits) if settings is not None else {}
 
 
 def max_timeout_s(t: RegisteredTool, settings: Settings) -> float:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from agentledger.events.batch import Appended
 from agentledger.events.dispatch import new_commands
 from agentledger.events.fold import fold
-from agentledger.events.lock_step import released_asks
+from agentledger.events.lock_step import backoffs, released_asks
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
 from agentledger.events.types import Event, RunCreated
@@ -199,6 +199,12 @@ class Runs:
             cache.appended(run_id, after, events[-1].id, snapshot, events)
         if self.observe is not None:
             self.observe(Appended(expected, after, events, batch.statuses, batch.carried))
+        if shut := backoffs(expected, after):  # before the release: its slot goes to nobody
+            through_outage(
+                lambda: self._send(self._locks.close(shut).notices()),
+                outage_s=outage_s,
+                doing=f"closing the keys a service rate-limited for run {run_id!r}",
+            )
         if released := released_asks(expected, after):
             through_outage(
                 lambda: self._send(self._locks.release(released).notices()),

@@ -24,14 +24,16 @@ from itkit import TOOL_MODULE, call, create_run, drive, executions, in_threads, 
 
 from agentledger.events.lock_partitions import (
     Partitioned,
+    close_all,
     enqueue_all,
     expire_all,
+    look_all,
     partitions,
     release_many,
     renew_final,
 )
 from agentledger.events.lock_step import LockAsk
-from agentledger.events.locks import Grant, LockTable, Mode, Request
+from agentledger.events.locks import Grant, LockTable, Mode, Request, fair
 from agentledger.events.status import CallStatus
 from agentledger.schemas.spec import RunSpec
 from agentledger.services.adapters.locks.redis_locks import RedisLocks
@@ -46,6 +48,7 @@ TICK_S = 0.125  # times on a binary grid: seconds and microseconds are both exac
 LEASES_S = (0.5, 1.0, 2.0)
 SCENARIOS = 200
 KEYS = ("file:/w/a", "file:/w/b", "stock:A1", "stock:B2")
+SLOTS = ("limit:svc:pay", "limit:tenant:t1:pay")  # concurrency keys: counted slots
 
 
 # --- the script and the rule agree -------------------------------------------------------
@@ -62,6 +65,7 @@ class Twin:
     n: int = 1
     now: float = T0
     asked: dict[str, dict[str, Mode]] = field(default_factory=dict)
+    limits: dict[str, dict[str, int]] = field(default_factory=dict)
     seen: Counter[str] = field(default_factory=Counter)  # what the schedule exercised
 
     def __post_init__(self) -> None:
@@ -77,8 +81,10 @@ class Twin:
             self.enqueue()
         elif roll < 0.65:
             self.release()
-        elif roll < 0.8:
+        elif roll < 0.72:
             self.renew()
+        elif roll < 0.8:
+            self.close()
         else:
             self.now += TICK_S * self.rng.choice((1, 2, 4, 8, 16))
             self.expire()
@@ -92,20 +98,38 @@ class Twin:
                 keys = self.asked[rid]
             else:
                 rid = f"run-{self.rng.randint(1, 3)}/c{len(self.asked) + 1}/1"
-                chosen = self.rng.sample(KEYS, self.rng.randint(1, 3))
-                keys = {k: self.rng.choice((Mode.READ, Mode.WRITE)) for k in chosen}
+                chosen = self.rng.sample(KEYS + SLOTS, self.rng.randint(1, 3))
+                keys = {k: self.slot_or_lock(k) for k in chosen}
             self.asked.setdefault(rid, keys)
+            limits = self.limits.setdefault(
+                rid, {k: self.rng.randint(1, 3) for k, m in keys.items() if m is Mode.SLOT}
+            )
             run, call = rid.split("/")[:2]
-            asks.append(LockAsk(run, call, rid, keys))
+            tenant = "t2" if run == "run-3" else "t1"  # two runs of one tenant, one of another
+            asks.append(LockAsk(run, call, rid, keys, limits, tenant))
         held = {rid for t in self.model.tables for rid in t.leases}
-        requests = [Request(a.request_id, a.keys, lease_s) for a in asks]
+        requests = [
+            Request(a.request_id, a.keys, lease_s, limits=a.limits, run=a.run_id, tenant=a.tenant)
+            for a in asks
+        ]
         self.model, grants = enqueue_all(self.model, requests, now=self.now)
         reply = self.services[lease_s].enqueue(asks, [None] * len(asks), now=self.now)
         self.same_grants([g.grant for g in reply.grants], grants, f"enqueue {asks}")
         waiting = sum(len(t.waiting()) for t in self.model.tables)
+        self.seen["out_of_arrival"] += sum(fair(t) != t.waiting() for t in self.model.tables)
         partial = sum(len(t.partials()) for t in self.model.tables)
         again = len({a.request_id for a in asks} & held)
         self.seen.update(again=again, waits=waiting, partial=partial)
+        for t in self.model.tables:
+            for key, hs in t.holders.items():
+                if key in SLOTS:
+                    assert len(hs) <= max(self.limits[h][key] for h in hs), f"{key} over its max"
+                    self.seen["slots_shared"] += len(hs) > 1
+            waiting_slots = [r for r in t.waiting() if Mode.SLOT in t.requests[r].keys.values()]
+            self.seen["slot_waits"] += len(waiting_slots)
+
+    def slot_or_lock(self, key: str) -> Mode:
+        return Mode.SLOT if key in SLOTS else self.rng.choice((Mode.READ, Mode.WRITE))
 
     def release(self) -> None:
         rid = self.pick()
@@ -124,6 +148,7 @@ class Twin:
         self.seen[f"renewed={renewed}"] += 1
 
     def expire(self) -> None:
+        shut = {k for t in self.model.tables for k in t.closed}
         self.model, expired, grants = expire_all(self.model, now=self.now)
         reply = self.service.expire(now=self.now)
         assert [h.request_id for h in reply.expired] == [r.id for r in expired], (
@@ -131,6 +156,21 @@ class Twin:
         )
         self.same_grants([g.grant for g in reply.grants], grants, f"expire at {self.now}")
         self.seen.update(expired=len(expired), passed_on=len(grants))
+        self.seen["reopened"] += len(shut - {k for t in self.model.tables for k in t.closed})
+
+    def close(self) -> None:
+        """A service said "retry after": its slot keys close for every run; what each
+        key has then is the same on both sides."""
+        keys = {k: TICK_S * self.rng.choice((2, 4, 12)) for k in self.rng.sample(SLOTS, 1)}
+        self.model = close_all(self.model, keys, now=self.now)
+        self.service.close(keys, now=self.now)
+        rule = look_all(self.model, SLOTS, now=self.now)
+        seen = self.service.look(SLOTS, now=self.now)
+        assert {k: (v.holders, v.closed_until or 0.0) for k, v in seen.items()} == rule
+        self.seen["closed"] += 1
+        self.seen["closed_with_waiters"] += any(
+            Mode.SLOT in t.requests[r].keys.values() for t in self.model.tables for r in t.waiting()
+        )
 
     def pick(self) -> str:
         if not self.asked or self.rng.random() < 0.1:
@@ -152,7 +192,7 @@ class Twin:
 
     def same_table(self, p: int, table: LockTable) -> None:
         keys = Keys(self.prefix, 1, lock_partitions=self.n).locks(p)
-        _, order_key, holders_key, tokens_key, leases_key, _ = keys
+        _, order_key, holders_key, tokens_key, leases_key, _, closed_key, served_key = keys
         holders = {k.decode(): json.loads(v) for k, v in self.client.hgetall(holders_key).items()}
         assert holders == {k: {h: str(m) for h, m in hs.items()} for k, hs in table.holders.items()}
         tokens = {k.decode(): int(v) for k, v in self.client.hgetall(tokens_key).items()}
@@ -162,6 +202,11 @@ class Twin:
         assert leases == {k: round(v * 1e6) for k, v in table.leases.items()}
         partial = {k.decode() for k, v in scored if v == float("inf")}
         assert partial == set(table.partials()), f"partial holds of partition {p}"
+        closed = {k.decode(): int(v) for k, v in self.client.hgetall(closed_key).items()}
+        served = {k.decode(): int(v) for k, v in self.client.hgetall(served_key).items()}
+        assert served.pop("#", 0) == table.grants, f"grants made in {p}"
+        assert served == dict(table.served), f"whose turn was last in {p}"
+        assert closed == {k: round(v * 1e6) for k, v in table.closed.items()}, f"closed in {p}"
         order = [k.decode() for k in self.client.zrange(order_key, 0, -1)]
         assert order == list(table.requests), f"arrival order in partition {p}"
 
@@ -181,6 +226,8 @@ def test_the_script_and_the_pure_rule_agree_on_random_schedules(
         seen += twin.seen
     print(f"\n{SCENARIOS} schedules on {n} partitions: {dict(sorted(seen.items()))}")
     kinds = ["again", "waits", "expired", "passed_on", "renewed=True", "renewed=False"]
+    kinds += ["slots_shared", "slot_waits", "closed", "closed_with_waiters", "reopened"]
+    kinds += ["out_of_arrival"]  # the turn is round-robin by tenant and run
     for kind in kinds + (["partial", "spanning"] if n > 1 else []):
         assert seen[kind] > 0, f"no schedule exercised {kind!r}"
 

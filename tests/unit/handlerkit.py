@@ -197,6 +197,7 @@ class Unit:
         lock_lease_s: float = 30.0,
         start: float = T0,
         carry: Carrying | None = None,
+        limits: tuple[tuple[str, int], ...] = (),
     ):
         self.clock = ManualClock(start)
         self.workspace = workspace
@@ -204,7 +205,9 @@ class Unit:
         self._doing = threading.local()
         self.store = RecordingStore(RedactingStore(self.memory, stored_redactor), self._doing)
         self.sent: list[Command] = []  # what was sent on its own, not with an append
-        settings = Settings(prefix="unit", shards=1, lock_lease_s=lock_lease_s, sandbox="off")
+        settings = Settings(
+            prefix="unit", shards=1, lock_lease_s=lock_lease_s, sandbox="off", limits=limits
+        )
         outbox = Outbox(Keys(settings.prefix, settings.shards))
         locks = MemoryLocks(
             self.clock, lease_s=settings.lock_lease_s, partitions=settings.lock_partitions or 1

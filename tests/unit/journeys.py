@@ -31,7 +31,13 @@ from runlog import (
 
 from agentledger.events import controls
 from agentledger.events.acceptance_step import record_check_stopped, start_acceptance
-from agentledger.events.lock_step import record_lease_expired, record_lock, request_id
+from agentledger.events.lock_step import (
+    LockAsk,
+    record_lease_expired,
+    record_lock,
+    record_locks,
+    request_id,
+)
 from agentledger.events.model_retry import ModelFailure
 from agentledger.events.model_step import record_model_error, record_model_reply, request_model
 from agentledger.events.resolution_step import resolve_unknown
@@ -488,6 +494,9 @@ def locks_waited_granted_and_lost() -> Log:
 
     lock("r", granted=True)
     lock("w", granted=False)  # waits behind r
+    # a service's back-off closes a key it waits for too (as if it named one)
+    backoff = LockAsk(log.s.run_id, "w", log.call("w").lock_request or "", {}, {"limit:x": 1})
+    log.decide(record_locks, [backoff], {}, {"limit:x": (1, log.now + 5.0)})
     do_claim(log, "r")
     lose_lease("r")  # running: its claim decides what happened
     do_finish(log, "r", Succeeded(output="x"))

@@ -39,6 +39,7 @@ from agentledger.events.types import (
     RunFailed,
     RunResumed,
     RunTimedOut,
+    ToolCallBackedOff,
     ToolCallCancelled,
     ToolCallConfirmedNotDone,
     ToolCallFailed,
@@ -146,6 +147,7 @@ EVERY_EVENT: list[Event] = [
     RunResumed(by="dana", note="try again"),
     RunAborted(by="dana", note="enough"),
     ToolCallWaiting(call_id="c1", request_id="run-1/c1/1", waiting_for=("file:a",)),
+    ToolCallBackedOff(call_id="c1", request_id="run-1/c1/1", keys=("limit:svc:a",), until=T0 + 2),
     ToolCallScheduled(
         call_id="c1", request_id="run-1/c1/1", tokens={"file:a": 7}, lease_until=T0 + 30
     ),

@@ -23,7 +23,8 @@ class StillReading(RedisCollector):
     def __init__(self) -> None:
         self.fixed = Reading({"running_tools": 1, "ended": 2},
                              [(Served("default", "tools"), {"lag": 0, "pending": 0, "delayed": 0,
-                                                            "dead": 0})], 0)  # fmt: skip
+                                                            "dead": 0})], 0,
+                             {"svc:payments": (1, 2, None)})  # fmt: skip
 
     def reading(self) -> Reading:
         return self.fixed

@@ -127,3 +127,15 @@ def test_the_servers_file_refuses_what_it_cannot_mean() -> None:
 
 def test_a_lost_call_is_an_outcome_of_its_own() -> None:
     assert Lost("the server died").reason == "the server died"
+
+
+def test_an_mcp_tools_concurrency_keys_come_from_the_servers_file_and_are_checked() -> None:
+    listed = McpToolPolicy.model_validate(
+        {"writes": ["order:{id}"], "limits": [{"key": "tenant:{tenant}:orders", "max": 2}]}
+    )
+    policy = decide_policy("orders", "place", listed, Hints(), timeout_s=30)
+    assert [(lim.key, lim.max) for lim in policy.limits] == [("tenant:{tenant}:orders", 2)]
+    assert decide_policy("orders", "place", None, Hints(), timeout_s=30).limits == ()
+    for bad in ({"key": "{tenant}:orders", "max": 2}, {"key": "svc:x", "max": 0}):
+        with pytest.raises(ValidationError):
+            McpToolPolicy.model_validate({"limits": [bad]})

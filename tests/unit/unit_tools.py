@@ -43,6 +43,19 @@ def kv_write(key: str, value: str, ctx: ToolContext, at: str = "") -> dict[str, 
     return {"key": key, "written": value}
 
 
+@tool(
+    read_only=True,
+    limits=[{"key": "svc:pay", "max": 1}, {"key": "tenant:{tenant}:acct:{acct}", "max": 5}],
+)
+def pay(acct: str, ctx: ToolContext, at: str = "", busy_s: float = 0.0) -> dict[str, Any]:
+    """Pay from an account (a service that allows one call at a time); `busy_s`: the
+    service answers "rate limited, retry after busy_s"."""
+    _enter(ctx, at)
+    if busy_s:
+        raise ToolFailure("rate_limited", "slow down", retry_after_s=busy_s)
+    return {"acct": acct, "paid": True}
+
+
 @tool(writes=lambda a: [f"order:{a['order']}"], key_fields=["order"])
 def place_order(order: str, qty: int, ctx: ToolContext) -> dict[str, Any]:
     """Place an order (its business key is the order id)."""

@@ -11,7 +11,7 @@ see no difference but this: a release or a renewal names the request's keys
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -34,14 +34,21 @@ class Granted:
     notify: Outgoing | None  # the message that tells the waiting call
 
 
+@dataclass(frozen=True, slots=True)
+class KeyLook:
+    holders: int
+    closed_until: float | None  # the table's time (seconds); None: open
+
+
 @dataclass(frozen=True)
 class LockReply:
     grants: list[Granted] = field(default_factory=list)
     expired: list[Holder] = field(default_factory=list)
     renewed: bool = False
+    told: list[Outgoing] = field(default_factory=list)  # waiters to tell of a closed key
 
     def notices(self) -> list[Outgoing]:
-        return [g.notify for g in self.grants if g.notify is not None]
+        return [g.notify for g in self.grants if g.notify is not None] + self.told
 
 
 class Locks(Protocol):
@@ -63,4 +70,14 @@ class Locks(Protocol):
 
     def expire(self) -> LockReply:
         """Holders whose lease ran out lose their locks; the lock passes on."""
+        ...
+
+    def close(self, keys: Mapping[str, float]) -> LockReply:
+        """Close slot keys for that many seconds, for every run (a later end wins):
+        the expiry pass that finds a closure over reopens the key and grants its waiters.
+        The reply tells the requests waiting on them (to record that they back off)."""
+        ...
+
+    def look(self, keys: Sequence[str]) -> dict[str, KeyLook]:
+        """What a key has now: its holders, and until when it is closed."""
         ...

@@ -14,10 +14,16 @@ from typing import Any
 
 import redis
 
-from agentledger.events.lock_partitions import Cascade, final_partition, first_part, release_plan
+from agentledger.events.lock_partitions import (
+    Cascade,
+    final_partition,
+    first_part,
+    release_plan,
+    split,
+)
 from agentledger.events.lock_step import LockAsk
 from agentledger.events.locks import Grant, Mode, Request
-from agentledger.services.adapters.locks.port import Granted, Holder, LockReply
+from agentledger.services.adapters.locks.port import Granted, Holder, KeyLook, LockReply
 from agentledger.services.adapters.redis.replicas import ReplicaAcks
 from agentledger.services.adapters.store.port import Outgoing
 from agentledger.services.keys import Keys
@@ -47,7 +53,10 @@ class RedisLocks:
         plan, who = Cascade(self.partitions), Who()
         for a, n in zip(asks, notify, strict=True):
             who.setdefault(a.request_id, (Holder(a.request_id, a.run_id, a.call_id), n))
-            plan.add(*first_part(Request(a.request_id, a.keys, self.lease_s), self.partitions))
+            request = Request(
+                a.request_id, a.keys, self.lease_s, limits=a.limits, run=a.run_id, tenant=a.tenant
+            )
+            plan.add(*first_part(request, self.partitions))
         return LockReply(self._follow(plan, who, now, again=True))
 
     def release(self, asks: Sequence[LockAsk], *, now: float | None = None) -> LockReply:
@@ -78,6 +87,29 @@ class RedisLocks:
             self._granted(plan, who, self._call(p, "release", json.dumps(ids), now))
         return LockReply(self._follow(plan, who, now, again=False), expired)
 
+    def close(self, keys: Mapping[str, float], *, now: float | None = None) -> LockReply:
+        told: list[Outgoing] = []
+        for p, part in split(dict.fromkeys(keys, Mode.SLOT), self.partitions):
+            out = self._call(p, "close", json.dumps({k: keys[k] for k in part}), now)
+            told += [n for raw in out.get("told") or [] if (n := _outgoing(raw)) is not None]
+        return LockReply(told=list(dict.fromkeys(told)))
+
+    def look(self, keys: Sequence[str], *, now: float | None = None) -> dict[str, KeyLook]:
+        out: dict[str, KeyLook] = {}
+        for p, part in split(dict.fromkeys(keys, Mode.SLOT), self.partitions):
+            seen = self._call(p, "look", json.dumps(list(part)), now)["keys"]
+            for k, (n, until) in seen.items():
+                out[k] = KeyLook(int(n), int(until) / 1_000_000 or None)
+        return out
+
+    def usage(self) -> dict[str, tuple[int, int, float | None]]:
+        """Every slot key in use, waited for or closed: (holders, waiters, closed until)."""
+        out: dict[str, tuple[int, int, float | None]] = {}
+        for p in range(self.partitions):
+            for k, (n, waiting, until) in self._call(p, "usage", "", None)["keys"].items():
+                out[k] = (int(n), int(waiting), int(until) / 1_000_000 or None)
+        return out
+
     def _follow(self, plan: Cascade, who: Who, now: float | None, *, again: bool) -> list[Granted]:
         while (step := plan.next()) is not None:
             p, parts = step
@@ -103,6 +135,9 @@ class RedisLocks:
                 grant.final,
                 {},
                 _modes(g.get("whole") or g["keys"]),
+                {k: int(m) for k, m in (g.get("limits") or {}).items()},
+                g.get("run") or "",
+                g.get("tenant") or "",
             )
             plan.granted([(grant, part)])
 
@@ -123,6 +158,8 @@ def _part(r: Request, holder: Holder, notify: Outgoing | None) -> dict[str, Any]
         "run": holder.run_id,
         "call": holder.call_id,
         "notify": _notice(notify),
+        "limits": dict(r.limits),
+        "tenant": r.tenant,
     }
 
 

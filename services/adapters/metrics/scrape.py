@@ -2,8 +2,10 @@
 every worker's hot path): runs by status from the shard indexes (the `live`
 sets' runs folded, the rest counted as ended), and per task-queue pool the
 lag and pending entries of its consumer group, the delayed messages and the
-dead letters, summed over the shards and the tool sets that served it; the rejected inbox entries. Read at most
-once per `min_interval_s` (concurrent scrapes share one reading)."""
+dead letters, summed over the shards and the tool sets that served it; the rejected inbox entries;
+each concurrency key's holders, waiters and back-off (the busiest MAX_KEYS keys by
+name, the rest summed under `key="(others)"`: keys made from arguments are many).
+Read at most once per `min_interval_s` (concurrent scrapes share one reading)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from agentledger.services.keys import Keys
 
 NS = "agentledger"
 MAX_LIVE_FOLDED = 5000  # live runs folded per scrape; beyond that they count as `live`
+MAX_KEYS = 100  # concurrency keys named per scrape
+Usage = dict[str, tuple[int, int, float | None]]  # slot key -> holders, waiters, closed until
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +44,7 @@ class Reading:
     runs: dict[str, int]
     queues: list[tuple[Served, dict[str, int]]]
     rejected: int
+    keys: Usage
 
 
 class RedisCollector(Collector):
@@ -50,6 +55,7 @@ class RedisCollector(Collector):
         shards: Callable[[], range],
         served: Sequence[Served],
         load_many: Callable[[Sequence[str]], Sequence[RunState | None]],
+        usage: Callable[[], Usage] = dict,
         *,
         min_interval_s: float = 2.0,
     ) -> None:
@@ -58,6 +64,7 @@ class RedisCollector(Collector):
         self.shards = shards
         self.served = list(served)
         self.load_many = load_many
+        self.usage = usage
         self.min_interval_s = min_interval_s
         self._lock = threading.Lock()
         self._last: tuple[float, Reading] | None = None
@@ -85,7 +92,8 @@ class RedisCollector(Collector):
             if state is not None and not state.status.terminal:
                 runs[str(state.status)] += 1
         runs["ended"] = max(0, total - len(live_ids))
-        return Reading(runs, [(s, self._queue(s, shards)) for s in self.served], rejected)
+        queues = [(s, self._queue(s, shards)) for s in self.served]
+        return Reading(runs, queues, rejected, busiest(self.usage()))
 
     def _queue(self, served: Served, shards: range) -> dict[str, int]:
         toolsets = [_text(t) for t in self.client.hkeys(self.keys.toolsets(served.queue))]
@@ -134,9 +142,34 @@ class RedisCollector(Collector):
         )
         rejected.add_metric([], r.rejected)
         yield rejected
+        yield from _key_families(r.keys)
 
     def describe(self) -> Iterator[GaugeMetricFamily]:
         return iter(())  # read only when scraped
+
+
+def busiest(usage: Usage) -> Usage:
+    """The MAX_KEYS keys with the most holders and waiters; the rest as `(others)`."""
+    ranked = sorted(usage.items(), key=lambda kv: (-(kv[1][0] + kv[1][1]), kv[0]))
+    out = dict(ranked[:MAX_KEYS])
+    if rest := ranked[MAX_KEYS:]:
+        out["(others)"] = (sum(v[0] for _, v in rest), sum(v[1] for _, v in rest), None)
+    return out
+
+
+def _key_families(usage: Usage) -> Iterator[GaugeMetricFamily]:
+    held = GaugeMetricFamily(
+        f"{NS}_limit_holders", "calls holding a slot of a concurrency key", labels=["key"]
+    )
+    waiting = GaugeMetricFamily(
+        f"{NS}_limit_waiters", "calls waiting for a slot of a concurrency key", labels=["key"]
+    )
+    closed = GaugeMetricFamily(f"{NS}_limit_closed_until_seconds", "when a service's back-off on a concurrency key ends (Unix time; 0: open)", labels=["key"])  # fmt: skip
+    for key, (n, w, until) in sorted(usage.items()):
+        held.add_metric([key], n)
+        waiting.add_metric([key], w)
+        closed.add_metric([key], until or 0.0)
+    yield from (held, waiting, closed)
 
 
 def _text(value: bytes | str) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar, get_type_hints, overload
 
@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from agentledger.events.idempotency import operation_key
 from agentledger.events.tool_step import Outcome
 from agentledger.events.types import FieldError
+from agentledger.schemas.limits import Limit
 from agentledger.schemas.spec import Principal, ToolSpec
 from agentledger.services.adapters.tools.context import (
     Lookup,
@@ -175,6 +176,7 @@ def tool(
     timeout_s: float = ...,
     approval: Approval = ...,
     max_concurrency: int | None = ...,
+    limits: Sequence[Mapping[str, Any] | Limit] = ...,
     key_fields: Sequence[str] | None = ...,
     lookup: LookupFn | None = ...,
     output_cap: int | None = ...,
@@ -194,6 +196,7 @@ def tool(
     timeout_s: float = 30.0,
     approval: Approval = "never",
     max_concurrency: int | None = None,
+    limits: Sequence[Mapping[str, Any] | Limit] = (),
     key_fields: Sequence[str] | None = None,
     lookup: LookupFn | None = None,
     output_cap: int | None = 4000,
@@ -212,6 +215,7 @@ def tool(
         timeout_s=timeout_s,
         approval=approval,
         max_concurrency=max_concurrency,
+        limits=tuple(Limit.model_validate(x) for x in limits),
         key_fields=key_fields,
         lookup=lookup,
         output_cap=output_cap,
@@ -238,6 +242,7 @@ class _Declared:
     timeout_s: float
     approval: Approval
     max_concurrency: int | None
+    limits: tuple[Limit, ...]
     key_fields: Sequence[str] | None
     lookup: LookupFn | None
     output_cap: int | None
@@ -258,6 +263,7 @@ class _Declared:
             scope=self.scope,
             timeout_s=self.timeout_s,
             max_concurrency=self.max_concurrency,
+            limits=self.limits,
         )
         return RegisteredTool(
             spec=spec,

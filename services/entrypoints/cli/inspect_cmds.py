@@ -23,7 +23,7 @@ from agentledger.services.entrypoints.cli.parser import BadOption
 from agentledger.services.entrypoints.describe import line
 from agentledger.services.entrypoints.reply import emit, fail, say
 from agentledger.services.entrypoints.run_index import BadPageToken, Page, page_of_runs, parse_time
-from agentledger.services.entrypoints.summary import run_summary
+from agentledger.services.entrypoints.summary import run_summary, waits_line
 from agentledger.services.handlers.state_cache import cache_for
 from agentledger.services.secrets import redactor_for
 from agentledger.services.session import Session
@@ -74,7 +74,8 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
         if waiting is not None:
             print(f"  waiting: {waiting}")
         for call in summary["tool_calls"]:
-            print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}")
+            waits = f"  {waits_line(call['waits'])}" if "waits" in call else ""
+            print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}{waits}")
     return exit_codes.for_status(state.status)
 
 

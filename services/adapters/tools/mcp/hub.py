@@ -212,6 +212,7 @@ class McpHub:
         spec = ToolSpec(
             name=name, description=t.description or t.title or "", input_schema=schema,
             read_only=policy.read_only, scope=policy.scope, timeout_s=policy.timeout_s,
+            limits=policy.limits,
         )  # fmt: skip
         return make_tool(
             spec=spec, reads=lambda a: (), writes=lambda a: (), module=f"mcp:{server}",

@@ -1,0 +1,90 @@
+"""Tenant A publishes 500 runs (each one model turn of 0.2 s), then tenant B one run,
+to one `agentledger workers` process with `AGENTLEDGER_TENANT_SHARE=accept,model`:
+B's run completes long before A's 500 (measured: see the printed figures), against
+B's time on an idle system."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from itkit import QUEUE
+from test_tenant_share import spec
+from test_worker_sigkill import Workers, workers  # noqa: F401 -- the fixture
+
+from agentledger.events.status import RunStatus
+from agentledger.schemas.inbox import RunRequested
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.handlers.state_cache import cache_for
+from agentledger.services.keys import Keys
+
+A_RUNS = int(os.environ.get("BURST_RUNS", "500"))
+A_TURN_S = 0.2
+
+
+@pytest.mark.slow
+def test_tenant_bs_run_is_not_held_behind_tenant_as_500(
+    client: redis.Redis,
+    keys: Keys,
+    workers: Workers,  # noqa: F811 -- the fixture
+    tools_dir: Path,
+    toolset: ToolSet,
+    workspace: Path,
+    signer: Signer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    share = os.environ.get("BURST_SHARE", "accept,model")  # `accept`: the default, to compare
+    workers._env.update(AGENTLEDGER_TENANT_SHARE=share, AGENTLEDGER_MODEL_THREADS="3")
+    workers.start()
+    store = cache_for(RedisEventStore(client, keys))
+
+    def ask(rid: str, tenant: str, delay_s: float) -> None:
+        publish(client, keys, RunRequested(
+            run_id=rid, request_id=rid, spec=spec(tenant, delay_s, tools_dir),
+            base_dir=str(workspace.parent), workspace=str(workspace), queue=QUEUE,
+            toolset=toolset.fingerprint,
+        ), signer=signer)  # fmt: skip
+
+    waits: dict[str, float] = {}
+
+    def done(rid: str, within_s: float, since: float) -> float:
+        """From `since` (when it was published, wall clock) to its last event."""
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            s = store.load(rid)
+            if s is not None and not s.status.live:
+                assert s.status is RunStatus.COMPLETED
+                waits[rid] = s.created_at - since  # in the inbox, for the intake
+                return s.updated_at - since
+            time.sleep(0.05)
+        raise AssertionError(f"{rid} not done within {within_s}s\n{workers.output()}")
+
+    ask("a-warm", "tenant-a", 0.0)  # the worker's first run pays its warm-up
+    done("a-warm", 60, time.time())
+    at = time.time()
+    ask("b-idle", "tenant-b", 0.0)
+    idle = done("b-idle", 60, at)
+    started = time.monotonic()
+    for i in range(A_RUNS):
+        ask(f"a-{i}", "tenant-a", A_TURN_S)
+    at = time.time()
+    ask("b-1", "tenant-b", 0.0)
+    published = time.monotonic() - started
+    behind = done("b-1", 300, at)
+    a_done = sum(
+        1 for i in range(A_RUNS) if (s := store.load(f"a-{i}")) is not None and not s.status.live
+    )
+    with capsys.disabled():
+        print(
+            f"\n[burst] B idle {idle:.2f}s; behind A's {A_RUNS} (published in {published:.1f}s): "
+            f"{behind:.2f}s published->completed ({waits['b-1']:.2f}s of it in the inbox; idle "
+            f"{waits['b-idle']:.2f}s); A's runs done by then: {a_done}"
+        )
+    assert a_done < A_RUNS, "B did not wait for all of A's runs"
+    assert behind < 2 * idle + A_TURN_S + 5.0, "the README's bound, with room for a busy machine"

@@ -1,0 +1,96 @@
+"""Threads shared between tenants, through real `agentledger workers`: tenant A's 12
+runs whose model turns are slow fill the model pool of a worker process; with
+`AGENTLEDGER_TENANT_SHARE=accept,model` tenant A holds at most all but one of its
+model slots, so tenant B's one-turn run finds one (its delivery is not let go) and
+completes while A's turns still run. Without it (the default, `accept`), B's run
+waits for A's turns."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from itkit import QUEUE, TOOL_MODULE
+from test_worker_sigkill import Workers, workers  # noqa: F401 -- the fixture
+
+from agentledger.events.status import RunStatus
+from agentledger.schemas.inbox import RunRequested
+from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.publishers.publishers_file import Signer
+from agentledger.services.adapters.store.redis_store import RedisEventStore
+from agentledger.services.adapters.tools.toolset import ToolSet
+from agentledger.services.handlers.state_cache import cache_for
+from agentledger.services.keys import Keys
+
+A_RUNS, A_TURN_S, MODEL_THREADS = 12, 3.0, 3
+B_WITHIN_S = 5.0  # the issue's target behind 12 runs of slow turns
+
+
+def spec(tenant: str, delay_s: float, tools_dir: Path) -> RunSpec:
+    return RunSpec.model_validate(
+        {
+            "task": f"a run of {tenant}",
+            "tools": [TOOL_MODULE],
+            "tool_path": [str(tools_dir)],
+            "principal": {"id": "it", "tenant": tenant},
+            "model": {"scripted": [{"end_turn": "done", "delay_s": delay_s}]},
+        }
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("share", ["accept,model", "accept"])
+def test_a_tenants_slow_model_turns_do_not_hold_another_tenants_run(
+    client: redis.Redis,
+    keys: Keys,
+    workers: Workers,  # noqa: F811 -- the fixture
+    tools_dir: Path,
+    toolset: ToolSet,
+    workspace: Path,
+    signer: Signer,
+    share: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    workers._env.update(
+        AGENTLEDGER_TENANT_SHARE=share, AGENTLEDGER_MODEL_THREADS=str(MODEL_THREADS)
+    )
+    workers.start()
+    store = cache_for(RedisEventStore(client, keys))
+
+    def ask(rid: str, tenant: str, delay_s: float) -> None:
+        publish(client, keys, RunRequested(
+            run_id=rid, request_id=rid, spec=spec(tenant, delay_s, tools_dir),
+            base_dir=str(workspace.parent), workspace=str(workspace), queue=QUEUE,
+            toolset=toolset.fingerprint,
+        ), signer=signer)  # fmt: skip
+
+    a_ids = [f"a-{i}" for i in range(A_RUNS)]
+    for rid in a_ids:
+        ask(rid, "tenant-a", A_TURN_S)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # A's turns hold the model pool
+        states = [store.load(r) for r in a_ids]
+        if sum(s is not None and s.model_claim_deadline is not None for s in states) >= 2:
+            break
+        time.sleep(0.05)
+    ask("b-1", "tenant-b", 0.0)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        b = store.load("b-1")
+        if b is not None and not b.status.live:
+            break
+        time.sleep(0.05)
+    b = store.load("b-1")
+    assert b is not None and b.status is RunStatus.COMPLETED, workers.output()
+    took = b.updated_at - b.created_at
+    a_live = sum(s is not None and s.status.live for s in (store.load(r) for r in a_ids))
+    with capsys.disabled():
+        print(f"\n[tenants] share={share}: B's run took {took:.2f}s; A's runs live then: {a_live}")
+    if share == "accept,model":
+        assert took < B_WITHIN_S, "B's run found a model slot while A's turns ran"
+        assert a_live > 0, "A's burst was still running"
+    else:
+        assert took > A_TURN_S, "without the share, B waited behind A's turns"
