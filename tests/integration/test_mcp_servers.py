@@ -190,6 +190,38 @@ def test_a_server_that_dies_answering_leaves_its_write_unknown(ledger: McpHub, w
     assert json.loads((ws / "orders.json").read_text())["C"]["times"] == 1  # it did happen
 
 
+def test_a_server_that_says_its_tools_changed_changes_the_tool_set_and_its_fingerprint(
+    ledger: McpHub, ws: Path
+) -> None:
+    before = ledger.toolset(BASE)
+    assert "ledger__grown" not in before.names
+    changes: list[str] = []
+    ledger.on_change(lambda: changes.append(ledger.toolset(BASE).fingerprint))
+    assert run(tool(ledger, "ledger__grow"), {}, ctx(None)) == Succeeded("grew")  # the catalog's
+    wait_for(lambda: changes, what="the hub telling its listeners")
+    after = ledger.toolset(BASE)
+    assert "ledger__grown" in after.names and changes == [after.fingerprint]
+    assert after.fingerprint != before.fingerprint
+    grown = tool(ledger, "ledger__grown")  # unlisted in the servers file: a write needing approval
+    assert not grown.spec.read_only and grown.approval_reason({}, None)  # type: ignore[arg-type]
+
+
+def test_a_result_against_the_tools_output_schema_is_a_failed_call_saying_why(
+    ledger: McpHub, ws: Path
+) -> None:
+    shaped = tool(ledger, "ledger__shaped")
+    assert run(shaped, {"good": True}, ctx(ws)) == Succeeded("total 3")
+    bad = run(shaped, {"good": False}, ctx(ws))
+    assert isinstance(bad, Errored) and not bad.error.retryable, bad
+    assert "against its own outputSchema" in bad.error.message
+    assert "'three' is not of type 'integer'" in bad.error.message
+
+
+def test_progress_notifications_are_taken_and_the_call_answers(ledger: McpHub, ws: Path) -> None:
+    assert run(tool(ledger, "ledger__steps"), {"n": 3}, ctx(ws)) == Succeeded("3 steps")
+    assert ledger.instance("ledger", str(ws)).progress_seen == 3
+
+
 def test_a_streamable_http_server_serves_the_same_tools(tmp_path: Path) -> None:
     server = HttpLedger(tmp_path)
     hub = hub_of(tmp_path, remote={"url": server.url, "tools": {"get_order": {"read_only": True}}})
@@ -206,44 +238,84 @@ def test_a_streamable_http_server_serves_the_same_tools(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_the_reference_everything_server_answers_and_its_binary_output_is_summarised(
-    tmp_path: Path, ws: Path
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpHub]:
+    """One server-everything for the module's tests (each test its own workspace)."""
+    hub = hub_of(tmp_path_factory.mktemp("ev"), ev=npm_server("server-everything", "stdio"))
+    yield hub
+    hub.close()
+
+
+@pytest.fixture(scope="module")
+def filesystem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpHub]:
+    hub = hub_of(tmp_path_factory.mktemp("fs"), fs=fs_server())
+    yield hub
+    hub.close()
+
+
+EVERYTHING_TOOLS = {
+    "echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
+    "get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource",
+    "toggle-simulated-logging", "toggle-subscriber-updates", "trigger-long-running-operation",
+    "simulate-research-query",
+    # offered only to a client that declares roots, sampling and elicitation (form and url)
+    "get-roots-list", "trigger-sampling-request", "trigger-elicitation-request",
+    "trigger-url-elicitation",
+}  # fmt: skip
+FS_TOOLS = {
+    "create_directory", "directory_tree", "edit_file", "get_file_info",
+    "list_allowed_directories", "list_directory", "list_directory_with_sizes", "move_file",
+    "read_file", "read_media_file", "read_multiple_files", "read_text_file", "search_files",
+    "write_file",
+}  # fmt: skip
+
+
+def served(hub: McpHub, server: str) -> set[str]:
+    return {n.split("__", 1)[1] for n in hub.toolset(BASE).names if n.startswith(f"{server}__")}
+
+
+def test_the_reference_servers_offer_our_client_all_their_tools_and_see_the_workspace_as_root(
+    everything: McpHub, filesystem: McpHub, ws: Path
 ) -> None:
-    hub = hub_of(tmp_path, ev=npm_server("server-everything", "stdio"))
-    try:
-        assert run(tool(hub, "ev__get-sum"), {"a": 2, "b": 3}, ctx(ws)) == Succeeded(
-            "The sum of 2 and 3 is 5."
-        )
-        image = run(tool(hub, "ev__get-tiny-image"), {}, ctx(ws))
-        assert isinstance(image, Succeeded)
-        blocks = image.output["content"]
-        assert any(b.get("type") == "image" and b["base64_chars"] > 0 for b in blocks)
-        assert "base64," not in json.dumps(image.output) and "data" not in blocks[0]
-        bad = run(tool(hub, "ev__get-sum"), {"a": "two"}, ctx(ws))
-        assert isinstance(bad, Errored) and bad.error.code == "invalid_arguments"
-    finally:
-        hub.close()
+    assert served(everything, "ev") == EVERYTHING_TOOLS
+    assert served(filesystem, "fs") == FS_TOOLS
+    roots = run(tool(everything, "ev__get-roots-list"), {}, ctx(ws))
+    assert isinstance(roots, Succeeded)
+    assert "(1 total)" in roots.output and f"URI: {ws.as_uri()}" in roots.output, roots.output
+    allowed = run(tool(filesystem, "fs__list_allowed_directories"), {}, ctx(ws))
+    assert allowed == Succeeded(f"Allowed directories:\n{ws}"), allowed
+
+
+def test_the_reference_everything_server_answers_and_its_binary_output_is_summarised(
+    everything: McpHub, ws: Path
+) -> None:
+    hub = everything
+    assert run(tool(hub, "ev__get-sum"), {"a": 2, "b": 3}, ctx(ws)) == Succeeded(
+        "The sum of 2 and 3 is 5."
+    )
+    image = run(tool(hub, "ev__get-tiny-image"), {}, ctx(ws))
+    assert isinstance(image, Succeeded)
+    blocks = image.output["content"]
+    assert any(b.get("type") == "image" and b["base64_chars"] > 0 for b in blocks)
+    assert "base64," not in json.dumps(image.output) and "data" not in blocks[0]
+    bad = run(tool(hub, "ev__get-sum"), {"a": "two"}, ctx(ws))
+    assert isinstance(bad, Errored) and bad.error.code == "invalid_arguments"
 
 
 def test_the_reference_filesystem_server_writes_inside_the_workspace_and_refuses_escapes(
-    tmp_path: Path, ws: Path
+    filesystem: McpHub, tmp_path: Path, ws: Path
 ) -> None:
-    hub = hub_of(tmp_path, fs=fs_server())
-    try:
-        write = tool(hub, "fs__write_file")
-        assert isinstance(
-            run(write, {"path": str(ws / "a.txt"), "content": "hi"}, ctx(ws)), Succeeded
-        )
-        assert (ws / "a.txt").read_text() == "hi"
-        read = tool(hub, "fs__read_text_file")
-        assert run(read, {"path": str(ws / "a.txt")}, ctx(ws)) == Succeeded("hi")
-        assert write.resources({"path": "a.txt", "content": ""}, str(ws))[1] == [f"file:{ws}/a.txt"]
-        with pytest.raises(ValueError, match="outside the workspace"):
-            read.resources({"path": "../secret.txt"}, str(ws))
-        (tmp_path / "secret.txt").write_text("s3cret")
-        escaped = run(
-            read, {"path": str(tmp_path / "secret.txt")}, ctx(ws)
-        )  # past our check: the server and the sandbox
-        assert isinstance(escaped, Errored) and escaped.error.code == "permission_denied"
-    finally:
-        hub.close()
+    hub = filesystem
+    write = tool(hub, "fs__write_file")
+    assert isinstance(run(write, {"path": str(ws / "a.txt"), "content": "hi"}, ctx(ws)), Succeeded)
+    assert (ws / "a.txt").read_text() == "hi"
+    read = tool(hub, "fs__read_text_file")
+    assert run(read, {"path": str(ws / "a.txt")}, ctx(ws)) == Succeeded("hi")
+    assert write.resources({"path": "a.txt", "content": ""}, str(ws))[1] == [f"file:{ws}/a.txt"]
+    with pytest.raises(ValueError, match="outside the workspace"):
+        read.resources({"path": "../secret.txt"}, str(ws))
+    (tmp_path / "secret.txt").write_text("s3cret")
+    escaped = run(
+        read, {"path": str(tmp_path / "secret.txt")}, ctx(ws)
+    )  # past our check: the server and the sandbox
+    assert isinstance(escaped, Errored) and escaped.error.code == "permission_denied"

@@ -61,7 +61,7 @@ class McpHub:
         self._listeners: list[Callable[[], None]] = []
         self._changes: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self._errlog: TextIO = open(self._scratch / "servers.log", "a")  # noqa: SIM115 -- held while the hub lives
-        self._last_up: frozenset[str] = frozenset()
+        self._last_seen = ""
         threading.Thread(target=self._tell, daemon=True, name="agentledger-mcp-retool").start()
 
     def start(self, timeout_s: float | None = None) -> dict[str, str]:
@@ -72,11 +72,12 @@ class McpHub:
             self._catalog[name] = self._supervise(name, config, workspace)
         for sup in self._catalog.values():
             sup.wait_first(timeout_s or sup.config.start_timeout_s)
-        self._last_up = self.up()
+        self._last_seen = self._seen()
         return {n: s.last_error or s.state for n, s in self._catalog.items() if s.state != "up"}
 
     def on_change(self, listener: Callable[[], None]) -> None:
-        """Called (in a thread of its own) when a server goes down or comes back."""
+        """Called (in a thread of its own) when a server goes down or comes back, or
+        says its tools changed (`notifications/tools/list_changed`)."""
         self._listeners.append(listener)
 
     def up(self) -> frozenset[str]:
@@ -159,15 +160,23 @@ class McpHub:
     def _tell(self) -> None:
         while True:
             self._changes.get()
-            now = self.up()
-            if now == self._last_up:
+            now = self._seen()
+            if now == self._last_seen:
                 continue
-            self._last_up = now
+            self._last_seen = now
             for listener in list(self._listeners):
                 try:
                     listener()
                 except Exception:  # a listener's failure must not stop the others being told
                     log.exception("an MCP tool set listener failed")
+
+    def _seen(self) -> str:
+        """What the tool set is made of: the servers up and what each offers."""
+        up = sorted(self.up())
+        described = [_descriptor(name, self._catalog[name]) for name in up]
+        return hashlib.sha256(
+            json.dumps(described, sort_keys=True, default=str).encode()
+        ).hexdigest()
 
     def _tools_of(
         self, server: str, config: McpServer, defined: tuple[types.Tool, ...]

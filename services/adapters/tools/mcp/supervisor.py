@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, PaginatedRequestParams
 
 from agentledger.schemas.mcp_servers import McpServer
+from agentledger.services.adapters.tools.mcp.client_side import ClientSide
 from agentledger.services.adapters.tools.mcp.loop import AsyncLoop
 from agentledger.services.adapters.tools.mcp.transport import connect
 from agentledger.services.adapters.tools.sandbox import SandboxPolicy
@@ -45,6 +47,11 @@ class ServerDown(Exception):
     """The server is not up: nothing was sent."""
 
 
+class BadResult(Exception):
+    """The server answered with a result its own declarations say is wrong (the
+    structured content does not match the tool's outputSchema): the call happened."""
+
+
 class CallLost(Exception):
     """The call was sent and its answer will never come (the server died or was restarted)."""
 
@@ -64,6 +71,7 @@ class Supervisor:
         ping_timeout_s: float = 5.0,
         backoff_s: float = 0.2,
         backoff_max_s: float = 10.0,
+        client: ClientSide | None = None,
     ):
         self.name, self.config, self.workspace = name, config, workspace
         self._policy, self._loop, self._on_state, self._errlog = policy, loop, on_state, errlog
@@ -77,6 +85,10 @@ class Supervisor:
         self._session: ClientSession | None = None
         self._in_flight: dict[asyncio.Task[Any], str | None] = {}  # task -> why it was lost
         self._poke: asyncio.Event | None = None
+        self._relist = False
+        self.tool_changes = 0
+        self.progress_seen = 0
+        self.client = client or ClientSide(workspace)
         self._restart_reason: str | None = None
         self._ending: str | None = None  # why the session is being left
         self._up = threading.Event()
@@ -131,7 +143,11 @@ class Supervisor:
         self._in_flight[task] = None
         try:
             sent_meta = cast(types.RequestParamsMeta, meta)  # a TypedDict open to our own keys
-            return await session.call_tool(remote, args, meta=sent_meta)
+            return await session.call_tool(
+                remote, args, meta=sent_meta, progress_callback=self._progress
+            )
+        except RuntimeError as exc:  # the SDK's check of the result against the outputSchema
+            raise BadResult(str(exc)) from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 why = self._ending or "it closed the connection"
@@ -168,7 +184,11 @@ class Supervisor:
             async with connect(
                 self.config, workspace=self.workspace, policy=self._policy, errlog=self._errlog
             ) as (read, write):
-                async with ClientSession(read, write) as session:  # type: ignore[arg-type]
+                async with ClientSession(
+                    read, write, list_roots_callback=self.client.list_roots,  # type: ignore[arg-type]
+                    sampling_callback=self.client.sample, elicitation_callback=self.client.elicit,
+                    message_handler=self._on_message,
+                ) as session:  # fmt: skip
                     with anyio.fail_after(self.config.start_timeout_s):
                         init = await session.initialize()
                         tools = await _list_tools(session)
@@ -195,6 +215,8 @@ class Supervisor:
                 pass
             if self._restart_reason is not None:
                 return self._restart_reason
+            if self._relist:
+                await self._list_again(session)
             try:
                 with anyio.fail_after(self._ping_timeout_s):
                     await session.send_ping()
@@ -202,6 +224,30 @@ class Supervisor:
                 return f"it did not answer a ping within {self._ping_timeout_s:g}s"
             except Exception as exc:  # noqa: BLE001 -- any failed ping ends the session, said why
                 return _describe(exc)
+
+    async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """A call's progress (`notifications/progress`): counted and logged, not recorded."""
+        self.progress_seen += 1
+        log.debug("MCP %s progress %s/%s %s", self.name, progress, total, message or "")
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._relist = True  # listed again by the watch loop, not inside the dispatcher
+            if self._poke is not None:
+                self._poke.set()
+
+    async def _list_again(self, session: ClientSession) -> None:
+        """The server said its tools changed: list them again and tell the hub."""
+        assert self._poke is not None and self.catalog is not None
+        self._relist = False
+        self._poke.clear()
+        with anyio.fail_after(self._ping_timeout_s):
+            tools = await _list_tools(session)
+        if tools != self.catalog.tools:
+            self.catalog = dataclasses.replace(self.catalog, tools=tools)
+            self.tool_changes += 1
+            log.warning("MCP server %r (%s) changed its tools", self.name, self.workspace or "-")
+            self._on_state(self)
 
     def _mark_down(self, reason: str) -> None:
         if self.state != "closed":

@@ -30,7 +30,12 @@ from agentledger.schemas.mcp_servers import McpLookup
 from agentledger.schemas.spec import Principal
 from agentledger.services.adapters.tools.context import Lookup, ToolContext
 from agentledger.services.adapters.tools.mcp.results import outcome_of, parsed, protocol_error
-from agentledger.services.adapters.tools.mcp.supervisor import CallLost, ServerDown, Supervisor
+from agentledger.services.adapters.tools.mcp.supervisor import (
+    BadResult,
+    CallLost,
+    ServerDown,
+    Supervisor,
+)
 from agentledger.services.adapters.tools.registry import ExternalTool
 
 if TYPE_CHECKING:
@@ -96,18 +101,9 @@ class McpTool(ExternalTool):
         future = instance.call(self.remote, args, meta)
         deadline = time.monotonic() + timeout_s
         while True:
-            try:
-                return _answer(future.result(POLL_S))
-            except concurrent.futures.TimeoutError:
-                pass
-            except ServerDown as exc:  # it went down before the request was sent
-                return Errored(ToolError(code="internal", message=str(exc), retryable=True))
-            except CallLost as exc:
-                return Lost(str(exc))
-            except MCPError as exc:
-                return protocol_error(exc.code, exc.message)
-            except Exception as exc:  # noqa: BLE001 -- the transport failed after sending: it may have happened
-                return Lost(f"the MCP call failed after it was sent: {type(exc).__name__}: {exc}")
+            settled = _settled(self.spec.name, future)
+            if settled is not None:
+                return settled
             if (requested_at := stop_requested()) is not None:
                 return self._stop(instance, future, requested_at, grace_s, ctx)
             if time.monotonic() >= deadline:
@@ -150,8 +146,23 @@ class McpTool(ExternalTool):
         return Lookup(done=done if isinstance(done, bool) else None, result=answer.get("result"))
 
 
-def _answer(result: Any) -> Outcome:
-    return outcome_of(result)
+def _settled(name: str, future: concurrent.futures.Future[Any]) -> Outcome | None:
+    """The call's outcome once it has one; None while it runs."""
+    try:
+        return outcome_of(future.result(POLL_S))
+    except concurrent.futures.TimeoutError:
+        return None
+    except ServerDown as exc:  # it went down before the request was sent
+        return Errored(ToolError(code="internal", message=str(exc), retryable=True))
+    except CallLost as exc:
+        return Lost(str(exc))
+    except BadResult as exc:
+        message = f"{name} answered against its own outputSchema: {exc}"
+        return Errored(ToolError(code="internal", message=message, retryable=False))
+    except MCPError as exc:
+        return protocol_error(exc.code, exc.message)
+    except Exception as exc:  # noqa: BLE001 -- the transport failed after sending: it may have happened
+        return Lost(f"the MCP call failed after it was sent: {type(exc).__name__}: {exc}")
 
 
 def _fill(template: str, values: dict[str, Any]) -> Any:
