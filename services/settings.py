@@ -368,6 +368,15 @@ def read_key_variable(name: str, environ: Mapping[str, str] | None = None) -> st
     return env.get(name) or None
 
 
+def read_variables(
+    names: Iterable[str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The values of the worker variables named (an MCP server's `headers:`);
+    unset and empty ones are left out. Never logged."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in names if env.get(name)}
+
+
 def environ_for_children(settings: Settings) -> dict[str, str]:
     """The variables that make a child process build the same settings."""
     env = dict(os.environ)

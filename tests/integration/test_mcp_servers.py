@@ -6,6 +6,7 @@ as the executor uses them (`run_tool`)."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
@@ -13,7 +14,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -284,6 +285,63 @@ def test_the_reference_servers_offer_our_client_all_their_tools_and_see_the_work
     assert "(1 total)" in roots.output and f"URI: {ws.as_uri()}" in roots.output, roots.output
     allowed = run(tool(filesystem, "fs__list_allowed_directories"), {}, ctx(ws))
     assert allowed == Succeeded(f"Allowed directories:\n{ws}"), allowed
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Records the headers of every request; redirects to `to` when set (else 404)."""
+
+    seen: ClassVar[list[tuple[int, dict[str, str]]]] = []
+    to: ClassVar[str | None] = None
+
+    def _any(self) -> None:
+        self.seen.append((self.server.server_address[1], dict(self.headers)))  # type: ignore[arg-type]
+        self.send_response(307 if self.to else 404)
+        if self.to:
+            self.send_header("Location", self.to)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_GET = do_DELETE = _any
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def recording_server(to: str | None) -> http.server.ThreadingHTTPServer:
+    handler = type("R", (Recorder,), {"to": to})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_an_http_servers_headers_carry_the_operators_secret_to_it_and_never_to_another_host(
+    tmp_path: Path,
+) -> None:
+    other = recording_server(None)  # another origin (another port)
+    first = recording_server(f"http://127.0.0.1:{other.server_address[1]}/mcp")
+    url = f"http://127.0.0.1:{first.server_address[1]}/mcp"
+    file = McpServersFile.model_validate(
+        {
+            "servers": {
+                "api": {"url": url, "headers": {"Authorization": "API_TOKEN"}, "start_timeout_s": 5}
+            }
+        }
+    )
+    hub = McpHub(
+        file,
+        policy=SandboxPolicy(),
+        scratch_dir=str(tmp_path),
+        headers={"api": {"Authorization": "Bearer s3cret"}},
+    )
+    try:
+        down = hub.start(10)
+        assert "api" in down  # its answer was a redirect off its origin: not followed
+        assert Recorder.seen and {port for port, _ in Recorder.seen} == {first.server_address[1]}
+        assert all(h.get("Authorization") == "Bearer s3cret" for _, h in Recorder.seen)
+    finally:
+        hub.close()
+        first.shutdown()
+        other.shutdown()
 
 
 def test_the_reference_everything_server_answers_and_its_binary_output_is_summarised(

@@ -13,23 +13,25 @@ from agentledger.events.mcp_policy import unknown_asks
 from agentledger.schemas.errors import SpecProblem
 from agentledger.schemas.spec import RunSpec
 from agentledger.services.adapters.tools import sandbox_probe
-from agentledger.services.adapters.tools.mcp.config import load_servers_file
+from agentledger.services.adapters.tools.mcp.config import header_values, load_servers_file
 from agentledger.services.adapters.tools.mcp.hub import McpHub
 from agentledger.services.adapters.tools.sandbox import policy_for
 from agentledger.services.adapters.tools.toolset import ToolSet
 from agentledger.services.bootstrap import Services
-from agentledger.services.settings import Settings
+from agentledger.services.settings import Settings, read_variables
 
 
 def start_hub(path: str, settings: Settings) -> McpHub:
     """The file's servers, started; a server that does not start is said on stderr
     (its tools are not offered until it is up)."""
     file = load_servers_file(path, max_timeout_s=settings.max_mcp_timeout_s)
+    asked = {v for server in file.servers.values() for v in server.headers.values()}
+    headers = header_values(path, file, read_variables(asked))
     network = [name for name, server in file.servers.items() if server.command and server.network]
     sandbox_probe.ready(settings, network_tools=network)  # a broken sandbox refuses here
     scratch = Path(settings.state_dir, "mcp", str(os.getpid()))
     scratch.mkdir(parents=True, exist_ok=True)
-    hub = McpHub(file, policy=policy_for(settings), scratch_dir=str(scratch))
+    hub = McpHub(file, policy=policy_for(settings), scratch_dir=str(scratch), headers=headers)
     for name, why in hub.start().items():
         print(f"agentledger: MCP server {name!r} is not up: {why}", file=sys.stderr)
     return hub

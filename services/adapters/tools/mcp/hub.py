@@ -18,7 +18,7 @@ import queue
 import re
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -48,8 +48,10 @@ class McpHub:
         scratch_dir: str | None = None,
         ping_s: float = 1.0,
         ping_timeout_s: float = 5.0,
+        headers: Mapping[str, Mapping[str, str]] | None = None,
     ):
         self.file = file
+        self._headers = headers or {}  # server -> its HTTP headers' values (the operator's secrets)
         self._policy = policy
         self._scratch = Path(scratch_dir or tempfile.mkdtemp(prefix="agentledger-mcp-"))
         self._scratch.mkdir(parents=True, exist_ok=True)
@@ -149,7 +151,7 @@ class McpHub:
         return Supervisor(
             name, config, workspace=workspace, policy=self._policy, loop=self._loop,
             on_state=lambda _: self._changes.put(True), errlog=self._errlog,
-            ping_s=ping_s, ping_timeout_s=ping_timeout_s,
+            ping_s=ping_s, ping_timeout_s=ping_timeout_s, headers=self._headers.get(name, {}),
         ).start()  # fmt: skip
 
     def _scratch_workspace(self, name: str) -> str:

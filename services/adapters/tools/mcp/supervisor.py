@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO, cast
 
@@ -72,7 +72,9 @@ class Supervisor:
         backoff_s: float = 0.2,
         backoff_max_s: float = 10.0,
         client: ClientSide | None = None,
+        headers: Mapping[str, str] | None = None,
     ):
+        self._headers = dict(headers or {})
         self.name, self.config, self.workspace = name, config, workspace
         self._policy, self._loop, self._on_state, self._errlog = policy, loop, on_state, errlog
         self._ping_s, self._ping_timeout_s = ping_s, ping_timeout_s
@@ -182,8 +184,9 @@ class Supervisor:
     async def _session_once(self) -> str:
         try:
             async with connect(
-                self.config, workspace=self.workspace, policy=self._policy, errlog=self._errlog
-            ) as (read, write):
+                self.config, workspace=self.workspace, policy=self._policy, errlog=self._errlog,
+                headers=self._headers,
+            ) as (read, write):  # fmt: skip
                 async with ClientSession(
                     read, write, list_roots_callback=self.client.list_roots,  # type: ignore[arg-type]
                     sampling_callback=self.client.sample, elicitation_callback=self.client.elicit,
