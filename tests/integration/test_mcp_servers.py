@@ -344,7 +344,7 @@ def test_an_http_servers_headers_carry_the_operators_secret_to_it_and_never_to_a
         other.shutdown()
 
 
-def test_the_reference_everything_server_answers_and_its_binary_output_is_summarised(
+def test_the_reference_everything_server_answers_and_its_image_is_kept_for_the_model(
     everything: McpHub, ws: Path
 ) -> None:
     hub = everything
@@ -353,9 +353,8 @@ def test_the_reference_everything_server_answers_and_its_binary_output_is_summar
     )
     image = run(tool(hub, "ev__get-tiny-image"), {}, ctx(ws))
     assert isinstance(image, Succeeded)
-    blocks = image.output["content"]
-    assert any(b.get("type") == "image" and b["base64_chars"] > 0 for b in blocks)
-    assert "base64," not in json.dumps(image.output) and "data" not in blocks[0]
+    [kept] = image.output["images"]
+    assert kept["media_type"] == "image/png" and len(kept["data"]) > 100
     bad = run(tool(hub, "ev__get-sum"), {"a": "two"}, ctx(ws))
     assert isinstance(bad, Errored) and bad.error.code == "invalid_arguments"
 
