@@ -223,6 +223,52 @@ def test_progress_notifications_are_taken_and_the_call_answers(ledger: McpHub, w
     assert ledger.instance("ledger", str(ws)).progress_seen == 3
 
 
+def test_resources_and_prompts_are_read_through_tools_of_the_server(
+    ledger: McpHub, ws: Path
+) -> None:
+    run(tool(ledger, "ledger__place_order"), {"order_id": "A", "qty": 2}, ctx(ws, op_key="k"))
+    listing = run(tool(ledger, "ledger__mcp_list_resources"), {}, ctx(ws))
+    assert isinstance(listing, Succeeded)
+    found = json.loads(listing.output)
+    assert [r["uri"] for r in found["resources"]] == ["ledger://book"]
+    assert [t["uri_template"] for t in found["templates"]] == ["ledger://order/{order_id}"]
+    read = tool(ledger, "ledger__mcp_read_resource")
+    assert read.spec.read_only and read.resources({"uri": "ledger://book"}, str(ws)) == (
+        ["mcp:ledger"], [],
+    )  # fmt: skip
+    book = run(read, {"uri": "ledger://book"}, ctx(ws))
+    assert isinstance(book, Succeeded) and json.loads(book.output)["A"]["qty"] == 2
+    one = run(read, {"uri": "ledger://order/A"}, ctx(ws))
+    assert isinstance(one, Succeeded) and json.loads(one.output)["qty"] == 2
+    missing = run(read, {"uri": "ledger://nothing"}, ctx(ws))
+    assert isinstance(missing, Errored), missing
+    prompts = run(tool(ledger, "ledger__mcp_list_prompts"), {}, ctx(ws))
+    assert isinstance(prompts, Succeeded) and '"name": "review"' in prompts.output
+    got = run(
+        tool(ledger, "ledger__mcp_get_prompt"),
+        {"name": "review", "arguments": {"order_id": "A"}},
+        ctx(ws),
+    )
+    assert got == Succeeded("[user] Review order A: is its quantity right?")
+
+
+def test_a_file_resource_outside_the_workspace_is_refused_before_anything_is_sent(
+    ledger: McpHub, ws: Path
+) -> None:
+    read = tool(ledger, "ledger__mcp_read_resource")
+    hostile = ("file:///etc/passwd", "file://{ws}/../secret", "file://{ws}/%2e%2e/secret",
+               "FILE:///etc/passwd", "file://evil/{ws}/a")  # fmt: skip
+    for uri in hostile:
+        with pytest.raises(ValueError, match="outside the workspace|another host"):
+            read.resources({"uri": uri.format(ws=ws)}, str(ws))
+    assert read.resources({"uri": f"file://{ws}/a.txt"}, str(ws))[0] == [
+        "file:" + str(ws / "a.txt"),
+        "mcp:ledger",
+    ]
+    with pytest.raises(ValueError, match="no workspace"):
+        read.resources({"uri": f"file://{ws}/a.txt"}, None)
+
+
 def test_a_streamable_http_server_serves_the_same_tools(tmp_path: Path) -> None:
     server = HttpLedger(tmp_path)
     hub = hub_of(tmp_path, remote={"url": server.url, "tools": {"get_order": {"read_only": True}}})
@@ -263,6 +309,7 @@ EVERYTHING_TOOLS = {
     "get-roots-list", "trigger-sampling-request", "trigger-elicitation-request",
     "trigger-url-elicitation",
 }  # fmt: skip
+BUILTINS = {"mcp_list_resources", "mcp_read_resource", "mcp_list_prompts", "mcp_get_prompt"}
 FS_TOOLS = {
     "create_directory", "directory_tree", "edit_file", "get_file_info",
     "list_allowed_directories", "list_directory", "list_directory_with_sizes", "move_file",
@@ -278,7 +325,7 @@ def served(hub: McpHub, server: str) -> set[str]:
 def test_the_reference_servers_offer_our_client_all_their_tools_and_see_the_workspace_as_root(
     everything: McpHub, filesystem: McpHub, ws: Path
 ) -> None:
-    assert served(everything, "ev") == EVERYTHING_TOOLS
+    assert served(everything, "ev") == EVERYTHING_TOOLS | BUILTINS  # it serves both
     assert served(filesystem, "fs") == FS_TOOLS
     roots = run(tool(everything, "ev__get-roots-list"), {}, ctx(ws))
     assert isinstance(roots, Succeeded)

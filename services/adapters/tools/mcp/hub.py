@@ -26,11 +26,18 @@ import mcp_types as types
 from jsonschema import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
-from agentledger.events.mcp_policy import Hints, decide_policy, offered_name
+from agentledger.events.mcp_policy import (
+    Hints,
+    Policy,
+    builtin_policy,
+    decide_policy,
+    offered_name,
+)
 from agentledger.schemas.mcp_servers import McpServer, McpServersFile
 from agentledger.schemas.spec import ToolSpec
+from agentledger.services.adapters.tools.mcp import builtins
 from agentledger.services.adapters.tools.mcp.loop import AsyncLoop
-from agentledger.services.adapters.tools.mcp.supervisor import ServerDown, Supervisor
+from agentledger.services.adapters.tools.mcp.supervisor import Catalog, ServerDown, Supervisor
 from agentledger.services.adapters.tools.mcp.tool import McpTool, make_tool
 from agentledger.services.adapters.tools.sandbox import SandboxPolicy
 from agentledger.services.adapters.tools.toolset import BUILTIN, FINGERPRINT_CHARS, ToolSet
@@ -119,7 +126,7 @@ class McpHub:
         for name in up:
             sup = self._catalog[name]
             assert sup.catalog is not None
-            for tool in self._tools_of(name, sup.config, sup.catalog.tools):
+            for tool in self._tools_of(name, sup.config, sup.catalog):
                 if tool.spec.name in tools or tool.spec.name in builtin:
                     log.warning(
                         "MCP tool %r is left out: a tool of that name exists", tool.spec.name
@@ -180,24 +187,27 @@ class McpHub:
             json.dumps(described, sort_keys=True, default=str).encode()
         ).hexdigest()
 
-    def _tools_of(
-        self, server: str, config: McpServer, defined: tuple[types.Tool, ...]
-    ) -> list[McpTool]:
+    def _tools_of(self, server: str, config: McpServer, catalog: Catalog) -> list[McpTool]:
         made: list[McpTool] = []
-        names = {t.name for t in defined}
+        names = {t.name for t in catalog.tools}
+        extra = builtins.offered(catalog.resources, catalog.prompts, names)
         for listed in config.tools:
-            if listed not in names:
+            if listed not in names and listed not in {t.name for t in extra}:
                 log.warning(
                     "MCP server %r has no tool %r (the servers file lists it)", server, listed
                 )
-        for t in defined:
+        for t in catalog.tools:
             tool = self._tool(server, config, t, names)
+            if tool is not None:
+                made.append(tool)
+        for t in extra:
+            tool = self._tool(server, config, t, names, kind=t.name)
             if tool is not None:
                 made.append(tool)
         return made
 
     def _tool(
-        self, server: str, config: McpServer, t: types.Tool, names: set[str]
+        self, server: str, config: McpServer, t: types.Tool, names: set[str], kind: str = "tool"
     ) -> McpTool | None:
         name = offered_name(server, t.name)
         if not TOOL_NAME.match(name):
@@ -212,10 +222,8 @@ class McpHub:
                 "MCP tool %r is left out: its inputSchema is invalid: %s", name, exc.message
             )
             return None
-        ann = t.annotations
-        hints = Hints(ann.read_only_hint, ann.destructive_hint) if ann else Hints()
         listed = config.tools.get(t.name)
-        policy = decide_policy(server, t.name, listed, hints, timeout_s=config.timeout_s)
+        policy = self._policy_of(server, config, t, kind)
         lookup = listed.lookup if listed else None
         if lookup is not None and lookup.tool not in names:
             log.warning("MCP tool %r: its lookup %r is not a tool of the server", name, lookup.tool)
@@ -228,7 +236,17 @@ class McpHub:
             spec=spec, reads=lambda a: (), writes=lambda a: (), module=f"mcp:{server}",
             key_fields=policy.key_fields, output_cap=policy.output_cap, server=server,
             remote=t.name, policy=policy, validator=validator, lookup_spec=lookup, hub=self,
+            kind=kind,
         )  # fmt: skip
+
+    @staticmethod
+    def _policy_of(server: str, config: McpServer, t: types.Tool, kind: str) -> Policy:
+        listed = config.tools.get(t.name)
+        if kind != "tool" and listed is None:
+            return builtin_policy(server, config.timeout_s)
+        ann = t.annotations
+        hints = Hints(ann.read_only_hint, ann.destructive_hint) if ann else Hints()
+        return decide_policy(server, t.name, listed, hints, timeout_s=config.timeout_s)
 
 
 def _descriptor(name: str, sup: Supervisor) -> dict[str, Any]:
@@ -239,6 +257,7 @@ def _descriptor(name: str, sup: Supervisor) -> dict[str, Any]:
         "server": name,
         "implementation": sup.catalog.server,
         "version": sup.catalog.version,
+        "serves": {"resources": sup.catalog.resources, "prompts": sup.catalog.prompts},
         "config": config,
         "tools": sorted(
             (t.model_dump(mode="json", exclude_none=True) for t in sup.catalog.tools),

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO, cast
 
@@ -41,6 +41,8 @@ class Catalog:
     server: str  # its own name
     version: str
     tools: tuple[types.Tool, ...]
+    resources: bool = False  # it serves resources (resources/list, resources/read)
+    prompts: bool = False  # it serves prompts (prompts/list, prompts/get)
 
 
 class ServerDown(Exception):
@@ -113,7 +115,18 @@ class Supervisor:
         self, remote: str, args: dict[str, Any], meta: dict[str, Any]
     ) -> concurrent.futures.Future[types.CallToolResult]:
         """Send a tools/call; cancelling the future sends notifications/cancelled."""
-        return self._loop.submit(self._call(remote, args, meta))
+        sent_meta = cast(types.RequestParamsMeta, meta)  # a TypedDict open to our own keys
+
+        def send(session: ClientSession) -> Awaitable[types.CallToolResult]:
+            return session.call_tool(remote, args, meta=sent_meta, progress_callback=self._progress)
+
+        return self._loop.submit(self._call(send))
+
+    def request(
+        self, send: Callable[[ClientSession], Awaitable[types.CallToolResult]]
+    ) -> concurrent.futures.Future[types.CallToolResult]:
+        """Send another request (resources, prompts) as a call is sent, its answer as a result."""
+        return self._loop.submit(self._call(send))
 
     def restart(self, reason: str) -> None:
         """Stop the server process now (its in-flight calls are lost) and start it again."""
@@ -133,7 +146,7 @@ class Supervisor:
             self._poke.set()
 
     async def _call(
-        self, remote: str, args: dict[str, Any], meta: dict[str, Any]
+        self, send: Callable[[ClientSession], Awaitable[types.CallToolResult]]
     ) -> types.CallToolResult:
         session = self._session
         if session is None or self.state != "up":
@@ -144,10 +157,7 @@ class Supervisor:
         assert task is not None
         self._in_flight[task] = None
         try:
-            sent_meta = cast(types.RequestParamsMeta, meta)  # a TypedDict open to our own keys
-            return await session.call_tool(
-                remote, args, meta=sent_meta, progress_callback=self._progress
-            )
+            return await send(session)
         except RuntimeError as exc:  # the SDK's check of the result against the outputSchema
             raise BadResult(str(exc)) from None
         except MCPError as exc:
@@ -196,7 +206,11 @@ class Supervisor:
                         init = await session.initialize()
                         tools = await _list_tools(session)
                     info = init.server_info
-                    self.catalog = Catalog(info.name, info.version or "", tools)
+                    caps = init.capabilities
+                    self.catalog = Catalog(
+                        info.name, info.version or "", tools,
+                        resources=caps.resources is not None, prompts=caps.prompts is not None,
+                    )  # fmt: skip
                     self._session = session
                     self._poke = asyncio.Event()
                     self._restart_reason = None

@@ -29,6 +29,7 @@ from agentledger.events.types import FieldError, ToolError
 from agentledger.schemas.mcp_servers import McpLookup
 from agentledger.schemas.spec import Principal
 from agentledger.services.adapters.tools.context import Lookup, ToolContext
+from agentledger.services.adapters.tools.mcp import builtins
 from agentledger.services.adapters.tools.mcp.results import outcome_of, parsed, protocol_error
 from agentledger.services.adapters.tools.mcp.supervisor import (
     BadResult,
@@ -57,6 +58,7 @@ class McpTool(ExternalTool):
     policy: Policy | None = None
     validator: Any = None  # a jsonschema validator of the tool's inputSchema
     lookup_spec: McpLookup | None = None
+    kind: str = "tool"  # or a built-in's name: a resources or prompts request (builtins.py)
     hub: McpHub | None = field(default=None, compare=False, repr=False)
 
     def offered_to(self, asked: tuple[str, ...] | list[str]) -> bool:
@@ -75,9 +77,10 @@ class McpTool(ExternalTool):
 
     def resources(self, args: dict[str, Any], workspace: str | None) -> tuple[list[str], list[str]]:
         assert self.policy is not None
-        return expand(self.policy.reads, args, workspace), expand(
-            self.policy.writes, args, workspace
-        )
+        reads = expand(self.policy.reads, args, workspace)
+        if self.kind == builtins.READ_RESOURCE:  # a file: URI only inside the workspace
+            reads = sorted({*reads, *builtins.uri_reads(str(args.get("uri", "")), workspace)})
+        return reads, expand(self.policy.writes, args, workspace)
 
     def approval_reason(self, args: dict[str, Any], principal: Principal) -> str | None:
         assert self.policy is not None
@@ -98,7 +101,11 @@ class McpTool(ExternalTool):
         except ServerDown as exc:
             return Errored(ToolError(code="internal", message=str(exc), retryable=True))
         meta = {OP_KEY_META: ctx.op_key} if ctx.op_key else {}
-        future = instance.call(self.remote, args, meta)
+        future = (
+            instance.call(self.remote, args, meta)
+            if self.kind == "tool"
+            else instance.request(builtins.request(self.kind, args))
+        )
         deadline = time.monotonic() + timeout_s
         while True:
             settled = _settled(self.spec.name, future)
