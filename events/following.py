@@ -15,7 +15,9 @@ class Until(StrEnum):
     """What a follower waits for."""
 
     OVER = "over"  # ended with no call still running: nothing more will be appended (tail)
-    SETTLED = "settled"  # ended, or escalated to a person (run, attach: they say how to go on)
+    # ended, or escalated to a person (run, attach: they say how to go on) — but not for a
+    # tool's question (MCP elicitation): its call runs on in this process, waiting for the answer
+    SETTLED = "settled"
     ASKS_A_PERSON = "asks_a_person"  # ended, or waiting for any person (a rerun: nobody answers)
     NEVER = "never"  # only the follower's own stop (the web view's stream)
 
@@ -28,7 +30,10 @@ def reached(until: Until, state: RunState | None) -> bool:
         case Until.OVER:
             return state.over
         case Until.SETTLED:
-            return state.status.terminal or state.status is RunStatus.AWAITING_HUMAN
+            asks = (
+                state.status is RunStatus.AWAITING_HUMAN and state.escalated_for != "tool_question"
+            )
+            return state.status.terminal or asks
         case Until.ASKS_A_PERSON:
             return state.status.terminal or state.status.waiting
         case Until.NEVER:

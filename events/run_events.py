@@ -10,7 +10,7 @@ from pydantic import Field
 from agentledger.events.event_model import EventModel
 from agentledger.schemas.spec import RunSpec
 
-EscalationReason = Literal["repeated_failure", "refusal", "outcome_unknown"]
+EscalationReason = Literal["repeated_failure", "refusal", "outcome_unknown", "tool_question"]
 
 
 BudgetName = Literal["turns", "input_tokens", "output_tokens", "cost", "consecutive_failures"]

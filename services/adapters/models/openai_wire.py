@@ -110,7 +110,9 @@ def request_params(
         "messages": messages,
         # OpenAI's own reasoning models take only max_completion_tokens; servers of its
         # API's older shape (vLLM, Ollama, llama.cpp) read max_tokens
-        ("max_completion_tokens" if own else "max_tokens"): settings.max_tokens,
+        ("max_completion_tokens" if own else "max_tokens"): request.output_limit(
+            settings.max_tokens
+        ),
         "stream": True,
         "stream_options": {"include_usage": True},
     }

@@ -22,6 +22,12 @@ class ModelRequest:
     server_tools: tuple[dict[str, Any], ...] = ()  # the provider's tools, as the API defines them
     model: str | None = None  # the model to ask, when not the adapter's own (a fallback)
     tenant: str | None = None  # the tenant of the run asking (a replay plays only its own)
+    max_tokens: int | None = None  # at most this output, when less than the adapter's own
+    sample: int | None = None  # an MCP server's sampling request: the run's n-th (no turn)
+
+    def output_limit(self, own: int) -> int:
+        """The `max_tokens` an adapter whose own is `own` sends."""
+        return min(own, self.max_tokens) if self.max_tokens else own
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """The CLI's side of `--mcp FILE`: start the servers of the file, check what a
 run spec asks of them, and keep the workers' tool set in step with the servers
 that are up (a server that goes down takes its tools and its part of the
-fingerprint with it until it is back)."""
+fingerprint with it until it is back), and answer what the servers ask during
+calls (sampling, elicitation: `handlers.tool_requests`)."""
 
 from __future__ import annotations
 
@@ -51,5 +52,9 @@ def ask_problems(spec: RunSpec, hub: McpHub | None) -> list[SpecProblem]:
 
 
 def follow_servers(services: Services, hub: McpHub, base: ToolSet) -> None:
-    """Re-serve the task queue under the new fingerprint whenever the servers change."""
+    """Re-serve the task queue under the new fingerprint whenever the servers change;
+    answer the servers' sampling and elicitation requests for the runs this process serves."""
+    from agentledger.services.handlers.tool_requests import ToolRequests
+
+    hub.answer_with(ToolRequests(lambda: services.app))
     hub.on_change(lambda: services.retool(hub.toolset(base)))

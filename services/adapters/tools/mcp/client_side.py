@@ -1,23 +1,35 @@
 """What our MCP client tells a server when the server asks (the client
 capabilities it declares): its roots — the run's workspace, and only it (a
 `url:` server, one session per worker and no workspace, is told none) — and
-sampling and elicitation, each answered by a handler the worker gives (the
-run's model, a human's reply) or refused with a one-line reason."""
+sampling and elicitation, answered for the run whose call the request came
+during (the one run with a call in flight on this session; none, or several:
+refused) by the worker's answerer (the run's model; a person, through the run),
+or refused with a one-line reason. Answering runs in a thread: the session's
+loop serves the other calls meanwhile."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 import mcp_types as types
 from mcp.client.session import ClientRequestContext
 
-SamplingHandler = Callable[
-    [types.CreateMessageRequestParams], Awaitable[types.CreateMessageResult | types.ErrorData]
-]
-ElicitationHandler = Callable[
-    [types.ElicitRequestParams], Awaitable[types.ElicitResult | types.ErrorData]
-]
+from agentledger.services.adapters.tools.context import ToolContext
+
+
+class Answerer(Protocol):
+    """Answers a server's requests for the run of the call they came during."""
+
+    def sample(
+        self, asker: ToolContext, server: str, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData: ...
+
+    def elicit(
+        self, asker: ToolContext, server: str, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData: ...
 
 
 def roots_of(workspace: str | None) -> list[types.Root]:
@@ -36,14 +48,16 @@ class ClientSide:
 
     def __init__(
         self,
+        server: str,
         workspace: str | None,
         *,
-        sampling: SamplingHandler | None = None,
-        elicitation: ElicitationHandler | None = None,
+        asker: Callable[[], ToolContext | str] = lambda: "no call is in flight",
+        answerer: Callable[[], Answerer | None] = lambda: None,
     ):
+        self.server = server
         self.workspace = workspace
-        self._sampling = sampling
-        self._elicitation = elicitation
+        self._asker = asker
+        self._answerer = answerer
 
     async def list_roots(self, context: ClientRequestContext) -> types.ListRootsResult:
         return types.ListRootsResult(roots=roots_of(self.workspace))
@@ -51,13 +65,19 @@ class ClientSide:
     async def sample(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
-        if self._sampling is None:
+        answerer, asker = self._answerer(), self._asker()
+        if answerer is None:
             return refused("sampling", "this worker routes no sampling requests")
-        return await self._sampling(params)
+        if isinstance(asker, str):
+            return refused("sampling", asker)
+        return await asyncio.to_thread(answerer.sample, asker, self.server, params)
 
     async def elicit(
         self, context: ClientRequestContext, params: types.ElicitRequestParams
     ) -> types.ElicitResult | types.ErrorData:
-        if self._elicitation is None:
-            return refused("elicitation", "this worker asks no human")
-        return await self._elicitation(params)
+        answerer, asker = self._answerer(), self._asker()
+        if answerer is None:
+            return refused("elicitation", "this worker asks no person")
+        if isinstance(asker, str):
+            return refused("elicitation", asker)
+        return await asyncio.to_thread(answerer.elicit, asker, self.server, params)

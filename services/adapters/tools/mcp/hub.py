@@ -36,6 +36,7 @@ from agentledger.events.mcp_policy import (
 from agentledger.schemas.mcp_servers import McpServer, McpServersFile
 from agentledger.schemas.spec import ToolSpec
 from agentledger.services.adapters.tools.mcp import builtins
+from agentledger.services.adapters.tools.mcp.client_side import Answerer
 from agentledger.services.adapters.tools.mcp.loop import AsyncLoop
 from agentledger.services.adapters.tools.mcp.supervisor import Catalog, ServerDown, Supervisor
 from agentledger.services.adapters.tools.mcp.tool import McpTool, make_tool
@@ -59,6 +60,7 @@ class McpHub:
     ):
         self.file = file
         self._headers = headers or {}  # server -> its HTTP headers' values (the operator's secrets)
+        self._answerer: Answerer | None = None
         self._policy = policy
         self._scratch = Path(scratch_dir or tempfile.mkdtemp(prefix="agentledger-mcp-"))
         self._scratch.mkdir(parents=True, exist_ok=True)
@@ -88,6 +90,10 @@ class McpHub:
         """Called (in a thread of its own) when a server goes down or comes back, or
         says its tools changed (`notifications/tools/list_changed`)."""
         self._listeners.append(listener)
+
+    def answer_with(self, answerer: Answerer) -> None:
+        """Who answers the servers' sampling and elicitation requests (until then: refused)."""
+        self._answerer = answerer
 
     def up(self) -> frozenset[str]:
         """The servers whose tools are offered: started, and no instance of them down."""
@@ -159,6 +165,7 @@ class McpHub:
             name, config, workspace=workspace, policy=self._policy, loop=self._loop,
             on_state=lambda _: self._changes.put(True), errlog=self._errlog,
             ping_s=ping_s, ping_timeout_s=ping_timeout_s, headers=self._headers.get(name, {}),
+            answerer=lambda: self._answerer,
         ).start()  # fmt: skip
 
     def _scratch_workspace(self, name: str) -> str:

@@ -25,7 +25,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, PaginatedRequestParams
 
 from agentledger.schemas.mcp_servers import McpServer
-from agentledger.services.adapters.tools.mcp.client_side import ClientSide
+from agentledger.services.adapters.tools.context import ToolContext
+from agentledger.services.adapters.tools.mcp.client_side import Answerer, ClientSide
 from agentledger.services.adapters.tools.mcp.loop import AsyncLoop
 from agentledger.services.adapters.tools.mcp.transport import connect
 from agentledger.services.adapters.tools.sandbox import SandboxPolicy
@@ -74,6 +75,7 @@ class Supervisor:
         backoff_s: float = 0.2,
         backoff_max_s: float = 10.0,
         client: ClientSide | None = None,
+        answerer: Callable[[], Answerer | None] = lambda: None,
         headers: Mapping[str, str] | None = None,
     ):
         self._headers = dict(headers or {})
@@ -92,7 +94,8 @@ class Supervisor:
         self._relist = False
         self.tool_changes = 0
         self.progress_seen = 0
-        self.client = client or ClientSide(workspace)
+        self._askers: dict[asyncio.Task[Any], ToolContext] = {}  # the calls in flight, whose
+        self.client = client or ClientSide(name, workspace, asker=self._asker, answerer=answerer)
         self._restart_reason: str | None = None
         self._ending: str | None = None  # why the session is being left
         self._up = threading.Event()
@@ -112,7 +115,11 @@ class Supervisor:
         return self.state == "up"
 
     def call(
-        self, remote: str, args: dict[str, Any], meta: dict[str, Any]
+        self,
+        remote: str,
+        args: dict[str, Any],
+        meta: dict[str, Any],
+        asker: ToolContext | None = None,
     ) -> concurrent.futures.Future[types.CallToolResult]:
         """Send a tools/call; cancelling the future sends notifications/cancelled."""
         sent_meta = cast(types.RequestParamsMeta, meta)  # a TypedDict open to our own keys
@@ -120,7 +127,7 @@ class Supervisor:
         def send(session: ClientSession) -> Awaitable[types.CallToolResult]:
             return session.call_tool(remote, args, meta=sent_meta, progress_callback=self._progress)
 
-        return self._loop.submit(self._call(send))
+        return self._loop.submit(self._call(send, asker))
 
     def request(
         self, send: Callable[[ClientSession], Awaitable[types.CallToolResult]]
@@ -145,8 +152,18 @@ class Supervisor:
         if self._poke is not None:
             self._poke.set()
 
+    def _asker(self) -> ToolContext | str:
+        """The call a server's request came during: the in-flight calls' one run."""
+        askers = list(self._askers.values())
+        runs = {a.run_id for a in askers}
+        if len(runs) != 1:
+            return "no call is in flight" if not runs else "calls of several runs are in flight"
+        return askers[0]  # several calls of the run: which one asked is not said; the first
+
     async def _call(
-        self, send: Callable[[ClientSession], Awaitable[types.CallToolResult]]
+        self,
+        send: Callable[[ClientSession], Awaitable[types.CallToolResult]],
+        asker: ToolContext | None = None,
     ) -> types.CallToolResult:
         session = self._session
         if session is None or self.state != "up":
@@ -156,6 +173,8 @@ class Supervisor:
         task = asyncio.current_task()
         assert task is not None
         self._in_flight[task] = None
+        if asker is not None:
+            self._askers[task] = asker
         try:
             return await send(session)
         except RuntimeError as exc:  # the SDK's check of the result against the outputSchema
@@ -176,6 +195,7 @@ class Supervisor:
             raise
         finally:
             self._in_flight.pop(task, None)
+            self._askers.pop(task, None)
 
     async def _life(self) -> None:
         delay = self._backoff

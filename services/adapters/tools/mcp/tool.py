@@ -102,7 +102,7 @@ class McpTool(ExternalTool):
             return Errored(ToolError(code="internal", message=str(exc), retryable=True))
         meta = {OP_KEY_META: ctx.op_key} if ctx.op_key else {}
         future = (
-            instance.call(self.remote, args, meta)
+            instance.call(self.remote, args, meta, asker=ctx)
             if self.kind == "tool"
             else instance.request(builtins.request(self.kind, args))
         )
