@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
+import mcp_types
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ : the shared MCP kit
@@ -267,6 +268,48 @@ def test_a_file_resource_outside_the_workspace_is_refused_before_anything_is_sen
     ]
     with pytest.raises(ValueError, match="no workspace"):
         read.resources({"uri": f"file://{ws}/a.txt"}, None)
+
+
+class Answers:
+    """An answerer that says whose run asked (the run's model, as the worker's would)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def sample(self, asker: ToolContext, server: str, params: Any) -> Any:
+        self.asked.append(asker.run_id)
+        text = mcp_types.TextContent(type="text", text=f"{asker.run_id}'s model")
+        return mcp_types.CreateMessageResult(role="assistant", content=text, model="m")
+
+    def elicit(self, asker: ToolContext, server: str, params: Any) -> Any:
+        return mcp_types.ElicitResult(action="decline")
+
+
+def test_a_sampling_request_reaches_only_the_model_of_the_run_whose_call_asked(
+    ledger: McpHub, tmp_path: Path
+) -> None:
+    ask = tool(ledger, "ledger__ask_model")
+    assert run(ask, {"tag": "x"}, ctx(None)) == Succeeded(
+        "refused: sampling refused: this worker routes no sampling requests"
+    )
+    answers = Answers()
+    ledger.answer_with(answers)
+    alone = ToolContext("r1", "c1", None, "alice", "t1")
+    assert run(ask, {"tag": "a"}, alone) == Succeeded("r1's model")
+    # the session with no workspace is shared: calls of two runs in flight on it at once
+    box: dict[str, Any] = {}
+    other = ToolContext("r2", "c2", None, "mallory", "t2")
+    waiting = threading.Thread(
+        target=lambda: box.setdefault("r2", run(ask, {"tag": "b", "wait_for": "asking-c"}, other))
+    )
+    waiting.start()
+    both = run(ask, {"tag": "c", "wait_for": "asking-b"}, alone)
+    waiting.join(60)
+    refused = Succeeded("refused: sampling refused: calls of several runs are in flight")
+    got = {"r1": both, "r2": box["r2"]}
+    assert refused in got.values(), got  # the first to ask, at least, while both were in flight
+    for run_id, outcome in got.items():  # one that asked alone got its own run's model only
+        assert outcome in (refused, Succeeded(f"{run_id}'s model")), got
 
 
 def test_a_streamable_http_server_serves_the_same_tools(tmp_path: Path) -> None:

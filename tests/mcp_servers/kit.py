@@ -52,6 +52,7 @@ LEDGER_POLICY: dict[str, Any] = {
     "grow": {"writes": ["ledger:tools"]},
     "shaped": {"read_only": True},
     "steps": {"read_only": True},
+    "ask_model": {"read_only": True},
 }  # fmt: skip
 
 

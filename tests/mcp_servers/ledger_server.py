@@ -9,7 +9,7 @@ dies before answering), `freeze` (hangs the whole server), `fail`
 (an isError result), `mystery` (not listed by the tests' servers files),
 `wipe` (annotated destructive), `grow` (adds a tool `grown` and says its
 tools changed), `shaped` (declares an outputSchema and, asked to, breaks it),
-`steps` (reports progress); a resource `ledger://book` and a template
+`steps` (reports progress), `ask_model` (samples the client's model); a resource `ledger://book` and a template
 `ledger://order/{order_id}`, a prompt `review`. Run: `python ledger_server.py stdio|http FOLDER [PORT]`."""
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, SamplingMessage, TextContent, ToolAnnotations
 
 FOLDER = Path(sys.argv[2] if len(sys.argv) > 2 else ".").resolve()
 BOOK = FOLDER / "orders.json"
@@ -157,6 +158,24 @@ async def steps(n: int, ctx: Context) -> str:
     for i in range(1, n + 1):
         await ctx.report_progress(i, n, f"step {i}")
     return f"{n} steps"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def ask_model(tag: str, ctx: Context, wait_for: str = "") -> str:
+    """Ask the client's model (sampling); first wait (up to 30 s) for the file `wait_for`,
+    writing `asking-<tag>` so another call can wait for this one."""
+    (FOLDER / f"asking-{tag}").write_text(tag)
+    for _ in range(600):
+        if not wait_for or (FOLDER / wait_for).exists():
+            break
+        await anyio.sleep(0.05)
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=f"about {tag}"))
+    try:
+        answer = await ctx.session.create_message([message], max_tokens=20)
+    except MCPError as exc:
+        return f"refused: {exc}"
+    content = answer.content
+    return content.text if isinstance(content, TextContent) else "?"
 
 
 @server.resource("ledger://book", mime_type="application/json")
