@@ -66,6 +66,15 @@ def ledger(tmp_path: Path) -> Iterator[McpHub]:
     hub.close()
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpHub]:
+    """One ledger server for the tests that neither break nor change it: their calls
+    go to the instance with no workspace (its own scratch folder)."""
+    hub = hub_of(tmp_path_factory.mktemp("shared"), ledger=ledger_stdio())
+    yield hub
+    hub.close()
+
+
 def ctx(ws: Path | None, call_id: str = "c1", op_key: str | None = None) -> ToolContext:
     return ToolContext("r1", call_id, str(ws) if ws else None, "alice", "t1", op_key=op_key)
 
@@ -209,24 +218,24 @@ def test_a_server_that_says_its_tools_changed_changes_the_tool_set_and_its_finge
 
 
 def test_a_result_against_the_tools_output_schema_is_a_failed_call_saying_why(
-    ledger: McpHub, ws: Path
+    shared: McpHub,
 ) -> None:
-    shaped = tool(ledger, "ledger__shaped")
-    assert run(shaped, {"good": True}, ctx(ws)) == Succeeded("total 3")
-    bad = run(shaped, {"good": False}, ctx(ws))
+    shaped = tool(shared, "ledger__shaped")
+    assert run(shaped, {"good": True}, ctx(None)) == Succeeded("total 3")
+    bad = run(shaped, {"good": False}, ctx(None))
     assert isinstance(bad, Errored) and not bad.error.retryable, bad
     assert "against its own outputSchema" in bad.error.message
     assert "'three' is not of type 'integer'" in bad.error.message
 
 
-def test_progress_notifications_are_taken_and_the_call_answers(ledger: McpHub, ws: Path) -> None:
-    assert run(tool(ledger, "ledger__steps"), {"n": 3}, ctx(ws)) == Succeeded("3 steps")
-    assert ledger.instance("ledger", str(ws)).progress_seen == 3
+def test_progress_notifications_are_taken_and_the_call_answers(shared: McpHub) -> None:
+    before = shared.instance("ledger", None).progress_seen
+    assert run(tool(shared, "ledger__steps"), {"n": 3}, ctx(None)) == Succeeded("3 steps")
+    assert shared.instance("ledger", None).progress_seen == before + 3
 
 
-def test_resources_and_prompts_are_read_through_tools_of_the_server(
-    ledger: McpHub, ws: Path
-) -> None:
+def test_resources_and_prompts_are_read_through_tools_of_the_server(shared: McpHub) -> None:
+    ledger, ws = shared, None
     run(tool(ledger, "ledger__place_order"), {"order_id": "A", "qty": 2}, ctx(ws, op_key="k"))
     listing = run(tool(ledger, "ledger__mcp_list_resources"), {}, ctx(ws))
     assert isinstance(listing, Succeeded)
@@ -234,7 +243,7 @@ def test_resources_and_prompts_are_read_through_tools_of_the_server(
     assert [r["uri"] for r in found["resources"]] == ["ledger://book"]
     assert [t["uri_template"] for t in found["templates"]] == ["ledger://order/{order_id}"]
     read = tool(ledger, "ledger__mcp_read_resource")
-    assert read.spec.read_only and read.resources({"uri": "ledger://book"}, str(ws)) == (
+    assert read.spec.read_only and read.resources({"uri": "ledger://book"}, ws) == (
         ["mcp:ledger"], [],
     )  # fmt: skip
     book = run(read, {"uri": "ledger://book"}, ctx(ws))
@@ -254,9 +263,9 @@ def test_resources_and_prompts_are_read_through_tools_of_the_server(
 
 
 def test_a_file_resource_outside_the_workspace_is_refused_before_anything_is_sent(
-    ledger: McpHub, ws: Path
+    shared: McpHub, ws: Path
 ) -> None:
-    read = tool(ledger, "ledger__mcp_read_resource")
+    read = tool(shared, "ledger__mcp_read_resource")
     hostile = ("file:///etc/passwd", "file://{ws}/../secret", "file://{ws}/%2e%2e/secret",
                "FILE:///etc/passwd", "file://evil/{ws}/a")  # fmt: skip
     for uri in hostile:
@@ -286,8 +295,10 @@ class Answers:
 
 
 def test_a_sampling_request_reaches_only_the_model_of_the_run_whose_call_asked(
-    ledger: McpHub, tmp_path: Path
+    shared: McpHub,
 ) -> None:
+    ledger = shared
+    ledger.answer_with(None)
     ask = tool(ledger, "ledger__ask_model")
     assert run(ask, {"tag": "x"}, ctx(None)) == Succeeded(
         "refused: sampling refused: this worker routes no sampling requests"

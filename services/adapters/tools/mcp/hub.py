@@ -91,7 +91,7 @@ class McpHub:
         says its tools changed (`notifications/tools/list_changed`)."""
         self._listeners.append(listener)
 
-    def answer_with(self, answerer: Answerer) -> None:
+    def answer_with(self, answerer: Answerer | None) -> None:
         """Who answers the servers' sampling and elicitation requests (until then: refused)."""
         self._answerer = answerer
 
