@@ -3,7 +3,7 @@ and the terminal facts (completed, failed, out of budget, timed out, escalated).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -136,3 +136,7 @@ class RunEscalated(EventModel):
     type: Literal["RunEscalated"] = "RunEscalated"
     reason: EscalationReason
     detail: str
+    question: dict[str, Any] | None = Field(
+        default=None,
+        description="a tool's question (MCP elicitation): the JSON Schema of the answer it asks for",
+    )

@@ -7,6 +7,8 @@ which `reply`, `resume` or `abort` answers."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentledger.events.budgets import (
     RequestEstimate,
     exceeded_by_sampling,
@@ -63,9 +65,12 @@ def record_sample(s: RunState, answer: ToolSampledModel) -> list[Event]:
     return [answer.model_copy(update={"sample": s.samples + 1})]
 
 
-def ask_human(s: RunState, call_id: str, detail: str) -> list[Event]:
-    """A server's question during `call_id`, put to a person: the run waits for one
-    ([] when the call no longer runs, or the run already waits for a person)."""
+def ask_human(
+    s: RunState, call_id: str, detail: str, schema: dict[str, Any] | None = None
+) -> list[Event]:
+    """A server's question during `call_id`, put to a person (`schema`: the answer's
+    JSON Schema): the run waits for one ([] when the call no longer runs, or the
+    run already waits for a person)."""
     if not _running(s, call_id) or s.status not in ASKING_STATUSES:
         return []
-    return [RunEscalated(reason="tool_question", detail=detail)]
+    return [RunEscalated(reason="tool_question", detail=detail, question=schema)]

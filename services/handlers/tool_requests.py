@@ -105,8 +105,11 @@ class ToolRequests:
     ) -> types.ElicitResult | types.ErrorData:
         app = self.app_of()
         detail = question(asker, server, params)
+        schema = (
+            params.requested_schema if isinstance(params, types.ElicitRequestFormParams) else None
+        )
         taken = app.engine.take(
-            asker.run_id, Decided(SOURCE, lambda st: ask_human(st, asker.call_id, detail))
+            asker.run_id, Decided(SOURCE, lambda st: ask_human(st, asker.call_id, detail, schema))
         )
         asked = next((e.seq for e in taken.appended if isinstance(e.data, RunEscalated)), None)
         if asked is None:
@@ -114,9 +117,6 @@ class ToolRequests:
                 "elicitation",
                 f"run {asker.run_id!r} cannot wait for a person now ({taken.state.status})",
             )
-        schema = (
-            params.requested_schema if isinstance(params, types.ElicitRequestFormParams) else None
-        )
         return self._answer(app, asker, asked, schema)
 
     def _answer(
@@ -162,15 +162,35 @@ def _reply(text: str, schema: dict[str, Any] | None) -> types.ElicitResult:
     its schema accepts; anything else declines)."""
     if text in ("decline", "cancel"):
         return types.ElicitResult(action=text)
+    if schema is None or answer_problem(text, schema) is not None:
+        return types.ElicitResult(
+            action="accept" if text == "accept" and schema is None else "decline"
+        )
+    return types.ElicitResult(action="accept", content=json.loads(text))
+
+
+def answer_problem(text: str, schema: dict[str, Any] | None) -> str | None:
+    """What is wrong with a reply to a tool's question (None: it answers it): a word
+    (decline, cancel; accept for a question with no form), or a JSON object the
+    question's schema accepts."""
+    text = text.strip()
+    if text in ("decline", "cancel") or (schema is None and text == "accept"):
+        return None
     if schema is None:
-        return types.ElicitResult(action="accept" if text == "accept" else "decline")
+        return "answer accept, decline or cancel"
     try:
         content = json.loads(text)
     except json.JSONDecodeError:
-        return types.ElicitResult(action="decline")
-    if not isinstance(content, dict) or any(Draft202012Validator(schema).iter_errors(content)):
-        return types.ElicitResult(action="decline")
-    return types.ElicitResult(action="accept", content=content)
+        return "the answer is a JSON object (or decline, cancel): it is not JSON"
+    if not isinstance(content, dict):
+        return "the answer is a JSON object (or decline, cancel)"
+    errors = sorted(
+        Draft202012Validator(schema).iter_errors(content), key=lambda e: list(map(str, e.path))
+    )
+    if errors:
+        where = ".".join(str(p) for p in errors[0].absolute_path) or "(answer)"
+        return f"{where}: {errors[0].message}"
+    return None
 
 
 def _running(s: RunState, call_id: str) -> bool:

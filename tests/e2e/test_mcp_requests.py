@@ -116,6 +116,13 @@ def test_a_servers_question_waits_for_a_persons_reply_while_run_follows(
         [question] = of_type(asked, "RunEscalated")
         assert question["reason"] == "tool_question" and "during call q1" in question["detail"]
         assert proc.poll() is None  # `run` goes on following: its call waits for the answer
+        assert question["question"]["required"] == ["name"]  # the answer's schema, recorded
+        wrong = cli("reply", run_id, json.dumps({"name": 5}))
+        assert wrong.returncode == 2, wrong.stderr
+        assert (
+            "the tool's question is not answered: name: 5 is not of type 'string'" in wrong.stderr
+        )
+        assert "nothing was sent" in wrong.stderr
         answer = json.dumps({"name": "Ada Lovelace", "check": True})
         replied = cli("reply", run_id, answer)
         assert replied.returncode == 0, replied.stderr
