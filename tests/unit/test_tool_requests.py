@@ -7,7 +7,7 @@ the run's escalation, which a reply answers and the run then goes on."""
 from __future__ import annotations
 
 import pytest
-from runlog import Log, do_claim, do_model_turn, do_validate, use
+from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, use
 
 from agentledger.events import controls
 from agentledger.events.errors import IllegalTransition
@@ -20,6 +20,7 @@ from agentledger.events.tool_requests import (
     sampling_refusal,
     sampling_tokens,
 )
+from agentledger.events.tool_step import TimedOut
 from agentledger.schemas.content import Usage
 
 
@@ -86,3 +87,11 @@ def test_a_question_during_a_call_waits_for_a_person_whose_reply_lets_the_run_go
     log.decide(controls.reply, by="ada", text='{"name": "Ada"}', escalation=log.s.escalation)
     assert log.s.status is RunStatus.RUNNING_TOOLS  # its call still runs
     assert ask_human(log.s, "c9", "whose?") == []
+
+
+def test_a_follower_settles_on_a_tools_question_once_the_call_that_asked_has_ended() -> None:
+    log = running()
+    log.decide(ask_human, "c1", "MCP server 'ev' asks during call c1: your name?")
+    assert not reached(Until.SETTLED, log.s)
+    do_finish(log, "c1", TimedOut(after_s=30.0))  # nobody answered in the call's time
+    assert log.s.status is RunStatus.AWAITING_HUMAN and reached(Until.SETTLED, log.s)
