@@ -4,7 +4,11 @@ every `ping_s`. A server that dies, or does not answer a ping within
 `ping_timeout_s`, is dropped and started again with back-off (doubling up to
 `backoff_max_s`); the calls it had in flight end as lost (`CallLost`: sent, and
 whether they happened is unknown), never resent. Each change of state is told
-to `on_state`, so the hub can withdraw the server's tools while it is down."""
+to `on_state`, so the hub can withdraw the server's tools while it is down —
+and so is a change of its tools (`notifications/tools/list_changed`: listed
+again by the watch loop). The session declares roots, sampling and elicitation
+(`client_side`), knowing which run's calls are in flight; a result against its
+tool's outputSchema is `BadResult`; progress notifications are counted."""
 
 from __future__ import annotations
 

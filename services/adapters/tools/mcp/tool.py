@@ -4,11 +4,13 @@ same guarantees as an `@tool`: its arguments are checked against its
 operation key come from the operator's policy (events/mcp_policy.py); a write
 goes through the ledger (the executor's `run_once`) and is sent with its
 operation key in `_meta` (`agentledger/op_key`) so the server can dedupe.
+A server's resources and prompts are tools of this kind too (`builtins.py`).
 
 Running a call: a timeout abandons the request (the SDK sends
 `notifications/cancelled`) and is a timeout; a server that dies mid-call
 makes the call lost — an unknown outcome, resolved by the operator's lookup tool
-or escalated, never resent. A cancelled run's call gets `notifications/cancelled`;
+or escalated, never resent; a result against the tool's `outputSchema` is a
+failure saying so. A cancelled run's call gets `notifications/cancelled`;
 a read then counts as stopped; a stdio server still working on a write is
 stopped (and started again) after the grace."""
 
