@@ -7,7 +7,7 @@ the run's escalation, which a reply answers and the run then goes on."""
 from __future__ import annotations
 
 import pytest
-from runlog import Log, do_claim, do_finish, do_model_turn, do_validate, use
+from runlog import RUN_ID, Log, do_claim, do_finish, do_model_turn, do_validate, use
 
 from agentledger.events import controls
 from agentledger.events.errors import IllegalTransition
@@ -21,7 +21,9 @@ from agentledger.events.tool_requests import (
     sampling_tokens,
 )
 from agentledger.events.tool_step import TimedOut
-from agentledger.schemas.content import Usage
+from agentledger.schemas.content import TextBlock, Usage
+from agentledger.services.adapters.models.port import ModelError, ModelRequest
+from agentledger.services.adapters.models.replay import ReplayAdapter
 
 
 def running(**spec_args: object) -> Log:
@@ -95,3 +97,17 @@ def test_a_follower_settles_on_a_tools_question_once_the_call_that_asked_has_end
     assert not reached(Until.SETTLED, log.s)
     do_finish(log, "c1", TimedOut(after_s=30.0))  # nobody answered in the call's time
     assert log.s.status is RunStatus.AWAITING_HUMAN and reached(Until.SETTLED, log.s)
+
+
+def test_a_replay_answers_the_nth_sampling_request_as_the_recorded_run_was_answered() -> None:
+    log = running()
+    log.decide(record_sample, sampled())
+    replay = ReplayAdapter(RUN_ID, lambda: log.envelopes)
+
+    def asked(n: int) -> ModelRequest:
+        return ModelRequest("run-2", 1, None, (), (), tenant="acme", max_tokens=50, sample=n)
+
+    reply = replay.respond(asked(1))
+    assert reply.content == (TextBlock(text="hello"),) and reply.usage.output_tokens == 10
+    with pytest.raises(ModelError, match="no model reply for sampling request 2"):
+        replay.respond(asked(2))
