@@ -76,6 +76,19 @@ def exceeded_before_model_request(
     return next((e for rule in rules if (e := rule(s, est)) is not None), None)
 
 
+def exceeded_by_sampling(s: RunState, est: RequestEstimate) -> RunBudgetExhausted | None:
+    """The budget an MCP server's model request (sampling) during a call would break:
+    cost, input or output tokens (it takes no turn)."""
+    rules = (_cost, _input_tokens, _output_tokens)
+    return next((e for rule in rules if (e := rule(s, est)) is not None), None)
+
+
+def output_tokens_left(s: RunState) -> int | None:
+    """Output tokens the run may still use (None: no limit)."""
+    limit = s.spec.budgets.max_output_tokens
+    return None if limit is None else max(0, limit - s.usage.output_tokens)
+
+
 def request_cost_bound(s: RunState, est: RequestEstimate) -> float:
     """The most the next request could cost: every input token at the dearest rate
     it may be billed (a cache write when caching is on) and all of `max_tokens`."""

@@ -7,9 +7,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from agentledger.events.output_cap import DEFAULT_CAP, capped, output_text
 from agentledger.events.state import Call, RunState, Turn
-from agentledger.schemas.content import ContentBlock, Message, TextBlock, ToolResultBlock
+from agentledger.schemas.content import (
+    ContentBlock,
+    ImageData,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+)
 
 
 def messages(s: RunState) -> tuple[Message, ...]:
@@ -59,5 +67,22 @@ def tool_result(call: Call) -> ToolResultBlock:
     # never uncapped: a tool that declares no cap gets the default
     cap = call.output_cap if call.output_cap is not None else DEFAULT_CAP
     total = call.overflow.chars if call.overflow is not None else None
-    content = capped(output_text(call.output), ref=call.call_id, cap=cap, total=total)
-    return ToolResultBlock(tool_use_id=call.call_id, content=content)
+    output, images = split_images(call.output)
+    content = capped(output_text(output), ref=call.call_id, cap=cap, total=total)
+    return ToolResultBlock(tool_use_id=call.call_id, content=content, images=images)
+
+
+def split_images(output: Any) -> tuple[Any, tuple[ImageData, ...]]:
+    """A tool output's images (an MCP result's `images`: media type and base64 data),
+    to be shown as images, and the output without their data."""
+    if not isinstance(output, dict) or not isinstance(output.get("images"), list):
+        return output, ()
+    images: list[ImageData] = []
+    for item in output["images"]:
+        try:
+            images.append(ImageData.model_validate(item))
+        except ValidationError:
+            return output, ()  # not images as we keep them: shown as the text it is
+    rest = {k: v for k, v in output.items() if k != "images"}
+    rest["images"] = [{"media_type": i.media_type, "shown": "as an image"} for i in images]
+    return rest, tuple(images)

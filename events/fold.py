@@ -16,7 +16,7 @@ from agentledger.events.fold_calls import call_changed, call_proposed, phase
 from agentledger.events.frozen import fill, replace
 from agentledger.events.pricing import cost_usd, price_of
 from agentledger.events.state import Call, Check, RunState, Turn
-from agentledger.events.status import RunStatus
+from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.stop_reasons import status_after_reply
 from agentledger.events.transitions import RUN_TRANSITIONS
 from agentledger.events.types import (
@@ -41,6 +41,7 @@ from agentledger.events.types import (
     RunResumed,
     RunTimedOut,
     ToolCallProposed,
+    ToolSampledModel,
 )
 from agentledger.schemas.content import ToolUseBlock
 from agentledger.schemas.envelope import Envelope
@@ -137,6 +138,22 @@ def _resumed(s: RunState, e: RunResumed, at: float) -> RunState:
 def _cancel_requested(s: RunState, e: RunCancelRequested, at: float) -> RunState:
     by = _who(e.by, e.publisher)
     return replace(s, status=R.CANCELLING, cancel_requested_at=at, cancel_by=by)
+
+
+def _tool_sampled(s: RunState, e: ToolSampledModel, at: float) -> RunState:
+    call = s.current_turn.call(e.call_id) if s.current_turn else None
+    if call is None or call.status is not CallStatus.STARTED:
+        raise IllegalTransition(s.status, e.type, s.run_id, f"call {e.call_id!r} is not running")
+    if e.sample != s.samples + 1:
+        raise IllegalTransition(
+            s.status, e.type, s.run_id, f"sample {e.sample} follows {s.samples}"
+        )
+    return replace(
+        s,
+        usage=s.usage + e.usage,
+        cost_usd=s.cost_usd + cost_usd(e.usage, price_of(e.model, s.spec.budgets.prices)),
+        samples=e.sample,
+    )
 
 
 def _escalated(s: RunState, e: RunEscalated, at: float) -> RunState:
@@ -269,6 +286,7 @@ STEPS: dict[type, Step] = dict(
         _on(RunEscalated, _escalated),
         *(_on(kind, _run_ended) for kind in _ENDS),
         _on(RunAborted, _aborted),
+        _on(ToolSampledModel, _tool_sampled),
     ]
 )
 """The fold's step of each event class (the state after it, before its stamp): one

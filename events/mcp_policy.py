@@ -120,6 +120,15 @@ def decide_policy(
     )  # fmt: skip
 
 
+def builtin_policy(server: str, timeout_s: float) -> Policy:
+    """A server's resources and prompts tools unless the file lists them: reads
+    that wait for the server's unlisted writes (`mcp:<server>`), no approval."""
+    return Policy(
+        read_only=True, reads=(f"mcp:{server}",), writes=(), scope=None, approval="never",
+        approval_reason=None, timeout_s=timeout_s, output_cap=4000, key_fields=None,
+    )  # fmt: skip
+
+
 class TemplateError(ValueError):
     """A resource template that cannot be filled from the call's arguments."""
 
@@ -164,7 +173,12 @@ def _fill(template: str, args: Mapping[str, Any], workspace: str | None) -> list
 
 
 def _file(resource: str, workspace: str | None) -> str:
-    path = resource[len("file:") :]
+    return file_resource(resource[len("file:") :], workspace)
+
+
+def file_resource(path: str, workspace: str | None) -> str:
+    """`file:<path>`, normalised; a relative path is inside the workspace, and one
+    outside the workspace is refused (TemplateError)."""
     if workspace is None:
         if not path.startswith("/"):
             raise TemplateError("(input)", f"{path!r} is relative and this run has no workspace")

@@ -3,14 +3,14 @@ and the terminal facts (completed, failed, out of budget, timed out, escalated).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from agentledger.events.event_model import EventModel
 from agentledger.schemas.spec import RunSpec
 
-EscalationReason = Literal["repeated_failure", "refusal", "outcome_unknown"]
+EscalationReason = Literal["repeated_failure", "refusal", "outcome_unknown", "tool_question"]
 
 
 BudgetName = Literal["turns", "input_tokens", "output_tokens", "cost", "consecutive_failures"]
@@ -136,3 +136,7 @@ class RunEscalated(EventModel):
     type: Literal["RunEscalated"] = "RunEscalated"
     reason: EscalationReason
     detail: str
+    question: dict[str, Any] | None = Field(
+        default=None,
+        description="a tool's question (MCP elicitation): the JSON Schema of the answer it asks for",
+    )

@@ -82,6 +82,8 @@ def header(s: RunState) -> Record:
     )
     if s.failed_acceptance is not None:
         record["failed_acceptance"] = s.failed_acceptance
+    if s.samples:
+        record["samples"] = s.samples
     return record
 
 
@@ -146,6 +148,7 @@ def restore(
         failed_acceptance=record.get(
             "failed_acceptance"
         ),  # added within version 3: older hold none
+        samples=int(record.get("samples", 0)),  # added within version 4: older hold none
     )
 
 

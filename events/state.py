@@ -119,6 +119,7 @@ class RunState:
     )
     escalation: int | None = None  # the seq of the latest RunEscalated: what an answer must name
     publisher: str | None = None  # who published its request (RunCreated.publisher)
+    samples: int = 0  # model answers MCP servers asked for during calls (ToolSampledModel)
 
     @property
     def turns_used(self) -> int:

@@ -52,6 +52,7 @@ from agentledger.events.types import (
     ToolCallSucceeded,
     ToolCallValidated,
     ToolCallWaiting,
+    ToolSampledModel,
 )
 
 R = RunStatus
@@ -143,8 +144,14 @@ _STOPPED_CHECKS: tuple[Row, ...] = tuple(
     (s, AcceptanceCheckStopped, s) for s in (R.CANCELLED, R.TIMEOUT)
 )
 
+# an MCP server's model request during a call (sampling): the status stays; the
+# call must be running, in whatever the run is doing meanwhile
+_DURING_CALLS: tuple[Row, ...] = tuple(
+    (s, ToolSampledModel, s) for s in (T, R.AWAITING_HUMAN, R.CANCELLING)
+)
+
 RUN_TRANSITIONS: frozenset[Row] = frozenset(
-    _LIFECYCLE + _ENDINGS + _LATE_OUTCOMES + _STOPPED_CHECKS
+    _LIFECYCLE + _ENDINGS + _LATE_OUTCOMES + _STOPPED_CHECKS + _DURING_CALLS
 )
 
 CALL_TRANSITIONS: dict[CallRow, CallStatus] = {

@@ -1,6 +1,6 @@
 """Event types: past-tense facts, frozen, each with a `type` tag, together a
 discriminated union (`Event`). Each family lives in a module of its own
-(`run_events`, `model_events`, `call_events`, `acceptance_events`; the base and
+(`run_events`, `model_events`, `call_events`, `acceptance_events`, `mcp_events`; the base and
 the types inside events in `event_model`); every name is importable from here.
 Add an event to its family's module, to the union below, in `fold.py`, in
 `transitions.py` (the table) and in a unit test."""
@@ -44,6 +44,7 @@ from agentledger.events.event_model import (
     Overflow,
     ToolError,
 )
+from agentledger.events.mcp_events import ToolSampledModel
 from agentledger.events.model_events import (
     ModelErrorKind,
     ModelRequested,
@@ -119,6 +120,7 @@ __all__ = [
     "ToolCallValidated",
     "ToolCallWaiting",
     "ToolError",
+    "ToolSampledModel",
 ]
 
 Event = Annotated[
@@ -141,7 +143,8 @@ Event = Annotated[
     | HumanReplied
     | RunResumed
     | RunAborted
-    | RunTimedOut,
+    | RunTimedOut
+    | ToolSampledModel,
     Field(discriminator="type"),
 ]
 

@@ -43,11 +43,22 @@ class ToolUseBlock(_ModelBlock):
     caller: dict[str, Any] | None = Field(default=None, description="who made the call")
 
 
+ImageType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+
+class ImageData(_Block):
+    media_type: ImageType
+    data: str = Field(description="the image, base64")
+
+
 class ToolResultBlock(_Block):
     type: Literal["tool_result"] = "tool_result"
     tool_use_id: str
     content: str
     is_error: bool = False
+    images: tuple[ImageData, ...] = Field(
+        default=(), description="images the tool answered with, sent after its text"
+    )
 
 
 class ThinkingBlock(_ModelBlock):
@@ -105,8 +116,15 @@ _OPTIONAL = ("citations", "caller")  # absent rather than null when the API did 
 
 
 def to_api(b: ContentBlock) -> dict[str, Any]:
-    """The block as the Messages API takes it: the same JSON it came as."""
+    """The block as the Messages API takes it: the same JSON it came as (a tool
+    result with images: its text, then each image, as the API's content list)."""
     out = b.model_dump(mode="json")
+    if isinstance(b, ToolResultBlock):
+        images = out.pop("images")
+        if images:
+            out["content"] = [{"type": "text", "text": b.content}] + [
+                {"type": "image", "source": {"type": "base64", **i}} for i in images
+            ]
     for key in _OPTIONAL:
         if key in out and out[key] is None and key in type(b).model_fields:
             del out[key]

@@ -4,7 +4,8 @@ Only the operator writes it; a run spec or an inbox message never names a
 server's command or address.
 
 A server is `command:` (stdio, run in the sandbox with the run's workspace
-bound) or `url:` (streamable HTTP). Per tool: `read_only`, the resources it
+bound) or `url:` (streamable HTTP; `headers:` names the worker variables
+holding the values of the HTTP headers it is sent, e.g. its `Authorization`). Per tool: `read_only`, the resources it
 `reads`/`writes` as templates over its arguments (`file:{path}`; `{workspace}`
 is the run's workspace), its `scope`, `approval`, `timeout_s`, `output_cap`,
 `key_fields`, and `lookup` (a tool of the same server that says whether a
@@ -13,7 +14,9 @@ a write that needs approval."""
 
 from __future__ import annotations
 
+import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -67,6 +70,11 @@ class McpServer(_Strict):
     read_only_paths: tuple[str, ...] = Field(
         default=(), description="absolute folders a stdio server sees read-only (its own code)"
     )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="a `url:` server's HTTP headers: header name -> the worker variable that "
+        "holds its value (read from the worker's environment when it connects; never a value)",
+    )
     timeout_s: float = Field(
         default=30.0, gt=0, description="a call's timeout unless its tool says"
     )
@@ -80,7 +88,32 @@ class McpServer(_Strict):
         for path in self.read_only_paths:
             if not path.startswith("/"):
                 raise ValueError(f"read_only_paths: {path!r} is not absolute")
+        if self.headers:
+            _check_headers(self.url, self.headers)
         return self
+
+
+HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+VARIABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def _check_headers(url: str | None, headers: dict[str, str]) -> None:
+    """Headers (the operator's credentials) go only to a `url:` server, over https
+    unless the server is on this machine's loopback, and name variables, not values."""
+    if url is None:
+        raise ValueError("headers: only a `url:` server is sent headers")
+    parsed = urlsplit(url)
+    if parsed.scheme != "https" and parsed.hostname not in LOOPBACK:
+        raise ValueError(f"headers: {url!r} is plain http; headers are sent only over https")
+    for name, variable in headers.items():
+        if not HEADER_NAME.match(name):
+            raise ValueError(f"headers: {name!r} is not a header name")
+        if not VARIABLE.match(variable):
+            raise ValueError(
+                f"headers.{name}: {variable!r} is not a variable name (give the worker "
+                "variable that holds the value, never the value)"
+            )
 
 
 class McpServersFile(_Strict):
@@ -88,8 +121,6 @@ class McpServersFile(_Strict):
 
     @model_validator(mode="after")
     def _names(self) -> McpServersFile:
-        import re
-
         for name in self.servers:
             if not re.match(SERVER_NAME, name):
                 raise ValueError(f"server name {name!r}: letters, digits, '-' and single '_' only")

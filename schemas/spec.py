@@ -171,6 +171,10 @@ class ScriptedModel(ModelCapabilities, _Spec):
     provider: ClassVar[str] = "agentledger.scripted"
     shape: ClassVar[str] = "[turns]"
     scripted: tuple[ScriptedTurn, ...] = Field(min_length=1, description="the turns, in order")
+    sampled: tuple[str, ...] = Field(
+        default=(),
+        description="its answers to MCP servers' sampling requests, in the order they come",
+    )
 
     def output_after(self, turns_done: int) -> int | None:
         """What it will say next, counted as it counts it (~4 chars a token)."""

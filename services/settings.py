@@ -11,12 +11,12 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from agentledger.events.limits import parse_operator_limits
 from agentledger.events.retention import DEFAULT_RETENTION_S, RetentionPolicy, parse_tenant_ages
 from agentledger.schemas.json_limits import MAX_MESSAGE_BYTES
 from agentledger.services.errors import ConfigError
+from agentledger.services.redis_urls import check_redis_url
 from agentledger.services.settings_env import (
     ENV,
     model_endpoints,
@@ -251,47 +251,6 @@ def _check_counts(settings: Settings) -> None:
         raise ConfigError("AGENTLEDGER_LOCK_PARTITIONS", "must be between 1 and 1024")
 
 
-_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
-def check_redis_url(var: str, url: str) -> None:
-    """A URL redis-py can use, with a numeric port and database: else ConfigError
-    naming `var` (the password, if any, left out of the message)."""
-    shown = masked(url)
-    if not url.startswith(_SCHEMES):
-        raise ConfigError(
-            var, f"{shown!r} is not a Redis URL (redis://host:port/db, rediss://… or unix://…)"
-        )
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        raise ConfigError(var, f"{shown!r}: the port is not a number from 0 to 65535") from None
-    if parts.scheme != "unix" and not parts.hostname:
-        raise ConfigError(var, f"{shown!r} names no host (e.g. redis://127.0.0.1:6379/0)")
-    if port == 0:
-        raise ConfigError(var, f"{shown!r}: port 0 is not a port a server listens on")
-    db_texts = parse_qs(parts.query).get("db", [])
-    if parts.scheme != "unix" and parts.path not in ("", "/"):
-        db_texts.append(parts.path.lstrip("/"))
-    for text in db_texts:
-        if not text.isdigit():
-            raise ConfigError(var, f"{shown!r}: the database {text!r} is not a number (0, 1, …)")
-
-
-def masked(url: str) -> str:
-    """`url` with its password replaced by ***, for messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        user = parts.username or ""
-        host = parts.netloc.rsplit("@", 1)[1]
-        return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
-    except ValueError:
-        return url
-
-
 def _check_broker(settings: Settings) -> None:
     if settings.broker_claim_idle_s <= 0:
         raise ConfigError("AGENTLEDGER_BROKER_CLAIM_IDLE_S", "must be positive")
@@ -383,6 +342,15 @@ def read_key_variable(name: str, environ: Mapping[str, str] | None = None) -> st
     None when it is unset or empty. Never logged."""
     env = os.environ if environ is None else environ
     return env.get(name) or None
+
+
+def read_variables(
+    names: Iterable[str], environ: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The values of the worker variables named (an MCP server's `headers:`);
+    unset and empty ones are left out. Never logged."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in names if env.get(name)}
 
 
 def environ_for_children(settings: Settings) -> dict[str, str]:

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from agentledger.events.errors import ControlRefused
 from agentledger.events.grants import control_refusal
 from agentledger.events.state import RunState
+from agentledger.events.types import RunEscalated
 from agentledger.schemas import inbox
 from agentledger.schemas.envelope import Envelope
 from agentledger.services.adapters.inbox.port import Liveness
@@ -32,8 +33,9 @@ from agentledger.services.adapters.publishers.publishers_file import Signer
 from agentledger.services.entrypoints.reply import shown
 from agentledger.services.errors import BadOption, ConfigError
 from agentledger.services.loops.intake import decide_control
+from agentledger.services.redis_urls import masked
 from agentledger.services.session import Session
-from agentledger.services.settings import Settings, masked
+from agentledger.services.settings import Settings
 
 TAKE_S = 3.0  # an intake blocks at most 0.5 s between reads of the inbox
 WAIT_S = 10.0  # for its verdict, once it took the message
@@ -82,6 +84,8 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
         decide_control(state, message, publisher=signer.name)
     except ControlRefused as exc:
         return Verdict(Outcome.REFUSED, f"run {run_id!r}: {exc.reason}; nothing was sent")
+    if (problem := _question_problem(session, state, message)) is not None:
+        return Verdict(Outcome.REFUSED, f"run {run_id!r}: {problem}; nothing was sent")
     ttl_s = session.settings.member_ttl_s
     if session.inbox.intake_liveness(ttl_s=ttl_s, publisher=signer.name) is Liveness.NONE:
         return _no_intake(session, sent=False)
@@ -92,6 +96,18 @@ def deliver(session: Session, message: inbox.Control, *, publisher: str | None =
             return _no_intake(session, sent=True)
         time.sleep(0.05)
     return _verdict(session, message, entry_id)
+
+
+def _question_problem(session: Session, state: RunState, message: inbox.Control) -> str | None:
+    """A reply to a tool's question (MCP elicitation) that does not answer it."""
+    if not isinstance(message, inbox.HumanReplied) or state.escalated_for != "tool_question":
+        return None
+    from agentledger.services.handlers.tool_requests import answer_problem
+
+    asked = session.store.read(state.run_id, after_seq=(state.escalation or 1) - 1)[:1]
+    schema = asked[0].data.question if asked and isinstance(asked[0].data, RunEscalated) else None
+    problem = answer_problem(message.text, schema)
+    return f"the tool's question is not answered: {problem}" if problem else None
 
 
 def signer_for(settings: Settings, name: str | None) -> Signer:

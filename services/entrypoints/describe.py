@@ -48,6 +48,7 @@ from agentledger.events.types import (
     ToolCallSucceeded,
     ToolCallValidated,
     ToolCallWaiting,
+    ToolSampledModel,
 )
 from agentledger.schemas.content import ProviderBlock, TextBlock
 from agentledger.schemas.envelope import Envelope
@@ -94,6 +95,11 @@ def summary(e: Event) -> str:
             | AcceptanceFailed()
         ):
             return _acceptance(e)
+        case ToolSampledModel():
+            return (
+                f"{e.call_id} {e.server} sample {e.sample}: {e.model} {e.usage.output_tokens} "
+                f"tokens out, {e.stop_reason}: {_cut(e.text)}"
+            )
         case _:
             assert_never(e)
 

@@ -6,6 +6,7 @@ as the executor uses them (`run_tool`)."""
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
@@ -13,8 +14,9 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+import mcp_types
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ : the shared MCP kit
@@ -60,6 +62,15 @@ def ws(tmp_path: Path) -> Path:
 @pytest.fixture
 def ledger(tmp_path: Path) -> Iterator[McpHub]:
     hub = hub_of(tmp_path, ledger=ledger_stdio())
+    yield hub
+    hub.close()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpHub]:
+    """One ledger server for the tests that neither break nor change it: their calls
+    go to the instance with no workspace (its own scratch folder)."""
+    hub = hub_of(tmp_path_factory.mktemp("shared"), ledger=ledger_stdio())
     yield hub
     hub.close()
 
@@ -190,6 +201,128 @@ def test_a_server_that_dies_answering_leaves_its_write_unknown(ledger: McpHub, w
     assert json.loads((ws / "orders.json").read_text())["C"]["times"] == 1  # it did happen
 
 
+def test_a_server_that_says_its_tools_changed_changes_the_tool_set_and_its_fingerprint(
+    ledger: McpHub, ws: Path
+) -> None:
+    before = ledger.toolset(BASE)
+    assert "ledger__grown" not in before.names
+    changes: list[str] = []
+    ledger.on_change(lambda: changes.append(ledger.toolset(BASE).fingerprint))
+    assert run(tool(ledger, "ledger__grow"), {}, ctx(None)) == Succeeded("grew")  # the catalog's
+    wait_for(lambda: changes, what="the hub telling its listeners")
+    after = ledger.toolset(BASE)
+    assert "ledger__grown" in after.names and changes == [after.fingerprint]
+    assert after.fingerprint != before.fingerprint
+    grown = tool(ledger, "ledger__grown")  # unlisted in the servers file: a write needing approval
+    assert not grown.spec.read_only and grown.approval_reason({}, None)  # type: ignore[arg-type]
+
+
+def test_a_result_against_the_tools_output_schema_is_a_failed_call_saying_why(
+    shared: McpHub,
+) -> None:
+    shaped = tool(shared, "ledger__shaped")
+    assert run(shaped, {"good": True}, ctx(None)) == Succeeded("total 3")
+    bad = run(shaped, {"good": False}, ctx(None))
+    assert isinstance(bad, Errored) and not bad.error.retryable, bad
+    assert "against its own outputSchema" in bad.error.message
+    assert "'three' is not of type 'integer'" in bad.error.message
+
+
+def test_progress_notifications_are_taken_and_the_call_answers(shared: McpHub) -> None:
+    before = shared.instance("ledger", None).progress_seen
+    assert run(tool(shared, "ledger__steps"), {"n": 3}, ctx(None)) == Succeeded("3 steps")
+    assert shared.instance("ledger", None).progress_seen == before + 3
+
+
+def test_resources_and_prompts_are_read_through_tools_of_the_server(shared: McpHub) -> None:
+    ledger, ws = shared, None
+    run(tool(ledger, "ledger__place_order"), {"order_id": "A", "qty": 2}, ctx(ws, op_key="k"))
+    listing = run(tool(ledger, "ledger__mcp_list_resources"), {}, ctx(ws))
+    assert isinstance(listing, Succeeded)
+    found = json.loads(listing.output)
+    assert [r["uri"] for r in found["resources"]] == ["ledger://book"]
+    assert [t["uri_template"] for t in found["templates"]] == ["ledger://order/{order_id}"]
+    read = tool(ledger, "ledger__mcp_read_resource")
+    assert read.spec.read_only and read.resources({"uri": "ledger://book"}, ws) == (
+        ["mcp:ledger"], [],
+    )  # fmt: skip
+    book = run(read, {"uri": "ledger://book"}, ctx(ws))
+    assert isinstance(book, Succeeded) and json.loads(book.output)["A"]["qty"] == 2
+    one = run(read, {"uri": "ledger://order/A"}, ctx(ws))
+    assert isinstance(one, Succeeded) and json.loads(one.output)["qty"] == 2
+    missing = run(read, {"uri": "ledger://nothing"}, ctx(ws))
+    assert isinstance(missing, Errored), missing
+    prompts = run(tool(ledger, "ledger__mcp_list_prompts"), {}, ctx(ws))
+    assert isinstance(prompts, Succeeded) and '"name": "review"' in prompts.output
+    got = run(
+        tool(ledger, "ledger__mcp_get_prompt"),
+        {"name": "review", "arguments": {"order_id": "A"}},
+        ctx(ws),
+    )
+    assert got == Succeeded("[user] Review order A: is its quantity right?")
+
+
+def test_a_file_resource_outside_the_workspace_is_refused_before_anything_is_sent(
+    shared: McpHub, ws: Path
+) -> None:
+    read = tool(shared, "ledger__mcp_read_resource")
+    hostile = ("file:///etc/passwd", "file://{ws}/../secret", "file://{ws}/%2e%2e/secret",
+               "FILE:///etc/passwd", "file://evil/{ws}/a")  # fmt: skip
+    for uri in hostile:
+        with pytest.raises(ValueError, match="outside the workspace|another host"):
+            read.resources({"uri": uri.format(ws=ws)}, str(ws))
+    assert read.resources({"uri": f"file://{ws}/a.txt"}, str(ws))[0] == [
+        "file:" + str(ws / "a.txt"),
+        "mcp:ledger",
+    ]
+    with pytest.raises(ValueError, match="no workspace"):
+        read.resources({"uri": f"file://{ws}/a.txt"}, None)
+
+
+class Answers:
+    """An answerer that says whose run asked (the run's model, as the worker's would)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def sample(self, asker: ToolContext, server: str, params: Any) -> Any:
+        self.asked.append(asker.run_id)
+        text = mcp_types.TextContent(type="text", text=f"{asker.run_id}'s model")
+        return mcp_types.CreateMessageResult(role="assistant", content=text, model="m")
+
+    def elicit(self, asker: ToolContext, server: str, params: Any) -> Any:
+        return mcp_types.ElicitResult(action="decline")
+
+
+def test_a_sampling_request_reaches_only_the_model_of_the_run_whose_call_asked(
+    shared: McpHub,
+) -> None:
+    ledger = shared
+    ledger.answer_with(None)
+    ask = tool(ledger, "ledger__ask_model")
+    assert run(ask, {"tag": "x"}, ctx(None)) == Succeeded(
+        "refused: sampling refused: this worker routes no sampling requests"
+    )
+    answers = Answers()
+    ledger.answer_with(answers)
+    alone = ToolContext("r1", "c1", None, "alice", "t1")
+    assert run(ask, {"tag": "a"}, alone) == Succeeded("r1's model")
+    # the session with no workspace is shared: calls of two runs in flight on it at once
+    box: dict[str, Any] = {}
+    other = ToolContext("r2", "c2", None, "mallory", "t2")
+    waiting = threading.Thread(
+        target=lambda: box.setdefault("r2", run(ask, {"tag": "b", "wait_for": "asking-c"}, other))
+    )
+    waiting.start()
+    both = run(ask, {"tag": "c", "wait_for": "asking-b"}, alone)
+    waiting.join(60)
+    refused = Succeeded("refused: sampling refused: calls of several runs are in flight")
+    got = {"r1": both, "r2": box["r2"]}
+    assert refused in got.values(), got  # the first to ask, at least, while both were in flight
+    for run_id, outcome in got.items():  # one that asked alone got its own run's model only
+        assert outcome in (refused, Succeeded(f"{run_id}'s model")), got
+
+
 def test_a_streamable_http_server_serves_the_same_tools(tmp_path: Path) -> None:
     server = HttpLedger(tmp_path)
     hub = hub_of(tmp_path, remote={"url": server.url, "tools": {"get_order": {"read_only": True}}})
@@ -206,44 +339,141 @@ def test_a_streamable_http_server_serves_the_same_tools(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_the_reference_everything_server_answers_and_its_binary_output_is_summarised(
-    tmp_path: Path, ws: Path
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpHub]:
+    """One server-everything for the module's tests (each test its own workspace)."""
+    hub = hub_of(tmp_path_factory.mktemp("ev"), ev=npm_server("server-everything", "stdio"))
+    yield hub
+    hub.close()
+
+
+@pytest.fixture(scope="module")
+def filesystem(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpHub]:
+    hub = hub_of(tmp_path_factory.mktemp("fs"), fs=fs_server())
+    yield hub
+    hub.close()
+
+
+EVERYTHING_TOOLS = {
+    "echo", "get-annotated-message", "get-env", "get-resource-links", "get-resource-reference",
+    "get-structured-content", "get-sum", "get-tiny-image", "gzip-file-as-resource",
+    "toggle-simulated-logging", "toggle-subscriber-updates", "trigger-long-running-operation",
+    "simulate-research-query",
+    # offered only to a client that declares roots, sampling and elicitation (form and url)
+    "get-roots-list", "trigger-sampling-request", "trigger-elicitation-request",
+    "trigger-url-elicitation",
+}  # fmt: skip
+BUILTINS = {"mcp_list_resources", "mcp_read_resource", "mcp_list_prompts", "mcp_get_prompt"}
+FS_TOOLS = {
+    "create_directory", "directory_tree", "edit_file", "get_file_info",
+    "list_allowed_directories", "list_directory", "list_directory_with_sizes", "move_file",
+    "read_file", "read_media_file", "read_multiple_files", "read_text_file", "search_files",
+    "write_file",
+}  # fmt: skip
+
+
+def served(hub: McpHub, server: str) -> set[str]:
+    return {n.split("__", 1)[1] for n in hub.toolset(BASE).names if n.startswith(f"{server}__")}
+
+
+def test_the_reference_servers_offer_our_client_all_their_tools_and_see_the_workspace_as_root(
+    everything: McpHub, filesystem: McpHub, ws: Path
 ) -> None:
-    hub = hub_of(tmp_path, ev=npm_server("server-everything", "stdio"))
+    assert served(everything, "ev") == EVERYTHING_TOOLS | BUILTINS  # it serves both
+    assert served(filesystem, "fs") == FS_TOOLS
+    roots = run(tool(everything, "ev__get-roots-list"), {}, ctx(ws))
+    assert isinstance(roots, Succeeded)
+    assert "(1 total)" in roots.output and f"URI: {ws.as_uri()}" in roots.output, roots.output
+    allowed = run(tool(filesystem, "fs__list_allowed_directories"), {}, ctx(ws))
+    assert allowed == Succeeded(f"Allowed directories:\n{ws}"), allowed
+
+
+class Recorder(http.server.BaseHTTPRequestHandler):
+    """Records the headers of every request; redirects to `to` when set (else 404)."""
+
+    seen: ClassVar[list[tuple[int, dict[str, str]]]] = []
+    to: ClassVar[str | None] = None
+
+    def _any(self) -> None:
+        self.seen.append((self.server.server_address[1], dict(self.headers)))  # type: ignore[arg-type]
+        self.send_response(307 if self.to else 404)
+        if self.to:
+            self.send_header("Location", self.to)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_GET = do_DELETE = _any
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def recording_server(to: str | None) -> http.server.ThreadingHTTPServer:
+    handler = type("R", (Recorder,), {"to": to})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_an_http_servers_headers_carry_the_operators_secret_to_it_and_never_to_another_host(
+    tmp_path: Path,
+) -> None:
+    other = recording_server(None)  # another origin (another port)
+    first = recording_server(f"http://127.0.0.1:{other.server_address[1]}/mcp")
+    url = f"http://127.0.0.1:{first.server_address[1]}/mcp"
+    file = McpServersFile.model_validate(
+        {
+            "servers": {
+                "api": {"url": url, "headers": {"Authorization": "API_TOKEN"}, "start_timeout_s": 5}
+            }
+        }
+    )
+    hub = McpHub(
+        file,
+        policy=SandboxPolicy(),
+        scratch_dir=str(tmp_path),
+        headers={"api": {"Authorization": "Bearer s3cret"}},
+    )
     try:
-        assert run(tool(hub, "ev__get-sum"), {"a": 2, "b": 3}, ctx(ws)) == Succeeded(
-            "The sum of 2 and 3 is 5."
-        )
-        image = run(tool(hub, "ev__get-tiny-image"), {}, ctx(ws))
-        assert isinstance(image, Succeeded)
-        blocks = image.output["content"]
-        assert any(b.get("type") == "image" and b["base64_chars"] > 0 for b in blocks)
-        assert "base64," not in json.dumps(image.output) and "data" not in blocks[0]
-        bad = run(tool(hub, "ev__get-sum"), {"a": "two"}, ctx(ws))
-        assert isinstance(bad, Errored) and bad.error.code == "invalid_arguments"
+        down = hub.start(10)
+        assert "api" in down  # its answer was a redirect off its origin: not followed
+        assert Recorder.seen and {port for port, _ in Recorder.seen} == {first.server_address[1]}
+        assert all(h.get("Authorization") == "Bearer s3cret" for _, h in Recorder.seen)
     finally:
         hub.close()
+        first.shutdown()
+        other.shutdown()
+
+
+def test_the_reference_everything_server_answers_and_its_image_is_kept_for_the_model(
+    everything: McpHub, ws: Path
+) -> None:
+    hub = everything
+    assert run(tool(hub, "ev__get-sum"), {"a": 2, "b": 3}, ctx(ws)) == Succeeded(
+        "The sum of 2 and 3 is 5."
+    )
+    image = run(tool(hub, "ev__get-tiny-image"), {}, ctx(ws))
+    assert isinstance(image, Succeeded)
+    [kept] = image.output["images"]
+    assert kept["media_type"] == "image/png" and len(kept["data"]) > 100
+    bad = run(tool(hub, "ev__get-sum"), {"a": "two"}, ctx(ws))
+    assert isinstance(bad, Errored) and bad.error.code == "invalid_arguments"
 
 
 def test_the_reference_filesystem_server_writes_inside_the_workspace_and_refuses_escapes(
-    tmp_path: Path, ws: Path
+    filesystem: McpHub, tmp_path: Path, ws: Path
 ) -> None:
-    hub = hub_of(tmp_path, fs=fs_server())
-    try:
-        write = tool(hub, "fs__write_file")
-        assert isinstance(
-            run(write, {"path": str(ws / "a.txt"), "content": "hi"}, ctx(ws)), Succeeded
-        )
-        assert (ws / "a.txt").read_text() == "hi"
-        read = tool(hub, "fs__read_text_file")
-        assert run(read, {"path": str(ws / "a.txt")}, ctx(ws)) == Succeeded("hi")
-        assert write.resources({"path": "a.txt", "content": ""}, str(ws))[1] == [f"file:{ws}/a.txt"]
-        with pytest.raises(ValueError, match="outside the workspace"):
-            read.resources({"path": "../secret.txt"}, str(ws))
-        (tmp_path / "secret.txt").write_text("s3cret")
-        escaped = run(
-            read, {"path": str(tmp_path / "secret.txt")}, ctx(ws)
-        )  # past our check: the server and the sandbox
-        assert isinstance(escaped, Errored) and escaped.error.code == "permission_denied"
-    finally:
-        hub.close()
+    hub = filesystem
+    write = tool(hub, "fs__write_file")
+    assert isinstance(run(write, {"path": str(ws / "a.txt"), "content": "hi"}, ctx(ws)), Succeeded)
+    assert (ws / "a.txt").read_text() == "hi"
+    read = tool(hub, "fs__read_text_file")
+    assert run(read, {"path": str(ws / "a.txt")}, ctx(ws)) == Succeeded("hi")
+    assert write.resources({"path": "a.txt", "content": ""}, str(ws))[1] == [f"file:{ws}/a.txt"]
+    with pytest.raises(ValueError, match="outside the workspace"):
+        read.resources({"path": "../secret.txt"}, str(ws))
+    (tmp_path / "secret.txt").write_text("s3cret")
+    escaped = run(
+        read, {"path": str(tmp_path / "secret.txt")}, ctx(ws)
+    )  # past our check: the server and the sandbox
+    assert isinstance(escaped, Errored) and escaped.error.code == "permission_denied"

@@ -49,6 +49,10 @@ LEDGER_POLICY: dict[str, Any] = {
     "fail": {"read_only": True},
     "freeze": {"read_only": True},
     "wipe": {"read_only": True},
+    "grow": {"writes": ["ledger:tools"]},
+    "shaped": {"read_only": True},
+    "steps": {"read_only": True},
+    "ask_model": {"read_only": True},
 }  # fmt: skip
 
 

@@ -7,7 +7,10 @@ it was sent under), `order_done` (the lookup: was an op key done?), `slow`
 (sleeps; counts starts in `slow.count` so a test sees it began), `crash` (writes, then
 dies before answering), `freeze` (hangs the whole server), `fail`
 (an isError result), `mystery` (not listed by the tests' servers files),
-`wipe` (annotated destructive). Run: `python ledger_server.py stdio|http FOLDER [PORT]`."""
+`wipe` (annotated destructive), `grow` (adds a tool `grown` and says its
+tools changed), `shaped` (declares an outputSchema and, asked to, breaks it),
+`steps` (reports progress), `ask_model` (samples the client's model); a resource `ledger://book` and a template
+`ledger://order/{order_id}`, a prompt `review`. Run: `python ledger_server.py stdio|http FOLDER [PORT]`."""
 
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import CallToolResult, SamplingMessage, TextContent, ToolAnnotations
 
 FOLDER = Path(sys.argv[2] if len(sys.argv) > 2 else ".").resolve()
 BOOK = FOLDER / "orders.json"
@@ -124,6 +128,72 @@ def wipe() -> str:
     """Says it is read-only and destructive at once."""
     BOOK.unlink(missing_ok=True)
     return "wiped"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Add a tool `grown` and tell the client its tools changed."""
+    server.add_tool(lambda: "grown", name="grown", description="Added while running.")
+    await ctx.session.send_tool_list_changed()
+    return "grew"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True), structured_output=False)
+def shaped(good: bool) -> CallToolResult:
+    """A total, as its outputSchema says; `good: false` breaks the schema."""
+    total = 3 if good else "three"
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"total {total}")],
+        structured_content={"total": total},
+    )
+
+
+_SHAPE = {"type": "object", "properties": {"total": {"type": "integer"}}, "required": ["total"]}
+server._tool_manager.get_tool("shaped").fn_metadata.output_schema = _SHAPE  # type: ignore[union-attr]
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def steps(n: int, ctx: Context) -> str:
+    """Report progress n times, then answer."""
+    for i in range(1, n + 1):
+        await ctx.report_progress(i, n, f"step {i}")
+    return f"{n} steps"
+
+
+@server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+async def ask_model(tag: str, ctx: Context, wait_for: str = "") -> str:
+    """Ask the client's model (sampling); first wait (up to 30 s) for the file `wait_for`,
+    writing `asking-<tag>` so another call can wait for this one."""
+    (FOLDER / f"asking-{tag}").write_text(tag)
+    for _ in range(600):
+        if not wait_for or (FOLDER / wait_for).exists():
+            break
+        await anyio.sleep(0.05)
+    message = SamplingMessage(role="user", content=TextContent(type="text", text=f"about {tag}"))
+    try:
+        answer = await ctx.session.create_message([message], max_tokens=20)
+    except MCPError as exc:
+        return f"refused: {exc}"
+    content = answer.content
+    return content.text if isinstance(content, TextContent) else "?"
+
+
+@server.resource("ledger://book", mime_type="application/json")
+def book() -> str:
+    """The whole order book."""
+    return json.dumps(_book())
+
+
+@server.resource("ledger://order/{order_id}")
+def order(order_id: str) -> str:
+    """One order."""
+    return json.dumps(_book().get(order_id))
+
+
+@server.prompt()
+def review(order_id: str) -> str:
+    """Ask for a review of an order."""
+    return f"Review order {order_id}: is its quantity right?"
 
 
 if __name__ == "__main__":

@@ -38,11 +38,13 @@ from agentledger.events.lock_step import (
     record_locks,
     request_id,
 )
+from agentledger.events.mcp_events import ToolSampledModel
 from agentledger.events.model_retry import ModelFailure
 from agentledger.events.model_step import record_model_error, record_model_reply, request_model
 from agentledger.events.resolution_step import resolve_unknown
 from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.ticks import on_tick
+from agentledger.events.tool_requests import ask_human, record_sample
 from agentledger.events.tool_step import Errored, Outcome, Stopped, Succeeded, TimedOut, claim_call
 from agentledger.events.types import (
     Event,
@@ -575,7 +577,27 @@ def check_stopped_by(ending: str) -> Callable[[], Log]:
     return journey
 
 
+def mcp_server_sampled_and_asked() -> Log:
+    """An MCP server's requests during a call: a model answer (sampling) recorded while
+    the tools run, while the run waits for the person the server asked, and while it stops."""
+    log = Log.created()
+    do_model_turn(log, use("c1"))
+    do_validate(log, "c1")
+    do_claim(log, "c1")
+    sample = ToolSampledModel(
+        call_id="c1", server="ev", sample=1, prompt="[user] hi", max_tokens=10, text="hello",
+        stop_reason="end_turn", model="scripted", usage=Usage(input_tokens=3, output_tokens=2),
+    )  # fmt: skip
+    log.decide(record_sample, sample)
+    log.decide(ask_human, "c1", "MCP server 'ev' asks during call c1: your name?")
+    log.decide(record_sample, sample)
+    log.decide(controls.cancel, by="carol", source="cli")
+    log.decide(record_sample, sample)
+    return log
+
+
 JOURNEYS: dict[str, tuple[Callable[[], Log], RunStatus]] = {
+    "mcp_server_sampled_and_asked": (mcp_server_sampled_and_asked, R.CANCELLING),
     "check_stopped_by_cancel": (check_stopped_by("cancel"), R.CANCELLED),
     "check_stopped_by_wall_clock": (check_stopped_by("wall_clock"), R.TIMEOUT),
     "happy_path": (happy_path, R.COMPLETED),

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, settings
 from agentledger.events import controls
 from agentledger.events.acceptance_step import CheckResult, record_acceptance, start_acceptance
 from agentledger.events.fold import apply
+from agentledger.events.mcp_events import ToolSampledModel
 from agentledger.events.model_step import record_model_reply, request_model
 from agentledger.events.settle import settle_batch
 from agentledger.events.state import Call, RunState
@@ -143,7 +144,7 @@ class Log:
             new = apply(old, env)
             self.run_moves.add((old.status if old else None, type(event), new.status))
             call_id = getattr(event, "call_id", None)
-            if call_id is not None:
+            if call_id is not None and not isinstance(event, ToolSampledModel):  # a run event
                 before = old.call(call_id) if old else None
                 after = new.call(call_id)
                 assert after is not None

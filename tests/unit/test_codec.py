@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from runlog import PROPERTY, RUN_ID, T0, envelope, make_spec, text, use
 from strategies import random_events
 
+from agentledger.events.mcp_events import ToolSampledModel
 from agentledger.events.types import (
     CODEC,
     EVENT_TYPES,
@@ -68,6 +69,18 @@ ERROR = ToolError(
     retry_after_s=1.5,
 )
 EVERY_EVENT: list[Event] = [
+    ToolSampledModel(
+        call_id="c1",
+        server="ev",
+        sample=1,
+        system="be brief",
+        prompt="[user] hi",
+        max_tokens=40,
+        text="hello",
+        stop_reason="end_turn",
+        model="scripted",
+        usage=Usage(input_tokens=3, output_tokens=1),
+    ),
     RunCreated(spec=make_spec(), request_id="req-1", workspace="/tmp/ws", base_dir="/tmp"),
     ModelRequested(turn=1, attempt=2, deadline_at=T0 + 0.25),
     ModelRequestFailed(

@@ -139,3 +139,29 @@ def test_an_mcp_tools_concurrency_keys_come_from_the_servers_file_and_are_checke
     for bad in ({"key": "{tenant}:orders", "max": 2}, {"key": "svc:x", "max": 0}):
         with pytest.raises(ValidationError):
             McpToolPolicy.model_validate({"limits": [bad]})
+
+
+@pytest.mark.parametrize(
+    ("server", "says"),
+    [
+        ({"command": ["x"], "headers": {"Authorization": "TOKEN"}}, "only a `url:` server"),
+        ({"url": "http://api.example.com/mcp", "headers": {"A": "T"}}, "only over https"),
+        ({"url": "https://api.example.com/mcp", "headers": {"A": "Bearer x"}}, "never the value"),
+    ],
+)
+def test_a_servers_headers_name_variables_and_go_only_to_a_url_server_over_https(
+    server: dict[str, object], says: str
+) -> None:
+    with pytest.raises(ValidationError, match=says):
+        McpServersFile.model_validate({"servers": {"api": server}})
+
+
+def test_a_header_whose_variable_is_unset_is_refused_naming_it() -> None:
+    from agentledger.services.adapters.tools.mcp.config import McpConfigError, header_values
+
+    file = McpServersFile.model_validate(
+        {"servers": {"api": {"url": "https://h/mcp", "headers": {"Authorization": "API_T"}}}}
+    )
+    assert header_values("f", file, {"API_T": "Bearer 1"}) == {"api": {"Authorization": "Bearer 1"}}
+    with pytest.raises(McpConfigError, match=r"servers.api.headers.Authorization: .*'API_T'"):
+        header_values("f", file, {})

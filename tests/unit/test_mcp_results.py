@@ -1,11 +1,18 @@
 """What an MCP tool's answer becomes in the log: its text, a summary of binary
-content (never the data), `isError` and JSON-RPC errors as our error codes."""
+content (never the data) but for images small enough to show the model, `isError`
+and JSON-RPC errors as our error codes; and how a kept image reaches the model:
+an image block in the tool_result for Anthropic's API, a line saying it is there
+for the OpenAI APIs (which take no image in a tool's answer)."""
 
 from __future__ import annotations
 
 import mcp_types as types
 
+from agentledger.events.conversation import split_images
+from agentledger.events.output_cap import output_text
 from agentledger.events.tool_step import Errored, Succeeded
+from agentledger.schemas.content import Message, ToolResultBlock, to_api
+from agentledger.services.adapters.models.openai_wire import user_turn
 from agentledger.services.adapters.tools.mcp.results import outcome_of, parsed, protocol_error
 
 
@@ -28,14 +35,40 @@ def test_structured_content_is_the_output_when_there_is_no_text() -> None:
     assert outcome_of(result(structured={"n": 1})) == Succeeded({"n": 1})
 
 
-def test_an_image_is_recorded_as_its_type_and_size_never_its_data() -> None:
-    image = types.ImageContent(type="image", data="QUJD" * 1000, mime_type="image/png")
-    out = outcome_of(result(types.TextContent(type="text", text="see"), image))
+def test_an_image_too_large_or_of_another_type_is_recorded_as_its_type_and_size_only() -> None:
+    big = types.ImageContent(type="image", data="QUJD" * 20_000, mime_type="image/png")
+    odd = types.ImageContent(type="image", data="QUJD", mime_type="image/tiff")
+    out = outcome_of(result(types.TextContent(type="text", text="see"), big, odd))
     assert out == Succeeded(
         {
             "text": "see",
-            "content": [{"type": "image", "mime_type": "image/png", "base64_chars": 4000}],
+            "content": [
+                {"type": "image", "mime_type": "image/png", "base64_chars": 80_000},
+                {"type": "image", "mime_type": "image/tiff", "base64_chars": 4},
+            ],
         }
+    )
+
+
+def test_a_small_image_is_kept_and_shown_to_the_model_as_an_image() -> None:
+    image = types.ImageContent(type="image", data="iVBORw0K", mime_type="image/png")
+    out = outcome_of(result(types.TextContent(type="text", text="a chart"), image))
+    assert isinstance(out, Succeeded)
+    assert out.output["images"] == [{"media_type": "image/png", "data": "iVBORw0K"}]
+    output, images = split_images(out.output)
+    block = ToolResultBlock(tool_use_id="c1", content=output_text(output), images=images)
+    assert "iVBORw0K" not in block.content and '"shown": "as an image"' in block.content
+    assert to_api(block)["content"] == [
+        {"type": "text", "text": block.content},
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"},
+        },
+    ]
+    assert "images" not in to_api(ToolResultBlock(tool_use_id="c2", content="x"))
+    [(call_id, said)], _ = user_turn(Message(role="user", content=(block,)))
+    assert call_id == "c1" and said.endswith(
+        "[1 image(s) not shown (image/png): this API takes no images in tool results]"
     )
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agentledger.services.errors import ConfigError
-from agentledger.services.settings import environ_for_children, from_env, masked, user_state_dir
+from agentledger.services.redis_urls import masked
+from agentledger.services.settings import environ_for_children, from_env, user_state_dir
 
 
 @pytest.mark.parametrize(

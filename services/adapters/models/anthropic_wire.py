@@ -45,7 +45,7 @@ def request_params(settings: AnthropicSettings, request: ModelRequest) -> dict[s
     _trim_final_assistant_text(messages)
     params: dict[str, Any] = {
         "model": request.model or settings.model,
-        "max_tokens": settings.max_tokens,
+        "max_tokens": request.output_limit(settings.max_tokens),
         "messages": messages,
     }
     system = "\n\n".join(s for s in (settings.system, request.system) if s)

@@ -57,7 +57,7 @@ def request_body(settings: OpenAISettings, request: ModelRequest) -> dict[str, A
     body: dict[str, Any] = {
         "model": request.model or settings.model,
         "input": items,
-        "max_output_tokens": settings.max_tokens,
+        "max_output_tokens": request.output_limit(settings.max_tokens),
         "stream": True,
         "store": False,
         "include": ["reasoning.encrypted_content"],

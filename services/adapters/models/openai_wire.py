@@ -110,7 +110,9 @@ def request_params(
         "messages": messages,
         # OpenAI's own reasoning models take only max_completion_tokens; servers of its
         # API's older shape (vLLM, Ollama, llama.cpp) read max_tokens
-        ("max_completion_tokens" if own else "max_tokens"): settings.max_tokens,
+        ("max_completion_tokens" if own else "max_tokens"): request.output_limit(
+            settings.max_tokens
+        ),
         "stream": True,
         "stream_options": {"include_usage": True},
     }
@@ -155,15 +157,26 @@ def user_turn(m: Message) -> tuple[list[tuple[str, str]], str | None]:
     answers = [
         (
             b.tool_use_id,
-            f"Error: {b.content}"
-            if b.is_error and not b.content.startswith("Error")
-            else b.content,
+            (
+                f"Error: {b.content}"
+                if b.is_error and not b.content.startswith("Error")
+                else b.content
+            )
+            + _images_left_out(b),
         )
         for b in m.content
         if isinstance(b, ToolResultBlock)
     ]
     texts = [b.text for b in m.content if isinstance(b, TextBlock)]
     return answers, "\n\n".join(texts) if texts else None
+
+
+def _images_left_out(b: ToolResultBlock) -> str:
+    """A tool's images, said to be there: these APIs take no image in a tool's answer."""
+    if not b.images:
+        return ""
+    kinds = ", ".join(i.media_type for i in b.images)
+    return f"\n[{len(b.images)} image(s) not shown ({kinds}): this API takes no images in tool results]"
 
 
 def _assistant(content: tuple[ContentBlock, ...], *, send_reasoning: bool) -> dict[str, Any]:

@@ -26,6 +26,12 @@ class ModelRequest:
     # told each piece of the reply's text as it streams, when the adapter streams (the
     # web view shows it); what is recorded is the whole reply, as ever
     watch: Callable[[str], None] | None = None
+    max_tokens: int | None = None  # at most this output, when less than the adapter's own
+    sample: int | None = None  # an MCP server's sampling request: the run's n-th (no turn)
+
+    def output_limit(self, own: int) -> int:
+        """The `max_tokens` an adapter whose own is `own` sends."""
+        return min(own, self.max_tokens) if self.max_tokens else own
 
 
 @dataclass(frozen=True, slots=True)

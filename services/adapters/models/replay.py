@@ -3,7 +3,8 @@ of the new run is answered with the reply the recorded run got at the same
 turn — content verbatim (thinking signatures included), stop reason, usage and
 model id — so the tools, the checks and the core run again for real while the
 model's part is fixed. A turn the recorded run never reached is an error that
-ends the new run, which the divergence report then shows.
+ends the new run, which the divergence report then shows. An MCP server's n-th
+sampling request is answered with the recorded run's n-th (`ToolSampledModel`).
 
 Only a run of the same tenant is played: the intake refuses a request naming
 another tenant's run, and the adapter checks again against the recorded run's
@@ -15,7 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agentledger.events.grants import replay_model_refusal
-from agentledger.events.types import ModelResponded, RunCreated
+from agentledger.events.types import ModelResponded, RunCreated, ToolSampledModel
+from agentledger.schemas.content import TextBlock
 from agentledger.schemas.envelope import Envelope
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
 
@@ -26,17 +28,18 @@ class ReplayAdapter:
     def __init__(self, run_id: str, read: Callable[[], Sequence[Envelope[Any]]]):
         self._run_id = run_id
         self._read = read
-        self._replies: dict[int, ModelResponded] = {}
+        self._replies: dict[tuple[str, int], ModelResponded | ToolSampledModel] = {}
         self._tenant: str | None = None  # the recorded run's, from its RunCreated
 
     def claim_lease_s(self) -> float:
         return LEASE_S
 
     def respond(self, request: ModelRequest) -> ModelReply:
-        recorded = self._replies.get(request.turn)
+        key = ("sample", request.sample) if request.sample else ("turn", request.turn)
+        recorded = self._replies.get(key)
         if recorded is None or self._tenant is None:  # read (again): it may have grown since
             self._load()
-            recorded = self._replies.get(request.turn)
+            recorded = self._replies.get(key)
         if request.tenant is None:  # a replay plays only a run of the tenant of the run asking
             raise ModelError(
                 f"not granted: run {request.run_id!r} asked without its tenant", kind="permission"
@@ -45,10 +48,12 @@ class ReplayAdapter:
         if refusal is not None:
             raise ModelError(refusal, kind="permission")
         if recorded is None:
-            message = (
-                f"the recorded run {self._run_id!r} has no model reply for turn {request.turn}"
-            )
+            what = f"sampling request {key[1]}" if request.sample else f"turn {request.turn}"
+            message = f"the recorded run {self._run_id!r} has no model reply for {what}"
             raise ModelError(message, kind="not_found")
+        if isinstance(recorded, ToolSampledModel):
+            text = (TextBlock(text=recorded.text),)
+            return ModelReply(text, recorded.stop_reason, recorded.usage, recorded.model)
         return ModelReply(
             content=recorded.content,
             stop_reason=recorded.stop_reason,
@@ -62,7 +67,14 @@ class ReplayAdapter:
     def _load(self) -> None:
         envelopes = self._read()
         self._replies = {
-            env.data.turn: env.data for env in envelopes if isinstance(env.data, ModelResponded)
+            ("turn", env.data.turn): env.data
+            for env in envelopes
+            if isinstance(env.data, ModelResponded)
         }
+        self._replies.update(
+            (("sample", env.data.sample), env.data)
+            for env in envelopes
+            if isinstance(env.data, ToolSampledModel)
+        )
         first = envelopes[0].data if envelopes else None
         self._tenant = first.spec.principal.tenant if isinstance(first, RunCreated) else None

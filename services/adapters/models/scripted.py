@@ -4,7 +4,8 @@ request after a crash gets the same turn (and so does a request whose context
 view left older turns out). A request past the script's last turn (after a
 denial or failed checks the script did not plan for) is a model error that
 retrying cannot fix: the run ends `failed` saying so, instead of the model
-inventing turns until the turn budget runs out."""
+inventing turns until the turn budget runs out. An MCP server's sampling request
+(the run's n-th) is answered by the script's n-th `sampled` text."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ class ScriptedAdapter:
         return self._lease_s
 
     def respond(self, request: ModelRequest) -> ModelReply:
+        if request.sample is not None:
+            return self._sampled(request, request.sample)
         done = request.turn - 1
         if done >= len(self._script.scripted):
             raise ModelError(
@@ -47,6 +50,16 @@ class ScriptedAdapter:
         return self._reply(
             (TextBlock(text=turn.end_turn or ""),), turn.stop_reason or "end_turn", request
         )
+
+    def _sampled(self, request: ModelRequest, n: int) -> ModelReply:
+        answers = self._script.sampled
+        if n > len(answers):
+            raise ModelError(
+                f"the scripted model has no answer to sampling request {n}: its script's "
+                f"`sampled` has {len(answers)}",
+                kind="not_configured",
+            )
+        return self._reply((TextBlock(text=answers[n - 1]),), "end_turn", request)
 
     def _reply(self, content, stop_reason, request: ModelRequest) -> ModelReply:  # type: ignore[no-untyped-def]
         # a stand-in for usage, ~4 characters a token: what was sent, what was said

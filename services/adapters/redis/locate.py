@@ -19,7 +19,8 @@ from agentledger.services.adapters.redis.local_server import answers
 from agentledger.services.adapters.redis.local_service import LocalService, Waiting
 from agentledger.services.adapters.redis.not_redis import found_at
 from agentledger.services.errors import ConfigError, RedisUnavailable
-from agentledger.services.settings import Settings, masked
+from agentledger.services.redis_urls import masked
+from agentledger.services.settings import Settings
 
 
 class Origin(StrEnum):

@@ -19,8 +19,9 @@ from agentledger.services.adapters.publishers import publishers_file
 from agentledger.services.adapters.redis.acl import AclUser, rules, server_version, set_user
 from agentledger.services.entrypoints.reply import emit, say
 from agentledger.services.errors import ConfigError
+from agentledger.services.redis_urls import masked
 from agentledger.services.session import Session
-from agentledger.services.settings import Settings, masked
+from agentledger.services.settings import Settings
 
 DEFAULT_NOTE = (
     "Redis's `default` user (no password, every right) stays on until you turn it off: "

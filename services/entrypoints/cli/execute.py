@@ -23,9 +23,10 @@ from agentledger.services.entrypoints.cli.parser import BadOption
 from agentledger.services.entrypoints.reply import fail, say_loading
 from agentledger.services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
 from agentledger.services.extras import MissingExtra
+from agentledger.services.redis_urls import masked
 from agentledger.services.secrets import install_log_filter
 from agentledger.services.session import Session, open_session
-from agentledger.services.settings import Settings, from_env, masked, user_state_dir
+from agentledger.services.settings import Settings, from_env, user_state_dir
 
 if TYPE_CHECKING:
     from agentledger.services.entrypoints.cli.prepare import Prepared

@@ -25,9 +25,9 @@ from agentledger.services.entrypoints.reply import emit, fail, say
 from agentledger.services.entrypoints.run_index import BadPageToken, Page, page_of_runs, parse_time
 from agentledger.services.entrypoints.summary import run_summary, waits_line
 from agentledger.services.handlers.state_cache import cache_for
+from agentledger.services.redis_urls import masked
 from agentledger.services.secrets import redactor_for
 from agentledger.services.session import Session
-from agentledger.services.settings import masked
 
 # what `status` says of a run whose request waits in the inbox: not a RunStatus (the run
 # does not exist yet), and not ended (exit 9)

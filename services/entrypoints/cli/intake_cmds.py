@@ -15,8 +15,9 @@ from agentledger.services.entrypoints.cli import exit_codes
 from agentledger.services.entrypoints.cli.supervise import wait_for_signal
 from agentledger.services.entrypoints.reply import emit, fail
 from agentledger.services.intake_role import IntakeService, build_intake
+from agentledger.services.redis_urls import masked
 from agentledger.services.session import Session
-from agentledger.services.settings import Settings, masked
+from agentledger.services.settings import Settings
 
 
 def intake(

@@ -22,8 +22,9 @@ from agentledger.services.entrypoints.cli.publisher_cmds import check_grant
 from agentledger.services.entrypoints.controls import signer_for
 from agentledger.services.entrypoints.reply import emit, fail, say
 from agentledger.services.handlers.spec_check import spec_problems
+from agentledger.services.redis_urls import masked
 from agentledger.services.session import Session
-from agentledger.services.settings import Settings, masked
+from agentledger.services.settings import Settings
 
 NO_PUBLISHER = (
     "submit signs the request as a publisher: pass --as NAME (`agentledger publishers "

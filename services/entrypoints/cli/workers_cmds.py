@@ -25,8 +25,9 @@ from agentledger.services.entrypoints.cli.parser import INTAKE_POOL
 from agentledger.services.entrypoints.cli.run_cmds import worker_args
 from agentledger.services.entrypoints.cli.supervise import Supervisor, signalled, wait_for_signal
 from agentledger.services.entrypoints.reply import emit, fail, say
+from agentledger.services.redis_urls import masked
 from agentledger.services.session import Session
-from agentledger.services.settings import Settings, masked
+from agentledger.services.settings import Settings
 from agentledger.services.structured_logs import child_args
 
 if TYPE_CHECKING:  # imported when used: prometheus' storage and the MCP SDK

@@ -4,6 +4,8 @@ the deployment's maximum (AGENTLEDGER_MAX_MCP_TIMEOUT_S) is one of them."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import yaml
 from pydantic import ValidationError
 
@@ -47,6 +49,26 @@ def timeout_problems(file: McpServersFile, most: float) -> list[str]:
         for where, value in asked
         if value > most
     ]
+
+
+def header_values(
+    path: str, file: McpServersFile, values: Mapping[str, str]
+) -> dict[str, dict[str, str]]:
+    """Server -> its HTTP headers with their values, from the worker variables the
+    file names (`values`, read at the edge); a variable that is unset is refused."""
+    found: dict[str, dict[str, str]] = {}
+    missing: list[str] = []
+    for name, server in file.servers.items():
+        for header, variable in server.headers.items():
+            if variable in values:
+                found.setdefault(name, {})[header] = values[variable]
+            else:
+                missing.append(
+                    f"servers.{name}.headers.{header}: the worker variable {variable!r} is not set"
+                )
+    if missing:
+        raise McpConfigError(path, "; ".join(missing))
+    return found
 
 
 def _read(path: str) -> McpServersFile:

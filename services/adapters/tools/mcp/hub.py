@@ -18,7 +18,7 @@ import queue
 import re
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,11 +26,19 @@ import mcp_types as types
 from jsonschema import SchemaError  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
-from agentledger.events.mcp_policy import Hints, decide_policy, offered_name
+from agentledger.events.mcp_policy import (
+    Hints,
+    Policy,
+    builtin_policy,
+    decide_policy,
+    offered_name,
+)
 from agentledger.schemas.mcp_servers import McpServer, McpServersFile
 from agentledger.schemas.spec import ToolSpec
+from agentledger.services.adapters.tools.mcp import builtins
+from agentledger.services.adapters.tools.mcp.client_side import Answerer
 from agentledger.services.adapters.tools.mcp.loop import AsyncLoop
-from agentledger.services.adapters.tools.mcp.supervisor import ServerDown, Supervisor
+from agentledger.services.adapters.tools.mcp.supervisor import Catalog, ServerDown, Supervisor
 from agentledger.services.adapters.tools.mcp.tool import McpTool, make_tool
 from agentledger.services.adapters.tools.sandbox import SandboxPolicy
 from agentledger.services.adapters.tools.toolset import BUILTIN, FINGERPRINT_CHARS, ToolSet
@@ -48,8 +56,11 @@ class McpHub:
         scratch_dir: str | None = None,
         ping_s: float = 1.0,
         ping_timeout_s: float = 5.0,
+        headers: Mapping[str, Mapping[str, str]] | None = None,
     ):
         self.file = file
+        self._headers = headers or {}  # server -> its HTTP headers' values (the operator's secrets)
+        self._answerer: Answerer | None = None
         self._policy = policy
         self._scratch = Path(scratch_dir or tempfile.mkdtemp(prefix="agentledger-mcp-"))
         self._scratch.mkdir(parents=True, exist_ok=True)
@@ -61,7 +72,7 @@ class McpHub:
         self._listeners: list[Callable[[], None]] = []
         self._changes: queue.SimpleQueue[bool] = queue.SimpleQueue()
         self._errlog: TextIO = open(self._scratch / "servers.log", "a")  # noqa: SIM115 -- held while the hub lives
-        self._last_up: frozenset[str] = frozenset()
+        self._last_seen = ""
         threading.Thread(target=self._tell, daemon=True, name="agentledger-mcp-retool").start()
 
     def start(self, timeout_s: float | None = None) -> dict[str, str]:
@@ -72,12 +83,17 @@ class McpHub:
             self._catalog[name] = self._supervise(name, config, workspace)
         for sup in self._catalog.values():
             sup.wait_first(timeout_s or sup.config.start_timeout_s)
-        self._last_up = self.up()
+        self._last_seen = self._seen()
         return {n: s.last_error or s.state for n, s in self._catalog.items() if s.state != "up"}
 
     def on_change(self, listener: Callable[[], None]) -> None:
-        """Called (in a thread of its own) when a server goes down or comes back."""
+        """Called (in a thread of its own) when a server goes down or comes back, or
+        says its tools changed (`notifications/tools/list_changed`)."""
         self._listeners.append(listener)
+
+    def answer_with(self, answerer: Answerer | None) -> None:
+        """Who answers the servers' sampling and elicitation requests (until then: refused)."""
+        self._answerer = answerer
 
     def up(self) -> frozenset[str]:
         """The servers whose tools are offered: started, and no instance of them down."""
@@ -116,7 +132,7 @@ class McpHub:
         for name in up:
             sup = self._catalog[name]
             assert sup.catalog is not None
-            for tool in self._tools_of(name, sup.config, sup.catalog.tools):
+            for tool in self._tools_of(name, sup.config, sup.catalog):
                 if tool.spec.name in tools or tool.spec.name in builtin:
                     log.warning(
                         "MCP tool %r is left out: a tool of that name exists", tool.spec.name
@@ -148,7 +164,8 @@ class McpHub:
         return Supervisor(
             name, config, workspace=workspace, policy=self._policy, loop=self._loop,
             on_state=lambda _: self._changes.put(True), errlog=self._errlog,
-            ping_s=ping_s, ping_timeout_s=ping_timeout_s,
+            ping_s=ping_s, ping_timeout_s=ping_timeout_s, headers=self._headers.get(name, {}),
+            answerer=lambda: self._answerer,
         ).start()  # fmt: skip
 
     def _scratch_workspace(self, name: str) -> str:
@@ -159,34 +176,45 @@ class McpHub:
     def _tell(self) -> None:
         while True:
             self._changes.get()
-            now = self.up()
-            if now == self._last_up:
+            now = self._seen()
+            if now == self._last_seen:
                 continue
-            self._last_up = now
+            self._last_seen = now
             for listener in list(self._listeners):
                 try:
                     listener()
                 except Exception:  # a listener's failure must not stop the others being told
                     log.exception("an MCP tool set listener failed")
 
-    def _tools_of(
-        self, server: str, config: McpServer, defined: tuple[types.Tool, ...]
-    ) -> list[McpTool]:
+    def _seen(self) -> str:
+        """What the tool set is made of: the servers up and what each offers."""
+        up = sorted(self.up())
+        described = [_descriptor(name, self._catalog[name]) for name in up]
+        return hashlib.sha256(
+            json.dumps(described, sort_keys=True, default=str).encode()
+        ).hexdigest()
+
+    def _tools_of(self, server: str, config: McpServer, catalog: Catalog) -> list[McpTool]:
         made: list[McpTool] = []
-        names = {t.name for t in defined}
+        names = {t.name for t in catalog.tools}
+        extra = builtins.offered(catalog.resources, catalog.prompts, names)
         for listed in config.tools:
-            if listed not in names:
+            if listed not in names and listed not in {t.name for t in extra}:
                 log.warning(
                     "MCP server %r has no tool %r (the servers file lists it)", server, listed
                 )
-        for t in defined:
+        for t in catalog.tools:
             tool = self._tool(server, config, t, names)
+            if tool is not None:
+                made.append(tool)
+        for t in extra:
+            tool = self._tool(server, config, t, names, kind=t.name)
             if tool is not None:
                 made.append(tool)
         return made
 
     def _tool(
-        self, server: str, config: McpServer, t: types.Tool, names: set[str]
+        self, server: str, config: McpServer, t: types.Tool, names: set[str], kind: str = "tool"
     ) -> McpTool | None:
         name = offered_name(server, t.name)
         if not TOOL_NAME.match(name):
@@ -201,10 +229,8 @@ class McpHub:
                 "MCP tool %r is left out: its inputSchema is invalid: %s", name, exc.message
             )
             return None
-        ann = t.annotations
-        hints = Hints(ann.read_only_hint, ann.destructive_hint) if ann else Hints()
         listed = config.tools.get(t.name)
-        policy = decide_policy(server, t.name, listed, hints, timeout_s=config.timeout_s)
+        policy = self._policy_of(server, config, t, kind)
         lookup = listed.lookup if listed else None
         if lookup is not None and lookup.tool not in names:
             log.warning("MCP tool %r: its lookup %r is not a tool of the server", name, lookup.tool)
@@ -218,7 +244,17 @@ class McpHub:
             spec=spec, reads=lambda a: (), writes=lambda a: (), module=f"mcp:{server}",
             key_fields=policy.key_fields, output_cap=policy.output_cap, server=server,
             remote=t.name, policy=policy, validator=validator, lookup_spec=lookup, hub=self,
+            kind=kind,
         )  # fmt: skip
+
+    @staticmethod
+    def _policy_of(server: str, config: McpServer, t: types.Tool, kind: str) -> Policy:
+        listed = config.tools.get(t.name)
+        if kind != "tool" and listed is None:
+            return builtin_policy(server, config.timeout_s)
+        ann = t.annotations
+        hints = Hints(ann.read_only_hint, ann.destructive_hint) if ann else Hints()
+        return decide_policy(server, t.name, listed, hints, timeout_s=config.timeout_s)
 
 
 def _descriptor(name: str, sup: Supervisor) -> dict[str, Any]:
@@ -229,6 +265,7 @@ def _descriptor(name: str, sup: Supervisor) -> dict[str, Any]:
         "server": name,
         "implementation": sup.catalog.server,
         "version": sup.catalog.version,
+        "serves": {"resources": sup.catalog.resources, "prompts": sup.catalog.prompts},
         "config": config,
         "tools": sorted(
             (t.model_dump(mode="json", exclude_none=True) for t in sup.catalog.tools),

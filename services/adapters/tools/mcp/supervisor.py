@@ -4,16 +4,21 @@ every `ping_s`. A server that dies, or does not answer a ping within
 `ping_timeout_s`, is dropped and started again with back-off (doubling up to
 `backoff_max_s`); the calls it had in flight end as lost (`CallLost`: sent, and
 whether they happened is unknown), never resent. Each change of state is told
-to `on_state`, so the hub can withdraw the server's tools while it is down."""
+to `on_state`, so the hub can withdraw the server's tools while it is down —
+and so is a change of its tools (`notifications/tools/list_changed`: listed
+again by the watch loop). The session declares roots, sampling and elicitation
+(`client_side`), knowing which run's calls are in flight; a result against its
+tool's outputSchema is `BadResult`; progress notifications are counted."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO, cast
 
@@ -24,6 +29,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, PaginatedRequestParams
 
 from agentledger.schemas.mcp_servers import McpServer
+from agentledger.services.adapters.tools.context import ToolContext
+from agentledger.services.adapters.tools.mcp.client_side import Answerer, ClientSide
 from agentledger.services.adapters.tools.mcp.loop import AsyncLoop
 from agentledger.services.adapters.tools.mcp.transport import connect
 from agentledger.services.adapters.tools.sandbox import SandboxPolicy
@@ -39,10 +46,17 @@ class Catalog:
     server: str  # its own name
     version: str
     tools: tuple[types.Tool, ...]
+    resources: bool = False  # it serves resources (resources/list, resources/read)
+    prompts: bool = False  # it serves prompts (prompts/list, prompts/get)
 
 
 class ServerDown(Exception):
     """The server is not up: nothing was sent."""
+
+
+class BadResult(Exception):
+    """The server answered with a result its own declarations say is wrong (the
+    structured content does not match the tool's outputSchema): the call happened."""
 
 
 class CallLost(Exception):
@@ -64,7 +78,11 @@ class Supervisor:
         ping_timeout_s: float = 5.0,
         backoff_s: float = 0.2,
         backoff_max_s: float = 10.0,
+        client: ClientSide | None = None,
+        answerer: Callable[[], Answerer | None] = lambda: None,
+        headers: Mapping[str, str] | None = None,
     ):
+        self._headers = dict(headers or {})
         self.name, self.config, self.workspace = name, config, workspace
         self._policy, self._loop, self._on_state, self._errlog = policy, loop, on_state, errlog
         self._ping_s, self._ping_timeout_s = ping_s, ping_timeout_s
@@ -77,6 +95,11 @@ class Supervisor:
         self._session: ClientSession | None = None
         self._in_flight: dict[asyncio.Task[Any], str | None] = {}  # task -> why it was lost
         self._poke: asyncio.Event | None = None
+        self._relist = False
+        self.tool_changes = 0
+        self.progress_seen = 0
+        self._askers: dict[asyncio.Task[Any], ToolContext] = {}  # the calls in flight, whose
+        self.client = client or ClientSide(name, workspace, asker=self._asker, answerer=answerer)
         self._restart_reason: str | None = None
         self._ending: str | None = None  # why the session is being left
         self._up = threading.Event()
@@ -96,10 +119,25 @@ class Supervisor:
         return self.state == "up"
 
     def call(
-        self, remote: str, args: dict[str, Any], meta: dict[str, Any]
+        self,
+        remote: str,
+        args: dict[str, Any],
+        meta: dict[str, Any],
+        asker: ToolContext | None = None,
     ) -> concurrent.futures.Future[types.CallToolResult]:
         """Send a tools/call; cancelling the future sends notifications/cancelled."""
-        return self._loop.submit(self._call(remote, args, meta))
+        sent_meta = cast(types.RequestParamsMeta, meta)  # a TypedDict open to our own keys
+
+        def send(session: ClientSession) -> Awaitable[types.CallToolResult]:
+            return session.call_tool(remote, args, meta=sent_meta, progress_callback=self._progress)
+
+        return self._loop.submit(self._call(send, asker))
+
+    def request(
+        self, send: Callable[[ClientSession], Awaitable[types.CallToolResult]]
+    ) -> concurrent.futures.Future[types.CallToolResult]:
+        """Send another request (resources, prompts) as a call is sent, its answer as a result."""
+        return self._loop.submit(self._call(send))
 
     def restart(self, reason: str) -> None:
         """Stop the server process now (its in-flight calls are lost) and start it again."""
@@ -118,8 +156,18 @@ class Supervisor:
         if self._poke is not None:
             self._poke.set()
 
+    def _asker(self) -> ToolContext | str:
+        """The call a server's request came during: the in-flight calls' one run."""
+        askers = list(self._askers.values())
+        runs = {a.run_id for a in askers}
+        if len(runs) != 1:
+            return "no call is in flight" if not runs else "calls of several runs are in flight"
+        return askers[0]  # several calls of the run: which one asked is not said; the first
+
     async def _call(
-        self, remote: str, args: dict[str, Any], meta: dict[str, Any]
+        self,
+        send: Callable[[ClientSession], Awaitable[types.CallToolResult]],
+        asker: ToolContext | None = None,
     ) -> types.CallToolResult:
         session = self._session
         if session is None or self.state != "up":
@@ -129,9 +177,12 @@ class Supervisor:
         task = asyncio.current_task()
         assert task is not None
         self._in_flight[task] = None
+        if asker is not None:
+            self._askers[task] = asker
         try:
-            sent_meta = cast(types.RequestParamsMeta, meta)  # a TypedDict open to our own keys
-            return await session.call_tool(remote, args, meta=sent_meta)
+            return await send(session)
+        except RuntimeError as exc:  # the SDK's check of the result against the outputSchema
+            raise BadResult(str(exc)) from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 why = self._ending or "it closed the connection"
@@ -148,6 +199,7 @@ class Supervisor:
             raise
         finally:
             self._in_flight.pop(task, None)
+            self._askers.pop(task, None)
 
     async def _life(self) -> None:
         delay = self._backoff
@@ -166,14 +218,23 @@ class Supervisor:
     async def _session_once(self) -> str:
         try:
             async with connect(
-                self.config, workspace=self.workspace, policy=self._policy, errlog=self._errlog
-            ) as (read, write):
-                async with ClientSession(read, write) as session:  # type: ignore[arg-type]
+                self.config, workspace=self.workspace, policy=self._policy, errlog=self._errlog,
+                headers=self._headers,
+            ) as (read, write):  # fmt: skip
+                async with ClientSession(
+                    read, write, list_roots_callback=self.client.list_roots,  # type: ignore[arg-type]
+                    sampling_callback=self.client.sample, elicitation_callback=self.client.elicit,
+                    message_handler=self._on_message,
+                ) as session:  # fmt: skip
                     with anyio.fail_after(self.config.start_timeout_s):
                         init = await session.initialize()
                         tools = await _list_tools(session)
                     info = init.server_info
-                    self.catalog = Catalog(info.name, info.version or "", tools)
+                    caps = init.capabilities
+                    self.catalog = Catalog(
+                        info.name, info.version or "", tools,
+                        resources=caps.resources is not None, prompts=caps.prompts is not None,
+                    )  # fmt: skip
                     self._session = session
                     self._poke = asyncio.Event()
                     self._restart_reason = None
@@ -195,6 +256,8 @@ class Supervisor:
                 pass
             if self._restart_reason is not None:
                 return self._restart_reason
+            if self._relist:
+                await self._list_again(session)
             try:
                 with anyio.fail_after(self._ping_timeout_s):
                     await session.send_ping()
@@ -202,6 +265,30 @@ class Supervisor:
                 return f"it did not answer a ping within {self._ping_timeout_s:g}s"
             except Exception as exc:  # noqa: BLE001 -- any failed ping ends the session, said why
                 return _describe(exc)
+
+    async def _progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """A call's progress (`notifications/progress`): counted and logged, not recorded."""
+        self.progress_seen += 1
+        log.debug("MCP %s progress %s/%s %s", self.name, progress, total, message or "")
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._relist = True  # listed again by the watch loop, not inside the dispatcher
+            if self._poke is not None:
+                self._poke.set()
+
+    async def _list_again(self, session: ClientSession) -> None:
+        """The server said its tools changed: list them again and tell the hub."""
+        assert self._poke is not None and self.catalog is not None
+        self._relist = False
+        self._poke.clear()
+        with anyio.fail_after(self._ping_timeout_s):
+            tools = await _list_tools(session)
+        if tools != self.catalog.tools:
+            self.catalog = dataclasses.replace(self.catalog, tools=tools)
+            self.tool_changes += 1
+            log.warning("MCP server %r (%s) changed its tools", self.name, self.workspace or "-")
+            self._on_state(self)
 
     def _mark_down(self, reason: str) -> None:
         if self.state != "closed":

@@ -4,11 +4,13 @@ same guarantees as an `@tool`: its arguments are checked against its
 operation key come from the operator's policy (events/mcp_policy.py); a write
 goes through the ledger (the executor's `run_once`) and is sent with its
 operation key in `_meta` (`agentledger/op_key`) so the server can dedupe.
+A server's resources and prompts are tools of this kind too (`builtins.py`).
 
 Running a call: a timeout abandons the request (the SDK sends
 `notifications/cancelled`) and is a timeout; a server that dies mid-call
 makes the call lost — an unknown outcome, resolved by the operator's lookup tool
-or escalated, never resent. A cancelled run's call gets `notifications/cancelled`;
+or escalated, never resent; a result against the tool's `outputSchema` is a
+failure saying so. A cancelled run's call gets `notifications/cancelled`;
 a read then counts as stopped; a stdio server still working on a write is
 stopped (and started again) after the grace."""
 
@@ -29,8 +31,14 @@ from agentledger.events.types import FieldError, ToolError
 from agentledger.schemas.mcp_servers import McpLookup
 from agentledger.schemas.spec import Principal
 from agentledger.services.adapters.tools.context import Lookup, ToolContext
+from agentledger.services.adapters.tools.mcp import builtins
 from agentledger.services.adapters.tools.mcp.results import outcome_of, parsed, protocol_error
-from agentledger.services.adapters.tools.mcp.supervisor import CallLost, ServerDown, Supervisor
+from agentledger.services.adapters.tools.mcp.supervisor import (
+    BadResult,
+    CallLost,
+    ServerDown,
+    Supervisor,
+)
 from agentledger.services.adapters.tools.registry import ExternalTool
 
 if TYPE_CHECKING:
@@ -52,6 +60,7 @@ class McpTool(ExternalTool):
     policy: Policy | None = None
     validator: Any = None  # a jsonschema validator of the tool's inputSchema
     lookup_spec: McpLookup | None = None
+    kind: str = "tool"  # or a built-in's name: a resources or prompts request (builtins.py)
     hub: McpHub | None = field(default=None, compare=False, repr=False)
 
     def offered_to(self, asked: tuple[str, ...] | list[str]) -> bool:
@@ -70,9 +79,10 @@ class McpTool(ExternalTool):
 
     def resources(self, args: dict[str, Any], workspace: str | None) -> tuple[list[str], list[str]]:
         assert self.policy is not None
-        return expand(self.policy.reads, args, workspace), expand(
-            self.policy.writes, args, workspace
-        )
+        reads = expand(self.policy.reads, args, workspace)
+        if self.kind == builtins.READ_RESOURCE:  # a file: URI only inside the workspace
+            reads = sorted({*reads, *builtins.uri_reads(str(args.get("uri", "")), workspace)})
+        return reads, expand(self.policy.writes, args, workspace)
 
     def approval_reason(self, args: dict[str, Any], principal: Principal) -> str | None:
         assert self.policy is not None
@@ -93,21 +103,16 @@ class McpTool(ExternalTool):
         except ServerDown as exc:
             return Errored(ToolError(code="internal", message=str(exc), retryable=True))
         meta = {OP_KEY_META: ctx.op_key} if ctx.op_key else {}
-        future = instance.call(self.remote, args, meta)
+        future = (
+            instance.call(self.remote, args, meta, asker=ctx)
+            if self.kind == "tool"
+            else instance.request(builtins.request(self.kind, args))
+        )
         deadline = time.monotonic() + timeout_s
         while True:
-            try:
-                return _answer(future.result(POLL_S))
-            except concurrent.futures.TimeoutError:
-                pass
-            except ServerDown as exc:  # it went down before the request was sent
-                return Errored(ToolError(code="internal", message=str(exc), retryable=True))
-            except CallLost as exc:
-                return Lost(str(exc))
-            except MCPError as exc:
-                return protocol_error(exc.code, exc.message)
-            except Exception as exc:  # noqa: BLE001 -- the transport failed after sending: it may have happened
-                return Lost(f"the MCP call failed after it was sent: {type(exc).__name__}: {exc}")
+            settled = _settled(self.spec.name, future)
+            if settled is not None:
+                return settled
             if (requested_at := stop_requested()) is not None:
                 return self._stop(instance, future, requested_at, grace_s, ctx)
             if time.monotonic() >= deadline:
@@ -150,8 +155,23 @@ class McpTool(ExternalTool):
         return Lookup(done=done if isinstance(done, bool) else None, result=answer.get("result"))
 
 
-def _answer(result: Any) -> Outcome:
-    return outcome_of(result)
+def _settled(name: str, future: concurrent.futures.Future[Any]) -> Outcome | None:
+    """The call's outcome once it has one; None while it runs."""
+    try:
+        return outcome_of(future.result(POLL_S))
+    except concurrent.futures.TimeoutError:
+        return None
+    except ServerDown as exc:  # it went down before the request was sent
+        return Errored(ToolError(code="internal", message=str(exc), retryable=True))
+    except CallLost as exc:
+        return Lost(str(exc))
+    except BadResult as exc:
+        message = f"{name} answered against its own outputSchema: {exc}"
+        return Errored(ToolError(code="internal", message=message, retryable=False))
+    except MCPError as exc:
+        return protocol_error(exc.code, exc.message)
+    except Exception as exc:  # noqa: BLE001 -- the transport failed after sending: it may have happened
+        return Lost(f"the MCP call failed after it was sent: {type(exc).__name__}: {exc}")
 
 
 def _fill(template: str, values: dict[str, Any]) -> Any:

@@ -2,17 +2,19 @@
 (the run's workspace bound read-write, the system and the server's own
 `read_only_paths` read-only, no network unless the file says `network: true`,
 the same limits as command tools, an empty environment plus the server's
-`env`); a `url:` server is reached over streamable HTTP."""
+`env`); a `url:` server is reached over streamable HTTP, sent the headers the
+operator's file names (their values from the worker's variables)."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TextIO
 
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from agentledger.schemas.mcp_servers import McpServer
 from agentledger.services.adapters.tools import handover, launch, lifeline, sandbox
@@ -59,11 +61,21 @@ def stdio_command(config: McpServer, *, workspace: str | None, policy: SandboxPo
 
 @asynccontextmanager
 async def connect(
-    config: McpServer, *, workspace: str | None, policy: SandboxPolicy, errlog: TextIO | None
+    config: McpServer,
+    *,
+    workspace: str | None,
+    policy: SandboxPolicy,
+    errlog: TextIO | None,
+    headers: Mapping[str, str] | None = None,
 ) -> AsyncIterator[tuple[object, object]]:
-    """The (read, write) streams of a session with the server."""
+    """The (read, write) streams of a session with the server. A `url:` server
+    is sent the operator's `headers` (the SDK follows a redirect only within the
+    server's origin, so they never reach another host)."""
     if config.url is not None:
-        async with streamable_http_client(config.url) as streams:
+        async with (
+            create_mcp_http_client(headers=dict(headers or {})) as client,
+            streamable_http_client(config.url, http_client=client) as streams,
+        ):
             yield streams[0], streams[1]
         return
     command = stdio_command(config, workspace=workspace, policy=policy)
