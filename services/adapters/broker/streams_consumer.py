@@ -51,6 +51,7 @@ from agentledger.services.adapters.redis.direct import ThreadConnections
 from agentledger.services.adapters.redis.slot_reads import SlotReads
 
 log = logging.getLogger(__name__)
+PEEK_S = 0.01  # a busy pool looks for messages that wait this often
 
 
 class StreamMessage(MessageProxy):
@@ -110,6 +111,7 @@ class StreamsConsumer(Consumer):
         self._budgets.on_free(pool, self._freed)  # a slot given back wakes a wait for one
         self._next_tick = 0.0  # time.monotonic()
         self._next_due_ms: float | None = None  # wall clock, like the etas
+        self._next_peek = 0.0  # time.monotonic(): a busy pool's next look for what waits
 
     def __next__(self) -> StreamMessage | None:
         with _as_broker_errors():
@@ -128,6 +130,7 @@ class StreamsConsumer(Consumer):
             message = self._waiting.popleft()
             message.slot = slot
             self._ready.append(message)
+            self._budgets.wait(self._pool, len(self._waiting))
 
     def _fill(self) -> None:
         due = self._next_due_ms is not None and time.time() * 1000 >= self._next_due_ms
@@ -138,18 +141,38 @@ class StreamsConsumer(Consumer):
         self._freed.clear()
         free = self._free_slots()
         if free <= 0 or not self._every:
-            self._flush_acks()
-            self._freed.wait(self.tick_s)  # an ack frees a slot and wakes us
+            peeks = self._peeks()
+            if peeks and time.monotonic() >= self._next_peek:
+                self._next_peek = time.monotonic() + PEEK_S
+                self._read(1, block=False)  # acks ride on it
+            else:
+                self._flush_acks()
+            # an ack frees a slot and wakes us
+            self._freed.wait(PEEK_S if peeks and not self._waiting else self.tick_s)
             return
         self._read(free)
 
-    def _read(self, count: int) -> None:
+    def _peeks(self) -> bool:
+        """Whether a busy pool looks for messages that wait (one a stream, without
+        blocking: a process whose read blocks, idle, gets new ones first): what it
+        reads waits here for a slot, and the threads that carry runs on hand their
+        turns on to it (`agentledger.services.handlers.turns`)."""
+        return (
+            self._budgets.process_wide
+            and self._direct is not None
+            and bool(self._every)
+            and not self._waiting
+        )
+
+    def _read(self, count: int, *, block: bool = True) -> None:
         if self._direct is None:
             self._read_per_slot(count)
             return
         streams = [q.stream for q in self._every]
         count = _per_stream(count, len(streams))
-        read = ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", count, "BLOCK", self._block_ms())
+        read: tuple[str | int, ...] = ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", count)
+        if block:
+            read += ("BLOCK", self._block_ms())
         reply = self._direct.pipeline(
             [*self._take_acks(), (*read, "STREAMS", *streams, *[">"] * len(streams))]
         )[-1]
@@ -257,6 +280,7 @@ class StreamsConsumer(Consumer):
             with self._lock:
                 self._held[entry_id] = queue
             self._waiting.append(StreamMessage(message, queue, entry_id, deliveries))
+        self._budgets.wait(self._pool, len(self._waiting))
         self._slot_waiting()
 
     def _free_slots(self) -> int:
@@ -317,6 +341,7 @@ class StreamsConsumer(Consumer):
             self._slot_reads.close()
         unread = [*self._ready, *self._waiting]
         self._ready, self._waiting = deque(), deque()
+        self._budgets.wait(self._pool, 0)
         try:
             self._flush_acks()
             self.requeue(unread)
