@@ -20,12 +20,13 @@ threads take the runs in hand before their deliveries end."""
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, Protocol, TypeVar
 
-from agentledger.events.carrying import Turn, Waiting, after_run, after_step
+from agentledger.events.carrying import MAX_DELIVERY_S, Turn, Waiting, after_run, after_step
 from agentledger.services.adapters.broker.budgets import Slot, current_slot
 
 PARKED_POOLS = frozenset({"model"})
@@ -87,6 +88,7 @@ class Carrier(Generic[T]):
         self._t = turns
         self._slot = slot
         self.left = False
+        self._began = time.monotonic()  # this delivery's, not a clock of the run's
 
     def next_turn(self, mine: T, *, carried_s: float, stopping: bool) -> T | None:
         """After a step of `mine` (carried `carried_s` so far): `mine` again, another
@@ -103,8 +105,9 @@ class Carrier(Generic[T]):
                 return other
             waiting = self._waiting()
             turn = after_step(
-                carried_s=carried_s, shared_s=t.shared_s, waiting=waiting, stopping=stopping
-            )
+                carried_s=carried_s, shared_s=t.shared_s, waiting=waiting, stopping=stopping,
+                old=self._old(),
+            )  # fmt: skip
             if turn is Turn.LEAVE:
                 t._in_hand.append(mine)
                 self._leave()
@@ -119,11 +122,14 @@ class Carrier(Generic[T]):
         """This thread's run is done: the run in hand it takes, or None (it leaves)."""
         t = self._t
         with t._lock:
-            turn = after_run(waiting=self._waiting(), stopping=stopping)
+            turn = after_run(waiting=self._waiting(), stopping=stopping, old=self._old())
             other = self._take() if turn is Turn.TAKE else None
             if other is None:
                 self._leave()
             return other
+
+    def _old(self) -> bool:
+        return time.monotonic() - self._began >= MAX_DELIVERY_S
 
     def _waiting(self) -> Waiting:
         t = self._t

@@ -58,6 +58,14 @@ def test_a_thread_whose_run_is_done_takes_a_run_in_hand_unless_another_can() -> 
     assert after_run(waiting=Waiting(2, 1, 1), stopping=True) is Turn.TAKE
 
 
+def test_an_old_delivery_finishes_its_own_run_and_leaves_the_others_to_other_threads() -> None:
+    # a message's time limit would stop the thread wherever it is: it stops taking runs first
+    assert after_step(carried_s=1.0, shared_s=0.0, waiting=Waiting(3, 0, 1), stopping=False,
+                      old=True) is Turn.GO_ON  # fmt: skip
+    assert after_run(waiting=Waiting(3, 0, 1), old=True) is Turn.LEAVE
+    assert after_run(waiting=Waiting(3, 0, 0), old=True) is Turn.TAKE  # the last one still takes
+
+
 def test_a_negative_count_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="negative count"):
         Waiting(-1, 0, 0)
