@@ -18,7 +18,10 @@ next run in hand, unless a message waits for its slot and another carrying
 thread is still there to take the runs in hand (`LEAVE`). The last carrying
 thread never leaves runs in hand behind: nothing else would take them (their
 claims are this worker's). A delivery past `MAX_DELIVERY_S` takes no other run
-while another thread carries."""
+while another thread carries. While the first run in hand has waited
+`MAX_WAIT_IN_HAND_S`, no run joins them (a thread does not leave for a message,
+and a model request finding its pool full goes through its queue): their claims'
+leases run while they wait."""
 
 from __future__ import annotations
 
@@ -28,6 +31,9 @@ from enum import StrEnum
 # a delivery stops taking other runs after this long: a message's time limit (an hour)
 # would stop its thread wherever it is, between a side effect and its outcome
 MAX_DELIVERY_S = 60.0
+# runs in hand hold claims whose leases run (the scripted model's is its longest delay + 1 s):
+# while the oldest has waited this long, no run joins them — more go through their queues
+MAX_WAIT_IN_HAND_S = 0.25
 
 
 class Turn(StrEnum):
@@ -47,10 +53,16 @@ class Waiting:
     in_hand: int
     messages: int
     other_carriers: int
+    oldest_s: float = 0.0  # how long the first run in hand has waited
 
     def __post_init__(self) -> None:
-        if min(self.in_hand, self.messages, self.other_carriers) < 0:
+        if min(self.in_hand, self.messages, self.other_carriers, self.oldest_s) < 0:
             raise ValueError(f"a negative count of what waits: {self!r}")
+
+    @property
+    def room(self) -> bool:
+        """Whether another run may join the runs in hand (`MAX_WAIT_IN_HAND_S`)."""
+        return self.oldest_s < MAX_WAIT_IN_HAND_S
 
 
 def after_step(
@@ -61,7 +73,7 @@ def after_step(
     `old` delivery (past `MAX_DELIVERY_S`) takes no other run: it finishes its own."""
     if stopping or old or carried_s < shared_s:
         return Turn.GO_ON  # a stopping process parks nothing: it finishes what it holds
-    if waiting.messages and waiting.other_carriers:
+    if waiting.messages and waiting.other_carriers and waiting.room:
         return Turn.LEAVE  # another carrying thread is left to take the runs in hand
     if waiting.in_hand:
         return Turn.SWAP

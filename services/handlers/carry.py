@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from agentledger.events.acceptance_step import may_take_long
 from agentledger.events.commands import DriveCall, Pool, RequestModel, RunAcceptance
@@ -49,7 +50,7 @@ from agentledger.services.handlers.app import App
 from agentledger.services.handlers.call import CallClaim, CallHeld, run
 from agentledger.services.handlers.engine import Decided, Next, Then
 from agentledger.services.handlers.model import ModelClaim, ModelHeld, answer
-from agentledger.services.handlers.turns import PARKED_POOLS
+from agentledger.services.handlers.turns import PARKED_POOLS, Turns
 from agentledger.services.structured_logs import scope
 
 Claim = ModelClaim | CallClaim | AcceptClaim
@@ -192,7 +193,7 @@ def carrier(app: App, *, since: float) -> Next | None:
         command = carried_command(s, now=app.clock.now(), pools=carrying.pools)
         if command is None:
             return None
-        if not _takes(command.pool, s) and not _parks(command):
+        if not _takes(command.pool, s) and not _parks(command, carrying.turns):
             return None
         match command:
             case RequestModel():
@@ -205,13 +206,14 @@ def carrier(app: App, *, since: float) -> Next | None:
     return then
 
 
-def _parks(command: RequestModel | DriveCall | RunAcceptance) -> bool:
+def _parks(command: RequestModel | DriveCall | RunAcceptance, turns: Turns[Any]) -> bool:
     """Whether a step this delivery cannot take now (its pool is full) is claimed all
     the same and the run parked in hand for a thread of that pool (no message, no
     append of its own): a model request's, whose claim may wait (a lease; asking
-    again is safe), never a tool call's (its claim's deadline counts from the claim)."""
+    again is safe), never a tool call's (its claim's deadline counts from the claim);
+    and only while the runs in hand have room (`agentledger.events.carrying`)."""
     parked = isinstance(command, RequestModel) and str(command.pool) in PARKED_POOLS
-    return parked and current_slot() is not None
+    return parked and current_slot() is not None and turns.room()
 
 
 def _takes(pool: Pool, s: RunState) -> bool:

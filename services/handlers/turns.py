@@ -52,8 +52,19 @@ class Turns(Generic[T]):
         self.shared_s = shared_s
         self._messages = messages
         self._lock = threading.Lock()
-        self._in_hand: deque[T] = deque()
+        self._in_hand: deque[tuple[float, T]] = deque()  # (when parked, the run)
         self._carriers = 0
+
+    def room(self) -> bool:
+        """Whether another run may join the runs in hand (`Waiting.room`)."""
+        with self._lock:
+            return Waiting(len(self._in_hand), 0, 0, self._oldest_s()).room
+
+    def _oldest_s(self) -> float:
+        return time.monotonic() - self._in_hand[0][0] if self._in_hand else 0.0
+
+    def _park(self, run: T) -> None:
+        self._in_hand.append((time.monotonic(), run))
 
     def fresh(self) -> Turns[T]:
         """Turns of the same settings and no run in hand (a new tool set's)."""
@@ -98,7 +109,7 @@ class Carrier(Generic[T]):
         t = self._t
         with t._lock:
             if self._slot is not None and not self._slot.move(mine.pool):
-                t._in_hand.append(mine)  # its pool is full: a thread of that pool takes it
+                t._park(mine)  # its pool is full: a thread of that pool takes it
                 other = self._take()
                 if other is None:
                     self._leave()
@@ -109,13 +120,13 @@ class Carrier(Generic[T]):
                 old=self._old(),
             )  # fmt: skip
             if turn is Turn.LEAVE:
-                t._in_hand.append(mine)
+                t._park(mine)
                 self._leave()
                 return None
             other = self._take() if turn is Turn.SWAP else None
             if other is None:
                 return mine
-            t._in_hand.append(mine)
+            t._park(mine)
             return other
 
     def next_run(self, *, stopping: bool) -> T | None:
@@ -135,12 +146,12 @@ class Carrier(Generic[T]):
         t = self._t
         pool = self._slot.pool if self._slot is not None else None
         messages = t._messages(pool) if pool is not None else 0
-        return Waiting(len(t._in_hand), messages, t._carriers - 1)
+        return Waiting(len(t._in_hand), messages, t._carriers - 1, t._oldest_s())
 
     def _take(self) -> T | None:
         """The first run in hand whose pool this thread's slot can move to."""
         t = self._t
-        for i, run in enumerate(t._in_hand):
+        for i, (_, run) in enumerate(t._in_hand):
             if self._slot is None or self._slot.move(run.pool):
                 del t._in_hand[i]
                 return run

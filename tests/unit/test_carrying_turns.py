@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from agentledger.events.carrying import Turn, Waiting, after_run, after_step
+from agentledger.events.carrying import MAX_WAIT_IN_HAND_S, Turn, Waiting, after_run, after_step
 from agentledger.services.adapters.broker.budgets import CURRENT, Budgets
 from agentledger.services.handlers.turns import Turns
 
@@ -66,6 +66,14 @@ def test_an_old_delivery_finishes_its_own_run_and_leaves_the_others_to_other_thr
     assert after_run(waiting=Waiting(3, 0, 0), old=True) is Turn.TAKE  # the last one still takes
 
 
+def test_no_run_joins_the_runs_in_hand_while_the_first_has_waited_too_long() -> None:
+    # their claims' leases run while they wait: more go through their queues, unclaimed
+    late = Waiting(4, 1, 2, oldest_s=MAX_WAIT_IN_HAND_S)
+    assert not late.room
+    assert after_step(carried_s=0.0, shared_s=0.0, waiting=late, stopping=False) is Turn.SWAP
+    assert Waiting(4, 1, 2, oldest_s=MAX_WAIT_IN_HAND_S / 2).room
+
+
 def test_a_negative_count_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match="negative count"):
         Waiting(-1, 0, 0)
@@ -106,7 +114,8 @@ def test_runs_in_hand_go_round_in_order() -> None:
 
     def body() -> None:
         with turns.carrier() as me:
-            turns._in_hand.extend([Run("b"), Run("c")])
+            turns._park(Run("b"))
+            turns._park(Run("c"))
             mine: Run | None = Run("a")
             while mine is not None and len(seen) < 6:
                 seen.append(mine.name)
@@ -124,7 +133,8 @@ def test_a_run_in_hand_goes_to_a_thread_that_can_move_to_its_pool() -> None:
 
     def body() -> None:
         with turns.carrier() as me:
-            turns._in_hand.extend([Run("t", "tools"), Run("m")])
+            turns._park(Run("t", "tools"))
+            turns._park(Run("m"))
             got.append(me.next_run(stopping=False))
             got.append(me.next_run(stopping=False))
 
