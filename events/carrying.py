@@ -19,7 +19,7 @@ thread is still there to take the runs in hand (`LEAVE`). The last carrying
 thread never leaves runs in hand behind: nothing else would take them (their
 claims are this worker's). A delivery past `MAX_DELIVERY_S` takes no other run
 while another thread carries. While the first run in hand has waited
-`MAX_WAIT_IN_HAND_S`, no run joins them (a thread does not leave for a message,
+`MAX_LEASE_SHARE` of its claim's lease, no run joins them (a thread does not leave for a message,
 and a model request finding its pool full goes through its queue): their claims'
 leases run while they wait."""
 
@@ -31,9 +31,10 @@ from enum import StrEnum
 # a delivery stops taking other runs after this long: a message's time limit (an hour)
 # would stop its thread wherever it is, between a side effect and its outcome
 MAX_DELIVERY_S = 60.0
-# runs in hand hold claims whose leases run (the scripted model's is its longest delay + 1 s):
-# while the oldest has waited this long, no run joins them — more go through their queues
-MAX_WAIT_IN_HAND_S = 0.25
+# runs in hand hold claims whose leases run (the scripted model's is its longest delay + 1 s,
+# Claude's minutes): while the first has waited this share of its lease, no run joins them
+# — more go through their queues, unclaimed
+MAX_LEASE_SHARE = 0.5
 
 
 class Turn(StrEnum):
@@ -53,16 +54,16 @@ class Waiting:
     in_hand: int
     messages: int
     other_carriers: int
-    oldest_s: float = 0.0  # how long the first run in hand has waited
+    oldest_share: float = 0.0  # the share of its claim's lease the first run in hand waited
 
     def __post_init__(self) -> None:
-        if min(self.in_hand, self.messages, self.other_carriers, self.oldest_s) < 0:
+        if min(self.in_hand, self.messages, self.other_carriers, self.oldest_share) < 0:
             raise ValueError(f"a negative count of what waits: {self!r}")
 
     @property
     def room(self) -> bool:
-        """Whether another run may join the runs in hand (`MAX_WAIT_IN_HAND_S`)."""
-        return self.oldest_s < MAX_WAIT_IN_HAND_S
+        """Whether another run may join the runs in hand (`MAX_LEASE_SHARE`)."""
+        return self.oldest_share < MAX_LEASE_SHARE
 
 
 def after_step(

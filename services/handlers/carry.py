@@ -34,6 +34,7 @@ one."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -88,7 +89,7 @@ def go_on(
     carry = carrier(app, since=app.clock.now())
     taken = app.engine.take(run_id, claim, held=held, outage_s=outage_s)
     holding = claim.held(taken.appended)
-    mine = InHand(run_id, taken.state, holding, carry) if holding is not None else None
+    mine = _in_hand(app, run_id, taken.state, holding, carry) if holding is not None else None
     if app.carrying is None or mine is None and not app.carrying.turns.in_hand():
         while mine is not None:
             mine = _step(app, mine)
@@ -118,6 +119,7 @@ class InHand:
     state: RunState
     holding: Held
     carry: Next | None
+    lease_s: float = math.inf  # a model claim's, as it was made (runs in hand: `turns`)
 
     @property
     def pool(self) -> str:
@@ -145,7 +147,14 @@ def _step(app: App, mine: InHand) -> InHand | None:
     holding = carried.held(taken.appended) if isinstance(carried, Claim) else None
     if holding is None:
         return None
-    return InHand(mine.run_id, taken.state, holding, mine.carry)
+    return _in_hand(app, mine.run_id, taken.state, holding, mine.carry)
+
+
+def _in_hand(app: App, run_id: str, state: RunState, holding: Held, carry: Next | None) -> InHand:
+    if isinstance(holding, ModelHeld):
+        lease_s = holding.claimed.deadline_at - app.clock.now()
+        return InHand(run_id, state, holding, carry, lease_s)
+    return InHand(run_id, state, holding, carry)
 
 
 def _do(app: App, state: RunState, holding: Held) -> Decided | None:

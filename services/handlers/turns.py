@@ -19,6 +19,7 @@ threads take the runs in hand before their deliveries end."""
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -35,6 +36,9 @@ PARKED_POOLS = frozenset({"model"})
 class InPool(Protocol):
     @property
     def pool(self) -> str: ...
+
+    @property
+    def lease_s(self) -> float: ...  # how long its claim held when it was made
 
 
 T = TypeVar("T", bound=InPool)
@@ -58,10 +62,16 @@ class Turns(Generic[T]):
     def room(self) -> bool:
         """Whether another run may join the runs in hand (`Waiting.room`)."""
         with self._lock:
-            return Waiting(len(self._in_hand), 0, 0, self._oldest_s()).room
+            return Waiting(len(self._in_hand), 0, 0, self._oldest_share()).room
 
-    def _oldest_s(self) -> float:
-        return time.monotonic() - self._in_hand[0][0] if self._in_hand else 0.0
+    def _oldest_share(self) -> float:
+        """The share of its claim's lease the first run in hand has spent waiting."""
+        if not self._in_hand:
+            return 0.0
+        parked_at, run = self._in_hand[0]
+        if run.lease_s <= 0:
+            return math.inf  # claimed with no lease left
+        return (time.monotonic() - parked_at) / run.lease_s
 
     def _park(self, run: T) -> None:
         self._in_hand.append((time.monotonic(), run))
@@ -146,7 +156,7 @@ class Carrier(Generic[T]):
         t = self._t
         pool = self._slot.pool if self._slot is not None else None
         messages = t._messages(pool) if pool is not None else 0
-        return Waiting(len(t._in_hand), messages, t._carriers - 1, t._oldest_s())
+        return Waiting(len(t._in_hand), messages, t._carriers - 1, t._oldest_share())
 
     def _take(self) -> T | None:
         """The first run in hand whose pool this thread's slot can move to."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from agentledger.events.carrying import MAX_WAIT_IN_HAND_S, Turn, Waiting, after_run, after_step
+from agentledger.events.carrying import MAX_LEASE_SHARE, Turn, Waiting, after_run, after_step
 from agentledger.services.adapters.broker.budgets import CURRENT, Budgets
 from agentledger.services.handlers.turns import Turns
 
@@ -68,10 +68,17 @@ def test_an_old_delivery_finishes_its_own_run_and_leaves_the_others_to_other_thr
 
 def test_no_run_joins_the_runs_in_hand_while_the_first_has_waited_too_long() -> None:
     # their claims' leases run while they wait: more go through their queues, unclaimed
-    late = Waiting(4, 1, 2, oldest_s=MAX_WAIT_IN_HAND_S)
+    late = Waiting(4, 1, 2, oldest_share=MAX_LEASE_SHARE)
     assert not late.room
     assert after_step(carried_s=0.0, shared_s=0.0, waiting=late, stopping=False) is Turn.SWAP
-    assert Waiting(4, 1, 2, oldest_s=MAX_WAIT_IN_HAND_S / 2).room
+    assert Waiting(4, 1, 2, oldest_share=MAX_LEASE_SHARE / 2).room
+
+
+def test_a_run_in_hand_that_waited_half_its_lease_leaves_no_room() -> None:
+    turns: Turns[Run] = Turns(shared_s=0.0)
+    assert turns.room()
+    turns._park(Run("short", lease_s=0.0))  # no lease left
+    assert not turns.room()
 
 
 def test_a_negative_count_is_refused_by_name() -> None:
@@ -83,6 +90,7 @@ def test_a_negative_count_is_refused_by_name() -> None:
 class Run:
     name: str
     pool: str = "model"
+    lease_s: float = 60.0
 
 
 def in_thread(budgets: Budgets, pool: str, body: object) -> None:
