@@ -133,6 +133,11 @@ bench: $(BENCH_STAMP)
 bench-quick: $(BENCH_STAMP)
 	$(PYTHON) -m tests.bench --quick
 
+# W3 alone (64 runs x 10 calls on 1, then 2 worker processes), repeated: tail latency and scaling
+.PHONY: bench-w3
+bench-w3: install
+	$(PYTHON) -m tests.bench.w3 --reps 5
+
 .PHONY: bench-cluster
 # W3 on a local 3-master Redis Cluster beside one Redis (about a minute)
 bench-cluster: install

@@ -43,6 +43,7 @@ from agentledger.services.handlers.actors import declare_actors
 from agentledger.services.handlers.app import App, Carrying
 from agentledger.services.handlers.runs import Observe, Runs
 from agentledger.services.handlers.state_cache import cache_for, warm_up
+from agentledger.services.handlers.turns import Turns
 from agentledger.services.keys import keys_for
 from agentledger.services.lock_partitions import lock_partitions
 from agentledger.services.loops.retention import RetentionDuty
@@ -219,7 +220,13 @@ class Services:
                 self.app = dataclasses.replace(self.app, toolset=toolset)
                 return
             carrying = self.app.carrying  # deliveries under way stop carrying the old tool set
-            fresh = dataclasses.replace(carrying, stopping=threading.Event()) if carrying else None
+            fresh = (
+                dataclasses.replace(
+                    carrying, stopping=threading.Event(), turns=carrying.turns.fresh()
+                )
+                if carrying
+                else None
+            )
             self.app = dataclasses.replace(self.app, toolset=toolset, carrying=fresh)
             if carrying is not None:
                 carrying.stopping.set()
@@ -347,9 +354,10 @@ def build_services(
     set_worker(worker)
     observe = instruments.observe_step if instruments is not None else None
     app = build_app(settings, client, toolset, worker=worker, observe=observe)
-    app = dataclasses.replace(
-        app, carrying=Carrying(queue, frozenset(pools), for_s=settings.carry_s)
-    )
+    budgets = Budgets(pool_threads(settings, pools))
+    turns: Turns[Any] = Turns(shared_s=settings.carry_shared_s, messages=budgets.waiting)
+    carrying = Carrying(queue, frozenset(pools), for_s=settings.carry_s, turns=turns)
+    app = dataclasses.replace(app, carrying=carrying)
     extra = [
         *context_middleware(),
         *([instruments.step_timer()] if instruments is not None else []),
@@ -363,7 +371,7 @@ def build_services(
         max_deliveries=settings.broker_max_deliveries,
         member_ttl_s=settings.member_ttl_s,
         middleware=[*worker_middleware(), *extra],
-        budgets=Budgets(pool_threads(settings, pools)),
+        budgets=budgets,
     )
     dramatiq.set_broker(broker)
     directory = Directory(client, keys, member_ttl_s=settings.member_ttl_s)

@@ -72,6 +72,9 @@ class Settings:
     # the same append, on the same thread) for at most this long (a time slice: a step
     # due later waits in its queue behind the other runs' steps); 0: never
     carry_s: float = 1.0
+    # ... but once it has carried one run this long, it hands its turn on to a run that
+    # waits (round-robin: `agentledger.events.carrying`); 0: after every step
+    carry_shared_s: float = 0.0
     broker_claim_idle_s: float = 3.0  # a delivered message idle this long moves to another worker
     broker_max_deliveries: int = 3  # deliveries (kills included) before it is dead-lettered
     # the local Redis service's data, its workspace copies: one folder per user

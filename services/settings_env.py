@@ -32,6 +32,7 @@ ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_ACCEPTANCE_LEASE_S": ("acceptance_lease_s", float),
     "AGENTLEDGER_WORKER_THREADS": ("worker_threads", int),
     "AGENTLEDGER_CARRY_S": ("carry_s", float),
+    "AGENTLEDGER_CARRY_SHARED_S": ("carry_shared_s", float),
     "AGENTLEDGER_BROKER_CLAIM_IDLE_S": ("broker_claim_idle_s", float),
     "AGENTLEDGER_BROKER_MAX_DELIVERIES": ("broker_max_deliveries", int),
     "AGENTLEDGER_STATE_DIR": ("state_dir", str),
@@ -107,6 +108,7 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_ACCEPTANCE_LEASE_S": "unused: an acceptance claim lasts its checks' timeouts plus AGENTLEDGER_LEASE_S",
     "AGENTLEDGER_WORKER_THREADS": "worker threads per process (`--threads`), split among the pools it serves",
     "AGENTLEDGER_CARRY_S": "how long one delivery may carry its run on into the next step a pool of this process serves, with no message; 0: every step goes through its queue",
+    "AGENTLEDGER_CARRY_SHARED_S": "how long a worker thread carries one run before it hands its turn on to another run that waits (round-robin; no message, no append); 0: after every step",
     "AGENTLEDGER_BROKER_CLAIM_IDLE_S": "a delivered message idle this long (its worker died) goes to another worker",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES": "deliveries (kills included) before a message is dead-lettered",
     "AGENTLEDGER_STATE_DIR": "the per-user state folder: the local Redis service's data, workspace copies, publishers file, last internal error (default $XDG_STATE_HOME/agentledger, else ~/.local/state/agentledger)",
@@ -181,6 +183,7 @@ POSITIVE = (
 NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",
     "AGENTLEDGER_CARRY_S", "AGENTLEDGER_MALLOC_ARENAS", "AGENTLEDGER_RETENTION_S",
+    "AGENTLEDGER_CARRY_SHARED_S",
 )  # fmt: skip
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentledger.events.commands import Pool
 from agentledger.events.state import RunState
@@ -23,6 +23,7 @@ from agentledger.services.adapters.tools.toolset import ToolSet
 from agentledger.services.clock import Clock
 from agentledger.services.handlers.engine import Engine
 from agentledger.services.handlers.runs import Runs
+from agentledger.services.handlers.turns import Turns
 from agentledger.services.settings import Settings
 
 if TYPE_CHECKING:  # dramatiq, only where commands are sent (not in `agentledger context`)
@@ -39,6 +40,8 @@ class Carrying:
     pools: frozenset[Pool]
     for_s: float
     stopping: threading.Event = field(default_factory=threading.Event)
+    # the runs in hand and the threads that carry them, handing turns on (fair carrying)
+    turns: Turns[Any] = field(default_factory=lambda: Turns(shared_s=0.0))
 
 
 @dataclass(frozen=True)

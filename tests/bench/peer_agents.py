@@ -111,6 +111,59 @@ def pydantic_ai(folder: Path) -> Runner:
     return run
 
 
+def pydantic_ai_dbos(folder: Path) -> Runner:
+    """Pydantic AI made durable by DBOS (its `DBOSDurability` capability) on SQLite:
+    the run is a DBOS workflow, each model request a step, and the tool a step of
+    its own (a function tool is not one by default) — the closest peer to ours in
+    what it keeps: a crash resumes the run from its last recorded step."""
+    from dbos import DBOS
+    from pydantic_ai import Agent
+    from pydantic_ai.durable_exec.dbos import DBOSDurability
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.usage import UsageLimits
+
+    marks: list[float] = []
+    script = {"left": 0, "n": 0}
+
+    def model(messages: list[Any], info: Any) -> ModelResponse:
+        if script["left"] == 0:
+            return ModelResponse(parts=[TextPart("done")])
+        script["left"] -= 1
+        script["n"] += 1
+        part = ToolCallPart("noop", {"n": script["n"]}, tool_call_id=f"c{script['n']}")
+        return ModelResponse(parts=[part])
+
+    url = f"sqlite:///{folder / 'dbos.sqlite'}"
+    DBOS(config={"name": "bench", "system_database_url": url})  # type: ignore[typeddict-item]
+    agent = Agent(FunctionModel(model), name="bench", capabilities=[DBOSDurability()])
+
+    @DBOS.step()
+    def noop_step(n: int) -> dict[str, int]:
+        marks.append(time.perf_counter())
+        return {"n": n}
+
+    @agent.tool_plain
+    def noop(n: int) -> dict[str, int]:
+        """Return the number it was given."""
+        return noop_step(n)
+
+    @DBOS.workflow()
+    async def workflow(prompt: str) -> str:
+        result = await agent.run(prompt, usage_limits=UsageLimits(request_limit=None))
+        return str(result.output)
+
+    DBOS.launch()
+
+    def run(n: int) -> list[float]:
+        marks.clear()
+        script["left"], script["n"] = n, 0
+        asyncio.run(workflow(f"call noop {n} times"))
+        return list(marks)
+
+    return run
+
+
 def openai_agents(folder: Path) -> Runner:
     from agents import Agent, function_tool, set_tracing_disabled
     from agents import Runner as AgentsRunner
@@ -169,6 +222,7 @@ PEERS: dict[str, Callable[[Path], Runner]] = {
     "langgraph-sqlite": lambda folder: langgraph("sqlite", folder),
     "langgraph-memory": lambda folder: langgraph("memory", folder),
     "pydantic-ai": pydantic_ai,
+    "pydantic-ai-dbos": pydantic_ai_dbos,
     "openai-agents": openai_agents,
 }
 

@@ -17,6 +17,7 @@ PEERS = {  # name -> (what the table calls it, durability)
     "langgraph-sqlite": ("LangGraph, SQLite checkpointer", "local file (SQLite)"),
     "langgraph-memory": ("LangGraph, in-memory checkpointer", "process memory"),
     "pydantic-ai": ("Pydantic AI, FunctionModel", "none"),
+    "pydantic-ai-dbos": ("Pydantic AI + DBOS, FunctionModel", "DBOS steps (SQLite)"),
     "openai-agents": ("OpenAI Agents SDK, fake model", "none"),
 }
 TIMEOUT_S = 300

@@ -105,6 +105,8 @@ def rows(raw: dict[str, Any], plan: Plan, durability: str) -> list[Row]:
                 unit,
                 _col(raw[f"concurrent_{p}p"], key),
             )
+        tail = [r["p99_turn_ms"] / r["p50_turn_ms"] for r in raw[f"concurrent_{p}p"]]
+        add("W3", f"p99 / p50 turn latency, {label}", OURS, durability, "ratio", tail)
     if raw.get("concurrent_1p_metrics"):
         with_metrics = _col(raw["concurrent_1p_metrics"], "calls_per_s")
         add("W3", f"tool calls/s, {runs} runs x {calls} calls, 1 process, --metrics-port on",

@@ -96,3 +96,37 @@ def test_a_slow_pool_runs_no_more_than_its_budget_and_never_holds_another_pools_
     assert running["most"] == 2
     assert broker.budgets is not None
     assert broker.budgets.free("accept") == 2 and broker.budgets.free("model") == 2
+
+
+def test_a_busy_pool_learns_of_a_waiting_message_and_starts_it_on_the_next_free_slot(
+    broker: StreamsBroker,
+) -> None:
+    # a pool with every slot taken still looks (without blocking) for a message that waits:
+    # it holds it, says so to the carrying threads (`Budgets.waiting`), and starts it first
+    model = broker.route(Route("model", "q", "fp"))
+
+    @dramatiq.actor(broker=broker, queue_name=model)
+    def ask(n: int) -> None:
+        pass
+
+    budgets = broker.budgets
+    assert budgets is not None
+    consumer = broker.consume(model, prefetch=2, timeout=100)
+    try:
+        assert next(consumer) is None  # the groups are made, nothing waits
+        busy = [budgets.take("model"), budgets.take("model")]
+        assert budgets.waiting("model") == 0
+        ask.send(1)
+        deadline = time.monotonic() + 20
+        while budgets.waiting("model") == 0:
+            assert time.monotonic() < deadline, "the busy pool never saw the message"
+            assert next(consumer) is None  # no slot: read and held, not started
+        assert budgets.waiting("model") == 1
+        busy[0].release()  # type: ignore[union-attr]
+        message = next(consumer)
+        assert message is not None and message.args == (1,) and message.slot is not None
+        assert budgets.waiting("model") == 0
+        consumer.ack(message)
+        busy[1].release()  # type: ignore[union-attr]
+    finally:
+        consumer.close()

@@ -54,6 +54,7 @@ class _Pool:
         self.taken = 0
         self.tenants: Counter[str] = Counter()
         self.wakers: list[threading.Event] = []
+        self.waiting = 0  # messages read and waiting for a slot (their consumer says)
 
     @property
     def share(self) -> int:
@@ -99,6 +100,18 @@ class Budgets:
             wakers = self._pools[pool].wakers
             if wake in wakers:
                 wakers.remove(wake)
+
+    def wait(self, pool: str, messages: int) -> None:
+        """`pool`'s consumer holds `messages` read and waiting for a slot."""
+        with self._lock:
+            self._pools[pool].waiting = messages
+
+    def waiting(self, pool: str) -> int:
+        """Messages read and waiting for a slot of `pool`: a carrying thread of that
+        pool hands its turn on to them (`agentledger.services.handlers.turns`)."""
+        with self._lock:
+            p = self._pools.get(pool)
+            return p.waiting if p is not None else 0
 
     def serves(self, pool: str) -> bool:
         return pool in self._pools

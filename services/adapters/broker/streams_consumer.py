@@ -15,7 +15,12 @@ this process owns (`membership`) and those it holds entries of.
 A message runs only with a slot of its pool's thread budget (`budgets`): the
 reads ask for as many as the pool has free, an entry read beyond them waits
 here (held, kept alive) until a slot is given back, and the slot goes with the
-delivery until its message is acked (or back on the stream).
+delivery until its message is acked (or back on the stream). A pool with
+every slot taken still looks for messages that wait — one a stream, without
+blocking (a process whose read blocks, idle, gets new ones first), every 10 ms
+while some do and less often after each look that finds none, down to a tick's
+— and counts them in `Budgets.waiting`: the threads that carry runs on hand
+their turns on to them (`agentledger.services.handlers.turns`).
 
 dramatiq's ConsumerThread calls `__next__` in a loop and hands messages to
 worker threads, which call `ack` / `nack` from their own threads: the held
@@ -51,6 +56,7 @@ from agentledger.services.adapters.redis.direct import ThreadConnections
 from agentledger.services.adapters.redis.slot_reads import SlotReads
 
 log = logging.getLogger(__name__)
+PEEK_S = 0.01  # a busy pool looks for messages that wait this often (while some do)
 
 
 class StreamMessage(MessageProxy):
@@ -110,6 +116,8 @@ class StreamsConsumer(Consumer):
         self._budgets.on_free(pool, self._freed)  # a slot given back wakes a wait for one
         self._next_tick = 0.0  # time.monotonic()
         self._next_due_ms: float | None = None  # wall clock, like the etas
+        self._next_peek = 0.0  # time.monotonic(): a busy pool's next look for what waits
+        self._peek_s = PEEK_S  # doubled after each look that found nothing
 
     def __next__(self) -> StreamMessage | None:
         with _as_broker_errors():
@@ -128,6 +136,7 @@ class StreamsConsumer(Consumer):
             message = self._waiting.popleft()
             message.slot = slot
             self._ready.append(message)
+            self._budgets.wait(self._pool, len(self._waiting))
 
     def _fill(self) -> None:
         due = self._next_due_ms is not None and time.time() * 1000 >= self._next_due_ms
@@ -138,18 +147,40 @@ class StreamsConsumer(Consumer):
         self._freed.clear()
         free = self._free_slots()
         if free <= 0 or not self._every:
-            self._flush_acks()
-            self._freed.wait(self.tick_s)  # an ack frees a slot and wakes us
+            if self._peeks() and time.monotonic() >= self._next_peek:
+                self._read(1, block=False)  # acks ride on it
+                # nothing waited: look less often (slow steps hold the slots), down to a tick's
+                self._peek_s = PEEK_S if self._waiting else min(2 * self._peek_s, self.tick_s)
+                self._next_peek = time.monotonic() + self._peek_s
+            else:
+                self._flush_acks()
+            wait_s = self._next_peek - time.monotonic() if self._peeks() else self.tick_s
+            self._freed.wait(min(max(wait_s, 0.0), self.tick_s))  # a slot given back wakes us
             return
+        self._peek_s = PEEK_S
         self._read(free)
 
-    def _read(self, count: int) -> None:
+    def _peeks(self) -> bool:
+        """Whether a busy pool looks for messages that wait (one a stream, without
+        blocking: a process whose read blocks, idle, gets new ones first): what it
+        reads waits here for a slot, and the threads that carry runs on hand their
+        turns on to it (`agentledger.services.handlers.turns`)."""
+        return (
+            self._budgets.process_wide
+            and self._direct is not None
+            and bool(self._every)
+            and not self._waiting
+        )
+
+    def _read(self, count: int, *, block: bool = True) -> None:
         if self._direct is None:
             self._read_per_slot(count)
             return
         streams = [q.stream for q in self._every]
         count = _per_stream(count, len(streams))
-        read = ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", count, "BLOCK", self._block_ms())
+        read: tuple[str | int, ...] = ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", count)
+        if block:
+            read += ("BLOCK", self._block_ms())
         reply = self._direct.pipeline(
             [*self._take_acks(), (*read, "STREAMS", *streams, *[">"] * len(streams))]
         )[-1]
@@ -257,6 +288,7 @@ class StreamsConsumer(Consumer):
             with self._lock:
                 self._held[entry_id] = queue
             self._waiting.append(StreamMessage(message, queue, entry_id, deliveries))
+        self._budgets.wait(self._pool, len(self._waiting))
         self._slot_waiting()
 
     def _free_slots(self) -> int:
@@ -317,6 +349,7 @@ class StreamsConsumer(Consumer):
             self._slot_reads.close()
         unread = [*self._ready, *self._waiting]
         self._ready, self._waiting = deque(), deque()
+        self._budgets.wait(self._pool, 0)
         try:
             self._flush_acks()
             self.requeue(unread)
