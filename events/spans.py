@@ -21,13 +21,18 @@ ends (the live exporter sends those); `spans_of` is the whole trace at once."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
 from agentledger.events.fold import apply
+from agentledger.events.mcp_events import ToolSampledModel
+from agentledger.events.span_ids import chat_span_id as chat_span_id
+from agentledger.events.span_ids import run_span_id as run_span_id
+from agentledger.events.span_ids import sampled_span_id
+from agentledger.events.span_ids import tool_span_id as tool_span_id
+from agentledger.events.span_ids import trace_id_of as trace_id_of
 from agentledger.events.state import Call, RunState
 from agentledger.events.types import (
     AcceptanceChecked,
@@ -92,28 +97,6 @@ class Span:
     end_seq: int | None = None
 
 
-def trace_id_of(run_id: str) -> str:
-    return _digest("trace", run_id, size=32)
-
-
-def run_span_id(run_id: str) -> str:
-    return _digest("invoke_agent", run_id, size=16)
-
-
-def chat_span_id(run_id: str, turn: int, attempt: int) -> str:
-    """The id of the `chat` span of a model request (known before it is recorded)."""
-    return _digest("chat", run_id, str(turn), str(attempt), size=16)
-
-
-def tool_span_id(run_id: str, call_id: str) -> str:
-    return _digest("execute_tool", run_id, call_id, size=16)
-
-
-def _digest(*parts: str, size: int) -> str:
-    text = hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:size]
-    return text if text.strip("0") else "1".rjust(size, "0")  # an all-zero id is invalid
-
-
 def model_of(spec: RunSpec) -> tuple[str, str]:
     """(provider name, model id) of a run's model as the GenAI conventions name them."""
     return spec.model.provider, spec.model.model_id
@@ -152,17 +135,12 @@ class SpanBuilder:
                      and s.attributes.get("gen_ai.operation.name") == "chat"]  # fmt: skip
             ended += [self._end(s.span_id, env, error="no reply: the claim expired") for s in prior]
             self._start(_chat_span(env, event, state))
-        elif isinstance(event, ModelResponded):
-            chat = self._open_chat(event.turn)
-            if chat is not None:
-                ended.append(self._end(chat, env, attributes=_reply_attributes(event)))
-        elif isinstance(event, ModelRequestFailed):
-            chat = self._open_chat(event.turn)
-            if chat is not None:
-                failed: dict[str, AttrValue] = {"error.type": event.kind}
-                ended.append(self._end(chat, env, error=event.cause, attributes=failed))
+        elif isinstance(event, ModelResponded | ModelRequestFailed):
+            ended += self._model_answer(env, event)
         elif isinstance(event, ToolCallProposed):
             self._start(_tool_span(env, event))
+        elif isinstance(event, ToolSampledModel):  # an MCP server's sampling, in its call
+            ended += [_sampled_span(env, event), *self._call_step(env, event.call_id)]
         elif (call_id := getattr(event, "call_id", None)) is not None:
             ended += self._call_step(env, str(call_id))
         else:
@@ -170,6 +148,15 @@ class SpanBuilder:
         if state.status.terminal:
             ended += self._end_run(env, state)
         return ended
+
+    def _model_answer(self, env: Envelope[Any], event: ModelResponded | ModelRequestFailed) -> list[Span]:  # fmt: skip
+        chat = self._open_chat(event.turn)
+        if chat is None:
+            return []
+        if isinstance(event, ModelResponded):
+            return [self._end(chat, env, attributes=_reply_attributes(event))]
+        failed: dict[str, AttrValue] = {"error.type": event.kind}
+        return [self._end(chat, env, error=event.cause, attributes=failed)]
 
     def _call_step(self, env: Envelope[Any], call_id: str) -> list[Span]:
         span_id = tool_span_id(env.run_id, call_id)
@@ -313,6 +300,24 @@ def usage_attributes(u: Usage, prefix: str) -> dict[str, AttrValue]:
 
 def prompt_tokens(u: Usage) -> int:
     return u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens
+
+
+def _sampled_span(env: Envelope[Any], event: ToolSampledModel) -> Span:
+    """A `chat` span for an MCP server's sampling request, a child of its call's span:
+    recorded once answered, so it starts and ends at its event."""
+    attributes: dict[str, AttrValue] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": event.model,
+        "gen_ai.response.model": event.model,
+        "gen_ai.response.finish_reasons": (event.stop_reason,),
+        "agentledger.mcp.server": event.server,
+        "agentledger.mcp.sample": event.sample,
+        **usage_attributes(event.usage, "gen_ai.usage."),
+    }
+    span = _span(env, sampled_span_id(env.run_id, event.sample), f"chat {event.model}",
+                 SpanKind.CLIENT, attributes)  # fmt: skip
+    return replace(span, parent_id=tool_span_id(env.run_id, event.call_id), end=env.at,
+                   end_seq=env.seq)  # fmt: skip
 
 
 def _tool_span(env: Envelope[Any], event: ToolCallProposed) -> Span:

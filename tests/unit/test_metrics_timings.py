@@ -13,14 +13,16 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from journeys import happy_path, locks_waited_granted_and_lost
+from journeys import happy_path, locks_waited_granted_and_lost, mcp_server_sampled_and_asked
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from runlog import T0, Log, do_request, use
 
 from agentledger.events.batch import Appended
 from agentledger.events.fold import apply
+from agentledger.events.mcp_events import ToolSampledModel
 from agentledger.events.model_step import record_model_reply
+from agentledger.events.types import ModelResponded
 from agentledger.schemas.content import Usage
 from agentledger.services.adapters.metrics.instruments import Instruments
 
@@ -142,7 +144,7 @@ MULTIPROCESS = """
 import sys
 sys.path[:0] = [{unit!r}]
 from test_metrics_timings import fed
-from journeys import happy_path, locks_waited_granted_and_lost
+from journeys import happy_path, locks_waited_granted_and_lost, mcp_server_sampled_and_asked
 ins = fed(happy_path())
 ins.pool_threads({{"tools": 4}})
 ins.busy("tools", 1)
@@ -169,3 +171,14 @@ def test_every_new_family_adds_up_across_processes_in_multiprocess_mode(tmp_path
     # livesum: the live processes' gauges add up (a dead one's files are removed by the parent)
     assert one(found, "agentledger_pool_threads_busy", pool="tools") == 2
     assert one(found, "agentledger_pool_threads", pool="tools") == 8
+
+
+def test_an_mcp_servers_sampling_counts_in_the_models_tokens() -> None:
+    log = mcp_server_sampled_and_asked()
+    sampled = [e.data for e in log.envelopes if isinstance(e.data, ToolSampledModel)]
+    assert sampled  # the journey records the server's requests
+    replies = [e.data for e in log.envelopes if isinstance(e.data, ModelResponded)]
+    found = samples(fed(log))
+    output = sum(d.usage.output_tokens for d in [*sampled, *replies] if d.model == "scripted")
+    assert one(found, "agentledger_model_tokens_total", model="scripted", kind="output") == output
+    assert output > sum(d.usage.output_tokens for d in replies if d.model == "scripted")

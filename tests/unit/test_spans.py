@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from journeys import JOURNEYS, approvals_granted_denied_and_expired, happy_path
+from journeys import (
+    JOURNEYS,
+    approvals_granted_denied_and_expired,
+    happy_path,
+    mcp_server_sampled_and_asked,
+)
 
 from agentledger.events.spans import (
     SpanBuilder,
@@ -118,3 +123,15 @@ def test_a_cached_prompt_counts_in_input_tokens_and_the_run_span_holds_no_gen_ai
     root = next(s for s in ended if s.parent_id is None)
     assert root.end is not None and "agentledger.usage.input_tokens" in root.attributes
     assert not [k for k in root.attributes if k.startswith("gen_ai.usage.")]
+
+
+def test_an_mcp_servers_sampling_is_a_chat_span_under_its_call_with_its_usage() -> None:
+    log = mcp_server_sampled_and_asked()
+    spans = spans_of(log.envelopes)
+    sampled = [s for s in spans if s.attributes.get("agentledger.mcp.server") == "ev"]
+    assert sampled  # the server's requests recorded while its call ran
+    for span in sampled:
+        assert span.parent_id == tool_span_id(log.run_id, "c1")
+        assert span.name == "chat scripted" and span.end == span.start
+        assert span.attributes["gen_ai.usage.input_tokens"] == 3
+        assert span.attributes["gen_ai.usage.output_tokens"] == 2

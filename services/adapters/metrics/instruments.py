@@ -22,6 +22,7 @@ from dramatiq.middleware import Middleware
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from agentledger.events.batch import Appended
+from agentledger.events.mcp_events import ToolSampledModel
 from agentledger.events.state import RunState
 from agentledger.events.types import (
     ModelResponded,
@@ -241,7 +242,7 @@ class Instruments:
         for env in appended.batch:
             data = env.data
             count(self.events, (env.type,))
-            if isinstance(data, ModelResponded):
+            if isinstance(data, ModelResponded | ToolSampledModel):  # a server's sampling too
                 model = data.model
                 for kind, field_name in TOKEN_KINDS:
                     if n := getattr(data.usage, field_name):
