@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -24,7 +23,6 @@ from typing import Any
 import dramatiq
 import pytest
 import redis
-from dramatiq.brokers.redis import RedisBroker
 from dramatiq.message import Message
 
 from agentledger.services.adapters.broker.streams_broker import Route, StreamsBroker
@@ -139,36 +137,26 @@ def test_an_undecodable_message_is_dead_lettered_with_its_bytes_and_work_goes_on
     assert (dead[b"reason"], dead[b"m"]) == (b"undecodable", b"\xffnot json")
 
 
-def chain_hop_ms(broker: dramatiq.Broker, hops: int = 40, reps: int = 3) -> float:
-    """Median per-hop time of a chain where each actor sends the next."""
+def test_a_chain_of_hops_runs_each_hop_once_in_order(client: redis.Redis, prefix: str) -> None:
+    """Each actor sends the next: every hop runs once, in order. (How fast a hop is,
+    beside the stock RedisBroker's, is measured by `make bench`'s floor row, not here:
+    a timed comparison would flake on a busy machine.)"""
+    broker = make_broker(client, prefix)
+    ran: list[int] = []
     done = threading.Event()
-    name = queue(broker, "chain") if isinstance(broker, StreamsBroker) else "chain"
 
-    @dramatiq.actor(broker=broker, queue_name=name)
+    @dramatiq.actor(broker=broker, queue_name=queue(broker, "chain"))
     def chain(n: int) -> None:
+        ran.append(n)
         if n:
             chain.send(n - 1)
         else:
             done.set()
 
-    per_hop = []
     with working(broker):
-        chain.send(2)  # warm up: connections, scripts, consumer groups
-        assert done.wait(5)
-        for _ in range(reps):
-            done.clear()
-            start = time.perf_counter()
-            chain.send(hops)
-            assert done.wait(10)
-            per_hop.append((time.perf_counter() - start) * 1000 / (hops + 1))
-    return statistics.median(per_hop)
-
-
-def test_a_hop_is_much_faster_than_on_the_stock_broker(client: redis.Redis, prefix: str) -> None:
-    stock = chain_hop_ms(RedisBroker(client=client, namespace=f"{prefix}:dramatiq"))
-    streams = chain_hop_ms(make_broker(client, prefix))
-    print(f"\nchain hop median: streams {streams:.2f} ms, stock {stock:.2f} ms")
-    assert streams < stock / 2
+        chain.send(40)
+        assert done.wait(30)
+    assert ran == list(range(40, -1, -1))
 
 
 def test_failures_are_retried_by_dramatiq_and_dead_lettered_when_retries_run_out(
