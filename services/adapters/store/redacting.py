@@ -22,8 +22,8 @@ from agentledger.events.redact import Redactor, redact_envelope
 from agentledger.events.types import CODEC, RunCreated
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.errors import InvalidEvent
-from agentledger.services.adapters.store import packed
 from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.store import packed
 from agentledger.services.adapters.store.port import (
     Append,
     EventStore,

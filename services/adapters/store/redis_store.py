@@ -19,9 +19,9 @@ from agentledger.services.adapters.redis.client import is_cluster
 from agentledger.services.adapters.redis.direct import ThreadConnections
 from agentledger.services.adapters.redis.replicas import ReplicaAcks
 from agentledger.services.adapters.store import plain_tails
-from agentledger.services.adapters.store.packed import packed
 from agentledger.services.adapters.store.entries import decode_entry, decode_raw
 from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
+from agentledger.services.adapters.store.packed import packed
 from agentledger.services.adapters.store.port import (
     Append,
     Exported,
