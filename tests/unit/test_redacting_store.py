@@ -13,6 +13,7 @@ import pytest
 from agentledger.events.redact import Redactor, redactor
 from agentledger.events.types import CODEC, RunCreated, RunFailed
 from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.store import redacting as redacting_module
 from agentledger.services.adapters.store.memory import MemoryEventStore
 from agentledger.services.adapters.store.packed import given, packed
 from agentledger.services.adapters.store.redacting import RedactingStore
@@ -155,3 +156,34 @@ def test_packed_bytes_are_not_handed_to_another_object_of_the_same_event() -> No
     with given({id(env): (env, b"not these")}):
         assert packed(env) == b"not these"
         assert packed(copy) == CODEC.encode(copy)
+
+
+def test_only_the_payload_is_scanned_so_a_run_id_like_a_pattern_costs_no_walk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`task-7` holds `sk-`, a pattern's trigger: the header is not redacted (it never
+    was), so its bytes are not scanned and the run's events are not walked; a source
+    spelled "data" still leaves the whole payload scanned."""
+    walked: list[str] = []
+    real = redacting_module.redact_envelope
+
+    def counted(env: Any, r: Redactor) -> Any:
+        walked.append(env.run_id)
+        return real(env, r)
+
+    monkeypatch.setattr(redacting_module, "redact_envelope", counted)
+    memory = Packing()
+    redacting = RedactingStore(memory, lambda spec: redactor({"UNIT_TOKEN": SECRET}))
+    for run_id in ("task-7", "data"):
+        created = envelopes(run_id, [RunCreated(spec=SPEC)], after_seq=0, at=1.0, source="t")
+        redacting.append(run_id, redacting.as_stored(run_id, created), expected_seq=0, live=True)
+    plain = envelopes("task-7", [RunFailed(reason="x", detail="d")], after_seq=1, at=2, source="t")
+    assert redacting.as_stored("task-7", plain) == plain
+    assert walked == []
+    leaked = envelopes(
+        "data", [RunFailed(reason="x", detail=f"a {SECRET}")], after_seq=1, at=2.0, source="data"
+    )
+    stored = redacting.as_stored("data", leaked)
+    redacting.append("data", stored, expected_seq=1, live=False)
+    assert walked == ["data"]
+    assert SECRET.encode() not in memory.written[-1][0]

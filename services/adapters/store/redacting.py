@@ -20,6 +20,7 @@ from typing import Any
 
 from agentledger.events.redact import Redactor, redact_envelope
 from agentledger.events.types import CODEC, RunCreated
+from agentledger.schemas.codec import payload_at
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.errors import InvalidEvent
 from agentledger.schemas.spec import RunSpec
@@ -168,7 +169,9 @@ def _redacted(env: Envelope[Any], r: Redactor | None) -> tuple[Envelope[Any], by
         raw = CODEC.encode(env)
     except InvalidEvent:
         return (env if r is None else redact_envelope(env, r)), None
-    if r is None or isinstance(env.data, RunCreated) or not r.finds_packed(raw):
+    if r is None or isinstance(env.data, RunCreated):
+        return env, raw
+    if not r.finds_packed(raw[payload_at(raw) :]):  # the payload: the header is not redacted
         return env, raw
     clean = redact_envelope(env, r)
     return (env, raw) if clean is env else (clean, CODEC.encode(clean))
