@@ -6,6 +6,7 @@ from then on, where its timeout and a cancel interrupt the wait for it."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from typing import Any
 
@@ -17,6 +18,7 @@ from agentledger.services.adapters.tools.registry import REGISTRY, RegisteredToo
 from agentledger.services.adapters.tools.runner import run_tool
 
 RAN: list[int] = []  # the thread each call of `where_am_i` ran on
+MARK: contextvars.ContextVar[str] = contextvars.ContextVar("quick_test_mark", default="caller's")
 GATE = threading.Event()  # `stuck` waits for it
 ENTERED = threading.Event()
 
@@ -25,6 +27,7 @@ ENTERED = threading.Event()
 def where_am_i(ctx: ToolContext) -> dict[str, Any]:
     """Says nothing; notes the thread it ran on."""
     RAN.append(threading.get_ident())
+    MARK.set("the tool's")  # as a tool's own logging scope would
     return {"ok": True}
 
 
@@ -50,6 +53,7 @@ def test_a_quick_tool_runs_on_the_calling_thread() -> None:
     outcome = run_tool(_tool("quick_where_test"), {}, _ctx(), timeout_s=5.0)
     assert outcome == Succeeded({"ok": True})
     assert RAN == [threading.get_ident()]
+    assert MARK.get() == "caller's", "what the tool set leaked into the carrying thread"
 
 
 def test_a_quick_tool_is_not_run_once_its_run_asked_to_stop() -> None:

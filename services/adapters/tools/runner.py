@@ -120,7 +120,7 @@ def _inline(
         ctx.cancelled.set()
         return Stopped(requested_at, killed=False, detail="stopped before it started")
     started = time.monotonic()
-    outcome = _call(t, args, ctx)
+    outcome = contextvars.copy_context().run(_call, t, args, ctx)  # what it sets stays its own
     if time.monotonic() - started > timeout_s:
         _OVERRAN.add(t.fn)
         ctx.cancelled.set()
