@@ -84,14 +84,14 @@ def assemble(
     past = past_of(s.run_id, s.history, r)
     cur = (unit_of(s.current_turn, r),) if s.current_turn is not None else ()
     older = max(0, len(past.raw) + len(cur) - ctx.keep_recent_turns)  # all in the history
-    head_text = _head(system, tools, server, (task,))
+    head_text = _head(s.run_id, system, tools, server, (task,))
     total = len(head_text) + past.raw_sum[-1] + sum(u.size for u in cur)
     past, k, m = fit(s.run_id, past, older, total, limit, ctx.preview_chars)
     omitted = omitted_marker(past, k, m, ctx.budget_tokens)
     units = (*past.short[m:k], *past.raw[max(m, k) :], *cur)
     first = (task, *([omitted[1]] if omitted else []))
     if omitted:  # the head names what was left out; otherwise it is the one just made
-        head_text = _head(system, tools, server, first)
+        head_text = _head(s.run_id, system, tools, server, first)
     messages, digest = _build(s.run_id, head_text, first, units, (past.root, k, m, len(past.raw)))
     chars = len(head_text) + sum(u.size for u in cur) + sent_size(past, k, m)
     refused = (*past.refused, *(u.turn.index for u in cur if u.withdrawn))
@@ -147,22 +147,47 @@ def tool_definition(t: ToolSpec) -> dict[str, Any]:
 
 
 def _head(
+    run_id: str,
     system: str | None,
     tools: Sequence[ToolSpec],
     server: Sequence[dict[str, Any]],
     first: Sequence[ContentBlock],
 ) -> str:
+    """The canonical JSON of what comes before the turns: the text made for the run's
+    last request when it is made of the same (the usual case: its tools' schemas are
+    a kilobyte or more of JSON, the same at every turn)."""
+    key = (system, tuple(tools), tuple(server), tuple(first))
+    kept = _HEADS.get(run_id)
+    if kept is not None and _same(kept[0], key):
+        return kept[1]
     value: dict[str, Any] = {"system": system, "tools": [tool_definition(t) for t in tools]}
     if server:
         value["server_tools"] = list(server)
     value["first"] = [to_api(b) for b in first]
-    return canonical_json(value)
+    text = canonical_json(value)
+    _HEADS.put(run_id, (key, text))
+    return text
+
+
+_HeadKey = tuple[str | None, tuple[ToolSpec, ...], tuple[dict[str, Any], ...], tuple[Any, ...]]
+_HEADS: Memo[str, tuple[_HeadKey, str]] = Memo(RUNS_MAX)
+
+
+def _same(a: _HeadKey, b: _HeadKey) -> bool:
+    """The same head: the same tool objects (or equal ones), system, server tools, blocks."""
+    tools_a, tools_b = a[1], b[1]
+    if len(tools_a) != len(tools_b) or not all(
+        x is y or x == y for x, y in zip(tools_a, tools_b, strict=True)
+    ):
+        return False
+    return a[0] == b[0] and a[2] == b[2] and a[3] == b[3]
 
 
 def forget(run_id: str) -> None:
     """Let go of a run's past and last build (its state left this process's cache)."""
     context_past.forget(run_id)
     _BUILT.pop(run_id)
+    _HEADS.pop(run_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -143,6 +143,16 @@ def _out_of_range(obj: Mapping[str, Any], raw: bytes | None) -> InvalidEvent:
     return InvalidEvent("must not be empty", field=empty, raw=raw)
 
 
+_DATA_KEY = b"\xa4data"  # the key "data" as msgpack writes it (a fixstr of 4)
+
+
+def payload_at(raw: bytes) -> int:
+    """Where the payload of an envelope `encode` packed starts: its `data` key, the
+    map's last (0 when not found). Were a header value spelled "data", the offset
+    found is that value's, before the payload: what follows it still holds all of it."""
+    return max(raw.find(_DATA_KEY), 0)
+
+
 def pack(obj: Any) -> bytes:
     """msgpack; a value it cannot hold (an integer beyond 64 bits) is InvalidEvent."""
     try:

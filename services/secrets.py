@@ -37,11 +37,22 @@ _GENERATIONS = itertools.count(1)  # never the same number twice, whichever hold
 
 def redactor_for(spec: RunSpec) -> Redactor:
     """What a run's text passes through before anyone sees it: its declared
-    secrets, the process's, and the well-known credential patterns."""
+    secrets, the process's, and the well-known credential patterns. The variables
+    are read once a CHECK_S for the same spec object on a thread (a carried run asks
+    at every model request), as the publishers file is looked at."""
+    now, generation = time.monotonic(), PROCESS.generation()
+    last = getattr(_LAST, "made", None)
+    if last is not None and last[0] is spec and last[1] == generation and now - last[3] < CHECK_S:
+        kept: Redactor = last[2]
+        return kept
     own = read_secrets(spec.secrets)
     LOG_FILTER.learn(own)
-    generation = PROCESS.generation()
-    return _redactor(generation, tuple(sorted(own.items())))
+    made = _redactor(generation, tuple(sorted(own.items())))
+    _LAST.made = (spec, generation, made, now)  # holding the spec: its id is not reused
+    return made
+
+
+_LAST = threading.local()  # this thread's last (spec, process generation, redactor, when)
 
 
 def stored_redactor(spec: RunSpec) -> Redactor:

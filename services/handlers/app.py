@@ -19,6 +19,7 @@ from agentledger.services.adapters.live_text import LiveText
 from agentledger.services.adapters.locks.port import Locks
 from agentledger.services.adapters.models.port import ModelAdapter
 from agentledger.services.adapters.store.port import EventStore, Outgoing
+from agentledger.services.adapters.tools.sandbox import SandboxPolicy, policy_for
 from agentledger.services.adapters.tools.toolset import ToolSet
 from agentledger.services.clock import Clock
 from agentledger.services.handlers.engine import Engine
@@ -69,6 +70,12 @@ class App:
     def engine(self) -> Engine:
         """The step engine over `runs`: every append to a run goes through its `take`."""
         return Engine(self.runs)
+
+    @cached_property
+    def sandbox(self) -> SandboxPolicy:
+        """The sandbox the settings describe, made once per app (not per call: a
+        Settings object hashes all its fields)."""
+        return policy_for(self.settings)
 
     @property
     def store(self) -> EventStore:

@@ -25,7 +25,7 @@ from agentledger.services.adapters.tools.context import ToolFailure
 from agentledger.services.adapters.tools.process import run_command
 from agentledger.services.adapters.tools.registry import REGISTRY, ToolContext, not_a_check
 from agentledger.services.adapters.tools.runner import run_tool
-from agentledger.services.adapters.tools.sandbox import SandboxUnavailable, policy_for
+from agentledger.services.adapters.tools.sandbox import SandboxUnavailable
 from agentledger.services.adapters.tools.stopping import StopReport, run_stoppable
 from agentledger.services.adapters.tools.workspace_files import WorkspaceFiles, file_resource
 from agentledger.services.handlers import linear_regex
@@ -87,7 +87,7 @@ def _command(app: App, s: RunState, check: CommandCheck) -> Verdict:
         done = run_stoppable(
             lambda started: run_command(
                 ["/bin/sh", "-c", check.command],
-                policy=policy_for(app.settings),
+                policy=app.sandbox,
                 workspace=workspace,
                 cwd=cwd,
                 timeout_s=timeout,
@@ -140,7 +140,7 @@ def _tool(app: App, s: RunState, check: ToolCheck) -> Verdict:
         s.workspace,
         s.spec.principal.id,
         s.spec.principal.tenant,
-        sandbox=policy_for(app.settings),
+        sandbox=app.sandbox,
     )
     parsed, _ = registered.check(check.input)
     reads, _ = registered.resources(parsed, s.workspace) if parsed else ([], [])

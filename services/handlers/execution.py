@@ -16,7 +16,6 @@ from agentledger.events.tool_step import Errored, Outcome
 from agentledger.events.types import ToolError
 from agentledger.services.adapters.tools.context import ToolContext
 from agentledger.services.adapters.tools.runner import run_tool
-from agentledger.services.adapters.tools.sandbox import policy_for
 from agentledger.services.handlers.app import App
 from agentledger.services.handlers.findings import max_timeout_s
 from agentledger.services.handlers.once import run_once
@@ -42,7 +41,7 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
         op_key=call.op_key,
         outputs=outputs.whole,
         output_window=outputs.window,
-        sandbox=policy_for(app.settings),
+        sandbox=app.sandbox,
     )
     owner = f"{state.run_id}/{call.call_id}/{call.attempts}"
     with LeaseKeeper(app, held_ask(state, call.call_id)):

@@ -6,7 +6,6 @@ from __future__ import annotations
 from agentledger.events.idempotency import request_hash
 from agentledger.events.resolution_step import Finding, needs_resolution, resolve_unknown
 from agentledger.services.adapters.tools.context import Lookup, ToolContext
-from agentledger.services.adapters.tools.sandbox import policy_for
 from agentledger.services.handlers.app import App
 from agentledger.services.handlers.engine import Decided
 from agentledger.services.secrets import stored_redactor
@@ -26,7 +25,7 @@ def handle_resolve_call(app: App, run_id: str, call_id: str) -> None:
     if registered is not None and registered.lookup is not None:
         ctx = ToolContext(
             run_id, call_id, state.workspace, state.spec.principal.id,
-            state.spec.principal.tenant, op_key=call.op_key, sandbox=policy_for(app.settings),
+            state.spec.principal.tenant, op_key=call.op_key, sandbox=app.sandbox,
         )  # fmt: skip
         try:
             found, why = registered.lookup(call.op_key, call.input, ctx), ""

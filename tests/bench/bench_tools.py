@@ -1,4 +1,5 @@
-"""The tools `make bench` calls: a read-only no-op, so a benchmark run measures
+"""The tools `make bench` calls: a read-only no-op (declared quick: it runs on the
+worker's thread, as a peer's no-op runs on its agent loop's), so a benchmark run measures
 the orchestration around a tool call and nothing the tool itself does, and a
 read-only sleep, so a worker can be killed while it holds a tool call."""
 
@@ -9,7 +10,7 @@ import time
 from agentledger import tool
 
 
-@tool(read_only=True)
+@tool(read_only=True, quick=True)
 def bench_noop(n: int = 0) -> dict[str, int]:
     """Return the number it was given; reads and writes nothing."""
     return {"n": n}

@@ -276,6 +276,7 @@ def forget() -> None:
         context_units._SHORT,
         context_past._PAST,
         context_view._BUILT,
+        context_view._HEADS,
     ):
         cache.clear()
 
@@ -343,3 +344,31 @@ def test_a_thinking_block_without_its_signature_is_never_sent_back() -> None:
     view = assemble(replace(s, current_turn=cut), TOOLS)
     sent = [b for m in view.messages for b in m.content if isinstance(b, ThinkingBlock)]
     assert [b.signature for b in sent] == ["sig-1=="]
+
+
+def test_the_head_made_once_a_run_is_made_again_when_its_tools_system_or_task_change() -> None:
+    """The canonical JSON before the turns is kept from one request to the next;
+    a request with other tools, another system text or another task gets its own."""
+    forget()
+    states = grown(3, spec())
+    other_tool = ToolSpec(
+        name="list_files", description="List.", input_schema={"type": "object"}, read_only=True
+    )
+    changed = [
+        (states[2], TOOLS),
+        (states[2], (*TOOLS, other_tool)),
+        (replace(states[2], spec=states[2].spec.model_copy(update={"system": "Be brief."})), TOOLS),
+        (replace(states[2], spec=states[2].spec.model_copy(update={"task": "Count them."})), TOOLS),
+    ]
+    for s in states[:2]:
+        assemble(s, TOOLS)  # the run's head is kept
+    for s, tools in changed:
+        seen = assemble(s, tools)
+        forget()  # as in a new process: nothing kept
+        fresh = assemble(s, tools)
+        assert (seen.digest, seen.messages, seen.chars) == (
+            fresh.digest,
+            fresh.messages,
+            fresh.chars,
+        )
+    assert len({assemble(s, tools).digest for s, tools in changed}) == len(changed)

@@ -16,6 +16,8 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from agentledger.events.redact import encoded_forms, redactor
+from agentledger.events.types import RunFailed
+from agentledger.schemas.codec import pack
 from agentledger.schemas.spec import RunSpec
 from agentledger.services import secrets
 from agentledger.services.settings import Settings
@@ -174,3 +176,29 @@ def test_log_lines_of_the_process_are_redacted_in_every_form(process: Path) -> N
     assert (
         record.getMessage() == "url [REDACTED:redis_password] key [REDACTED:publisher_key:billing]"
     )
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODINGS))
+@pytest.mark.parametrize("around", ["", "ünïcode ", "\u212a", "x" * 70, '"quoted" \\ '])
+def test_the_scan_of_an_event_as_packed_finds_whatever_the_scan_of_its_json_finds(
+    encoding: str, around: str
+) -> None:
+    """Each event is serialised once: its msgpack bytes are scanned, not its JSON; the
+    bytes' scan says yes wherever the JSON's does (a string's length byte, a
+    multi-byte neighbour or a JSON escape in front of the value changes nothing)."""
+    r = redactor({"REDIS_PASSWORD": PASSWORD})
+    texts = [
+        f"{around}{ENCODINGS[encoding](PASSWORD)}{around}",
+        f"{around}Bearer {'Z' * 20}",
+        f"{around}sk-ant-{'q' * 12}",
+        f"{around}AKIA{'B' * 16}",
+        f"{around}-----BEGIN RSA PRIVATE KEY-----\nMIIE",
+    ]
+    found = 0
+    for text in texts:
+        event = RunFailed(reason="x", detail=text)
+        if r.finds(event.model_dump_json()):  # (a word character before a pattern: no match)
+            found += 1
+            assert r.finds_packed(pack(event.model_dump(mode="json"))), text
+    assert found >= 2  # the value's form and the bearer token at least
+    assert not r.finds_packed(pack(RunFailed(reason="x", detail=f"{around}plain").model_dump()))

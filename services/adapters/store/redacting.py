@@ -3,7 +3,12 @@ run's redactor for its log (`agentledger.services.secrets.stored_redactor`: ever
 or for a spec that keeps its own in the log, the process's only) finds. It
 wraps the real store in the composition root, so every writer — the model,
 tool and acceptance pools, the intake — goes through it, and what a tool
-returned never reaches Redis with a secret in it."""
+returned never reaches Redis with a secret in it.
+
+Each event is serialised once: packed by the codec, its bytes scanned for what
+the redactor finds (`Redactor.finds_packed`), and those bytes written by the
+append (`agentledger.services.adapters.store.packed`); only an event the scan
+says yes to is walked, redacted and packed again."""
 
 from __future__ import annotations
 
@@ -14,9 +19,12 @@ from dataclasses import replace
 from typing import Any
 
 from agentledger.events.redact import Redactor, redact_envelope
-from agentledger.events.types import RunCreated
+from agentledger.events.types import CODEC, RunCreated
+from agentledger.schemas.codec import payload_at
 from agentledger.schemas.envelope import Envelope
+from agentledger.schemas.errors import InvalidEvent
 from agentledger.schemas.spec import RunSpec
+from agentledger.services.adapters.store import packed
 from agentledger.services.adapters.store.port import (
     Append,
     EventStore,
@@ -32,6 +40,7 @@ MAX_SPEC_BYTES = 16 << 20  # and their specs' JSON at most (a scripted spec can 
 # secrets read again from the environment, the process's looked at): a step asks ~4 times
 REDACTOR_S = 1.0
 MAX_SEEN_RUNS = 1024  # runs whose stored events a thread holds until its next append
+Seen = dict[int, tuple[Envelope[Any], bytes | None]]  # id -> (event as stored, its bytes)
 
 
 class RedactingStore:
@@ -58,22 +67,33 @@ class RedactingStore:
         snapshot: Snapshot | None = None,
     ) -> int:
         stored = self._unredacted(run_id, events)
+        held = self._held(run_id)
         self._stored.events = {}
-        return self._inner.append(
-            run_id, stored, expected_seq=expected_seq, live=live, messages=messages,
-            expected_id=expected_id, snapshot=snapshot,
-        )  # fmt: skip
+        with packed.given(held):
+            return self._inner.append(
+                run_id, stored, expected_seq=expected_seq, live=live, messages=messages,
+                expected_id=expected_id, snapshot=snapshot,
+            )  # fmt: skip
 
     def append_many(self, appends: Sequence[Append]) -> list[int | Exception]:
         stored = [replace(a, events=self._unredacted(a.run_id, a.events)) for a in appends]
+        held: dict[int, tuple[Envelope[Any], bytes]] = {}
+        for a in appends:
+            held.update(self._held(a.run_id))
         self._stored.events = {}
-        return self._inner.append_many(stored)
+        with packed.given(held):
+            return self._inner.append_many(stored)
 
     def _unredacted(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
         """The events redacted, unless they are what `as_stored` returned for the run."""
         seen = self._seen().get(run_id, {})
-        done = all(seen.get(id(e)) is e for e in events)
+        done = all((found := seen.get(id(e))) is not None and found[0] is e for e in events)
         return list(events) if done else self.as_stored(run_id, events)
+
+    def _held(self, run_id: str) -> dict[int, tuple[Envelope[Any], bytes]]:
+        """The bytes `as_stored` packed of the run's events, for the append to write."""
+        seen = self._seen().get(run_id, {})
+        return {k: (e, raw) for k, (e, raw) in seen.items() if raw is not None}
 
     def as_stored(self, run_id: str, events: Sequence[Envelope[Any]]) -> list[Envelope[Any]]:
         """The events with their secrets redacted, then as the store writes them (a
@@ -81,12 +101,15 @@ class RedactingStore:
         event and its overflow pages): what the log will hold (doing it again changes
         nothing and returns the same objects)."""
         r = self._redactor(run_id, events)
-        stored = list(events) if r is None else [redact_envelope(env, r) for env in events]
-        stored = self._inner.as_stored(run_id, stored)
+        clean = [_redacted(env, r) for env in events]
+        raws = {id(env): raw for env, raw in clean}
+        stored = self._inner.as_stored(run_id, [env for env, _ in clean])
         runs = self._seen()
         if run_id not in runs and len(runs) >= MAX_SEEN_RUNS:
             runs.clear()  # as_stored of many runs, none appended: forget the oldest batch
-        runs.setdefault(run_id, {}).update((id(e), e) for e in stored)  # not redacted again
+        seen = runs.setdefault(run_id, {})
+        for e in stored:  # not redacted again; its bytes written as they are (a cut one's not)
+            seen[id(e)] = (e, raws.get(id(e)))
         self._stored.events = runs
         return stored
 
@@ -105,8 +128,8 @@ class RedactingStore:
         self._redactors.last = (run_id, r, now)
         return r
 
-    def _seen(self) -> dict[str, dict[int, Envelope[Any]]]:
-        found: dict[str, dict[int, Envelope[Any]]] = getattr(self._stored, "events", {})
+    def _seen(self) -> dict[str, Seen]:
+        found: dict[str, Seen] = getattr(self._stored, "events", {})
         return found
 
     def read(self, run_id: str, *, after_seq: int = 0) -> list[Envelope[Any]]:
@@ -136,3 +159,19 @@ class RedactingStore:
             spec = first[0].data.spec
             self._specs.put(run_id, spec, len(spec.model_dump_json()))
         return spec
+
+
+def _redacted(env: Envelope[Any], r: Redactor | None) -> tuple[Envelope[Any], bytes | None]:
+    """The event with its secrets redacted, and its bytes as the codec packs it (None
+    when it cannot be packed: the append says why). Packed once and scanned as
+    packed; walked and packed again only when the scan finds something."""
+    try:
+        raw = CODEC.encode(env)
+    except InvalidEvent:
+        return (env if r is None else redact_envelope(env, r)), None
+    if r is None or isinstance(env.data, RunCreated):
+        return env, raw
+    if not r.finds_packed(raw[payload_at(raw) :]):  # the payload: the header is not redacted
+        return env, raw
+    clean = redact_envelope(env, r)
+    return (env, raw) if clean is env else (clean, CODEC.encode(clean))

@@ -13,7 +13,6 @@ from typing import Any
 import redis
 from redis.exceptions import NoPermissionError, NoScriptError
 
-from agentledger.events.types import CODEC
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.errors import InvalidEvent
 from agentledger.services.adapters.redis.client import is_cluster
@@ -22,6 +21,7 @@ from agentledger.services.adapters.redis.replicas import ReplicaAcks
 from agentledger.services.adapters.store import plain_tails
 from agentledger.services.adapters.store.entries import decode_entry, decode_raw
 from agentledger.services.adapters.store.overflow import DEFAULT_MAX_BYTES, Cutter, page_field
+from agentledger.services.adapters.store.packed import packed
 from agentledger.services.adapters.store.port import (
     Append,
     Exported,
@@ -122,7 +122,7 @@ class RedisEventStore:
         argv: list[Any] = [a.expected_seq, run_id, _ms(events[-1].at), int(a.live), FEED_MAXLEN]
         argv += [len(events), a.expected_id]
         for env in events:
-            argv += [env.id, env.type, CODEC.encode(env)]
+            argv += [env.id, env.type, packed(env)]
         kept = _snapshot_args(a.snapshot) if a.snapshot is not None else []
         argv += [len(kept), *kept]
         argv += [len(pages), *(x for page in pages.items() for x in page)]

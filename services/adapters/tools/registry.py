@@ -53,6 +53,7 @@ class RegisteredTool:
     lookup: LookupFn | None = None
     output_cap: int | None = None
     network: bool = False  # its commands (ctx.run) may reach the network
+    quick: bool = False  # run on the calling thread, no hand-off (`runner.run_tool`)
 
     def op_key(
         self, args: dict[str, Any], tenant: str, writes: Sequence[str], *, run_id: str
@@ -181,6 +182,7 @@ def tool(
     lookup: LookupFn | None = ...,
     output_cap: int | None = ...,
     network: bool = ...,
+    quick: bool = ...,
     name: str | None = ...,
     description: str | None = ...,
 ) -> Callable[[F], F]: ...
@@ -201,12 +203,17 @@ def tool(
     lookup: LookupFn | None = None,
     output_cap: int | None = 4000,
     network: bool = False,
+    quick: bool = False,
     name: str | None = None,
     description: str | None = None,
 ) -> Any:
     """Register a function as a tool. Use bare (`@tool`) or with options.
     `network=True` lets the commands it runs with `ctx.run` reach the network;
-    without it they are cut off (a network namespace of their own)."""
+    without it they are cut off (a network namespace of their own). `quick=True`
+    (a read-only tool that returns in well under a millisecond: no I/O, no
+    commands) runs on the worker's own thread instead of being handed to a thread
+    of its own; it cannot be stopped while it runs, so one that overruns its
+    timeout is recorded as timed out and runs in a thread from then on."""
     declared = _Declared(
         read_only=read_only,
         reads=reads,
@@ -220,6 +227,7 @@ def tool(
         lookup=lookup,
         output_cap=output_cap,
         network=network,
+        quick=quick,
         name=name,
         description=description,
     )
@@ -247,8 +255,13 @@ class _Declared:
     lookup: LookupFn | None
     output_cap: int | None
     network: bool
+    quick: bool
     name: str | None
     description: str | None
+
+    def __post_init__(self) -> None:
+        if self.quick and not self.read_only:
+            raise ValueError("quick=True is for read-only tools (a write is never run unwatched)")
 
     def registered(self, f: Callable[..., Any]) -> RegisteredTool:
         """`f` as a tool: its input schema from its type hints, its spec, its rules."""
@@ -278,6 +291,7 @@ class _Declared:
             lookup=self.lookup,
             output_cap=self.output_cap,
             network=self.network,
+            quick=self.quick,
         )
 
 
