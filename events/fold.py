@@ -15,6 +15,7 @@ from agentledger.events.errors import BrokenLog, IllegalTransition
 from agentledger.events.fold_calls import call_changed, call_proposed, phase
 from agentledger.events.frozen import fill, replace
 from agentledger.events.pricing import cost_usd, price_of
+from agentledger.events.run_caps import held_detail
 from agentledger.events.state import Call, Check, RunState, Turn
 from agentledger.events.status import RunStatus
 from agentledger.events.stop_reasons import status_after_reply
@@ -38,6 +39,8 @@ from agentledger.events.types import (
     RunCreated,
     RunEscalated,
     RunFailed,
+    RunHeld,
+    RunReleased,
     RunResumed,
     RunTimedOut,
     ToolCallProposed,
@@ -137,6 +140,14 @@ def _resumed(s: RunState, e: RunResumed, at: float) -> RunState:
 def _cancel_requested(s: RunState, e: RunCancelRequested, at: float) -> RunState:
     by = _who(e.by, e.publisher)
     return replace(s, status=R.CANCELLING, cancel_requested_at=at, cancel_by=by)
+
+
+def _held(s: RunState, e: RunHeld, at: float) -> RunState:
+    return replace(s, status=R.HELD, detail=f"held: {held_detail(e)}")
+
+
+def _released(s: RunState, e: RunReleased, at: float) -> RunState:
+    return replace(s, status=R.REQUESTING_MODEL, clock_from=at, detail="")
 
 
 def _escalated(s: RunState, e: RunEscalated, at: float) -> RunState:
@@ -266,6 +277,8 @@ STEPS: dict[type, Step] = dict(
         _on(HumanReplied, _human_replied),
         _on(RunResumed, _resumed),
         _on(RunCancelRequested, _cancel_requested),
+        _on(RunHeld, _held),
+        _on(RunReleased, _released),
         _on(RunEscalated, _escalated),
         *(_on(kind, _run_ended) for kind in _ENDS),
         _on(RunAborted, _aborted),

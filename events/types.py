@@ -64,6 +64,8 @@ from agentledger.events.run_events import (
     RunCreated,
     RunEscalated,
     RunFailed,
+    RunHeld,
+    RunReleased,
     RunResumed,
     RunTimedOut,
 )
@@ -100,6 +102,8 @@ __all__ = [
     "RunCreated",
     "RunEscalated",
     "RunFailed",
+    "RunHeld",
+    "RunReleased",
     "RunResumed",
     "RunTimedOut",
     "Signal",
@@ -123,6 +127,8 @@ __all__ = [
 
 Event = Annotated[
     RunCreated
+    | RunHeld
+    | RunReleased
     | ModelRequested
     | ModelRequestFailed
     | ModelResponded

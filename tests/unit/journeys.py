@@ -41,6 +41,7 @@ from agentledger.events.lock_step import (
 from agentledger.events.model_retry import ModelFailure
 from agentledger.events.model_step import record_model_error, record_model_reply, request_model
 from agentledger.events.resolution_step import resolve_unknown
+from agentledger.events.run_caps import held_event, release
 from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.ticks import on_tick
 from agentledger.events.tool_step import Errored, Outcome, Stopped, Succeeded, TimedOut, claim_call
@@ -575,7 +576,27 @@ def check_stopped_by(ending: str) -> Callable[[], Log]:
     return journey
 
 
+def held_released_then_done() -> Log:
+    """Past its tenant's cap: held, released when a place frees, then an ordinary run."""
+    log = Log.created()
+    log.step(*held_event("acme", "default", 2, 1))
+    log.decide(release, now=log.now + 5)
+    do_model_turn(log, text("done"))
+    do_accept(log, check(True))
+    return log
+
+
+def held_then_cancelled() -> Log:
+    """A held run cancelled: it ends at once (nothing of it ever ran)."""
+    log = Log.created()
+    log.step(*held_event("acme", "default", 1, 1))
+    do_cancel(log)
+    return log
+
+
 JOURNEYS: dict[str, tuple[Callable[[], Log], RunStatus]] = {
+    "held_released_then_done": (held_released_then_done, R.COMPLETED),
+    "held_then_cancelled": (held_then_cancelled, R.CANCELLED),
     "check_stopped_by_cancel": (check_stopped_by("cancel"), R.CANCELLED),
     "check_stopped_by_wall_clock": (check_stopped_by("wall_clock"), R.TIMEOUT),
     "happy_path": (happy_path, R.COMPLETED),
