@@ -139,6 +139,11 @@ class Keys:
         h = digest(f"{queue}\n{tenant}", 16)
         return [f"{self.prefix}:{{rl{h}}}:line:{part}" for part in ("live", "held")]
 
+    @property
+    def run_lines_held(self) -> str:
+        """The pattern of every line's held list (the metrics count them)."""
+        return f"{self.prefix}:{{rl*}}:line:held"
+
     def members(self, group: str) -> str:
         """Sorted set of the live processes of a group by last heartbeat (ms, Redis time)."""
         return f"{self.prefix}:members:{group}"

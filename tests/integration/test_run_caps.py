@@ -28,6 +28,7 @@ from agentledger.events.types import RunCreated, RunHeld, RunReleased
 from agentledger.schemas.inbox import RunRequested
 from agentledger.services.adapters.broker.membership import Membership
 from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.services.adapters.metrics.scrape import RedisCollector
 from agentledger.services.adapters.publishers.publishers_file import Signer
 from agentledger.services.adapters.redis.directory import Directory
 from agentledger.services.adapters.run_caps.redis_lines import RedisRunLines
@@ -199,6 +200,8 @@ def test_a_held_run_cancelled_releases_nobody_and_a_count_a_dead_process_left_is
         RunStatus.REQUESTING_MODEL,
         *[RunStatus.HELD] * 2,
     ]
+    metrics = RedisCollector(client, keys, lambda: range(keys.shards), [], app.runs.cache.load_many)
+    assert metrics.reading().runs["held"] == 2
     cancel("r2", app)  # held: it ends at once, and frees no place it never had
     assert (status("r2"), status("r3")) == (RunStatus.CANCELLED, RunStatus.HELD)
     assert lines.look(QUEUE, "acme") == Line(frozenset({"r1"}), ("r3",))
