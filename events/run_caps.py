@@ -94,6 +94,6 @@ def left_line(before: RunState | None, after: RunState) -> bool:
 
 def held_detail(e: RunHeld) -> str:
     return (
-        f"place {e.place} in tenant {e.tenant!r}'s line on queue {e.queue!r} "
+        f"place {e.place} in the line of tenant {e.tenant!r} on queue {e.queue!r} "
         f"(at most {e.max_live} of its runs live there)"
     )

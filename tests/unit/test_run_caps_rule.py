@@ -92,7 +92,7 @@ def test_a_held_run_is_due_nothing_until_released_then_its_first_model_request()
     log = Log.created()
     log.step(*held_event("acme", "default", 1, 1))
     assert log.s.status is RunStatus.HELD
-    assert "place 1 in tenant 'acme'" in log.s.detail
+    assert "place 1 in the line of tenant 'acme'" in log.s.detail
     assert due_commands(log.s, now=log.now, redrive=True) == []
     assert not log.s.status.watched  # the sweeper does not look at it
     log.decide(release, now=log.now + 3)
