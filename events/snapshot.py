@@ -82,6 +82,8 @@ def header(s: RunState) -> Record:
     )
     if s.failed_acceptance is not None:
         record["failed_acceptance"] = s.failed_acceptance
+    if s.clock_from is not None:  # a run that was held: its wall clock starts at its release
+        record["clock_from"] = s.clock_from
     return record
 
 
@@ -146,6 +148,7 @@ def restore(
         failed_acceptance=record.get(
             "failed_acceptance"
         ),  # added within version 3: older hold none
+        clock_from=record.get("clock_from"),  # added within version 4: no older run was held
     )
 
 
