@@ -3,7 +3,8 @@ a new run's place asked of the line before its first append (`held_events`); a
 run that ended taken out of its line and the held runs that go live released
 (`Lines.left`: the step engine calls it after a save that ended a run); and a
 line made right again from the runs' own logs (`Lines.reconcile`), which the
-intake does each time it holds a run: a process that died between a run's end
+intake does each time it holds a run and the sweeper every LINES_EVERY_S for the
+lines whose first held run is in a shard it owns: a process that died between a run's end
 and telling its line leaves a count nobody frees, and one that died between
 popping a held run and recording its release leaves a run held that counts as
 live — both are put right here, each from what the log says."""
@@ -47,6 +48,19 @@ class Lines:
         tenant = after.spec.principal.tenant
         for run_id in self.port.finish(after.queue, tenant, after.run_id, most):
             released(run_id)
+
+    def reconcile_held(
+        self, load: Load, released: Release, *, mine: Callable[[str], bool], limit: int = 1000
+    ) -> int:
+        """The sweeper's pass: each line holding a run whose first held run is `mine`
+        (a shard this process owns) is put right from the logs, so a count a dead
+        process left is freed even when its tenant sends no new run."""
+        fixed = 0
+        for run_id in self.port.first_held(limit):
+            s = load(run_id) if mine(run_id) else None
+            if s is not None:
+                fixed += self.reconcile(s.queue, s.spec.principal.tenant, load, released)
+        return fixed
 
     def reconcile(self, queue: str, tenant: str, load: Load, released: Release) -> int:
         """Put the line right from the logs: a counted run that ended is taken out, a counted run still recorded held is released. How

@@ -51,7 +51,9 @@ def test_a_run_past_its_tenants_cap_is_held_visibly_then_started_when_the_first_
         second = cli("submit", "--as", publisher, tmp_path / "quick.yaml").stdout.strip()
         shown = cli("status", second)
         assert shown.returncode == 9, shown.stderr  # not ended
-        assert "held" in shown.stdout and "place 1 in the line of tenant 't'" in shown.stdout, shown.stdout
+        assert "held" in shown.stdout and "place 1 in the line of tenant 't'" in shown.stdout, (
+            shown.stdout
+        )
         assert json.loads(cli("status", second, "--json").stdout)["status"] == "held"
         listed = cli("runs", "--json")
         rows = {r["run_id"]: r["status"] for r in json.loads(listed.stdout)["runs"]}

@@ -40,6 +40,7 @@ from agentledger.services.handlers.engine import Decided
 from agentledger.services.handlers.state_cache import StateCache, cache_for
 from agentledger.services.keys import Keys
 from agentledger.services.loops.intake import Intake
+from agentledger.services.loops.sweeper import reconcile_lines
 from agentledger.services.settings import Settings
 
 CAP = 2
@@ -218,3 +219,11 @@ def test_a_held_run_cancelled_releases_nobody_and_a_count_a_dead_process_left_is
     assert lines.look(QUEUE, "acme") == Line(frozenset({"r4"}))
     held = [e.data for e in app.store.read("r4") if isinstance(e.data, RunHeld | RunReleased)]
     assert [type(e).__name__ for e in held] == ["RunHeld", "RunReleased"]
+    # again, and no new run through the intake: the sweeper puts the line right
+    cancel("r4", build_app(settings, client, toolset))
+    r5 = RunCreated(spec=spec("acme", 0.0, tools_dir), queue=QUEUE, toolset=toolset.fingerprint)
+    app.runs.create_many([(r5, "r5", None)], source="test")
+    assert status("r5") is RunStatus.HELD
+    assert reconcile_lines(app, []) == 0  # not a shard of its
+    assert reconcile_lines(app, list(range(keys.shards))) == 1
+    assert status("r5") is RunStatus.REQUESTING_MODEL

@@ -27,3 +27,7 @@ class MemoryRunLines:
     def look(self, queue: str, tenant: str) -> Line:
         with self._mutex:
             return self._lines.get((queue, tenant), Line())
+
+    def first_held(self, limit: int) -> list[str]:
+        with self._mutex:
+            return [line.held[0] for line in self._lines.values() if line.held][:limit]

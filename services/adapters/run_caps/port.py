@@ -22,3 +22,7 @@ class RunLines(Protocol):
     def look(self, queue: str, tenant: str) -> Line:
         """The line as it is."""
         ...
+
+    def first_held(self, limit: int) -> list[str]:
+        """The first held run of each line that holds one (at most `limit` lines)."""
+        ...

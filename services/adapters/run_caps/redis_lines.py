@@ -16,6 +16,7 @@ _SCRIPT = files("agentledger.services.adapters.run_caps").joinpath("run_caps.lua
 
 class RedisRunLines:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._client = client
         self._script = client.register_script(_SCRIPT)
         self._keys = keys
 
@@ -31,6 +32,16 @@ class RedisRunLines:
     def look(self, queue: str, tenant: str) -> Line:
         live, held = self._call(queue, tenant, "look", "", 0)
         return Line(frozenset(_text(r) for r in live), tuple(_text(r) for r in held))
+
+    def first_held(self, limit: int) -> list[str]:
+        found = self._client.scan_iter(match=self._keys.run_lines_held, count=1000)
+        lines = [k for _, k in zip(range(limit), found, strict=False)]
+        if not lines:
+            return []
+        with self._client.pipeline(transaction=False) as pipe:
+            for key in lines:
+                pipe.lindex(key, 0)
+            return [_text(r) for r in pipe.execute() if r is not None]
 
 
 def _text(value: bytes | str) -> str:
