@@ -80,11 +80,19 @@ def held_event(tenant: str, queue: str, place: int, most: int) -> list[Event]:
     return [RunHeld(tenant=tenant, queue=queue, place=place, max_live=most)] if place else []
 
 
-def release(s: RunState, *, now: float) -> list[Event]:
-    """A held run's release ([] when it is not held: a release told twice is one)."""
-    if s.status is not RunStatus.HELD:
+def release(s: RunState, *, now: float, queue: str, tenant: str) -> list[Event]:
+    """A held run's release from the line of `tenant` on `queue`: [] when it is not
+    held any more (a release told twice is one) or is held in another line (a run id
+    a publisher named in its own request lands in its own line, never releasing
+    another tenant's run)."""
+    if s.status is not RunStatus.HELD or not belongs(s, queue=queue, tenant=tenant):
         return []
     return [RunReleased(held_s=round(max(0.0, now - s.created_at), 3))]
+
+
+def belongs(s: RunState, *, queue: str, tenant: str) -> bool:
+    """Whether the run is one of `tenant`'s on `queue` (its line's)."""
+    return s.queue == queue and s.spec.principal.tenant == tenant
 
 
 def left_line(before: RunState | None, after: RunState) -> bool:

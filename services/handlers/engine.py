@@ -151,11 +151,16 @@ class Engine:
                 doing=f"taking run {after.run_id!r} out of its tenant's line",
             )
 
-    def release_held(self, run_id: str) -> None:
-        """Record a held run's release (nothing when it is not held any more): its
-        first model request is queued with it."""
+    def release_held(self, run_id: str, queue: str, tenant: str) -> None:
+        """Record a held run's release from the line of `tenant` on `queue` (nothing when
+        it is not held any more, or not in that line): its first model request is
+        queued with it."""
         clock = self.runs.clock
-        self.take(run_id, Decided(RELEASE_SOURCE, lambda s: release(s, now=clock.now())))
+
+        def decide(s: RunState) -> list[Event]:
+            return release(s, now=clock.now(), queue=queue, tenant=tenant)
+
+        self.take(run_id, Decided(RELEASE_SOURCE, decide))
 
     def _load(self, run_id: str, outage_s: float) -> RunState:
         state = through_outage(

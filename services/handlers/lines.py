@@ -14,14 +14,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from agentledger.events.run_caps import Caps, cap_of, held_event, left_line
+from agentledger.events.run_caps import Caps, belongs, cap_of, held_event, left_line
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
 from agentledger.events.types import Event, RunCreated
 from agentledger.services.adapters.run_caps.port import RunLines
 
 log = logging.getLogger(__name__)
-Release = Callable[[str], None]  # append the release of a held run (the engine's take)
+# append the release of a held run from the line of (queue, tenant): the engine's take
+Release = Callable[[str, str, str], None]
 Load = Callable[[str], RunState | None]
 
 
@@ -47,7 +48,7 @@ class Lines:
             return
         tenant = after.spec.principal.tenant
         for run_id in self.port.finish(after.queue, tenant, after.run_id, most):
-            released(run_id)
+            released(run_id, after.queue, tenant)
 
     def reconcile_held(
         self, load: Load, released: Release, *, mine: Callable[[str], bool], limit: int = 1000
@@ -63,21 +64,24 @@ class Lines:
         return fixed
 
     def reconcile(self, queue: str, tenant: str, load: Load, released: Release) -> int:
-        """Put the line right from the logs: a counted run that ended is taken out, a counted run still recorded held is released. How
-        many were put right."""
+        """Put the line right from the logs: a counted run that ended, or that is not
+        this line's (a run id named in a request that was refused), is taken out; a
+        counted run still recorded held is released. How many were put right."""
         most = cap_of(self.caps, queue)
         if most is None:
             return 0
         fixed = 0
         for run_id in sorted(self.port.look(queue, tenant).live):
             s = load(run_id)
-            if s is not None and s.status.terminal:  # None: maybe another intake's, in flight
+            if s is None:
+                continue  # maybe another intake's, its first append in flight
+            if s.status.terminal or not belongs(s, queue=queue, tenant=tenant):
                 fixed += 1
                 for other in self.port.finish(queue, tenant, run_id, most):
-                    released(other)
-            elif s is not None and s.status is RunStatus.HELD:
+                    released(other, queue, tenant)
+            elif s.status is RunStatus.HELD:
                 fixed += 1
-                released(run_id)
+                released(run_id, queue, tenant)
         if fixed:
             log.warning("tenant %r's line on queue %r: %d run(s) put right", tenant, queue, fixed)
         return fixed

@@ -227,3 +227,50 @@ def test_a_held_run_cancelled_releases_nobody_and_a_count_a_dead_process_left_is
     assert reconcile_lines(app, []) == 0  # not a shard of its
     assert reconcile_lines(app, list(range(keys.shards))) == 1
     assert status("r5") is RunStatus.REQUESTING_MODEL
+
+
+def test_a_run_id_named_by_another_tenant_never_releases_a_held_run(
+    settings: Settings,
+    client: redis.Redis,
+    keys: Keys,
+    toolset: ToolSet,
+    tools_dir: Path,
+    workspace: Path,
+    signer: Signer,
+) -> None:
+    """Mallory names acme's held run in a request of her own: refused (it exists),
+    it lands in her own line only, and putting her line right takes it out without
+    releasing acme's run."""
+    intake, app = _capped_intake(settings, client, keys, toolset)
+    lines = RedisRunLines(client, keys)
+    ask = _asker(client, keys, signer, tools_dir, toolset, workspace)
+    ask("y1", "acme", 0.0)
+    ask("y2", "acme", 0.0)
+    while intake.poll_once(block_ms=50):
+        pass
+    publish(
+        client,
+        keys,
+        RunRequested(
+            run_id="y2",
+            request_id="m-y2",
+            spec=spec("mallory", 0.0, tools_dir),
+            base_dir=str(workspace.parent),
+            workspace=str(workspace),
+            queue=QUEUE,
+            toolset=toolset.fingerprint,
+        ),
+        signer=signer,
+    )  # fmt: skip -- acme's held run's id, in a request of mallory's
+    while intake.poll_once(block_ms=50):
+        pass
+    assert "y2" in lines.look(QUEUE, "mallory").live  # it reached her own line only
+    ask("m1", "mallory", 0.0)  # held behind it: her intake puts her line right
+    while intake.poll_once(block_ms=50):
+        pass
+    y2, m1 = app.runs.load("y2"), app.runs.load("m1")
+    assert y2 is not None and y2.status is RunStatus.HELD
+    assert y2.spec.principal.tenant == "acme"
+    assert m1 is not None and m1.status is RunStatus.REQUESTING_MODEL
+    assert lines.look(QUEUE, "mallory") == Line(frozenset({"m1"}))
+    assert lines.look(QUEUE, "acme") == Line(frozenset({"y1"}), ("y2",))

@@ -580,7 +580,7 @@ def held_released_then_done() -> Log:
     """Past its tenant's cap: held, released when a place frees, then an ordinary run."""
     log = Log.created()
     log.step(*held_event("acme", "default", 2, 1))
-    log.decide(release, now=log.now + 5)
+    log.decide(release, now=log.now + 5, queue="default", tenant="acme")
     do_model_turn(log, text("done"))
     do_accept(log, check(True))
     return log

@@ -95,16 +95,18 @@ def test_a_held_run_is_due_nothing_until_released_then_its_first_model_request()
     assert "place 1 in the line of tenant 'acme'" in log.s.detail
     assert due_commands(log.s, now=log.now, redrive=True) == []
     assert not log.s.status.watched  # the sweeper does not look at it
-    log.decide(release, now=log.now + 3)
+    assert release(log.s, now=log.now, queue="default", tenant="mallory") == []  # not its line
+    assert release(log.s, now=log.now, queue="other", tenant="acme") == []
+    log.decide(release, now=log.now + 3, queue="default", tenant="acme")
     assert log.s.status is RunStatus.REQUESTING_MODEL
     assert [type(c).__name__ for c in due_commands(log.s, now=log.now)] == ["RequestModel"]
-    assert release(log.s, now=log.now) == []  # told twice: released once
+    assert release(log.s, now=log.now, queue="default", tenant="acme") == []  # told twice: once
 
 
 def test_a_held_runs_wall_clock_starts_at_its_release() -> None:
     log = Log.created(budgets={"max_wall_clock_s": 10.0})
     log.step(*held_event("acme", "default", 1, 1))
-    log.decide(release, now=log.now + 60)
+    log.decide(release, now=log.now + 60, queue="default", tenant="acme")
     assert wall_clock_exceeded(log.s, now=log.now + 5) is None
     assert wall_clock_exceeded(log.s, now=log.now + 11) is not None
 
