@@ -45,9 +45,9 @@ class RunHeld(EventModel):
     place in the tenant's line on the queue when it was held (1: next)."""
 
     type: Literal["RunHeld"] = "RunHeld"
-    tenant: str
-    queue: str
-    place: int = Field(ge=1)
+    tenant: str = Field(description="the tenant of the run's principal, as its grant allowed")
+    queue: str = Field(description="the task queue whose cap it is past")
+    place: int = Field(ge=1, description="its place in the tenant's line when it was held")
     max_live: int = Field(ge=1, description="the tenant's cap of live runs on the queue")
 
 
