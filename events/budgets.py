@@ -55,7 +55,7 @@ def turns_left(s: RunState) -> int:
 
 def wall_clock_exceeded(s: RunState, *, now: float) -> RunTimedOut | None:
     limit = s.spec.budgets.max_wall_clock_s
-    elapsed = now - s.created_at
+    elapsed = now - (s.created_at if s.clock_from is None else s.clock_from)
     if limit is None or elapsed < limit:
         return None
     detail = f"{elapsed:.1f}s of {limit:g}s wall clock used; {done_so_far(s)}"

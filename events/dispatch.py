@@ -55,7 +55,8 @@ def due_commands(
             if acceptance_due(s, now=now, unreachable=unreachable):
                 return [RunAcceptance(s.run_id)]
         case (
-            RunStatus.AWAITING_APPROVAL | RunStatus.AWAITING_HUMAN | RunStatus.CANCELLING
+            RunStatus.HELD | RunStatus.AWAITING_APPROVAL | RunStatus.AWAITING_HUMAN
+            | RunStatus.CANCELLING
             | RunStatus.COMPLETED | RunStatus.FAILED | RunStatus.BUDGET_EXHAUSTED
             | RunStatus.TIMEOUT | RunStatus.CANCELLED
         ):  # fmt: skip

@@ -15,6 +15,7 @@ from agentledger.events.errors import BrokenLog, IllegalTransition
 from agentledger.events.fold_calls import call_changed, call_proposed, phase
 from agentledger.events.frozen import fill, replace
 from agentledger.events.pricing import cost_usd, price_of
+from agentledger.events.run_caps import held_detail
 from agentledger.events.state import Call, Check, RunState, Turn
 from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.stop_reasons import status_after_reply
@@ -38,6 +39,8 @@ from agentledger.events.types import (
     RunCreated,
     RunEscalated,
     RunFailed,
+    RunHeld,
+    RunReleased,
     RunResumed,
     RunTimedOut,
     ToolCallProposed,
@@ -154,6 +157,12 @@ def _tool_sampled(s: RunState, e: ToolSampledModel, at: float) -> RunState:
         cost_usd=s.cost_usd + cost_usd(e.usage, price_of(e.model, s.spec.budgets.prices)),
         samples=e.sample,
     )
+def _held(s: RunState, e: RunHeld, at: float) -> RunState:
+    return replace(s, status=R.HELD, detail=f"held: {held_detail(e)}")
+
+
+def _released(s: RunState, e: RunReleased, at: float) -> RunState:
+    return replace(s, status=R.REQUESTING_MODEL, clock_from=at, detail="")
 
 
 def _escalated(s: RunState, e: RunEscalated, at: float) -> RunState:
@@ -283,6 +292,8 @@ STEPS: dict[type, Step] = dict(
         _on(HumanReplied, _human_replied),
         _on(RunResumed, _resumed),
         _on(RunCancelRequested, _cancel_requested),
+        _on(RunHeld, _held),
+        _on(RunReleased, _released),
         _on(RunEscalated, _escalated),
         *(_on(kind, _run_ended) for kind in _ENDS),
         _on(RunAborted, _aborted),

@@ -14,7 +14,7 @@ Slot keys are `limit:<key>` in the lock table, apart from resource names."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agentledger.schemas.limits import KEY_TEMPLATE, MAX_KEY_CHARS, Limit
@@ -88,6 +88,18 @@ def slot_limits(limits: Iterable[tuple[str, int]]) -> dict[str, int]:
 def parse_operator_limits(text: str) -> dict[str, int]:
     """`KEY=MAX,KEY=MAX` (a key a template or a filled-in key); a bad entry raises
     ValueError naming it."""
+
+    def check(key: str) -> None:
+        if len(key) > MAX_KEY_CHARS or not _TEMPLATE.match(key):
+            raise ValueError(f"{key!r} is not a limit key (e.g. svc:payments, tenant:{{tenant}}:x)")
+
+    return parse_key_max(text, check, what="KEY=MAX")
+
+
+def parse_key_max(text: str, check: Callable[[str], None], *, what: str) -> dict[str, int]:
+    """`KEY=MAX,KEY=MAX` with each key passed to `check` (which raises ValueError for a
+    bad one) and each max a whole number of at least 1; a bad entry raises ValueError
+    naming it (`what` is the form shown)."""
     out: dict[str, int] = {}
     for entry in (e.strip() for e in text.split(",")):
         if not entry:
@@ -95,9 +107,8 @@ def parse_operator_limits(text: str) -> dict[str, int]:
         key, sep, raw = entry.rpartition("=")
         key = key.strip()
         if not sep or not key:
-            raise ValueError(f"{entry!r} is not KEY=MAX")
-        if len(key) > MAX_KEY_CHARS or not _TEMPLATE.match(key):
-            raise ValueError(f"{key!r} is not a limit key (e.g. svc:payments, tenant:{{tenant}}:x)")
+            raise ValueError(f"{entry!r} is not {what}")
+        check(key)
         try:
             most = int(raw)
         except ValueError:

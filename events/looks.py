@@ -57,7 +57,7 @@ def wall_clock_at(s: RunState) -> float | None:
     limit = s.spec.budgets.max_wall_clock_s
     if limit is None or s.status is RunStatus.CANCELLING:
         return None
-    return s.created_at + limit
+    return (s.created_at if s.clock_from is None else s.clock_from) + limit
 
 
 def _deadlines(s: RunState, unreachable: Sequence[Window]) -> list[float]:

@@ -38,6 +38,27 @@ class RunCreated(EventModel):
     )
 
 
+class RunHeld(EventModel):
+    """The run was created past its tenant's cap of live runs on its task queue
+    (`AGENTLEDGER_MAX_LIVE_RUNS_PER_TENANT`): it waits, recorded, for one of that
+    tenant's live runs on the queue to end (`agentledger.events.run_caps`). `place` is its
+    place in the tenant's line on the queue when it was held (1: next)."""
+
+    type: Literal["RunHeld"] = "RunHeld"
+    tenant: str = Field(description="the tenant of the run's principal, as its grant allowed")
+    queue: str = Field(description="the task queue whose cap it is past")
+    place: int = Field(ge=1, description="its place in the tenant's line when it was held")
+    max_live: int = Field(ge=1, description="the tenant's cap of live runs on the queue")
+
+
+class RunReleased(EventModel):
+    """A held run's turn came (one of its tenant's live runs on the queue ended): it
+    starts now, its wall clock counted from here."""
+
+    type: Literal["RunReleased"] = "RunReleased"
+    held_s: float = Field(ge=0, description="how long it was held")
+
+
 class RunCancelRequested(EventModel):
     """Someone asked the run to stop: running calls get their cancel flag and
     SIGTERM, then SIGKILL after the policy's `cancel_grace_s`."""

@@ -84,6 +84,8 @@ def header(s: RunState) -> Record:
         record["failed_acceptance"] = s.failed_acceptance
     if s.samples:
         record["samples"] = s.samples
+    if s.clock_from is not None:  # a run that was held: its wall clock starts at its release
+        record["clock_from"] = s.clock_from
     return record
 
 
@@ -149,6 +151,7 @@ def restore(
             "failed_acceptance"
         ),  # added within version 3: older hold none
         samples=int(record.get("samples", 0)),  # added within version 4: older hold none
+        clock_from=record.get("clock_from"),  # added within version 4: no older run was held
     )
 
 

@@ -85,6 +85,8 @@ class RunState:
     spec: RunSpec
     workspace: str | None
     created_at: float
+    # when its wall clock started: its release for a run that was held, else None (created_at)
+    clock_from: float | None = None
     base_dir: str | None = None
     request_id: str | None = None
     queue: str = "default"  # the task queue its commands go to

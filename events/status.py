@@ -4,6 +4,7 @@ from enum import StrEnum
 
 
 class RunStatus(StrEnum):
+    HELD = "held"  # past its tenant's cap of live runs on its queue: waits its turn
     REQUESTING_MODEL = "requesting_model"
     VALIDATING = "validating"
     RUNNING_TOOLS = "running_tools"
@@ -35,6 +36,11 @@ class RunStatus(StrEnum):
     def waiting(self) -> bool:
         """Not moving until a person (or another system) says something."""
         return self in (RunStatus.AWAITING_APPROVAL, RunStatus.AWAITING_HUMAN)
+
+    @property
+    def held(self) -> bool:
+        """Created, waiting for its tenant's turn on its queue (`agentledger.events.run_caps`)."""
+        return self is RunStatus.HELD
 
 
 TERMINAL = frozenset(

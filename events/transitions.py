@@ -36,6 +36,8 @@ from agentledger.events.types import (
     RunCreated,
     RunEscalated,
     RunFailed,
+    RunHeld,
+    RunReleased,
     RunResumed,
     RunTimedOut,
     ToolCallBackedOff,
@@ -67,6 +69,9 @@ V, A, T, M = R.VALIDATING, R.AWAITING_APPROVAL, R.RUNNING_TOOLS, R.REQUESTING_MO
 
 _LIFECYCLE: tuple[Row, ...] = (
     (None, RunCreated, R.REQUESTING_MODEL),
+    # past its tenant's cap of live runs on its queue: held until one of them ends
+    (R.REQUESTING_MODEL, RunHeld, R.HELD),
+    (R.HELD, RunReleased, R.REQUESTING_MODEL),
     (R.REQUESTING_MODEL, ModelRequested, R.REQUESTING_MODEL),
     (
         R.REQUESTING_MODEL,
@@ -119,7 +124,7 @@ _ENDINGS: tuple[Row, ...] = (
     *((s, RunBudgetExhausted, R.BUDGET_EXHAUSTED) for s in _STOPPABLE),
     *((s, RunTimedOut, R.TIMEOUT) for s in _STOPPABLE),
     *((s, RunEscalated, R.AWAITING_HUMAN) for s in _STOPPABLE),
-    *((s, RunCancelRequested, R.CANCELLING) for s in (*_STOPPABLE, R.AWAITING_HUMAN)),
+    *((s, RunCancelRequested, R.CANCELLING) for s in (*_STOPPABLE, R.AWAITING_HUMAN, R.HELD)),
 )
 
 # A call that was running when the run stopped still reports what happened:

@@ -65,6 +65,8 @@ from agentledger.events.run_events import (
     RunCreated,
     RunEscalated,
     RunFailed,
+    RunHeld,
+    RunReleased,
     RunResumed,
     RunTimedOut,
 )
@@ -101,6 +103,8 @@ __all__ = [
     "RunCreated",
     "RunEscalated",
     "RunFailed",
+    "RunHeld",
+    "RunReleased",
     "RunResumed",
     "RunTimedOut",
     "Signal",
@@ -125,6 +129,8 @@ __all__ = [
 
 Event = Annotated[
     RunCreated
+    | RunHeld
+    | RunReleased
     | ModelRequested
     | ModelRequestFailed
     | ModelResponded

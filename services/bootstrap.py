@@ -32,6 +32,7 @@ from agentledger.services.adapters.redis.client import redis_client as redis_cli
 from agentledger.services.adapters.redis.directory import Directory
 from agentledger.services.adapters.redis.shards import shards_ever as shards_ever  # re-exported
 from agentledger.services.adapters.redis.worker_deaths import WorkerDeaths
+from agentledger.services.adapters.run_caps.redis_lines import RedisRunLines
 from agentledger.services.adapters.store.port import Outgoing
 from agentledger.services.adapters.store.redacting import RedactingStore
 from agentledger.services.adapters.store.redis_store import RedisEventStore
@@ -41,6 +42,7 @@ from agentledger.services.adapters.tools.toolset import ToolSet
 from agentledger.services.clock import SystemClock, worker_name
 from agentledger.services.handlers.actors import declare_actors
 from agentledger.services.handlers.app import App, Carrying
+from agentledger.services.handlers.lines import Lines
 from agentledger.services.handlers.runs import Observe, Runs
 from agentledger.services.handlers.state_cache import cache_for, warm_up
 from agentledger.services.handlers.turns import Turns
@@ -132,7 +134,9 @@ def build_app(
         send(client, messages)
 
     cache = settings.state_cache_max_bytes
-    runs = Runs(store, clock, outbox, locks, push, observe, cache_max_bytes=cache)
+    caps = settings.max_live_runs_per_tenant
+    lines = Lines(RedisRunLines(client, keys), caps) if caps else None
+    runs = Runs(store, clock, outbox, locks, push, observe, cache_max_bytes=cache, lines=lines)
     return App(
         settings=settings,
         runs=runs,

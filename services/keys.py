@@ -132,6 +132,18 @@ class Keys:
         """The keys of one partition of the lock table, under one hash tag."""
         return [f"{self.prefix}:{{lk{partition}}}:locks:{part}" for part in LOCK_PARTS]
 
+    def run_line(self, queue: str, tenant: str) -> list[str]:
+        """A tenant's line on a capped task queue (`agentledger.events.run_caps`): the set
+        of its live runs there and the list of its held ones, under one hash tag made
+        from a digest (a tenant's name may hold any character, braces too)."""
+        h = digest(f"{queue}\n{tenant}", 16)
+        return [f"{self.prefix}:{{rl{h}}}:line:{part}" for part in ("live", "held")]
+
+    @property
+    def run_lines_held(self) -> str:
+        """The pattern of every line's held list (the metrics count them)."""
+        return f"{self.prefix}:{{rl*}}:line:held"
+
     def members(self, group: str) -> str:
         """Sorted set of the live processes of a group by last heartbeat (ms, Redis time)."""
         return f"{self.prefix}:members:{group}"

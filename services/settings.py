@@ -12,8 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from agentledger.events.limits import parse_operator_limits
-from agentledger.events.retention import DEFAULT_RETENTION_S, RetentionPolicy, parse_tenant_ages
+from agentledger.events.retention import DEFAULT_RETENTION_S, RetentionPolicy
 from agentledger.schemas.json_limits import MAX_MESSAGE_BYTES
 from agentledger.services.errors import ConfigError
 from agentledger.services.redis_urls import check_redis_url
@@ -21,6 +20,7 @@ from agentledger.services.settings_env import (
     ENV,
     model_endpoints,
     otlp_traces_wanted,
+    parse_tables,
     read_values,
     workspace_roots,
 )
@@ -168,6 +168,8 @@ class Settings:
     archive_url: str | None = None
     archive_interval_s: float = 60.0
     limits: tuple[tuple[str, int], ...] = ()  # the operator's max per concurrency key (issue 37)
+    # (queue, most live runs of one tenant on it): a run past it is held (events/run_caps.py)
+    max_live_runs_per_tenant: tuple[tuple[str, int], ...] = ()
 
     @property
     def retention(self) -> RetentionPolicy:
@@ -206,24 +208,10 @@ def _resolve(values: dict[str, object], env: Mapping[str, str]) -> None:
         values["publishers_file"] = os.path.abspath(
             os.path.expanduser(str(values["publishers_file"]))
         )
-    _parse_tables(values)
+    parse_tables(values)
     if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
         values["probe_url"] = None
     values["otlp_traces"] = otlp_traces_wanted(env)
-
-
-def _parse_tables(values: dict[str, object]) -> None:
-    """The variables that are lists of `NAME=VALUE`."""
-    if "retention_tenants" in values:
-        try:
-            values["retention_tenants"] = parse_tenant_ages(str(values["retention_tenants"]))
-        except ValueError as exc:
-            raise ConfigError("AGENTLEDGER_RETENTION_TENANTS", str(exc)) from None
-    if "limits" in values:
-        try:
-            values["limits"] = tuple(parse_operator_limits(str(values["limits"])).items())
-        except ValueError as exc:
-            raise ConfigError("AGENTLEDGER_LIMITS", str(exc)) from None
 
 
 def _check(settings: Settings) -> None:

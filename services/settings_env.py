@@ -10,6 +10,9 @@ import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from agentledger.events.limits import parse_operator_limits
+from agentledger.events.retention import parse_tenant_ages
+from agentledger.events.run_caps import parse_queue_caps
 from agentledger.services.errors import ConfigError
 
 ENV: dict[str, tuple[str, type]] = {
@@ -83,6 +86,7 @@ ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_RETENTION_S": ("retention_s", float),
     "AGENTLEDGER_RETENTION_TENANTS": ("retention_tenants", str),
     "AGENTLEDGER_LIMITS": ("limits", str),
+    "AGENTLEDGER_MAX_LIVE_RUNS_PER_TENANT": ("max_live_runs_per_tenant", str),
     "AGENTLEDGER_ARCHIVE_URL": ("archive_url", str),
     "AGENTLEDGER_ARCHIVE_INTERVAL_S": ("archive_interval_s", float),
 }
@@ -149,6 +153,7 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_MALLOC_ARENAS": "glibc allocator arenas of a worker (0: glibc's default; MALLOC_ARENA_MAX in the environment wins)",
     "AGENTLEDGER_RETENTION_S": "a finished run leaves Redis for the archive this many seconds after it ended (the sweepers, and `agentledger archive`); every read command still reads it",
     "AGENTLEDGER_LIMITS": "the operator's concurrency limits, `KEY=MAX,…` (a key or a key template: `svc:payments=10,tenant:{tenant}:payments=2`); they take precedence over what tools declare",
+    "AGENTLEDGER_MAX_LIVE_RUNS_PER_TENANT": "the most live runs one tenant may have on a task queue, `QUEUE=N,…` (e.g. `default=20`; the settings form of `queues: {NAME: {max_live_runs_per_tenant: N}}`): a run past it is created and held (status `held`, its place in `status`), started when one of that tenant's live runs on the queue ends, first come first. Default: no cap",
     "AGENTLEDGER_RETENTION_TENANTS": "tenants' own retention ages, `tenant=age,…` (age: seconds or 30m, 12h, 7d, 2w); the others keep AGENTLEDGER_RETENTION_S",
     "AGENTLEDGER_ARCHIVE_URL": "the cold store finished runs are archived to: a folder (default `<state folder>/archive`), or any fsspec URL (s3://…, gs://…, az://…) with `agentledger[archive]` and its plugin installed; `off`: runs stay in Redis",
     "AGENTLEDGER_ARCHIVE_INTERVAL_S": "how often a sweeper archives the finished runs past their retention age (and trims the feeds to that age)",
@@ -256,3 +261,23 @@ def otlp_traces_wanted(env: Mapping[str, str]) -> bool:
         and not off
         and env.get("OTEL_TRACES_EXPORTER", "otlp").strip() != "none"
     )
+
+
+def parse_tables(values: dict[str, object]) -> None:
+    """The variables that are lists of `NAME=VALUE`."""
+    if "retention_tenants" in values:
+        try:
+            values["retention_tenants"] = parse_tenant_ages(str(values["retention_tenants"]))
+        except ValueError as exc:
+            raise ConfigError("AGENTLEDGER_RETENTION_TENANTS", str(exc)) from None
+    if "limits" in values:
+        try:
+            values["limits"] = tuple(parse_operator_limits(str(values["limits"])).items())
+        except ValueError as exc:
+            raise ConfigError("AGENTLEDGER_LIMITS", str(exc)) from None
+    if "max_live_runs_per_tenant" in values:
+        try:
+            caps = parse_queue_caps(str(values["max_live_runs_per_tenant"]))
+        except ValueError as exc:
+            raise ConfigError("AGENTLEDGER_MAX_LIVE_RUNS_PER_TENANT", str(exc)) from None
+        values["max_live_runs_per_tenant"] = tuple(caps.items())

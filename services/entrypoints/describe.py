@@ -11,6 +11,7 @@ from typing import Any, assert_never
 
 from agentledger.events.causes import check_cause
 from agentledger.events.model_step import refusal_details
+from agentledger.events.run_caps import held_detail
 from agentledger.events.types import (
     AcceptanceChecked,
     AcceptanceCheckStopped,
@@ -32,6 +33,8 @@ from agentledger.events.types import (
     RunCreated,
     RunEscalated,
     RunFailed,
+    RunHeld,
+    RunReleased,
     RunResumed,
     RunTimedOut,
     ToolCallBackedOff,
@@ -72,7 +75,7 @@ def summary(e: Event) -> str:
         case (
             RunCreated() | RunCompleted() | RunFailed() | RunEscalated() | RunBudgetExhausted()
             | RunTimedOut() | RunCancelled() | RunCancelRequested() | HumanReplied()
-            | RunResumed() | RunAborted()
+            | RunResumed() | RunAborted() | RunHeld() | RunReleased()
         ):  # fmt: skip
             return _run(e)
         case ModelRequested() | ModelRequestFailed() | ModelResponded():
@@ -106,7 +109,8 @@ def summary(e: Event) -> str:
 
 _RunEvent = (
     RunCreated | RunCompleted | RunFailed | RunEscalated | RunBudgetExhausted | RunTimedOut
-    | RunCancelled | RunCancelRequested | HumanReplied | RunResumed | RunAborted
+    | RunCancelled | RunCancelRequested | HumanReplied | RunResumed | RunAborted | RunHeld
+    | RunReleased
 )  # fmt: skip
 _ModelEvent = ModelRequested | ModelRequestFailed | ModelResponded
 _CallAsked = (
@@ -140,6 +144,11 @@ def _run(e: _RunEvent) -> str:
             return _cut(f"{_who(e.by, e.publisher)}: {e.text!r}")
         case RunResumed() | RunAborted():
             return _cut(f"by {_who(e.by, e.publisher)} {e.note}".rstrip())
+        case RunHeld():
+            return _cut(held_detail(e))
+        case RunReleased():
+            return f"after {e.held_s:.3f}s held"
+
         case _:
             assert_never(e)
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from agentledger.events.fold import apply
+from agentledger.events.run_caps import release
 from agentledger.events.settle import settle_batch
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
@@ -41,6 +42,7 @@ from agentledger.services.handlers.outage import through_outage
 from agentledger.services.handlers.runs import Batch, Runs, envelopes
 
 MAX_CONFLICTS = 50
+RELEASE_SOURCE = "run_caps"
 F = TypeVar("F")
 
 
@@ -132,11 +134,33 @@ class Engine:
                 except ConcurrencyConflict:
                     pass
                 else:
+                    self._left_line(state, plan.batch.after, outage_s)
                     return Taken(plan.batch.after, tuple(plan.batch.envelopes), plan.carried)
             pinned = False  # "nothing to do" is believed of the log; a conflict reads it
             state = self._load(run_id, outage_s)
             plan = self._plan(state, step, causation_id)
         raise TooContended(f"run {run_id!r}: {MAX_CONFLICTS} conflicting appends in a row")
+
+    def _left_line(self, before: RunState, after: RunState, outage_s: float) -> None:
+        """A run that ended leaves its tenant's line on a capped queue; the held runs
+        that take its place are released (`agentledger.services.handlers.lines`)."""
+        if (lines := self.runs.lines) is not None:
+            through_outage(
+                lambda: lines.left(before, after, self.release_held),
+                outage_s=outage_s,
+                doing=f"taking run {after.run_id!r} out of its tenant's line",
+            )
+
+    def release_held(self, run_id: str, queue: str, tenant: str) -> None:
+        """Record a held run's release from the line of `tenant` on `queue` (nothing when
+        it is not held any more, or not in that line): its first model request is
+        queued with it."""
+        clock = self.runs.clock
+
+        def decide(s: RunState) -> list[Event]:
+            return release(s, now=clock.now(), queue=queue, tenant=tenant)
+
+        self.take(run_id, Decided(RELEASE_SOURCE, decide))
 
     def _load(self, run_id: str, outage_s: float) -> RunState:
         state = through_outage(

@@ -33,6 +33,7 @@ from agentledger.schemas.ids import EventId, RunId
 from agentledger.services.adapters.locks.port import Locks
 from agentledger.services.adapters.store.port import Append, EventStore, Outgoing, Snapshot
 from agentledger.services.clock import Clock, new_event_id
+from agentledger.services.handlers.lines import Lines
 from agentledger.services.handlers.outage import through_outage
 from agentledger.services.handlers.state_cache import StateCache, cache_for
 
@@ -94,6 +95,7 @@ class Runs:
         observe: Observe | None = None,
         *,
         cache_max_bytes: int | None = None,
+        lines: Lines | None = None,
     ):
         self.store = store
         self.observe = observe
@@ -101,6 +103,7 @@ class Runs:
         self._outbox = outbox
         self._locks = locks
         self._send = send
+        self.lines = lines  # the tenants' caps of live runs on task queues; None: no cap
         if cache_max_bytes is not None:  # the worker's budget for the states it keeps
             cache_for(store, max_bytes=cache_max_bytes)
 
@@ -175,8 +178,11 @@ class Runs:
     def _first(
         self, created: RunCreated, run_id: str, cause: str | None, *, at: float, source: str
     ) -> tuple[Append, RunState]:
-        """A new run's append: its first event as stored, and the state it folds to."""
-        batch = envelopes(run_id, [created], after_seq=0, at=at, source=source, causation_id=cause)
+        """A new run's append: its first event as stored (and its place in its tenant's
+        line on a capped queue, if it is held), and the state it folds to."""
+        held = self.lines.held_events(created, run_id) if self.lines is not None else []
+        first: list[Event] = [created, *held]
+        batch = envelopes(run_id, first, after_seq=0, at=at, source=source, causation_id=cause)
         batch = self.as_stored(run_id, batch)
         state = fold(batch)
         assert state is not None

@@ -28,6 +28,8 @@ from agentledger.events.grants import (
     shard_refusal,
 )
 from agentledger.events.pricing import with_operator_prices
+from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
 from agentledger.events.types import DEFAULT_QUEUE, RunCreated
 from agentledger.schemas.errors import InvalidSpec
 from agentledger.schemas.inbox import RunRequested
@@ -214,7 +216,22 @@ class Requests:
                 outcomes[i] = self._settled(p, run_id, placed, result)
             except Exception as exc:  # noqa: BLE001 -- its log unreadable: its own
                 outcomes[i] = exc
+        self._reconcile_lines(results)
         return outcomes
+
+    def _reconcile_lines(self, results: Sequence[object]) -> None:
+        """Each line a run of the batch was held in is put right from the logs
+        (`agentledger.services.handlers.lines`): a count a dead process left is freed."""
+        lines, engine = self._app.runs.lines, self._app.engine
+        if lines is None:
+            return
+        held = {
+            (r.queue, r.spec.principal.tenant)
+            for r in results
+            if isinstance(r, RunState) and r.status is RunStatus.HELD
+        }
+        for queue, tenant in sorted(held):
+            lines.reconcile(queue, tenant, self._app.runs.load, engine.release_held)
 
     def _settled(self, p: Prepared, run_id: str, placed: Any, result: object) -> str | Exception:
         """What a request's creation came to: its run (created now, or before for the

@@ -43,9 +43,11 @@ from agentledger.services.errors import UnknownRun
 from agentledger.services.handlers.app import App
 from agentledger.services.handlers.engine import Decided
 from agentledger.services.handlers.outage import OUTAGE_ERRORS
+from agentledger.services.keys import keys_for
 from agentledger.services.loops.retention import RetentionDuty
 
 SOURCE = "sweeper"
+LINES_EVERY_S = 10.0  # how often the tenants' lines on capped queues are checked against the logs
 log = logging.getLogger(__name__)
 
 
@@ -90,6 +92,18 @@ def _redrive(
     again = [c for c in due if c not in sent]
     (app.resend or app.send)(app.outbox.messages(step.state, again))  # none twice in a queue
     return bool(again or sent), step.state
+
+
+def reconcile_lines(app: App, owned: list[int]) -> int:
+    """Put right the tenants' lines on capped queues whose first held run is in a
+    shard of `owned` (`agentledger.services.handlers.lines`); how many runs were put right."""
+    lines = app.runs.lines
+    if lines is None:
+        return 0
+    keys, mine = keys_for(app.settings), set(owned)
+    return lines.reconcile_held(
+        app.runs.load, app.engine.release_held, mine=lambda run_id: keys.shard(run_id) in mine
+    )
 
 
 def expire_leases(app: App) -> int:
@@ -143,12 +157,16 @@ def run_sweeper(
     """`retention`, when given: finished runs past their age go to the archive
     (`agentledger.services.loops.retention`), between passes."""
     reach = Reach()
+    lines_at = 0.0
     while not stop.wait(app.settings.sweep_interval_s):
         started = app.clock.now()
         try:
             membership.beat()
             owned = membership.owned(shards)
             sweep_once(app, owned, unreachable=reach.windows(started))
+            if started >= lines_at:
+                lines_at = started + LINES_EVERY_S
+                reconcile_lines(app, owned)
             if retention is not None:
                 retention.maybe_run(owned)
         except OUTAGE_ERRORS as exc:

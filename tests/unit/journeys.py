@@ -42,6 +42,7 @@ from agentledger.events.mcp_events import ToolSampledModel
 from agentledger.events.model_retry import ModelFailure
 from agentledger.events.model_step import record_model_error, record_model_reply, request_model
 from agentledger.events.resolution_step import resolve_unknown
+from agentledger.events.run_caps import held_event, release
 from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.ticks import on_tick
 from agentledger.events.tool_requests import ask_human, record_sample
@@ -596,8 +597,28 @@ def mcp_server_sampled_and_asked() -> Log:
     return log
 
 
+def held_released_then_done() -> Log:
+    """Past its tenant's cap: held, released when a place frees, then an ordinary run."""
+    log = Log.created()
+    log.step(*held_event("acme", "default", 2, 1))
+    log.decide(release, now=log.now + 5, queue="default", tenant="acme")
+    do_model_turn(log, text("done"))
+    do_accept(log, check(True))
+    return log
+
+
+def held_then_cancelled() -> Log:
+    """A held run cancelled: it ends at once (nothing of it ever ran)."""
+    log = Log.created()
+    log.step(*held_event("acme", "default", 1, 1))
+    do_cancel(log)
+    return log
+
+
 JOURNEYS: dict[str, tuple[Callable[[], Log], RunStatus]] = {
     "mcp_server_sampled_and_asked": (mcp_server_sampled_and_asked, R.CANCELLING),
+    "held_released_then_done": (held_released_then_done, R.COMPLETED),
+    "held_then_cancelled": (held_then_cancelled, R.CANCELLED),
     "check_stopped_by_cancel": (check_stopped_by("cancel"), R.CANCELLED),
     "check_stopped_by_wall_clock": (check_stopped_by("wall_clock"), R.TIMEOUT),
     "happy_path": (happy_path, R.COMPLETED),

@@ -38,6 +38,8 @@ from agentledger.events.types import (
     RunCreated,
     RunEscalated,
     RunFailed,
+    RunHeld,
+    RunReleased,
     RunResumed,
     RunTimedOut,
     ToolCallBackedOff,
@@ -82,6 +84,8 @@ EVERY_EVENT: list[Event] = [
         usage=Usage(input_tokens=3, output_tokens=1),
     ),
     RunCreated(spec=make_spec(), request_id="req-1", workspace="/tmp/ws", base_dir="/tmp"),
+    RunHeld(tenant="acme", queue="default", place=3, max_live=2),
+    RunReleased(held_s=12.5),
     ModelRequested(turn=1, attempt=2, deadline_at=T0 + 0.25),
     ModelRequestFailed(
         turn=1,

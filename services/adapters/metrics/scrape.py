@@ -1,6 +1,7 @@
 """What a scrape reads from Redis, in the process that serves the metrics (off
 every worker's hot path): runs by status from the shard indexes (the `live`
-sets' runs folded, the rest counted as ended), and per task-queue pool the
+sets' runs folded, the held ones counted from the tenants' lines, the rest counted
+as ended), and per task-queue pool the
 lag and pending entries of its consumer group, the delayed messages and the
 dead letters, summed over the shards and the tool sets that served it; the rejected inbox entries;
 each concurrency key's holders, waiters and back-off (the busiest MAX_KEYS keys by
@@ -27,6 +28,7 @@ from agentledger.services.keys import Keys
 NS = "agentledger"
 MAX_LIVE_FOLDED = 5000  # live runs folded per scrape; beyond that they count as `live`
 MAX_KEYS = 100  # concurrency keys named per scrape
+MAX_LINES = 10_000  # tenants' lines on capped queues read per scrape
 Usage = dict[str, tuple[int, int, float | None]]  # slot key -> holders, waiters, closed until
 
 
@@ -91,9 +93,22 @@ class RedisCollector(Collector):
         for state in self.load_many(live_ids[:MAX_LIVE_FOLDED]) if live_ids else ():
             if state is not None and not state.status.terminal:
                 runs[str(state.status)] += 1
-        runs["ended"] = max(0, total - len(live_ids))
+        runs["held"] = self._held()  # not in the live index: counted from the lines
+        runs["ended"] = max(0, total - len(live_ids) - runs["held"])
         queues = [(s, self._queue(s, shards)) for s in self.served]
         return Reading(runs, queues, rejected, busiest(self.usage()))
+
+    def _held(self) -> int:
+        """The runs held behind their tenants' caps (`agentledger.events.run_caps`): the
+        lengths of the lines' held lists, at most MAX_LINES lines read."""
+        found = self.client.scan_iter(match=self.keys.run_lines_held, count=1000)
+        lines = [k for _, k in zip(range(MAX_LINES), found, strict=False)]
+        if not lines:
+            return 0
+        with self.client.pipeline(transaction=False) as pipe:
+            for key in lines:
+                pipe.llen(key)
+            return sum(int(n) for n in pipe.execute())
 
     def _queue(self, served: Served, shards: range) -> dict[str, int]:
         toolsets = [_text(t) for t in self.client.hkeys(self.keys.toolsets(served.queue))]

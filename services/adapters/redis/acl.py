@@ -93,13 +93,14 @@ def rules(
     head = user_prefix if user_prefix is not None else prefix
     p = prefix
     runs, locks = f"~{p}:{{[0-9]*}}:*", f"~{p}:{{lk*}}:*"
+    lines = f"~{p}:{{rl*}}:*"  # the tenants' lines on capped queues (intake admits, workers end)
     intake_keys = (
-        f"~{p}:{{in*}}:*", f"~{p}:{{rq*}}:*", runs, locks, f"~{p}:intakes:*", f"~{p}:meta",
-        f"%R~{p}:toolsets:*",
+        f"~{p}:{{in*}}:*", f"~{p}:{{rq*}}:*", runs, locks, lines, f"~{p}:intakes:*",
+        f"~{p}:meta", f"%R~{p}:toolsets:*",
     )  # fmt: skip
     workers_keys = (
-        runs, f"~{p}:{{ld*}}:*", locks, f"~{p}:members:*", f"~{p}:meta", f"~{p}:toolsets:*",
-        f"%R~{p}:{{in*}}:rejected",
+        runs, f"~{p}:{{ld*}}:*", locks, lines, f"~{p}:members:*", f"~{p}:meta",
+        f"~{p}:toolsets:*", f"%R~{p}:{{in*}}:rejected",
     )  # fmt: skip
     # retention (the sweeper): read an archived run's request key, delete it (in a script)
     requests_read_delete = f"(~{p}:{{rq*}}:* +get +del +evalsha +eval)"

@@ -42,8 +42,8 @@ def for_status(status: RunStatus) -> int:
         ):  # fmt: skip
             return BY_STATUS[status]
         case (
-            R.REQUESTING_MODEL | R.VALIDATING | R.RUNNING_TOOLS | R.ACCEPTING | R.CANCELLING
-            | R.AWAITING_APPROVAL
+            R.HELD | R.REQUESTING_MODEL | R.VALIDATING | R.RUNNING_TOOLS | R.ACCEPTING
+            | R.CANCELLING | R.AWAITING_APPROVAL
         ):  # fmt: skip
             return STILL_LIVE
         case _:
