@@ -18,6 +18,7 @@ from agentledger.services.adapters.ledger.port import Ledger
 from agentledger.services.adapters.live_text import LiveText
 from agentledger.services.adapters.locks.port import Locks
 from agentledger.services.adapters.models.port import ModelAdapter
+from agentledger.services.adapters.snapshots.taker import Snapshotter, snapshotter
 from agentledger.services.adapters.store.port import EventStore, Outgoing
 from agentledger.services.adapters.tools.toolset import ToolSet
 from agentledger.services.clock import Clock
@@ -69,6 +70,11 @@ class App:
     def engine(self) -> Engine:
         """The step engine over `runs`: every append to a run goes through its `take`."""
         return Engine(self.runs)
+
+    @cached_property
+    def snapshots(self) -> Snapshotter | None:
+        """This process's workspace snapshotter (None: the operator switched snapshots off)."""
+        return snapshotter(self.settings)
 
     @property
     def store(self) -> EventStore:

@@ -1,0 +1,160 @@
+"""Taking a workspace's snapshot: walk it without following a link, keep each regular
+file's content in the store and return the tree's id.
+
+Incremental: the taker remembers, per workspace, each file's size, mtime, ctime and
+inode with its digest, and reads again only a file where one of them changed — so a
+write call's two snapshots of a large workspace cost a walk of its metadata and the
+reading of the file it wrote. A symlink is recorded with its target, never followed;
+a FIFO, socket or device is recorded as left out; a file past the per-file cap, or
+past the snapshot's total cap, or past the entry cap, is recorded as left out with its
+reason, and the tree carries a note saying so.
+
+A file changed within RACY_NS of a walk's start is not remembered (file times are
+coarse, a tick of the kernel's clock): the next walk reads it again, as git does with
+racily clean entries, so an in-place rewrite of the same size is never missed."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from agentledger.events.workspace_tree import Entry, Tree
+from agentledger.services.adapters.snapshots.store import NotKept, SnapshotStore
+from agentledger.services.settings import Settings
+
+REMEMBERED_WORKSPACES = 64  # workspaces whose file metadata a taker keeps
+RACY_NS = 100_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    tree_id: str
+    note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Caps:
+    file_bytes: int
+    total_bytes: int
+    entries: int
+
+
+Stamp = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
+
+
+def snapshot_store(settings: Settings) -> SnapshotStore | None:
+    """The operator's snapshot store (made on first use); None: snapshots are off."""
+    path = settings.snapshot_path
+    return None if path is None else SnapshotStore(Path(path))
+
+
+def snapshotter(settings: Settings) -> Snapshotter | None:
+    store = snapshot_store(settings)
+    if store is None:
+        return None
+    caps = Caps(
+        settings.snapshot_file_max_bytes, settings.snapshot_max_bytes,
+        settings.workspace_max_files,
+    )  # fmt: skip
+    return Snapshotter(store, caps)
+
+
+class Snapshotter:
+    def __init__(self, store: SnapshotStore, caps: Caps):
+        self.store = store
+        self.caps = caps
+        self._seen: OrderedDict[str, dict[str, tuple[Stamp, Entry]]] = OrderedDict()
+        self._lock = threading.Lock()
+        st = os.stat(store.root)
+        self._own = (st.st_dev, st.st_ino)
+
+    def take(self, workspace: str) -> Taken:
+        """Snapshot `workspace` now; its tree id and what was left out."""
+        with self._lock:
+            seen = dict(self._seen.get(workspace, {}))
+        walk = _Walk(self, seen)
+        walk.dir(workspace, "")
+        tree = Tree(walk.entries, tuple(walk.notes))
+        tid = self.store.put_tree(tree)
+        with self._lock:
+            self._seen[workspace] = walk.now
+            self._seen.move_to_end(workspace)
+            while len(self._seen) > REMEMBERED_WORKSPACES:
+                self._seen.popitem(last=False)
+        return Taken(tid, "; ".join(walk.notes) or None)
+
+
+class _Walk:
+    def __init__(self, taker: Snapshotter, seen: dict[str, tuple[Stamp, Entry]]):
+        self.t = taker
+        self.seen = seen
+        self.now: dict[str, tuple[Stamp, Entry]] = {}
+        self.entries: dict[str, Entry] = {}
+        self.notes: list[str] = []
+        self.total = 0
+        self.racy_after = time.time_ns() - RACY_NS
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def dir(self, path: str, prefix: str) -> None:
+        try:
+            with os.scandir(path) as it:
+                found = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            self.entries[prefix.rstrip("/") or "."] = Entry(
+                "skipped", note=f"not listed: {e.strerror}"
+            )
+            return
+        for entry in found:
+            if len(self.entries) >= self.t.caps.entries:
+                self.note(f"more than {self.t.caps.entries} entries: the rest left out")
+                return
+            self.one(entry, prefix + entry.name)
+
+    def one(self, entry: os.DirEntry[str], rel: str) -> None:
+        try:
+            if entry.is_symlink():
+                self.entries[rel] = Entry("link", target=os.readlink(entry.path))
+            elif entry.is_dir(follow_symlinks=False):
+                st = entry.stat(follow_symlinks=False)
+                if (st.st_dev, st.st_ino) != self.t._own:  # never the store itself
+                    self.dir(entry.path, rel + "/")
+            elif entry.is_file(follow_symlinks=False):
+                self.file(entry, rel)
+            else:
+                self.entries[rel] = Entry("skipped", note="not a regular file, folder or link")
+        except OSError as e:
+            self.entries[rel] = Entry("skipped", note=f"not read: {e.strerror}")
+
+    def file(self, entry: os.DirEntry[str], rel: str) -> None:
+        st = entry.stat(follow_symlinks=False)
+        stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        caps = self.t.caps
+        if st.st_size > caps.file_bytes:
+            self.entries[rel] = Entry("skipped", size=st.st_size, note="past the file cap")
+            self.note(f"files larger than {caps.file_bytes} bytes left out")
+            return
+        if self.total + st.st_size > caps.total_bytes:
+            self.entries[rel] = Entry("skipped", size=st.st_size, note="past the total cap")
+            self.note(f"files past {caps.total_bytes} bytes in all left out")
+            return
+        known = self.seen.get(rel)
+        if known is not None and known[0] == stamp:
+            found = known[1]
+        else:
+            try:
+                digest, size = self.t.store.put_file(entry.path, caps.file_bytes)
+                found = Entry("file", digest=digest, size=size)
+            except NotKept as e:
+                self.entries[rel] = Entry("skipped", size=st.st_size, note=e.note)
+                return
+        self.total += found.size or 0
+        self.entries[rel] = found
+        if max(st.st_mtime_ns, st.st_ctime_ns) < self.racy_after:
+            self.now[rel] = (stamp, found)
