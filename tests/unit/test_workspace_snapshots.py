@@ -190,3 +190,21 @@ def test_a_damaged_or_missing_blob_or_tree_is_named(tmp_path: Path) -> None:
     blob.write_text("tampered")
     with pytest.raises(SnapshotMissing, match="damaged"):
         store.blob(digest)
+
+
+def test_a_trees_fast_text_is_the_canonical_json_text() -> None:
+    import json
+
+    tree = Tree(
+        {
+            os.fsdecode(b"z\xff"): Entry("file", "sha256:" + "1" * 64, 3),
+            "a b": Entry("link", target="é"),
+        },
+        ("a note",),
+    )
+    body = {
+        "v": 1,
+        "entries": {p: tree.entries[p].as_dict() for p in tree.entries},
+        "notes": ["a note"],
+    }
+    assert tree.canonical() == json.dumps(body, sort_keys=True, separators=(",", ":"))

@@ -16,6 +16,7 @@ racily clean entries, so an in-place rewrite of the same size is never missed.""
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -63,11 +64,20 @@ def snapshotter(settings: Settings) -> Snapshotter | None:
     return Snapshotter(store, caps)
 
 
+@dataclass(frozen=True, slots=True)
+class _Last:
+    """A workspace's last snapshot: its files' stamps and entries, and its tree."""
+
+    seen: dict[str, tuple[Stamp, Entry]]
+    tree: Tree
+    tree_id: str
+
+
 class Snapshotter:
     def __init__(self, store: SnapshotStore, caps: Caps):
         self.store = store
         self.caps = caps
-        self._seen: OrderedDict[str, dict[str, tuple[Stamp, Entry]]] = OrderedDict()
+        self._last: OrderedDict[str, _Last] = OrderedDict()
         self._lock = threading.Lock()
         st = os.stat(store.root)
         self._own = (st.st_dev, st.st_ino)
@@ -75,16 +85,19 @@ class Snapshotter:
     def take(self, workspace: str) -> Taken:
         """Snapshot `workspace` now; its tree id and what was left out."""
         with self._lock:
-            seen = dict(self._seen.get(workspace, {}))
-        walk = _Walk(self, seen)
+            last = self._last.get(workspace)
+        walk = _Walk(self, last.seen if last is not None else {})
         walk.dir(workspace, "")
         tree = Tree(walk.entries, tuple(walk.notes))
-        tid = self.store.put_tree(tree)
+        if last is not None and last.tree == tree:
+            tid = last.tree_id  # nothing changed since: no text to build, hash or store
+        else:
+            tid = self.store.put_tree(tree)
         with self._lock:
-            self._seen[workspace] = walk.now
-            self._seen.move_to_end(workspace)
-            while len(self._seen) > REMEMBERED_WORKSPACES:
-                self._seen.popitem(last=False)
+            self._last[workspace] = _Last(walk.now, tree, tid)
+            self._last.move_to_end(workspace)
+            while len(self._last) > REMEMBERED_WORKSPACES:
+                self._last.popitem(last=False)
         return Taken(tid, "; ".join(walk.notes) or None)
 
 
@@ -111,50 +124,61 @@ class _Walk:
                 "skipped", note=f"not listed: {e.strerror}"
             )
             return
+        cap, seen, entries, now = self.t.caps.entries, self.seen, self.entries, self.now
         for entry in found:
-            if len(self.entries) >= self.t.caps.entries:
-                self.note(f"more than {self.t.caps.entries} entries: the rest left out")
+            if len(entries) >= cap:
+                self.note(f"more than {cap} entries: the rest left out")
                 return
-            self.one(entry, prefix + entry.name)
-
-    def one(self, entry: os.DirEntry[str], rel: str) -> None:
-        try:
-            if entry.is_symlink():
-                self.entries[rel] = Entry("link", target=os.readlink(entry.path))
-            elif entry.is_dir(follow_symlinks=False):
+            rel = prefix + entry.name
+            try:
                 st = entry.stat(follow_symlinks=False)
+            except OSError as e:
+                entries[rel] = Entry("skipped", note=f"not read: {e.strerror}")
+                continue
+            if stat.S_ISREG(st.st_mode):
+                stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                known = seen.get(rel)
+                if known is not None and known[0] == stamp and self.fits(st.st_size):
+                    entries[rel] = known[1]  # unchanged since the last walk: not read again
+                    now[rel] = known
+                    self.total += st.st_size
+                else:
+                    self.file(entry.path, rel, st, stamp)
+            else:
+                self.other(entry, rel, st)
+
+    def fits(self, size: int) -> bool:
+        return self.total + size <= self.t.caps.total_bytes
+
+    def other(self, entry: os.DirEntry[str], rel: str, st: os.stat_result) -> None:
+        try:
+            if stat.S_ISLNK(st.st_mode):
+                self.entries[rel] = Entry("link", target=os.readlink(entry.path))
+            elif stat.S_ISDIR(st.st_mode):
                 if (st.st_dev, st.st_ino) != self.t._own:  # never the store itself
                     self.dir(entry.path, rel + "/")
-            elif entry.is_file(follow_symlinks=False):
-                self.file(entry, rel)
             else:
                 self.entries[rel] = Entry("skipped", note="not a regular file, folder or link")
         except OSError as e:
             self.entries[rel] = Entry("skipped", note=f"not read: {e.strerror}")
 
-    def file(self, entry: os.DirEntry[str], rel: str) -> None:
-        st = entry.stat(follow_symlinks=False)
-        stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    def file(self, path: str, rel: str, st: os.stat_result, stamp: Stamp) -> None:
         caps = self.t.caps
         if st.st_size > caps.file_bytes:
             self.entries[rel] = Entry("skipped", size=st.st_size, note="past the file cap")
             self.note(f"files larger than {caps.file_bytes} bytes left out")
             return
-        if self.total + st.st_size > caps.total_bytes:
+        if not self.fits(st.st_size):
             self.entries[rel] = Entry("skipped", size=st.st_size, note="past the total cap")
             self.note(f"files past {caps.total_bytes} bytes in all left out")
             return
-        known = self.seen.get(rel)
-        if known is not None and known[0] == stamp:
-            found = known[1]
-        else:
-            try:
-                digest, size = self.t.store.put_file(entry.path, caps.file_bytes)
-                found = Entry("file", digest=digest, size=size)
-            except NotKept as e:
-                self.entries[rel] = Entry("skipped", size=st.st_size, note=e.note)
-                return
-        self.total += found.size or 0
+        try:
+            digest, size = self.t.store.put_file(path, caps.file_bytes)
+        except NotKept as e:
+            self.entries[rel] = Entry("skipped", size=st.st_size, note=e.note)
+            return
+        found = Entry("file", digest=digest, size=size)
+        self.total += size
         self.entries[rel] = found
         if max(st.st_mtime_ns, st.st_ctime_ns) < self.racy_after:
             self.now[rel] = (stamp, found)

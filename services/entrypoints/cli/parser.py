@@ -185,7 +185,18 @@ def _worker_commands(command: Command) -> None:
 def _read_commands(command: Command) -> None:
     """The commands that read a run or the runs: `status`, `runs`, `tail`, `replay`,
     `context`, `trace`, `raw`."""
-    command("status", "a run's state").add_argument("run_id", type=arg_types.run_id)
+    st = command("status", "a run's state")
+    st.add_argument("run_id", type=arg_types.run_id)
+    st.add_argument(
+        "--files", action="store_true", help="the files each write call changed (its snapshots)"
+    )
+    df = command("diff", "the unified diff of what one write call changed in the workspace")
+    df.add_argument("run_id", type=arg_types.run_id)
+    df.add_argument("call_id", type=arg_types.call_id)
+    co = command("checkout", "write the workspace as it was before a turn into an empty folder")
+    co.add_argument("run_id", type=arg_types.run_id)
+    co.add_argument("--turn", type=arg_types.count, required=True)
+    co.add_argument("folder", help="an absent or empty folder")
     _runs(command("runs", "the runs, newest first"))
     t = command("tail", "events one a line, in time order across runs")
     t.add_argument(
