@@ -208,3 +208,40 @@ def test_a_trees_fast_text_is_the_canonical_json_text() -> None:
         "notes": ["a note"],
     }
     assert tree.canonical() == json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def test_a_write_calls_outcome_carries_its_snapshots_and_a_read_calls_none(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+    from typing import Any
+
+    from agentledger.events.tool_step import Errored, Succeeded
+    from agentledger.events.types import ToolError
+    from agentledger.services.handlers.snapshotting import around
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "calc.py").write_text("old\n")
+    store = SnapshotStore(tmp_path / "snaps")
+    taker = Snapshotter(store, CAPS)
+    state: Any = SimpleNamespace(workspace=str(ws))
+    write: Any = SimpleNamespace(read_only=False, writes=("file:ws/calc.py",))
+    read: Any = SimpleNamespace(read_only=True, writes=())
+
+    def writing() -> Succeeded:
+        (ws / "calc.py").write_text("new\n")
+        return Succeeded({"ok": True})
+
+    done = around(taker, state, write, writing)
+    assert isinstance(done, Succeeded) and done.snapshots is not None
+    (change,) = changes(store.tree(done.snapshots.before), store.tree(done.snapshots.after))
+    assert change.path == "calc.py" and change.kind == "modified"
+    failed = around(
+        taker,
+        state,
+        write,
+        lambda: Errored(ToolError(code="internal", message="no", retryable=False)),
+    )
+    assert isinstance(failed, Errored) and failed.snapshots is not None
+    assert failed.snapshots.before == failed.snapshots.after  # it changed nothing
+    assert around(taker, state, read, lambda: Succeeded(1)) == Succeeded(1)
+    assert around(None, state, write, lambda: Succeeded(1)) == Succeeded(1)  # snapshots off
