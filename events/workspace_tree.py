@@ -24,6 +24,7 @@ Kind = Literal["file", "link", "skipped"]
 ChangeKind = Literal["added", "removed", "modified"]
 TREE_VERSION = 1
 MAX_DIFF_LINES = 20_000  # a unified diff past this is cut, and says so
+MAX_DIFF_BYTES = 2 << 20  # a file larger than this is described, not diffed
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,8 @@ def _described(change: Change, old: bytes | None, new: bytes | None) -> str | No
             return f"symlink {side}: -> {printable(entry.target or '')}"
         if entry.kind == "skipped":
             return f"not kept {side}: {entry.note}"
+        if entry.size is not None and entry.size > MAX_DIFF_BYTES:
+            return f"too large to diff ({entry.size} bytes {side})"
         if data is None:
             return f"content {side} is not in the blob store"
         if b"\0" in data or not _is_utf8(data):

@@ -88,3 +88,13 @@ def test_before_a_turn_is_the_first_later_writes_before_or_the_last_writes_after
     assert before_turn(calls, 4) == "s2"
     assert before_turn(calls, 6) == "s3"
     assert before_turn([], 1) is None
+
+
+def test_a_damaged_blob_fails_the_checkout_by_name(tmp_path: Path) -> None:
+    from agentledger.services.adapters.snapshots.store import SnapshotMissing
+
+    store, digest = _store_with(tmp_path, b"original")
+    blob = next(p for p in (tmp_path / "snaps" / "blobs").rglob("*") if p.is_file())
+    blob.write_bytes(b"tampered")
+    with pytest.raises(SnapshotMissing, match="damaged"):
+        write_tree(store, Tree({"f": Entry("file", digest, 8)}), str(tmp_path / "out"))

@@ -245,3 +245,13 @@ def test_a_write_calls_outcome_carries_its_snapshots_and_a_read_calls_none(tmp_p
     assert failed.snapshots.before == failed.snapshots.after  # it changed nothing
     assert around(taker, state, read, lambda: Succeeded(1)) == Succeeded(1)
     assert around(None, state, write, lambda: Succeeded(1)) == Succeeded(1)  # snapshots off
+
+
+def test_a_file_too_large_to_diff_is_described_by_its_size() -> None:
+    from agentledger.events.workspace_tree import MAX_DIFF_BYTES
+
+    big = MAX_DIFF_BYTES + 1
+    before = Tree({"big.log": Entry("file", "sha256:" + "1" * 64, big)})
+    after = Tree({"big.log": Entry("file", "sha256:" + "2" * 64, big)})
+    (change,) = changes(before, after)
+    assert unified(change, None, None).endswith(f"too large to diff ({big} bytes before)\n")

@@ -36,7 +36,7 @@ def write_tree(store: SnapshotStore, tree: Tree, folder: str) -> list[str]:
             elif entry.kind == "file" and entry.digest is not None:
                 *parents, name = path.split("/")
                 with _folder(top, parents) as fd:
-                    _write_new(fd, name, store.blob(entry.digest))
+                    _write_new(fd, name, store, entry.digest)
         for path in sorted(p for p, e in tree.entries.items() if e.kind == "link"):
             *parents, name = path.split("/")
             with _folder(top, parents) as fd:
@@ -100,7 +100,7 @@ def _folder(top: int, parents: list[str]) -> Iterator[int]:
         os.close(fd)
 
 
-def _write_new(fd: int, name: str, data: bytes) -> None:
+def _write_new(fd: int, name: str, store: SnapshotStore, digest: str) -> None:
     out = os.open(name, _NEW, 0o644, dir_fd=fd)
     with os.fdopen(out, "wb") as f:
-        f.write(data)
+        store.copy_blob(digest, f)

@@ -16,6 +16,7 @@ import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from agentledger.events.workspace_tree import Tree, tree_from_text
 
@@ -51,7 +52,9 @@ class SnapshotStore:
 
     def put_file(self, path: str, max_bytes: int) -> tuple[str, int]:
         """Keep a workspace file's content; its digest and size. NotKept when it is
-        not a regular file, is gone, or is (or grows) past `max_bytes`."""
+        not a regular file, is gone, or is (or grows) past `max_bytes`. The file is
+        hashed first and copied only when the store lacks its content (most files a
+        snapshot reads again are unchanged: no file is made for them)."""
         try:
             fd = os.open(path, _OPEN)
         except OSError as e:
@@ -59,25 +62,23 @@ class SnapshotStore:
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise NotKept("not a regular file")
-            return self._stream(f, max_bytes)
+            digest, size = _hashed(f, max_bytes, None)
+            if self._blob(digest).exists():
+                return digest, size
+            f.seek(0)
+            return self._copied(f, max_bytes)
 
-    def _stream(self, f: object, max_bytes: int) -> tuple[str, int]:
-        h, size = hashlib.sha256(), 0
+    def _copied(self, f: BinaryIO, max_bytes: int) -> tuple[str, int]:
+        """Copy `f` into the store, named by the digest of what was copied (the file
+        may have changed since it was hashed)."""
         tmp = self.root / "tmp" / uuid.uuid4().hex
         try:
             with open(tmp, "xb") as out:
-                while chunk := f.read(CHUNK):  # type: ignore[attr-defined]
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise NotKept(f"larger than the snapshot's file cap ({max_bytes} bytes)")
-                    h.update(chunk)
-                    out.write(chunk)
-            digest = "sha256:" + h.hexdigest()
+                digest, size = _hashed(f, max_bytes, out)
             target = self._blob(digest)
-            if target.exists():
-                return digest, size
-            target.parent.mkdir(exist_ok=True, mode=0o700)
-            os.replace(tmp, target)
+            if not target.exists():
+                target.parent.mkdir(exist_ok=True, mode=0o700)
+                os.replace(tmp, target)
             return digest, size
         finally:
             tmp.unlink(missing_ok=True)
@@ -94,6 +95,18 @@ class SnapshotStore:
         if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
             raise SnapshotMissing(f"blob {digest!r} is damaged: its content has another digest")
         return data
+
+    def copy_blob(self, digest: str, out: BinaryIO) -> None:
+        """Stream a blob into `out` (never whole in memory); SnapshotMissing when it is
+        absent, or damaged (what was written then is not the content: discard it)."""
+        try:
+            f = open(self._blob(digest), "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            raise SnapshotMissing(f"blob {digest!r} is not in the snapshot store") from None
+        with f:
+            found, _ = _hashed(f, 1 << 62, out)
+        if found != digest:
+            raise SnapshotMissing(f"blob {digest!r} is damaged: its content has another digest")
 
     def put_tree(self, tree: Tree) -> str:
         tid = tree.id
@@ -118,3 +131,17 @@ class SnapshotStore:
     def _tree(self, tree_id: str) -> Path:
         hexd = self._blob(tree_id).name  # validates the form
         return self.root / "trees" / tree_id.removeprefix("sha256:")[:2] / (hexd + ".json")
+
+
+def _hashed(f: BinaryIO, max_bytes: int, out: BinaryIO | None) -> tuple[str, int]:
+    """The SHA-256 and size of `f` read in chunks (copied to `out` as read); NotKept
+    past `max_bytes`."""
+    h, size = hashlib.sha256(), 0
+    while chunk := f.read(CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            raise NotKept(f"larger than the snapshot's file cap ({max_bytes} bytes)")
+        h.update(chunk)
+        if out is not None:
+            out.write(chunk)
+    return "sha256:" + h.hexdigest(), size

@@ -195,7 +195,7 @@ def _read_commands(command: Command) -> None:
     df.add_argument("call_id", type=arg_types.call_id)
     co = command("checkout", "write the workspace as it was before a turn into an empty folder")
     co.add_argument("run_id", type=arg_types.run_id)
-    co.add_argument("--turn", type=arg_types.count, required=True)
+    co.add_argument("--turn", type=arg_types.positive, required=True)
     co.add_argument("folder", help="an absent or empty folder")
     _runs(command("runs", "the runs, newest first"))
     t = command("tail", "events one a line, in time order across runs")

@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from agentledger.events.time_travel import Written, before_turn, written
-from agentledger.events.workspace_tree import Change, Tree, changes, printable, unified
+from agentledger.events.workspace_tree import (
+    MAX_DIFF_BYTES,
+    Change,
+    Tree,
+    changes,
+    printable,
+    unified,
+)
 from agentledger.services.adapters.snapshots.checkout import CheckoutRefused, write_tree
 from agentledger.services.adapters.snapshots.store import SnapshotMissing, SnapshotStore
 from agentledger.services.adapters.snapshots.taker import snapshot_store
@@ -76,6 +83,8 @@ def _content(store: SnapshotStore, c: Change, side: str) -> bytes | None:
     entry = c.before if side == "before" else c.after
     if entry is None or entry.kind != "file" or entry.digest is None:
         return None
+    if entry.size is not None and entry.size > MAX_DIFF_BYTES:
+        return None  # described by its size, never read whole
     return store.blob(entry.digest)
 
 
