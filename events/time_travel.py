@@ -45,3 +45,9 @@ def before_turn(calls: list[Written], turn: int) -> str | None:
         if w.turn >= turn:
             return w.snapshots.before
     return calls[-1].snapshots.after if calls else None
+
+
+def snapshots_kept(*, over: bool, ended_at: float, now: float, keep_s: float) -> bool:
+    """Whether a run's snapshots are still kept: always while it may go on (or with
+    `keep_s` 0: as long as the run is), else for `keep_s` after it ended."""
+    return not over or keep_s <= 0 or now - ended_at < keep_s

@@ -133,6 +133,7 @@ class Settings:
     snapshot_dir: str | None = None
     snapshot_file_max_bytes: int = 64 << 20
     snapshot_max_bytes: int = 1 << 30
+    snapshot_keep_s: float = 0.0  # 0: a run's snapshots are kept as long as the run
 
     @property
     def snapshot_path(self) -> str | None:

@@ -39,6 +39,7 @@ ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_SNAPSHOT_DIR": ("snapshot_dir", str),
     "AGENTLEDGER_SNAPSHOT_FILE_MAX_BYTES": ("snapshot_file_max_bytes", int),
     "AGENTLEDGER_SNAPSHOT_MAX_BYTES": ("snapshot_max_bytes", int),
+    "AGENTLEDGER_SNAPSHOT_KEEP_S": ("snapshot_keep_s", float),
     "ANTHROPIC_API_KEY": ("anthropic_api_key", str),
     "ANTHROPIC_BASE_URL": ("anthropic_base_url", str),
     # models beyond Claude (issue 35): the endpoints and credential variables a spec may name
@@ -157,6 +158,7 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_SNAPSHOT_DIR": "the folder workspace snapshots keep their trees and blobs in, each content once (default `<state folder>/snapshots`; `off`: no snapshots); `agentledger diff` and `checkout` read it, so workers and the CLI name the same folder",
     "AGENTLEDGER_SNAPSHOT_FILE_MAX_BYTES": "a workspace file larger than this is left out of snapshots (recorded as left out, with a note on the call)",
     "AGENTLEDGER_SNAPSHOT_MAX_BYTES": "the most file bytes one snapshot keeps; files past it are left out (recorded, with a note on the call)",
+    "AGENTLEDGER_SNAPSHOT_KEEP_S": "a finished run's workspace snapshots are collected by `agentledger gc` this many seconds after it ended (its log stays; `diff` then says they are gone); 0: kept as long as the run",
     "AGENTLEDGER_ARCHIVE_INTERVAL_S": "how often a sweeper archives the finished runs past their retention age (and trims the feeds to that age)",
 }
 # Variables read outside ENV (not settings of their own), for the same reference page.
@@ -190,7 +192,7 @@ POSITIVE = (
 NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",
     "AGENTLEDGER_CARRY_S", "AGENTLEDGER_MALLOC_ARENAS", "AGENTLEDGER_RETENTION_S",
-    "AGENTLEDGER_CARRY_SHARED_S",
+    "AGENTLEDGER_CARRY_SHARED_S", "AGENTLEDGER_SNAPSHOT_KEEP_S",
 )  # fmt: skip
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 

@@ -95,3 +95,52 @@ def test_checkout_refuses_a_folder_that_is_not_empty(fixed: Ran) -> None:
     assert done.returncode == 2
     assert "is not empty" in done.stderr
     assert snapshot(out) == {"mine.txt": b"keep me"}
+
+
+def test_gc_frees_what_no_run_refers_to_and_keeps_the_runs_snapshots(fixed: Ran) -> None:
+    import os
+    import time
+
+    from agentledger.events.workspace_tree import Entry, Tree
+    from agentledger.services.adapters.snapshots.store import SnapshotStore
+
+    store = SnapshotStore(fixed.cli.state_dir / "snapshots")
+    (fixed.cli.cwd / "orphan").write_bytes(b"nobody's\n")
+    digest, _ = store.put_file(str(fixed.cli.cwd / "orphan"), 1 << 20)
+    orphan = store.put_tree(Tree({"orphan": Entry("file", digest, 9)}))
+    then = time.time() - 2 * 3600
+    for p in store.root.rglob("*"):
+        if p.is_file():
+            os.utime(p, (then, then))
+    done = fixed.cli("gc", "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["freed_trees"], report["freed_blobs"], report["dry_run"]) == (1, 1, False)
+    assert report["kept_trees"] == 2 and report["runs"] >= 1
+    assert fixed.cli("diff", fixed.run_id, "w1").returncode == 0  # the run's own stay
+    assert not store._tree(orphan).exists()
+
+
+def test_snapshots_past_their_age_are_collected_and_diff_says_so(
+    tmp_path: Path, make_cli: Callable[[Path], Cli]
+) -> None:
+    import dataclasses
+    import os
+    import time
+
+    cli = make_cli(tmp_path)
+    example = copy_example("fix_tests", cli.cwd)
+    code, summary = cli.run_json(example / "spec.yaml")
+    assert code == 0, summary
+    then = time.time() - 2 * 3600
+    for p in (cli.state_dir / "snapshots").rglob("*"):
+        if p.is_file():
+            os.utime(p, (then, then))
+    time.sleep(1.1)  # the run ended more than AGENTLEDGER_SNAPSHOT_KEEP_S=1 ago
+    aged = dataclasses.replace(cli, env={**cli.env, "AGENTLEDGER_SNAPSHOT_KEEP_S": "1"})
+    done = aged("gc")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("freed 2 snapshots and 4 blobs")  # 3 files, calc.py twice
+    gone = cli("diff", summary["run_id"], "w1")
+    assert gone.returncode == 1
+    assert "is not in the snapshot store" in gone.stderr

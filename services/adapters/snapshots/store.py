@@ -111,7 +111,9 @@ class SnapshotStore:
     def put_tree(self, tree: Tree) -> str:
         tid = tree.id
         path = self._tree(tid)
-        if not path.exists():
+        if path.exists():
+            os.utime(path)  # in use again: young, so `collect` keeps it until it is recorded
+        else:
             path.parent.mkdir(exist_ok=True, mode=0o700)
             tmp = self.root / "tmp" / uuid.uuid4().hex
             tmp.write_text(tree.canonical(), encoding="ascii")

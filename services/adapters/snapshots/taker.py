@@ -29,6 +29,9 @@ from agentledger.services.settings import Settings
 
 REMEMBERED_WORKSPACES = 64  # workspaces whose file metadata a taker keeps
 RACY_NS = 100_000_000
+# a tree unchanged since the last snapshot is reused without touching the store for at
+# most this long: well inside `collect`'s grace, so a tree in use is never collected
+REUSE_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,7 @@ class _Last:
     seen: dict[str, tuple[Stamp, Entry]]
     tree: Tree
     tree_id: str
+    stored: float  # when the tree was last stored or touched (monotonic)
 
 
 class Snapshotter:
@@ -89,12 +93,12 @@ class Snapshotter:
         walk = _Walk(self, last.seen if last is not None else {})
         walk.dir(workspace, "")
         tree = Tree(walk.entries, tuple(walk.notes))
-        if last is not None and last.tree == tree:
-            tid = last.tree_id  # nothing changed since: no text to build, hash or store
+        if last is not None and last.tree == tree and time.monotonic() - last.stored < REUSE_S:
+            tid, stored = last.tree_id, last.stored  # nothing changed: no text to build or store
         else:
-            tid = self.store.put_tree(tree)
+            tid, stored = self.store.put_tree(tree), time.monotonic()
         with self._lock:
-            self._last[workspace] = _Last(walk.now, tree, tid)
+            self._last[workspace] = _Last(walk.now, tree, tid, stored)
             self._last.move_to_end(workspace)
             while len(self._last) > REMEMBERED_WORKSPACES:
                 self._last.popitem(last=False)

@@ -287,6 +287,12 @@ def _diff(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     return travel_cmds.diff(session, args.run_id, args.call_id, as_json=as_json)
 
 
+def _gc(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from agentledger.services.entrypoints.cli import travel_cmds
+
+    return travel_cmds.gc(session, dry_run=args.dry_run, as_json=as_json)
+
+
 def _checkout(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     from agentledger.services.entrypoints.cli import travel_cmds
 
@@ -377,7 +383,7 @@ _ON_A_SESSION: dict[str, Callable[[argparse.Namespace, Session, bool], int]] = {
     "workers": _workers, "intake": _intake, "dead-letters": _dead_letters,
     "status": _status, "runs": _runs, "tail": _tail, "replay": _replay, "context": _context,
     "raw": _raw, "trace": _trace, "ui": _ui, "archive": _archive, "diff": _diff,
-    "checkout": _checkout,
+    "checkout": _checkout, "gc": _gc,
 }  # fmt: skip
 
 

@@ -1,13 +1,16 @@
 """Time travel (issue 39): `diff RUN CALL` (what a write changed, as a unified diff),
 `status RUN --files` (the files each write call changed) and `checkout RUN --turn N
 DIR` (the workspace as it was before turn N, written into an empty folder), all read
-from the snapshots the executor recorded and the operator's snapshot store."""
+from the snapshots the executor recorded and the operator's snapshot store; and `gc`,
+which collects the snapshots no kept run refers to."""
 
 from __future__ import annotations
 
+import math
+import time
 from typing import Any
 
-from agentledger.events.time_travel import Written, before_turn, written
+from agentledger.events.time_travel import Written, before_turn, snapshots_kept, written
 from agentledger.events.workspace_tree import (
     MAX_DIFF_BYTES,
     Change,
@@ -17,6 +20,7 @@ from agentledger.events.workspace_tree import (
     unified,
 )
 from agentledger.services.adapters.snapshots.checkout import CheckoutRefused, write_tree
+from agentledger.services.adapters.snapshots.collect import collect
 from agentledger.services.adapters.snapshots.store import SnapshotMissing, SnapshotStore
 from agentledger.services.adapters.snapshots.taker import snapshot_store
 from agentledger.services.entrypoints.cli import exit_codes
@@ -150,3 +154,45 @@ def checkout(session: Session, run_id: str, *, turn: int, folder: str, as_json: 
     for p in left_out:
         say(f"not restored (left out of the snapshot): {printable(p)}")
     return 0
+
+
+def gc(session: Session, *, dry_run: bool, as_json: bool) -> int:
+    """Remove the snapshot trees and blobs no kept run refers to; say what was freed."""
+    store = snapshot_store(session.settings)
+    if store is None:
+        return fail(exit_codes.USAGE, "snapshots off", "AGENTLEDGER_SNAPSHOT_DIR is off", as_json)
+    referenced, runs = _referenced(session)
+    freed = collect(store, referenced, dry_run=dry_run)
+    if as_json:
+        emit({"runs": runs, "dry_run": dry_run, "freed_trees": freed.trees,
+              "freed_blobs": freed.blobs, "freed_bytes": freed.bytes,
+              "kept_trees": freed.kept_trees, "kept_blobs": freed.kept_blobs})  # fmt: skip
+    else:
+        verb = "would free" if dry_run else "freed"
+        print(
+            f"{verb} {freed.trees} snapshots and {freed.blobs} blobs ({freed.bytes:,} bytes); "
+            f"kept {freed.kept_trees} snapshots and {freed.kept_blobs} blobs of {runs} runs"
+        )
+    return 0
+
+
+def _referenced(session: Session) -> tuple[set[str], int]:
+    """The snapshot ids of the runs whose snapshots are kept, and how many runs there are
+    (in Redis and in the archive)."""
+    keep_s, now = session.settings.snapshot_keep_s, time.time()
+    cursor: tuple[float, str] = (math.inf, "")
+    referenced: set[str] = set()
+    runs, done = 0, False
+    while not done:
+        batch, done = session.reader.runs_before(cursor, -math.inf, 200)
+        done = done or not batch
+        for cursor in batch:
+            runs += 1
+            state = session.load(cursor[1])
+            if state is not None and not snapshots_kept(
+                over=state.over, ended_at=state.updated_at, now=now, keep_s=keep_s
+            ):
+                continue
+            for w in written(env.data for env in session.store.read(cursor[1])):
+                referenced.update((w.snapshots.before, w.snapshots.after))
+    return referenced, runs
