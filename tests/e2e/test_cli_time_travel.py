@@ -104,7 +104,7 @@ def test_gc_frees_what_no_run_refers_to_and_keeps_the_runs_snapshots(fixed: Ran)
     from agentledger.events.workspace_tree import Entry, Tree
     from agentledger.services.adapters.snapshots.store import SnapshotStore
 
-    store = SnapshotStore(fixed.cli.state_dir / "snapshots")
+    store = SnapshotStore(fixed.cli.state_dir / "snapshots")  # made by the run
     (fixed.cli.cwd / "orphan").write_bytes(b"nobody's\n")
     digest, _ = store.put_file(str(fixed.cli.cwd / "orphan"), 1 << 20)
     orphan = store.put_tree(Tree({"orphan": Entry("file", digest, 9)}))

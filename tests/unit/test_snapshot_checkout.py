@@ -14,11 +14,17 @@ from agentledger.services.adapters.snapshots.checkout import CheckoutRefused, wr
 from agentledger.services.adapters.snapshots.store import SnapshotStore
 from agentledger.services.adapters.snapshots.taker import Caps, Snapshotter
 
+
+def made(store: SnapshotStore) -> SnapshotStore:
+    store.made()
+    return store
+
+
 CAPS = Caps(file_bytes=1 << 20, total_bytes=8 << 20, entries=10_000)
 
 
 def _store_with(tmp_path: Path, data: bytes) -> tuple[SnapshotStore, str]:
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     src = tmp_path / "src"
     src.write_bytes(data)
     digest, _ = store.put_file(str(src), 1 << 20)
@@ -31,7 +37,7 @@ def test_a_taken_workspace_comes_back_byte_for_byte_with_its_links(tmp_path: Pat
     (ws / "a.py").write_bytes(b"print(1)\n")
     (ws / "pkg" / "sub" / "b.bin").write_bytes(bytes(range(256)))
     (ws / "pkg" / "link").symlink_to("sub/b.bin")
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     tree = store.tree(Snapshotter(store, CAPS).take(str(ws)).tree_id)
     out = tmp_path / "out"
     assert write_tree(store, tree, str(out)) == []

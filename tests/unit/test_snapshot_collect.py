@@ -13,6 +13,12 @@ from agentledger.services.adapters.snapshots.collect import GRACE_S, collect
 from agentledger.services.adapters.snapshots.store import SnapshotStore
 from agentledger.services.adapters.snapshots.taker import Caps, Snapshotter
 
+
+def made(store: SnapshotStore) -> SnapshotStore:
+    store.made()
+    return store
+
+
 CAPS = Caps(file_bytes=1 << 20, total_bytes=8 << 20, entries=10_000)
 
 
@@ -24,7 +30,7 @@ def _age(root: Path, by_s: float) -> None:
 
 
 def _two_snapshots(tmp_path: Path) -> tuple[SnapshotStore, str, str]:
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     taker = Snapshotter(store, CAPS)
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -22,6 +22,12 @@ from agentledger.events.workspace_tree import (
 from agentledger.services.adapters.snapshots.store import SnapshotMissing, SnapshotStore
 from agentledger.services.adapters.snapshots.taker import RACY_NS, Caps, Snapshotter
 
+
+def made(store: SnapshotStore) -> SnapshotStore:
+    store.made()
+    return store
+
+
 CAPS = Caps(file_bytes=1 << 20, total_bytes=8 << 20, entries=10_000)
 
 
@@ -73,7 +79,7 @@ def test_only_calls_that_write_files_are_snapshotted() -> None:
 
 
 def test_the_same_content_is_one_blob_across_workspaces_and_snapshots(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     taker = Snapshotter(store, CAPS)
     for name in ("one", "two"):
         (tmp_path / name / "sub").mkdir(parents=True)
@@ -88,7 +94,7 @@ def test_the_same_content_is_one_blob_across_workspaces_and_snapshots(tmp_path: 
 
 
 def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(tmp_path: Path) -> None:
-    store = CountingStore(tmp_path / "snaps")
+    store = made(CountingStore(tmp_path / "snaps"))
     taker = Snapshotter(store, CAPS)
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -106,7 +112,7 @@ def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(tmp_path: Path
 
 
 def test_a_same_size_rewrite_right_after_a_snapshot_is_not_missed(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     taker = Snapshotter(store, CAPS)
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -126,7 +132,7 @@ def test_a_link_out_of_the_workspace_is_recorded_never_followed(tmp_path: Path) 
     (ws / "d").mkdir(parents=True)
     (ws / "leak").symlink_to(secret)
     (ws / "d" / "up").symlink_to(tmp_path)  # a folder link: never walked into
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     taken = Snapshotter(store, CAPS).take(str(ws))
     tree = store.tree(taken.tree_id)
     assert tree.entries["leak"] == Entry("link", target=str(secret))
@@ -143,7 +149,7 @@ def test_a_fifo_and_a_file_past_the_cap_are_left_out_with_a_note(tmp_path: Path)
     with open(ws / "huge.bin", "wb") as f:
         f.truncate(5 << 20)  # sparse: 5 MB past a 1 MB cap, no disk used
     (ws / "ok.txt").write_text("ok\n")
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     taken = Snapshotter(store, CAPS).take(str(ws))
     tree = store.tree(taken.tree_id)
     assert tree.entries["pipe"].kind == "skipped"
@@ -157,7 +163,7 @@ def test_the_total_cap_leaves_out_the_files_past_it(tmp_path: Path) -> None:
     ws.mkdir()
     for i in range(4):
         (ws / f"f{i}").write_bytes(bytes([i]) * 400)
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     taken = Snapshotter(store, Caps(file_bytes=1000, total_bytes=1000, entries=100)).take(str(ws))
     kinds = [e.kind for _, e in sorted(store.tree(taken.tree_id).entries.items())]
     assert kinds == ["file", "file", "skipped", "skipped"]
@@ -170,13 +176,13 @@ def test_a_name_with_odd_bytes_round_trips_through_the_store(tmp_path: Path) -> 
     odd = os.fsdecode(b"bad\xff\x1bname")
     with open(os.path.join(str(ws), odd), "wb") as f:
         f.write(b"x")
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     taken = Snapshotter(store, CAPS).take(str(ws))
     assert list(store.tree(taken.tree_id).entries) == [odd]
 
 
 def test_a_damaged_or_missing_blob_or_tree_is_named(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     with pytest.raises(SnapshotMissing, match="not in the snapshot store"):
         store.tree("sha256:" + "0" * 64)
     with pytest.raises(SnapshotMissing, match="is not a sha256 digest"):
@@ -221,7 +227,7 @@ def test_a_write_calls_outcome_carries_its_snapshots_and_a_read_calls_none(tmp_p
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "calc.py").write_text("old\n")
-    store = SnapshotStore(tmp_path / "snaps")
+    store = made(SnapshotStore(tmp_path / "snaps"))
     taker = Snapshotter(store, CAPS)
     state: Any = SimpleNamespace(workspace=str(ws))
     write: Any = SimpleNamespace(read_only=False, writes=("file:ws/calc.py",))
@@ -255,3 +261,16 @@ def test_a_file_too_large_to_diff_is_described_by_its_size() -> None:
     after = Tree({"big.log": Entry("file", "sha256:" + "2" * 64, big)})
     (change,) = changes(before, after)
     assert unified(change, None, None).endswith(f"too large to diff ({big} bytes before)\n")
+
+
+def test_the_store_is_made_on_the_first_snapshot_never_before(tmp_path: Path) -> None:
+    root = tmp_path / "state" / "snapshots"
+    taker = Snapshotter(SnapshotStore(root), CAPS)
+    with pytest.raises(SnapshotMissing):
+        taker.store.tree("sha256:" + "0" * 64)  # reading makes nothing
+    assert not root.exists()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a").write_text("a")
+    taker.take(str(ws))
+    assert sorted(p.name for p in root.iterdir()) == ["blobs", "tmp", "trees"]

@@ -40,7 +40,8 @@ class SnapshotMissing(LookupError):
 class SnapshotStore:
     root: Path
 
-    def __post_init__(self) -> None:
+    def made(self) -> None:
+        """Make the store's folders (on the first snapshot: reading never makes them)."""
         for sub in ("blobs", "trees", "tmp"):
             (self.root / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
 

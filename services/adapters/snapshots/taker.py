@@ -83,14 +83,21 @@ class Snapshotter:
         self.caps = caps
         self._last: OrderedDict[str, _Last] = OrderedDict()
         self._lock = threading.Lock()
-        st = os.stat(store.root)
-        self._own = (st.st_dev, st.st_ino)
+        self._own: tuple[int, int] | None = None  # the store's folder, once made
+
+    def _made(self) -> tuple[int, int]:
+        if self._own is None:
+            self.store.made()
+            st = os.stat(self.store.root)
+            self._own = (st.st_dev, st.st_ino)
+        return self._own
 
     def take(self, workspace: str) -> Taken:
         """Snapshot `workspace` now; its tree id and what was left out."""
         with self._lock:
             last = self._last.get(workspace)
-        walk = _Walk(self, last.seen if last is not None else {})
+            own = self._made()
+        walk = _Walk(self, last.seen if last is not None else {}, own)
         walk.dir(workspace, "")
         tree = Tree(walk.entries, tuple(walk.notes))
         if last is not None and last.tree == tree and time.monotonic() - last.stored < REUSE_S:
@@ -106,8 +113,11 @@ class Snapshotter:
 
 
 class _Walk:
-    def __init__(self, taker: Snapshotter, seen: dict[str, tuple[Stamp, Entry]]):
+    def __init__(
+        self, taker: Snapshotter, seen: dict[str, tuple[Stamp, Entry]], own: tuple[int, int]
+    ):
         self.t = taker
+        self.own = own
         self.seen = seen
         self.now: dict[str, tuple[Stamp, Entry]] = {}
         self.entries: dict[str, Entry] = {}
@@ -159,7 +169,7 @@ class _Walk:
             if stat.S_ISLNK(st.st_mode):
                 self.entries[rel] = Entry("link", target=os.readlink(entry.path))
             elif stat.S_ISDIR(st.st_mode):
-                if (st.st_dev, st.st_ino) != self.t._own:  # never the store itself
+                if (st.st_dev, st.st_ino) != self.own:  # never the store itself
                     self.dir(entry.path, rel + "/")
             else:
                 self.entries[rel] = Entry("skipped", note="not a regular file, folder or link")
