@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agentledger.events.event_model import EventModel, Overflow, ToolError
+from agentledger.events.event_model import EventModel, Overflow, Snapshots, ToolError
 
 
 class ToolCallProposed(EventModel):
@@ -167,6 +167,9 @@ class ToolCallSucceeded(EventModel):
     overflow: Overflow | None = Field(
         default=None, description="the output was cut: `output` is its text's head"
     )
+    snapshots: Snapshots | None = Field(
+        default=None, description="the workspace before and after this write (None: not taken)"
+    )
 
 
 class ToolCallFailed(EventModel):
@@ -184,6 +187,9 @@ class ToolCallFailed(EventModel):
     traceback: str | None = Field(
         default=None,
         description="the tool raised an unexpected exception: its last frames (bounded; never told the model)",
+    )
+    snapshots: Snapshots | None = Field(
+        default=None, description="the workspace before and after this write (None: not taken)"
     )
 
 

@@ -53,3 +53,13 @@ class Overflow(EventModel):
     head: int = Field(ge=0)
     page_chars: int = Field(ge=1)
     pages: int = Field(ge=1)
+
+
+class Snapshots(EventModel):
+    """The workspace as it was just before and just after a write call ran, each a
+    content-addressed tree id (`agentledger.events.workspace_tree`) whose files are
+    kept in the operator's snapshot store; `note` says what was left out (a cap)."""
+
+    before: str = Field(min_length=1)
+    after: str = Field(min_length=1)
+    note: str | None = Field(default=None, description="entries left out of a snapshot, and why")

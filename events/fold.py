@@ -157,6 +157,8 @@ def _tool_sampled(s: RunState, e: ToolSampledModel, at: float) -> RunState:
         cost_usd=s.cost_usd + cost_usd(e.usage, price_of(e.model, s.spec.budgets.prices)),
         samples=e.sample,
     )
+
+
 def _held(s: RunState, e: RunHeld, at: float) -> RunState:
     return replace(s, status=R.HELD, detail=f"held: {held_detail(e)}")
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, assert_never
 
 from agentledger.events.budgets import wall_clock_exceeded
+from agentledger.events.event_model import Snapshots
 from agentledger.events.read_retry import retried, tries_left
 from agentledger.events.state import Call, RunState
 from agentledger.events.status import CallStatus, RunStatus
@@ -87,6 +88,7 @@ class Succeeded:
     output: Any
     replay_of: str | None = None  # the same operation's earlier attempt: not run again
     printed: Printed = NOTHING_PRINTED
+    snapshots: Snapshots | None = None  # the workspace around a write
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,7 @@ class Errored:
     error: ToolError
     printed: Printed = NOTHING_PRINTED
     traceback: str | None = None  # an unexpected exception's last frames (the tool's bug)
+    snapshots: Snapshots | None = None  # the workspace around a write
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,17 +167,19 @@ def _recorded(
     `times` (from its start to its end, or to when it was given up on)."""
     started_at, finished_at = times
     match outcome:
-        case Succeeded(output, replay_of, printed):
+        case Succeeded(output, replay_of, printed, snapshots):
             succeeded = ToolCallSucceeded(
                 call_id=call.call_id, output=output, replay_of=replay_of, stdout=printed.stdout,
                 stderr=printed.stderr, started_at=started_at, finished_at=finished_at,
+                snapshots=snapshots,
                 **({"resolved_by": "late_outcome"} if late else {}),
             )  # fmt: skip
             return [succeeded]
-        case Errored(error, printed, traceback):
+        case Errored(error, printed, traceback, snapshots):
             failed = ToolCallFailed(
                 call_id=call.call_id, error=error, stdout=printed.stdout, stderr=printed.stderr,
                 traceback=traceback, started_at=started_at, finished_at=finished_at,
+                snapshots=snapshots,
             )  # fmt: skip
             return [failed]
         case TimedOut(after_s):

@@ -128,6 +128,20 @@ class Settings:
     workspace_roots: tuple[str, ...] = ()
     workspace_max_bytes: int = 1 << 30
     workspace_max_files: int = 100_000
+    # time travel (issue 39): the folder workspace snapshots keep their trees and blobs in
+    # (None: <state folder>/snapshots; "off": no snapshots), and what one snapshot keeps
+    snapshot_dir: str | None = None
+    snapshot_file_max_bytes: int = 64 << 20
+    snapshot_max_bytes: int = 1 << 30
+    snapshot_keep_s: float = 0.0  # 0: a run's snapshots are kept as long as the run
+
+    @property
+    def snapshot_path(self) -> str | None:
+        """Where snapshots are kept; None when the operator switched them off."""
+        if self.snapshot_dir == "off":
+            return None
+        return self.snapshot_dir or os.path.join(self.state_dir, "snapshots")
+
     # --- bounds (issue 32.3-32.5): the operator's maxima for user-given timeouts, and
     # each pool's own thread budget (docs/guide/limits.md) ---
     max_command_timeout_s: float = 600.0  # an acceptance `command:` check's timeout_s
@@ -204,6 +218,8 @@ def _resolve(values: dict[str, object], env: Mapping[str, str]) -> None:
         values["workspace_roots"] = workspace_roots(str(values["workspace_roots"]))
     if "prices_file" in values:
         values["prices_file"] = os.path.abspath(os.path.expanduser(str(values["prices_file"])))
+    if values.get("snapshot_dir") not in (None, "off"):
+        values["snapshot_dir"] = os.path.abspath(os.path.expanduser(str(values["snapshot_dir"])))
     if "publishers_file" in values:
         values["publishers_file"] = os.path.abspath(
             os.path.expanduser(str(values["publishers_file"]))

@@ -39,6 +39,10 @@ ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_BROKER_CLAIM_IDLE_S": ("broker_claim_idle_s", float),
     "AGENTLEDGER_BROKER_MAX_DELIVERIES": ("broker_max_deliveries", int),
     "AGENTLEDGER_STATE_DIR": ("state_dir", str),
+    "AGENTLEDGER_SNAPSHOT_DIR": ("snapshot_dir", str),
+    "AGENTLEDGER_SNAPSHOT_FILE_MAX_BYTES": ("snapshot_file_max_bytes", int),
+    "AGENTLEDGER_SNAPSHOT_MAX_BYTES": ("snapshot_max_bytes", int),
+    "AGENTLEDGER_SNAPSHOT_KEEP_S": ("snapshot_keep_s", float),
     "ANTHROPIC_API_KEY": ("anthropic_api_key", str),
     "ANTHROPIC_BASE_URL": ("anthropic_base_url", str),
     # models beyond Claude (issue 35): the endpoints and credential variables a spec may name
@@ -156,6 +160,10 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_MAX_LIVE_RUNS_PER_TENANT": "the most live runs one tenant may have on a task queue, `QUEUE=N,…` (e.g. `default=20`; the settings form of `queues: {NAME: {max_live_runs_per_tenant: N}}`): a run past it is created and held (status `held`, its place in `status`), started when one of that tenant's live runs on the queue ends, first come first. Default: no cap",
     "AGENTLEDGER_RETENTION_TENANTS": "tenants' own retention ages, `tenant=age,…` (age: seconds or 30m, 12h, 7d, 2w); the others keep AGENTLEDGER_RETENTION_S",
     "AGENTLEDGER_ARCHIVE_URL": "the cold store finished runs are archived to: a folder (default `<state folder>/archive`), or any fsspec URL (s3://…, gs://…, az://…) with `agentledger[archive]` and its plugin installed; `off`: runs stay in Redis",
+    "AGENTLEDGER_SNAPSHOT_DIR": "the folder workspace snapshots keep their trees and blobs in, each content once (default `<state folder>/snapshots`; `off`: no snapshots); `agentledger diff` and `checkout` read it, so workers and the CLI name the same folder",
+    "AGENTLEDGER_SNAPSHOT_FILE_MAX_BYTES": "a workspace file larger than this is left out of snapshots (recorded as left out, with a note on the call)",
+    "AGENTLEDGER_SNAPSHOT_MAX_BYTES": "the most file bytes one snapshot keeps; files past it are left out (recorded, with a note on the call)",
+    "AGENTLEDGER_SNAPSHOT_KEEP_S": "a finished run's workspace snapshots are collected by `agentledger gc` this many seconds after it ended (its log stays; `diff` then says they are gone); 0: kept as long as the run",
     "AGENTLEDGER_ARCHIVE_INTERVAL_S": "how often a sweeper archives the finished runs past their retention age (and trims the feeds to that age)",
 }
 # Variables read outside ENV (not settings of their own), for the same reference page.
@@ -183,12 +191,13 @@ POSITIVE = (
     "AGENTLEDGER_ACCEPT_THREADS",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REPLAY_WINDOW_S",
     "AGENTLEDGER_BROKER_MAX_DELIVERIES", "AGENTLEDGER_REJECTED_MAXLEN",
-    "AGENTLEDGER_ARCHIVE_INTERVAL_S",
+    "AGENTLEDGER_ARCHIVE_INTERVAL_S", "AGENTLEDGER_SNAPSHOT_FILE_MAX_BYTES",
+    "AGENTLEDGER_SNAPSHOT_MAX_BYTES",
 )  # fmt: skip
 NOT_NEGATIVE = (
     "AGENTLEDGER_LEDGER_KEEP_S", "AGENTLEDGER_OUTCOME_RETRY_S", "AGENTLEDGER_REPLICA_ACKS",
     "AGENTLEDGER_CARRY_S", "AGENTLEDGER_MALLOC_ARENAS", "AGENTLEDGER_RETENTION_S",
-    "AGENTLEDGER_CARRY_SHARED_S",
+    "AGENTLEDGER_CARRY_SHARED_S", "AGENTLEDGER_SNAPSHOT_KEEP_S",
 )  # fmt: skip
 _KIND = {int: "a whole number", float: "a number", str: "text"}
 

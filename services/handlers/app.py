@@ -18,6 +18,7 @@ from agentledger.services.adapters.ledger.port import Ledger
 from agentledger.services.adapters.live_text import LiveText
 from agentledger.services.adapters.locks.port import Locks
 from agentledger.services.adapters.models.port import ModelAdapter
+from agentledger.services.adapters.snapshots.taker import Snapshotter, snapshotter
 from agentledger.services.adapters.store.port import EventStore, Outgoing
 from agentledger.services.adapters.tools.sandbox import SandboxPolicy, policy_for
 from agentledger.services.adapters.tools.toolset import ToolSet
@@ -76,6 +77,11 @@ class App:
         """The sandbox the settings describe, made once per app (not per call: a
         Settings object hashes all its fields)."""
         return policy_for(self.settings)
+
+    @cached_property
+    def snapshots(self) -> Snapshotter | None:
+        """This process's workspace snapshotter (None: the operator switched snapshots off)."""
+        return snapshotter(self.settings)
 
     @property
     def store(self) -> EventStore:

@@ -21,6 +21,7 @@ from agentledger.services.handlers.findings import max_timeout_s
 from agentledger.services.handlers.once import run_once
 from agentledger.services.handlers.outage import OUTAGE_ERRORS
 from agentledger.services.handlers.outputs import RunOutputs
+from agentledger.services.handlers.snapshotting import around
 
 WATCH_EVERY_S = 0.1
 
@@ -45,20 +46,18 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
     )
     owner = f"{state.run_id}/{call.call_id}/{call.attempts}"
     with LeaseKeeper(app, held_ask(state, call.call_id)):
-        return run_once(
-            app,
-            state,
-            call,
-            owner,
-            lambda: run_tool(
-                registered,
-                call.input,
-                ctx,
-                timeout_s=min(call.timeout_s, max_timeout_s(registered, app.settings)),
-                stop_requested=RunWatch(app, state).stop_requested,
-                grace_s=state.spec.policies.cancel_grace_s,
+        return around(
+            app.snapshots, state, call,
+            lambda: run_once(
+                app, state, call, owner,
+                lambda: run_tool(
+                    registered, call.input, ctx,
+                    timeout_s=min(call.timeout_s, max_timeout_s(registered, app.settings)),
+                    stop_requested=RunWatch(app, state).stop_requested,
+                    grace_s=state.spec.policies.cancel_grace_s,
+                ),
             ),
-        )
+        )  # fmt: skip
 
 
 class RunWatch:

@@ -206,7 +206,12 @@ class Unit:
         self.store = RecordingStore(RedactingStore(self.memory, stored_redactor), self._doing)
         self.sent: list[Command] = []  # what was sent on its own, not with an append
         settings = Settings(
-            prefix="unit", shards=1, lock_lease_s=lock_lease_s, sandbox="off", limits=limits
+            prefix="unit",
+            shards=1,
+            lock_lease_s=lock_lease_s,
+            sandbox="off",
+            limits=limits,
+            snapshot_dir=str(workspace.parent / "snapshots"),  # never the user's state folder
         )
         outbox = Outbox(Keys(settings.prefix, settings.shards))
         locks = MemoryLocks(

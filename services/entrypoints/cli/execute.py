@@ -274,7 +274,31 @@ def _dead_letters(args: argparse.Namespace, session: Session, as_json: bool) -> 
 def _status(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     from agentledger.services.entrypoints.cli import inspect_cmds
 
+    if args.files:
+        from agentledger.services.entrypoints.cli import travel_cmds
+
+        return travel_cmds.files(session, args.run_id, as_json=as_json)
     return inspect_cmds.status(session, args.run_id, as_json=as_json)
+
+
+def _diff(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from agentledger.services.entrypoints.cli import travel_cmds
+
+    return travel_cmds.diff(session, args.run_id, args.call_id, as_json=as_json)
+
+
+def _gc(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from agentledger.services.entrypoints.cli import travel_cmds
+
+    return travel_cmds.gc(session, dry_run=args.dry_run, as_json=as_json)
+
+
+def _checkout(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from agentledger.services.entrypoints.cli import travel_cmds
+
+    return travel_cmds.checkout(
+        session, args.run_id, turn=args.turn, folder=args.folder, as_json=as_json
+    )
 
 
 def _runs(args: argparse.Namespace, session: Session, as_json: bool) -> int:
@@ -358,7 +382,8 @@ def _control(args: argparse.Namespace, session: Session, as_json: bool) -> int:
 _ON_A_SESSION: dict[str, Callable[[argparse.Namespace, Session, bool], int]] = {
     "workers": _workers, "intake": _intake, "dead-letters": _dead_letters,
     "status": _status, "runs": _runs, "tail": _tail, "replay": _replay, "context": _context,
-    "raw": _raw, "trace": _trace, "ui": _ui, "archive": _archive,
+    "raw": _raw, "trace": _trace, "ui": _ui, "archive": _archive, "diff": _diff,
+    "checkout": _checkout, "gc": _gc,
 }  # fmt: skip
 
 
