@@ -10,7 +10,6 @@ import pytest
 import test_streams_broker
 from test_streams_broker import *  # noqa: F403
 
-del test_a_hop_is_much_faster_than_on_the_stock_broker  # noqa: F821
 
 
 @pytest.fixture(autouse=True)
