@@ -11,7 +11,6 @@ import test_streams_broker
 from test_streams_broker import *  # noqa: F403
 
 
-
 @pytest.fixture(autouse=True)
 def _on_the_cluster(redis_url: str) -> Iterator[None]:
     """The suite's own client (and the workers it spawns) use the cluster's address."""
