@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -46,7 +47,7 @@ from agentledger.services.keys import Keys
 T0 = 1_700_000_000.0
 TICK_S = 0.125  # times on a binary grid: seconds and microseconds are both exact
 LEASES_S = (0.5, 1.0, 2.0)
-SCENARIOS = 200
+SCENARIOS = 100  # each kind of step below is still seen dozens of times (printed with -s)
 KEYS = ("file:/w/a", "file:/w/b", "stock:A1", "stock:B2")
 SLOTS = ("limit:svc:pay", "limit:tenant:t1:pay")  # concurrency keys: counted slots
 
@@ -187,27 +188,35 @@ class Twin:
         self.seen.update(spanning=sum(len(partitions(self.asked[g.id], self.n)) > 1 for g in rule))
 
     def same_tables(self) -> None:
+        """Every partition's hashes and sets, read in one round trip (nothing else writes
+        them meanwhile), against the rule's tables."""
+        reads = self.client.pipeline(transaction=False)
+        for p in range(len(self.model.tables)):
+            keys = Keys(self.prefix, 1, lock_partitions=self.n).locks(p)
+            _, order_key, holders_key, tokens_key, leases_key, _, closed_key, served_key = keys
+            reads.hgetall(holders_key).hgetall(tokens_key)
+            reads.zrange(leases_key, 0, -1, withscores=True)
+            reads.hgetall(closed_key).hgetall(served_key).zrange(order_key, 0, -1)
+        replies = reads.execute()
         for p, table in enumerate(self.model.tables):
-            self.same_table(p, table)
+            self.same_table(p, table, replies[6 * p : 6 * p + 6])
 
-    def same_table(self, p: int, table: LockTable) -> None:
-        keys = Keys(self.prefix, 1, lock_partitions=self.n).locks(p)
-        _, order_key, holders_key, tokens_key, leases_key, _, closed_key, served_key = keys
-        holders = {k.decode(): json.loads(v) for k, v in self.client.hgetall(holders_key).items()}
+    def same_table(self, p: int, table: LockTable, replies: list[Any]) -> None:
+        holders_h, tokens_h, scored, closed_h, served_h, order_z = replies
+        holders = {k.decode(): json.loads(v) for k, v in holders_h.items()}
         assert holders == {k: {h: str(m) for h, m in hs.items()} for k, hs in table.holders.items()}
-        tokens = {k.decode(): int(v) for k, v in self.client.hgetall(tokens_key).items()}
+        tokens = {k.decode(): int(v) for k, v in tokens_h.items()}
         assert tokens == dict(table.tokens)
-        scored = self.client.zrange(leases_key, 0, -1, withscores=True)
         leases = {k.decode(): round(v) for k, v in scored if v != float("inf")}
         assert leases == {k: round(v * 1e6) for k, v in table.leases.items()}
         partial = {k.decode() for k, v in scored if v == float("inf")}
         assert partial == set(table.partials()), f"partial holds of partition {p}"
-        closed = {k.decode(): int(v) for k, v in self.client.hgetall(closed_key).items()}
-        served = {k.decode(): int(v) for k, v in self.client.hgetall(served_key).items()}
+        closed = {k.decode(): int(v) for k, v in closed_h.items()}
+        served = {k.decode(): int(v) for k, v in served_h.items()}
         assert served.pop("#", 0) == table.grants, f"grants made in {p}"
         assert served == dict(table.served), f"whose turn was last in {p}"
         assert closed == {k: round(v * 1e6) for k, v in table.closed.items()}, f"closed in {p}"
-        order = [k.decode() for k in self.client.zrange(order_key, 0, -1)]
+        order = [k.decode() for k in order_z]
         assert order == list(table.requests), f"arrival order in partition {p}"
 
 
