@@ -10,9 +10,7 @@ import os
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from agentledger.events.limits import parse_operator_limits
 from agentledger.events.retention import parse_tenant_ages
-from agentledger.events.run_caps import parse_queue_caps
 from agentledger.services.errors import ConfigError
 
 ENV: dict[str, tuple[str, type]] = {
@@ -273,7 +271,12 @@ def otlp_traces_wanted(env: Mapping[str, str]) -> bool:
 
 
 def parse_tables(values: dict[str, object]) -> None:
-    """The variables that are lists of `NAME=VALUE`."""
+    """The variables that are lists of `NAME=VALUE`. The limits' parsers are imported
+    here, not at the top: they import pydantic (the limits' schema), and the sandbox's
+    modules, which import the settings, run under a python that may lack it."""
+    from agentledger.events.limits import parse_operator_limits
+    from agentledger.events.run_caps import parse_queue_caps
+
     if "retention_tenants" in values:
         try:
             values["retention_tenants"] = parse_tenant_ages(str(values["retention_tenants"]))

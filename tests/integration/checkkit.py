@@ -14,6 +14,7 @@ from agentledger.events.types import RunCreated
 from agentledger.schemas.envelope import Envelope
 from agentledger.schemas.spec import RunSpec
 from agentledger.services.adapters.store.memory import MemoryEventStore
+from agentledger.services.adapters.tools.sandbox import policy_for
 from agentledger.services.clock import SystemClock
 from agentledger.services.settings import Settings
 
@@ -36,6 +37,10 @@ def check_state(workspace: str | None, run_id: str = "check-run") -> RunState:
 
 
 def check_app(settings: Settings | None = None) -> Any:
+    """What a command check reads of the worker's App: its settings, the sandbox they
+    describe (made once per App), a clock and a store."""
+    settings = settings or Settings()
     return SimpleNamespace(
-        settings=settings or Settings(), clock=SystemClock(), store=MemoryEventStore()
-    )
+        settings=settings, sandbox=policy_for(settings), clock=SystemClock(),
+        store=MemoryEventStore(),
+    )  # fmt: skip
