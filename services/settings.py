@@ -22,6 +22,7 @@ from agentledger.services.settings_env import (
     otlp_traces_wanted,
     parse_tables,
     read_values,
+    trace_service,
     workspace_roots,
 )
 
@@ -112,6 +113,9 @@ class Settings:
     # OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT set: workers send the runs' spans over OTLP/HTTP
     # (the exporter reads the OTEL_* variables itself)
     otlp_traces: bool = False
+    # the traces' service.name, as the OpenTelemetry SDK takes it (OTEL_SERVICE_NAME, else
+    # OTEL_RESOURCE_ATTRIBUTES' service.name): what `trace --json` names, as the exporter does
+    trace_service: str = "agentledger"
     publishers_file: str | None = None  # None: publishers.yaml in the state folder
 
     @property
@@ -228,6 +232,7 @@ def _resolve(values: dict[str, object], env: Mapping[str, str]) -> None:
     if str(values.get("probe_url", "")).lower() in (NO_PROBE, "none", "no"):
         values["probe_url"] = None
     values["otlp_traces"] = otlp_traces_wanted(env)
+    values["trace_service"] = trace_service(env)
 
 
 def _check(settings: Settings) -> None:

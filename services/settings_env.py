@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from agentledger.events.retention import parse_tenant_ages
 from agentledger.services.errors import ConfigError
@@ -268,6 +268,19 @@ def otlp_traces_wanted(env: Mapping[str, str]) -> bool:
         and not off
         and env.get("OTEL_TRACES_EXPORTER", "otlp").strip() != "none"
     )
+
+
+def trace_service(env: Mapping[str, str]) -> str:
+    """The service a run's spans are named by: OTEL_SERVICE_NAME, else the `service.name`
+    of OTEL_RESOURCE_ATTRIBUTES (comma-separated key=value, values percent-encoded), as the
+    OpenTelemetry SDK reads them; `agentledger` when neither names one."""
+    if name := env.get("OTEL_SERVICE_NAME", "").strip():
+        return name
+    for pair in env.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        key, _, value = pair.partition("=")
+        if key.strip() == "service.name" and unquote(value.strip()):
+            return unquote(value.strip())
+    return "agentledger"
 
 
 def parse_tables(values: dict[str, object]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -80,3 +81,20 @@ def test_trace_of_an_unknown_run_says_so(traced: tuple[Cli, str, list[dict[str, 
     assert done.returncode == 2
     assert json.loads(done.stdout)["error"] == "no run"
     assert "Traceback" not in done.stderr
+
+
+def test_trace_json_names_the_service_as_the_exporter_does(
+    traced: tuple[Cli, str, list[dict[str, Any]]],
+) -> None:
+    cli, run_id, _ = traced
+
+    def service(**env: str) -> str:
+        named = dataclasses.replace(cli, env={**cli.env, **env})
+        done = named("trace", run_id, "--json")
+        assert done.returncode == 0, done.stderr
+        resource = json.loads(done.stdout)["resourceSpans"][0]["resource"]
+        return str(_attrs(resource)["service.name"])
+
+    assert service() == "agentledger"
+    assert service(OTEL_SERVICE_NAME="checkout-agents") == "checkout-agents"
+    assert service(OTEL_RESOURCE_ATTRIBUTES="team=a,service.name=shop%20agents") == "shop agents"

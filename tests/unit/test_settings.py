@@ -138,3 +138,13 @@ def test_the_workspace_copy_maxima_are_positive_whole_numbers(var: str) -> None:
             from_env({var: bad})
         assert err.value.name == var and says in str(err.value)
     assert from_env({"AGENTLEDGER_WORKSPACE_MAX_FILES": "7"}).workspace_max_files == 7
+
+
+def test_the_traces_service_is_named_as_the_opentelemetry_sdk_names_it() -> None:
+    assert from_env({}).trace_service == "agentledger"
+    assert from_env({"OTEL_SERVICE_NAME": " shop "}).trace_service == "shop"
+    attrs = {"OTEL_RESOURCE_ATTRIBUTES": "team=a, service.name=shop%20agents"}
+    assert from_env(attrs).trace_service == "shop agents"
+    both = {**attrs, "OTEL_SERVICE_NAME": "wins"}
+    assert from_env(both).trace_service == "wins"
+    assert from_env({"OTEL_RESOURCE_ATTRIBUTES": "service.name="}).trace_service == "agentledger"

@@ -29,7 +29,11 @@ def trace(session: Session, run_id: str, *, as_json: bool) -> int:
         )
     redactor = RunRedactors(session.store).of(run_id, envelopes[0])
     if as_json:
-        emit(redactor.value(otlp_json(spans, version=package_version())))
+        emit(
+            redactor.value(
+                otlp_json(spans, service=session.settings.trace_service, version=package_version())
+            )
+        )
         return 0
     print(f"trace {trace_id_of(run_id)}  run {run_id}  {counted(len(spans), 'span')}")
     for depth, span in tree_lines(spans):
