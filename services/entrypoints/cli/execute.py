@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 
 # the commands that may start the local Redis service; submit, workers, intake and
 # the controls never do (a run or a message nobody will ever read)
-MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw", "trace", "ui"})
+MAY_START = frozenset(
+    {"run", "status", "runs", "tail", "replay", "context", "raw", "trace", "ui", "branch", "whatif"}
+)
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -28,8 +28,27 @@ def _checkout(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     )
 
 
+def _branch(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from agentledger.services.entrypoints.cli import branch_cmds
+
+    return branch_cmds.branch(
+        session, args.run_id, turn=args.turn, changes=args.changes, as_=args.as_, as_json=as_json
+    )
+
+
+def _whatif(args: argparse.Namespace, session: Session, as_json: bool) -> int:
+    from agentledger.services.entrypoints.cli import whatif_cmds
+
+    return whatif_cmds.whatif(
+        session, args.run_id, turn=args.turn, changes_path=args.changes, as_=args.as_,
+        as_json=as_json,
+    )  # fmt: skip
+
+
 TRAVEL: dict[str, Callable[[argparse.Namespace, Session, bool], int]] = {
     "diff": _diff,
     "checkout": _checkout,
     "gc": _gc,
+    "branch": _branch,
+    "whatif": _whatif,
 }

@@ -31,3 +31,26 @@ def travel_commands(command: Command) -> None:
     gc.add_argument(
         "--dry-run", action="store_true", help="count what would be freed; remove nothing"
     )
+    br = command(
+        "branch",
+        "a new run whose turns before N are RUN's (nothing runs again), from RUN's workspace "
+        "before turn N, with the spec's keys in CHANGES put in",
+    )
+    _branching(br, required=False)
+    wi = command(
+        "whatif",
+        "RUN's branch from turn N with CHANGES, played with RUN's recorded model replies while "
+        "they apply; then the two side by side (exit 1 when something differs)",
+    )
+    _branching(wi, required=True)
+
+
+def _branching(c: argparse.ArgumentParser, *, required: bool) -> None:
+    c.add_argument("run_id", type=arg_types.run_id)
+    c.add_argument("--turn", type=arg_types.positive, required=True)
+    c.add_argument(
+        "--spec", dest="changes", required=required, metavar="CHANGES",
+        help="a YAML file of spec keys to change (tools, tool_path, policies, model, budgets, "
+        "acceptance…); never principal, task or workspace",
+    )  # fmt: skip
+    c.add_argument("--as", dest="as_", metavar="PUBLISHER", help="the publisher to sign as")
