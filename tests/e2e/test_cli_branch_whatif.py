@@ -1,4 +1,4 @@
-"""Branch and what-if through the CLI (issue 39). A run writes a note, stamps the
+"""Branch and what-if through the CLI (issue 39), on the whatif example. A run writes a note, stamps the
 workspace with its tool's version, writes another note; `branch --turn 3` with a new
 version of the tools takes turns 1-2 from the origin (nothing runs again) and runs
 turn 3 on; `whatif --turn 2` with the new version names turn 2's call as the first
@@ -8,6 +8,7 @@ its own naming it; a branch keeps its origin's principal."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,41 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from e2ekit import Cli, of_type, snapshot
-
-TOOLS = '''"""Notes tools, version {v}."""
-
-from agentledger import ToolContext, WorkspaceFiles, file_resource, tool
-
-
-@tool(writes=lambda a, ws: [file_resource(a["path"], ws)], scope="notes:write", timeout_s=10)
-def write_note(path: str, text: str, ctx: ToolContext) -> dict:
-    """Write a note."""
-    return {{"path": WorkspaceFiles.of(ctx).write_text(path, text).path}}
-
-
-@tool(writes=lambda a, ws: [file_resource("stamp.txt", ws)], scope="notes:write", timeout_s=10)
-def stamp(ctx: ToolContext) -> str:
-    """Stamp the workspace with the tools' version."""
-    WorkspaceFiles.of(ctx).write_text("stamp.txt", "v{v}\\n")
-    return "v{v}"
-'''
-SPEC = """\
-task: "Write two notes and stamp the workspace."
-workspace: ./ws
-tools: [notes_v1]
-principal: {id: bob, tenant: dev-1, scopes: [notes:write]}
-budgets: {max_turns: 6}
-model:
-  scripted:
-    - tool_use: [{id: n1, name: write_note, input: {path: a.txt, text: "hello\\n"}}]
-    - tool_use: [{id: s1, name: stamp, input: {}}]
-    - tool_use: [{id: n2, name: write_note, input: {path: b.txt, text: "bye\\n"}}]
-    - end_turn: "done"
-acceptance:
-  - file: stamp.txt
-    matches: "v1"
-"""
+from e2ekit import Cli, copy_example, of_type, snapshot
 
 
 @dataclass
@@ -61,13 +28,9 @@ class Origin:
 @pytest.fixture(scope="module")
 def origin(tmp_path_factory: pytest.TempPathFactory, make_cli: Callable[[Path], Cli]) -> Origin:
     cli = make_cli(tmp_path_factory.mktemp("whatif"))
-    (cli.cwd / "ws").mkdir()
-    (cli.cwd / "ws" / "readme.txt").write_text("start\n")
-    for v in (1, 2):
-        (cli.cwd / f"notes_v{v}.py").write_text(TOOLS.format(v=v))
-    (cli.cwd / "spec.yaml").write_text(SPEC)
-    (cli.cwd / "v2.yaml").write_text("tools: [notes_v2]\n")
-    code, summary = cli.run_json(cli.cwd / "spec.yaml")
+    example = copy_example("whatif", cli.cwd)
+    cli = dataclasses.replace(cli, cwd=example)  # the spec's, CHANGES' and the tools' folder
+    code, summary = cli.run_json(example / "spec.yaml")
     assert code == 0, summary
     return Origin(cli, summary["run_id"])
 
@@ -150,7 +113,7 @@ def test_a_publisher_of_another_tenant_cannot_branch_the_run(origin: Origin) -> 
     assert done.returncode == 2
     assert "mallory" in done.stderr and "dev-1" in done.stderr
     # a request of its own naming the run as its origin, for a principal of its tenant
-    theirs = SPEC.replace("tenant: dev-1", "tenant: other") + (
+    theirs = (cli.cwd / "spec.yaml").read_text().replace("tenant: dev-1", "tenant: other") + (
         f"branch: {{run_id: {origin.run_id}, turn: 2}}\n"
     )
     (cli.cwd / "theirs.yaml").write_text(theirs)

@@ -10,6 +10,7 @@ branch as any run: the publisher's grant, and the origin's tenant."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 import threading
@@ -40,6 +41,7 @@ from agentledger.services.session import Session
 # what a branch keeps from its origin whatever CHANGES says: who it acts for (a branch
 # never gains scopes), the conversation before its turn, where it works
 KEPT = ("principal", "task", "branch", "workspace", "copy_workspace")
+MODEL_LOG = "agentledger.services.handlers.model"  # where a failed model request is logged
 
 
 class Refused(Exception):
@@ -92,9 +94,14 @@ def start_branch(
     folder = _workspace(session, origin, created, turn) if created.workspace else None
     if folder is not None:
         spec = spec.model_copy(update={"workspace": folder, "copy_workspace": True})
+    quiet = logging.getLogger(MODEL_LOG)
+    level = quiet.level
+    if replay:  # the departure ends the branch by design: the report says so, not a warning
+        quiet.setLevel(logging.ERROR)
     try:
         new_id, state = _run(session, spec, created.base_dir, as_)
     finally:
+        quiet.setLevel(level)
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)  # the intake copied it
     return Branched(run_id, origin, created, new_id, state, tuple(overrides))
