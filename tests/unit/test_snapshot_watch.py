@@ -110,3 +110,36 @@ def test_a_workspace_on_a_network_file_system_is_walked_whole(
     monkeypatch.setattr(watch, "_fs_type", lambda path: 0x6969)  # NFS
     w = watch.Watcher()
     assert w.since(str(tmp_path), w.mark()).everything
+
+
+def test_a_workspace_no_longer_remembered_loses_its_watches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentledger.services.adapters.snapshots import taker as taker_module
+
+    monkeypatch.setattr(taker_module, "REMEMBERED_WORKSPACES", 1)
+    first, second = _workspace(tmp_path / "one"), _workspace(tmp_path / "two")
+    taker = Snapshotter(SnapshotStore(tmp_path / "s"), CAPS)
+    taker.take(str(first))
+    watcher = taker._watcher
+    assert watcher is not None and len(watcher._where) == 4  # its top and 3 folders
+    taker.take(str(second))
+    assert {ws for where in watcher._where.values() for ws in where} == {str(second)}
+    (first / "a" / "f0.txt").write_text("changed while forgotten")
+    assert taker.take(str(first)).tree_id == fresh(taker.store, first)
+
+
+def test_too_many_events_between_two_snapshots_mean_a_whole_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "MAX_EVENTS", 3)
+    ws = _workspace(tmp_path)
+    taker = Snapshotter(SnapshotStore(tmp_path / "s"), CAPS)
+    taker.take(str(ws))
+    for i in range(5):
+        (ws / "b" / f"new{i}.txt").write_text(str(i))
+    w = taker._watcher
+    assert w is not None
+    w.mark()
+    assert w.since(str(ws), taker._last[str(ws)].seq).everything
+    assert taker.take(str(ws)).tree_id == fresh(taker.store, ws)

@@ -151,9 +151,12 @@ class Snapshotter:
             if (current := self._last.get(workspace)) is None or current.seq <= made.seq:
                 self._last[workspace] = current = made
             self._last.move_to_end(workspace)
+            gone = []
             while len(self._last) > REMEMBERED_WORKSPACES:
-                self._last.popitem(last=False)
+                gone.append(self._last.popitem(last=False)[0])
         assert self._watcher is not None
+        for old in gone:  # its watches go with it (the kernel's are counted per user)
+            self._watcher.forget(old)
         self._watcher.forget_before(workspace, current.seq)
 
 

@@ -31,6 +31,7 @@ LOCAL_FS = frozenset(
     {0xEF53, 0x58465342, 0x9123683E, 0x01021994, 0x794C7630, 0x2FC12FC1, 0xF2F52010}
 )
 FULL_WALK_S = 30.0  # a workspace is walked whole at least this often
+MAX_EVENTS = 10_000  # kept per workspace between two of its snapshots
 
 
 class Changed:
@@ -56,6 +57,7 @@ class Watcher:
         self._fd = _init()
         self._seq = 0
         self._lost = 0  # the seq at the last overflow: everything since is unknown
+        self._lost_in: dict[str, int] = {}  # a workspace's own: too many events kept
         self._where: dict[int, dict[str, str]] = defaultdict(dict)  # wd -> {workspace: prefix}
         self._events: dict[str, list[tuple[int, str]]] = defaultdict(list)
         self._local: dict[str, bool] = {}
@@ -73,7 +75,8 @@ class Watcher:
     def since(self, workspace: str, seq: int) -> Changed:
         """The folders of `workspace` with an event after `seq` (call after `mark`)."""
         with self._lock:
-            if self._fd < 0 or self._lost > seq or not self._is_local(workspace):
+            lost = max(self._lost, self._lost_in.get(workspace, 0))
+            if self._fd < 0 or lost > seq or not self._is_local(workspace):
                 return EVERYTHING
             events = self._events.get(workspace, [])
             return Changed(False, frozenset(p for s, p in events if s > seq))
@@ -95,6 +98,20 @@ class Watcher:
                 return False
             self._where[wd][workspace] = prefix
         return True
+
+    def forget(self, workspace: str) -> None:
+        """A workspace no longer remembered: its watches removed, its events dropped."""
+        with self._lock:
+            for wd in [wd for wd, where in self._where.items() if workspace in where]:
+                where = self._where[wd]
+                del where[workspace]
+                if not where:
+                    del self._where[wd]
+                    if self._fd >= 0 and _LIBC is not None:
+                        _LIBC.inotify_rm_watch(self._fd, wd)  # its IN_IGNORED finds no place
+            self._events.pop(workspace, None)
+            self._lost_in.pop(workspace, None)
+            self._local.pop(workspace, None)
 
     def close(self) -> None:
         with self._lock:
@@ -128,13 +145,17 @@ class Watcher:
                     continue
                 where = self._where.pop(wd, {}) if mask & _IGNORED else self._where.get(wd, {})
                 for ws, prefix in where.items():
-                    self._events[ws].append((self._seq, prefix))
+                    kept = self._events[ws]
+                    kept.append((self._seq, prefix))
+                    if len(kept) > MAX_EVENTS:  # nobody took its snapshot for long: walk it whole
+                        self._lost_in[ws] = self._seq
+                        kept.clear()
 
 
 def _load() -> ctypes.CDLL | None:
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-        libc.inotify_init1, libc.inotify_add_watch, libc.statfs  # noqa: B018 - present?
+        libc.inotify_init1, libc.inotify_add_watch, libc.inotify_rm_watch, libc.statfs  # noqa: B018
     except (OSError, AttributeError):
         return None
     return libc
