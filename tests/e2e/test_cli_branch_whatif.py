@@ -86,6 +86,8 @@ def test_branch_takes_the_turns_before_from_the_origin_and_runs_nothing_again(
     created = _created(cli, made["run_id"])
     assert created["spec"]["branch"] == {"run_id": origin.run_id, "turn": 3}
     assert created["spec"]["tools"] == ["notes_v2"]
+    shown = cli("status", made["run_id"])
+    assert f"  branch of {origin.run_id} from turn 3" in shown.stdout
     done_calls = {e["call_id"]: e for e in of_type(cli.events(made["run_id"]), "ToolCallSucceeded")}
     assert done_calls["n1"]["replay_of"] == f"{origin.run_id}/n1"  # taken, not run
     assert done_calls["s1"]["output"] == "v1" and done_calls["s1"]["replay_of"]
@@ -121,3 +123,15 @@ def test_a_publisher_of_another_tenant_cannot_branch_the_run(origin: Origin) -> 
     assert refused.returncode == 2
     assert f"may not replay run {origin.run_id!r}" in refused.stderr
     assert set(cli.runs()) == before  # no run was created
+
+
+def test_a_branch_gains_no_scope_its_publishers_grant_lacks(origin: Origin) -> None:
+    cli = origin.cli
+    added = cli("publishers", "add", "narrow", "--principal", "*@dev-1", "--scopes", "notes:read",
+                "--queues", "*", "--workspaces", str(cli.cwd))  # fmt: skip
+    assert added.returncode == 0 or "already" in added.stderr, added.stderr
+    before = set(cli.runs())
+    done = cli("branch", origin.run_id, "--turn", "2", "--as", "narrow")
+    assert done.returncode == 2
+    assert "'narrow' may not grant the scopes ['notes:write']" in done.stderr
+    assert set(cli.runs()) == before
