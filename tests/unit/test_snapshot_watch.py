@@ -110,6 +110,7 @@ def test_a_workspace_on_a_network_file_system_is_walked_whole(
     monkeypatch.setattr(watch, "_fs_type", lambda path: 0x6969)  # NFS
     w = watch.Watcher()
     assert w.since(str(tmp_path), w.mark()).everything
+    assert not w.watch(str(tmp_path), str(tmp_path), "")  # no watch slot spent on it
 
 
 def test_a_workspace_no_longer_remembered_loses_its_watches(

@@ -93,6 +93,8 @@ class Watcher:
         if self._fd < 0 or _LIBC is None:
             return False
         with self._lock:  # a drain between the watch and its place would lose events
+            if not self._is_local(workspace):
+                return False  # never trusted there: no watch slot spent on it
             wd = _LIBC.inotify_add_watch(self._fd, os.fsencode(path), _MASK | _ONLYDIR_NOFOLLOW)
             if wd < 0:
                 return False
