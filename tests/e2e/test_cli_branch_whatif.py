@@ -97,12 +97,21 @@ def test_branch_takes_the_turns_before_from_the_origin_and_runs_nothing_again(
     }  # fmt: skip
 
 
-def test_a_branch_keeps_its_origins_principal(origin: Origin) -> None:
+def test_a_branch_keeps_its_origins_principal_and_bad_changes_are_named(origin: Origin) -> None:
     cli = origin.cli
     (cli.cwd / "boss.yaml").write_text("principal: {id: root, tenant: dev-1, scopes: ['*']}\n")
     done = cli("branch", origin.run_id, "--turn", "2", "--spec", "boss.yaml")
     assert done.returncode == 2
     assert "may not change 'principal'" in done.stderr
+    (cli.cwd / "typo.yaml").write_text("toolz: [notes_v2]\n")
+    typo = cli("branch", origin.run_id, "--turn", "2", "--spec", "typo.yaml")
+    assert typo.returncode == 2
+    (line,) = [x for x in typo.stderr.splitlines() if "toolz" in x]
+    assert "the branch's spec is not valid: toolz:" in line
+    late = cli("branch", origin.run_id, "--turn", "9")
+    assert late.returncode == 2 and "has 4 turns: no turn 9" in late.stderr
+    replayed = cli("whatif", origin.run_id, "--turn", "2", "--spec", "boss.yaml")
+    assert replayed.returncode == 2 and "may not change 'principal'" in replayed.stderr
 
 
 def test_a_publisher_of_another_tenant_cannot_branch_the_run(origin: Origin) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from agentledger.events.state import RunState
 from agentledger.events.time_travel import before_turn, written
@@ -75,7 +76,7 @@ def branch(
               "changed": list(done.changed)})  # fmt: skip
     else:
         print(f"branch {done.run_id} of {run_id} from turn {turn}: {status}")
-    return exit_codes.BY_STATUS.get(done.state.status, 0)
+    return exit_codes.for_status(done.state.status)
 
 
 def start_branch(
@@ -134,8 +135,11 @@ def _spec(
     base = created.spec.model_dump(mode="json", exclude_none=True)
     try:
         spec = RunSpec.model_validate({**base, **overrides, "branch": origin.model_dump()})
-    except ValueError as exc:
-        raise Refused("bad --spec", f"the branch's spec is not valid: {exc}") from None
+    except ValidationError as exc:
+        why = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'spec'}: {e['msg']}" for e in exc.errors()[:3]
+        )
+        raise Refused("bad --spec", f"the branch's spec is not valid: {why}") from None
     if replay:
         settings = ReplaySettings(
             run_id=origin.run_id, fallback_model=created.spec.model.fallback_model,
