@@ -165,5 +165,8 @@ def test_acceptance_records_the_workspace_it_judged_and_checkout_shows_it(fixed:
     fixed_calc = (fixed.cli.workspace(fixed.run_id) / "calc.py").read_bytes()
     seen = snapshot(out)
     assert seen["calc.py"] == fixed_calc and seen["test_calc.py"] == fixed.before["test_calc.py"]
+    left = fixed.cli("diff", fixed.run_id, "check-1.1")  # what the check's pytest left behind
+    assert left.returncode == 0 and "+++ b/__pycache__/" in left.stdout
+    assert "binary files differ" in left.stdout
     unknown = fixed.cli("checkout", fixed.run_id, "--call", "check-9.9", fixed.cli.cwd / "no")
     assert unknown.returncode == 2 and "recorded no workspace snapshots" in unknown.stderr
