@@ -16,6 +16,8 @@ from agentledger.events.state import Call, RunState
 from agentledger.events.status import RunStatus
 from agentledger.events.tool_step import Errored, Outcome
 from agentledger.events.types import RunCreated, ToolError
+from agentledger.services.adapters.archive.archive import open_archive
+from agentledger.services.adapters.reading.archived import ArchivedStore
 from agentledger.services.adapters.tools.context import ToolContext
 from agentledger.services.adapters.tools.runner import run_tool
 from agentledger.services.handlers.app import App
@@ -65,9 +67,11 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
 
 
 def _origins(app: App, state: RunState, origin: str, call: Call) -> Outcome:
-    """A branch's call before its own turn: the origin's outcome, nothing run. Only
-    an origin of the run's own tenant is read (the intake checked; checked again)."""
-    envs = app.store.read(origin)
+    """A branch's call before its own turn: the origin's outcome, nothing run (from
+    the archive when the origin left Redis). Only an origin of the run's own tenant is
+    read (the intake checked; checked again)."""
+    archive = open_archive(app.settings.archive_url, app.settings.state_dir, app.settings.prefix)
+    envs = (app.store if archive is None else ArchivedStore(app.store, archive)).read(origin)
     first = envs[0].data if envs else None
     tenant = first.spec.principal.tenant if isinstance(first, RunCreated) else None
     refusal = replay_model_refusal(state.run_id, state.spec.principal.tenant, origin, tenant)

@@ -144,3 +144,26 @@ def test_a_branch_gains_no_scope_its_publishers_grant_lacks(origin: Origin) -> N
     assert done.returncode == 2
     assert "'narrow' may not grant the scopes ['notes:write']" in done.stderr
     assert set(cli.runs()) == before
+
+
+def test_an_archived_run_is_branched_and_compared_as_one_in_redis(
+    tmp_path: Path, make_cli: Callable[[Path], Cli]
+) -> None:
+    cli = make_cli(tmp_path)
+    cli = dataclasses.replace(cli, cwd=copy_example("whatif", cli.cwd))
+    code, summary = cli.run_json(cli.cwd / "spec.yaml")
+    assert code == 0, summary
+    archived = cli("archive", "--older-than", "0", "--json")
+    assert archived.returncode == 0, archived.stderr
+    assert json.loads(archived.stdout)["archived"] == [summary["run_id"]]  # out of Redis
+    done = cli("whatif", summary["run_id"], "--turn", "2", "--spec", "v2.yaml", "--json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["first_divergence"]["id"] == "s1"
+    made = json.loads(cli("branch", summary["run_id"], "--turn", "3", "--json").stdout)
+    assert made["status"] == "completed"
+    replayed = {
+        e["call_id"]: e.get("replay_of")
+        for e in of_type(cli.events(made["run_id"]), "ToolCallSucceeded")
+    }
+    assert replayed["n1"] == f"{summary['run_id']}/n1"
