@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agentledger.events.event_model import EventModel, Overflow
+from agentledger.events.event_model import EventModel, Overflow, Snapshots
 
 
 class AcceptanceStarted(EventModel):
@@ -34,6 +34,10 @@ class AcceptanceChecked(EventModel):
     depends_on: tuple[str, ...] = Field(default=(), description="resources; '*' is any write")
     overflow: Overflow | None = Field(
         default=None, description="the evidence was cut: it holds its text's head and its reason"
+    )
+    snapshots: Snapshots | None = Field(
+        default=None,
+        description="the workspace the check judged (before) and left (after: a command may write)",
     )
 
 

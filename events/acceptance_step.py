@@ -16,6 +16,7 @@ from typing import Any, assert_never
 from agentledger.events.budgets import turns_left, wall_clock_exceeded
 from agentledger.events.causes import ACCEPTANCE_FAILED, acceptance_failure, check_cause
 from agentledger.events.claims import Window, expired
+from agentledger.events.event_model import Snapshots
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
 from agentledger.events.types import (
@@ -46,6 +47,7 @@ class CheckResult:
     checked_at: float
     started_at: float = 0.0
     depends_on: tuple[str, ...] = ("*",)  # resources; "*" is any write of the run
+    snapshots: Snapshots | None = None  # the workspace it judged, and left
 
 
 # how long each kind of check may take, when it does not say itself
@@ -127,6 +129,7 @@ def record_acceptance(
             started_at=r.started_at,
             checked_at=r.checked_at,
             depends_on=r.depends_on,
+            snapshots=r.snapshots,
         )
         for i, r in enumerate(results)
     ]

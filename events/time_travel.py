@@ -7,33 +7,53 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from agentledger.events.acceptance_events import AcceptanceChecked, AcceptanceStarted
 from agentledger.events.call_events import ToolCallFailed, ToolCallProposed, ToolCallSucceeded
 from agentledger.events.event_model import Snapshots
 
 
 @dataclass(frozen=True, slots=True)
 class Written:
-    """A call whose outcome carries its workspace's snapshots (its last outcome's)."""
+    """A call whose outcome carries its workspace's snapshots (its last outcome's), or
+    an acceptance check that recorded the workspace it judged (`passed` not None; its
+    id `check-A.I`: attempt A's check I, from 1)."""
 
     call_id: str
     turn: int
     name: str
     snapshots: Snapshots
+    passed: bool | None = None
+
+
+def check_id(attempt: int, index: int) -> str:
+    return f"check-{attempt}.{index + 1}"
 
 
 def written(events: Iterable[object]) -> list[Written]:
-    """The snapshotted calls of a run's events, in the order they were proposed."""
+    """The snapshotted calls (in the order they were proposed) and checks (where they
+    were recorded) of a run's events."""
+    order: list[str] = []
     proposed: dict[str, ToolCallProposed] = {}
     found: dict[str, Snapshots] = {}
+    checks: dict[str, Written] = {}
+    turn = attempt = 0
     for e in events:
+        turn = max(turn, getattr(e, "turn", 0) or 0)
         if isinstance(e, ToolCallProposed):
             proposed[e.call_id] = e
+            order.append(e.call_id)
         elif isinstance(e, ToolCallSucceeded | ToolCallFailed) and e.snapshots is not None:
             found[e.call_id] = e.snapshots
+        elif isinstance(e, AcceptanceStarted):
+            attempt = e.attempt
+        elif isinstance(e, AcceptanceChecked) and e.snapshots is not None:
+            cid = check_id(attempt, e.index)
+            checks[cid] = Written(cid, turn, e.check, e.snapshots, e.passed)
+            order.append(cid)
     return [
-        Written(p.call_id, p.turn, p.name, found[p.call_id])
-        for p in proposed.values()
-        if p.call_id in found
+        checks[i] if i in checks else Written(i, proposed[i].turn, proposed[i].name, found[i])
+        for i in order
+        if i in checks or i in found
     ]
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentledger.events.branching import taken_from_origin
 from agentledger.events.state import RunState
 from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.types import (
@@ -100,7 +101,7 @@ def validate_call(
         "resolvable": found.resolvable,
         "output_cap": found.output_cap,
     }
-    if found.approval is not None:
+    if found.approval is not None and not taken_from_origin(s.spec, call.turn):
         expires = now + s.spec.policies.approval_timeout_s
         return [ApprovalRequested(**fields, expires_at=expires, reason=found.approval)]
     return [ToolCallValidated(**fields)]

@@ -215,6 +215,11 @@ class ReplaySettings(_Spec):
         min_length=1,
         description="the recorded run's fallback model: a replayed refusal goes on as it did",
     )
+    stop_at_divergence: bool = Field(
+        default=False,
+        description="`whatif`: no reply once a call's input or outcome departed from the "
+        "recorded run's (its replies no longer apply): the run fails there",
+    )
 
 
 class ReplayModel(ModelCapabilities, _Spec):
@@ -318,6 +323,15 @@ AcceptanceCheck = Annotated[
 ]
 
 
+class Branch(_Spec):
+    """The run a branch started from (`agentledger branch`) and the turn it departs at:
+    the model replies and tool results of the turns before are that run's, taken from
+    its log (nothing runs again)."""
+
+    run_id: str = Field(min_length=1, max_length=200)
+    turn: int = Field(ge=1)
+
+
 class RunSpec(_Spec):
     """A run: its task, who it acts for, its model, its tools, its budgets and
     what must be true at the end (`acceptance`)."""
@@ -359,6 +373,10 @@ class RunSpec(_Spec):
     )
     keep_secrets_in_log: bool = Field(
         default=False, description="false: secrets are redacted before events are appended"
+    )
+    branch: Branch | None = Field(
+        default=None,
+        description="the run and turn this run branched from (a run of the same tenant only)",
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from agentledger.events.acceptance_step import (
@@ -27,6 +28,7 @@ from agentledger.services.handlers.app import App
 from agentledger.services.handlers.checks import Verdict, run_check
 from agentledger.services.handlers.engine import Decided
 from agentledger.services.handlers.execution import RunWatch
+from agentledger.services.handlers.snapshotting import around_check
 
 SOURCE = "accept"
 
@@ -74,14 +76,16 @@ def check(app: App, state: RunState, held: AcceptHeld) -> Decided | None:
         left = wall_clock_left(state, now=began)
         if watch.stop_requested() is not None or (left is not None and left <= 0):
             break  # the run stopped, or is out of time: no more checks (recorded below)
-        verdict = run_check(app, state, spec_check)
+        verdict, judged = around_check(
+            app.snapshots, state.workspace, partial(run_check, app, state, spec_check)
+        )
         if verdict.stopped is not None:
             _stopped(app, state.run_id, attempt, index, verdict)
             return None
         results.append(
             CheckResult(
                 verdict.what, verdict.passed, verdict.evidence, app.clock.now(), began,
-                verdict.depends_on,
+                verdict.depends_on, judged,
             )
         )  # fmt: skip
     now = app.clock.now()

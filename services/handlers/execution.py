@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import threading
 
+from agentledger.events.branching import recorded_outcome, taken_from_origin
 from agentledger.events.fold import fold
+from agentledger.events.grants import replay_model_refusal
 from agentledger.events.lock_step import LockAsk, held_ask
 from agentledger.events.state import Call, RunState
 from agentledger.events.status import RunStatus
 from agentledger.events.tool_step import Errored, Outcome
-from agentledger.events.types import ToolError
+from agentledger.events.types import RunCreated, ToolError
+from agentledger.services.adapters.archive.archive import open_archive
+from agentledger.services.adapters.reading.archived import ArchivedStore
 from agentledger.services.adapters.tools.context import ToolContext
 from agentledger.services.adapters.tools.runner import run_tool
 from agentledger.services.handlers.app import App
@@ -27,6 +31,8 @@ WATCH_EVERY_S = 0.1
 
 
 def execute(app: App, state: RunState, call: Call) -> Outcome:
+    if (branch := state.spec.branch) is not None and taken_from_origin(state.spec, call.turn):
+        return _origins(app, state, branch.run_id, call)
     registered = app.toolset.get(call.name)
     if registered is None:  # validated by a worker of the same tool set: cannot happen
         message = f"tool {call.name!r} is not in this worker's tool set"
@@ -58,6 +64,20 @@ def execute(app: App, state: RunState, call: Call) -> Outcome:
                 ),
             ),
         )  # fmt: skip
+
+
+def _origins(app: App, state: RunState, origin: str, call: Call) -> Outcome:
+    """A branch's call before its own turn: the origin's outcome, nothing run (from
+    the archive when the origin left Redis). Only an origin of the run's own tenant is
+    read (the intake checked; checked again)."""
+    archive = open_archive(app.settings.archive_url, app.settings.state_dir, app.settings.prefix)
+    envs = (app.store if archive is None else ArchivedStore(app.store, archive)).read(origin)
+    first = envs[0].data if envs else None
+    tenant = first.spec.principal.tenant if isinstance(first, RunCreated) else None
+    refusal = replay_model_refusal(state.run_id, state.spec.principal.tenant, origin, tenant)
+    if refusal is not None:
+        return Errored(ToolError(code="permission_denied", message=refusal, retryable=False))
+    return recorded_outcome((e.data for e in envs), origin, call.call_id)
 
 
 class RunWatch:

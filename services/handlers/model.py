@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentledger.events.branching import model_at
 from agentledger.events.budgets import estimate_request
 from agentledger.events.context_view import ContextView, assemble, with_context
 from agentledger.events.model_retry import ModelFailure, RetryBound
@@ -92,7 +93,7 @@ def answer(app: App, state: RunState, held: ModelHeld) -> Decided | None:
         redact = redactor_for(state.spec).text
         watch = Streamer(app.live_text, run_id, claimed.turn, claimed.attempt, redact)
         request = dataclasses.replace(request, watch=watch)
-    adapter = app.model_for(state.spec.model)
+    adapter = app.model_for(model_at(state.spec, claimed.turn))  # a branch's: its origin's
     try:
         with model_request_context(
             run_id, claimed.turn, claimed.attempt

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
+from typing import TypeVar
 
 from agentledger.events.event_model import Snapshots
 from agentledger.events.state import Call, RunState
@@ -16,6 +17,7 @@ from agentledger.events.workspace_tree import writes_files
 from agentledger.services.adapters.snapshots.taker import Snapshotter, Taken
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def around(
@@ -35,6 +37,24 @@ def around(
     notes = [n for n in (before.note, after.note) if n]
     pair = Snapshots(before=before.tree_id, after=after.tree_id, note="; ".join(notes) or None)
     return dataclasses.replace(outcome, snapshots=pair)
+
+
+def around_check(
+    snapshots: Snapshotter | None, workspace: str | None, run: Callable[[], T]
+) -> tuple[T, Snapshots | None]:
+    """Run an acceptance check between two snapshots of the run's workspace: the state
+    it judged, and the one it left (a command check may write: a cache, a report)."""
+    if snapshots is None or workspace is None:
+        return run(), None
+    before = _take(snapshots, workspace)
+    done = run()
+    after = _take(snapshots, workspace) if before is not None else None
+    if before is None or after is None:
+        return done, None
+    notes = [n for n in (before.note, after.note) if n]
+    return done, Snapshots(
+        before=before.tree_id, after=after.tree_id, note="; ".join(notes) or None
+    )
 
 
 def _take(snapshots: Snapshotter, workspace: str) -> Taken | None:

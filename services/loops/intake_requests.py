@@ -155,16 +155,18 @@ class Requests:
         return None
 
     def _check_reach(self, message: RunRequested, by: Granted) -> None:
-        """What the run would reach beyond its own log: a replay model only a run of
-        the same tenant; a chosen run id only a shard the deployment reads."""
-        model = message.spec.model
-        if isinstance(model, ReplayModel):
-            recorded = self._app.runs.load(model.replay.run_id)
+        """What the run would reach beyond its own log: a replay model, and a branch's
+        origin, only a run of the same tenant; a chosen run id only a shard the
+        deployment reads."""
+        model, branch = message.spec.model, message.spec.branch
+        for read in (model.replay.run_id if isinstance(model, ReplayModel) else None,
+                     branch.run_id if branch is not None else None):  # fmt: skip
+            if read is None:
+                continue
+            recorded = self._app.runs.load(read)
             tenant = recorded.spec.principal.tenant if recorded is not None else None
-            tenant = tenant or archived_tenant(self._archive, model.replay.run_id)
-            refusal = replay_model_refusal(
-                by.name, message.spec.principal.tenant, model.replay.run_id, tenant
-            )
+            tenant = tenant or archived_tenant(self._archive, read)
+            refusal = replay_model_refusal(by.name, message.spec.principal.tenant, read, tenant)
             if refusal is not None:
                 raise Rejected(refusal)
         if message.run_id is not None and (named := Keys.named_shard(message.run_id)) is not None:

@@ -40,6 +40,7 @@ from tests.bench import (
     recovery,
     report,
     retention,
+    snapshots,
     state_load,
 )
 from tests.bench.harness import Bench, BenchError, private_bench
@@ -55,6 +56,7 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
     raw.update({"concurrent_1p": [], "concurrent_2p": [], "kills": [], "embedded": []})
     raw["concurrent_1p_metrics"] = []
     raw["admission"] = []
+    raw["snapshots"] = []
     notes: list[str] = []
     with private_bench(settings, tmp, "everysec") as bench:
         raw["redis"] = bench.client.info("server")["redis_version"]
@@ -65,6 +67,7 @@ def collect(plan: Plan, settings: Settings, tmp: Path) -> tuple[dict[str, Any], 
             raw["concurrent_1p"].append(seq.pop("concurrent"))
             raw["ours"].append(seq)
             raw["embedded"].append(embedded.measure(bench, f"{base}-run", plan.calls, tmp))
+            raw["snapshots"].append(snapshots.measure(plan.snapshot_rounds))
             if rep <= plan.peer_reps:
                 _peers(raw, plan, rep)
             raw["concurrent_2p"].append(ours.concurrent(bench, f"{base}-2p", *plan.concurrent, 2))

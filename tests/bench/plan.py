@@ -46,6 +46,7 @@ class Plan:
     parked_window_s: float  # R: each idle window counted
     retained_runs: int = 10_000  # T: finished runs written, then archived by one pass
     admission_runs: int = 1000  # A: requests published to one intake process (burst, paced)
+    snapshot_rounds: int = 60  # S: write calls timed per repetition (bench.snapshots)
 
 
 PLANS = {

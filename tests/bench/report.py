@@ -65,6 +65,10 @@ def rows(raw: dict[str, Any], plan: Plan, durability: str) -> list[Row]:
         add("W1", measure.format(calls=plan.calls, cmd=run_cmd), OURS, durability, unit,
             _col(embedded, key))  # fmt: skip
 
+    snaps = raw.get("snapshots", [])
+    for key, measure, unit in SNAPSHOTS:
+        add("S", measure, OURS, "snapshot folder", unit, _col(snaps, key))
+
     reads = [r["parallel_reads"] for r in raw["ours"] if "parallel_reads" in r]
     if reads:
         what = f"{reads[0]['reads']} independent reads of {READ_S:g} s in one turn"
@@ -202,6 +206,13 @@ EMBEDDED = [
     ("start_s", "start-up to the run created, {cmd}", "s"),
     ("round_trips", "Redis round trips per tool call, {cmd}", "count"),
     ("cpu_ms", "CPU per tool call, {cmd}", "ms cpu"),
+]
+SNAPSHOTS = [  # S, beside W1: a write call's two workspace snapshots (bench.snapshots)
+    ("per_write_wall_ms_median", "added per write call, 1,000 files / 10 MB, one-file write", "ms"),
+    ("per_write_cpu_ms_median", "CPU added per write call, 1,000 files / 10 MB", "ms cpu"),
+    ("per_write_wall_ms_p90", "added per write call, p90 of the rounds", "ms"),
+    ("per_write_cpu_ms_p90", "CPU added per write call, p90 of the rounds", "ms cpu"),
+    ("first_snapshot_ms", "first snapshot of the workspace (every file read)", "ms"),
 ]
 W3 = [
     ("calls_per_s", "tool calls/s", "calls/s"),

@@ -63,9 +63,13 @@ def test_diff_shows_exactly_the_change_the_write_made(fixed: Ran) -> None:
 def test_status_files_lists_what_each_write_changed(fixed: Ran) -> None:
     done = fixed.cli("status", fixed.run_id, "--files")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["turn 3  w1           write_file", "  M calc.py"]
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["turn 3  w1           write_file", "  M calc.py"]
+    # then the acceptance check, and what its pytest left behind (byte code)
+    assert lines[2] == "turn 5  check-1.1    command 'python -m pytest -q' exits 0 (passed)"
+    assert lines[3:] and all(line.startswith("  A __pycache__/") for line in lines[3:])
     as_json = json.loads(fixed.cli("status", fixed.run_id, "--files", "--json").stdout)
-    assert [(c["call_id"], c["files"]) for c in as_json["calls"]] == [
+    assert [(c["call_id"], c["files"]) for c in as_json["calls"][:1]] == [
         ("w1", [{"path": "calc.py", "change": "modified"}])
     ]
 
@@ -116,7 +120,7 @@ def test_gc_frees_what_no_run_refers_to_and_keeps_the_runs_snapshots(fixed: Ran)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert (report["freed_trees"], report["freed_blobs"], report["dry_run"]) == (1, 1, False)
-    assert report["kept_trees"] == 2 and report["runs"] >= 1
+    assert report["kept_trees"] == 3 and report["runs"] >= 1  # w1's two, and its check's after
     assert fixed.cli("diff", fixed.run_id, "w1").returncode == 0  # the run's own stay
     assert not store._tree(orphan).exists()
 
@@ -140,7 +144,29 @@ def test_snapshots_past_their_age_are_collected_and_diff_says_so(
     aged = dataclasses.replace(cli, env={**cli.env, "AGENTLEDGER_SNAPSHOT_KEEP_S": "1"})
     done = aged("gc")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("freed 2 snapshots and 4 blobs")  # 3 files, calc.py twice
+    # w1's two trees and its check's after; 3 files, calc.py twice, pytest's 2 byte-code files
+    assert done.stdout.startswith("freed 3 snapshots and 6 blobs")
     gone = cli("diff", summary["run_id"], "w1")
     assert gone.returncode == 1
     assert "is not in the snapshot store" in gone.stderr
+
+
+def test_acceptance_records_the_workspace_it_judged_and_checkout_shows_it(fixed: Ran) -> None:
+    (checked,) = of_type(fixed.events, "AcceptanceChecked")
+    judged = checked["snapshots"]
+    assert checked["passed"] and judged["before"].startswith("sha256:")
+    listed = json.loads(fixed.cli("status", fixed.run_id, "--files", "--json").stdout)["calls"]
+    check = listed[-1]
+    assert (check["call_id"], check["check"], check["passed"]) == ("check-1.1", True, True)
+    assert check["before"] == judged["before"]
+    out = fixed.cli.cwd / "judged"
+    done = fixed.cli("checkout", fixed.run_id, "--call", "check-1.1", out)
+    assert done.returncode == 0, done.stderr
+    fixed_calc = (fixed.cli.workspace(fixed.run_id) / "calc.py").read_bytes()
+    seen = snapshot(out)
+    assert seen["calc.py"] == fixed_calc and seen["test_calc.py"] == fixed.before["test_calc.py"]
+    left = fixed.cli("diff", fixed.run_id, "check-1.1")  # what the check's pytest left behind
+    assert left.returncode == 0 and "+++ b/__pycache__/" in left.stdout
+    assert "binary files differ" in left.stdout
+    unknown = fixed.cli("checkout", fixed.run_id, "--call", "check-9.9", fixed.cli.cwd / "no")
+    assert unknown.returncode == 2 and "recorded no workspace snapshots" in unknown.stderr

@@ -104,3 +104,26 @@ def test_a_damaged_blob_fails_the_checkout_by_name(tmp_path: Path) -> None:
     blob.write_bytes(b"tampered")
     with pytest.raises(SnapshotMissing, match="damaged"):
         write_tree(store, Tree({"f": Entry("file", digest, 8)}), str(tmp_path / "out"))
+
+
+def test_checks_with_snapshots_are_listed_where_they_were_recorded_with_their_verdict() -> None:
+    from agentledger.events.acceptance_events import AcceptanceChecked, AcceptanceStarted
+    from agentledger.events.call_events import ToolCallProposed, ToolCallSucceeded
+    from agentledger.events.event_model import Snapshots
+    from agentledger.events.time_travel import written
+
+    pair = Snapshots(before="sha256:" + "1" * 64, after="sha256:" + "2" * 64)
+    events = [
+        ToolCallProposed(call_id="w1", turn=2, name="write_file", input={}),
+        ToolCallSucceeded(call_id="w1", output=None, started_at=0, finished_at=1, snapshots=pair),
+        AcceptanceStarted(attempt=2, deadline_at=1.0),
+        AcceptanceChecked(
+            index=0, check="c", passed=False, evidence={}, checked_at=1.0, snapshots=pair
+        ),  # fmt: skip
+        AcceptanceChecked(index=1, check="d", passed=True, evidence={}, checked_at=1.0),
+    ]
+    found = written(events)
+    assert [(w.call_id, w.turn, w.passed) for w in found] == [
+        ("w1", 2, None),
+        ("check-2.1", 2, False),
+    ]

@@ -83,7 +83,8 @@ def _replay(spec: ReplayModel, settings: Settings, store: EventStore | None) -> 
     recorded = spec.replay.run_id
     archive = open_archive(settings.archive_url, settings.state_dir, settings.prefix)
     source = store if archive is None else ArchivedStore(store, archive)  # an archived run too
-    return ReplayAdapter(recorded, lambda: source.read(recorded))
+    own = source.read if spec.replay.stop_at_divergence else None
+    return ReplayAdapter(recorded, lambda: source.read(recorded), own)
 
 
 def _anthropic(spec: AnthropicModel, settings: Settings, store: EventStore | None) -> ModelAdapter:

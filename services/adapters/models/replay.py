@@ -3,7 +3,9 @@ of the new run is answered with the reply the recorded run got at the same
 turn — content verbatim (thinking signatures included), stop reason, usage and
 model id — so the tools, the checks and the core run again for real while the
 model's part is fixed. A turn the recorded run never reached is an error that
-ends the new run, which the divergence report then shows. An MCP server's n-th
+ends the new run, which the divergence report then shows. Asked to stop at the
+divergence (`whatif`), it answers no turn once a call of the new run came out
+otherwise than the recorded run's: that ends the new run there. An MCP server's n-th
 sampling request is answered with the recorded run's n-th (`ToolSampledModel`).
 
 Only a run of the same tenant is played: the intake refuses a request naming
@@ -17,6 +19,7 @@ from typing import Any
 
 from agentledger.events.grants import replay_model_refusal
 from agentledger.events.types import ModelResponded, RunCreated, ToolSampledModel
+from agentledger.events.whatif import departed
 from agentledger.schemas.content import TextBlock
 from agentledger.schemas.envelope import Envelope
 from agentledger.services.adapters.models.port import ModelError, ModelReply, ModelRequest
@@ -24,10 +27,16 @@ from agentledger.services.adapters.models.port import ModelError, ModelReply, Mo
 LEASE_S = 10.0
 
 
+Read = Callable[[str], Sequence[Envelope[Any]]]
+
+
 class ReplayAdapter:
-    def __init__(self, run_id: str, read: Callable[[], Sequence[Envelope[Any]]]):
+    def __init__(
+        self, run_id: str, read: Callable[[], Sequence[Envelope[Any]]], own: Read | None = None
+    ):
         self._run_id = run_id
         self._read = read
+        self._own = own  # set: no reply once the asking run departed from the recorded one
         self._replies: dict[tuple[str, int], ModelResponded | ToolSampledModel] = {}
         self._tenant: str | None = None  # the recorded run's, from its RunCreated
 
@@ -47,6 +56,8 @@ class ReplayAdapter:
         refusal = replay_model_refusal(request.run_id, request.tenant, self._run_id, self._tenant)
         if refusal is not None:
             raise ModelError(refusal, kind="permission")
+        if self._own is not None and not request.sample:
+            self._still_applies(request.run_id)
         if recorded is None:
             what = f"sampling request {key[1]}" if request.sample else f"turn {request.turn}"
             message = f"the recorded run {self._run_id!r} has no model reply for {what}"
@@ -63,6 +74,18 @@ class ReplayAdapter:
             stop_details=recorded.stop_details,
             truncated_tool_use_ids=recorded.truncated,
         )
+
+    def _still_applies(self, run_id: str) -> None:
+        """ModelError when a call of the asking run came out otherwise than the recorded
+        run's: the recorded replies answered another conversation from there."""
+        assert self._own is not None
+        d = departed([e.data for e in self._read()], [e.data for e in self._own(run_id)])
+        if d is not None:
+            raise ModelError(
+                f"departed from {self._run_id!r} at turn {d.turn}, call {d.key!r} ({d.name}): "
+                "its recorded replies no longer apply",
+                kind="invalid_request",
+            )
 
     def _load(self) -> None:
         envelopes = self._read()

@@ -20,6 +20,7 @@ from agentledger.schemas.errors import InvalidSpec
 from agentledger.services import structured_logs
 from agentledger.services.entrypoints.cli import exit_codes, interrupts
 from agentledger.services.entrypoints.cli.parser import BadOption
+from agentledger.services.entrypoints.cli.travel_dispatch import TRAVEL
 from agentledger.services.entrypoints.reply import fail, say_loading
 from agentledger.services.errors import ConfigError, ProviderUnready, RedisUnavailable, ServiceBusy
 from agentledger.services.extras import MissingExtra
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 
 # the commands that may start the local Redis service; submit, workers, intake and
 # the controls never do (a run or a message nobody will ever read)
-MAY_START = frozenset({"run", "status", "runs", "tail", "replay", "context", "raw", "trace", "ui"})
+MAY_START = frozenset(
+    {"run", "status", "runs", "tail", "replay", "context", "raw", "trace", "ui", "branch", "whatif"}
+)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -281,26 +284,6 @@ def _status(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     return inspect_cmds.status(session, args.run_id, as_json=as_json)
 
 
-def _diff(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from agentledger.services.entrypoints.cli import travel_cmds
-
-    return travel_cmds.diff(session, args.run_id, args.call_id, as_json=as_json)
-
-
-def _gc(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from agentledger.services.entrypoints.cli import travel_cmds
-
-    return travel_cmds.gc(session, dry_run=args.dry_run, as_json=as_json)
-
-
-def _checkout(args: argparse.Namespace, session: Session, as_json: bool) -> int:
-    from agentledger.services.entrypoints.cli import travel_cmds
-
-    return travel_cmds.checkout(
-        session, args.run_id, turn=args.turn, folder=args.folder, as_json=as_json
-    )
-
-
 def _runs(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     from agentledger.services.entrypoints.cli import inspect_cmds
 
@@ -382,8 +365,7 @@ def _control(args: argparse.Namespace, session: Session, as_json: bool) -> int:
 _ON_A_SESSION: dict[str, Callable[[argparse.Namespace, Session, bool], int]] = {
     "workers": _workers, "intake": _intake, "dead-letters": _dead_letters,
     "status": _status, "runs": _runs, "tail": _tail, "replay": _replay, "context": _context,
-    "raw": _raw, "trace": _trace, "ui": _ui, "archive": _archive, "diff": _diff,
-    "checkout": _checkout, "gc": _gc,
+    "raw": _raw, "trace": _trace, "ui": _ui, "archive": _archive, **TRAVEL,
 }  # fmt: skip
 
 

@@ -60,6 +60,8 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     summary = redactor_for(state.spec).value(run_summary(state))
     if (waiting := unserved(session, state)) is not None:
         summary["waiting_for"] = waiting
+    if (origin := state.spec.branch) is not None:
+        summary["branch_of"] = {"run_id": origin.run_id, "turn": origin.turn}
     if as_json:
         emit(summary)
     else:
@@ -67,6 +69,10 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
             f"run {state.run_id}: {state.status}  (seq {state.seq}, {counted(state.turns_used, 'turn')})"
         )
         print(f"  task: {summary['task']!r}  principal: {summary['principal']}")
+        if origin is not None:
+            print(
+                f"  branch of {origin.run_id} from turn {origin.turn} (its turns before are that run's)"
+            )
         took = f"{summary['duration_s']:.1f}s" + ("" if state.status.terminal else " so far")
         print(f"  created {summary['created_at']}, {took}; cost ${summary['cost_usd']:.4f}")
         if summary["detail"]:

@@ -18,6 +18,7 @@ from agentledger.services.entrypoints.cli.arg_types import (  # the names other 
     POOLS,
     max_processes,
 )
+from agentledger.services.entrypoints.cli.travel_parser import travel_commands
 from agentledger.services.entrypoints.reply import (
     shown,  # re-exported: the commands' messages use it
 )
@@ -182,21 +183,6 @@ def _worker_commands(command: Command) -> None:
     )  # fmt: skip
 
 
-def _travel_commands(command: Command) -> None:
-    """Time travel (issue 39): `diff`, `checkout`, `gc` (and `status --files`)."""
-    df = command("diff", "the unified diff of what one write call changed in the workspace")
-    df.add_argument("run_id", type=arg_types.run_id)
-    df.add_argument("call_id", type=arg_types.call_id)
-    co = command("checkout", "write the workspace as it was before a turn into an empty folder")
-    co.add_argument("run_id", type=arg_types.run_id)
-    co.add_argument("--turn", type=arg_types.positive, required=True)
-    co.add_argument("folder", help="an absent or empty folder")
-    gc = command("gc", "remove the workspace snapshots no kept run refers to; say what was freed")
-    gc.add_argument(
-        "--dry-run", action="store_true", help="count what would be freed; remove nothing"
-    )
-
-
 def _read_commands(command: Command) -> None:
     """The commands that read a run or the runs: `status`, `runs`, `tail`, `replay`,
     `context`, `trace`, `raw`."""
@@ -205,7 +191,7 @@ def _read_commands(command: Command) -> None:
     st.add_argument(
         "--files", action="store_true", help="the files each write call changed (its snapshots)"
     )
-    _travel_commands(command)
+    travel_commands(command)
     _runs(command("runs", "the runs, newest first"))
     t = command("tail", "events one a line, in time order across runs")
     t.add_argument(

@@ -1,6 +1,7 @@
 """Time travel (issue 39): `diff RUN CALL` (what a write changed, as a unified diff),
-`status RUN --files` (the files each write call changed) and `checkout RUN --turn N
-DIR` (the workspace as it was before turn N, written into an empty folder), all read
+`status RUN --files` (the files each write call changed, and the acceptance checks
+with the workspace each judged) and `checkout RUN --turn N DIR` (the workspace as it
+was before turn N; `--call check-A.I`: as a check judged it), all read
 from the snapshots the executor recorded and the operator's snapshot store; and `gc`,
 which collects the snapshots no kept run refers to."""
 
@@ -93,10 +94,11 @@ def _content(store: SnapshotStore, c: Change, side: str) -> bytes | None:
 
 
 def _head(run_id: str, w: Written) -> dict[str, Any]:
-    return {
+    head = {
         "run_id": run_id, "call_id": w.call_id, "turn": w.turn, "name": w.name,
         "before": w.snapshots.before, "after": w.snapshots.after, "note": w.snapshots.note,
     }  # fmt: skip
+    return head if w.passed is None else {**head, "check": True, "passed": w.passed}
 
 
 MARK = {"added": "A", "removed": "D", "modified": "M"}
@@ -120,21 +122,27 @@ def files(session: Session, run_id: str, *, as_json: bool) -> int:
     if not rows:
         say(f"run {run_id!r} recorded no workspace snapshots")
     for w, cs in rows:
-        print(f"turn {w.turn}  {w.call_id:<12} {w.name}")
+        verdict = "" if w.passed is None else " (passed)" if w.passed else " (failed)"
+        print(f"turn {w.turn}  {w.call_id:<12} {w.name}{verdict}")
         for c in cs:
             print(f"  {MARK[c.kind]} {printable(c.path)}")
     return 0
 
 
-def checkout(session: Session, run_id: str, *, turn: int, folder: str, as_json: bool) -> int:
-    """Write the workspace as it was before `turn` into `folder` (absent or empty)."""
+def checkout(
+    session: Session, run_id: str, *, turn: int | None, call: str | None, folder: str,
+    as_json: bool,
+) -> int:  # fmt: skip
+    """Write the workspace as it was before `turn` (or before `call` ran: for a check,
+    the workspace it judged) into `folder` (absent or empty)."""
     try:
         store, calls = _load(session, run_id)
-        tree_id = before_turn(calls, turn)
-        if tree_id is None:
+        tree_id = _call(calls, run_id, call).snapshots.before if call else None
+        if call is None and (tree_id := before_turn(calls, turn or 1)) is None:
             raise _Refused(
                 exit_codes.USAGE, "no snapshots", f"run {run_id!r} recorded no workspace snapshots"
             )
+        assert tree_id is not None
         tree: Tree = store.tree(tree_id)
         left_out = write_tree(store, tree, folder)
     except _Refused as r:
@@ -145,11 +153,12 @@ def checkout(session: Session, run_id: str, *, turn: int, folder: str, as_json: 
         return fail(exit_codes.CHECK_FAILED, "snapshot missing", str(e), as_json)
     kept = len(tree.entries) - len(left_out)
     if as_json:
-        emit({"run_id": run_id, "turn": turn, "snapshot": tree_id, "folder": folder,
+        emit({"run_id": run_id, "turn": turn, "call": call, "snapshot": tree_id, "folder": folder,
               "written": kept, "left_out": [printable(p) for p in left_out]})  # fmt: skip
     else:
+        when = f"before turn {turn}" if call is None else f"before {call}"
         print(
-            f"{folder}: the workspace of run {run_id} before turn {turn} ({kept} entries, snapshot {tree_id})"
+            f"{folder}: the workspace of run {run_id} {when} ({kept} entries, snapshot {tree_id})"
         )
     for p in left_out:
         say(f"not restored (left out of the snapshot): {printable(p)}")
