@@ -376,6 +376,7 @@ def build_services(
         member_ttl_s=settings.member_ttl_s,
         middleware=[*worker_middleware(), *extra],
         budgets=budgets,
+        read_ahead=settings.read_ahead,
     )
     dramatiq.set_broker(broker)
     directory = Directory(client, keys, member_ttl_s=settings.member_ttl_s)

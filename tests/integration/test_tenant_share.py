@@ -1,9 +1,11 @@
 """Threads shared between tenants, through real `agentledger workers`: tenant A's 12
-runs whose model turns are slow fill the model pool of a worker process; with
-`AGENTLEDGER_TENANT_SHARE=accept,model` tenant A holds at most all but one of its
-model slots, so tenant B's one-turn run finds one (its delivery is not let go) and
-completes while A's turns still run. Without it (the default, `accept`), B's run
-waits for A's turns."""
+runs whose model turns are slow (8 s: the issue's 40 s scaled down) fill the model
+pool of a worker process; with `AGENTLEDGER_TENANT_SHARE=accept,model` tenant A
+holds at most all but one of its model slots, so tenant B's one-turn run finds one
+(its delivery is not let go) and completes while A's turns still run. Without it
+(the default, `accept`), B's run waits for a thread — but for the first of A's
+turns to end, not for A's backlog: the pool reads ahead and gives the freed thread
+to the tenant served least recently (`agentledger.events.thread_turns`)."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from agentledger.services.adapters.tools.toolset import ToolSet
 from agentledger.services.handlers.state_cache import cache_for
 from agentledger.services.keys import Keys
 
-A_RUNS, A_TURN_S, MODEL_THREADS = 12, 3.0, 3
+A_RUNS, A_TURN_S, MODEL_THREADS = 12, 8.0, 3
 B_WITHIN_S = 5.0  # the issue's target behind 12 runs of slow turns
 
 
@@ -86,11 +88,15 @@ def test_a_tenants_slow_model_turns_do_not_hold_another_tenants_run(
     b = store.load("b-1")
     assert b is not None and b.status is RunStatus.COMPLETED, workers.output()
     took = b.updated_at - b.created_at
-    a_live = sum(s is not None and s.status.live for s in (store.load(r) for r in a_ids))
+    a_states = [store.load(r) for r in a_ids]
+    a_live = sum(s is not None and s.status.live for s in a_states)
+    a_done = A_RUNS - a_live
     with capsys.disabled():
-        print(f"\n[tenants] share={share}: B's run took {took:.2f}s; A's runs live then: {a_live}")
+        print(f"\n[tenants] share={share}: B's run took {took:.2f}s; A's runs done then: {a_done}")
     if share == "accept,model":
         assert took < B_WITHIN_S, "B's run found a model slot while A's turns ran"
         assert a_live > 0, "A's burst was still running"
     else:
-        assert took > A_TURN_S, "without the share, B waited behind A's turns"
+        # B took the first thread one of A's first turns gave back (round-robin), not
+        # the thread after A's whole backlog (then 9 of A's runs would have ended first)
+        assert a_done <= MODEL_THREADS, f"B waited behind {a_done} of A's runs"
