@@ -66,3 +66,32 @@ def turns(is_control: Sequence[bool]) -> list[tuple[int, int]]:
     if start < len(is_control):
         spans.append((start, len(is_control)))
     return spans
+
+
+def by_tenant(tenants: Sequence[str]) -> list[int]:
+    """The order run requests (by their tenants, in arrival order) are admitted in:
+    round-robin across tenants — each tenant's k-th before any tenant's (k+1)-th,
+    tenants in the order they first appear — each tenant's in arrival order."""
+    own: dict[str, list[int]] = {}
+    for i, tenant in enumerate(tenants):
+        own.setdefault(tenant, []).append(i)
+    order: list[int] = []
+    for k in range(max((len(q) for q in own.values()), default=0)):
+        order += [q[k] for q in own.values() if k < len(q)]
+    return order
+
+
+def window_order(entries: Sequence[tuple[bool, str]]) -> list[int]:
+    """The order a window of inbox entries (each: whether it is a control, and whose
+    it is — its stream's publisher and the tenant its request names) is handled in:
+    each control where it stands (a control may name a run requested before it), the
+    run requests between two controls round-robin by whose they are (`by_tenant`).
+    So one tenant's backlog in a stream holds another's request behind one chunk of
+    the window, not behind the backlog."""
+    out: list[int] = []
+    for start, end in turns([control for control, _ in entries]):
+        if entries[start][0]:
+            out.append(start)
+            continue
+        out += [start + i for i in by_tenant([whose for _, whose in entries[start:end]])]
+    return out
