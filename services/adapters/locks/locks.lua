@@ -279,6 +279,13 @@ local function pump()
   local grants = {}
   local ws = waiting()  -- decoded once: a pass only takes some of them out
   forget(ws)
+  if redis.call('HLEN', WAITS) > #ws then  -- left by a worker of the older script
+    local live = {}
+    for _, w in ipairs(ws) do live[w[1]] = true end
+    for _, id in ipairs(redis.call('HKEYS', WAITS)) do
+      if not live[id] then redis.call('HDEL', WAITS, id) end
+    end
+  end
   local done = {}
   while pass(ws, done, grants) do end
   return grants
