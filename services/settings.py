@@ -162,6 +162,8 @@ class Settings:
     # messages a pool with every slot taken reads ahead, to give a freed slot to the
     # tenant served least recently (agentledger.events.thread_turns)
     read_ahead: int = 16
+    # pools given one spare slot (and thread) a process, for a tenant with nothing running there
+    tenant_spare: str = ""
     # replays (issue 31.4): an inbox message issued further than this from the intake's
     # clock, either side, is refused; its nonce is kept for twice as long
     replay_window_s: float = 300.0
@@ -274,6 +276,10 @@ def _check_broker(settings: Settings) -> None:
     if bad := set(settings.tenant_share.split(",")) - {"model", "tools", "accept", ""}:
         raise ConfigError(
             "AGENTLEDGER_TENANT_SHARE", f"{sorted(bad)}: pools are model, tools, accept"
+        )
+    if bad := set(settings.tenant_spare.split(",")) - {"model", "tools", "accept", ""}:
+        raise ConfigError(
+            "AGENTLEDGER_TENANT_SPARE", f"{sorted(bad)}: pools are model, tools, accept"
         )
     if not 1 <= settings.read_ahead <= 4096:
         raise ConfigError("AGENTLEDGER_READ_AHEAD", "must be between 1 and 4096")

@@ -5,7 +5,9 @@ holds at most all but one of its model slots, so tenant B's one-turn run finds o
 (its delivery is not let go) and completes while A's turns still run. Without it
 (the default, `accept`), B's run waits for a thread — but for the first of A's
 turns to end, not for A's backlog: the pool reads ahead and gives the freed thread
-to the tenant served least recently (`agentledger.events.thread_turns`)."""
+to the tenant served least recently (`agentledger.events.thread_turns`). With
+`AGENTLEDGER_TENANT_SPARE=model` the pool has one spare slot for a tenant with
+nothing running in it: A's turns use all 3 threads and B's starts at once."""
 
 from __future__ import annotations
 
@@ -44,7 +46,9 @@ def spec(tenant: str, delay_s: float, tools_dir: Path) -> RunSpec:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("share", ["accept,model", "accept"])
+@pytest.mark.parametrize(
+    ("share", "spare"), [("accept,model", ""), ("accept", ""), ("accept", "model")]
+)
 def test_a_tenants_slow_model_turns_do_not_hold_another_tenants_run(
     client: redis.Redis,
     keys: Keys,
@@ -54,11 +58,13 @@ def test_a_tenants_slow_model_turns_do_not_hold_another_tenants_run(
     workspace: Path,
     signer: Signer,
     share: str,
+    spare: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     workers._env.update(
-        AGENTLEDGER_TENANT_SHARE=share, AGENTLEDGER_MODEL_THREADS=str(MODEL_THREADS)
-    )
+        AGENTLEDGER_TENANT_SHARE=share, AGENTLEDGER_MODEL_THREADS=str(MODEL_THREADS),
+        AGENTLEDGER_TENANT_SPARE=spare,
+    )  # fmt: skip
     workers.start()
     store = cache_for(RedisEventStore(client, keys))
 
@@ -72,12 +78,16 @@ def test_a_tenants_slow_model_turns_do_not_hold_another_tenants_run(
     a_ids = [f"a-{i}" for i in range(A_RUNS)]
     for rid in a_ids:
         ask(rid, "tenant-a", A_TURN_S)
+    holding = MODEL_THREADS - 1 if share == "accept,model" else MODEL_THREADS
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # A's turns hold the model pool
+    a_running = 0
+    while time.monotonic() < deadline:  # A's turns hold the model pool (the share: all but one)
         states = [store.load(r) for r in a_ids]
-        if sum(s is not None and s.model_claim_deadline is not None for s in states) >= 2:
+        a_running = sum(s is not None and s.model_claim_deadline is not None for s in states)
+        if a_running >= holding:
             break
         time.sleep(0.05)
+    assert a_running >= holding, f"A's turns took {a_running} threads, not {holding}"
     ask("b-1", "tenant-b", 0.0)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -92,8 +102,9 @@ def test_a_tenants_slow_model_turns_do_not_hold_another_tenants_run(
     a_live = sum(s is not None and s.status.live for s in a_states)
     a_done = A_RUNS - a_live
     with capsys.disabled():
-        print(f"\n[tenants] share={share}: B's run took {took:.2f}s; A's runs done then: {a_done}")
-    if share == "accept,model":
+        print(f"\n[tenants] share={share} spare={spare or '-'}: B's run took {took:.2f}s; "
+              f"A's runs done then: {a_done}")  # fmt: skip
+    if share == "accept,model" or spare:
         assert took < B_WITHIN_S, "B's run found a model slot while A's turns ran"
         assert a_live > 0, "A's burst was still running"
     else:

@@ -155,3 +155,40 @@ def test_a_dead_processs_read_ahead_is_taken_over_by_another(
     finally:
         other.close()
     assert sorted(taken) == [f"a-{i}" for i in range(4)]
+
+
+def test_a_spare_slot_goes_at_once_to_a_tenant_with_nothing_running_never_to_the_busy_one(
+    client: redis.Redis, prefix: str
+) -> None:
+    broker = StreamsBroker(
+        client, Keys(prefix, len(SHARDS)), worker_id=f"w-{uuid.uuid4().hex[:6]}", shards=SHARDS,
+        claim_idle_ms=1000, member_ttl_s=0.5,
+        budgets=Budgets({"model": 2}, spares={"model": 1}),
+    )  # fmt: skip
+    budgets = broker.budgets
+    assert budgets is not None
+    consumer = broker.consume(broker.route(ROUTE), prefetch=2, timeout=100)
+    try:
+        assert next(consumer) is None
+        for i in range(6):
+            send(broker, f"a-{i}", "tenant-a")
+        first = [next(consumer), next(consumer)]  # A's first two take the budget's slots
+        assert all(m is not None for m in first)
+        read_ahead(consumer, budgets, 4)
+        for _ in range(20):
+            assert next(consumer) is None, "A runs already: the spare is not A's"
+        send(broker, "b-0", "tenant-b")
+
+        deadline = time.monotonic() + 20
+        message = None
+        while message is None:
+            assert time.monotonic() < deadline, "B never got the spare slot"
+            message = next(consumer)
+
+        assert message.args == ("b-0",) and message.slot is not None
+        assert all(m is not None and m.slot is not None for m in first), "A's still run"
+        consumer.ack(message)
+        for m in first:
+            consumer.ack(m)  # type: ignore[arg-type]
+    finally:
+        consumer.close()

@@ -12,22 +12,19 @@ held entries kept alive, a dead reader's idle ones taken over — runs at least
 every quarter of the claim idle time, pipelined over the streams of the shards
 this process owns (`membership`) and those it holds entries of.
 
-A message runs only with a slot of its pool's thread budget (`budgets`): the
-reads ask for as many as the pool has free, an entry read beyond them waits
-here (held, kept alive) until a slot is given back, and the slot goes with the
-delivery until its message is acked (or back on the stream). A pool with
-every slot taken still reads ahead — up to `read_ahead` messages in all, without
-blocking (a process whose read blocks, idle, gets new ones first), every 10 ms
-while new ones come and less often after each look that finds none, down to a
-tick's, and once more whenever a slot is given back — and counts them in
-`Budgets.waiting`: the threads that carry runs on hand their turns on to them
-(`agentledger.services.handlers.turns`). A slot given back goes to the message
-read ahead whose tenant (then run) was served least recently
-(`agentledger.events.thread_turns`; the tenant rides in the message's options),
-so one tenant's backlog of slow steps holds another tenant's message behind the
-steps already running, not behind the whole backlog. What is read ahead stays
-pending in the consumer group, kept alive by this process's ticks: a process that
-dies leaves it idle, and another takes it over as any dead reader's.
+A message runs only with a slot of its pool's thread budget (`budgets`), held
+until its message is acked (or back on the stream); an entry read beyond the free
+slots waits here (held, kept alive). A pool with every slot taken reads ahead, up
+to `read_ahead` messages, without blocking (an idle process's blocking read gets
+new ones first), every 10 ms while new ones come and less often after each look
+that finds none, and once more whenever a slot is given back; `Budgets.waiting`
+counts them for the threads that carry runs on (`handlers.turns`). A slot given
+back goes to the message whose tenant (then run) was served least recently
+(`agentledger.events.thread_turns`; the tenant rides in the message's options), so
+a tenant's backlog of slow steps holds another's behind the steps running, not the
+backlog; a pool's spare slot (`Budgets.spare`) goes at once to a tenant with nothing
+of the pool running here. What is read ahead stays pending in the group: a process
+that dies leaves it idle, and another takes it over as any dead reader's.
 
 dramatiq's ConsumerThread calls `__next__` in a loop and hands messages to
 worker threads, which call `ack` / `nack` from their own threads: the held
@@ -49,7 +46,7 @@ from dramatiq.message import Message
 from redis.exceptions import NoScriptError
 
 from agentledger.events.thread_turns import Turn, handed, next_up
-from agentledger.services.adapters.broker.budgets import Budgets
+from agentledger.services.adapters.broker.budgets import Budgets, Slot
 from agentledger.services.adapters.broker.membership import Membership
 from agentledger.services.adapters.broker.stream_message import (
     StreamMessage,
@@ -112,6 +109,7 @@ class StreamsConsumer(Consumer):
         self._ready: deque[StreamMessage] = deque()  # each with its slot
         self._waiting: list[StreamMessage] = []  # read, held, no slot yet; in arrival order
         self._turn = Turn()  # whose turn among them (`agentledger.events.thread_turns`)
+        self._out: dict[str, str] = {}  # entry id -> the tenant of a delivery not acked yet
         self.read_ahead = max(1, read_ahead)
         self._held: dict[str, StreamQueue] = {}  # entry id -> where it came from
         self._acks: list[tuple[StreamQueue, str]] = []
@@ -145,16 +143,35 @@ class StreamsConsumer(Consumer):
         """Hand on the entries that wait, as far as their pool has slots free: each
         slot to the one whose turn it is."""
         while self._waiting:
-            slot = self._budgets.take(self._pool)
-            if slot is None:
+            found = self._next_slot()
+            if found is None:
                 return
-            i = next_up(self._waiting, self._turn)
-            assert i is not None
+            i, slot = found
             self._turn = handed(self._waiting, i, self._turn)
             message = self._waiting.pop(i)
             message.slot = slot
+            with self._lock:
+                self._out[message.entry_id] = message.tenant
             self._ready.append(message)
             self._budgets.wait(self._pool, len(self._waiting))
+
+    def _next_slot(self) -> tuple[int, Slot] | None:
+        """The message whose turn it is and a slot for it: one of the budget's, else
+        the spare, for the first in turn of the tenants with nothing running here."""
+        slot = self._budgets.take(self._pool)
+        if slot is not None:
+            i = next_up(self._waiting, self._turn)
+            assert i is not None
+            return i, slot
+        if not self._budgets.spare(self._pool):
+            return None
+        with self._lock:
+            running = set(self._out.values())
+        idle = [j for j, m in enumerate(self._waiting) if m.tenant not in running]
+        j = next_up([self._waiting[k] for k in idle], self._turn)
+        if j is None or (slot := self._budgets.take_spare(self._pool)) is None:
+            return None
+        return idle[j], slot
 
     def _fill(self) -> None:
         due = self._next_due_ms is not None and time.time() * 1000 >= self._next_due_ms
@@ -179,10 +196,7 @@ class StreamsConsumer(Consumer):
         self._read(free)
 
     def _peeks(self) -> bool:
-        """Whether a busy pool looks for messages that wait (up to `read_ahead` in all,
-        without blocking: a process whose read blocks, idle, gets new ones first): what it
-        reads waits here for a slot, and the threads that carry runs on hand their
-        turns on to it (`agentledger.services.handlers.turns`)."""
+        """Whether a busy pool reads ahead (up to `read_ahead`, without blocking)."""
         return (
             self._budgets.process_wide
             and self._direct is not None
@@ -332,17 +346,18 @@ class StreamsConsumer(Consumer):
             self._queue_acks(pipe)
             pipe.execute()
 
-    def _release(self, entry_ids: Iterable[str]) -> None:
+    def _release(self, messages: Iterable[StreamMessage]) -> None:
         with self._lock:
-            for entry_id in entry_ids:
-                self._held.pop(entry_id, None)
+            for m in messages:
+                self._held.pop(m.entry_id, None)
+                self._out.pop(m.entry_id, None)
         self._freed.set()
 
     def ack(self, message: StreamMessage) -> None:  # type: ignore[override]
         give_back(message)
         with self._lock:
             self._acks.append((message.queue, message.entry_id))
-        self._release([message.entry_id])
+        self._release([message])
 
     def nack(self, message: StreamMessage) -> None:  # type: ignore[override]
         give_back(message)
@@ -350,10 +365,11 @@ class StreamsConsumer(Consumer):
             message.queue.dead_letter(
                 message.entry_id, message.encode(), reason="nack", deliveries=message.deliveries
             )
-        self._release([message.entry_id])
+        self._release([message])
 
     def requeue(self, messages: Iterable[StreamMessage]) -> None:  # type: ignore[override]
         """Messages this process will not run (shutdown): back on the stream, uncounted."""
+        messages = list(messages)
         by_queue: dict[str, tuple[StreamQueue, list[str]]] = {}
         for m in messages:
             give_back(m)
@@ -361,7 +377,7 @@ class StreamsConsumer(Consumer):
         with as_broker_errors():
             for queue, ids in by_queue.values():
                 queue.requeue(ids)
-        self._release([i for _, ids in by_queue.values() for i in ids])
+        self._release(messages)
 
     def close(self) -> None:
         self._budgets.forget(self._pool, self._freed)
