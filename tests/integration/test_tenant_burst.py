@@ -59,7 +59,12 @@ def test_tenant_bs_run_is_not_held_behind_tenant_as_500(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     share = os.environ.get("BURST_SHARE", "accept,model")  # `accept`: the default, to compare
-    workers._env.update(AGENTLEDGER_TENANT_SHARE=share, AGENTLEDGER_MODEL_THREADS="3")
+    spare = os.environ.get("BURST_SPARE", "")  # `model`: a spare slot, to compare
+    workers._env.update(
+        AGENTLEDGER_TENANT_SHARE=share,
+        AGENTLEDGER_MODEL_THREADS="3",
+        AGENTLEDGER_TENANT_SPARE=spare,
+    )
     workers.start()
     store = cache_for(RedisEventStore(client, keys))
 
