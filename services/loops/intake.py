@@ -30,7 +30,7 @@ from typing import Any, cast
 import redis
 
 from agentledger.events import controls
-from agentledger.events.admission import turns, window_order
+from agentledger.events.admission import chunk_spans, turns, window_order
 from agentledger.events.errors import ControlRefused
 from agentledger.events.grants import control_refusal
 from agentledger.events.state import RunState
@@ -124,10 +124,10 @@ class Intake:
             threading.Event().wait(block_ms / 1000)
             return 0
         window = self._window(names, block_ms)
-        order = window_order([whose(e, self._app.settings.inbox_max_bytes) for e in window])
-        for start in range(0, len(order), CHUNK):
-            chunk = [window[i] for i in order[start : start + CHUNK]]
-            self.handle_batch(chunk, registry=registry)
+        owners = [whose(e, self._app.settings.inbox_max_bytes) for e in window]
+        order = window_order(owners)
+        for start, end in chunk_spans(len(order), first=len(set(owners)), size=CHUNK):
+            self.handle_batch([window[i] for i in order[start:end]], registry=registry)
         return len(window)
 
     def _window(self, names: Sequence[str], block_ms: int) -> list[Entry]:

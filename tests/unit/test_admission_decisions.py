@@ -5,6 +5,7 @@ from __future__ import annotations
 from agentledger.events.admission import (
     Claimed,
     by_tenant,
+    chunk_spans,
     claim_value,
     own_run,
     request_claim,
@@ -72,3 +73,11 @@ def test_a_control_stays_where_it_stands_and_requests_take_turns_between_control
     entries = [(False, "a"), (False, "a"), (False, "b"), (True, ""), (False, "a"), (False, "b")]
 
     assert window_order(entries) == [0, 2, 1, 3, 4, 5]
+
+
+def test_the_first_chunk_is_each_senders_first_request_then_chunks_of_the_size() -> None:
+    assert chunk_spans(501, first=2, size=32)[:3] == [(0, 2), (2, 34), (34, 66)]
+    assert chunk_spans(501, first=2, size=32)[-1] == (482, 501)
+    assert chunk_spans(10, first=100, size=4) == [(0, 4), (4, 8), (8, 10)]
+    assert chunk_spans(0, first=0, size=32) == []
+    assert chunk_spans(1, first=0, size=32) == [(0, 1)]
