@@ -99,10 +99,12 @@ def window_order(entries: Sequence[tuple[bool, str]]) -> list[int]:
 
 def chunk_spans(n: int, *, first: int, size: int) -> list[tuple[int, int]]:
     """A window of `n` entries in their order as the spans [start, end) handled one
-    after another: the first as long as `first` (the senders in the window: each
-    one's first request, with nothing of anyone's second before it), at most `size`,
-    then `size` each."""
+    after another: all at once when they are at most `size`; else the first as long
+    as `first` (the senders in the window: each one's first request, with nothing of
+    anyone's second before it), at most `size`, then `size` each."""
     size = max(1, size)
+    if n <= size:
+        return [(0, n)] if n else []
     head = max(1, min(first, size))
     spans = [(0, min(head, n))] if n else []
     spans += [(s, min(s + size, n)) for s in range(head, n, size)]

@@ -80,4 +80,4 @@ def test_the_first_chunk_is_each_senders_first_request_then_chunks_of_the_size()
     assert chunk_spans(501, first=2, size=32)[-1] == (482, 501)
     assert chunk_spans(10, first=100, size=4) == [(0, 4), (4, 8), (8, 10)]
     assert chunk_spans(0, first=0, size=32) == []
-    assert chunk_spans(1, first=0, size=32) == [(0, 1)]
+    assert chunk_spans(20, first=2, size=32) == [(0, 20)], "a window of one chunk at once"
