@@ -66,3 +66,46 @@ def turns(is_control: Sequence[bool]) -> list[tuple[int, int]]:
     if start < len(is_control):
         spans.append((start, len(is_control)))
     return spans
+
+
+def by_tenant(tenants: Sequence[str]) -> list[int]:
+    """The order run requests (by their tenants, in arrival order) are admitted in:
+    round-robin across tenants — each tenant's k-th before any tenant's (k+1)-th,
+    tenants in the order they first appear — each tenant's in arrival order."""
+    own: dict[str, list[int]] = {}
+    for i, tenant in enumerate(tenants):
+        own.setdefault(tenant, []).append(i)
+    order: list[int] = []
+    for k in range(max((len(q) for q in own.values()), default=0)):
+        order += [q[k] for q in own.values() if k < len(q)]
+    return order
+
+
+def window_order(entries: Sequence[tuple[bool, str]]) -> list[int]:
+    """The order a window of inbox entries (each: whether it is a control, and whose
+    it is — its stream's publisher and the tenant its request names) is handled in:
+    each control where it stands (a control may name a run requested before it), the
+    run requests between two controls round-robin by whose they are (`by_tenant`).
+    So one tenant's backlog in a stream holds another's request behind one chunk of
+    the window, not behind the backlog."""
+    out: list[int] = []
+    for start, end in turns([control for control, _ in entries]):
+        if entries[start][0]:
+            out.append(start)
+            continue
+        out += [start + i for i in by_tenant([whose for _, whose in entries[start:end]])]
+    return out
+
+
+def chunk_spans(n: int, *, first: int, size: int) -> list[tuple[int, int]]:
+    """A window of `n` entries in their order as the spans [start, end) handled one
+    after another: all at once when they are at most `size`; else the first as long
+    as `first` (the senders in the window: each one's first request, with nothing of
+    anyone's second before it), at most `size`, then `size` each."""
+    size = max(1, size)
+    if n <= size:
+        return [(0, n)] if n else []
+    head = max(1, min(first, size))
+    spans = [(0, min(head, n))] if n else []
+    spans += [(s, min(s + size, n)) for s in range(head, n, size)]
+    return spans

@@ -192,7 +192,12 @@ def pump(t: LockTable, *, now: float) -> tuple[LockTable, list[Grant]]:
 
 
 def _pass(t: LockTable, now: float) -> tuple[LockTable, list[Grant]] | None:
-    """One pass over the waiters in their turn; None when it grants nothing."""
+    """One pass over the waiters in their turn; None when it grants nothing. Not taken
+    when every waiter is stuck behind holders or a closure (`_stuck`): it could grant
+    nothing whatever the turn, and a release that frees nothing (or the pass after a
+    grant that filled a key again) costs no turn."""
+    if all(_stuck(t, t.requests[rid], now) for rid in t.waiting()):
+        return None
     grants: list[Grant] = []
     blocked: dict[str, Mode] = {}  # key -> strongest mode an earlier waiter still wants
     kept: dict[str, int] = {}  # slot key -> earlier waiters still waiting on it
@@ -212,6 +217,12 @@ def _pass(t: LockTable, now: float) -> tuple[LockTable, list[Grant]] | None:
 def fair(t: LockTable) -> list[str]:
     """The waiting requests in their turn (`agentledger.events.lock_turns`)."""
     return turns([t.requests[r] for r in t.waiting()], t.served)
+
+
+def _stuck(t: LockTable, r: Request, now: float) -> bool:
+    """Whether the holders (or a closure) alone keep `r` waiting, whoever waits before
+    it: `_free` with no waiter before it is false."""
+    return not _free(t, r, {}, {}, now)
 
 
 def _free(

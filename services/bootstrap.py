@@ -207,11 +207,13 @@ class Services:
         return {p: budgets.size(p) for p in names if budgets.serves(p)} if budgets else {}
 
     def worker_threads(self) -> int:
-        """The threads the pools need: the sum of their budgets (each has its own)."""
+        """The threads the pools need: the sum of their budgets (each has its own) and
+        of their spare slots."""
         budgets = self.broker.budgets
         if budgets is None:
             return self.app.settings.worker_threads
-        return max(1, sum(budgets.size(str(p)) for p in self.pools if budgets.serves(str(p))))
+        served = [str(p) for p in self.pools if budgets.serves(str(p))]
+        return max(1, sum(budgets.size(p) + budgets.spare(p) for p in served))
 
     def retool(self, toolset: ToolSet) -> None:
         """Serve the task queue with another tool set (an MCP server went down or
@@ -358,7 +360,8 @@ def build_services(
     set_worker(worker)
     observe = instruments.observe_step if instruments is not None else None
     app = build_app(settings, client, toolset, worker=worker, observe=observe)
-    budgets = Budgets(pool_threads(settings, pools))
+    spares = {p: 1 for p in settings.tenant_spare.split(",") if p}
+    budgets = Budgets(pool_threads(settings, pools), spares=spares)
     turns: Turns[Any] = Turns(shared_s=settings.carry_shared_s, messages=budgets.waiting)
     carrying = Carrying(queue, frozenset(pools), for_s=settings.carry_s, turns=turns)
     app = dataclasses.replace(app, carrying=carrying)
@@ -376,6 +379,7 @@ def build_services(
         member_ttl_s=settings.member_ttl_s,
         middleware=[*worker_middleware(), *extra],
         budgets=budgets,
+        read_ahead=settings.read_ahead,
     )
     dramatiq.set_broker(broker)
     directory = Directory(client, keys, member_ttl_s=settings.member_ttl_s)

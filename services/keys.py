@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 _SUFFIX = re.compile(r"\.s(\d{1,4})$")
 _INBOX = re.compile(r"^:\{in(\d+)\}:inbox:(.+)$")
-LOCK_PARTS = ("req", "order", "holders", "tokens", "leases", "seq", "closed", "served")
+LOCK_PARTS = ("req", "order", "holders", "tokens", "leases", "seq", "closed", "served", "waits")
 
 
 @lru_cache(maxsize=4096)

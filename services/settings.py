@@ -159,6 +159,11 @@ class Settings:
     tools_threads: int | None = None
     accept_threads: int | None = None
     tenant_share: str = "accept"  # pools where a tenant holds at most all but one slot
+    # messages a pool with every slot taken reads ahead, to give a freed slot to the
+    # tenant served least recently (agentledger.events.thread_turns)
+    read_ahead: int = 16
+    # pools given one spare slot (and thread) a process, for a tenant with nothing running there
+    tenant_spare: str = ""
     # replays (issue 31.4): an inbox message issued further than this from the intake's
     # clock, either side, is refused; its nonce is kept for twice as long
     replay_window_s: float = 300.0
@@ -272,6 +277,12 @@ def _check_broker(settings: Settings) -> None:
         raise ConfigError(
             "AGENTLEDGER_TENANT_SHARE", f"{sorted(bad)}: pools are model, tools, accept"
         )
+    if bad := set(settings.tenant_spare.split(",")) - {"model", "tools", "accept", ""}:
+        raise ConfigError(
+            "AGENTLEDGER_TENANT_SPARE", f"{sorted(bad)}: pools are model, tools, accept"
+        )
+    if not 1 <= settings.read_ahead <= 4096:
+        raise ConfigError("AGENTLEDGER_READ_AHEAD", "must be between 1 and 4096")
 
 
 MIN_EVENT_MAX_BYTES = 128 << 10  # room for a head beside an outcome's stdout and stderr

@@ -73,6 +73,8 @@ ENV: dict[str, tuple[str, type]] = {
     "AGENTLEDGER_TOOLS_THREADS": ("tools_threads", int),
     "AGENTLEDGER_ACCEPT_THREADS": ("accept_threads", int),
     "AGENTLEDGER_TENANT_SHARE": ("tenant_share", str),
+    "AGENTLEDGER_READ_AHEAD": ("read_ahead", int),
+    "AGENTLEDGER_TENANT_SPARE": ("tenant_spare", str),
     # replays (issue 31.4)
     "AGENTLEDGER_REPLAY_WINDOW_S": ("replay_window_s", float),
     # identity and the web view (issue 31.6, 31.7)
@@ -145,6 +147,8 @@ ENV_HELP: dict[str, str] = {
     "AGENTLEDGER_MODEL_THREADS": "the model pool's thread budget; unset: its share of the worker threads",
     "AGENTLEDGER_TOOLS_THREADS": "the tools pool's thread budget; unset: its share of the worker threads",
     "AGENTLEDGER_ACCEPT_THREADS": "the acceptance pool's thread budget; unset: a quarter of the worker threads",
+    "AGENTLEDGER_READ_AHEAD": "the messages a pool with every slot of a process taken reads ahead (1–4,096), so a slot given back goes to the message whose tenant, then run, was served least recently, not to the next in the stream: one tenant's backlog of slow steps holds another tenant's message behind the steps running, not the backlog. What is read ahead waits in that process (kept alive; another process takes it over if it dies). Default 16",
+    "AGENTLEDGER_TENANT_SPARE": "the pools (`model,tools,accept`) given one spare slot, and thread, in each process: taken only when every other slot of the pool is, and only for a step of a tenant with nothing of that pool running in the process — so a lone tenant keeps the pool's whole budget and another tenant's first step starts at once, behind however slow a backlog. Default none",
     "AGENTLEDGER_TENANT_SHARE": "the pools (`model,tools,accept`) in which one tenant holds at most all but one of a process's slots, so another tenant's step always finds one (a delivery past its tenant's share is let go and re-driven after a lease); `accept` counts only acceptances whose checks run code. Default `accept`",
     "AGENTLEDGER_REPLAY_WINDOW_S": "an inbox message issued further than this from the intake's clock (either side) is refused; nonces are kept twice as long",
     "AGENTLEDGER_UI_TOKEN": "the web view's sign-in token (at least 32 characters); unset: <state folder>/ui-token, made on first start",

@@ -39,7 +39,8 @@ class InboxStreams:
     def read(
         self, parts: Sequence[int], publishers: Sequence[str], *, count: int, block_ms: int
     ) -> list[tuple[int, str, Entries]]:
-        """New entries of these partitions' streams of these publishers (blocking up to `block_ms`)."""
+        """New entries of these partitions' streams of these publishers (blocking up to
+        `block_ms`; 0: not at all)."""
         by_part = [tuple(self._keys.inbox(p, name) for name in publishers) for p in parts]
         self._ensure_groups([s for streams in by_part for s in streams])
         try:
@@ -47,8 +48,9 @@ class InboxStreams:
                 reply: Any = self._slot_reads.read(by_part, count=count, block_ms=block_ms)
             else:
                 wanted: Any = {s: ">" for streams in by_part for s in streams}
+                block = block_ms if block_ms > 0 else None  # BLOCK 0 would wait for ever
                 reply = self._r.xreadgroup(
-                    self._group, self._consumer, wanted, count=count, block=block_ms
+                    self._group, self._consumer, wanted, count=count, block=block
                 )
         except redis.ResponseError as exc:
             if "NOGROUP" not in str(exc):

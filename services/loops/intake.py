@@ -30,7 +30,7 @@ from typing import Any, cast
 import redis
 
 from agentledger.events import controls
-from agentledger.events.admission import turns
+from agentledger.events.admission import chunk_spans, turns, window_order
 from agentledger.events.errors import ControlRefused
 from agentledger.events.grants import control_refusal
 from agentledger.events.state import RunState
@@ -53,11 +53,18 @@ from agentledger.services.loops.agreement import Agreement
 from agentledger.services.loops.inbox_auth import Granted, authenticate, fresh_refusals
 from agentledger.services.loops.inbox_parse import Rejected, Specs, parse
 from agentledger.services.loops.inbox_streams import InboxStreams
-from agentledger.services.loops.intake_entries import Entry, attempt, reason_of
+from agentledger.services.loops.intake_entries import Entry, attempt, reason_of, whose
 from agentledger.services.loops.intake_requests import SOURCE, Checks, Prepared, Requests
 from agentledger.services.loops.intake_workspaces import Workspaces
 
 READ_COUNT = 20  # entries per stream per read (a batch): what one read holds is bounded by it
+# a backlog is read on, without blocking, to this many entries or bytes (one read at least),
+# and handled a chunk at a time, round-robin by publisher and tenant
+# (`agentledger.events.admission.window_order`): a tenant's request behind another's
+# backlog in a stream is admitted in the first chunk, not after the backlog
+WINDOW_ENTRIES = 1_000
+WINDOW_BYTES = 32 << 20
+CHUNK = 32
 MAX_DELIVERIES = 3  # an entry that took down this many intakes is rejected as poison
 BEATS_PER_TTL = 4  # the intake beats (and looks at what it owns) this often per member ttl
 RECLAIM_IDLE_MS = 10_000
@@ -116,15 +123,32 @@ class Intake:
         if not self._owned or not names:
             threading.Event().wait(block_ms / 1000)
             return 0
-        reply = self._streams.read(self._owned, names, count=READ_COUNT, block_ms=block_ms)
-        batch = [
-            Entry(part, publisher, entry_id, fields or {})
-            for part, publisher, entries in reply
-            for entry_id, fields in entries
-        ]
-        if batch:
-            self.handle_batch(batch, registry=registry)
-        return len(batch)
+        window = self._window(names, block_ms)
+        owners = [whose(e, self._app.settings.inbox_max_bytes) for e in window]
+        order = window_order(owners)
+        for start, end in chunk_spans(len(order), first=len(set(owners)), size=CHUNK):
+            self.handle_batch([window[i] for i in order[start:end]], registry=registry)
+        return len(window)
+
+    def _window(self, names: Sequence[str], block_ms: int) -> list[Entry]:
+        """What the streams hold, up to a window: a read that came back full (a
+        stream had more) is followed by reads without blocking, to `WINDOW_ENTRIES`
+        entries or `WINDOW_BYTES` bytes, or until a read finds nothing new."""
+        batch: list[Entry] = []
+        size, block = 0, block_ms
+        while True:
+            reply = self._streams.read(self._owned, names, count=READ_COUNT, block_ms=block)
+            more = [
+                Entry(part, publisher, entry_id, fields or {})
+                for part, publisher, entries in reply
+                for entry_id, fields in entries
+            ]
+            batch += more
+            size += sum(len(k) + len(v) for e in more for k, v in e.fields.items())
+            full = any(len(entries) >= READ_COUNT for _, _, entries in reply)
+            if not full or len(batch) >= WINDOW_ENTRIES or size >= WINDOW_BYTES:
+                return batch
+            block = 0
 
     def _readable(self, registry: Registry) -> tuple[str, ...]:
         """Whose streams are read: the publishers of the file (the last good one's

@@ -7,6 +7,7 @@ entry is handled again."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import redis
 
 from agentledger.events.errors import CoreError
 from agentledger.schemas.errors import SchemaError
+from agentledger.schemas.json_limits import check_depth
 from agentledger.services.adapters.inbox.publishing import entry_name
 from agentledger.services.adapters.redis.replicas import NotReplicated
 from agentledger.services.errors import ServiceError
@@ -63,3 +65,24 @@ def attempt(cause: str | None, fn: Callable[[], T]) -> tuple[T | None, str | Non
         return fn(), None
     except Exception as exc:  # noqa: BLE001 -- named by reason_of; a lost Redis raised there
         return None, reason_of(exc, cause)
+
+
+def whose(entry: Entry, max_bytes: int) -> tuple[bool, str]:
+    """Whether an entry is a control, and whose it is — its stream's publisher and the
+    tenant its run request names — read without any check, only to take a window's
+    requests in turn (`agentledger.events.admission.window_order`); an entry that
+    cannot be read so is a request of its publisher's alone (its handling rejects it).
+    A stream is its publisher's own (the intake rejects an entry another signed), so a
+    publisher that names another's tenant takes turns with its own requests only."""
+    raw = entry.fields.get(b"message")
+    tenant = ""
+    if raw is not None and len(raw) <= max_bytes:
+        try:
+            check_depth(raw.decode("utf-8"))
+            data = json.loads(raw)
+            if data.get("type") != "RunRequested":
+                return True, entry.publisher
+            tenant = str(data["spec"]["principal"]["tenant"])
+        except Exception:  # noqa: BLE001 -- only an order: the entry's handling says what is wrong
+            tenant = ""
+    return False, f"{entry.publisher}\0{tenant}"

@@ -193,7 +193,7 @@ class Twin:
         reads = self.client.pipeline(transaction=False)
         for p in range(len(self.model.tables)):
             keys = Keys(self.prefix, 1, lock_partitions=self.n).locks(p)
-            _, order_key, holders_key, tokens_key, leases_key, _, closed_key, served_key = keys
+            _, order_key, holders_key, tokens_key, leases_key, _, closed_key, served_key = keys[:8]
             reads.hgetall(holders_key).hgetall(tokens_key)
             reads.zrange(leases_key, 0, -1, withscores=True)
             reads.hgetall(closed_key).hgetall(served_key).zrange(order_key, 0, -1)

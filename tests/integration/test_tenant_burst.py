@@ -1,9 +1,12 @@
 """Tenant A publishes 500 runs (each one model turn of 0.2 s), then tenant B one run,
 to one `agentledger workers` process with `AGENTLEDGER_TENANT_SHARE=accept,model`:
 B's run completes long before A's 500 (measured: see the printed figures), against
-B's time on an idle system. B publishes through A's publisher (its request then
-waits in the one inbox stream behind A's 500, read in order) or through its own
-(the intake reads each publisher's stream in turn)."""
+B's time on an idle system. A's 500 and B's one are written in one pipeline (B's
+last), so the inbox holds A's backlog ahead of B whatever the machine's load. B
+publishes through A's publisher (its request then waits in the same inbox streams
+behind A's: the intake reads a backlog in one window and creates its runs
+round-robin by tenant) or through its own (the intake reads each publisher's
+stream in turn)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from test_worker_sigkill import Workers, workers  # noqa: F401 -- the fixture
 
 from agentledger.events.status import RunStatus
 from agentledger.schemas.inbox import RunRequested
-from agentledger.services.adapters.inbox.publishing import publish
+from agentledger.schemas.signature import entry as signed_entry
+from agentledger.services.adapters.inbox.publishing import partition_for, publish, stamped
 from agentledger.services.adapters.publishers import publishers_file
 from agentledger.services.adapters.publishers.publishers_file import Signer
 from agentledger.services.adapters.store.redis_store import RedisEventStore
@@ -55,17 +59,26 @@ def test_tenant_bs_run_is_not_held_behind_tenant_as_500(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     share = os.environ.get("BURST_SHARE", "accept,model")  # `accept`: the default, to compare
-    workers._env.update(AGENTLEDGER_TENANT_SHARE=share, AGENTLEDGER_MODEL_THREADS="3")
+    spare = os.environ.get("BURST_SPARE", "")  # `model`: a spare slot, to compare
+    workers._env.update(
+        AGENTLEDGER_TENANT_SHARE=share,
+        AGENTLEDGER_MODEL_THREADS="3",
+        AGENTLEDGER_TENANT_SPARE=spare,
+    )
     workers.start()
     store = cache_for(RedisEventStore(client, keys))
 
-    def ask(rid: str, tenant: str, delay_s: float) -> None:
+    def asked(rid: str, tenant: str, delay_s: float) -> tuple[RunRequested, Signer]:
         own = tenant == "tenant-b" and b_via == "its own publisher"
-        publish(client, keys, RunRequested(
+        return RunRequested(
             run_id=rid, request_id=rid, spec=spec(tenant, delay_s, tools_dir),
             base_dir=str(workspace.parent), workspace=str(workspace), queue=QUEUE,
             toolset=toolset.fingerprint,
-        ), signer=b_signer if own else signer)  # fmt: skip
+        ), b_signer if own else signer  # fmt: skip
+
+    def ask(rid: str, tenant: str, delay_s: float) -> None:
+        message, by = asked(rid, tenant, delay_s)
+        publish(client, keys, message, signer=by)
 
     waits: dict[str, float] = {}
 
@@ -86,21 +99,32 @@ def test_tenant_bs_run_is_not_held_behind_tenant_as_500(
     at = time.time()
     ask("b-idle", "tenant-b", 0.0)
     idle = done("b-idle", 60, at)
-    started = time.monotonic()
-    for i in range(A_RUNS):
-        ask(f"a-{i}", "tenant-a", A_TURN_S)
-    at = time.time()
-    ask("b-1", "tenant-b", 0.0)
+    burst = [asked(f"a-{i}", "tenant-a", A_TURN_S) for i in range(A_RUNS)]
+    burst.append(asked("b-1", "tenant-b", 0.0))
+    with client.pipeline(transaction=False) as pipe:
+        for message, by in burst:
+            part = partition_for(message, keys.inbox_partitions)
+            body = stamped(message).model_dump_json().encode()
+            pipe.xadd(keys.inbox(part, by.name), signed_entry(by.name, by.key, body))  # type: ignore[arg-type]
+        started = time.monotonic()
+        at = time.time()
+        pipe.execute()
     published = time.monotonic() - started
     behind = done("b-1", 300, at)
     a_done = sum(
         1 for i in range(A_RUNS) if (s := store.load(f"a-{i}")) is not None and not s.status.live
     )
+    b = store.load("b-1")
+    assert b is not None
+    a_before = sum(
+        1 for i in range(A_RUNS) if (s := store.load(f"a-{i}")) and s.created_at < b.created_at
+    )
     with capsys.disabled():
         print(
-            f"\n[burst] B via {b_via}: idle {idle:.2f}s; behind A's {A_RUNS} (published in {published:.1f}s): "
+            f"\n[burst] B via {b_via}: idle {idle:.2f}s; behind A's {A_RUNS} (published in {published:.2f}s): "
             f"{behind:.2f}s published->completed ({waits['b-1']:.2f}s of it in the inbox; idle "
-            f"{waits['b-idle']:.2f}s); A's runs done by then: {a_done}"
+            f"{waits['b-idle']:.2f}s); A's runs done by then: {a_done}, created before B: {a_before}"
         )
     assert a_done < A_RUNS, "B did not wait for all of A's runs"
+    assert a_before < A_RUNS // 2, "B's run was admitted before A's backlog, not after it"
     assert behind < 2 * idle + A_TURN_S + 5.0, "the README's bound, with room for a busy machine"

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from agentledger.events.admission import Claimed, claim_value, own_run, request_claim, turns
+from agentledger.events.admission import (
+    Claimed,
+    by_tenant,
+    chunk_spans,
+    claim_value,
+    own_run,
+    request_claim,
+    turns,
+    window_order,
+)
 
 
 def test_a_free_request_id_names_the_new_run() -> None:
@@ -46,3 +55,29 @@ def test_requests_go_together_and_each_control_alone_in_order() -> None:
     ]  # fmt: skip
     spans = turns([True, False, True, False])
     assert [i for a, b in spans for i in range(a, b)] == [0, 1, 2, 3]  # every entry, once
+
+
+def test_a_tenants_request_behind_anothers_backlog_comes_second() -> None:
+    order = window_order([(False, "a")] * 50 + [(False, "b")])
+
+    assert order[:3] == [0, 50, 1], "B's one request second"
+    assert sorted(order) == list(range(51)), "each once"
+
+
+def test_each_tenants_requests_keep_their_order_and_tenants_take_turns() -> None:
+    assert by_tenant(["a", "a", "b", "c", "b", "a"]) == [0, 2, 3, 1, 4, 5]
+    assert by_tenant([]) == []
+
+
+def test_a_control_stays_where_it_stands_and_requests_take_turns_between_controls() -> None:
+    entries = [(False, "a"), (False, "a"), (False, "b"), (True, ""), (False, "a"), (False, "b")]
+
+    assert window_order(entries) == [0, 2, 1, 3, 4, 5]
+
+
+def test_the_first_chunk_is_each_senders_first_request_then_chunks_of_the_size() -> None:
+    assert chunk_spans(501, first=2, size=32)[:3] == [(0, 2), (2, 34), (34, 66)]
+    assert chunk_spans(501, first=2, size=32)[-1] == (482, 501)
+    assert chunk_spans(10, first=100, size=4) == [(0, 4), (4, 8), (8, 10)]
+    assert chunk_spans(0, first=0, size=32) == []
+    assert chunk_spans(20, first=2, size=32) == [(0, 20)], "a window of one chunk at once"

@@ -10,7 +10,7 @@ import pytest
 from dramatiq.message import Message
 
 from agentledger.events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
-from agentledger.services.adapters.broker.outbox import encoded
+from agentledger.services.adapters.broker.outbox import TENANT, encoded
 
 
 @pytest.mark.parametrize(
@@ -40,3 +40,10 @@ def test_every_message_has_an_id_of_its_own() -> None:
     ids = {Message.decode(encoded("q", RequestModel("run-1"))).message_id for _ in range(100)}
 
     assert len(ids) == 100
+
+
+def test_a_runs_tenant_rides_in_the_messages_options_for_the_threads_turns() -> None:
+    decoded = Message.decode(encoded("q", RequestModel("run-1"), "shop-1"))
+
+    assert decoded.options == {TENANT: "shop-1"}
+    assert decoded.args == ("run-1",)

@@ -15,7 +15,12 @@ Within a pool a slot may be named for a tenant (`Slot.name`, `Slot.move(...,
 tenant=...)`: the acceptance of a run whose checks run code). A tenant holds at
 most all but one of a pool's slots, so another tenant's run always finds one:
 one tenant's slow checks hold another's for no time at all while a single
-tenant is slow, and for at most one check's duration when several are."""
+tenant is slow, and for at most one check's duration when several are.
+
+A pool may also have a spare slot (`spares`; its thread is added to the
+process's): only its consumer takes it, and only for a message of a tenant with
+nothing of that pool running, when every other slot is taken — so a lone tenant
+keeps the whole budget, and another tenant's first step starts at once."""
 
 from __future__ import annotations
 
@@ -49,8 +54,9 @@ def thread_budgets(
 
 
 class _Pool:
-    def __init__(self, size: int):
+    def __init__(self, size: int, spare: int = 0):
         self.size = size
+        self.spare = spare  # slots beyond `size`, for a tenant with nothing running here
         self.taken = 0
         self.tenants: Counter[str] = Counter()
         self.wakers: list[threading.Event] = []
@@ -67,18 +73,39 @@ class Budgets:
     are the process's budgets (a consumer's own, of its prefetch, are not: a
     delivery holding one of those carries on unbounded, as before budgets)."""
 
-    def __init__(self, sizes: Mapping[str, int], *, process_wide: bool = True):
+    def __init__(
+        self,
+        sizes: Mapping[str, int],
+        *,
+        process_wide: bool = True,
+        spares: Mapping[str, int] | None = None,
+    ):
         self.process_wide = process_wide
         self._lock = threading.Lock()
-        self._pools = {name: _Pool(size) for name, size in sizes.items()}
+        spare = spares or {}
+        self._pools = {name: _Pool(size, spare.get(name, 0)) for name, size in sizes.items()}
 
     def size(self, pool: str) -> int:
         return self._pools[pool].size
 
+    def spare(self, pool: str) -> int:
+        """Slots beyond `pool`'s budget, for a tenant with nothing running in it."""
+        return self._pools[pool].spare
+
+    def take_spare(self, pool: str) -> Slot | None:
+        """A spare slot of `pool` (its consumer asks for one only for a tenant with
+        nothing running there), or None when every one is taken."""
+        with self._lock:
+            p = self._pools[pool]
+            if p.taken >= p.size + p.spare:
+                return None
+            p.taken += 1
+        return Slot(self, pool)
+
     def free(self, pool: str) -> int:
         with self._lock:
             p = self._pools[pool]
-            return p.size - p.taken
+            return max(0, p.size - p.taken)
 
     def take(self, pool: str) -> Slot | None:
         """A slot of `pool`, or None when every one is taken."""

@@ -33,6 +33,7 @@ from agentledger.services.adapters.store.port import Outgoing
 from agentledger.services.keys import Keys
 
 _RESEND = files("agentledger.services.adapters.broker").joinpath("resend.lua").read_text()
+TENANT = "al_tenant"  # the message option naming its run's tenant
 RESEND_SCAN_MAX = 2_000  # messages waiting in a stream beyond which a re-drive waits
 log = logging.getLogger(__name__)
 
@@ -74,16 +75,18 @@ def command_key(data: bytes) -> str | None:
     return "\0".join([actor, *(str(a) for a in args)])
 
 
-def encoded(name: str, command: Command) -> bytes:
+def encoded(name: str, command: Command, tenant: str | None = None) -> bytes:
     """The command as dramatiq's message to the pool's actor on queue `name`: the bytes
     `Message(...).encode()` makes (its fields, in its order, a new id and timestamp),
-    without making a Message first (its dataclass costs more than the encoding)."""
+    without making a Message first (its dataclass costs more than the encoding). The
+    run's `tenant` rides in its options (`TENANT`): a consumer's threads take turns by
+    tenant among the messages it has read ahead (`agentledger.events.thread_turns`)."""
     fields = {
         "queue_name": name,
         "actor_name": ACTORS[type(command)],
         "args": args_of(command),
         "kwargs": {},
-        "options": {},
+        "options": {} if tenant is None else {TENANT: tenant},
         "message_id": generate_unique_id(),
         "message_timestamp": int(time.time() * 1000),
     }
@@ -99,7 +102,8 @@ class Outbox:
 
     def message(self, s: RunState, command: Command) -> Outgoing:
         name = queue_name(command.pool, s.queue, s.toolset)
-        return Outgoing(self.stream(s, command.pool), encoded(name, command))
+        data = encoded(name, command, s.spec.principal.tenant)
+        return Outgoing(self.stream(s, command.pool), data)
 
     def messages(self, s: RunState, commands: Sequence[Command]) -> list[Outgoing]:
         return [self.message(s, c) for c in commands]

@@ -31,7 +31,7 @@ from dramatiq.middleware import Middleware
 from agentledger.services.adapters.broker.budgets import CURRENT, Budgets
 from agentledger.services.adapters.broker.membership import Membership
 from agentledger.services.adapters.broker.outbox import queue_name
-from agentledger.services.adapters.broker.streams_consumer import StreamsConsumer
+from agentledger.services.adapters.broker.streams_consumer import READ_AHEAD, StreamsConsumer
 from agentledger.services.adapters.broker.streams_queue import StreamQueue
 from agentledger.services.keys import Keys
 
@@ -82,12 +82,15 @@ class StreamsBroker(dramatiq.Broker):
         member_ttl_s: float = 2.0,
         middleware: list[Middleware] | None = None,
         budgets: Budgets | None = None,
+        read_ahead: int = READ_AHEAD,
     ) -> None:
         """`budgets`: each pool's threads (None: each queue's consumer takes as many
-        messages as dramatiq's prefetch)."""
+        messages as dramatiq's prefetch); `read_ahead`: the messages a busy pool reads
+        ahead to choose among by tenant."""
         super().__init__(middleware=middleware)
         self.add_middleware(SlotContext())
         self.budgets = budgets
+        self.read_ahead = read_ahead
         self.client = client
         self.keys = keys
         self.worker_id = worker_id
@@ -160,6 +163,7 @@ class StreamsBroker(dramatiq.Broker):
             if self.budgets is not None and self.budgets.serves(route.pool)
             else None,
             pool=route.pool,
+            read_ahead=self.read_ahead,
         )
 
     def leave(self) -> None:

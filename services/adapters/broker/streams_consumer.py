@@ -12,15 +12,19 @@ held entries kept alive, a dead reader's idle ones taken over — runs at least
 every quarter of the claim idle time, pipelined over the streams of the shards
 this process owns (`membership`) and those it holds entries of.
 
-A message runs only with a slot of its pool's thread budget (`budgets`): the
-reads ask for as many as the pool has free, an entry read beyond them waits
-here (held, kept alive) until a slot is given back, and the slot goes with the
-delivery until its message is acked (or back on the stream). A pool with
-every slot taken still looks for messages that wait — one a stream, without
-blocking (a process whose read blocks, idle, gets new ones first), every 10 ms
-while some do and less often after each look that finds none, down to a tick's
-— and counts them in `Budgets.waiting`: the threads that carry runs on hand
-their turns on to them (`agentledger.services.handlers.turns`).
+A message runs only with a slot of its pool's thread budget (`budgets`), held
+until its message is acked (or back on the stream); an entry read beyond the free
+slots waits here (held, kept alive). A pool with every slot taken reads ahead, up
+to `read_ahead` messages, without blocking (an idle process's blocking read gets
+new ones first), every 10 ms while new ones come and less often after each look
+that finds none, and once more whenever a slot is given back; `Budgets.waiting`
+counts them for the threads that carry runs on (`handlers.turns`). A slot given
+back goes to the message whose tenant (then run) was served least recently
+(`agentledger.events.thread_turns`; the tenant rides in the message's options), so
+a tenant's backlog of slow steps holds another's behind the steps running, not the
+backlog; a pool's spare slot (`Budgets.spare`) goes at once to a tenant with nothing
+of the pool running here. What is read ahead stays pending in the group: a process
+that dies leaves it idle, and another takes it over as any dead reader's.
 
 dramatiq's ConsumerThread calls `__next__` in a loop and hands messages to
 worker threads, which call `ack` / `nack` from their own threads: the held
@@ -32,18 +36,26 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
-from dramatiq.broker import Consumer, MessageProxy
+from dramatiq.broker import Consumer
 from dramatiq.errors import ConnectionClosed, DecodeError
 from dramatiq.message import Message
 from redis.exceptions import NoScriptError
 
+from agentledger.events.thread_turns import Turn, handed, next_up
 from agentledger.services.adapters.broker.budgets import Budgets, Slot
 from agentledger.services.adapters.broker.membership import Membership
+from agentledger.services.adapters.broker.stream_message import (
+    StreamMessage,
+    as_broker_errors,
+    entry_message,
+    give_back,
+    per_stream,
+    text,
+)
 from agentledger.services.adapters.broker.streams_queue import (
     GROUP,
     TICK_LUA,
@@ -57,19 +69,7 @@ from agentledger.services.adapters.redis.slot_reads import SlotReads
 
 log = logging.getLogger(__name__)
 PEEK_S = 0.01  # a busy pool looks for messages that wait this often (while some do)
-
-
-class StreamMessage(MessageProxy):
-    """A delivered message and where it came from."""
-
-    def __init__(
-        self, message: Message[Any], queue: StreamQueue, entry_id: str, deliveries: int
-    ) -> None:
-        super().__init__(message)
-        self.queue = queue
-        self.entry_id = entry_id
-        self.deliveries = deliveries  # 1 on first delivery; each takeover adds one
-        self.slot: Slot | None = None  # its place in its pool's thread budget, once it has one
+READ_AHEAD = 16  # messages a busy pool reads ahead, in all, to choose among by tenant
 
 
 class StreamsConsumer(Consumer):
@@ -85,9 +85,11 @@ class StreamsConsumer(Consumer):
         claim_idle_ms: int,
         budgets: Budgets | None = None,
         pool: str = "",
+        read_ahead: int = READ_AHEAD,
     ) -> None:
         """`budgets` and `pool`: whose slots a delivery needs (None: a budget of
-        `prefetch` of its own)."""
+        `prefetch` of its own); `read_ahead`: how many messages a pool with every slot
+        taken reads to choose among (at least 1)."""
         self.client = client
         self.membership = membership
         self.name = membership.me
@@ -105,7 +107,10 @@ class StreamsConsumer(Consumer):
         # client has no single pool: there each slot is read by `SlotReads`)
         self._direct = None if self._slot_reads is not None else ThreadConnections(client)
         self._ready: deque[StreamMessage] = deque()  # each with its slot
-        self._waiting: deque[StreamMessage] = deque()  # read, held, no slot yet
+        self._waiting: list[StreamMessage] = []  # read, held, no slot yet; in arrival order
+        self._turn = Turn()  # whose turn among them (`agentledger.events.thread_turns`)
+        self._out: dict[str, str] = {}  # entry id -> the tenant of a delivery not acked yet
+        self.read_ahead = max(1, read_ahead)
         self._held: dict[str, StreamQueue] = {}  # entry id -> where it came from
         self._acks: list[tuple[StreamQueue, str]] = []
         self._lock = threading.Lock()
@@ -120,23 +125,53 @@ class StreamsConsumer(Consumer):
         self._peek_s = PEEK_S  # doubled after each look that found nothing
 
     def __next__(self) -> StreamMessage | None:
-        with _as_broker_errors():
+        with as_broker_errors():
             if not self._ready:
+                self._top_up()
                 self._slot_waiting()
             if not self._ready:
                 self._fill()
         return self._ready.popleft() if self._ready else None
 
+    def _top_up(self) -> None:
+        """Before a slot given back goes to a message read ahead, read what came
+        since (without blocking; acks ride on it): the choice is among the newest."""
+        if self._waiting and self._peeks() and self._budgets.free(self._pool) > 0:
+            self._read(self.read_ahead - len(self._waiting), block=False)
+
     def _slot_waiting(self) -> None:
-        """Hand on the entries that wait, as far as their pool has slots free."""
+        """Hand on the entries that wait, as far as their pool has slots free: each
+        slot to the one whose turn it is."""
         while self._waiting:
-            slot = self._budgets.take(self._pool)
-            if slot is None:
+            found = self._next_slot()
+            if found is None:
                 return
-            message = self._waiting.popleft()
+            i, slot = found
+            self._turn = handed(self._waiting, i, self._turn)
+            message = self._waiting.pop(i)
             message.slot = slot
+            with self._lock:
+                self._out[message.entry_id] = message.tenant
             self._ready.append(message)
             self._budgets.wait(self._pool, len(self._waiting))
+
+    def _next_slot(self) -> tuple[int, Slot] | None:
+        """The message whose turn it is and a slot for it: one of the budget's, else
+        the spare, for the first in turn of the tenants with nothing running here."""
+        slot = self._budgets.take(self._pool)
+        if slot is not None:
+            i = next_up(self._waiting, self._turn)
+            assert i is not None
+            return i, slot
+        if not self._budgets.spare(self._pool):
+            return None
+        with self._lock:
+            running = set(self._out.values())
+        idle = [j for j, m in enumerate(self._waiting) if m.tenant not in running]
+        j = next_up([self._waiting[k] for k in idle], self._turn)
+        if j is None or (slot := self._budgets.take_spare(self._pool)) is None:
+            return None
+        return idle[j], slot
 
     def _fill(self) -> None:
         due = self._next_due_ms is not None and time.time() * 1000 >= self._next_due_ms
@@ -148,9 +183,9 @@ class StreamsConsumer(Consumer):
         free = self._free_slots()
         if free <= 0 or not self._every:
             if self._peeks() and time.monotonic() >= self._next_peek:
-                self._read(1, block=False)  # acks ride on it
-                # nothing waited: look less often (slow steps hold the slots), down to a tick's
-                self._peek_s = PEEK_S if self._waiting else min(2 * self._peek_s, self.tick_s)
+                new = self._read(self.read_ahead - len(self._waiting), block=False)  # acks too
+                # nothing new: look less often (slow steps hold the slots), down to a tick's
+                self._peek_s = PEEK_S if new else min(2 * self._peek_s, self.tick_s)
                 self._next_peek = time.monotonic() + self._peek_s
             else:
                 self._flush_acks()
@@ -161,23 +196,20 @@ class StreamsConsumer(Consumer):
         self._read(free)
 
     def _peeks(self) -> bool:
-        """Whether a busy pool looks for messages that wait (one a stream, without
-        blocking: a process whose read blocks, idle, gets new ones first): what it
-        reads waits here for a slot, and the threads that carry runs on hand their
-        turns on to it (`agentledger.services.handlers.turns`)."""
+        """Whether a busy pool reads ahead (up to `read_ahead`, without blocking)."""
         return (
             self._budgets.process_wide
             and self._direct is not None
             and bool(self._every)
-            and not self._waiting
+            and len(self._waiting) < self.read_ahead
         )
 
-    def _read(self, count: int, *, block: bool = True) -> None:
+    def _read(self, count: int, *, block: bool = True) -> int:
+        """Read up to about `count` entries (COUNT is per stream); how many were new."""
         if self._direct is None:
-            self._read_per_slot(count)
-            return
+            return self._read_per_slot(count)
         streams = [q.stream for q in self._every]
-        count = _per_stream(count, len(streams))
+        count = per_stream(count, len(streams))
         read: tuple[str | int, ...] = ("XREADGROUP", "GROUP", GROUP, self.name, "COUNT", count)
         if block:
             read += ("BLOCK", self._block_ms())
@@ -188,31 +220,33 @@ class StreamsConsumer(Consumer):
             if not str(reply).startswith(("NOGROUP", "UNBLOCKED")):
                 raise reply
             self._lost_groups()
-            return
+            return 0
         entries: list[tuple[StreamQueue, Entry]] = []
         # as sent: {stream: [[id, [field, value, …]], …]} (RESP3), or [[stream, …], …] (RESP2)
         for stream, batch in reply.items() if isinstance(reply, dict) else reply or []:
-            queue = self._seen[_text(stream)]
-            entries += [(queue, (_text(eid), _message(fields), 1)) for eid, fields in batch]
+            queue = self._seen[text(stream)]
+            entries += [(queue, (text(eid), entry_message(fields), 1)) for eid, fields in batch]
         self._accept(entries)
+        return len(entries)
 
-    def _read_per_slot(self, count: int) -> None:
+    def _read_per_slot(self, count: int) -> int:
         assert self._slot_reads is not None
         self._flush_acks()
         streams = [q.stream for q in self._every]
-        count = _per_stream(count, len(streams))
+        count = per_stream(count, len(streams))
         try:
             reply = self._slot_reads.read(streams, count=count, block_ms=self._block_ms())
         except redis.ResponseError as exc:
             if not str(exc).startswith(("NOGROUP", "UNBLOCKED")):
                 raise
             self._lost_groups()
-            return
+            return 0
         entries: list[tuple[StreamQueue, Entry]] = []
         for stream, batch in reply:
-            queue = self._seen[_text(stream)]
-            entries += [(queue, (_text(eid), fields[b"m"], 1)) for eid, fields in batch]
+            queue = self._seen[text(stream)]
+            entries += [(queue, (text(eid), fields[b"m"], 1)) for eid, fields in batch]
         self._accept(entries)
+        return len(entries)
 
     def _lost_groups(self) -> None:
         """A stream read has no consumer group (flushed, a fresh Redis, or a shard whose
@@ -312,80 +346,48 @@ class StreamsConsumer(Consumer):
             self._queue_acks(pipe)
             pipe.execute()
 
-    def _release(self, entry_ids: Iterable[str]) -> None:
+    def _release(self, messages: Iterable[StreamMessage]) -> None:
         with self._lock:
-            for entry_id in entry_ids:
-                self._held.pop(entry_id, None)
+            for m in messages:
+                self._held.pop(m.entry_id, None)
+                self._out.pop(m.entry_id, None)
         self._freed.set()
 
     def ack(self, message: StreamMessage) -> None:  # type: ignore[override]
-        _give_back(message)
+        give_back(message)
         with self._lock:
             self._acks.append((message.queue, message.entry_id))
-        self._release([message.entry_id])
+        self._release([message])
 
     def nack(self, message: StreamMessage) -> None:  # type: ignore[override]
-        _give_back(message)
-        with _as_broker_errors():
+        give_back(message)
+        with as_broker_errors():
             message.queue.dead_letter(
                 message.entry_id, message.encode(), reason="nack", deliveries=message.deliveries
             )
-        self._release([message.entry_id])
+        self._release([message])
 
     def requeue(self, messages: Iterable[StreamMessage]) -> None:  # type: ignore[override]
         """Messages this process will not run (shutdown): back on the stream, uncounted."""
+        messages = list(messages)
         by_queue: dict[str, tuple[StreamQueue, list[str]]] = {}
         for m in messages:
-            _give_back(m)
+            give_back(m)
             by_queue.setdefault(m.queue.stream, (m.queue, []))[1].append(m.entry_id)
-        with _as_broker_errors():
+        with as_broker_errors():
             for queue, ids in by_queue.values():
                 queue.requeue(ids)
-        self._release([i for _, ids in by_queue.values() for i in ids])
+        self._release(messages)
 
     def close(self) -> None:
         self._budgets.forget(self._pool, self._freed)
         if self._slot_reads is not None:
             self._slot_reads.close()
         unread = [*self._ready, *self._waiting]
-        self._ready, self._waiting = deque(), deque()
+        self._ready, self._waiting = deque(), []
         self._budgets.wait(self._pool, 0)
         try:
             self._flush_acks()
             self.requeue(unread)
         except (ConnectionClosed, redis.RedisError):
             pass  # they go idle and another worker takes them over
-
-
-def _give_back(message: StreamMessage) -> None:
-    if message.slot is not None:
-        message.slot.release()
-        message.slot = None
-
-
-@contextmanager
-def _as_broker_errors() -> Iterator[None]:
-    """Lost connections as dramatiq's error, which its threads know to retry."""
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise ConnectionClosed(exc) from None  # type: ignore[no-untyped-call]
-
-
-def _per_stream(free: int, streams: int) -> int:
-    """COUNT per stream of a read over `streams` streams by a consumer with `free`
-    slots (XREADGROUP's COUNT is per stream): about `free` entries in all, at most
-    one a stream beyond them, so a process leaves what it cannot start soon to the
-    others."""
-    return max(1, -(-free // max(1, streams)))
-
-
-def _message(fields: list[bytes] | None) -> bytes:
-    """The message field of an entry's flat field list; without one, b"" (undecodable:
-    a dead letter, like any other entry nobody could have sent)."""
-    pairs = dict(zip(fields[::2], fields[1::2], strict=False)) if fields else {}
-    return pairs.get(b"m", b"")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -2,7 +2,10 @@
 -- KEYS: req (hash id -> json request), order (zset id -> arrival), holders (hash key ->
 --       json {id: mode}), tokens (hash key -> last token), leases (zset id -> lease_until_us),
 --       seq (arrival counter), closed (hash slot key -> closed until, us), served (hash
---       't:<tenant>' / 'r:<run>' -> the grant count at its last grant, '#' -> grants made)
+--       't:<tenant>' / 'r:<run>' -> the grant count at its last grant, '#' -> grants made),
+--       waits (hash id -> json {k: keys, l: limits, t: tenant, u: run} of each waiting
+--       request: what its turn and its grant depend on, without its message; a waiter
+--       of a table written before it existed is read from req)
 -- ARGV[1]: op (enqueue | release | renew | expire | close | look), ARGV[2]: now in microseconds, or ''
 --          for Redis's own clock, ARGV[3]: payload, ARGV[4] (enqueue): '1' to report what
 --          requests asked again already hold
@@ -22,7 +25,7 @@
 --         until us or 0]}}; usage: {keys: {key: [holders, waiters, closed until us or 0]}}
 --         of every slot key in use, waited for or closed
 local REQ, ORDER, HOLDERS, TOKENS, LEASES, SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local CLOSED, SERVED = KEYS[7], KEYS[8]
+local CLOSED, SERVED, WAITS = KEYS[7], KEYS[8], KEYS[9]
 local op, now = ARGV[1], tonumber(ARGV[2])
 if now == nil then
   local t = redis.call('TIME')
@@ -59,9 +62,34 @@ local function max_of(r, key)
   return 1
 end
 
+local seen_closed = {}  -- slot key -> closed until (us), read once a call
+local function shut_until(key)
+  local until_us = seen_closed[key]
+  if until_us == nil then
+    until_us = tonumber(redis.call('HGET', CLOSED, key) or '0')
+    seen_closed[key] = until_us
+  end
+  return until_us
+end
+
+-- whether the holders (or a closure) alone keep `r` waiting, whoever waits before it: a
+-- pass can grant only a request this is false for (the same test as `free` with no waiter)
+local function stuck(r)
+  for key, mode in pairs(r.keys) do
+    if mode == 'n' and shut_until(key) > now then return true end
+    local count = 0
+    for _, m in pairs(holders_of(key)) do
+      if conflicts(mode, m) then return true end
+      count = count + 1
+    end
+    if mode == 'n' and count >= max_of(r, key) then return true end
+  end
+  return false
+end
+
 local function free(r, blocked, kept)
   for key, mode in pairs(r.keys) do
-    if mode == 'n' and tonumber(redis.call('HGET', CLOSED, key) or '0') > now then return false end
+    if mode == 'n' and shut_until(key) > now then return false end
     if blocked[key] and conflicts(mode, blocked[key]) then return false end
     local count = 0
     for _, m in pairs(holders_of(key)) do
@@ -83,6 +111,7 @@ local function granted(id, r, until_us)
 end
 
 local function grant(id, r)
+  if r.brief then r = cjson.decode(redis.call('HGET', REQ, id)) end
   local mine = {}
   if type(r.carried) == 'table' then
     for key, token in pairs(r.carried) do mine[key] = token end
@@ -106,6 +135,7 @@ local function grant(id, r)
   redis.call('ZADD', LEASES, until_us, id)
   r.tokens = mine
   redis.call('HSET', REQ, id, cjson.encode(r))
+  redis.call('HDEL', WAITS, id)
   return granted(id, r, until_us)
 end
 
@@ -116,9 +146,22 @@ local function waiting()
   local out = {}
   local leased = {}
   for _, id in ipairs(redis.call('ZRANGE', LEASES, 0, -1)) do leased[id] = true end
+  local ids = {}
   for _, id in ipairs(redis.call('ZRANGE', ORDER, 0, -1)) do
-    if not leased[id] then
-      table.insert(out, {id, cjson.decode(redis.call('HGET', REQ, id))})
+    if not leased[id] then table.insert(ids, id) end
+  end
+  for i = 1, #ids, 1000 do  -- one HMGET a thousand (Lua's unpack has a limit)
+    local raw = redis.call('HMGET', WAITS, unpack(ids, i, math.min(i + 999, #ids)))
+    for j, w in ipairs(raw) do
+      local id = ids[i + j - 1]
+      local r
+      if w then
+        w = cjson.decode(w)
+        r = {keys = w.k, limits = w.l, tenant = w.t, run = w.u, brief = true}
+      else
+        r = cjson.decode(redis.call('HGET', REQ, id))  -- queued before `waits` was kept
+      end
+      table.insert(out, {id, r})
     end
   end
   return out
@@ -158,32 +201,48 @@ local function fair(ws, done)
   end
   by_served(tenants, 't:', served)
   for _, tenant in ipairs(tenants) do by_served(runs[tenant], 'r:', served) end
-  local turns = {}
+  -- each tenant's requests in its own turn (round-robin over its runs), then the k-th of
+  -- every tenant, in the tenants' order, before any tenant's (k+1)-th: no sort of them all
+  local own, longest = {}, 0
   for ti, tenant in ipairs(tenants) do
-    local k, depth, more = 0, 1, true
+    local mine, depth, more = {}, 1, true
     while more do
       more = false
       for _, run in ipairs(runs[tenant]) do
         local q = queues[tenant][run]
         if q[depth] then
-          table.insert(turns, {k, ti, q[depth][1], q[depth][2]})
-          k = k + 1
+          table.insert(mine, q[depth])
           more = true
         end
       end
       depth = depth + 1
     end
+    own[ti] = mine
+    if #mine > longest then longest = #mine end
   end
-  table.sort(turns, function(a, b)
-    if a[1] ~= b[1] then return a[1] < b[1] end
-    return a[2] < b[2]
-  end)
+  local turns = {}
+  for k = 1, longest do
+    for ti = 1, #tenants do
+      local w = own[ti][k]
+      if w then table.insert(turns, {k, ti, w[1], w[2]}) end
+    end
+  end
   return turns
 end
 
 -- one pass over the waiters in their turn; then again while a pass grants any (a grant
--- changes the turn of those left), so every op leaves nothing more to grant
+-- changes the turn of those left), so every op leaves nothing more to grant. A pass is
+-- not taken when every waiter left is stuck behind holders or a closure (`stuck`): it
+-- could grant nothing, whatever the turn (events/locks.py `_pass` does the same)
 local function pass(ws, done, grants)
+  local soft = false
+  for _, w in ipairs(ws) do
+    if not done[w[1]] and not stuck(w[2]) then
+      soft = true
+      break
+    end
+  end
+  if not soft then return false end
   local blocked = {}
   local kept = {}
   local any = false
@@ -220,6 +279,13 @@ local function pump()
   local grants = {}
   local ws = waiting()  -- decoded once: a pass only takes some of them out
   forget(ws)
+  if redis.call('HLEN', WAITS) > #ws then  -- left by a worker of the older script
+    local live = {}
+    for _, w in ipairs(ws) do live[w[1]] = true end
+    for _, id in ipairs(redis.call('HKEYS', WAITS)) do
+      if not live[id] then redis.call('HDEL', WAITS, id) end
+    end
+  end
   local done = {}
   while pass(ws, done, grants) do end
   return grants
@@ -238,6 +304,7 @@ local function drop(id)
     if slot and next(hs) == nil then redis.call('HDEL', TOKENS, key) end
   end
   redis.call('HDEL', REQ, id)
+  redis.call('HDEL', WAITS, id)
   redis.call('ZREM', ORDER, id)
   redis.call('ZREM', LEASES, id)
   return r
@@ -253,6 +320,7 @@ if op == 'enqueue' then
                  final = final(r), carried = r.carried, whole = r.whole, limits = r.limits,
                  tenant = r.tenant}
     if redis.call('HSETNX', REQ, r.id, cjson.encode(req)) == 1 then
+      redis.call('HSET', WAITS, r.id, cjson.encode({k = r.keys, l = r.limits, t = r.tenant, u = r.run}))
       redis.call('ZADD', ORDER, redis.call('INCR', SEQ), r.id)
       added = true
     elseif redis.call('ZSCORE', LEASES, r.id) then
