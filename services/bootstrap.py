@@ -360,7 +360,7 @@ def build_services(
     set_worker(worker)
     observe = instruments.observe_step if instruments is not None else None
     app = build_app(settings, client, toolset, worker=worker, observe=observe)
-    spares = {p: 1 for p in settings.tenant_spare.split(",") if p}
+    spares = {p: 1 for p in settings.tenant_spare.split(",") if p and p != "none"}
     budgets = Budgets(pool_threads(settings, pools), spares=spares)
     turns: Turns[Any] = Turns(shared_s=settings.carry_shared_s, messages=budgets.waiting)
     carrying = Carrying(queue, frozenset(pools), for_s=settings.carry_s, turns=turns)

@@ -163,7 +163,7 @@ class Settings:
     # tenant served least recently (agentledger.events.thread_turns)
     read_ahead: int = 16
     # pools given one spare slot (and thread) a process, for a tenant with nothing running there
-    tenant_spare: str = ""
+    tenant_spare: str = "model"
     # replays (issue 31.4): an inbox message issued further than this from the intake's
     # clock, either side, is refused; its nonce is kept for twice as long
     replay_window_s: float = 300.0
@@ -277,9 +277,9 @@ def _check_broker(settings: Settings) -> None:
         raise ConfigError(
             "AGENTLEDGER_TENANT_SHARE", f"{sorted(bad)}: pools are model, tools, accept"
         )
-    if bad := set(settings.tenant_spare.split(",")) - {"model", "tools", "accept", ""}:
+    if bad := set(settings.tenant_spare.split(",")) - {"model", "tools", "accept", "none", ""}:
         raise ConfigError(
-            "AGENTLEDGER_TENANT_SPARE", f"{sorted(bad)}: pools are model, tools, accept"
+            "AGENTLEDGER_TENANT_SPARE", f"{sorted(bad)}: pools are model, tools, accept (or none)"
         )
     if not 1 <= settings.read_ahead <= 4096:
         raise ConfigError("AGENTLEDGER_READ_AHEAD", "must be between 1 and 4096")
