@@ -23,11 +23,14 @@ from agentledger.events.claims import Window
 from agentledger.events.commands import (
     Command,
     DriveCall,
+    DriveFlow,
     Pool,
     RequestModel,
     ResolveCall,
     RunAcceptance,
+    StopChild,
 )
+from agentledger.events.flow_step import child_live
 from agentledger.events.lock_step import lock_asks
 from agentledger.events.model_step import model_request_due
 from agentledger.events.resolution_step import needs_resolution
@@ -42,6 +45,8 @@ def due_commands(
 ) -> list[Command]:
     """`unreachable`: the windows in which the caller (the sweeper) could not reach
     Redis, which do not count against a claim (`agentledger.events.claims`)."""
+    if (flows := _of_flows(s)) is not None:
+        return flows
     match s.status:
         case RunStatus.REQUESTING_MODEL:
             if model_request_due(s, now=now, unreachable=unreachable):
@@ -56,7 +61,7 @@ def due_commands(
                 return [RunAcceptance(s.run_id)]
         case (
             RunStatus.HELD | RunStatus.AWAITING_APPROVAL | RunStatus.AWAITING_HUMAN
-            | RunStatus.CANCELLING
+            | RunStatus.CANCELLING | RunStatus.FLOWING
             | RunStatus.COMPLETED | RunStatus.FAILED | RunStatus.BUDGET_EXHAUSTED
             | RunStatus.TIMEOUT | RunStatus.CANCELLED
         ):  # fmt: skip
@@ -64,6 +69,19 @@ def due_commands(
         case unplaced:
             assert_never(unplaced)
     return []
+
+
+def _of_flows(s: RunState) -> list[Command] | None:
+    """A flow's run moves on by `DriveFlow`: its stage to start or its child to follow
+    (`flowing`), its child to cancel (`cancelling`); a child's end sends one to its
+    parent. None: not a flow's."""
+    if s.status is RunStatus.FLOWING:
+        return [DriveFlow(s.run_id)]
+    if s.status is RunStatus.CANCELLING and child_live(s):
+        return [StopChild(s.run_id)]
+    if s.parent_run_id is not None and s.status.terminal:
+        return [DriveFlow(s.parent_run_id)]
+    return None
 
 
 def new_commands(before: RunState | None, after: RunState, *, now: float) -> list[Command]:
