@@ -73,21 +73,31 @@ def due_commands(
 
 def _of_flows(s: RunState) -> list[Command] | None:
     """A flow's run moves on by `DriveFlow`: its stage to start or its child to follow
-    (`flowing`), its child to cancel (`cancelling`); a child's end sends one to its
-    parent. None: not a flow's."""
+    (`flowing`); `StopChild`: its child to cancel (`cancelling`). None: not a flow's."""
     if s.status is RunStatus.FLOWING:
         return [DriveFlow(s.run_id)]
     if s.status is RunStatus.CANCELLING and child_live(s):
         return [StopChild(s.run_id)]
-    if s.parent_run_id is not None and s.status.terminal:
-        return [DriveFlow(s.parent_run_id)]
     return None
+
+
+def _parent_told(before: RunState | None, after: RunState) -> list[Command]:
+    """A flow's child that ended, or began or stopped waiting for a person, tells its
+    parent (which records its end, or waits with it: `flow_step.surfaced`)."""
+    if after.parent_run_id is None:
+        return []
+
+    def mark(s: RunState | None) -> tuple[bool, bool]:
+        return (s.status.waiting, s.status.terminal) if s is not None else (False, False)
+
+    return [DriveFlow(after.parent_run_id)] if mark(before) != mark(after) else []
 
 
 def new_commands(before: RunState | None, after: RunState, *, now: float) -> list[Command]:
     """What the batch that led from `before` to `after` made due."""
     was = set(due_commands(before, now=now)) if before is not None else set()
-    return [c for c in due_commands(after, now=now) if c not in was]
+    made = [c for c in due_commands(after, now=now) if c not in was]
+    return made + _parent_told(before, after)
 
 
 def carried_command(

@@ -35,6 +35,7 @@ from agentledger.events.types import (
     RunCompleted,
     RunEscalated,
     RunFailed,
+    RunResumed,
     RunTimedOut,
 )
 from agentledger.schemas.flow_spec import NEXT, STOP, SUCCESS, Stage
@@ -86,6 +87,29 @@ def start(s: RunState) -> list[Event]:
         return [RunFailed(reason="flow_template", detail=f"stage {stage.id!r}: {exc}")]
     child = child_id(s.run_id, stage.id, attempt)
     return [ChildRunStarted(stage=stage.id, attempt=attempt, child_run_id=child, spec=spec)]
+
+
+def surfaced(s: RunState, child: RunState) -> list[Event]:
+    """A stage's child that waits for a person puts its flow's run in wait too, naming
+    it (`child_waits`); once it goes on, so does the flow ([] when nothing changes)."""
+    flow = s.flow
+    if flow is None or flow.child != child.run_id or flow.phase is not P.IN_CHILD:
+        return []
+    if s.status is RunStatus.FLOWING and child.status.waiting:
+        what = "an approval" if child.status is RunStatus.AWAITING_APPROVAL else "a person"
+        detail = f"stage {flow.stage!r}: its run {child.run_id} waits for {what}: {child.detail}"
+        return [RunEscalated(reason="child_waits", detail=detail.rstrip(": "))]
+    if s.status is RunStatus.AWAITING_HUMAN and s.escalated_for == "child_waits":
+        if not child.status.waiting:
+            return [RunResumed(by="agentledger", note=f"stage {flow.stage!r}'s run goes on")]
+    return []
+
+
+def waiting_run(s: RunState) -> str:
+    """The run a person answers for `s` to go on: its waiting child's, or its own."""
+    if s.escalated_for == "child_waits" and s.flow is not None and s.flow.child is not None:
+        return s.flow.child
+    return s.run_id
 
 
 def ended(s: RunState, child: RunState) -> list[Event]:

@@ -11,7 +11,7 @@ from agentledger.events.event_model import EventModel
 from agentledger.schemas.spec import RunSpec
 
 EscalationReason = Literal[
-    "repeated_failure", "refusal", "outcome_unknown", "tool_question", "flow_gate"
+    "repeated_failure", "refusal", "outcome_unknown", "tool_question", "flow_gate", "child_waits"
 ]
 
 

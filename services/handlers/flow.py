@@ -12,12 +12,13 @@ part of its parent's place in the tenant's line (never held behind its own paren
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agentledger.events import controls
 from agentledger.events.errors import ControlRefused
 from agentledger.events.flow_state import FlowPhase
-from agentledger.events.flow_step import child_live, ended, start
+from agentledger.events.flow_step import child_live, ended, start, surfaced
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
 from agentledger.events.types import Event, RunCreated
@@ -42,24 +43,26 @@ def handle_drive_flow(app: App, run_id: str) -> None:
         if s.status is RunStatus.CANCELLING and child_live(s) and not child.status.terminal:
             _cancel(app, s, child)
             return
+        s = app.engine.take(run_id, _Child(app, child.run_id, surfaced)).state
         if not child.status.terminal:
-            return  # its end sends the parent a DriveFlow
-        app.engine.take(run_id, _ChildEnded(app, child.run_id))
+            return  # its end, or its wait, sends the parent a DriveFlow
+        app.engine.take(run_id, _Child(app, child.run_id, ended))
 
 
 @dataclass(frozen=True, slots=True)
-class _ChildEnded:
-    """The child's end, decided on the child's state as its log has it."""
+class _Child:
+    """A decision on the flow's run and its child's state as the child's log has it."""
 
     app: App
     child_id: str
+    decision: Callable[[RunState, RunState], list[Event]]
     source: str = SOURCE
 
     def gather(self, s: RunState) -> RunState | None:
         return self.app.runs.load(self.child_id)
 
     def decide(self, s: RunState, child: RunState | None) -> list[Event]:
-        return ended(s, child) if child is not None else []
+        return self.decision(s, child) if child is not None else []
 
 
 def _child(app: App, s: RunState) -> RunState:

@@ -2,7 +2,8 @@
 its own log, linked both ways; the parent's spend the sum of its children's, to the
 token; routes by outcome (a gate approved or denied, a failed call back to an earlier
 stage at most `max_loops` times); a flow driven again at every step starts no stage
-twice and runs no call twice; a cancelled flow cancels its live child."""
+twice and runs no call twice; a cancelled flow cancels its live child; a child that
+waits for a person puts its flow in wait, naming it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from handlerkit import Unit, call, new_unit
 
 from agentledger.events import controls
 from agentledger.events.commands import DriveFlow
+from agentledger.events.flow_step import waiting_run
 from agentledger.events.status import RunStatus
 from agentledger.events.types import ChildRunEnded, ChildRunStarted, RunCreated
 from agentledger.schemas.content import Usage
@@ -178,3 +180,37 @@ def test_a_cancelled_flow_cancels_its_live_child_and_ends_after_it(unit: Unit) -
     types = unit.types(PARENT)
     assert types[-3:] == ["RunCancelRequested", "ChildRunEnded", "RunCancelled"]
     assert "w1" not in unit_tools.RAN
+
+
+def test_a_child_waiting_for_a_person_puts_its_flow_in_wait_until_it_goes_on(unit: Unit) -> None:
+    shy = {"id": "shy", "agent": {"task": "t", "model": {"scripted": [
+        {"refusal": "I would rather ask"}, {"end_turn": '{"summary": "ok", "key": "a"}'}]}}}  # fmt: skip
+    read = {"id": "read", "call": {"tool": "kv_read", "input": {"key": "{shy.result.key}"}}}
+    unit.create(PARENT, flow_spec(shy, read))
+    unit.drive()
+    parent = unit.state(PARENT)
+    [kid] = children(unit)
+    assert parent.status is RunStatus.AWAITING_HUMAN
+    assert parent.escalated_for == "child_waits"
+    assert waiting_run(parent) == kid  # the person answers the child
+    assert f"its run {kid} waits for a person" in parent.detail
+
+    child = unit.state(kid)
+    unit.app.engine.take(
+        kid, Decided("test", lambda s: controls.resume(s, by="pat", escalation=child.escalation))
+    )
+    unit.drive()
+    assert unit.state(PARENT).status is RunStatus.COMPLETED
+    assert unit.types(PARENT).count("RunResumed") == 1
+
+
+def test_a_template_naming_a_stage_that_never_ran_ends_the_flow_failed_by_name(unit: Unit) -> None:
+    orphan = {"id": "orphan", "call": {"tool": "kv_read", "input": {"key": "{later.result.k}"}}}
+    later = {"id": "later", "call": {"tool": "kv_read", "input": {"key": "x"}}}
+    unit.create(PARENT, flow_spec(orphan, later))
+    unit.drive()
+
+    parent = unit.state(PARENT)
+    assert parent.status is RunStatus.FAILED
+    assert parent.detail == "stage 'orphan': {later.result.k}: stage 'later' has no result yet"
+    assert children(unit) == []

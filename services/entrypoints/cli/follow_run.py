@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agentledger.events.flow_step import waiting_run
 from agentledger.events.following import Until, reached
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
@@ -87,7 +88,7 @@ def _summary(state: RunState, interrupted: bool, *, as_json: bool, then: Then) -
         return
     print(f"\nrun {state.run_id}: {state.status}  {redact.text(state.detail)}")
     if state.status is RunStatus.AWAITING_HUMAN:
-        print(f"  {waiting_for_a_person(state.run_id, then.go_on, as_=then.as_)}")
+        print(f"  {waiting_for_a_person(waiting_run(state), then.go_on, as_=then.as_)}")
 
 
 def _next_steps(state: RunState, then: Then) -> list[str]:
@@ -95,7 +96,7 @@ def _next_steps(state: RunState, then: Then) -> list[str]:
     if state.status.terminal:
         return []
     if state.status is RunStatus.AWAITING_HUMAN:
-        return [reply_command(state.run_id, as_=then.as_), then.go_on]
+        return [reply_command(waiting_run(state), as_=then.as_), then.go_on]
     return [then.go_on]
 
 

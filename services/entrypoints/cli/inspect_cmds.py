@@ -21,6 +21,7 @@ from agentledger.services.entrypoints.cli import exit_codes
 from agentledger.services.entrypoints.cli.embedded import attach_command, embedded_here
 from agentledger.services.entrypoints.cli.parser import BadOption
 from agentledger.services.entrypoints.describe import line
+from agentledger.services.entrypoints.flow_tree import flow_tree, tree_lines
 from agentledger.services.entrypoints.reply import emit, fail, say
 from agentledger.services.entrypoints.run_index import BadPageToken, Page, page_of_runs, parse_time
 from agentledger.services.entrypoints.summary import run_summary, waits_line
@@ -60,6 +61,8 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     summary = redactor_for(state.spec).value(run_summary(state))
     if (waiting := unserved(session, state)) is not None:
         summary["waiting_for"] = waiting
+    if (tree := flow_tree(state, session.load)) is not None:
+        summary["flow"] = tree
     if as_json:
         emit(summary)
     else:
@@ -73,6 +76,8 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
             print(f"  {summary['detail']}")
         if waiting is not None:
             print(f"  waiting: {waiting}")
+        for line in tree_lines(tree) if tree is not None else []:
+            print(line)
         for call in summary["tool_calls"]:
             waits = f"  {waits_line(call['waits'])}" if "waits" in call else ""
             print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}{waits}")
