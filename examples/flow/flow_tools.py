@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from agentledger import ToolContext, ToolFailure, WorkspaceFiles, file_resource, tool
+from agentledger import Lookup, ToolContext, ToolFailure, WorkspaceFiles, file_resource, tool
 
 TESTS_TIMEOUT_S = 50.0
 OUTPUT_TAIL = 1_000
@@ -27,17 +27,31 @@ def verify_tests(ctx: ToolContext) -> dict:
     return {"passed": True, "tail": tail}
 
 
+def _merged(ctx: ToolContext) -> list[dict]:
+    files = WorkspaceFiles.of(ctx)
+    try:
+        text = files.read_text("merged.log").text
+    except ToolFailure:  # not there yet
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def merge_lookup(op_key: str, args: dict, ctx: ToolContext) -> Lookup:
+    """Was this merge done? merged.log says: a worker killed mid-merge is not a
+    second merge."""
+    done = [m for m in _merged(ctx) if m.get("op") == op_key]
+    return Lookup(done=True, result={"merged": done[0]["branch"]}) if done else Lookup(done=False)
+
+
 @tool(
     writes=lambda a, ws: [file_resource("merged.log", ws)],
     scope="repo:merge",
     timeout_s=10,
+    lookup=merge_lookup,
 )
 def merge_branch(branch: str, ctx: ToolContext) -> dict:
-    """Merge `branch` (here: a line in the workspace's merged.log)."""
-    files = WorkspaceFiles.of(ctx)
-    try:
-        before = files.read_text("merged.log").text
-    except ToolFailure:
-        before = ""
-    files.write_text("merged.log", before + json.dumps({"branch": branch}) + "\n")
+    """Merge `branch` (here: a line in the workspace's merged.log, with the operation's key)."""
+    merged = _merged(ctx) + [{"branch": branch, "op": ctx.op_key}]
+    text = "".join(json.dumps(m) + "\n" for m in merged)
+    WorkspaceFiles.of(ctx).write_text("merged.log", text)
     return {"merged": branch}
