@@ -73,11 +73,12 @@ def due_commands(
 
 def _of_flows(s: RunState) -> list[Command] | None:
     """A flow's run moves on by `DriveFlow`: its stage to start or its child to follow
-    (`flowing`); `StopChild`: its child to cancel (`cancelling`). None: not a flow's."""
+    (`flowing`); `StopChild`: its live child to cancel (the flow is cancelling, or
+    ended while the child ran: timed out, failed by an operator). None: not a flow's."""
     if s.status is RunStatus.FLOWING:
         return [DriveFlow(s.run_id)]
-    if s.status is RunStatus.CANCELLING and child_live(s):
-        return [StopChild(s.run_id)]
+    if (s.status is RunStatus.CANCELLING or s.status.terminal) and child_live(s):
+        return [StopChild(s.run_id)]  # a flow cancelled, or ended by its clock or an operator
     return None
 
 

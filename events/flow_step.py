@@ -62,7 +62,7 @@ def flow_due(s: RunState) -> FlowState | None:
 
 def child_live(s: RunState) -> bool:
     """A stage's child run goes on: a cancelled flow waits for its end."""
-    return s.flow is not None and s.flow.phase is P.IN_CHILD
+    return s.flow is not None and s.flow.phase is P.IN_CHILD and s.flow.child is not None
 
 
 def start(s: RunState) -> list[Event]:

@@ -40,7 +40,8 @@ def handle_drive_flow(app: App, run_id: str) -> None:
         if flow is None or flow.phase is not FlowPhase.IN_CHILD or flow.child is None:
             return
         child = _child(app, s)
-        if s.status is RunStatus.CANCELLING and child_live(s) and not child.status.terminal:
+        stopping = s.status is RunStatus.CANCELLING or s.status.terminal
+        if stopping and child_live(s) and not child.status.terminal:
             _cancel(app, s, child)
             return
         s = app.engine.take(run_id, _Child(app, child.run_id, surfaced)).state

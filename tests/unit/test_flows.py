@@ -18,6 +18,7 @@ from agentledger.events import controls
 from agentledger.events.commands import DriveFlow
 from agentledger.events.flow_step import waiting_run
 from agentledger.events.status import RunStatus
+from agentledger.events.ticks import on_tick
 from agentledger.events.types import ChildRunEnded, ChildRunStarted, RunCreated
 from agentledger.schemas.content import Usage
 from agentledger.schemas.spec import RunSpec
@@ -214,3 +215,25 @@ def test_a_template_naming_a_stage_that_never_ran_ends_the_flow_failed_by_name(u
     assert parent.status is RunStatus.FAILED
     assert parent.detail == "stage 'orphan': {later.result.k}: stage 'later' has no result yet"
     assert children(unit) == []
+
+
+def test_a_flow_out_of_wall_clock_stops_its_live_child_and_still_counts_its_spend(
+    unit: Unit,
+) -> None:
+    spec = flow_spec(FIRST, CHECK).model_copy(
+        update={"budgets": flow_spec(FIRST).budgets.model_copy(update={"max_wall_clock_s": 60})}
+    )
+    unit.create(PARENT, spec)
+    unit.drive(until=lambda u: len(children(u)) == 1)
+    [kid] = children(unit)
+    assert unit.state(PARENT).flow.child_spec.budgets.max_wall_clock_s == 60  # type: ignore[union-attr]
+    unit.clock.advance(61)
+    unit.app.engine.take(PARENT, Decided("sweeper", lambda s: on_tick(s, now=unit.clock.now())))
+    unit.drive()
+
+    parent = unit.state(PARENT)
+    assert parent.status is RunStatus.TIMEOUT
+    # its own clock (the flow's, held) or the flow's stop: it never outlives the flow
+    assert unit.state(kid).status in (RunStatus.TIMEOUT, RunStatus.CANCELLED)
+    assert unit.types(PARENT)[-2:] == ["RunTimedOut", "ChildRunEnded"]  # recorded after its end
+    assert parent.usage == unit.state(kid).usage
