@@ -89,6 +89,27 @@ def start(s: RunState) -> list[Event]:
     return [ChildRunStarted(stage=stage.id, attempt=attempt, child_run_id=child, spec=spec)]
 
 
+def owns(s: RunState, found: RunState) -> bool:
+    """`found` is the child the flow started for its current stage (its own `RunCreated`
+    says so), not a run that merely holds that id."""
+    flow = s.flow
+    return (
+        flow is not None and flow.child == found.run_id
+        and found.parent_run_id == s.run_id and found.stage == flow.stage
+    )  # fmt: skip
+
+
+def squatted(s: RunState, found: RunState) -> list[Event]:
+    """A run holding the id of the flow's child that is not its child (its `RunCreated`
+    names no such parent and stage: a publisher chose the id) is never taken for it —
+    its results would flow into this flow's templates: the flow ends `failed`."""
+    flow = s.flow
+    if flow is None or s.status.terminal or owns(s, found):
+        return []
+    detail = f"stage {flow.stage!r}: the id of its run {found.run_id} is another run's"
+    return [RunFailed(reason="child_id_taken", detail=detail)]
+
+
 def surfaced(s: RunState, child: RunState) -> list[Event]:
     """A stage's child that waits for a person puts its flow's run in wait too, naming
     it (`child_waits`); once it goes on, so does the flow ([] when nothing changes)."""

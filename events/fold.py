@@ -222,6 +222,7 @@ def _created(run_id: str, e: RunCreated, at: float) -> RunState:
         status=R.FLOWING if flow is not None else R.REQUESTING_MODEL,
         flow=flow,
         parent_run_id=e.parent_run_id,
+        stage=e.stage,
         spec=e.spec,
         workspace=e.workspace,
         base_dir=e.base_dir,

@@ -91,6 +91,7 @@ def header(s: RunState) -> Record:
         record["flow"] = flow_record(s.flow)
     if s.parent_run_id is not None:  # a flow's child
         record["parent_run_id"] = s.parent_run_id
+        record["stage"] = s.stage
     return record
 
 
@@ -160,6 +161,7 @@ def restore(
         # added within version 4: no older run was a flow's or a flow's child
         flow=flow_of_record(record["flow"]) if record.get("flow") is not None else None,
         parent_run_id=record.get("parent_run_id"),
+        stage=record.get("stage"),
     )
 
 

@@ -125,6 +125,7 @@ class RunState:
     samples: int = 0  # model answers MCP servers asked for during calls (ToolSampledModel)
     flow: FlowState | None = None  # a flow's own run: where its stages are
     parent_run_id: str | None = None  # the flow's run it is a stage of (RunCreated.parent_run_id)
+    stage: str | None = None  # the stage of that flow it runs (RunCreated.stage)
 
     @property
     def turns_used(self) -> int:

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from agentledger.events import controls
 from agentledger.events.errors import ControlRefused
 from agentledger.events.flow_state import FlowPhase
-from agentledger.events.flow_step import child_live, ended, start, surfaced
+from agentledger.events.flow_step import (
+    child_live,
+    ended,
+    owns,
+    squatted,
+    start,
+    surfaced,
+)
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
 from agentledger.events.types import Event, RunCreated
@@ -40,6 +47,9 @@ def handle_drive_flow(app: App, run_id: str) -> None:
         if flow is None or flow.phase is not FlowPhase.IN_CHILD or flow.child is None:
             return
         child = _child(app, s)
+        if not owns(s, child):  # another run holds the child's id: never taken, never stopped
+            app.engine.take(run_id, _Child(app, child.run_id, squatted))
+            return
         stopping = s.status is RunStatus.CANCELLING or s.status.terminal
         if stopping and child_live(s) and not child.status.terminal:
             _cancel(app, s, child)

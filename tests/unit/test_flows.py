@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import unit_tools
-from handlerkit import Unit, call, new_unit
+from handlerkit import Unit, call, new_unit, spec
 
 from agentledger.events import controls
 from agentledger.events.commands import DriveFlow
@@ -237,3 +237,23 @@ def test_a_flow_out_of_wall_clock_stops_its_live_child_and_still_counts_its_spen
     assert unit.state(kid).status in (RunStatus.TIMEOUT, RunStatus.CANCELLED)
     assert unit.types(PARENT)[-2:] == ["RunTimedOut", "ChildRunEnded"]  # recorded after its end
     assert parent.usage == unit.state(kid).usage
+
+
+def test_a_run_squatting_the_id_of_a_flows_child_is_never_taken_for_it(unit: Unit) -> None:
+    """A publisher may choose a run id: one that names the child a flow will start is
+    another run, whose results must never flow into the flow's templates."""
+    squat = "r-flow.first.1.s0"
+    unit.create(squat, spec({"tool_use": [call("s1", "kv_delete", key="a")]},
+                            {"end_turn": '{"summary": "{input.task}", "key": "evil"}'}))  # fmt: skip
+    unit.drive()
+    unit.create(PARENT, flow_spec(FIRST, CHECK))
+    unit.drive()
+
+    parent = unit.state(PARENT)
+    assert parent.status is RunStatus.FAILED
+    assert parent.detail == "stage 'first': the id of its run r-flow.first.1.s0 is another run's"
+    assert "ChildRunEnded" not in unit.types(PARENT)
+    assert parent.usage == Usage()
+    # the other run is neither taken for the child nor stopped with the flow
+    assert unit.state(squat).status is RunStatus.AWAITING_APPROVAL
+    assert "RunCancelRequested" not in unit.types(squat)
