@@ -257,3 +257,22 @@ def test_a_run_squatting_the_id_of_a_flows_child_is_never_taken_for_it(unit: Uni
     # the other run is neither taken for the child nor stopped with the flow
     assert unit.state(squat).status is RunStatus.AWAITING_APPROVAL
     assert "RunCancelRequested" not in unit.types(squat)
+
+
+def test_a_stage_is_offered_only_its_own_modules_tools_and_cannot_call_others(
+    unit: Unit,
+) -> None:
+    """The worker serves the flow's whole tool set; a stage's child sees, and may call,
+    only the tools of the modules its stage names (and the built-in ones)."""
+    assert unit.app.toolset.offered(["other_module"])  # the built-in ones, always
+    assert {t.name for t in unit.app.toolset.offered(["other_module"])} & {"kv_write"} == set()
+    narrow = {"id": "narrow", "agent": {"task": "t", "tools": [], "model": {"scripted": [
+        {"tool_use": [call("n1", "kv_write", key="a", value="1")]}, {"end_turn": "done"}]}}}  # fmt: skip
+    unit.create(PARENT, flow_spec(narrow))
+    unit.drive()
+
+    [kid] = children(unit)
+    rejected = unit.state(kid).turns[0].calls[0]
+    assert rejected.status.value == "rejected" and rejected.error is not None
+    assert rejected.error.code == "unknown_tool"
+    assert "n1" not in unit_tools.RAN
