@@ -65,6 +65,10 @@ def test_an_approved_flow_completes_and_merges_once(cli: Cli, flow: Path) -> Non
     merged = (cli.workspace(run_id) / "merged.log").read_text().splitlines()
     assert [json.loads(m)["branch"] for m in merged] == ["fix-add"]
     spend_adds_up(cli, run_id)
+    fix = children(cli, run_id)[1]  # a child is a run: replay and context work on it
+    assert cli("replay", fix).returncode == 0
+    context = cli("context", fix, "--turn", "2")
+    assert context.returncode == 0 and "verified" in context.stdout, context.stderr
 
 
 def test_a_denied_gate_ends_the_flow_failed_with_nothing_merged(cli: Cli, flow: Path) -> None:
