@@ -112,7 +112,7 @@ def child_spec(s: RunState, stage: Stage, flow: FlowState, *, attempt: int, now:
     script = (ScriptedTurn(tool_use=(call,)), ScriptedTurn(end_turn=CALL_DONE))
     return RunSpec(
         task=f"flow stage {stage.id!r}: call {stage.call.tool}", tools=p.tools,
-        model=ScriptedModel(scripted=script),
+        model=ScriptedModel(scripted=script, counted=False),
         budgets=held_budgets(Budgets(max_turns=2), left, p.budgets), **base,
     )  # fmt: skip
 

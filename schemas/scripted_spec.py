@@ -57,6 +57,11 @@ class ScriptedModel(ModelCapabilities, _Spec):
         default=(),
         description="its answers to MCP servers' sampling requests, in the order they come",
     )
+    counted: bool = Field(
+        default=True,
+        description="false: its replies count no tokens (a flow's deterministic stage, "
+        "whose scripted turns stand for no model)",
+    )
 
     def output_after(self, turns_done: int) -> int | None:
         """What it will say next, counted as it counts it (~4 chars a token)."""
