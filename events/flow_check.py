@@ -27,6 +27,9 @@ def flow_problems(spec: RunSpec) -> list[Problem]:
     stages = spec.flow or ()
     ids = [s.id for s in stages]
     problems: list[Problem] = []
+    if stages and spec.acceptance:
+        reason = "a flow's own run runs no checks: give them to its agent stages, or a call stage"
+        problems.append(("acceptance", reason))
     for i, stage in enumerate(stages):
         for where, template in _templates(stage):
             for parts in references(template):

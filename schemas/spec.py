@@ -333,7 +333,7 @@ class RunSpec(_Spec):
     def _flow_needs_no_model(cls, data: Any) -> Any:
         """A flow whose agent stages each name their model names none of its own: its
         run holds `NO_MODEL`, which nothing asks (its own run never requests a model)."""
-        if isinstance(data, dict) and data.get("flow") and "model" not in data:
+        if isinstance(data, dict) and data.get("flow") is not None and "model" not in data:
             return {**data, "model": NO_MODEL}
         return data
 
