@@ -67,3 +67,16 @@ def test_what_a_flow_cannot_have_is_named_before_it_runs() -> None:
 def test_a_bad_stage_or_route_is_refused_by_name(stages: list[dict[str, Any]], said: str) -> None:
     with pytest.raises(ValidationError, match=said):
         RunSpec.model_validate(flow(*stages))
+
+
+def test_a_childs_id_keeps_its_flows_shard_and_fits_a_run_id() -> None:
+    from agentledger.events.flow_children import child_id
+    from agentledger.schemas.names import RUN_ID_PATTERN
+
+    assert child_id("r-1a2b.s13", "fix", 2) == "r-1a2b.fix.2.s13"
+    long = child_id("r" + "x" * 120 + ".s7", "a_long_stage_name_of_32_chars_xx", 99)
+    assert long.endswith(".a_long_stage_name_of_32_chars_xx.99.s7") and len(long) <= 128
+    import re
+
+    assert re.match(RUN_ID_PATTERN, long)
+    assert child_id("r" + "x" * 120 + ".s7", "b", 1) != child_id("r" + "x" * 121 + ".s7", "b", 1)
