@@ -32,7 +32,9 @@ from agentledger.schemas.spec import (
     agent_parts,
 )
 
-_SHARD = re.compile(r"\.s(\d{1,4})$")  # a run id's shard suffix, as `services.keys` reads it
+_SHARD = re.compile(
+    r"\.s(\d{1,4})$"
+)  # a run id's shard suffix, as `agentledger.services.keys` reads it
 MAX_ID = 128
 CALL_DONE = "the flow's call is done"
 MAX_SUMMARY_CHARS = 16_000  # of a child's final text, kept as its stage's result
