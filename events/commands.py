@@ -47,4 +47,24 @@ class RunAcceptance:
     pool: ClassVar[Pool] = Pool.ACCEPT
 
 
-Command = RequestModel | DriveCall | ResolveCall | RunAcceptance
+@dataclass(frozen=True, slots=True)
+class DriveFlow:
+    """Move a flow's run on (`agentledger.services.handlers.flow`): start its stage, make
+    the child run it started if it is not there yet, record the child's end, cancel
+    the child of a cancelled flow. A child's end sends it to its parent."""
+
+    run_id: str
+    pool: ClassVar[Pool] = Pool.TOOLS
+
+
+@dataclass(frozen=True, slots=True)
+class StopChild:
+    """A cancelled flow's live child is to be cancelled (then its end recorded): the
+    same handler as `DriveFlow`, a command of its own so that the cancel queues it
+    (a `DriveFlow` may be due already)."""
+
+    run_id: str
+    pool: ClassVar[Pool] = Pool.TOOLS
+
+
+Command = RequestModel | DriveCall | ResolveCall | RunAcceptance | DriveFlow | StopChild

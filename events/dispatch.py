@@ -23,11 +23,14 @@ from agentledger.events.claims import Window
 from agentledger.events.commands import (
     Command,
     DriveCall,
+    DriveFlow,
     Pool,
     RequestModel,
     ResolveCall,
     RunAcceptance,
+    StopChild,
 )
+from agentledger.events.flow_step import child_live
 from agentledger.events.lock_step import lock_asks
 from agentledger.events.model_step import model_request_due
 from agentledger.events.resolution_step import needs_resolution
@@ -42,6 +45,8 @@ def due_commands(
 ) -> list[Command]:
     """`unreachable`: the windows in which the caller (the sweeper) could not reach
     Redis, which do not count against a claim (`agentledger.events.claims`)."""
+    if (flows := _of_flows(s)) is not None:
+        return flows
     match s.status:
         case RunStatus.REQUESTING_MODEL:
             if model_request_due(s, now=now, unreachable=unreachable):
@@ -56,7 +61,7 @@ def due_commands(
                 return [RunAcceptance(s.run_id)]
         case (
             RunStatus.HELD | RunStatus.AWAITING_APPROVAL | RunStatus.AWAITING_HUMAN
-            | RunStatus.CANCELLING
+            | RunStatus.CANCELLING | RunStatus.FLOWING
             | RunStatus.COMPLETED | RunStatus.FAILED | RunStatus.BUDGET_EXHAUSTED
             | RunStatus.TIMEOUT | RunStatus.CANCELLED
         ):  # fmt: skip
@@ -66,10 +71,34 @@ def due_commands(
     return []
 
 
+def _of_flows(s: RunState) -> list[Command] | None:
+    """A flow's run moves on by `DriveFlow`: its stage to start or its child to follow
+    (`flowing`); `StopChild`: its live child to cancel (the flow is cancelling, or
+    ended while the child ran: timed out, failed by an operator). None: not a flow's."""
+    if s.status is RunStatus.FLOWING:
+        return [DriveFlow(s.run_id)]
+    if (s.status is RunStatus.CANCELLING or s.status.terminal) and child_live(s):
+        return [StopChild(s.run_id)]  # a flow cancelled, or ended by its clock or an operator
+    return None
+
+
+def _parent_told(before: RunState | None, after: RunState) -> list[Command]:
+    """A flow's child that ended, or began or stopped waiting for a person, tells its
+    parent (which records its end, or waits with it: `flow_step.surfaced`)."""
+    if after.parent_run_id is None:
+        return []
+
+    def mark(s: RunState | None) -> tuple[bool, bool]:
+        return (s.status.waiting, s.status.terminal) if s is not None else (False, False)
+
+    return [DriveFlow(after.parent_run_id)] if mark(before) != mark(after) else []
+
+
 def new_commands(before: RunState | None, after: RunState, *, now: float) -> list[Command]:
     """What the batch that led from `before` to `after` made due."""
     was = set(due_commands(before, now=now)) if before is not None else set()
-    return [c for c in due_commands(after, now=now) if c not in was]
+    made = [c for c in due_commands(after, now=now) if c not in was]
+    return made + _parent_told(before, after)
 
 
 def carried_command(

@@ -12,7 +12,17 @@ from typing import Any, TypeVar, get_args
 from agentledger.events import frozen
 from agentledger.events.causes import ACCEPTANCE_FAILED, acceptance_failure, after_acceptance
 from agentledger.events.errors import BrokenLog, IllegalTransition
+from agentledger.events.flow_events import ChildRunEnded, ChildRunStarted, FlowRouted
+from agentledger.events.flow_state import FlowPhase, FlowState
 from agentledger.events.fold_calls import call_changed, call_proposed, phase
+from agentledger.events.fold_flow import (
+    GateEvent,
+    at_gate,
+    child_ended,
+    child_started,
+    late_child_ended,
+    routed,
+)
 from agentledger.events.frozen import fill, replace
 from agentledger.events.pricing import cost_usd, price_of
 from agentledger.events.run_caps import held_detail
@@ -54,7 +64,7 @@ R = RunStatus
 
 def prepare() -> None:
     """Write the copy functions of the state's classes now (`agentledger.events.frozen.prepare`)."""
-    frozen.prepare(RunState, Turn, Call, Check)
+    frozen.prepare(RunState, Turn, Call, Check, FlowState)
 
 
 def fold(envelopes: Iterable[Envelope[Any]], state: RunState | None = None) -> RunState | None:
@@ -79,6 +89,8 @@ def apply(state: RunState | None, envelope: Envelope[Any]) -> RunState:
         if envelope.run_id != state.run_id:
             raise BrokenLog(state.run_id, envelope.seq, f"event of run {envelope.run_id!r}")
         new = STEPS[kind](state, event, envelope.at)
+        if state.flow is not None and isinstance(event, GateEvent):
+            new = at_gate(state, new, event)
     old_status = state.status if state else None
     if (old_status, kind, new.status) not in RUN_TRANSITIONS:
         raise IllegalTransition(old_status, event.type, envelope.run_id)
@@ -204,9 +216,13 @@ def _ended(s: RunState, e: Ending) -> str:
 
 
 def _created(run_id: str, e: RunCreated, at: float) -> RunState:
+    flow = FlowState(FlowPhase.STARTING, e.spec.flow[0].id) if e.spec.flow else None
     return RunState(
         run_id=run_id,
-        status=R.REQUESTING_MODEL,
+        status=R.FLOWING if flow is not None else R.REQUESTING_MODEL,
+        flow=flow,
+        parent_run_id=e.parent_run_id,
+        stage=e.stage,
         spec=e.spec,
         workspace=e.workspace,
         base_dir=e.base_dir,
@@ -270,6 +286,10 @@ def _human_spoke(s: RunState) -> RunState:
     )
 
 
+def _child_ended(s: RunState, e: ChildRunEnded, at: float) -> RunState:
+    return late_child_ended(s, e, at) if s.status.terminal else child_ended(s, e, at)
+
+
 E = TypeVar("E")
 Step = Callable[[RunState, Any, float], RunState]  # (state, event, the event's time) -> state
 
@@ -300,6 +320,9 @@ STEPS: dict[type, Step] = dict(
         *(_on(kind, _run_ended) for kind in _ENDS),
         _on(RunAborted, _aborted),
         _on(ToolSampledModel, _tool_sampled),
+        _on(ChildRunStarted, child_started),
+        _on(ChildRunEnded, _child_ended),
+        _on(FlowRouted, routed),
     ]
 )
 """The fold's step of each event class (the state after it, before its stamp): one

@@ -10,7 +10,9 @@ from pydantic import Field
 from agentledger.events.event_model import EventModel
 from agentledger.schemas.spec import RunSpec
 
-EscalationReason = Literal["repeated_failure", "refusal", "outcome_unknown", "tool_question"]
+EscalationReason = Literal[
+    "repeated_failure", "refusal", "outcome_unknown", "tool_question", "flow_gate", "child_waits"
+]
 
 
 BudgetName = Literal["turns", "input_tokens", "output_tokens", "cost", "consecutive_failures"]
@@ -36,6 +38,10 @@ class RunCreated(EventModel):
         description="who published the request; the spec's principal holds only the scopes "
         "its grant allows",
     )
+    parent_run_id: str | None = Field(
+        default=None, description="the flow's run this run is a stage of (None: none)"
+    )
+    stage: str | None = Field(default=None, description="the parent's stage it runs")
 
 
 class RunHeld(EventModel):

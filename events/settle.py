@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from agentledger.events.counted import counted
+from agentledger.events.flow_step import child_live, route
 from agentledger.events.repeat import failing_streak
 from agentledger.events.state import RunState
 from agentledger.events.status import CallStatus, RunStatus
@@ -36,7 +37,9 @@ def settle_batch(
 
 
 def settle(s: RunState) -> list[Event]:
-    if s.status is RunStatus.CANCELLING and not s.in_flight:
+    if s.flow is not None and (routed := route(s)):
+        return routed
+    if s.status is RunStatus.CANCELLING and not s.in_flight and not child_live(s):
         return [_cancelled(s)]
     if s.status is RunStatus.AWAITING_HUMAN and s.escalated_for == "outcome_unknown":
         calls = s.current_turn.calls if s.current_turn else ()

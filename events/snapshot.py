@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from agentledger.events.flow_state import flow_of_record, flow_record
 from agentledger.events.history import History
 from agentledger.events.state import Call, Check, RunState, Turn
 from agentledger.events.status import CallStatus, RunStatus
@@ -86,6 +87,11 @@ def header(s: RunState) -> Record:
         record["samples"] = s.samples
     if s.clock_from is not None:  # a run that was held: its wall clock starts at its release
         record["clock_from"] = s.clock_from
+    if s.flow is not None:  # a flow's own run: where its stages are
+        record["flow"] = flow_record(s.flow)
+    if s.parent_run_id is not None:  # a flow's child
+        record["parent_run_id"] = s.parent_run_id
+        record["stage"] = s.stage
     return record
 
 
@@ -152,6 +158,10 @@ def restore(
         ),  # added within version 3: older hold none
         samples=int(record.get("samples", 0)),  # added within version 4: older hold none
         clock_from=record.get("clock_from"),  # added within version 4: no older run was held
+        # added within version 4: no older run was a flow's or a flow's child
+        flow=flow_of_record(record["flow"]) if record.get("flow") is not None else None,
+        parent_run_id=record.get("parent_run_id"),
+        stage=record.get("stage"),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentledger.events.flow_state import FlowState
 from agentledger.events.history import History
 from agentledger.events.status import CallStatus, RunStatus
 from agentledger.events.types import EscalationReason, Overflow, ToolError
@@ -122,6 +123,9 @@ class RunState:
     escalation: int | None = None  # the seq of the latest RunEscalated: what an answer must name
     publisher: str | None = None  # who published its request (RunCreated.publisher)
     samples: int = 0  # model answers MCP servers asked for during calls (ToolSampledModel)
+    flow: FlowState | None = None  # a flow's own run: where its stages are
+    parent_run_id: str | None = None  # the flow's run it is a stage of (RunCreated.parent_run_id)
+    stage: str | None = None  # the stage of that flow it runs (RunCreated.stage)
 
     @property
     def turns_used(self) -> int:

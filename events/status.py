@@ -4,6 +4,7 @@ from enum import StrEnum
 
 
 class RunStatus(StrEnum):
+    FLOWING = "flowing"  # a flow's own run: its stages go on (`agentledger.events.flow_state`)
     HELD = "held"  # past its tenant's cap of live runs on its queue: waits its turn
     REQUESTING_MODEL = "requesting_model"
     VALIDATING = "validating"
@@ -54,6 +55,7 @@ TERMINAL = frozenset(
 )
 LIVE = frozenset(
     {
+        RunStatus.FLOWING,
         RunStatus.REQUESTING_MODEL,
         RunStatus.VALIDATING,
         RunStatus.RUNNING_TOOLS,

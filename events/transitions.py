@@ -23,7 +23,10 @@ from agentledger.events.types import (
     ApprovalGranted,
     ApprovalRequested,
     CallEvent,
+    ChildRunEnded,
+    ChildRunStarted,
     Event,
+    FlowRouted,
     HumanReplied,
     ModelRequested,
     ModelRequestFailed,
@@ -117,6 +120,19 @@ _LIFECYCLE: tuple[Row, ...] = (
     (R.CANCELLING, RunCancelled, R.CANCELLED),
 )
 
+# a flow's own run (`agentledger.events.flow_state` has the flow's table): its stages
+# go on while it is `flowing`; a gate is an escalation, its answer puts it back
+_FLOWING: tuple[Row, ...] = (
+    (None, RunCreated, R.FLOWING),
+    *((R.FLOWING, e, R.FLOWING) for e in (ChildRunStarted, ChildRunEnded, FlowRouted)),
+    (R.FLOWING, RunCompleted, R.COMPLETED),
+    *((R.AWAITING_HUMAN, e, R.FLOWING) for e in (RunResumed, RunAborted)),
+    # cancelled while a child runs: the child is cancelled, its end recorded
+    (R.CANCELLING, ChildRunEnded, R.CANCELLING),
+    # a child that ends after its parent did: its spend is still recorded
+    *((s, ChildRunEnded, s) for s in (R.FAILED, R.BUDGET_EXHAUSTED, R.TIMEOUT)),
+)
+
 _STOPPABLE = sorted(LIVE - {R.CANCELLING}) + [R.AWAITING_APPROVAL]
 
 _ENDINGS: tuple[Row, ...] = (
@@ -156,7 +172,7 @@ _DURING_CALLS: tuple[Row, ...] = tuple(
 )
 
 RUN_TRANSITIONS: frozenset[Row] = frozenset(
-    _LIFECYCLE + _ENDINGS + _LATE_OUTCOMES + _STOPPED_CHECKS + _DURING_CALLS
+    _LIFECYCLE + _FLOWING + _ENDINGS + _LATE_OUTCOMES + _STOPPED_CHECKS + _DURING_CALLS
 )
 
 CALL_TRANSITIONS: dict[CallRow, CallStatus] = {

@@ -44,6 +44,7 @@ from agentledger.events.event_model import (
     Overflow,
     ToolError,
 )
+from agentledger.events.flow_events import ChildRunEnded, ChildRunStarted, FlowRouted
 from agentledger.events.mcp_events import ToolSampledModel
 from agentledger.events.model_events import (
     ModelErrorKind,
@@ -83,12 +84,15 @@ __all__ = [
     "BudgetName",
     "CODEC",
     "CallEvent",
+    "ChildRunEnded",
+    "ChildRunStarted",
     "DEFAULT_QUEUE",
     "EVENT_TYPES",
     "ErrorCode",
     "EscalationReason",
     "Event",
     "FieldError",
+    "FlowRouted",
     "HumanReplied",
     "ModelErrorKind",
     "ModelRequestFailed",
@@ -150,7 +154,10 @@ Event = Annotated[
     | RunResumed
     | RunAborted
     | RunTimedOut
-    | ToolSampledModel,
+    | ToolSampledModel
+    | ChildRunStarted
+    | ChildRunEnded
+    | FlowRouted,
     Field(discriminator="type"),
 ]
 

@@ -4,7 +4,6 @@ never silently changes what a run does."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -12,6 +11,8 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    TypeAdapter,
+    ValidationError,
     field_validator,
     model_validator,
 )
@@ -19,11 +20,15 @@ from pydantic import (
 from agentledger.schemas.anthropic_spec import AnthropicModel as AnthropicModel  # re-exported
 from agentledger.schemas.anthropic_spec import AnthropicSettings as AnthropicSettings
 from agentledger.schemas.anthropic_spec import ServerTool as ServerTool
-from agentledger.schemas.content import TextBlock, ToolUseBlock
+from agentledger.schemas.branch_spec import Branch as Branch  # re-exported
+from agentledger.schemas.flow_spec import Stage, check_flow
 from agentledger.schemas.limits import MAX_LIMITS, Limit
 from agentledger.schemas.model_capabilities import ModelCapabilities
 from agentledger.schemas.names import QUEUE_PATTERN
 from agentledger.schemas.openai_spec import OpenAIModel as OpenAIModel  # re-exported
+from agentledger.schemas.scripted_spec import ScriptedCall as ScriptedCall
+from agentledger.schemas.scripted_spec import ScriptedModel as ScriptedModel
+from agentledger.schemas.scripted_spec import ScriptedTurn as ScriptedTurn
 from agentledger.schemas.spec_base import Spec as _Spec
 
 
@@ -129,67 +134,6 @@ class Policies(_Spec):
         description="a claim's deadline is the tool's timeout plus this; an unknown outcome is "
         "looked up only after it, so a write still under way is not taken for not done",
     )
-
-
-class ScriptedCall(_Spec):
-    """One tool call of a scripted turn, as a `tool_use` block."""
-
-    id: str = Field(min_length=1, description="the call id")
-    name: str = Field(min_length=1, description="the tool")
-    input: dict[str, Any] = Field(default_factory=dict, description="its arguments")
-
-
-class ScriptedTurn(_Spec):
-    """One scripted model response: tool calls, or the end of the model's turn."""
-
-    tool_use: tuple[ScriptedCall, ...] | None = Field(default=None, description="calls to propose")
-    end_turn: str | None = Field(
-        default=None, description="the final text: the model ends its turn"
-    )
-    refusal: str | None = Field(default=None, description="a refusal, with this text")
-    stop_reason: Literal["max_tokens", "pause_turn", "stop_sequence"] | None = Field(
-        default=None, description="play a reply that stopped this way instead"
-    )
-    delay_s: float = Field(default=0.0, ge=0.0, le=600.0, description="simulated model latency")
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> ScriptedTurn:
-        given = [k for k in ("tool_use", "end_turn", "refusal") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError(
-                "a scripted turn has exactly one of 'tool_use', 'end_turn' or 'refusal'"
-            )
-        if self.tool_use is not None and not self.tool_use:
-            raise ValueError("'tool_use' needs at least one call")
-        return self
-
-
-class ScriptedModel(ModelCapabilities, _Spec):
-    """A model that plays its turns in order (no API, no key): for examples and tests.
-    A request for a turn it does not have ends the run `failed`."""
-
-    provider: ClassVar[str] = "agentledger.scripted"
-    shape: ClassVar[str] = "[turns]"
-    scripted: tuple[ScriptedTurn, ...] = Field(min_length=1, description="the turns, in order")
-    sampled: tuple[str, ...] = Field(
-        default=(),
-        description="its answers to MCP servers' sampling requests, in the order they come",
-    )
-
-    def output_after(self, turns_done: int) -> int | None:
-        """What it will say next, counted as it counts it (~4 chars a token)."""
-        if turns_done >= len(self.scripted):
-            return 1
-        turn = self.scripted[turns_done]
-        if turn.tool_use is not None:
-            blocks: list[dict[str, object]] = [
-                ToolUseBlock(id=c.id, name=c.name, input=c.input).model_dump()
-                for c in turn.tool_use
-            ]
-        else:
-            text = turn.refusal if turn.refusal is not None else turn.end_turn or ""
-            blocks = [TextBlock(text=text).model_dump()]
-        return max(1, len(json.dumps(blocks)) // 4)
 
 
 def _key_tag(*keys: str) -> Discriminator:
@@ -323,13 +267,7 @@ AcceptanceCheck = Annotated[
 ]
 
 
-class Branch(_Spec):
-    """The run a branch started from (`agentledger branch`) and the turn it departs at:
-    the model replies and tool results of the turns before are that run's, taken from
-    its log (nothing runs again)."""
-
-    run_id: str = Field(min_length=1, max_length=200)
-    turn: int = Field(ge=1)
+NO_MODEL = ScriptedModel(scripted=(ScriptedTurn(end_turn="(a flow's own run asks no model)"),))
 
 
 class RunSpec(_Spec):
@@ -362,7 +300,18 @@ class RunSpec(_Spec):
     budgets: Budgets = Budgets()
     policies: Policies = Policies()
     model: ModelSpec = Field(
-        description="exactly one of " + ", ".join(f"`{k}`" for k in MODEL_KEYS)
+        description="exactly one of "
+        + ", ".join(f"`{k}`" for k in MODEL_KEYS)
+        + " (a flow's: its agent stages' default, which a flow may leave out when each "
+        "stage names its own)",
+    )
+    flow: tuple[Stage, ...] | None = Field(
+        default=None,
+        description="stages run in order, routed by outcome (docs/guide/flows.md); the "
+        "budgets are the whole flow's",
+    )
+    max_loops: int = Field(
+        default=3, ge=0, le=100, description="a flow's returns to a stage it has run already"
     )
     acceptance: tuple[AcceptanceCheck, ...] = Field(
         default=(), description="checks that must all pass for the run to end `completed`"
@@ -378,6 +327,53 @@ class RunSpec(_Spec):
         default=None,
         description="the run and turn this run branched from (a run of the same tenant only)",
     )
+
+    @model_validator(mode="after")
+    def _flow_checked(self) -> RunSpec:
+        if self.flow is None:
+            return self
+        check_flow(self.flow)
+        for stage in self.flow:
+            if stage.agent is not None:
+                agent_parts(stage, None if self.model == NO_MODEL else self.model)
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flow_needs_no_model(cls, data: Any) -> Any:
+        """A flow whose agent stages each name their model names none of its own: its
+        run holds `NO_MODEL`, which nothing asks (its own run never requests a model)."""
+        if isinstance(data, dict) and data.get("flow") is not None and "model" not in data:
+            return {**data, "model": NO_MODEL}
+        return data
+
+
+def agent_parts(
+    stage: Stage, default: ModelSpec | None
+) -> tuple[ModelSpec, Budgets, tuple[AcceptanceCheck, ...]]:
+    """An agent stage's model (else `default`), budgets and acceptance, read as a run's
+    (ValueError naming the stage and what is wrong)."""
+    agent = stage.agent
+    assert agent is not None
+    try:
+        if agent.model is not None:
+            model = _MODEL.validate_python(agent.model)
+        elif default is None:
+            raise ValueError("no 'model', and the flow names none")
+        else:
+            model = default
+        budgets = Budgets.model_validate(agent.budgets)
+        return model, budgets, _CHECKS.validate_python(agent.acceptance)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"stage {stage.id!r}: {where}: {first['msg']}") from None
+    except ValueError as exc:
+        raise ValueError(f"stage {stage.id!r}: {exc}") from None
+
+
+_MODEL: TypeAdapter[ModelSpec] = TypeAdapter(ModelSpec)
+_CHECKS: TypeAdapter[tuple[AcceptanceCheck, ...]] = TypeAdapter(tuple[AcceptanceCheck, ...])
 
 
 class ToolSpec(_Spec):

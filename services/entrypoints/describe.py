@@ -20,7 +20,10 @@ from agentledger.events.types import (
     ApprovalDenied,
     ApprovalGranted,
     ApprovalRequested,
+    ChildRunEnded,
+    ChildRunStarted,
     Event,
+    FlowRouted,
     HumanReplied,
     ModelRequested,
     ModelRequestFailed,
@@ -98,6 +101,8 @@ def summary(e: Event) -> str:
             | AcceptanceFailed()
         ):
             return _acceptance(e)
+        case ChildRunStarted() | ChildRunEnded() | FlowRouted():
+            return _flow(e)
         case ToolSampledModel():
             return (
                 f"{e.call_id} {e.server} sample {e.sample}: {e.model} {e.usage.output_tokens} "
@@ -112,6 +117,23 @@ _RunEvent = (
     | RunCancelled | RunCancelRequested | HumanReplied | RunResumed | RunAborted | RunHeld
     | RunReleased
 )  # fmt: skip
+
+
+def _flow(e: ChildRunStarted | ChildRunEnded | FlowRouted) -> str:
+    match e:
+        case ChildRunStarted():
+            return _cut(f"{e.stage} attempt {e.attempt}: {e.child_run_id} {e.spec.task!r}")
+        case ChildRunEnded():
+            tokens = f"{e.usage.input_tokens}+{e.usage.output_tokens} tokens ${e.cost_usd:.4f}"
+            said = json.dumps(e.result, default=str)
+            return _cut(f"{e.stage} {e.outcome} ({e.child_run_id} {e.status}) {tokens} {said}")
+        case FlowRouted():
+            to = e.to if e.to is not None else "the end"
+            return f"{e.stage} {e.outcome} -> {to}{' (a loop)' if e.loop else ''}"
+        case _:
+            assert_never(e)
+
+
 _ModelEvent = ModelRequested | ModelRequestFailed | ModelResponded
 _CallAsked = (
     ToolCallProposed | ToolCallValidated | ToolCallRejected | ApprovalRequested | ApprovalGranted

@@ -22,6 +22,7 @@ from agentledger.services.handlers.carry import (
     handle_request_model,
     handle_run_acceptance,
 )
+from agentledger.services.handlers.flow import handle_drive_flow
 from agentledger.services.handlers.resolve import handle_resolve_call
 
 MINUTE_MS = 60_000
@@ -62,6 +63,14 @@ def declare_actors(
         @dramatiq.actor(queue_name=names[Pool.TOOLS], time_limit=10 * MINUTE_MS, **options)
         def resolve_call(run_id: str, call_id: str) -> None:
             handle_resolve_call(app(), run_id, call_id)
+
+        @dramatiq.actor(queue_name=names[Pool.TOOLS], time_limit=10 * MINUTE_MS, **options)
+        def drive_flow(run_id: str) -> None:
+            handle_drive_flow(app(), run_id)
+
+        @dramatiq.actor(queue_name=names[Pool.TOOLS], time_limit=10 * MINUTE_MS, **options)
+        def stop_child(run_id: str) -> None:
+            handle_drive_flow(app(), run_id)
 
     if Pool.ACCEPT in names:
 

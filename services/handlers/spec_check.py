@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentledger.events.flow_check import flow_problems, stage_specs
 from agentledger.events.model_reach import reach_refusals
 from agentledger.events.pricing import price_of
 from agentledger.schemas.errors import InvalidSpec, SpecProblem
@@ -69,6 +70,8 @@ def spec_problems(
     settings: Settings | None = None,
 ) -> list[SpecProblem]:
     """`settings`: those of the deployment that will run the spec, when known here."""
+    if spec.flow is not None:
+        return _flow_problems(spec, base_dir, toolset=toolset, manifest=manifest, settings=settings)
     tools = _tools(toolset, manifest)
     problems = _tool_problems(spec, tools, toolset) if tools is not None else []
     if settings is not None:
@@ -94,6 +97,32 @@ def spec_problems(
         ws = os.path.join(base_dir, spec.workspace)
         if not os.path.isdir(ws):
             problems.append(SpecProblem("workspace", f"{ws!r} is not a folder"))
+    return problems
+
+
+def _flow_problems(
+    spec: RunSpec,
+    base_dir: str | None,
+    *,
+    toolset: ToolSet | None,
+    manifest: Mapping[str, Any] | None,
+    settings: Settings | None,
+) -> list[SpecProblem]:
+    """A flow's own problems, then each agent stage's as a run spec's (named by where
+    the stage is written); a call stage's tool must be one the tool set registers."""
+    problems = [SpecProblem(where, reason) for where, reason in flow_problems(spec)]
+    for where, as_run in stage_specs(spec):
+        found = spec_problems(
+            as_run, base_dir, toolset=toolset, manifest=manifest, settings=settings
+        )
+        problems += [SpecProblem(f"{where}.{p.field}", p.reason) for p in found]
+    tools = _tools(toolset, manifest)
+    for i, stage in enumerate(spec.flow or ()):
+        if stage.call is not None and tools is not None and stage.call.tool not in tools:
+            reason = f"no tool {stage.call.tool!r} in the flow's tool set"
+            problems.append(SpecProblem(f"flow.{i}.call.tool", reason))
+    if spec.workspace and base_dir and not os.path.isdir(os.path.join(base_dir, spec.workspace)):
+        problems.append(SpecProblem("workspace", f"{spec.workspace!r} is not a folder"))
     return problems
 
 

@@ -6,7 +6,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 
-from agentledger.events.commands import Command, DriveCall, RequestModel, ResolveCall, RunAcceptance
+from agentledger.events.commands import (
+    Command,
+    DriveCall,
+    DriveFlow,
+    RequestModel,
+    ResolveCall,
+    RunAcceptance,
+    StopChild,
+)
 from agentledger.services.adapters.store.port import Outgoing
 
 ACTORS: dict[str, Callable[..., Command]] = {
@@ -14,6 +22,8 @@ ACTORS: dict[str, Callable[..., Command]] = {
     "drive_call": DriveCall,
     "resolve_call": ResolveCall,
     "run_acceptance": RunAcceptance,
+    "drive_flow": DriveFlow,
+    "stop_child": StopChild,
 }
 
 

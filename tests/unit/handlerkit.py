@@ -27,10 +27,12 @@ import unit_tools
 from agentledger.events.commands import (
     Command,
     DriveCall,
+    DriveFlow,
     Pool,
     RequestModel,
     ResolveCall,
     RunAcceptance,
+    StopChild,
 )
 from agentledger.events.state import Call, RunState
 from agentledger.events.types import RunCreated
@@ -52,6 +54,7 @@ from agentledger.services.handlers.carry import (
     handle_request_model,
     handle_run_acceptance,
 )
+from agentledger.services.handlers.flow import handle_drive_flow
 from agentledger.services.handlers.resolve import handle_resolve_call
 from agentledger.services.handlers.runs import Runs
 from agentledger.services.keys import Keys
@@ -292,6 +295,8 @@ class Unit:
                     handle_drive_call(self.app, run_id, call_id)
                 case ResolveCall(run_id, call_id):
                     handle_resolve_call(self.app, run_id, call_id)
+                case DriveFlow(run_id) | StopChild(run_id):
+                    handle_drive_flow(self.app, run_id)
                 case RunAcceptance(run_id):
                     handle_run_acceptance(self.app, run_id)
         finally:

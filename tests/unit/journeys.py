@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from flow_journeys import FLOW_JOURNEYS, flow_spec
 from runlog import (
     LEASE_S,
     T0,
@@ -270,6 +271,8 @@ def unknown_write_told_on_reply() -> Log:
 
 def reach(status: RunStatus) -> Log:
     """A run brought to a status through the decisions."""
+    if status is R.FLOWING:
+        return Log.created(flow_spec())  # a flow's own run, its first stage due
     log = Log.created(budgets={"max_wall_clock_s": WALL_CLOCK_S})
     if status in (R.VALIDATING, R.RUNNING_TOOLS):
         do_model_turn(log, use("a"))
@@ -616,6 +619,7 @@ def held_then_cancelled() -> Log:
 
 
 JOURNEYS: dict[str, tuple[Callable[[], Log], RunStatus]] = {
+    **FLOW_JOURNEYS,
     "mcp_server_sampled_and_asked": (mcp_server_sampled_and_asked, R.CANCELLING),
     "held_released_then_done": (held_released_then_done, R.COMPLETED),
     "held_then_cancelled": (held_then_cancelled, R.CANCELLED),

@@ -37,6 +37,7 @@ from agentledger.events.types import (
     ApprovalGranted,
     ApprovalRequested,
     CallEvent,
+    ChildRunEnded,
     Event,
     HumanReplied,
     ModelRequested,
@@ -252,6 +253,8 @@ MAY_FOLLOW: dict[RunStatus, set[type[Event]]] = {
     | ({ModelResponded} if s is R.CANCELLED else set())
     # a check the cancel or the wall clock stopped
     | ({AcceptanceCheckStopped} if s in (R.CANCELLED, R.TIMEOUT) else set())
+    # a flow's child that ends after its parent did (its spend is still the parent's)
+    | ({ChildRunEnded} if s in (R.FAILED, R.BUDGET_EXHAUSTED, R.TIMEOUT) else set())
     for s in TERMINAL
 }
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from runlog import T0, Log, do_model_turn, use
+from runlog import T0, Log, do_model_turn, make_spec, use
 
 from agentledger.events.types import ToolCallRejected, ToolCallValidated
 from agentledger.events.validation_step import validate_turn
@@ -267,7 +267,10 @@ FIX_TESTS = Path(__file__).resolve().parents[2] / "examples" / "fix_tests"
 
 def test_a_fix_tests_call_on_a_path_outside_the_workspace_is_rejected_before_it_runs() -> None:
     toolset = load_toolset(["fix_tools"], [str(FIX_TESTS)])
-    log = Log.created(scopes=("files:read", "files:write"))
+    spec = make_spec(scopes=("files:read", "files:write")).model_copy(
+        update={"tools": ("fix_tools",)}
+    )
+    log = Log.created(spec)  # a run is offered the tools of the modules its spec names
     do_model_turn(
         log,
         use("up", "write_file", path="../../etc/passwd", content="x"),

@@ -22,10 +22,12 @@ from dramatiq.message import generate_unique_id
 from agentledger.events.commands import (
     Command,
     DriveCall,
+    DriveFlow,
     Pool,
     RequestModel,
     ResolveCall,
     RunAcceptance,
+    StopChild,
 )
 from agentledger.events.state import RunState
 from agentledger.services.adapters.broker.streams_queue import GROUP
@@ -42,6 +44,8 @@ ACTORS: dict[type[Command], str] = {
     DriveCall: "drive_call",
     ResolveCall: "resolve_call",
     RunAcceptance: "run_acceptance",
+    DriveFlow: "drive_flow",
+    StopChild: "stop_child",
 }
 
 
@@ -52,7 +56,7 @@ def queue_name(pool: Pool | str, queue: str, toolset: str) -> str:
 
 def args_of(command: Command) -> tuple[Any, ...]:
     match command:
-        case RequestModel(run_id) | RunAcceptance(run_id):
+        case RequestModel(run_id) | RunAcceptance(run_id) | DriveFlow(run_id) | StopChild(run_id):
             return (run_id,)
         case DriveCall(run_id, call_id) | ResolveCall(run_id, call_id):
             return (run_id, call_id)

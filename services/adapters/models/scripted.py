@@ -71,6 +71,8 @@ class ScriptedAdapter:
             )
         said = len(json.dumps([b.model_dump() for b in content]))
         usage = Usage(input_tokens=seen, output_tokens=max(1, said // 4))
+        if not self._script.counted:  # a flow's deterministic stage: no model stands behind it
+            usage = Usage()
         return ModelReply(content=content, stop_reason=stop_reason, usage=usage, model="scripted")
 
 

@@ -99,13 +99,18 @@ class RegisteredTool:
                 )
 
     def offered_to(self, asked: tuple[str, ...] | list[str]) -> bool:
-        """Is it offered to a run whose spec's `tools:` are `asked`? Module tools always are."""
-        return True
+        """Is it offered to a run whose spec's `tools:` are `asked`? A module's tools when
+        the spec names the module (a run's tool set is made of exactly its modules; a
+        flow's stage names some of its flow's), the built-in ones always."""
+        return self.module in asked or self.module == BUILTIN
 
     def call(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         if self.context_param:
             return self.fn(**args, **{self.context_param: ctx})
         return self.fn(**args)
+
+
+BUILTIN = "agentledger.services.adapters.tools.builtin"  # the built-in tools' module
 
 
 class ExternalTool(RegisteredTool):

@@ -25,10 +25,11 @@ from typing import Any
 
 from agentledger.schemas.spec import ToolSpec
 from agentledger.services.adapters.tools.closure import Code, NotFound, code_of
+from agentledger.services.adapters.tools.registry import BUILTIN as REGISTRY_BUILTIN
 from agentledger.services.adapters.tools.registry import REGISTRY, RegisteredTool
 from agentledger.services.errors import ServiceError
 
-BUILTIN = "agentledger.services.adapters.tools.builtin"
+BUILTIN = REGISTRY_BUILTIN  # the built-in tools' module, in every tool set
 FINGERPRINT_CHARS = 16
 
 

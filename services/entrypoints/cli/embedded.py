@@ -72,6 +72,13 @@ def waiting_for_a_person(run_id: str, go_on: str, *, as_: str | None = None) -> 
     )
 
 
+def at_the_gate(run_id: str, go_on: str, *, as_: str | None = None) -> str:
+    """What `run` says of a flow waiting at its gate (`human:` stage): approve or deny."""
+    signed = ["--as", as_] if as_ else []
+    resume, abort = command("resume", run_id, *signed), command("abort", run_id, *signed)
+    return f"the flow waits at its gate: approve with `{resume}` or deny with `{abort}`, then go on with `{go_on}`"
+
+
 def left(run_id: str, status: RunStatus | str, go_on: str) -> str:
     """What `run` says of its run left live when it stopped at once."""
     cancelling = (

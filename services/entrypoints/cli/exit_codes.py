@@ -42,7 +42,7 @@ def for_status(status: RunStatus) -> int:
         ):  # fmt: skip
             return BY_STATUS[status]
         case (
-            R.HELD | R.REQUESTING_MODEL | R.VALIDATING | R.RUNNING_TOOLS | R.ACCEPTING
+            R.FLOWING | R.HELD | R.REQUESTING_MODEL | R.VALIDATING | R.RUNNING_TOOLS | R.ACCEPTING
             | R.CANCELLING | R.AWAITING_APPROVAL
         ):  # fmt: skip
             return STILL_LIVE

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from agentledger.events.flow_step import waiting_run
 from agentledger.events.following import Until, reached
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
@@ -17,7 +18,13 @@ from agentledger.schemas.inbox import RunCancelRequested, RunRequested
 from agentledger.services.adapters.publishers.publishers_file import Signer
 from agentledger.services.adapters.reading.follow import follow as following
 from agentledger.services.entrypoints.cli import exit_codes, interrupts
-from agentledger.services.entrypoints.cli.embedded import left, reply_command, waiting_for_a_person
+from agentledger.services.entrypoints.cli.embedded import (
+    at_the_gate,
+    command,
+    left,
+    reply_command,
+    waiting_for_a_person,
+)
 from agentledger.services.entrypoints.cli.redacted import RunRedactors
 from agentledger.services.entrypoints.controls import user_name
 from agentledger.services.entrypoints.describe import line
@@ -86,16 +93,21 @@ def _summary(state: RunState, interrupted: bool, *, as_json: bool, then: Then) -
         emit(redact.value({**run_summary(state), **extra}))
         return
     print(f"\nrun {state.run_id}: {state.status}  {redact.text(state.detail)}")
-    if state.status is RunStatus.AWAITING_HUMAN:
-        print(f"  {waiting_for_a_person(state.run_id, then.go_on, as_=then.as_)}")
+    if state.status is RunStatus.AWAITING_HUMAN and state.escalated_for == "flow_gate":
+        print(f"  {at_the_gate(state.run_id, then.go_on, as_=then.as_)}")
+    elif state.status is RunStatus.AWAITING_HUMAN:
+        print(f"  {waiting_for_a_person(waiting_run(state), then.go_on, as_=then.as_)}")
 
 
 def _next_steps(state: RunState, then: Then) -> list[str]:
     """The commands that let a run go on once this command has exited (none: it ended)."""
     if state.status.terminal:
         return []
+    if state.status is RunStatus.AWAITING_HUMAN and state.escalated_for == "flow_gate":
+        signed = ["--as", then.as_] if then.as_ else []
+        return [command("resume", state.run_id, *signed), then.go_on]
     if state.status is RunStatus.AWAITING_HUMAN:
-        return [reply_command(state.run_id, as_=then.as_), then.go_on]
+        return [reply_command(waiting_run(state), as_=then.as_), then.go_on]
     return [then.go_on]
 
 

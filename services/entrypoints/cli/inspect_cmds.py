@@ -21,6 +21,7 @@ from agentledger.services.entrypoints.cli import exit_codes
 from agentledger.services.entrypoints.cli.embedded import attach_command, embedded_here
 from agentledger.services.entrypoints.cli.parser import BadOption
 from agentledger.services.entrypoints.describe import line
+from agentledger.services.entrypoints.flow_tree import flow_tree, tree_lines
 from agentledger.services.entrypoints.reply import emit, fail, say
 from agentledger.services.entrypoints.run_index import BadPageToken, Page, page_of_runs, parse_time
 from agentledger.services.entrypoints.summary import run_summary, waits_line
@@ -62,27 +63,38 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
         summary["waiting_for"] = waiting
     if (origin := state.spec.branch) is not None:
         summary["branch_of"] = {"run_id": origin.run_id, "turn": origin.turn}
+    if (tree := flow_tree(state, session.load)) is not None:
+        summary["flow"] = tree
     if as_json:
         emit(summary)
     else:
-        print(
-            f"run {state.run_id}: {state.status}  (seq {state.seq}, {counted(state.turns_used, 'turn')})"
-        )
-        print(f"  task: {summary['task']!r}  principal: {summary['principal']}")
-        if origin is not None:
-            print(
-                f"  branch of {origin.run_id} from turn {origin.turn} (its turns before are that run's)"
-            )
-        took = f"{summary['duration_s']:.1f}s" + ("" if state.status.terminal else " so far")
-        print(f"  created {summary['created_at']}, {took}; cost ${summary['cost_usd']:.4f}")
-        if summary["detail"]:
-            print(f"  {summary['detail']}")
-        if waiting is not None:
-            print(f"  waiting: {waiting}")
-        for call in summary["tool_calls"]:
-            waits = f"  {waits_line(call['waits'])}" if "waits" in call else ""
-            print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}{waits}")
+        _print_status(state, summary, waiting, tree)
     return exit_codes.for_status(state.status)
+
+
+def _print_status(
+    state: RunState, summary: dict[str, Any], waiting: str | None, tree: dict[str, Any] | None
+) -> None:
+    origin = state.spec.branch
+    print(
+        f"run {state.run_id}: {state.status}  (seq {state.seq}, {counted(state.turns_used, 'turn')})"
+    )
+    print(f"  task: {summary['task']!r}  principal: {summary['principal']}")
+    if origin is not None:
+        print(
+            f"  branch of {origin.run_id} from turn {origin.turn} (its turns before are that run's)"
+        )
+    took = f"{summary['duration_s']:.1f}s" + ("" if state.status.terminal else " so far")
+    print(f"  created {summary['created_at']}, {took}; cost ${summary['cost_usd']:.4f}")
+    if summary["detail"]:
+        print(f"  {summary['detail']}")
+    if waiting is not None:
+        print(f"  waiting: {waiting}")
+    for row in tree_lines(tree) if tree is not None else []:
+        print(row)
+    for call in summary["tool_calls"]:
+        waits = f"  {waits_line(call['waits'])}" if "waits" in call else ""
+        print(f"  {call['call_id']:<12} {call['name']:<24} {call['status']}{waits}")
 
 
 def _awaiting_intake(session: Session, waiting: WaitingRequest, *, as_json: bool) -> int:

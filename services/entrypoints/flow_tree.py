@@ -1,0 +1,63 @@
+"""A flow's run as a tree for `status`: each stage's child run (every attempt), with
+what it spent, read from the child's own log; the flow's total is its own recorded
+spend (its ended children's, to the token) and what a live child has spent so far."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agentledger.events.flow_children import child_id
+from agentledger.events.state import RunState
+
+Load = Callable[[str], RunState | None]
+
+
+def flow_tree(state: RunState, load: Load) -> dict[str, Any] | None:
+    """The flow's stages and their child runs, oldest first (None: not a flow's run)."""
+    flow = state.flow
+    if flow is None or state.spec.flow is None:
+        return None
+    kinds = {s.id: s.kind for s in state.spec.flow}
+    nodes: list[dict[str, Any]] = []
+    for stage, attempts in flow.entries:
+        if kinds.get(stage) == "human":
+            continue
+        for attempt in range(1, attempts + 1):
+            child = load(child_id(state.run_id, stage, attempt))
+            if child is not None:
+                nodes.append(_node(stage, attempt, child))
+    nodes.sort(key=lambda n: n["created_at"])
+    live = [n for n in nodes if n["run_id"] == flow.child and not n["ended"]]
+    total_in = state.usage.input_tokens + sum(n["input_tokens"] for n in live)
+    total_out = state.usage.output_tokens + sum(n["output_tokens"] for n in live)
+    return {
+        "stage": flow.stage, "phase": str(flow.phase), "loops": flow.loops,
+        "input_tokens": total_in, "output_tokens": total_out,
+        "cost_usd": state.cost_usd + sum(n["cost_usd"] for n in live), "children": nodes,
+    }  # fmt: skip
+
+
+def _node(stage: str, attempt: int, child: RunState) -> dict[str, Any]:
+    return {
+        "stage": stage, "attempt": attempt, "run_id": child.run_id, "status": str(child.status),
+        "ended": child.status.terminal, "input_tokens": child.usage.input_tokens,
+        "output_tokens": child.usage.output_tokens, "cost_usd": child.cost_usd,
+        "turns": child.turns_used, "created_at": child.created_at, "detail": child.detail,
+    }  # fmt: skip
+
+
+def tree_lines(tree: dict[str, Any]) -> list[str]:
+    """The tree as `status` prints it."""
+    total = f"{tree['input_tokens']}+{tree['output_tokens']} tokens ${tree['cost_usd']:.4f}"
+    head = f"  flow: at stage {tree['stage']!r} ({tree['phase']}), {tree['loops']} loop(s); {total}"
+    lines = [head]
+    for n in tree["children"]:
+        spent = f"{n['input_tokens']}+{n['output_tokens']} tokens ${n['cost_usd']:.4f}"
+        lines.append(
+            f"    {n['stage']:<12} #{n['attempt']}  {n['run_id']}  {n['status']:<16} "
+            f"{spent}, {n['turns']} turn(s)"
+        )
+        if n["status"] == "awaiting_human":
+            lines.append(f"      waits for a person: {n['detail']}")
+    return lines
