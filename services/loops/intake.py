@@ -124,11 +124,32 @@ class Intake:
             threading.Event().wait(block_ms / 1000)
             return 0
         window = self._window(names, block_ms)
-        owners = [whose(e, self._app.settings.inbox_max_bytes) for e in window]
-        order = window_order(owners)
-        for start, end in chunk_spans(len(order), first=len(set(owners)), size=CHUNK):
-            self.handle_batch([window[i] for i in order[start:end]], registry=registry)
-        return len(window)
+        handled = 0
+        owned = [(e, whose(e, self._app.settings.inbox_max_bytes)) for e in window]
+        first = len({who for _, who in owned})  # the first chunk: each sender's first
+        while owned:
+            order = window_order([who for _, who in owned])
+            start, end = chunk_spans(len(order), first=first, size=CHUNK)[0]
+            taken = set(order[start:end])
+            self.handle_batch([owned[i][0] for i in order[start:end]], registry=registry)
+            handled += len(taken)
+            owned = [pair for i, pair in enumerate(owned) if i not in taken]
+            first = CHUNK
+            if owned and len(owned) < WINDOW_ENTRIES:  # what came in meanwhile takes turns too
+                owned += [
+                    (e, whose(e, self._app.settings.inbox_max_bytes)) for e in self._more(names)
+                ]
+        return handled
+
+    def _more(self, names: Sequence[str]) -> list[Entry]:
+        """One read without blocking: entries that came in while a window was handled
+        (a tenant's request arriving behind another's window waits one chunk)."""
+        reply = self._streams.read(self._owned, names, count=READ_COUNT, block_ms=0)
+        return [
+            Entry(part, publisher, entry_id, fields or {})
+            for part, publisher, entries in reply
+            for entry_id, fields in entries
+        ]
 
     def _window(self, names: Sequence[str], block_ms: int) -> list[Entry]:
         """What the streams hold, up to a window: a read that came back full (a

@@ -61,3 +61,42 @@ def test_a_tenants_request_behind_anothers_backlog_in_one_stream_is_created_firs
     assert sorted(order) == sorted([*a_ids, "b-1"]), "each created once"
     store = cache_for(RedisEventStore(client, keys))
     assert all(store.load(r) is not None for r in [*a_ids, "b-1"])
+
+
+def test_a_request_that_comes_in_while_a_window_is_handled_waits_one_chunk(
+    client: redis.Redis, keys: Keys, intake: Intake, signer: Signer, tools_dir: Path,
+    toolset: ToolSet, workspace: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """B's request reaches Redis after the intake read A's window: it is read between
+    two chunks and handled in the next one, not after the rest of A's window."""
+    assert intake.poll_once(block_ms=10) == 0  # it owns the partitions
+
+    def ask(rid: str, tenant: str) -> None:
+        publish(client, keys, RunRequested(
+            run_id=rid, request_id=rid, spec=spec(tenant, 0.0, tools_dir),
+            base_dir=str(workspace.parent), workspace=str(workspace), queue=QUEUE,
+            toolset=toolset.fingerprint,
+        ), signer=signer)  # fmt: skip
+
+    created: list[list[str]] = []
+    real = intake.requests.create
+
+    def spy(batch: list[Prepared]) -> list[str | Exception]:
+        created.append([p.message.run_id for p in batch])
+        if len(created) == 1:
+            ask("b-1", "tenant-b")  # arrives while the window is being handled
+        return real(batch)
+
+    monkeypatch.setattr(intake.requests, "create", spy)
+    a_ids = [f"a-{i}" for i in range(A_RUNS)]
+    for rid in a_ids:
+        ask(rid, "tenant-a")
+
+    handled = intake.poll_once(block_ms=100)
+
+    assert handled == A_RUNS + 1
+    assert "b-1" not in created[0] and "b-1" in created[1], "B's run in the next chunk"
+    assert all(len(c) <= CHUNK for c in created)
+    order = [r for c in created for r in c]
+    assert sorted(order) == sorted([*a_ids, "b-1"]), "each created once"
+    assert order[: len(created[0])] == a_ids[: len(created[0])], "A's in arrival order"
