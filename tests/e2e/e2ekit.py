@@ -92,11 +92,18 @@ class Cli:
             now = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
             if until(now):
                 return now
+        # a run not created yet (its request still in the inbox): one follower of every run's
+        # events from the start waits for it, not a `tail --run` that ends at once, asked again
+        args = ["--run", run_id] if done.returncode == 0 else ["--from-start"]
+
+        def of_run(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [e for e in events if e["run_id"] == run_id]
+
         seen: list[dict[str, Any]] = []
         while not until(seen):
             if time.monotonic() > deadline:
                 raise AssertionError(f"{run_id}: not within {timeout_s:g}s: {types(seen)}")
-            seen = self.follow(["--run", run_id], until, deadline)
+            seen = of_run(self.follow(args, lambda got: until(of_run(got)), deadline))
         return self.events(run_id)
 
     def wait_ended(self, run_ids: list[str], timeout_s: float) -> None:
