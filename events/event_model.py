@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentledger.schemas.model_build import deferred
+
 ErrorCode = Literal[
     "unknown_tool",
     "not_found",
@@ -24,7 +26,7 @@ ErrorCode = Literal[
 # docstring is its description in the reference and in JSON Schema, and it is inherited
 # by none of them)
 class EventModel(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=deferred())
 
 
 class FieldError(EventModel):

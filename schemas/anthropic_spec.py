@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentledger.schemas.model_build import deferred
 from agentledger.schemas.model_capabilities import ModelCapabilities
 from agentledger.schemas.spec_base import Spec as _Spec
 
@@ -15,7 +16,7 @@ class ServerTool(BaseModel):
     """A server tool, as the Messages API defines it: `type` (versioned, e.g.
     `web_search_20250305`), `name`, and its own options, passed through unchanged."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=deferred())
     type: str = Field(min_length=1, pattern=r"^[a-z][a-z0-9_]*$")
     name: str = Field(min_length=1, pattern=r"^[a-zA-Z0-9_-]{1,64}$")
 

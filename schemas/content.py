@@ -16,15 +16,17 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from agentledger.schemas.model_build import deferred
+
 
 class _Block(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=deferred())
 
 
 class _ModelBlock(BaseModel):
     """A block the model sends: fields the API adds later are kept as they came."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", defer_build=deferred())
 
 
 class TextBlock(_ModelBlock):
@@ -134,7 +136,7 @@ def to_api(b: ContentBlock) -> dict[str, Any]:
 class Message(BaseModel):
     """One message of the conversation the model sees."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=deferred())
     role: Literal["user", "assistant"]
     content: tuple[ContentBlock, ...]
 
@@ -145,7 +147,7 @@ class Usage(BaseModel):
     of it written for an hour (priced higher), the rest was written for 5 minutes.
     `server_tool_use` counts the provider's server tool requests by kind."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=deferred())
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_input_tokens: int = 0

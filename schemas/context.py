@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentledger.schemas.model_build import deferred
+
 
 class ContextDecision(BaseModel):
     """One assembly decision over a range of turns.
@@ -18,7 +20,7 @@ class ContextDecision(BaseModel):
     omitted:     `items` whole turns left out (a tool_use always with its result)
     over_budget: even so the view needs `chars_before` chars; the budget is `chars_after`"""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=deferred())
     action: Literal["withdrawn", "shortened", "omitted", "over_budget"]
     first_turn: int = Field(ge=0)
     last_turn: int = Field(ge=0)

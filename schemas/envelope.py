@@ -10,12 +10,13 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentledger.schemas.ids import EventId, RunId
+from agentledger.schemas.model_build import deferred
 
 E = TypeVar("E", bound=BaseModel)
 
 
 class Envelope(BaseModel, Generic[E]):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=deferred())
 
     id: EventId = Field(min_length=1)
     run_id: RunId = Field(min_length=1)

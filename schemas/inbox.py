@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentledger.schemas.model_build import deferred
 from agentledger.schemas.names import QUEUE_PATTERN, RUN_ID_PATTERN
 from agentledger.schemas.spec import RunSpec
 
@@ -25,7 +26,7 @@ NONCE_PATTERN = r"^[A-Za-z0-9_-]{16,128}$"
 class _Stamped(BaseModel):
     """What makes each signed message one of a kind: when, and a nonce."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=deferred())
     issued_at: float | None = Field(
         default=None, description="unix seconds when it was signed; the intake refuses one "
         "outside its replay window (AGENTLEDGER_REPLAY_WINDOW_S, 300 s either side)",

@@ -21,12 +21,13 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentledger.schemas.limits import MAX_LIMITS, Limit
+from agentledger.schemas.model_build import deferred
 
 SERVER_NAME = r"^[a-zA-Z0-9-]+(_[a-zA-Z0-9-]+)*$"  # never "__": it joins server and tool
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=deferred())
 
 
 class McpLookup(_Strict):

@@ -26,6 +26,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentledger.schemas.model_build import deferred
 from agentledger.schemas.names import PUBLISHER_NAME_PATTERN
 
 KEY_PATTERN = r"^[0-9a-fA-F]{32,256}$"  # at least 128 bits
@@ -34,7 +35,7 @@ ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=deferred())
 
 
 class GrantedPrincipal(_Model):

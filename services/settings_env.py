@@ -290,21 +290,23 @@ def trace_service(env: Mapping[str, str]) -> str:
 def parse_tables(values: dict[str, object]) -> None:
     """The variables that are lists of `NAME=VALUE`. The limits' parsers are imported
     here, not at the top: they import pydantic (the limits' schema), and the sandbox's
-    modules, which import the settings, run under a python that may lack it."""
-    from agentledger.events.limits import parse_operator_limits
-    from agentledger.events.run_caps import parse_queue_caps
-
+    modules, which import the settings, run under a python that may lack it; and only when
+    set (the CLI reads the settings before it imports the models: `cli.main`)."""
     if "retention_tenants" in values:
         try:
             values["retention_tenants"] = parse_tenant_ages(str(values["retention_tenants"]))
         except ValueError as exc:
             raise ConfigError("AGENTLEDGER_RETENTION_TENANTS", str(exc)) from None
     if "limits" in values:
+        from agentledger.events.limits import parse_operator_limits
+
         try:
             values["limits"] = tuple(parse_operator_limits(str(values["limits"])).items())
         except ValueError as exc:
             raise ConfigError("AGENTLEDGER_LIMITS", str(exc)) from None
     if "max_live_runs_per_tenant" in values:
+        from agentledger.events.run_caps import parse_queue_caps
+
         try:
             caps = parse_queue_caps(str(values["max_live_runs_per_tenant"]))
         except ValueError as exc:

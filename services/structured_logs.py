@@ -19,7 +19,7 @@ from contextvars import ContextVar, Token
 from functools import lru_cache
 from typing import Any
 
-from agentledger.events.spans import run_span_id, tool_span_id, trace_id_of
+from agentledger.events.span_ids import run_span_id, tool_span_id, trace_id_of
 
 LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "%(levelname)s %(name)s: %(message)s"

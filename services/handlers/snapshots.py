@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 
 from agentledger.events import snapshot
 from agentledger.events.fold import fold
-from agentledger.events.sample_run import sample_log
 from agentledger.events.state import RunState, Turn
 from agentledger.events.types import CODEC
 from agentledger.schemas.codec import pack, unpack
@@ -125,6 +124,8 @@ def warm_up() -> None:
     threads start (`bootstrap.prepare_readers`), so its first real load runs code
     that has run before; nothing is written to any store. Raises SampleMisread
     when what it reads back is not the sample's fold."""
+    from agentledger.events.sample_run import sample_log  # here: a CLI command never warms up
+
     log = [CODEC.decode(CODEC.encode(e)) for e in sample_log()]
     older = fold(log[:9])  # the second turn's reply: the first turn is past
     if older is None or len(older.history) != 1:

@@ -74,3 +74,21 @@ def test_read_commands_load_no_worker_pools_model_sdk_web_or_exporter(
     cli, run = ran
     args = [part.format(run=run) for part in command]
     assert loaded(imported(cli, *args), NOT_FOR_READS) == [], args
+
+
+def test_a_bad_setting_is_refused_before_any_client_or_model_is_imported(cli: Cli) -> None:
+    """The environment is read right after the arguments: a setting it gets wrong is the
+    same one line and exit 2 as from the command, without the command's imports."""
+    bad = dataclasses.replace(cli, env={**cli.env, "AGENTLEDGER_LEASE_S": "lots"})
+    profiling = dataclasses.replace(bad, env={**bad.env, "PYTHONPROFILEIMPORTTIME": "1"})
+    done = profiling("status", "--json", "r-1")
+    assert done.returncode == 2, done.stderr
+    said = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    assert said == [
+        "agentledger: bad configuration: AGENTLEDGER_LEASE_S: expected a number, got 'lots'"
+    ]
+    assert '"variable": "AGENTLEDGER_LEASE_S"' in done.stdout
+    modules = {
+        line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines()[1:] if "|" in line
+    }
+    assert loaded(modules, ("redis", "pydantic", "msgpack", "yaml")) == []

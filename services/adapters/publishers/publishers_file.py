@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 
 import yaml
 from pydantic import ValidationError
@@ -29,13 +30,19 @@ from agentledger.services.settings import read_key_variable
 
 VARIABLE = "AGENTLEDGER_PUBLISHERS"
 LOCAL_PREFIX = "local-"  # the embedded run's own publisher: every principal, private queues only
-LOCAL_GRANT = Publisher(
-    key="0" * 64,  # replaced by a fresh key when filed
-    principals=(GrantedPrincipal(id="*", tenant="*"),),
-    scopes=("*",),
-    queues=("run.*",),
-    workspaces=("/",),  # the local user is the operator (the state folder is still refused)
-)
+
+
+@lru_cache(maxsize=1)
+def local_grant() -> Publisher:
+    """The embedded run's own publisher's grant (its key replaced when filed): built on
+    first use, not at import (a model validated at import costs every command its build)."""
+    return Publisher(
+        key="0" * 64,  # replaced by a fresh key when filed
+        principals=(GrantedPrincipal(id="*", tenant="*"),),
+        scopes=("*",),
+        queues=("run.*",),
+        workspaces=("/",),  # the local user is the operator (the state folder is still refused)
+    )
 
 
 @dataclass(frozen=True)
@@ -176,7 +183,7 @@ def local_signer(path: str, state_dir: str) -> tuple[Signer, Filed | None]:
             before = read_bytes(path)
             current = parse(before, path)
             if name not in current.publishers:
-                entry = LOCAL_GRANT.model_copy(update={"key": secrets.token_hex(32)})
+                entry = local_grant().model_copy(update={"key": secrets.token_hex(32)})
                 _write(path, PublishersFile(publishers={**current.publishers, name: entry}))
                 filed = Filed(file_digest(before), file_digest(read_bytes(path)))
     return signer(path, name), filed
