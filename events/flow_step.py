@@ -117,6 +117,8 @@ def surfaced(s: RunState, child: RunState) -> list[Event]:
     if flow is None or flow.child != child.run_id or flow.phase is not P.IN_CHILD:
         return []
     if s.status is RunStatus.FLOWING and child.status.waiting:
+        if "awaiting_human" in stage_of(s, flow.stage).on:
+            return [_waits(flow, child)]  # routed on its wait: the child is then cancelled
         what = "an approval" if child.status is RunStatus.AWAITING_APPROVAL else "a person"
         detail = f"stage {flow.stage!r}: its run {child.run_id} waits for {what}: {child.detail}"
         return [RunEscalated(reason="child_waits", detail=detail.rstrip(": "))]
@@ -124,6 +126,30 @@ def surfaced(s: RunState, child: RunState) -> list[Event]:
         if not child.status.waiting:
             return [RunResumed(by="agentledger", note=f"stage {flow.stage!r}'s run goes on")]
     return []
+
+
+def _waits(flow: FlowState, child: RunState) -> ChildRunEnded:
+    """The stage's outcome when its child waits for a person and `on:` routes
+    `awaiting_human`: what the child asked, and what it spent (a waiting run spends
+    nothing more; `left_waiting` names it to be cancelled)."""
+    return ChildRunEnded(
+        stage=flow.stage, attempt=flow.attempt, child_run_id=child.run_id,
+        outcome="awaiting_human", status=str(child.status),
+        result={"summary": child.detail, "run": child.run_id}, usage=child.usage,
+        cost_usd=child.cost_usd, turns=child.turns_used, detail=child.detail,
+    )  # fmt: skip
+
+
+def left_waiting(s: RunState) -> list[str]:
+    """The children the flow routed on their wait for a person, to be cancelled (their
+    end recorded in their own logs; the flow has recorded their spend already)."""
+    flow = s.flow
+    if flow is None:
+        return []
+    live = flow.child if flow.phase is P.IN_CHILD else None
+    waited = [st for st, outcome in flow.outcomes if outcome == "awaiting_human"]
+    left = [child_id(s.run_id, st, flow.entered(st)) for st in waited]
+    return [c for c in left if c != live]
 
 
 def waiting_run(s: RunState) -> str:
