@@ -12,6 +12,8 @@ loop: past `max_loops` loops the flow ends `failed` instead."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentledger.events.counted import counted
 from agentledger.events.flow_children import (
     child_id,
@@ -152,6 +154,13 @@ def left_waiting(s: RunState) -> list[str]:
     return [c for c in left if c != live]
 
 
+def takes_reply(s: RunState) -> bool:
+    """The flow waits at a gate whose `on:` routes `replied`: a reply answers it."""
+    if s.escalated_for != "flow_gate" or s.flow is None:
+        return False
+    return "replied" in stage_of(s, s.flow.stage).on
+
+
 def waiting_run(s: RunState) -> str:
     """The run a person answers for `s` to go on: its waiting child's, or its own."""
     if s.escalated_for == "child_waits" and s.flow is not None and s.flow.child is not None:
@@ -194,6 +203,8 @@ def route(s: RunState) -> list[Event]:
         told = (
             f"stage {stage.id!r} {outcome} -> {to!r} once more than max_loops ({s.spec.max_loops})"
         )
+        if why := _why(flow.result(stage.id)):
+            told = f"{told}; its last {outcome}: {why}"
         return [FlowRouted(stage=stage.id, outcome=outcome, to=None), RunFailed(
             reason="max_loops", detail=told)]  # fmt: skip
     if to is None:
@@ -226,9 +237,14 @@ def _end(s: RunState, stage: str, outcome: str, ok: bool) -> Event:
     if ok:
         return RunCompleted(detail=f"the flow completed: {stages} run, last {stage!r} {outcome}")
     detail = f"stage {stage!r} {outcome}"
-    result = flow.result(stage) or {}
-    why = result.get("error") or result.get("note") or ""
+    why = _why(flow.result(stage))
     return RunFailed(reason=f"stage_{outcome}", detail=f"{detail}: {why}" if why else detail)
+
+
+def _why(result: dict[str, Any] | None) -> str:
+    """What a failed stage's result says of why (a call's error, a gate's note)."""
+    result = result or {}
+    return as_text(result.get("error") or result.get("note") or "")[:EVIDENCE_CHARS]
 
 
 def _out_of_budget(s: RunState, flow: FlowState, *, now: float) -> Event | None:

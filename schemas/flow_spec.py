@@ -112,8 +112,8 @@ OUTCOMES: dict[str, tuple[str, ...]] = {
 SUCCESS = frozenset({"completed", "succeeded", "approved"})
 
 
-def check_flow(stages: tuple[Stage, ...]) -> None:
-    """Stage ids unique, every route to a stage the flow has (ValueError naming it)."""
+def check_flow(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
+    """`stages`, their ids unique, every route to a stage the flow has (ValueError naming it)."""
     if not stages:
         raise ValueError("a flow needs at least one stage")
     if len(stages) > MAX_STAGES:
@@ -132,3 +132,4 @@ def check_flow(stages: tuple[Stage, ...]) -> None:
                 raise ValueError(
                     f"stage {stage.id!r}: {outcome} leads to {to!r}, which is no stage of the flow"
                 )
+    return stages

@@ -45,7 +45,12 @@ def handle_drive_flow(app: App, run_id: str) -> None:
     for _ in range(MAX_STEPS):
         s = app.engine.take(run_id, Decided(SOURCE, start)).state
         for waited in left_waiting(s):  # routed on its wait for a person (`awaiting_human`)
-            _stop(app, waited, by=f"flow {run_id}", reason="the flow went on without it (on: awaiting_human)")
+            _stop(
+                app,
+                waited,
+                by=f"flow {run_id}",
+                reason="the flow went on without it (on: awaiting_human)",
+            )
         flow = s.flow
         if flow is None or flow.phase is not FlowPhase.IN_CHILD or flow.child is None:
             return
