@@ -55,11 +55,28 @@ def reply(
     s: RunState, *, by: str, text: str, escalation: int, publisher: str | None = None
 ) -> list[Event]:
     _answers_current(s, "reply", escalation)
+    if s.escalated_for == "flow_gate":
+        return _gate_reply(s, by=by, text=text, publisher=publisher)
     if s.current_turn is None:
         raise ControlRefused(s.run_id, "the model has not spoken yet: resume or abort instead")
     if not text.strip():
         raise ControlRefused(s.run_id, "a reply needs some text")
     return [*_unknowns_told(s, by), HumanReplied(by=by, text=text, publisher=publisher)]
+
+
+def _gate_reply(s: RunState, *, by: str, text: str, publisher: str | None) -> list[Event]:
+    """A reply at a flow's gate is its result, routed by the gate's `on: {replied: …}`:
+    refused at a gate that routes none (what the reply means is the flow's to say)."""
+    stage = s.flow.stage if s.flow is not None else ""
+    gate = next((st for st in s.spec.flow or () if st.id == stage), None)
+    if gate is None or "replied" not in gate.on:
+        raise ControlRefused(
+            s.run_id, f"the flow's gate {stage!r} takes no reply (its on: routes no 'replied'): "
+            "approve or deny it",
+        )  # fmt: skip
+    if not text.strip():
+        raise ControlRefused(s.run_id, "a reply needs some text")
+    return [HumanReplied(by=by, text=text, publisher=publisher)]
 
 
 def resume(

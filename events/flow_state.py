@@ -2,7 +2,7 @@
 `RunState.flow`). Read the table top to bottom like the flow's life:
 
     starting -> in_child (ChildRunStarted) -> routing (ChildRunEnded)
-    starting -> at_gate (RunEscalated, reason flow_gate) -> routing (RunResumed | RunAborted)
+    starting -> at_gate (RunEscalated, reason flow_gate) -> routing (RunResumed | RunAborted | HumanReplied)
     routing -> starting (FlowRouted to a stage) | ended (FlowRouted to the end)
 
 The run around it keeps its own table (`agentledger.events.transitions`): a flow's run
@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from agentledger.events.flow_events import ChildRunEnded, ChildRunStarted, FlowRouted
-from agentledger.events.run_events import RunAborted, RunEscalated, RunResumed
+from agentledger.events.run_events import HumanReplied, RunAborted, RunEscalated, RunResumed
 from agentledger.schemas.spec import RunSpec
 
 
@@ -38,6 +38,7 @@ FLOW_TRANSITIONS: frozenset[FlowRow] = frozenset(
         (P.IN_CHILD, ChildRunEnded, P.ROUTING),
         (P.AT_GATE, RunResumed, P.ROUTING),  # approved
         (P.AT_GATE, RunAborted, P.ROUTING),  # denied
+        (P.AT_GATE, HumanReplied, P.ROUTING),  # replied (routed by `on: {replied: …}`)
         (P.ROUTING, FlowRouted, P.STARTING),
         (P.ROUTING, FlowRouted, P.ENDED),
     }

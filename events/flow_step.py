@@ -12,6 +12,8 @@ loop: past `max_loops` loops the flow ends `failed` instead."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentledger.events.counted import counted
 from agentledger.events.flow_children import (
     child_id,
@@ -117,6 +119,8 @@ def surfaced(s: RunState, child: RunState) -> list[Event]:
     if flow is None or flow.child != child.run_id or flow.phase is not P.IN_CHILD:
         return []
     if s.status is RunStatus.FLOWING and child.status.waiting:
+        if "awaiting_human" in stage_of(s, flow.stage).on:
+            return [_waits(flow, child)]  # routed on its wait: the child is then cancelled
         what = "an approval" if child.status is RunStatus.AWAITING_APPROVAL else "a person"
         detail = f"stage {flow.stage!r}: its run {child.run_id} waits for {what}: {child.detail}"
         return [RunEscalated(reason="child_waits", detail=detail.rstrip(": "))]
@@ -124,6 +128,37 @@ def surfaced(s: RunState, child: RunState) -> list[Event]:
         if not child.status.waiting:
             return [RunResumed(by="agentledger", note=f"stage {flow.stage!r}'s run goes on")]
     return []
+
+
+def _waits(flow: FlowState, child: RunState) -> ChildRunEnded:
+    """The stage's outcome when its child waits for a person and `on:` routes
+    `awaiting_human`: what the child asked, and what it spent (a waiting run spends
+    nothing more; `left_waiting` names it to be cancelled)."""
+    return ChildRunEnded(
+        stage=flow.stage, attempt=flow.attempt, child_run_id=child.run_id,
+        outcome="awaiting_human", status=str(child.status),
+        result={"summary": child.detail, "run": child.run_id}, usage=child.usage,
+        cost_usd=child.cost_usd, turns=child.turns_used, detail=child.detail,
+    )  # fmt: skip
+
+
+def left_waiting(s: RunState) -> list[str]:
+    """The children the flow routed on their wait for a person, to be cancelled (their
+    end recorded in their own logs; the flow has recorded their spend already)."""
+    flow = s.flow
+    if flow is None:
+        return []
+    live = flow.child if flow.phase is P.IN_CHILD else None
+    waited = [st for st, outcome in flow.outcomes if outcome == "awaiting_human"]
+    left = [child_id(s.run_id, st, flow.entered(st)) for st in waited]
+    return [c for c in left if c != live]
+
+
+def takes_reply(s: RunState) -> bool:
+    """The flow waits at a gate whose `on:` routes `replied`: a reply answers it."""
+    if s.escalated_for != "flow_gate" or s.flow is None:
+        return False
+    return "replied" in stage_of(s, s.flow.stage).on
 
 
 def waiting_run(s: RunState) -> str:
@@ -168,6 +203,8 @@ def route(s: RunState) -> list[Event]:
         told = (
             f"stage {stage.id!r} {outcome} -> {to!r} once more than max_loops ({s.spec.max_loops})"
         )
+        if why := _why(flow.result(stage.id)):
+            told = f"{told}; its last {outcome}: {why}"
         return [FlowRouted(stage=stage.id, outcome=outcome, to=None), RunFailed(
             reason="max_loops", detail=told)]  # fmt: skip
     if to is None:
@@ -200,9 +237,14 @@ def _end(s: RunState, stage: str, outcome: str, ok: bool) -> Event:
     if ok:
         return RunCompleted(detail=f"the flow completed: {stages} run, last {stage!r} {outcome}")
     detail = f"stage {stage!r} {outcome}"
-    result = flow.result(stage) or {}
-    why = result.get("error") or result.get("note") or ""
+    why = _why(flow.result(stage))
     return RunFailed(reason=f"stage_{outcome}", detail=f"{detail}: {why}" if why else detail)
+
+
+def _why(result: dict[str, Any] | None) -> str:
+    """What a failed stage's result says of why (a call's error, a gate's note)."""
+    result = result or {}
+    return as_text(result.get("error") or result.get("note") or "")[:EVIDENCE_CHARS]
 
 
 def _out_of_budget(s: RunState, flow: FlowState, *, now: float) -> Event | None:

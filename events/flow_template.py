@@ -53,6 +53,18 @@ def reference_problem(parts: tuple[str, ...], stages: Iterable[str]) -> str | No
     return None
 
 
+def stray_placeholders(template: str, names: Iterable[str]) -> list[str]:
+    """What looks like a placeholder of `names` but is none (an unclosed `{fix.result`,
+    a bad key): it would be left as written, silently."""
+    rest = _PLACEHOLDER.sub("", template)
+    found = [n for n in names if "{" + n + "." in rest]
+    return [
+        f"{{{n}.…: a placeholder left unclosed or malformed (write "
+        f"{'{input.task}' if n == 'input' else '{' + n + '.result.key}'}, or {{{{ for a brace)"
+        for n in found
+    ]
+
+
 def value_of(parts: tuple[str, ...], ctx: Context) -> Any:
     """The value a placeholder names (TemplateError: there is none)."""
     name = "{" + ".".join(parts) + "}"

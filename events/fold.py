@@ -143,6 +143,8 @@ def _acceptance_failed(s: RunState, e: AcceptanceFailed, at: float) -> RunState:
 
 
 def _human_replied(s: RunState, e: HumanReplied, at: float) -> RunState:
+    if s.flow is not None:  # an answer at a flow's gate: no model to tell (`fold_flow.at_gate`)
+        return _human_spoke(s)
     return _human_spoke(_with_feedback(s, e.type, f"{e.by} says: {e.text}", None))
 
 

@@ -2,7 +2,7 @@
 against the flow's table (`agentledger.events.flow_state.FLOW_TRANSITIONS`). A child's
 end adds its spend to the parent's: the parent's usage and cost are its children's
 sum, to the token. A gate is the run's own escalation: its answer (`RunResumed`:
-approved, `RunAborted`: denied) puts the run back to `flowing`, to be routed."""
+approved, `RunAborted`: denied, `HumanReplied`: replied, its text the gate's result) puts the run back to `flowing`, to be routed."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from agentledger.events.errors import IllegalTransition
 from agentledger.events.flow_events import ChildRunEnded, ChildRunStarted, FlowRouted
 from agentledger.events.flow_state import FLOW_TRANSITIONS, FlowPhase, FlowState, with_item
 from agentledger.events.frozen import replace
-from agentledger.events.run_events import RunAborted, RunEscalated, RunResumed
+from agentledger.events.run_events import HumanReplied, RunAborted, RunEscalated, RunResumed
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
 
 P = FlowPhase
-GateEvent = RunEscalated | RunResumed | RunAborted
+GateEvent = RunEscalated | RunResumed | RunAborted | HumanReplied
 
 
 def flow_of(s: RunState, event: object, to: FlowPhase) -> FlowState:
@@ -96,11 +96,18 @@ def at_gate(before: RunState, s: RunState, e: GateEvent) -> RunState:
     if flow.phase is not P.AT_GATE:  # an escalation that was no gate's (an operator's)
         return replace(s, status=RunStatus.FLOWING) if isinstance(e, RunResumed) else s
     flow_of(before, e, P.ROUTING)
-    outcome = "approved" if isinstance(e, RunResumed) else "denied"
-    result = {"by": e.by, "note": e.note}
+    outcome, result = _answer(e)
     moved = replace(
         flow, phase=P.ROUTING, outcome=outcome,
         results=with_item(flow.results, flow.stage, result),
         outcomes=with_item(flow.outcomes, flow.stage, outcome),
     )  # fmt: skip
     return replace(s, flow=moved, status=RunStatus.FLOWING)
+
+
+def _answer(e: RunResumed | RunAborted | HumanReplied) -> tuple[str, dict[str, str]]:
+    """A gate's outcome and result: who answered, and their note or reply (data: a later
+    template puts it in as text, never reads it as a template)."""
+    if isinstance(e, HumanReplied):
+        return "replied", {"by": e.by, "reply": e.text}
+    return ("approved" if isinstance(e, RunResumed) else "denied"), {"by": e.by, "note": e.note}

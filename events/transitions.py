@@ -126,7 +126,7 @@ _FLOWING: tuple[Row, ...] = (
     (None, RunCreated, R.FLOWING),
     *((R.FLOWING, e, R.FLOWING) for e in (ChildRunStarted, ChildRunEnded, FlowRouted)),
     (R.FLOWING, RunCompleted, R.COMPLETED),
-    *((R.AWAITING_HUMAN, e, R.FLOWING) for e in (RunResumed, RunAborted)),
+    *((R.AWAITING_HUMAN, e, R.FLOWING) for e in (RunResumed, RunAborted, HumanReplied)),
     # cancelled while a child runs: the child is cancelled, its end recorded
     (R.CANCELLING, ChildRunEnded, R.CANCELLING),
     # a child that ends after its parent did: its spend is still recorded

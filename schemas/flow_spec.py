@@ -19,9 +19,11 @@ STOP = "stop"  # a route's end: the flow ends here
 NEXT = "next"  # a route to the stage after this one in the list
 MAX_STAGES = 32
 
-AgentOutcome = Literal["completed", "failed", "budget_exhausted", "timeout", "cancelled"]
+AgentOutcome = Literal[
+    "completed", "failed", "budget_exhausted", "timeout", "cancelled", "awaiting_human"
+]
 CallOutcome = Literal["succeeded", "failed"]
-GateOutcome = Literal["approved", "denied"]
+GateOutcome = Literal["approved", "denied", "replied"]
 Target = Annotated[str, Field(pattern=r"^([a-z][a-z0-9_]{0,31})$")]
 
 
@@ -54,8 +56,9 @@ class CallStage(Spec):
 
 
 class HumanStage(Spec):
-    """A gate: the flow waits for a person (`resume` approves, `abort` denies),
-    showing the question and the evidence so far."""
+    """A gate: the flow waits for a person (`approve RUN` or `resume`, `deny RUN` or
+    `abort`, or `reply RUN TEXT` when its `on:` routes `replied`), showing the question
+    and the evidence so far."""
 
     question: str = Field(min_length=1, description="what the person is asked (templated)")
 
@@ -102,15 +105,15 @@ class Stage(Spec):
 
 
 OUTCOMES: dict[str, tuple[str, ...]] = {
-    "agent": ("completed", "failed", "budget_exhausted", "timeout", "cancelled"),
+    "agent": ("completed", "failed", "budget_exhausted", "timeout", "cancelled", "awaiting_human"),
     "call": ("succeeded", "failed"),
-    "human": ("approved", "denied"),
+    "human": ("approved", "denied", "replied"),
 }
 SUCCESS = frozenset({"completed", "succeeded", "approved"})
 
 
-def check_flow(stages: tuple[Stage, ...]) -> None:
-    """Stage ids unique, every route to a stage the flow has (ValueError naming it)."""
+def check_flow(stages: tuple[Stage, ...]) -> tuple[Stage, ...]:
+    """`stages`, their ids unique, every route to a stage the flow has (ValueError naming it)."""
     if not stages:
         raise ValueError("a flow needs at least one stage")
     if len(stages) > MAX_STAGES:
@@ -129,3 +132,4 @@ def check_flow(stages: tuple[Stage, ...]) -> None:
                 raise ValueError(
                     f"stage {stage.id!r}: {outcome} leads to {to!r}, which is no stage of the flow"
                 )
+    return stages

@@ -328,11 +328,15 @@ class RunSpec(_Spec):
         description="the run and turn this run branched from (a run of the same tenant only)",
     )
 
+    @field_validator("flow")
+    @classmethod
+    def _flow_routes(cls, flow: tuple[Stage, ...] | None) -> tuple[Stage, ...] | None:
+        return flow if flow is None else check_flow(flow)  # an error at `flow:`
+
     @model_validator(mode="after")
     def _flow_checked(self) -> RunSpec:
         if self.flow is None:
             return self
-        check_flow(self.flow)
         for stage in self.flow:
             if stage.agent is not None:
                 agent_parts(stage, None if self.model == NO_MODEL else self.model)

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from agentledger.events.errors import ControlRefused
 from agentledger.events.grants import control_refusal
 from agentledger.events.state import RunState
+from agentledger.events.status import RunStatus
 from agentledger.events.types import RunEscalated
 from agentledger.schemas import inbox
 from agentledger.schemas.envelope import Envelope
@@ -183,6 +184,29 @@ def current_escalation(session: Session, run_id: str) -> int:
 
 
 ANSWERS = ("reply", "resume", "abort")  # the commands that answer an escalation
+AT_A_GATE = {"approve": "resume", "deny": "abort"}  # at a flow's gate: no call to name
+
+
+def gate_command(session: Session, command: str, run_id: str, call_id: str | None) -> str:
+    """The command `approve`/`deny` is at a flow's gate (`human:` stage): there is no
+    call to name, so `approve RUN` resumes the flow (approved), `deny RUN` aborts it
+    (denied). BadOption when the call id does not fit what the run waits for."""
+    if command not in AT_A_GATE:
+        return command
+    state = session.load(run_id)
+    if state is None:
+        return command if call_id else AT_A_GATE[command]  # `deliver` says there is no run
+    gate = state.status is RunStatus.AWAITING_HUMAN and state.escalated_for == "flow_gate"
+    if gate and call_id is not None:
+        stage = state.flow.stage if state.flow else ""
+        raise BadOption("call_id", f"run {run_id!r} waits at its flow's gate {stage!r}, not "
+                        f"on a call: `agentledger {command} {run_id}` (a note: --reason TEXT)")  # fmt: skip
+    if not gate and call_id is None:
+        raise BadOption("call_id", f"run {run_id!r} is {state.status}, not at a flow's gate: "
+                        f"name the call (`agentledger {command} {run_id} CALL`)")  # fmt: skip
+    return AT_A_GATE[command] if gate else command
+
+
 _VERB = {
     "RunCancelRequested": "cancel", "ApprovalGranted": "approve", "ApprovalDenied": "deny",
     "HumanReplied": "reply to", "RunResumed": "resume", "RunAborted": "abort",

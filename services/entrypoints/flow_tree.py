@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from agentledger.events.flow_children import child_id
+from agentledger.events.flow_children import child_id, context_of
+from agentledger.events.flow_state import FlowPhase, FlowState
+from agentledger.events.flow_template import TemplateError, as_text, render
 from agentledger.events.state import RunState
 
 Load = Callable[[str], RunState | None]
@@ -35,7 +37,21 @@ def flow_tree(state: RunState, load: Load) -> dict[str, Any] | None:
         "stage": flow.stage, "phase": str(flow.phase), "loops": flow.loops,
         "input_tokens": total_in, "output_tokens": total_out,
         "cost_usd": state.cost_usd + sum(n["cost_usd"] for n in live), "children": nodes,
+        **({"gate": _gate(state, flow)} if flow.phase is FlowPhase.AT_GATE else {}),
     }  # fmt: skip
+
+
+def _gate(state: RunState, flow: FlowState) -> dict[str, Any]:
+    """What the person at the gate is asked, and the evidence so far: each stage's
+    latest outcome and result."""
+    stage = next(s for s in state.spec.flow or () if s.id == flow.stage)
+    try:
+        question = render(stage.human.question, context_of(state, flow)) if stage.human else ""
+    except TemplateError as exc:
+        question = str(exc)
+    evidence = [{"stage": s, "outcome": flow.outcome_of(s), "result": r} for s, r in flow.results]
+    return {"stage": flow.stage, "question": question, "evidence": evidence,
+            "replies": "replied" in stage.on}  # fmt: skip
 
 
 def _node(stage: str, attempt: int, child: RunState) -> dict[str, Any]:
@@ -60,4 +76,9 @@ def tree_lines(tree: dict[str, Any]) -> list[str]:
         )
         if n["status"] == "awaiting_human":
             lines.append(f"      waits for a person: {n['detail']}")
+    if (gate := tree.get("gate")) is not None:
+        answers = "approve, deny or reply" if gate["replies"] else "approve or deny"
+        lines.append(f"  gate {gate['stage']!r} asks ({answers}): {gate['question']}")
+        for e in gate["evidence"]:
+            lines.append(f"    evidence: {e['stage']} {e['outcome']}: {as_text(e['result'])[:300]}")
     return lines

@@ -21,6 +21,7 @@ from agentledger.events.flow_state import FlowPhase
 from agentledger.events.flow_step import (
     child_live,
     ended,
+    left_waiting,
     owns,
     squatted,
     start,
@@ -43,6 +44,13 @@ def handle_drive_flow(app: App, run_id: str) -> None:
         return
     for _ in range(MAX_STEPS):
         s = app.engine.take(run_id, Decided(SOURCE, start)).state
+        for waited in left_waiting(s):  # routed on its wait for a person (`awaiting_human`)
+            _stop(
+                app,
+                waited,
+                by=f"flow {run_id}",
+                reason="the flow went on without it (on: awaiting_human)",
+            )
         flow = s.flow
         if flow is None or flow.phase is not FlowPhase.IN_CHILD or flow.child is None:
             return
@@ -55,6 +63,8 @@ def handle_drive_flow(app: App, run_id: str) -> None:
             _cancel(app, s, child)
             return
         s = app.engine.take(run_id, _Child(app, child.run_id, surfaced)).state
+        if s.flow is not None and s.flow.child != child.run_id:
+            continue  # routed on its child's wait (`on: {awaiting_human: …}`)
         if not child.status.terminal:
             return  # its end, or its wait, sends the parent a DriveFlow
         app.engine.take(run_id, _Child(app, child.run_id, ended))
@@ -97,14 +107,18 @@ def _child(app: App, s: RunState) -> RunState:
 
 def _cancel(app: App, parent: RunState, child: RunState) -> None:
     """The cancelled flow's child is asked to stop as any run is (grace, then force)."""
-    by = f"flow {parent.run_id}"
+    _stop(app, child.run_id, by=f"flow {parent.run_id}", reason=parent.cancel_by)
+
+
+def _stop(app: App, child_id: str, *, by: str, reason: str) -> None:
+    """A child asked to stop as any run is, unless it ended or was asked already."""
 
     def decide(c: RunState) -> list[Event]:
         if c.status.terminal or c.cancel_requested_at is not None:
             return []
         try:
-            return controls.cancel(c, by=by, source=SOURCE, reason=parent.cancel_by)
+            return controls.cancel(c, by=by, source=SOURCE, reason=reason)
         except ControlRefused:
             return []
 
-    app.engine.take(child.run_id, Decided(SOURCE, decide))
+    app.engine.take(child_id, Decided(SOURCE, decide))

@@ -87,7 +87,6 @@ def test_a_malformed_run_id_is_404_everywhere_and_never_a_500(
     ("body", "says"),
     [
         ({"action": "launch"}, "the actions are approve, deny, reply, resume, abort, cancel"),
-        ({"action": "approve"}, "approve needs a call_id"),
         ({"action": "reply", "text": "  "}, "reply needs a text"),
         ({"action": "approve", "call_id": ["c"]}, "is not accepted here"),
     ],

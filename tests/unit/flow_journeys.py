@@ -1,6 +1,6 @@
 """Legal journeys of a flow's own run (`journeys.JOURNEYS` takes them in): its stages
 started, ended and routed through the decisions of `agentledger.events.flow_step`, a
-gate approved and denied, the flow cancelled with a child running, and the ends an
+gate approved, denied and replied, a stage routed on its child's wait, the flow cancelled with a child running, and the ends an
 operator or a budget appends (a child that ends after its parent did still reports)."""
 
 from __future__ import annotations
@@ -82,6 +82,35 @@ def gate_denied() -> Log:
     return log
 
 
+def gate_replied() -> Log:
+    """A reply at a gate whose `on:` routes `replied` (to the stage after it)."""
+    log = Log.created(replied_spec())
+    log.decide(start)
+    child_ended(log, "completed", summary="calc.py")
+    log.decide(controls.reply, by="pat", text="ok {input.task}", escalation=log.s.escalation)
+    child_ended(log, "succeeded", written=True)
+    return log
+
+
+def replied_spec() -> RunSpec:
+    spec = flow_spec()
+    assert spec.flow is not None
+    gate = spec.flow[1].model_copy(update={"on": {"replied": "merge"}})
+    return spec.model_copy(update={"flow": (spec.flow[0], gate, spec.flow[2])})
+
+
+def routed_on_a_childs_wait() -> Log:
+    """An agent stage routed on `awaiting_human` to the gate, which is then denied."""
+    spec = flow_spec()
+    assert spec.flow is not None
+    fix = spec.flow[0].model_copy(update={"on": {"awaiting_human": "signoff"}})
+    log = Log.created(spec.model_copy(update={"flow": (fix, *spec.flow[1:])}))
+    log.decide(start)
+    child_ended(log, "awaiting_human", summary="the model refused")
+    log.decide(controls.abort, by="pat", escalation=log.s.escalation, note="no")
+    return log
+
+
 def cancelled_with_a_child() -> Log:
     log = started()
     log.decide(controls.cancel, by="pat", source="cli")
@@ -108,6 +137,8 @@ def ended_with_a_child_then_it_ends(ending: Event) -> Callable[[], Log]:
 FLOW_JOURNEYS: dict[str, tuple[Callable[[], Log], RunStatus]] = {
     "flow_gate_approved_then_completed": (gate_approved_then_completed, R.COMPLETED),
     "flow_gate_denied": (gate_denied, R.FAILED),
+    "flow_gate_replied": (gate_replied, R.COMPLETED),
+    "flow_routed_on_a_childs_wait": (routed_on_a_childs_wait, R.FAILED),
     "flow_cancelled_with_a_child": (cancelled_with_a_child, R.CANCELLED),
     "flow_cancelled_before_a_stage": (cancelled_before_a_stage, R.CANCELLED),
     "flow_failed_with_a_child": (

@@ -80,3 +80,41 @@ def test_a_childs_id_keeps_its_flows_shard_and_fits_a_run_id() -> None:
 
     assert re.match(RUN_ID_PATTERN, long)
     assert child_id("r" + "x" * 120 + ".s7", "b", 1) != child_id("r" + "x" * 121 + ".s7", "b", 1)
+
+
+def test_a_template_reads_only_earlier_stages_and_no_placeholder_is_left_unclosed() -> None:
+    found = problems(flow(
+        {"id": "a", "agent": {"task": "{a.result} and {b.outcome}", "model": MODEL}},
+        {"id": "b", "human": {"question": "ship {a.result.k? or {input.task"}},
+    ))  # fmt: skip
+    assert found == [
+        ("flow.0.agent.task", "{a.result}: stage 'a' is not before this one: a template "
+         "reads earlier stages"),
+        ("flow.0.agent.task", "{b.outcome}: stage 'b' is not before this one: a template "
+         "reads earlier stages"),
+        ("flow.1.human.question", "{input.…: a placeholder left unclosed or malformed (write "
+         "{input.task}, or {{ for a brace)"),
+        ("flow.1.human.question", "{a.…: a placeholder left unclosed or malformed (write "
+         "{a.result.key}, or {{ for a brace)"),
+    ]  # fmt: skip
+
+
+def test_max_loops_0_is_refused_only_with_a_route_back() -> None:
+    back = ({"id": "a", "call": {"tool": "x"}}, {"id": "b", "call": {"tool": "x"},
+                                                 "on": {"failed": "a"}})  # fmt: skip
+    assert problems(flow(*back, max_loops=0)) == [
+        ("max_loops", "0 allows no route back, but stage 'b' routes failed back to 'a': set "
+         "max_loops to 1 or more, or route failed elsewhere"),
+    ]  # fmt: skip
+    assert problems(flow(*back, max_loops=1)) == []
+    assert problems(flow(back[0], max_loops=0)) == []
+
+
+def test_the_new_outcomes_are_routes_of_their_kinds_only() -> None:
+    RunSpec.model_validate(flow({"id": "a", "human": {"question": "q"}, "on": {"replied": "a"}}))
+    with pytest.raises(ValidationError, match="no outcome 'replied' for a call stage"):
+        RunSpec.model_validate(flow({"id": "a", "call": {"tool": "x"}, "on": {"replied": "a"}}))
+    with pytest.raises(ValidationError, match="no outcome 'awaiting_human' for a human stage"):
+        RunSpec.model_validate(
+            flow({"id": "a", "human": {"question": "q"}, "on": {"awaiting_human": "a"}})
+        )

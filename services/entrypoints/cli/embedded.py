@@ -72,11 +72,17 @@ def waiting_for_a_person(run_id: str, go_on: str, *, as_: str | None = None) -> 
     )
 
 
-def at_the_gate(run_id: str, go_on: str, *, as_: str | None = None) -> str:
-    """What `run` says of a flow waiting at its gate (`human:` stage): approve or deny."""
+def at_the_gate(run_id: str, go_on: str, *, as_: str | None = None, replies: bool = False) -> str:
+    """What `run` says of a flow waiting at its gate (`human:` stage): approve, deny, or
+    reply (when the gate's `on:` routes `replied`)."""
     signed = ["--as", as_] if as_ else []
-    resume, abort = command("resume", run_id, *signed), command("abort", run_id, *signed)
-    return f"the flow waits at its gate: approve with `{resume}` or deny with `{abort}`, then go on with `{go_on}`"
+    approve = command("approve", run_id, *signed)
+    deny = command("deny", run_id, *signed) + ' --reason "…"'
+    reply = f", or reply with `{reply_command(run_id, as_=as_)}`" if replies else ""
+    return (
+        f"the flow waits at its gate: approve with `{approve}`, deny with `{deny}`{reply}, "
+        f"then go on with `{go_on}`"
+    )
 
 
 def left(run_id: str, status: RunStatus | str, go_on: str) -> str:

@@ -354,9 +354,11 @@ def _control(args: argparse.Namespace, session: Session, as_json: bool) -> int:
     text = str(
         getattr(args, "reason", None) or getattr(args, "note", None) or getattr(args, "text", "")
     )
-    answers = args.command in controls.ANSWERS
+    call_id = getattr(args, "call_id", None)
+    command = controls.gate_command(session, args.command, args.run_id, call_id)
+    answers = command in controls.ANSWERS
     message = controls.build(
-        args.command, args.run_id, call_id=getattr(args, "call_id", None), text=text, by=args.by,
+        command, args.run_id, call_id=call_id, text=text, by=args.by,
         escalation=controls.current_escalation(session, args.run_id) if answers else 0,
     )  # fmt: skip
     return control_cmds.send(session, message, as_json=as_json, publisher=args.as_)

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agentledger.events.flow_step import waiting_run
+from agentledger.events.flow_step import takes_reply, waiting_run
 from agentledger.events.following import Until, reached
 from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
@@ -94,7 +94,9 @@ def _summary(state: RunState, interrupted: bool, *, as_json: bool, then: Then) -
         return
     print(f"\nrun {state.run_id}: {state.status}  {redact.text(state.detail)}")
     if state.status is RunStatus.AWAITING_HUMAN and state.escalated_for == "flow_gate":
-        print(f"  {at_the_gate(state.run_id, then.go_on, as_=then.as_)}")
+        print(
+            f"  {at_the_gate(state.run_id, then.go_on, as_=then.as_, replies=takes_reply(state))}"
+        )
     elif state.status is RunStatus.AWAITING_HUMAN:
         print(f"  {waiting_for_a_person(waiting_run(state), then.go_on, as_=then.as_)}")
 
@@ -105,7 +107,7 @@ def _next_steps(state: RunState, then: Then) -> list[str]:
         return []
     if state.status is RunStatus.AWAITING_HUMAN and state.escalated_for == "flow_gate":
         signed = ["--as", then.as_] if then.as_ else []
-        return [command("resume", state.run_id, *signed), then.go_on]
+        return [command("approve", state.run_id, *signed), then.go_on]
     if state.status is RunStatus.AWAITING_HUMAN:
         return [reply_command(waiting_run(state), as_=then.as_), then.go_on]
     return [then.go_on]

@@ -58,13 +58,14 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
         if (request := session.inbox.request_waiting(run_id, path)) is not None:
             return _awaiting_intake(session, request, as_json=as_json)
         return fail(exit_codes.USAGE, "no run", _no_run(session, run_id), as_json)
-    summary = redactor_for(state.spec).value(run_summary(state))
+    redact = redactor_for(state.spec)
+    summary = redact.value(run_summary(state))
     if (waiting := unserved(session, state)) is not None:
         summary["waiting_for"] = waiting
     if (origin := state.spec.branch) is not None:
         summary["branch_of"] = {"run_id": origin.run_id, "turn": origin.turn}
     if (tree := flow_tree(state, session.load)) is not None:
-        summary["flow"] = tree
+        summary["flow"] = tree = redact.value(tree)  # results and the gate's evidence too
     if as_json:
         emit(summary)
     else:

@@ -36,9 +36,9 @@ LOG_FORMATS = ("text", "json")
 # (command, help, takes a call id, name of its free-text argument)
 CONTROLS = (
     ("cancel", "ask a run to stop: running tools get a cancel signal", False, "reason"),
-    ("approve", "approve a call awaiting approval", True, "note"),
-    ("deny", "deny a call awaiting approval; the model is told", True, "note"),
-    ("reply", "guidance for a run awaiting a human; it goes to the model", False, "text"),
+    ("approve", "approve a call awaiting approval, or a flow's gate", True, "note"),
+    ("deny", "deny a call awaiting approval (the model is told), or a flow's gate", True, "note"),
+    ("reply", "guidance for a run awaiting a human, or a flow gate's answer", False, "text"),
     ("resume", "let a run awaiting a human go on", False, "note"),
     ("abort", "end a run awaiting a human as failed", False, "note"),
 )
@@ -231,8 +231,12 @@ def _control_commands(command: Command) -> None:
     for name, help_, needs_call, text in CONTROLS:
         c = command(name, help_)
         c.add_argument("run_id", type=arg_types.run_id)
-        if needs_call:
-            c.add_argument("call_id", type=arg_types.call_id)
+        if needs_call:  # none at a flow's gate: `approve RUN`, `deny RUN --reason TEXT`
+            c.add_argument(
+                "call_id", nargs="?", type=arg_types.call_id,
+                help="the call (none at a flow's gate: the gate is answered)",
+            )  # fmt: skip
+            c.add_argument("--reason", default="", help="a note with the answer (at a gate)")
         if text == "text":  # a reply goes to the model: it must say something
             c.add_argument(text, type=arg_types.reply_text)
         else:

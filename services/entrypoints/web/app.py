@@ -48,7 +48,7 @@ STATIC = Path(__file__).with_name("static")
 BLOCK_MS = 1000  # a stream's wait for news; then it says it is alive
 LIST_EVERY_S = 0.5
 ACTIONS = {  # action: (needs a call id, needs text)
-    "approve": (True, False), "deny": (True, False), "reply": (False, True),
+    "approve": (False, False), "deny": (False, False), "reply": (False, True),  # no call: a gate
     "resume": (False, False), "abort": (False, False), "cancel": (False, False),
 }  # fmt: skip
 HTTP_OF = {  # a control's outcome other than appended: the HTTP status it answers with
@@ -338,7 +338,10 @@ class _Web:
             )
         run_id = request.path_params["run_id"]
         escalation = await anyio.to_thread.run_sync(controls.current_escalation, self.s, run_id)
-        try:
+        try:  # approve or deny with no call id answers a flow's gate (as the CLI's)
+            action = await anyio.to_thread.run_sync(
+                controls.gate_command, self.s, action, run_id, call_id
+            )
             message = controls.build(
                 action, run_id, call_id=call_id, text=text, by=self.publisher, escalation=escalation
             )
