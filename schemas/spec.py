@@ -21,6 +21,7 @@ from agentledger.schemas.anthropic_spec import AnthropicModel as AnthropicModel 
 from agentledger.schemas.anthropic_spec import AnthropicSettings as AnthropicSettings
 from agentledger.schemas.anthropic_spec import ServerTool as ServerTool
 from agentledger.schemas.branch_spec import Branch as Branch  # re-exported
+from agentledger.schemas.delegate_spec import DelegateSpec
 from agentledger.schemas.flow_spec import Stage, check_flow
 from agentledger.schemas.limits import MAX_LIMITS, Limit
 from agentledger.schemas.model_capabilities import ModelCapabilities
@@ -312,6 +313,9 @@ class RunSpec(_Spec):
     )
     max_loops: int = Field(
         default=3, ge=0, le=100, description="a flow's returns to a stage it has run already"
+    )
+    delegate: DelegateSpec | None = Field(
+        default=None, description="child runs (docs/guide/flows.md)"
     )
     acceptance: tuple[AcceptanceCheck, ...] = Field(
         default=(), description="checks that must all pass for the run to end `completed`"
