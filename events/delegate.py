@@ -126,9 +126,10 @@ def _fan_out_refused(s: RunState, call: Call, *, now: float) -> str | None:
     assert d is not None
     every = [c for t in s.turns for c in t.calls]
     place = next(i for i, c in enumerate(every) if c.call_id == call.call_id)
-    before = [
+    before = [  # an earlier ask in this turn that will be refused starts nothing
         c for c in every[:place] if c.name == DELEGATE and c.status is not CallStatus.REJECTED
-    ]
+        and (c.status is not CallStatus.PROPOSED or _refused(s, c, now=now) is None)
+    ]  # fmt: skip
     if len(before) >= d.max_children:
         return f"this run has started its {d.max_children} child runs (max_children)"
     running = [c for c in before if not c.status.finished]

@@ -7,6 +7,7 @@ each time with a clear error, and nothing is started."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -32,23 +33,6 @@ def spec_file(tmp: Path, calls: list[dict[str, Any]], **delegate: Any) -> Path:
 
 def call(cid: str, **args: Any) -> dict[str, Any]:
     return {"id": cid, "name": "delegate", "input": {"task": f"part {cid}", **args}}
-
-
-def created_children(cli: Cli, run_id: str) -> list[str]:
-    """Every run whose RunCreated names `run_id` as its parent (from the run list)."""
-    listed = cli("runs", "--json")
-    assert listed.returncode == 0, listed.stderr
-    return [
-        r for r in _ids(listed.stdout) if cli.events(r)[0]["data"].get("parent_run_id") == run_id
-    ]
-
-
-def _ids(out: str) -> list[str]:
-    import json
-
-    found = json.loads(out)
-    rows = found["runs"] if isinstance(found, dict) else found
-    return [str(r["run_id"]) for r in rows]
 
 
 def test_two_children_at_once_and_the_spend_adds_up(cli: Cli, tmp_path: Path) -> None:
@@ -80,8 +64,6 @@ def test_two_children_at_once_and_the_spend_adds_up(cli: Cli, tmp_path: Path) ->
         assert sum(e["usage"][side] for e in ended) == children  # to the token
         shown = cli("status", run_id, "--json")
         assert shown.returncode == 0, shown.stderr
-        import json
-
         assert json.loads(shown.stdout)["usage"][side] == mine + children
     print(f"\nparent {run_id}: children {kids}")
 
@@ -93,9 +75,9 @@ def test_a_steered_model_asking_for_more_is_refused_and_nothing_starts(
     principal, a third child at once, a grandchild. Each is refused, told why."""
     deeper = {"scripted": [{"tool_use": [call("g")]}, {"end_turn": "tried"}]}
     calls = [
-        call("ok1"), call("ok2"), call("many"),
         call("t", tools=["steer_tools"]), call("b", budgets={"max_turns": 999}),
         call("p", principal={"id": "mallory", "tenant": "t2", "scopes": ["admin"]}),
+        call("ok1"), call("ok2"), call("many"),
     ]  # fmt: skip
     code, summary = cli.run_json(spec_file(tmp_path, calls, model=deeper))
     assert summary["status"] == "completed", summary
