@@ -65,7 +65,15 @@ def test_two_children_at_once_and_the_spend_adds_up(cli: Cli, tmp_path: Path) ->
         shown = cli("status", run_id, "--json")
         assert shown.returncode == 0, shown.stderr
         assert json.loads(shown.stdout)["usage"][side] == mine + children
-    print(f"\nparent {run_id}: children {kids}")
+    tree = json.loads(cli("status", run_id, "--json").stdout)["children"]
+    nodes = {n["run_id"]: n for n in tree["children"]}
+    assert set(nodes) == set(kids)  # the tree with spend per node
+    for kid in kids:
+        replies = of_type(cli.events(kid), "ModelResponded")
+        assert nodes[kid]["output_tokens"] == sum(r["usage"]["output_tokens"] for r in replies)
+    shown = cli("status", run_id).stdout
+    assert "tree (own and children's spend)" in shown and all(k in shown for k in kids)
+    print(f"\nparent {run_id}: children {kids}\n{shown}")
 
 
 def test_a_steered_model_asking_for_more_is_refused_and_nothing_starts(
