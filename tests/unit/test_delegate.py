@@ -68,3 +68,18 @@ def test_depth_goes_down_a_level_and_the_tool_is_offered_only_when_set() -> None
     )
     one, again = delegate_child_id("r-abc.s3", "toolu_1"), delegate_child_id("r-abc.s3", "toolu_1")
     assert one == again and one.endswith(".s3") and one != delegate_child_id("r-abc.s3", "toolu_2")
+
+
+def test_a_call_past_max_children_is_refused() -> None:
+    log = parent(*({"id": c, "task": "x"} for c in ("a", "b", "c")), max_children=2, max_at_once=3)
+    assert refused(log, "a") is None and refused(log, "b") is None
+    assert "started its 2 child runs (max_children)" in (refused(log, "c") or "")
+
+
+def test_a_spec_without_delegate_refuses_the_call_by_name() -> None:
+    log = Log.created(make_spec(max_turns=5))
+    do_model_turn(log, use("x", "delegate", task="x"))
+    call = log.s.call("x")
+    assert call is not None
+    assert "may not start child runs" in (refusal(log.s, call, now=log.now) or "")
+    assert "delegate" not in offered(log.s.spec)
