@@ -197,7 +197,11 @@ def child_ended(s: RunState, call_id: str, child: RunState, *, now: float) -> li
         result={"summary": final_text(child)[:MAX_SUMMARY_CHARS]}, usage=child.usage,
         cost_usd=child.cost_usd, turns=child.turns_used, detail=child.detail,
     )  # fmt: skip
-    return [ended, *recorded] if recorded else []
+    if not recorded:
+        return []
+    if s.status in (RunStatus.CANCELLED, RunStatus.COMPLETED):
+        return recorded  # a late outcome only (the table has no spend row after these ends)
+    return [ended, *recorded]
 
 
 def failed_to_start(s: RunState, call_id: str, why: str, *, now: float) -> list[Event]:
