@@ -30,6 +30,7 @@ from agentledger.events.commands import (
     RunAcceptance,
     StopChild,
 )
+from agentledger.events.delegate import waits_on_children
 from agentledger.events.flow_step import child_live
 from agentledger.events.lock_step import lock_asks
 from agentledger.events.model_step import model_request_due
@@ -77,7 +78,8 @@ def _of_flows(s: RunState) -> list[Command] | None:
     ended while the child ran: timed out, failed by an operator). None: not a flow's."""
     if s.status is RunStatus.FLOWING:
         return [DriveFlow(s.run_id)]
-    if (s.status is RunStatus.CANCELLING or s.status.terminal) and child_live(s):
+    stopping = s.status is RunStatus.CANCELLING or s.status.terminal
+    if stopping and (child_live(s) or waits_on_children(s)):
         return [StopChild(s.run_id)]  # a flow cancelled, or ended by its clock or an operator
     return None
 

@@ -289,6 +289,8 @@ def _human_spoke(s: RunState) -> RunState:
 
 
 def _child_ended(s: RunState, e: ChildRunEnded, at: float) -> RunState:
+    if s.flow is None:  # a `delegate` call's child: its spend is the run's (events/delegate.py)
+        return replace(s, usage=s.usage + e.usage, cost_usd=s.cost_usd + e.cost_usd)
     return late_child_ended(s, e, at) if s.status.terminal else child_ended(s, e, at)
 
 

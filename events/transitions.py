@@ -131,6 +131,8 @@ _FLOWING: tuple[Row, ...] = (
     (R.CANCELLING, ChildRunEnded, R.CANCELLING),
     # a child that ends after its parent did: its spend is still recorded
     *((s, ChildRunEnded, s) for s in (R.FAILED, R.BUDGET_EXHAUSTED, R.TIMEOUT)),
+    # a `delegate` call's child ended (events/delegate.py): its spend, with the call's outcome
+    (R.RUNNING_TOOLS, ChildRunEnded, R.RUNNING_TOOLS),
 )
 
 _STOPPABLE = sorted(LIVE - {R.CANCELLING}) + [R.AWAITING_APPROVAL]

@@ -4,7 +4,7 @@ never silently changes what a run does."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -21,11 +21,14 @@ from agentledger.schemas.anthropic_spec import AnthropicModel as AnthropicModel 
 from agentledger.schemas.anthropic_spec import AnthropicSettings as AnthropicSettings
 from agentledger.schemas.anthropic_spec import ServerTool as ServerTool
 from agentledger.schemas.branch_spec import Branch as Branch  # re-exported
+from agentledger.schemas.delegate_spec import DelegateSpec
 from agentledger.schemas.flow_spec import Stage, check_flow
 from agentledger.schemas.limits import MAX_LIMITS, Limit
 from agentledger.schemas.model_capabilities import ModelCapabilities
 from agentledger.schemas.names import QUEUE_PATTERN
 from agentledger.schemas.openai_spec import OpenAIModel as OpenAIModel  # re-exported
+from agentledger.schemas.replay_spec import ReplayModel as ReplayModel  # re-exported
+from agentledger.schemas.replay_spec import ReplaySettings as ReplaySettings
 from agentledger.schemas.scripted_spec import ScriptedCall as ScriptedCall
 from agentledger.schemas.scripted_spec import ScriptedModel as ScriptedModel
 from agentledger.schemas.scripted_spec import ScriptedTurn as ScriptedTurn
@@ -150,32 +153,6 @@ def _key_tag(*keys: str) -> Discriminator:
     return Discriminator(
         tag, custom_error_type="missing_key", custom_error_message=f"needs a key {expected}"
     )
-
-
-class ReplaySettings(_Spec):
-    run_id: str = Field(min_length=1, description="the recorded run whose replies are played")
-    fallback_model: str | None = Field(
-        default=None,
-        min_length=1,
-        description="the recorded run's fallback model: a replayed refusal goes on as it did",
-    )
-    stop_at_divergence: bool = Field(
-        default=False,
-        description="`whatif`: no reply once a call's input or outcome departed from the "
-        "recorded run's (its replies no longer apply): the run fails there",
-    )
-
-
-class ReplayModel(ModelCapabilities, _Spec):
-    """Answers each model request with the reply another run recorded for that turn."""
-
-    provider: ClassVar[str] = "agentledger.replay"
-    shape: ClassVar[str] = "{run_id: …}"
-    replay: ReplaySettings
-
-    @property
-    def fallback_model(self) -> str | None:
-        return self.replay.fallback_model
 
 
 # the key that names each provider in a spec, and its class: a new provider is a row here
@@ -312,6 +289,9 @@ class RunSpec(_Spec):
     )
     max_loops: int = Field(
         default=3, ge=0, le=100, description="a flow's returns to a stage it has run already"
+    )
+    delegate: DelegateSpec | None = Field(
+        default=None, description="child runs (docs/guide/flows.md)"
     )
     acceptance: tuple[AcceptanceCheck, ...] = Field(
         default=(), description="checks that must all pass for the run to end `completed`"

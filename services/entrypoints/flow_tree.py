@@ -1,16 +1,20 @@
 """A flow's run as a tree for `status`: each stage's child run (every attempt), with
 what it spent, read from the child's own log; the flow's total is its own recorded
-spend (its ended children's, to the token) and what a live child has spent so far."""
+spend (its ended children's, to the token) and what a live child has spent so far.
+A run's `delegate` children are its tree too (`delegate_tree`), each with its own
+children below it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from agentledger.events.delegate import DELEGATE, delegate_child_id, is_delegate_child
 from agentledger.events.flow_children import child_id, context_of
 from agentledger.events.flow_state import FlowPhase, FlowState
 from agentledger.events.flow_template import TemplateError, as_text, render
 from agentledger.events.state import RunState
+from agentledger.events.status import CallStatus
 
 Load = Callable[[str], RunState | None]
 
@@ -19,7 +23,7 @@ def flow_tree(state: RunState, load: Load) -> dict[str, Any] | None:
     """The flow's stages and their child runs, oldest first (None: not a flow's run)."""
     flow = state.flow
     if flow is None or state.spec.flow is None:
-        return None
+        return delegate_tree(state, load)
     kinds = {s.id: s.kind for s in state.spec.flow}
     nodes: list[dict[str, Any]] = []
     for stage, attempts in flow.entries:
@@ -63,8 +67,43 @@ def _node(stage: str, attempt: int, child: RunState) -> dict[str, Any]:
     }  # fmt: skip
 
 
+MAX_DEPTH = 5  # a delegate tree's levels shown (the spec's max_depth is at most 5)
+
+
+def delegate_tree(state: RunState, load: Load, depth: int = 0) -> dict[str, Any] | None:
+    """A run's `delegate` children (None: it started none): each with its spend and its
+    own children; the run's total is its own recorded spend (its own turns and its ended
+    children's, to the token) and what its live children have spent so far."""
+    nodes: list[dict[str, Any]] = []
+    for call in (c for t in state.turns for c in t.calls if c.name == DELEGATE):
+        if call.status is CallStatus.REJECTED or depth >= MAX_DEPTH:
+            continue
+        child = load(delegate_child_id(state.run_id, call.call_id))
+        if child is None or not is_delegate_child(state, call.call_id, child):
+            continue
+        node = _node(f"delegate:{call.call_id}", 1, child)
+        below = delegate_tree(child, load, depth + 1)
+        node["children"] = below["children"] if below is not None else []
+        nodes.append(node)
+    if not nodes:
+        return None
+    live = [n for n in nodes if not n["ended"]]
+    return {
+        "stage": "delegate", "phase": "delegating", "loops": 0,
+        "input_tokens": state.usage.input_tokens + sum(n["input_tokens"] for n in live),
+        "output_tokens": state.usage.output_tokens + sum(n["output_tokens"] for n in live),
+        "cost_usd": state.cost_usd + sum(n["cost_usd"] for n in live), "children": nodes,
+    }  # fmt: skip
+
+
 def tree_lines(tree: dict[str, Any]) -> list[str]:
     """The tree as `status` prints it."""
+    if tree["stage"] == "delegate":
+        total = f"{tree['input_tokens']}+{tree['output_tokens']} tokens ${tree['cost_usd']:.4f}"
+        return [
+            f"  tree (own and children's spend): {total}",
+            *_delegate_lines(tree["children"], 2),
+        ]
     total = f"{tree['input_tokens']}+{tree['output_tokens']} tokens ${tree['cost_usd']:.4f}"
     head = f"  flow: at stage {tree['stage']!r} ({tree['phase']}), {tree['loops']} loop(s); {total}"
     lines = [head]
@@ -81,4 +120,15 @@ def tree_lines(tree: dict[str, Any]) -> list[str]:
         lines.append(f"  gate {gate['stage']!r} asks ({answers}): {gate['question']}")
         for e in gate["evidence"]:
             lines.append(f"    evidence: {e['stage']} {e['outcome']}: {as_text(e['result'])[:300]}")
+    return lines
+
+
+def _delegate_lines(nodes: list[dict[str, Any]], indent: int) -> list[str]:
+    lines: list[str] = []
+    for n in nodes:
+        spent = f"{n['input_tokens']}+{n['output_tokens']} tokens ${n['cost_usd']:.4f}"
+        pad = " " * (indent * 2)
+        lines.append(f"{pad}{n['stage']:<14} {n['run_id']}  {n['status']:<16} {spent}, "
+                     f"{n['turns']} turn(s)")  # fmt: skip
+        lines += _delegate_lines(n.get("children", []), indent + 1)
     return lines

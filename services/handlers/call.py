@@ -28,11 +28,13 @@ from agentledger.events.call_step import (
     validated,
 )
 from agentledger.events.commands import DriveCall
+from agentledger.events.delegate import DELEGATE
 from agentledger.events.locks import Grant
 from agentledger.events.state import RunState
 from agentledger.events.tool_step import record_outcome
 from agentledger.events.types import Event, ToolCallStarted
 from agentledger.events.validation_step import Finding
+from agentledger.services.handlers import delegate
 from agentledger.services.handlers.app import App
 from agentledger.services.handlers.engine import Decided
 from agentledger.services.handlers.execution import execute
@@ -111,6 +113,8 @@ def run(app: App, state: RunState, held: CallHeld) -> Decided:
     started = held.started
     call = state.call(started.call_id)
     assert call is not None
+    if call.name == DELEGATE:  # no thread waits for a child run: its end tells the run
+        return delegate.start(app, state, call)
     started_at = app.clock.now()
     outcome = execute(app, state, call)
     finished_at = app.clock.now()

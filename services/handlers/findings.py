@@ -7,6 +7,7 @@ never inside a decision."""
 
 from __future__ import annotations
 
+from agentledger.events.delegate import DELEGATE, offered, refusal
 from agentledger.events.idempotency import request_hash
 from agentledger.events.limits import LimitError, resolve
 from agentledger.events.state import Call, RunState
@@ -27,7 +28,9 @@ def findings(toolset: ToolSet, s: RunState, settings: Settings | None = None) ->
 
 def finding(toolset: ToolSet, call: Call, s: RunState, settings: Settings | None = None) -> Finding:
     t = toolset.get(call.name)
-    if t is None or not t.offered_to(s.spec.tools):
+    if t is not None and call.name == DELEGATE and (why := refusal(s, call, now=s.updated_at)):
+        return Finding(tool=t.spec, refused=("permission_denied", why))  # nothing started
+    if t is None or not t.offered_to(offered(s.spec)):
         return Finding(tool=None)
     args, errors = t.check(call.input)
     if errors:

@@ -31,6 +31,7 @@ from agentledger.events.state import RunState
 from agentledger.events.status import RunStatus
 from agentledger.events.types import Event, RunCreated
 from agentledger.services.errors import ConcurrencyConflict
+from agentledger.services.handlers import delegate
 from agentledger.services.handlers.app import App
 from agentledger.services.handlers.engine import Decided
 
@@ -40,6 +41,8 @@ MAX_STEPS = 64  # stages one delivery moves a flow through (children that ended 
 
 def handle_drive_flow(app: App, run_id: str) -> None:
     s = app.runs.load(run_id)
+    if s is not None and s.flow is None:
+        return delegate.follow(app, run_id)  # a `delegate` call's child ended, or its run stops
     if s is None or s.flow is None or not app.serves(s):
         return
     for _ in range(MAX_STEPS):

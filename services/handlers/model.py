@@ -20,6 +20,7 @@ from typing import Any
 from agentledger.events.branching import model_at
 from agentledger.events.budgets import estimate_request
 from agentledger.events.context_view import ContextView, assemble, with_context
+from agentledger.events.delegate import offered
 from agentledger.events.model_retry import ModelFailure, RetryBound
 from agentledger.events.model_step import (
     model_request_due,
@@ -172,4 +173,4 @@ def model_request(
 
 def context_view(toolset: ToolSet, s: RunState) -> ContextView:
     """What the model is shown at this point of the run (also `agentledger context`)."""
-    return assemble(s, toolset.offered(s.spec.tools), redactor_for(s.spec))
+    return assemble(s, toolset.offered(offered(s.spec)), redactor_for(s.spec))

@@ -32,6 +32,7 @@ from runlog import (
 
 from agentledger.events import controls
 from agentledger.events.acceptance_step import record_check_stopped, start_acceptance
+from agentledger.events.flow_events import ChildRunEnded
 from agentledger.events.lock_step import (
     LockAsk,
     record_lease_expired,
@@ -610,6 +611,16 @@ def held_released_then_done() -> Log:
     return log
 
 
+def delegate_child_ended() -> Log:
+    """A `delegate` call's child ended: its spend is the run's, then the call's outcome."""
+    log = Log.created()
+    in_flight(log, "d1")
+    log.step(ChildRunEnded(stage="delegate:d1", attempt=1, child_run_id="r-c", outcome="completed",
+                           status="completed", usage=Usage(input_tokens=7, output_tokens=3)))  # fmt: skip
+    do_finish(log, "d1", Succeeded(output={"status": "completed"}))
+    return log
+
+
 def held_then_cancelled() -> Log:
     """A held run cancelled: it ends at once (nothing of it ever ran)."""
     log = Log.created()
@@ -623,6 +634,7 @@ JOURNEYS: dict[str, tuple[Callable[[], Log], RunStatus]] = {
     "mcp_server_sampled_and_asked": (mcp_server_sampled_and_asked, R.CANCELLING),
     "held_released_then_done": (held_released_then_done, R.COMPLETED),
     "held_then_cancelled": (held_then_cancelled, R.CANCELLED),
+    "delegate_child_ended": (delegate_child_ended, R.REQUESTING_MODEL),
     "check_stopped_by_cancel": (check_stopped_by("cancel"), R.CANCELLED),
     "check_stopped_by_wall_clock": (check_stopped_by("wall_clock"), R.TIMEOUT),
     "happy_path": (happy_path, R.COMPLETED),

@@ -1,8 +1,10 @@
 """Tools every run has. `read_output` reads further into a tool output the model
-was shown only part of (see events/output_cap.py)."""
+was shown only part of (see events/output_cap.py); `delegate` starts a child run
+(offered only to a run whose spec sets `delegate:`, see events/delegate.py)."""
 
 from __future__ import annotations
 
+from agentledger.events.delegate import DELEGATE
 from agentledger.events.output_cap import READ_TOOL, window
 from agentledger.services.adapters.tools.context import ToolContext, ToolFailure
 from agentledger.services.adapters.tools.registry import tool
@@ -28,3 +30,15 @@ def read_output(ref: str, ctx: ToolContext, offset: int = 0) -> str:
     if offset == 0 and total <= PAGE:
         return shown  # the whole output
     return window(shown, ref=ref, offset=offset, total=total)
+
+
+@tool(read_only=True, name=DELEGATE, timeout_s=600.0, output_cap=PAGE)
+def delegate(
+    task: str, tools: list[str] | None = None, budgets: dict[str, float] | None = None
+) -> str:
+    """Start a child run on `task` (its own model loop, this run's principal), with some
+    of this run's tool modules (`tools`) and budgets (`budgets`: max_turns, max_cost_usd,
+    max_input_tokens, max_output_tokens, max_wall_clock_s; never more than this run has
+    left); returns the child's status, final text and spend when it ends. Two calls in
+    one turn run two children at once."""
+    raise ToolFailure("internal", "delegate is run by its run's worker, never as a function")

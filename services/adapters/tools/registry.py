@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from agentledger.events.delegate import DELEGATE
 from agentledger.events.idempotency import operation_key
 from agentledger.events.tool_step import Outcome
 from agentledger.events.types import FieldError
@@ -102,6 +103,8 @@ class RegisteredTool:
         """Is it offered to a run whose spec's `tools:` are `asked`? A module's tools when
         the spec names the module (a run's tool set is made of exactly its modules; a
         flow's stage names some of its flow's), the built-in ones always."""
+        if self.spec.name == DELEGATE and self.module == BUILTIN:
+            return DELEGATE in asked  # `offered(spec)`: only when the spec sets `delegate:`
         return self.module in asked or self.module == BUILTIN
 
     def call(self, args: dict[str, Any], ctx: ToolContext) -> Any:

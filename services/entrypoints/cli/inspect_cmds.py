@@ -65,7 +65,8 @@ def status(session: Session, run_id: str, *, as_json: bool) -> int:
     if (origin := state.spec.branch) is not None:
         summary["branch_of"] = {"run_id": origin.run_id, "turn": origin.turn}
     if (tree := flow_tree(state, session.load)) is not None:
-        summary["flow"] = tree = redact.value(tree)  # results and the gate's evidence too
+        tree = redact.value(tree)  # results and the gate's evidence too
+        summary["flow" if state.flow is not None else "children"] = tree
     if as_json:
         emit(summary)
     else:
