@@ -8,7 +8,13 @@ A child acts for its parent's principal (its tenant and scopes: a call has no sa
 with at most the tool modules the spec's `delegate.tools` names among the parent's,
 its budgets the spec's defaults or the call's, never more than the parent has left,
 and `delegate:` one level shallower (none at the last level: it cannot delegate).
-Fan-out is bounded in all (`max_children`) and at once (`max_at_once`)."""
+Fan-out is bounded in all (`max_children`) and at once (`max_at_once`).
+
+Children side by side hold their budgets as reservations (`holds`): the calls of a
+turn, in their order, each take their budgets (a budget they do not name: an equal
+share of what is left among them and the calls after them) out of what the parent
+has left, so the children of a turn can never together be given more than the parent
+has — decided from the parent's log alone, whichever process starts which child."""
 
 from __future__ import annotations
 
@@ -52,9 +58,9 @@ def is_delegate_child(parent: RunState, call_id: str, found: RunState) -> bool:
 
 def left_of(s: RunState, *, now: float) -> dict[str, Any]:
     """What the parent has left of each budget it sets (its ended children's spend is
-    in its own)."""
+    in its own; their turns in their calls' outcomes)."""
     b = s.spec.budgets
-    left: dict[str, Any] = {"max_turns": b.max_turns - s.turns_used}
+    left: dict[str, Any] = {"max_turns": b.max_turns - s.turns_used - _children_turns(s)}
     if b.max_input_tokens is not None:
         left["max_input_tokens"] = b.max_input_tokens - prompt_tokens_used(s)
     if b.max_output_tokens is not None:
@@ -67,12 +73,25 @@ def left_of(s: RunState, *, now: float) -> dict[str, Any]:
     return left
 
 
+def _children_turns(s: RunState) -> int:
+    """The turns of the children whose calls have their outcome."""
+    return sum(
+        c.output["turns"]
+        for t in s.turns
+        for c in t.calls
+        if c.name == DELEGATE
+        and isinstance(c.output, dict)
+        and isinstance(c.output.get("turns"), int)
+    )
+
+
 def refusal(s: RunState, call: Call, *, now: float) -> str | None:
     """Why this delegate call may not start a child (None: it may)."""
-    return _refused(s, call, now=now) or _fan_out_refused(s, call, now=now)
+    held = holds(s, now=now).get(call.call_id)
+    return held if isinstance(held, str) else _refused(s, call)
 
 
-def _refused(s: RunState, call: Call, *, now: float) -> str | None:
+def _refused(s: RunState, call: Call) -> str | None:
     d, args = s.spec.delegate, call.input
     if d is None:
         return ("this run may not start child runs (its spec has no `delegate:`, or the "
@@ -83,7 +102,7 @@ def _refused(s: RunState, call: Call, *, now: float) -> str | None:
                 "acts for this run's principal, tenant and scopes)")  # fmt: skip
     if (why := _tools_refused(s, args.get("tools"))) is not None:
         return why
-    return _budgets_refused(s, args.get("budgets"), now=now)
+    return _budgets_malformed(args.get("budgets"))
 
 
 def _allowed_tools(s: RunState) -> tuple[str, ...]:
@@ -105,37 +124,85 @@ def _tools_refused(s: RunState, asked: Any) -> str | None:
     return None
 
 
-def _budgets_refused(s: RunState, asked: Any, *, now: float) -> str | None:
+def _budgets_malformed(asked: Any) -> str | None:
     if asked is None:
         return None
     if not isinstance(asked, dict):
         return "budgets must be an object of budgets (max_turns, max_cost_usd, …)"
-    left = left_of(s, now=now)
     for key, value in asked.items():
         if key not in BUDGET_KEYS:
             return f"budgets.{key} is not a budget a child may be given ({', '.join(BUDGET_KEYS)})"
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
             return f"budgets.{key} must be a positive number"
-        if key in left and value > left[key]:
-            return f"budgets.{key} {value:g} is more than this run has left ({left[key]:g})"
     return None
 
 
-def _fan_out_refused(s: RunState, call: Call, *, now: float) -> str | None:
+def holds(s: RunState, *, now: float) -> dict[str, Budgets | str]:
+    """Each delegate call of the current turn: its child's budgets, or why it is refused
+    (in the calls' order: the fan-out counted over those admitted before it)."""
+    d, turn = s.spec.delegate, s.current_turn
+    if d is None or turn is None:
+        return {}
+    asks = [c for c in turn.calls if c.name == DELEGATE and c.status is not CallStatus.REJECTED]
+    why = [_refused(s, c) for c in asks]
+    open_after = [0] * (len(asks) + 1)  # asks after each one that may still start a child
+    for i in range(len(asks) - 1, -1, -1):
+        open_after[i] = open_after[i + 1] + (why[i] is None and not asks[i].status.finished)
+    started = sum(  # earlier turns' children
+        c.name == DELEGATE and c.status is not CallStatus.REJECTED
+        for t in s.history
+        for c in t.calls
+    )
+    out: dict[str, Budgets | str] = {}
+    left, admitted = left_of(s, now=now), list[Call]()
+    for i, c in enumerate(asks):
+        going = sum(not a.status.finished for a in admitted)
+        if why[i] is not None:
+            out[c.call_id] = why[i] or ""
+        elif started + len(admitted) >= d.max_children:
+            out[c.call_id] = f"this run has started its {d.max_children} child runs (max_children)"
+        elif c.status.finished:
+            admitted.append(c)  # its child's spend is in the parent's already
+        elif going >= d.max_at_once:
+            out[c.call_id] = f"{going} child runs go on already (max_at_once {d.max_at_once})"
+        else:
+            room = min(d.max_at_once - going, d.max_children - started - len(admitted))
+            out[c.call_id] = held = _hold(s, c, left, among=max(1, min(open_after[i], room)))
+            if isinstance(held, Budgets):
+                admitted.append(c)
+    return out
+
+
+def _hold(s: RunState, c: Call, left: dict[str, Any], *, among: int) -> Budgets | str:
+    """The call's child's budgets out of `left` (taken out of it), or why none: a budget
+    it names over what is left, or nothing left of one it does not name (its share of
+    what is left `among` the calls that may still start a child)."""
     d = s.spec.delegate
     assert d is not None
-    every = [c for t in s.turns for c in t.calls]
-    place = next(i for i, c in enumerate(every) if c.call_id == call.call_id)
-    before = [  # an earlier ask in this turn that will be refused starts nothing
-        c for c in every[:place] if c.name == DELEGATE and c.status is not CallStatus.REJECTED
-        and (c.status is not CallStatus.PROPOSED or _refused(s, c, now=now) is None)
-    ]  # fmt: skip
-    if len(before) >= d.max_children:
-        return f"this run has started its {d.max_children} child runs (max_children)"
-    running = [c for c in before if not c.status.finished]
-    if len(running) >= d.max_at_once:
-        return f"{len(running)} child runs go on already (max_at_once {d.max_at_once})"
-    return None
+    asked = {**d.budgets, **(c.input.get("budgets") or {})}
+    if (over := next((k for k, v in asked.items() if k in left and v > left[k]), None)) is not None:
+        return f"budgets.{over} {asked[over]:g} is more than this run has left ({left[over]:g})"
+    share = {k: _share(left[k], among, k) for k in RESERVED if k in left}
+    if (
+        empty := next((k for k, v in share.items() if v <= 0 and k not in asked), None)
+    ) is not None:
+        return f"this run has no {empty} left to give a child"
+    try:
+        held = held_budgets(Budgets.model_validate({**share, **asked}), left, s.spec.budgets)
+    except ValidationError as exc:
+        return f"the spec's delegate: {exc.errors()[0]['msg']}"
+    for k in RESERVED:
+        if k in left and (v := getattr(held, k)) is not None:
+            left[k] -= v
+    return held
+
+
+RESERVED = ("max_turns", "max_input_tokens", "max_output_tokens", "max_cost_usd")
+
+
+def _share(left: float, among: int, key: str) -> float:
+    return left // among if key in ("max_turns", "max_input_tokens", "max_output_tokens") else (
+        left / among)  # fmt: skip
 
 
 def child_spec(s: RunState, call: Call, *, now: float) -> RunSpec:
@@ -145,13 +212,15 @@ def child_spec(s: RunState, call: Call, *, now: float) -> RunSpec:
     assert d is not None
     try:
         model = _MODEL.validate_python(d.model) if d.model is not None else p.model
-        own = Budgets.model_validate({**d.budgets, **(args.get("budgets") or {})})
     except ValidationError as exc:
         raise ValueError(f"the spec's delegate: {exc.errors()[0]['msg']}") from None
+    held = holds(s, now=now).get(call.call_id)
+    if not isinstance(held, Budgets):
+        raise ValueError(held or "the call is not one of this turn's delegate calls")
     deeper = d.model_copy(update={"max_depth": d.max_depth - 1}) if d.max_depth > 1 else None
     return RunSpec(
         task=str(args.get("task", "")), tools=tuple(args.get("tools") or _allowed_tools(s)),
-        system=p.system, model=model, budgets=held_budgets(own, left_of(s, now=now), p.budgets),
+        system=p.system, model=model, budgets=held,
         principal=p.principal, tool_path=p.tool_path, queue=p.queue, policies=p.policies,
         context=p.context, secrets=p.secrets, keep_secrets_in_log=p.keep_secrets_in_log,
         workspace=p.workspace, copy_workspace=False, delegate=deeper,

@@ -83,3 +83,41 @@ def test_a_spec_without_delegate_refuses_the_call_by_name() -> None:
     assert call is not None
     assert "may not start child runs" in (refusal(log.s, call, now=log.now) or "")
     assert "delegate" not in offered(log.s.spec)
+
+
+def held(log: Log, call_id: str) -> Any:
+    call = log.s.call(call_id)
+    assert call is not None
+    return child_spec(log.s, call, now=log.now).budgets
+
+
+def test_children_side_by_side_share_what_is_left_and_never_hold_more_together() -> None:
+    log = parent({"id": "a", "task": "x"}, {"id": "b", "task": "x"})
+    a, b = held(log, "a"), held(log, "b")
+    assert a.max_output_tokens == 500 and b.max_output_tokens == 500
+    assert a.max_turns + b.max_turns <= 10 - log.s.turns_used
+
+
+def test_a_named_budget_is_taken_out_before_the_next_call_asks() -> None:
+    log = parent({"id": "a", "task": "x", "budgets": {"max_output_tokens": 800}},
+                 {"id": "b", "task": "x", "budgets": {"max_output_tokens": 300}},
+                 {"id": "c", "task": "x"}, max_at_once=3)  # fmt: skip
+    assert held(log, "a").max_output_tokens == 800
+    assert "max_output_tokens 300 is more than this run has left (200)" in (
+        refused(log, "b") or ""
+    )
+    assert held(log, "c").max_output_tokens == 200, "a refused ask holds nothing"
+
+
+def test_nothing_left_to_give_refuses_the_call() -> None:
+    log = parent({"id": "a", "task": "x", "budgets": {"max_output_tokens": 1000}},
+                 {"id": "b", "task": "x"})  # fmt: skip
+    assert refused(log, "a") is None
+    assert "no max_output_tokens left to give a child" in (refused(log, "b") or "")
+
+
+def test_a_hundred_asks_in_one_turn_are_decided_once_each_not_recursively() -> None:
+    log = parent(*({"id": f"c{i}", "task": "x"} for i in range(100)), max_children=4)
+    reasons = [refused(log, f"c{i}") for i in range(100)]
+    assert reasons[:2] == [None, None]
+    assert all("max_at_once 2" in (r or "") for r in reasons[2:])
