@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from agentledger.events.budgets import prompt_tokens_used
+from agentledger.events.delegate_name import DELEGATE as DELEGATE  # re-exported
 from agentledger.events.flow_children import MAX_SUMMARY_CHARS, child_id, final_text, held_budgets
 from agentledger.events.flow_events import ChildRunEnded
 from agentledger.events.state import Call, RunState
@@ -32,7 +33,6 @@ from agentledger.events.tool_step import Errored, Outcome, Stopped, Succeeded, r
 from agentledger.events.types import Event, ToolError
 from agentledger.schemas.spec import Budgets, ModelSpec, RunSpec
 
-DELEGATE = "delegate"
 STAGE = "delegate:"  # a child's RunCreated.stage: `delegate:<call id>`
 ARGS = frozenset({"task", "tools", "budgets"})
 BUDGET_KEYS = ("max_turns", "max_input_tokens", "max_output_tokens", "max_cost_usd",

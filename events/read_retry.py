@@ -2,7 +2,10 @@
 assumed not to have happened, but a read has no effect to lose: a read-only
 call whose outcome is unknown (its claim ran out, its worker died, its answer
 was lost) is claimed again, MAX_READ_ATTEMPTS tries in all, asking again for its
-locks first if it needs any; the unknown outcome of its last try fails it. A
+locks first if it needs any; the unknown outcome of its last try fails it — but a
+`delegate` call's: each try finds its child run again (never a second), so it is
+tried for as long as its child lives, and the child's end is always recorded with
+its spend in the parent (a claim runs out every 600 s while a long child goes on). A
 write is never tried again here: its lookup, a late outcome or a person says
 what happened (`agentledger.events.resolution_step`).
 
@@ -11,6 +14,7 @@ to) and `lock_step` (which calls ask for their locks again)."""
 
 from __future__ import annotations
 
+from agentledger.events.delegate_name import DELEGATE
 from agentledger.events.state import Call
 from agentledger.events.status import CallStatus
 
@@ -20,7 +24,7 @@ MAX_READ_ATTEMPTS = 3
 def tries_left(call: Call) -> bool:
     """A read-only call that has not used its tries: an unknown outcome of its
     latest attempt leaves it to be tried again (a write: never)."""
-    return call.read_only and call.attempts < MAX_READ_ATTEMPTS
+    return call.read_only and (call.attempts < MAX_READ_ATTEMPTS or call.name == DELEGATE)
 
 
 def retried(call: Call) -> bool:

@@ -95,3 +95,12 @@ def test_the_unknown_outcome_of_a_write_goes_to_a_person() -> None:
     do_claim(log, "w")
     events = unknown_outcome(log.s, log.call("w"), "lost", at=log.now)
     assert [type(e) for e in events] == [ToolCallOutcomeUnknown, RunEscalated]
+
+
+@pytest.mark.parametrize("attempts", [MAX_READ_ATTEMPTS, MAX_READ_ATTEMPTS + 5, 100])
+def test_a_delegate_call_is_tried_again_for_as_long_as_its_child_may_live(attempts: int) -> None:
+    """Each try of a `delegate` call finds its child run again: a long child (past the
+    claims of every try a read has) is still waited for, its end and spend recorded."""
+    call = replace(_call(C.OUTCOME_UNKNOWN, read_only=True, attempts=attempts), name="delegate")
+    assert tries_left(call) and retried(call)
+    assert not retried(replace(call, read_only=False)), "a write is never tried again"
