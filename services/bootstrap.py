@@ -206,6 +206,13 @@ class Services:
         names = [str(p) for p in self.pools]
         return {p: budgets.size(p) for p in names if budgets.serves(p)} if budgets else {}
 
+    def spare_threads(self) -> int:
+        """Of `worker_threads`, those of the pools' spare slots (another tenant's first step)."""
+        budgets = self.broker.budgets
+        if budgets is None:
+            return 0
+        return sum(budgets.spare(str(p)) for p in self.pools if budgets.serves(str(p)))
+
     def worker_threads(self) -> int:
         """The threads the pools need: the sum of their budgets (each has its own) and
         of their spare slots."""

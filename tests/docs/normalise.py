@@ -24,7 +24,7 @@ RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?", "<when>"),
         (r"\b\d{2}:\d{2}:\d{2}(\.\d+)?\b", "<time>"),
         (r"\b1\d{9}(\.\d+)?\b", "<epoch>"),  # unix seconds, in JSON
-        (r"\br-[0-9a-f]{8,}(\.s\d+)?", "<run>"),
+        (r"\br-[0-9a-f]{8,}(?:(\.[a-z0-9_-]+\.\d+)?\.s\d+)?", r"<run>\1"),  # a child: <run>.stage.N
         (r"\b[\w.-]+:\d+:[0-9a-f]{6}\b", "<worker>"),  # host:pid:random
         (r"#\d{10,}", "#<token>"),  # fencing tokens: microseconds
         (r"\b(127\.0\.0\.1|localhost|\[::1\]|0\.0\.0\.0):\d+", r"\1:<port>"),

@@ -116,7 +116,9 @@ def test_workers_json_says_up_as_one_object(cli: Cli) -> None:
     try:
         assert proc.stdout is not None
         up = json.loads(proc.stdout.readline())
-        assert up["workers"] == "up" and up["queue"] == "default" and up["threads"] == 3
+        assert up["workers"] == "up" and up["queue"] == "default"
+        assert up["spare_threads"] == 1, "the model pool's spare slot (the default)"
+        assert up["threads"] == 3 + up["spare_threads"]
         assert up["modules"] == ["inventory_tools"] and up["pid"] == proc.pid
     finally:
         stop_workers([proc])

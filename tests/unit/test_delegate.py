@@ -103,9 +103,7 @@ def test_a_named_budget_is_taken_out_before_the_next_call_asks() -> None:
                  {"id": "b", "task": "x", "budgets": {"max_output_tokens": 300}},
                  {"id": "c", "task": "x"}, max_at_once=3)  # fmt: skip
     assert held(log, "a").max_output_tokens == 800
-    assert "max_output_tokens 300 is more than this run has left (200)" in (
-        refused(log, "b") or ""
-    )
+    assert "max_output_tokens 300 is more than this run has left (200)" in (refused(log, "b") or "")
     assert held(log, "c").max_output_tokens == 200, "a refused ask holds nothing"
 
 

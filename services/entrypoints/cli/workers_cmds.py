@@ -172,7 +172,8 @@ def _say_up(
     by_pool = services.pool_threads()  # bounds: each pool's own budget
     if as_json:
         emit({
-            "workers": "up", "threads": threads, "pool_threads": by_pool,
+            "workers": "up", "threads": threads, "spare_threads": services.spare_threads(),
+            "pool_threads": by_pool,
             "redis": masked(settings.redis_url or ""),
             "prefix": settings.prefix, "queue": queue, "toolset": toolset.fingerprint,
             "modules": list(toolset.modules), "pools": list(pools), "pid": os.getpid(),
