@@ -136,6 +136,17 @@ def test_an_ellipsis_line_stands_for_any_lines_and_inside_a_line_for_any_text() 
     assert not matches(["first", "...", "last"], ["first", "x"])
 
 
+def test_a_child_runs_id_and_a_line_cut_to_a_width_match_whatever_their_shard() -> None:
+    """A child's id is its flow's with the stage and attempt (`<run>.fix.1`); a timeline
+    line is cut to a width, so where the cut falls moves with the ids' raw length."""
+    shown = ["1 12:00:00.1 flow ChildRunEnded fix completed (r-1a24c08ae2c327516cd.fix.1.s15 "
+             "completed) 0+0 tokens {\"passed\": true, …"]  # fmt: skip
+    cut_later = [shown[0].replace(".s15", ".s5").replace("true, …", "true,…")]
+    assert matches(shown, cut_later) and matches(cut_later, shown)
+    assert not matches(shown, [shown[0].replace("fix.1", "fix.2")])
+    assert not matches(shown, [shown[0].replace("completed)", "failed)")])
+
+
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
