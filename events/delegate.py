@@ -23,9 +23,14 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from agentledger.events.budgets import prompt_tokens_used
 from agentledger.events.delegate_name import DELEGATE as DELEGATE  # re-exported
-from agentledger.events.flow_children import MAX_SUMMARY_CHARS, child_id, final_text, held_budgets
+from agentledger.events.flow_children import (
+    MAX_SUMMARY_CHARS,
+    budgets_left,
+    child_id,
+    final_text,
+    held_budgets,
+)
 from agentledger.events.flow_events import ChildRunEnded
 from agentledger.events.state import Call, RunState
 from agentledger.events.status import CallStatus, RunStatus
@@ -59,18 +64,7 @@ def is_delegate_child(parent: RunState, call_id: str, found: RunState) -> bool:
 def left_of(s: RunState, *, now: float) -> dict[str, Any]:
     """What the parent has left of each budget it sets (its ended children's spend is
     in its own; their turns in their calls' outcomes)."""
-    b = s.spec.budgets
-    left: dict[str, Any] = {"max_turns": b.max_turns - s.turns_used - _children_turns(s)}
-    if b.max_input_tokens is not None:
-        left["max_input_tokens"] = b.max_input_tokens - prompt_tokens_used(s)
-    if b.max_output_tokens is not None:
-        left["max_output_tokens"] = b.max_output_tokens - s.usage.output_tokens
-    if b.max_cost_usd is not None:
-        left["max_cost_usd"] = b.max_cost_usd - s.cost_usd
-    if b.max_wall_clock_s is not None:
-        started = s.created_at if s.clock_from is None else s.clock_from
-        left["max_wall_clock_s"] = b.max_wall_clock_s - (now - started)
-    return left
+    return budgets_left(s, turns=s.turns_used + _children_turns(s), now=now)
 
 
 def _children_turns(s: RunState) -> int:

@@ -62,8 +62,14 @@ def context_of(s: RunState, flow: FlowState) -> Context:
 
 def left_of(s: RunState, flow: FlowState, *, now: float) -> dict[str, Any]:
     """What the whole flow has left of each budget it sets (none when unset)."""
+    return budgets_left(s, turns=flow.turns, now=now)
+
+
+def budgets_left(s: RunState, *, turns: int, now: float) -> dict[str, Any]:
+    """What a run has left of each budget it sets (none when unset), `turns` used —
+    its children's spend counted in its own (a flow's, or a delegating run's)."""
     b = s.spec.budgets
-    left: dict[str, Any] = {"max_turns": b.max_turns - flow.turns}
+    left: dict[str, Any] = {"max_turns": b.max_turns - turns}
     if b.max_input_tokens is not None:
         left["max_input_tokens"] = b.max_input_tokens - prompt_tokens_used(s)
     if b.max_output_tokens is not None:
